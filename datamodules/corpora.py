@@ -1,0 +1,214 @@
+"""Text corpora, each tokenized once into flat uint16/uint32 files per split plus a JSON of metadata.
+
+Layout: ``<data_root>/<corpus>/<tokenizer>/{train,val,test}.bin`` and ``meta.json``. Documents are separated by
+the tokenizer's end-of-text token (nanoGPT's `prepare.py` format). Every file is written to a temporary name and
+renamed, and `meta.json` last, so an interrupted preparation is redone rather than half-read.
+"""
+
+from __future__ import annotations
+
+import bz2
+import dataclasses
+import json
+import os
+import zipfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+
+from datamodules.embedded import LEE_NEWS, WIKI_XML, require_package_file
+from datamodules.tokenizers import load_tokenizer
+
+SPLITS = ("train", "val", "test")
+Documents = dict[str, "datasets.Dataset | bytes"]  # noqa: F821 (datasets is imported lazily)
+
+
+@dataclasses.dataclass(frozen=True)
+class Corpus:
+    name: str
+    default_tokenizer: str
+    source: str
+    load: Callable[[Path], Documents]  # data_root -> split -> documents (a `datasets.Dataset` with "text") or bytes
+
+
+def _text_dataset(texts: list[str]):
+    import datasets
+
+    return datasets.Dataset.from_dict({"text": texts})
+
+
+def _split_documents(texts: list[str], every: int = 20) -> Documents:
+    """Deterministic split by document: 1 in `every` to val, 1 in `every` to test, the rest to train."""
+    return {
+        "train": _text_dataset([t for i, t in enumerate(texts) if i % every > 1]),
+        "val": _text_dataset(texts[0::every]),
+        "test": _text_dataset(texts[1::every]),
+    }
+
+
+def _split_bytes(data: bytes, valid: int, test: int) -> Documents:
+    """The enwik8 convention: the last `valid + test` bytes are validation then test."""
+    train_end = len(data) - valid - test
+    return {
+        "train": data[:train_end],
+        "val": data[train_end : train_end + valid],
+        "test": data[train_end + valid :],
+    }
+
+
+def _load_openwebtext(root: Path) -> Documents:
+    """OpenWebText with the paper's random 5% validation split; local files under `<root>/openwebtext/` first."""
+    import datasets
+
+    local = root / "openwebtext"
+    files = sorted(p for p in local.glob("*") if p.suffix in (".jsonl", ".json", ".parquet", ".txt"))
+    try:
+        if files:
+            builder = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".txt": "text"}[files[0].suffix]
+            full = datasets.load_dataset(builder, data_files=[str(f) for f in files], split="train")
+        else:
+            full = datasets.load_dataset("Skylion007/openwebtext", split="train")
+    except Exception as err:
+        raise FileNotFoundError(
+            f"OpenWebText: no local files in {local} (.jsonl/.json/.parquet/.txt with a 'text' field) and "
+            f"loading Skylion007/openwebtext from the hub failed: {err}"
+        ) from err
+    parts = full.train_test_split(test_size=0.05, seed=2357)
+    return {"train": parts["train"], "val": parts["test"]}
+
+
+def _load_enwik8(root: Path) -> Documents:
+    """enwik8 (first 10^8 bytes of the 2006 English Wikipedia XML), standard 90M / 5M / 5M split."""
+    for path in (
+        root / "enwik8" / "enwik8",
+        root / "enwik8" / "enwik8.zip",
+        root / "enwik8.zip",
+        root / "enwik8",
+    ):
+        if path.is_file():
+            data = zipfile.ZipFile(path).read("enwik8") if path.suffix == ".zip" else path.read_bytes()
+            if len(data) != 10**8:
+                raise ValueError(f"{path} holds {len(data):,} bytes; enwik8 has exactly 100,000,000")
+            return _split_bytes(data, 5_000_000, 5_000_000)
+    raise FileNotFoundError(
+        f"enwik8 not found under {root}; put http://mattmahoney.net/dc/enwik8.zip at {root / 'enwik8' / 'enwik8.zip'}"
+    )
+
+
+def _load_embedded_news(_: Path) -> Documents:
+    path = require_package_file("gensim", LEE_NEWS, "gensim")
+    return _split_documents([line.strip() for line in path.read_text().splitlines() if line.strip()])
+
+
+def _load_embedded_wiki(_: Path) -> Documents:
+    data = bz2.decompress(require_package_file("gensim", WIKI_XML, "gensim").read_bytes())
+    fifth = len(data) // 20
+    return _split_bytes(data, fifth, fifth)
+
+
+CORPORA = {
+    c.name: c
+    for c in (
+        Corpus("openwebtext", "gpt2", "Skylion007/openwebtext (or local files)", _load_openwebtext),
+        Corpus("enwik8", "bytes", "enwik8.zip (Hutter prize)", _load_enwik8),
+        Corpus("embedded_news", "gpt2", f"gensim {LEE_NEWS}", _load_embedded_news),
+        Corpus("embedded_wiki", "bytes", f"gensim {WIKI_XML}", _load_embedded_wiki),
+    )
+}
+
+
+def corpus_dir(data_root: str | Path, corpus: str, tokenizer: str) -> Path:
+    return Path(data_root) / corpus / tokenizer
+
+
+def prepare_corpus(
+    corpus: str,
+    tokenizer: str | None = None,
+    data_root: str | Path = "data",
+    tokenizer_path: str | None = None,
+) -> Path:
+    """Tokenize `corpus` into memmaps once; returns the directory holding `meta.json` and `<split>.bin`."""
+    if corpus not in CORPORA:
+        raise KeyError(f"unknown corpus {corpus!r}; available: {', '.join(CORPORA)}")
+    spec = CORPORA[corpus]
+    tokenizer = tokenizer or spec.default_tokenizer
+    out = corpus_dir(data_root, corpus, tokenizer)
+    if (out / "meta.json").exists():
+        return out
+    tok = load_tokenizer(tokenizer, tokenizer_path)
+    dtype = np.uint16 if tok.vocab_size <= 2**16 else np.uint32
+    out.mkdir(parents=True, exist_ok=True)
+    splits = {}
+    for split, documents in spec.load(Path(data_root)).items():
+        if isinstance(documents, bytes):
+            if tokenizer != "bytes":
+                raise ValueError(f"{corpus} is a byte-level corpus; use tokenizer='bytes', not {tokenizer!r}")
+            chunks, num_docs, num_bytes = iter([np.frombuffer(documents, dtype=np.uint8)]), 1, len(documents)
+        else:
+            chunks, num_docs, num_bytes = _tokenize(documents, tokenizer, tokenizer_path, tok.eot_id)
+        num_tokens = _write_tokens(out / f"{split}.bin", chunks, dtype)
+        splits[split] = {"tokens": num_tokens, "documents": num_docs, "bytes": num_bytes}
+    meta = {
+        "corpus": corpus,
+        "source": spec.source,
+        "tokenizer": tokenizer,
+        "tokenizer_source": tok.source,
+        "vocab_size": tok.vocab_size,
+        "eot_id": tok.eot_id,
+        "dtype": np.dtype(dtype).name,
+        "splits": splits,
+    }
+    atomic_write_text(out / "meta.json", json.dumps(meta, indent=2))
+    return out
+
+
+def _tokenize(documents, tokenizer: str, tokenizer_path: str | None, eot_id: int | None):
+    def encode(batch: dict) -> dict:
+        ids = load_tokenizer(tokenizer, tokenizer_path).encode_batch(batch["text"])
+        return {
+            "ids": [[*x, eot_id] if eot_id is not None else x for x in ids],
+            "num_bytes": [len(t.encode("utf-8")) for t in batch["text"]],
+        }
+
+    num_proc = min(os.cpu_count() or 1, 16) if len(documents) > 10_000 else None
+    encoded = documents.map(encode, batched=True, remove_columns=documents.column_names, num_proc=num_proc)
+    chunks = (np.concatenate([np.asarray(x, dtype=np.int64) for x in b["ids"]]) for b in encoded.iter(batch_size=1024))
+    return chunks, len(encoded), int(sum(encoded["num_bytes"]))
+
+
+def _write_tokens(path: Path, chunks: Iterator[np.ndarray], dtype) -> int:
+    tmp, count = path.with_suffix(".bin.tmp"), 0
+    with open(tmp, "wb") as f:
+        for chunk in chunks:
+            np.asarray(chunk).astype(dtype).tofile(f)
+            count += len(chunk)
+    os.replace(tmp, path)
+    return count
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write `text` to `path` through a temporary file and a rename, so readers never see half a file."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def open_split(directory: Path, split: str) -> tuple[np.memmap, dict]:
+    """Memory-map one split, checking its size against the metadata."""
+    meta_path = Path(directory) / "meta.json"
+    if not meta_path.exists():
+        raise FileNotFoundError(f"{meta_path} missing: prepare the corpus first (prepare_corpus)")
+    meta = json.loads(meta_path.read_text())
+    if split not in meta["splits"]:
+        raise KeyError(f"split {split!r} not in {directory}; available: {', '.join(meta['splits'])}")
+    path, expected = Path(directory) / f"{split}.bin", meta["splits"][split]["tokens"]
+    itemsize = np.dtype(meta["dtype"]).itemsize
+    if not path.exists() or path.stat().st_size != expected * itemsize:
+        size = path.stat().st_size if path.exists() else 0
+        raise ValueError(
+            f"{path} is corrupt or truncated: {size} bytes, meta.json says {expected} tokens of {meta['dtype']} "
+            f"({expected * itemsize} bytes); delete {directory} to tokenize again"
+        )
+    return np.memmap(path, dtype=meta["dtype"], mode="r"), meta

@@ -1,0 +1,253 @@
+"""The shared runner: every `experiments/<paper>_<table>.py` declares an `Experiment` and calls `main`.
+
+    python -m experiments.<name> --scale smoke|small|paper [--run RUN] [--report] [--list] [--dry-run]
+
+A run trains into ``runs/<experiment>/<scale>/<run>/``: Lightning checkpoints, ``metrics.csv`` (CSVLogger),
+``config.yaml`` (the resolved config) and ``done.json`` (final metrics). A run with ``done.json`` is never trained
+again; an interrupted one resumes from ``checkpoints/last.ckpt``. ``--run RUN`` trains exactly one run (what a
+cluster job launches under torchrun or srun); without it every missing run is trained in order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from experiments.results import SCALES, Row, atomic_write, write_report, write_rows
+from modules import get_config
+from modules.flops import formula_flops, formula_params
+
+RUNS_DIR = Path("runs")
+H100_BF16_DENSE_TFLOPS = 989.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+    """Training budget: `steps` optimizer steps of `batch_size` sequences (global) of `seq_len` tokens."""
+
+    steps: int
+    batch_size: int
+    seq_len: int
+    lr: float = 6e-4
+    warmup_steps: int = 0
+    min_lr_ratio: float = 0.1
+    val_every: int | None = None  # optimizer steps between validations (None: only at the end)
+    val_windows: int | None = None  # validation windows per evaluation (None: the whole split)
+    micro_batch: int | None = None  # sequences per device and forward pass (None: batch_size / devices)
+    checkpoint_every: int = 1000
+
+    @property
+    def tokens(self) -> int:
+        return self.steps * self.batch_size * self.seq_len
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """One training run: a model preset (+ overrides), a corpus, a budget, optionally grown from another run."""
+
+    name: str
+    model: str
+    budget: Budget
+    overrides: dict[str, Any] = dataclasses.field(default_factory=dict)
+    corpus: str = "embedded_news"
+    tokenizer: str | None = None
+    grow_from: str | None = None
+    grow_new_keys: str = "zero"  # "zero" (paper) or "random" (released code); tau pins belong in `overrides`
+    lm: dict[str, Any] = dataclasses.field(default_factory=dict)  # further LanguageModel arguments
+
+    @property
+    def config(self):
+        return get_config(self.model, **self.overrides)
+
+    def train_flops(self) -> int:
+        """Training FLOPs of this run alone: 3 x forward matmul FLOPs per token x tokens."""
+        return 3 * sum(formula_flops(self.config, self.budget.seq_len).values()) * self.budget.tokens
+
+
+@dataclasses.dataclass(frozen=True)
+class Experiment:
+    """`runs(scale)` lists the runs; `report(scale, results)` turns finished runs (name -> done.json) into rows."""
+
+    name: str
+    description: str
+    runs: Callable[[str], list[Run]]
+    report: Callable[[str, dict[str, dict]], list[Row]]
+    figure: Callable[[str, dict[str, dict], Path], None] | None = None
+
+
+def run_dir(experiment: Experiment, scale: str, run: Run, runs_dir: Path = RUNS_DIR) -> Path:
+    return Path(runs_dir) / experiment.name / scale / run.name
+
+
+def find_run(experiment: Experiment, scale: str, name: str) -> Run:
+    runs = {r.name: r for r in experiment.runs(scale)}
+    if name not in runs:
+        raise KeyError(f"experiment {experiment.name} has no run {name!r} at scale {scale}; runs: {', '.join(runs)}")
+    return runs[name]
+
+
+def load_results(experiment: Experiment, scale: str, runs_dir: Path = RUNS_DIR) -> dict[str, dict]:
+    results = {}
+    for run in experiment.runs(scale):
+        done = run_dir(experiment, scale, run, runs_dir) / "done.json"
+        if done.exists():
+            results[run.name] = json.loads(done.read_text())
+    return results
+
+
+def report(experiment: Experiment, scale: str, runs_dir: Path = RUNS_DIR, results_dir: Path | None = None) -> Path:
+    """Rebuild `results/<scale>/<experiment>.csv` (and its figure) from finished runs, then REPORT.md."""
+    from experiments.results import RESULTS_DIR
+
+    results_dir = Path(results_dir or RESULTS_DIR)
+    results = load_results(experiment, scale, runs_dir)
+    path = write_rows(experiment.name, scale, experiment.report(scale, results), results_dir)
+    if experiment.figure is not None:
+        experiment.figure(scale, results, path.with_suffix(".png"))
+    write_report(results_dir)
+    return path
+
+
+def dry_run(experiment: Experiment, scale: str, mfu: float, peak_tflops: float, devices: int) -> list[dict]:
+    """Per run: parameters, FLOPs per token, total training FLOPs and time at `mfu` of `devices` x `peak_tflops`."""
+    plan = []
+    for run in experiment.runs(scale):
+        config, budget = run.config, run.budget
+        flops = run.train_flops()
+        seconds = flops / (mfu * peak_tflops * 1e12 * devices)
+        plan.append(
+            {
+                "run": run.name,
+                "model": run.model,
+                "params": sum(formula_params(config).values()),
+                "train_flops_per_token": 3 * sum(formula_flops(config, budget.seq_len).values()),
+                "tokens": budget.tokens,
+                "steps": budget.steps,
+                "train_flops": flops,
+                "hours": seconds / 3600,
+            }
+        )
+    return plan
+
+
+def _print_plan(plan: list[dict], mfu: float, peak: float, devices: int) -> None:
+    print(
+        f"{'run':28s} {'params':>15s} {'FLOPs/token':>12s} {'tokens':>10s} {'steps':>9s} {'FLOPs':>10s} {'hours':>9s}"
+    )
+    for p in plan:
+        print(
+            f"{p['run']:28s} {p['params']:>15,d} {p['train_flops_per_token']:>12.3e} {p['tokens']:>10.3e} "
+            f"{p['steps']:>9,d} {p['train_flops']:>10.3e} {p['hours']:>9.2f}"
+        )
+    print(f"(time at {mfu:.0%} MFU of {devices} x {peak:g} TFLOP/s; training FLOPs = 3 x forward matmul FLOPs)")
+
+
+def train(experiment: Experiment, scale: str, run: Run, runs_dir: Path = RUNS_DIR, **trainer_options: Any) -> dict:
+    """Train `run` to its budget (resuming if interrupted) and return its done.json contents."""
+    from experiments.training import train_run
+
+    out = run_dir(experiment, scale, run, runs_dir)
+    if (out / "done.json").exists():
+        return json.loads((out / "done.json").read_text())
+    init_weights = None
+    if run.grow_from is not None:
+        source = find_run(experiment, scale, run.grow_from)
+        source_dir = run_dir(experiment, scale, source, runs_dir)
+        if not (source_dir / "done.json").exists():
+            train(experiment, scale, source, runs_dir, **trainer_options)
+        init_weights = grow_weights(source, source_dir, run, out)
+    return train_run(run, out, init_weights, **trainer_options)
+
+
+def grow_weights(source: Run, source_dir: Path, run: Run, out: Path) -> Path:
+    """Grow `source`'s final weights into `run`'s model; tau pins, if any, are already in `run.config`."""
+    import io
+
+    import torch
+
+    from modules.lm import load_weights
+    from modules.registry import build_from_config
+    from modules.tokenformer import grow
+
+    path = out / "init_grown.pt"
+    if not path.exists():
+        model = build_from_config(source.config)
+        load_weights(model, torch.load(source_dir / "final.pt", weights_only=True), str(source_dir / "final.pt"))
+        grown = grow(model, run.config, new_keys=run.grow_new_keys, pin_tau=False)
+        out.mkdir(parents=True, exist_ok=True)
+        buffer = io.BytesIO()
+        torch.save(grown.state_dict(), buffer)
+        atomic_write(path, buffer.getvalue())
+    return path
+
+
+def write_config(run: Run, out: Path, trainer_options: dict) -> None:
+    config = {
+        "run": {k: v for k, v in dataclasses.asdict(run).items() if k != "budget"},
+        "budget": dataclasses.asdict(run.budget),
+        "model_config": dataclasses.asdict(run.config),
+        "model_class": type(run.config).__name__,
+        "trainer": trainer_options,
+        "command": " ".join(sys.argv),
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    atomic_write(out / "config.yaml", yaml.safe_dump(config, sort_keys=False))
+
+
+def main(experiment: Experiment, argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog=f"python -m experiments.{experiment.name}", description=experiment.description
+    )
+    parser.add_argument("--scale", choices=SCALES, default="smoke")
+    parser.add_argument("--run", help="train exactly this run")
+    parser.add_argument("--list", action="store_true", help="print the runs and exit")
+    parser.add_argument("--report", action="store_true", help="only rebuild the results table from finished runs")
+    parser.add_argument("--dry-run", action="store_true", help="print parameters, FLOPs and time; train nothing")
+    parser.add_argument("--runs-dir", type=Path, default=RUNS_DIR)
+    parser.add_argument("--mfu", type=float, default=0.4, help="assumed MFU for --dry-run")
+    parser.add_argument("--peak-tflops", type=float, default=H100_BF16_DENSE_TFLOPS, help="per device, --dry-run")
+    parser.add_argument("--accelerator", default="auto")
+    parser.add_argument("--devices", default="auto", help="devices per node (int or 'auto')")
+    parser.add_argument("--num-nodes", type=int, default=1)
+    parser.add_argument("--precision", default=None, help="Lightning precision, e.g. bf16-mixed (default: 32 on CPU)")
+    parser.add_argument("--strategy", default="auto")
+    args = parser.parse_args(argv)
+
+    if args.list:
+        for run in experiment.runs(args.scale):
+            grown = f" (grown from {run.grow_from})" if run.grow_from else ""
+            print(f"{run.name:28s} {run.model:24s} {run.budget.tokens:>12.3e} tokens{grown}")
+        return
+    if args.dry_run:
+        devices = int(args.devices) * args.num_nodes if args.devices != "auto" else args.num_nodes
+        plan = dry_run(experiment, args.scale, args.mfu, args.peak_tflops, devices)
+        _print_plan(plan, args.mfu, args.peak_tflops, devices)
+        return
+    if not args.report:
+        trainer_options = {
+            "accelerator": args.accelerator,
+            "devices": args.devices,
+            "num_nodes": args.num_nodes,
+            "precision": args.precision,
+            "strategy": args.strategy,
+        }
+        runs = [find_run(experiment, args.scale, args.run)] if args.run else experiment.runs(args.scale)
+        for run in runs:
+            train(experiment, args.scale, run, args.runs_dir, **trainer_options)
+        if args.run:
+            return  # one cluster job trains one run; --report gathers them
+    path = report(experiment, args.scale, args.runs_dir)
+    print(f"wrote {path}")
+
+
+def finite_or_none(value: Any) -> float | None:
+    return None if value is None or not math.isfinite(value) else float(value)

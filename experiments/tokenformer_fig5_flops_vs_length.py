@@ -1,0 +1,94 @@
+"""Tokenformer Fig. 5: training FLOPs per token against sequence length, Transformer vs Tokenformer.
+
+A Transformer grows by widening, so its token-token attention (4 L T d per token) grows with d; a Tokenformer grows
+by adding parameter tokens at fixed d = 768, so at long contexts its cost grows more slowly. Values come from the
+closed forms of `modules.flops`, which tests hold equal to counts on the instantiated models.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from experiments.results import Row, atomic_write
+from experiments.runner import Experiment, main
+from modules import get_config
+from modules.flops import formula_flops
+
+MODELS = (
+    "transformer_354m",
+    "transformer_757m",
+    "transformer_1_4b",
+    "tokenformer_354m",
+    "tokenformer_757m",
+    "tokenformer_1_4b",
+)
+LENGTHS = tuple(2**k for k in range(9, 17))  # 512 ... 65,536
+
+
+def train_flops_per_token(model: str, length: int) -> int:
+    return 3 * sum(formula_flops(get_config(model), length).values())
+
+
+def report(scale: str, results: dict[str, dict]) -> list[Row]:
+    rows = []
+    for model in MODELS:
+        for length in LENGTHS:
+            attention = 3 * formula_flops(get_config(model), length)["attention"]
+            total = train_flops_per_token(model, length)
+            rows.append(
+                Row(
+                    "fig5",
+                    model,
+                    f"train_flops_per_token@{length}",
+                    None,
+                    total,
+                    "FLOPs",
+                    note=f"token-token attention {attention / total:.1%} of it",
+                )
+            )
+    return rows
+
+
+def figure(scale: str, results: dict[str, dict], path: Path) -> None:
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for model in MODELS:
+        style = "-o" if model.startswith("tokenformer") else "--s"
+        ax.plot(
+            LENGTHS,
+            [train_flops_per_token(model, n) / 1e9 for n in LENGTHS],
+            style,
+            label=model,
+            markersize=3,
+        )
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="sequence length (tokens)",
+        ylabel="training GFLOPs per token",
+        title="Tokenformer Fig. 5: FLOPs vs sequence length (analytic)",
+    )
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=120)
+    plt.close(fig)
+    atomic_write(path, buffer.getvalue())
+
+
+EXPERIMENT = Experiment(
+    name="tokenformer_fig5_flops_vs_length",
+    description=__doc__.splitlines()[0],
+    runs=lambda scale: [],
+    report=report,
+    figure=figure,
+)
+
+if __name__ == "__main__":
+    main(EXPERIMENT)

@@ -1,0 +1,158 @@
+"""Train one `Run` with the Lightning Trainer: CSV logs, atomic checkpoints, resume, done.json."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from lightning.fabric.loggers.logger import rank_zero_experiment
+from lightning.pytorch.callbacks import ModelCheckpoint, ThroughputMonitor
+from lightning.pytorch.loggers import CSVLogger
+from lightning.pytorch.loggers.csv_logs import ExperimentWriter
+from lightning.pytorch.plugins.io import TorchCheckpointIO
+
+from datamodules.text import TextDataModule
+from experiments.results import atomic_write
+from experiments.runner import Run, write_config
+from modules.lm import LanguageModel, atomic_torch_save
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Checkpoints go to a temporary file and are renamed: a crash mid-write leaves the previous one intact."""
+
+    def save_checkpoint(self, checkpoint: dict, path, storage_options: Any | None = None) -> None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        atomic_torch_save(checkpoint, path)
+
+
+class _AppendingWriter(ExperimentWriter):
+    """Keeps an existing metrics.csv (Lightning's writer deletes it), so a resumed run appends to its history."""
+
+    def _check_log_dir_exists(self) -> None:
+        if self._fs.isfile(self.metrics_file_path):
+            with self._fs.open(self.metrics_file_path, "r", newline="") as f:
+                self.metrics_keys = next(csv.reader(f), [])
+
+
+class ResumableCSVLogger(CSVLogger):
+    """CSVLogger writing `<run dir>/metrics.csv`; after a resume, rows of steps past the checkpoint repeat."""
+
+    @property
+    @rank_zero_experiment
+    def experiment(self) -> ExperimentWriter:
+        if self._experiment is None:
+            self._experiment = _AppendingWriter(log_dir=self.log_dir)
+        return self._experiment
+
+
+def _accumulation(run: Run, world_size: int) -> tuple[int, int]:
+    """(micro-batch, gradient accumulation) that keep the run's global batch on `world_size` devices."""
+    budget = run.budget
+    micro = budget.micro_batch or max(1, budget.batch_size // world_size)
+    if budget.batch_size % (micro * world_size):
+        raise ValueError(
+            f"global batch {budget.batch_size} of run {run.name} is not a multiple of micro-batch {micro} x "
+            f"{world_size} devices; set Budget.micro_batch to a divisor"
+        )
+    return micro, budget.batch_size // (micro * world_size)
+
+
+def build_trainer(run: Run, out: Path, world_size: int, extra_callbacks: list | None = None, **options: Any):
+    micro, accumulate = _accumulation(run, world_size)
+    budget = run.budget
+    val_every = (budget.val_every or budget.steps) * accumulate
+    options = {k: v for k, v in options.items() if v is not None}
+    trainer = L.Trainer(
+        max_steps=budget.steps,
+        accumulate_grad_batches=accumulate,
+        gradient_clip_val=run.lm.get("gradient_clip_val", 1.0),
+        val_check_interval=val_every,
+        check_val_every_n_epoch=None,
+        num_sanity_val_steps=0,
+        logger=ResumableCSVLogger(out, name="", version=""),
+        callbacks=[
+            ModelCheckpoint(
+                dirpath=out / "checkpoints",
+                every_n_train_steps=budget.checkpoint_every,
+                save_last=True,
+                save_top_k=0,
+            ),
+            ThroughputMonitor(
+                batch_size_fn=lambda batch: batch[0].shape[0],
+                length_fn=lambda batch: batch[0].numel(),
+                window_size=max(2, min(100, budget.steps // 4)),
+            ),
+            *(extra_callbacks or []),
+        ],
+        plugins=[AtomicCheckpointIO()],
+        log_every_n_steps=max(1, min(50, budget.steps // 10)),
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        **options,
+    )
+    return trainer, micro
+
+
+def train_run(
+    run: Run, out: Path, init_weights: Path | None = None, extra_callbacks: list | None = None, **options: Any
+) -> dict:
+    """Train `run` into `out`, resuming from `out/checkpoints/last.ckpt` if it exists."""
+    out.mkdir(parents=True, exist_ok=True)
+    write_config(run, out, options)
+    world_size = _world_size(options)
+    trainer, micro = build_trainer(run, out, world_size, extra_callbacks, **options)
+    budget = run.budget
+    data = TextDataModule(
+        corpus=run.corpus,
+        tokenizer=run.tokenizer,
+        seq_len=budget.seq_len,
+        batch_size=micro,
+        val_windows=budget.val_windows,
+    )
+    lm_args = {k: v for k, v in run.lm.items() if k != "gradient_clip_val"}
+    module = LanguageModel(
+        model=run.model,
+        model_overrides=dict(run.overrides),
+        lr=budget.lr,
+        min_lr_ratio=budget.min_lr_ratio,
+        warmup_steps=budget.warmup_steps,
+        schedule_steps=budget.steps,
+        init_weights=str(init_weights) if init_weights else None,
+        **lm_args,
+    )
+    last = out / "checkpoints" / "last.ckpt"
+    started = time.time()
+    trainer.fit(module, datamodule=data, ckpt_path=str(last) if last.exists() else None)
+    metrics = trainer.validate(module, datamodule=data, verbose=False)[0]
+    done = {
+        "run": run.name,
+        "model": run.model,
+        "steps": trainer.global_step,
+        "tokens": module.tokens_seen,
+        "params": sum(p.numel() for p in module.model.parameters()),
+        "train_flops": run.train_flops(),
+        "val_loss": metrics["val/loss"],
+        "val_ppl": math.exp(metrics["val/loss"]),
+        "val_bpb": metrics.get("val/bpb"),
+        "wall_seconds_last_session": time.time() - started,
+    }
+    if trainer.is_global_zero:
+        atomic_torch_save(module.model.state_dict(), out / "final.pt")
+        atomic_write(out / "done.json", json.dumps(done, indent=2))
+    return done
+
+
+def _world_size(options: dict) -> int:
+    devices = options.get("devices", "auto")
+    if devices in (None, "auto"):
+        accelerator = options.get("accelerator", "auto")
+        devices = (
+            torch.cuda.device_count() if accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available() else 1
+        )
+    return int(devices) * int(options.get("num_nodes") or 1)

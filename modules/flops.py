@@ -1,0 +1,108 @@
+"""Parameter and FLOP counts per component: closed-form formulas, and counts from an instantiated model.
+
+FLOPs are matmul FLOPs (2 per multiply-add) per token of a forward pass at sequence length `seq_len`;
+training is 3x forward (backward = 2x). Token-token attention is counted as a dense kernel computes it,
+QK^T and AV over the whole square (4 L T d per token); norms, GELU and softmax are left out, as in Kaplan et al.
+`counted_*` measure the same things on the model itself (meta device, `torch.utils.flop_counter`), so tests can hold
+the formulas to them.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
+
+from modules.layers import DecoderConfig
+from modules.registry import build_from_config
+from modules.tokenformer import TokenformerConfig
+from modules.transformer import TransformerConfig
+
+COMPONENTS = ("embedding", "qkv", "attention", "out", "ffn", "norms", "head")
+_BLOCK_PARTS = {"qkv": "attn.qkv", "out": "attn.out", "ffn": "ffn"}
+
+
+def formula_params(config: DecoderConfig) -> dict[str, int]:
+    """Parameters per component from the config alone."""
+    d, layers, vocab = config.d_model, config.n_layer, config.vocab_size
+    params = dict.fromkeys(COMPONENTS, 0)
+    params["embedding"] = vocab * d + (config.max_seq_len * d if config.position == "learned" else 0)
+    params["head"] = 0 if config.tie_embeddings else vocab * d
+    params["norms"] = (4 * d * layers if config.block_norm_parametric else 0) + (
+        2 * d if config.final_norm_parametric else 0
+    )
+    if isinstance(config, TokenformerConfig):
+        params["qkv"] = layers * 3 * config.qkv_tokens * 2 * d
+        params["out"] = layers * config.proj_tokens * 2 * d
+        params["ffn"] = layers * config.ffn_tokens * 2 * d
+    elif isinstance(config, TransformerConfig):
+        bias = int(config.bias)
+        params["qkv"] = layers * (3 * d * d + 3 * d * bias)
+        params["out"] = layers * (d * d + d * bias)
+        params["ffn"] = layers * (2 * d * config.ffn_dim + (config.ffn_dim + d) * bias)
+    else:
+        raise TypeError(f"no parameter formula for {type(config).__name__}")
+    return params
+
+
+def formula_flops(config: DecoderConfig, seq_len: int) -> dict[str, int]:
+    """Forward matmul FLOPs per token and component at context `seq_len`."""
+    d, layers = config.d_model, config.n_layer
+    flops = dict.fromkeys(COMPONENTS, 0)
+    flops["attention"] = layers * 4 * seq_len * d
+    flops["head"] = 2 * d * config.vocab_size
+    if isinstance(config, TokenformerConfig):
+        flops["qkv"] = layers * 3 * 2 * config.qkv_tokens * 2 * d
+        flops["out"] = layers * 2 * config.proj_tokens * 2 * d
+        flops["ffn"] = layers * 2 * config.ffn_tokens * 2 * d
+    elif isinstance(config, TransformerConfig):
+        flops["qkv"] = layers * 2 * d * 3 * d
+        flops["out"] = layers * 2 * d * d
+        flops["ffn"] = layers * 2 * 2 * d * config.ffn_dim
+    else:
+        raise TypeError(f"no FLOP formula for {type(config).__name__}")
+    return flops
+
+
+def _component(name: str) -> str:
+    """Map a parameter or module path of a DecoderLM to its component."""
+    if name.startswith(("token_embedding", "position_embedding")):
+        return "embedding"
+    if name.startswith("lm_head"):
+        return "head"
+    if "norm" in name:
+        return "norms"
+    for part in ("qkv", "out", "ffn"):
+        if f".attn.{part}" in name or f".{part}" in name:
+            return part
+    return "attention"
+
+
+def counted_params(model: nn.Module) -> dict[str, int]:
+    """Parameters per component, counted on `model`."""
+    counts = dict.fromkeys(COMPONENTS, 0)
+    for name, p in model.named_parameters():
+        counts[_component(name)] += p.numel()
+    return counts
+
+
+def counted_flops(config: DecoderConfig, seq_len: int, backward: bool = False) -> dict[str, int]:
+    """Matmul FLOPs per token and component of one forward (and backward) pass, counted on a meta-device model."""
+    with torch.device("meta"):
+        model = build_from_config(config)
+        idx = torch.zeros(1, seq_len, dtype=torch.long)
+        with FlopCounterMode(display=False) as counter:
+            logits = model(idx)
+            if backward:
+                logits.sum().backward()
+    per_module = {name: sum(ops.values()) for name, ops in counter.get_flop_counts().items()}
+    root = type(model).__name__
+    counts = dict.fromkeys(COMPONENTS, 0)
+    for i in range(config.n_layer):
+        block = f"{root}.blocks.{i}"
+        parts = {part: per_module.get(f"{block}.{path}", 0) for part, path in _BLOCK_PARTS.items()}
+        for part, flops in parts.items():
+            counts[part] += flops
+        counts["attention"] += per_module.get(f"{block}.attn", 0) - parts["qkv"] - parts["out"]
+    counts["head"] = per_module[root] - sum(per_module.get(f"{root}.blocks.{i}", 0) for i in range(config.n_layer))
+    return {c: flops // seq_len for c, flops in counts.items()}

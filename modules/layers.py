@@ -1,0 +1,153 @@
+"""Layers shared by every decoder in the suite: config base, rotary embedding, attention, pre-LN block, LM shell.
+
+The Transformer and the Tokenformer differ only in what maps d -> d inside a block (nn.Linear vs Pattention) and
+how those weights are initialised; everything else lives here once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+Position = Literal["rope", "learned", "none"]
+
+
+@dataclasses.dataclass(frozen=True)
+class DecoderConfig:
+    """Fields every decoder-only language model here shares.
+
+    position: "rope" rotates the first `rotary_pct` of each head's dims (GPT-NeoX rotate_half, base `rope_base`);
+    "learned" adds absolute position embeddings (GPT-2); "none" is NoPE, as in Tokenformer's TPU scaling runs.
+    """
+
+    vocab_size: int = 50304
+    n_layer: int = 12
+    d_model: int = 768
+    n_head: int = 12
+    max_seq_len: int = 2048
+    position: Position = "rope"
+    rotary_pct: float = 0.25
+    rope_base: float = 10000.0
+    tie_embeddings: bool = True
+    block_norm_parametric: bool = True
+    final_norm_parametric: bool = True
+    norm_eps: float = 1e-5
+    init_std: float = 0.02
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "n_layer", "d_model", "n_head", "max_seq_len"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name}={getattr(self, name)} must be positive")
+        if self.d_model % self.n_head:
+            raise ValueError(f"d_model={self.d_model} is not divisible by n_head={self.n_head}")
+        if self.position not in ("rope", "learned", "none"):
+            raise ValueError(f"position={self.position!r}; allowed: 'rope', 'learned', 'none'")
+        if self.position == "rope" and (self.rotary_dims == 0 or self.rotary_dims % 2):
+            raise ValueError(
+                f"rotary_pct={self.rotary_pct} gives {self.rotary_dims} rotary dims of a {self.d_head}-dim head; "
+                "need an even number > 0 (use position='none' for no positional encoding)"
+            )
+
+    @property
+    def d_head(self) -> int:
+        return self.d_model // self.n_head
+
+    @property
+    def rotary_dims(self) -> int:
+        return int(self.d_head * self.rotary_pct)
+
+
+class RotaryEmbedding(nn.Module):
+    """Partial rotary embedding (Su et al. 2021) in GPT-NeoX's rotate_half layout on the first `dims` dims."""
+
+    def __init__(self, dims: int, base: float = 10000.0) -> None:
+        super().__init__()
+        self.dims, self.base = dims, base
+
+    def forward(self, x: Tensor) -> Tensor:
+        """x: [batch, heads, seq, head_dim]."""
+        seq, dtype = (
+            x.shape[-2],
+            torch.promote_types(x.dtype, torch.float32),
+        )  # angles never in half precision
+        inv_freq = self.base ** (-torch.arange(0, self.dims, 2, device=x.device, dtype=dtype) / self.dims)
+        angles = torch.outer(torch.arange(seq, device=x.device, dtype=dtype), inv_freq)
+        angles = torch.cat((angles, angles), dim=-1)
+        cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+        rot, rest = x[..., : self.dims], x[..., self.dims :]
+        first, second = rot.chunk(2, dim=-1)
+        rotated = rot * cos + torch.cat((-second, first), dim=-1) * sin
+        return torch.cat((rotated, rest), dim=-1)
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head causal attention; `qkv` maps d -> 3d (q, k, v concatenated), `out` maps d -> d."""
+
+    def __init__(self, qkv: nn.Module, out: nn.Module, n_head: int, rotary: RotaryEmbedding | None) -> None:
+        super().__init__()
+        self.qkv, self.out, self.n_head, self.rotary = qkv, out, n_head, rotary
+
+    def forward(self, x: Tensor) -> Tensor:
+        batch, seq, d = x.shape
+        q, k, v = (
+            t.view(batch, seq, self.n_head, d // self.n_head).transpose(1, 2) for t in self.qkv(x).split(d, dim=-1)
+        )
+        if self.rotary is not None:
+            q, k = self.rotary(q), self.rotary(k)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.out(y.transpose(1, 2).reshape(batch, seq, d))
+
+
+def layer_norm(d: int, parametric: bool, eps: float) -> nn.LayerNorm:
+    """LayerNorm with weight and bias, or without any (Tokenformer's non-parametric block norm)."""
+    return nn.LayerNorm(d, eps=eps, elementwise_affine=parametric, bias=parametric)
+
+
+class PreNormBlock(nn.Module):
+    """x + attn(LN(x)), then + ffn(LN(.)): the sequential pre-LN residual of GPT-2/NeoX and Tokenformer."""
+
+    def __init__(self, attn: nn.Module, ffn: nn.Module, config: DecoderConfig) -> None:
+        super().__init__()
+        self.attn_norm = layer_norm(config.d_model, config.block_norm_parametric, config.norm_eps)
+        self.attn = attn
+        self.ffn_norm = layer_norm(config.d_model, config.block_norm_parametric, config.norm_eps)
+        self.ffn = ffn
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = x + self.attn(self.attn_norm(x))
+        return x + self.ffn(self.ffn_norm(x))
+
+
+class DecoderLM(nn.Module):
+    """Token (and optional position) embedding, `n_layer` blocks from `make_block`, final norm, LM head."""
+
+    def __init__(self, config: DecoderConfig, make_block: Callable[[int, RotaryEmbedding | None], nn.Module]) -> None:
+        super().__init__()
+        self.config = config
+        self.token_embedding = nn.Embedding(config.vocab_size, config.d_model)
+        self.position_embedding = (
+            nn.Embedding(config.max_seq_len, config.d_model) if config.position == "learned" else None
+        )
+        rotary = RotaryEmbedding(config.rotary_dims, config.rope_base) if config.position == "rope" else None
+        self.blocks = nn.ModuleList(make_block(i, rotary) for i in range(config.n_layer))
+        self.final_norm = layer_norm(config.d_model, config.final_norm_parametric, config.norm_eps)
+        self.lm_head = None if config.tie_embeddings else nn.Linear(config.d_model, config.vocab_size, bias=False)
+
+    def forward(self, idx: Tensor) -> Tensor:
+        """idx: [batch, seq] token ids -> logits [batch, seq, vocab_size]."""
+        if idx.dim() != 2:
+            raise ValueError(f"expected token ids of shape [batch, seq], got {tuple(idx.shape)}")
+        if self.position_embedding is not None and idx.shape[1] > self.config.max_seq_len:
+            raise ValueError(f"sequence length {idx.shape[1]} exceeds max_seq_len={self.config.max_seq_len}")
+        x = self.token_embedding(idx)
+        if self.position_embedding is not None:
+            x = x + self.position_embedding(torch.arange(idx.shape[1], device=idx.device))
+        for block in self.blocks:
+            x = block(x)
+        head = self.token_embedding.weight if self.lm_head is None else self.lm_head.weight
+        return F.linear(self.final_norm(x), head)

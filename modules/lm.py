@@ -1,0 +1,190 @@
+"""Next-token prediction for any registered decoder: the LightningModule, and its checkpoint helpers."""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torchmetrics.aggregation import MeanMetric
+
+from modules.flops import formula_flops
+from modules.registry import build_model
+
+
+class LanguageModel(L.LightningModule):
+    """Train `model` (a registered preset name, with `model_overrides`) on next-token cross-entropy.
+
+    Args:
+        lr, min_lr_ratio, warmup_steps, schedule_steps: linear warmup from 0 to `lr`, then cosine to
+            `lr * min_lr_ratio` at `schedule_steps` (default: the Trainer's max_steps).
+        weight_decay, betas, eps: decoupled AdamW; no decay on norms and biases (1-d parameters), nor on
+            embeddings unless `decay_embeddings` (the Tokenformer code decays them).
+        z_loss: weight of the squared log-partition term (PaLM); 0 disables it.
+        init_weights: a `.pt` state dict (e.g. a grown model's) loaded before training; ignored on resume.
+    """
+
+    def __init__(
+        self,
+        model: str = "tokenformer_150m",
+        model_overrides: dict[str, Any] | None = None,
+        lr: float = 6e-4,
+        min_lr_ratio: float = 0.1,
+        warmup_steps: int = 2000,
+        schedule_steps: int | None = None,
+        weight_decay: float = 0.1,
+        betas: tuple[float, float] = (0.9, 0.95),
+        eps: float = 1e-8,
+        decay_embeddings: bool = True,
+        z_loss: float = 0.0,
+        init_weights: str | None = None,
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.model = build_model(model, **(model_overrides or {}))
+        if init_weights:
+            load_weights(self.model, torch.load(init_weights, map_location="cpu", weights_only=True), init_weights)
+        self.val_loss = MeanMetric()
+        self.tokens_seen = 0
+        self.flops_per_batch: int | None = None  # read by Lightning's ThroughputMonitor for MFU
+
+    def forward(self, idx: Tensor) -> Tensor:
+        return self.model(idx)
+
+    def setup(self, stage: str) -> None:
+        datamodule = getattr(self.trainer, "datamodule", None)
+        vocab = getattr(datamodule, "vocab_size", None)
+        if vocab is not None and vocab > self.model.config.vocab_size:
+            raise ValueError(
+                f"the data's tokenizer has {vocab} ids but model {self.hparams.model!r} has vocab_size="
+                f"{self.model.config.vocab_size}; use a model whose vocab_size is at least {vocab}"
+            )
+        if datamodule is not None and hasattr(datamodule, "hparams"):
+            seq_len, batch = datamodule.hparams.seq_len, datamodule.hparams.batch_size
+            self.flops_per_batch = 3 * sum(formula_flops(self.model.config, seq_len).values()) * seq_len * batch
+
+    def _losses(self, logits: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
+        logits = logits.float()
+        ce = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
+        z = torch.logsumexp(logits, dim=-1).pow(2).mean() if self.hparams.z_loss else logits.new_zeros(())
+        return ce, z
+
+    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
+        inputs, targets = batch
+        ce, z = self._losses(self(inputs), targets)
+        loss = ce + self.hparams.z_loss * z
+        if not torch.isfinite(loss):
+            raise FloatingPointError(
+                f"non-finite training loss {loss.item()} at step {self.global_step}; lower the learning rate or "
+                "check the data, then resume from the last checkpoint in the run directory"
+            )
+        self.tokens_seen += inputs.numel() * self.trainer.world_size
+        self.log_dict({"train/loss": ce, "train/z_loss": z, "train/tokens": float(self.tokens_seen)}, prog_bar=False)
+        self.log("train/loss_step", ce, prog_bar=True, logger=False)
+        return loss
+
+    def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
+        inputs, targets = batch
+        ce, _ = self._losses(self(inputs), targets)
+        self.val_loss.update(ce, weight=targets.numel())
+
+    def on_validation_epoch_end(self) -> None:
+        loss = self.val_loss.compute()
+        self.val_loss.reset()
+        metrics = {"val/loss": loss, "val/ppl": loss.exp()}
+        bytes_per_token = getattr(getattr(self.trainer, "datamodule", None), "bytes_per_token", lambda: None)()
+        if bytes_per_token:
+            metrics["val/bpb"] = loss / math.log(2) / bytes_per_token
+        self.log_dict(metrics, prog_bar=True)
+
+    def configure_optimizers(self):
+        hp = self.hparams
+        embeddings = {id(m.weight) for m in self.model.modules() if isinstance(m, nn.Embedding)}
+        decay, no_decay = [], []
+        for p in self.model.parameters():
+            skip = p.dim() < 2 or (id(p) in embeddings and not hp.decay_embeddings)
+            (no_decay if skip else decay).append(p)
+        optimizer = torch.optim.AdamW(
+            [{"params": decay, "weight_decay": hp.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+            lr=hp.lr,
+            betas=tuple(hp.betas),
+            eps=hp.eps,
+            fused=self.device.type == "cuda",
+        )
+        total = hp.schedule_steps or self.trainer.max_steps
+        if total is None or total <= 0:
+            raise ValueError("set schedule_steps or the Trainer's max_steps: the cosine schedule needs a length")
+        scheduler = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lambda step: warmup_cosine(step, hp.warmup_steps, total, hp.min_lr_ratio)
+        )
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["tokens_seen"] = self.tokens_seen
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        self.tokens_seen = checkpoint.get("tokens_seen", 0)
+
+
+def warmup_cosine(step: int, warmup: int, total: int, floor: float) -> float:
+    """LR multiplier: linear 0 -> 1 over `warmup` steps, then cosine 1 -> `floor` at `total`, then `floor`."""
+    if step < warmup:
+        return step / warmup
+    progress = min(1.0, (step - warmup) / max(1, total - warmup))
+    return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def load_weights(model: nn.Module, state_dict: dict[str, Tensor], source: str = "state dict") -> None:
+    """`load_state_dict(strict)` that names each missing, unexpected or mis-shaped tensor."""
+    own = model.state_dict()
+    problems = [f"missing {k}" for k in own if k not in state_dict]
+    problems += [f"unexpected {k}" for k in state_dict if k not in own]
+    problems += [
+        f"{k}: {source} has {tuple(v.shape)}, model has {tuple(own[k].shape)}"
+        for k, v in state_dict.items()
+        if k in own and v.shape != own[k].shape
+    ]
+    if problems:
+        shown = "; ".join(problems[:8]) + (f"; and {len(problems) - 8} more" if len(problems) > 8 else "")
+        raise ValueError(f"{source} does not fit {type(model).__name__}: {shown}")
+    model.load_state_dict(state_dict)
+
+
+def load_lm_checkpoint(path: str | Path) -> tuple[nn.Module, dict[str, Any]]:
+    """The backbone and hyperparameters stored in a `LanguageModel` Lightning checkpoint."""
+    checkpoint = torch.load(path, map_location="cpu", weights_only=False)
+    if "hyper_parameters" not in checkpoint or "model" not in checkpoint["hyper_parameters"]:
+        raise ValueError(f"{path} is not a checkpoint of modules.lm.LanguageModel (no hyper_parameters.model)")
+    hparams = dict(checkpoint["hyper_parameters"])
+    model = build_model(hparams["model"], **(hparams.get("model_overrides") or {}))
+    state = {k.removeprefix("model."): v for k, v in checkpoint["state_dict"].items() if k.startswith("model.")}
+    load_weights(model, state, str(path))
+    return model, hparams
+
+
+def save_lm_checkpoint(
+    path: str | Path, model_name: str, overrides: dict[str, Any], state_dict: dict[str, Tensor], hparams: dict
+) -> None:
+    """Write a weights-only `LanguageModel` checkpoint (fresh optimizer on load), atomically."""
+    checkpoint = {
+        "hyper_parameters": {
+            **hparams,
+            "model": model_name,
+            "model_overrides": overrides,
+            "init_weights": None,
+        },
+        "state_dict": {f"model.{k}": v for k, v in state_dict.items()},
+    }
+    atomic_torch_save(checkpoint, path)
+
+
+def atomic_torch_save(obj: Any, path: str | Path) -> None:
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)

@@ -1,0 +1,263 @@
+"""Tokenformer (Wang et al., ICLR 2025): every Linear in the blocks becomes token-parameter attention.
+
+Follows the official GPU code (`megatron/model/tokenformer.py`), which matches the paper except where noted:
+
+* Pattention (paper Eq. 3-4): ``Theta(X K_P^T) V_P`` with ``Theta = GELU(sqrt(n) * A / ||A||_2)`` row-wise over the
+  n parameter tokens; no biases. `normalization` also offers the code's ``gelu_l2_norm`` and ``softmax``
+  (``n * softmax``, computed stably here, unlike the code). `eps` is added to the row norm (official GPU code: none,
+  TPU code: 1e-5). `tau_tokens` pins the sqrt(n) scale to a fixed count (the TPU code's `zoom_dim`).
+* Block (paper Eq. 5-8): non-parametric pre-LN, separate Q/K/V Pattentions, softmax token-token attention with
+  partial RoPE on 25% of each head, output Pattention, and a single Pattention as the whole FFN (n_ffn = 4d tokens).
+* Parametric final LayerNorm, tied embedding head; init keys N(0, 0.02), values N(0, (2 / (L sqrt(d)))^2),
+  embedding N(0, 0.02).
+
+Growth (paper Eq. 9-10, section 3.3): new key/value tokens are appended. The paper says zero-initialised new keys
+let the grown model "perfectly resume" the old one. That holds only when tau stays sqrt(n_old): the code
+recomputes tau from the new n, which multiplies every old normalised score by sqrt(n_new / n_old) inside the GELU.
+`grow(..., pin_tau=True)` keeps tau, and the test suite checks both behaviours.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+from collections.abc import Callable
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from modules.layers import CausalSelfAttention, DecoderConfig, DecoderLM, PreNormBlock, RotaryEmbedding
+from modules.registry import get_config, register_presets, replace_config
+
+Normalization = Literal["l2_norm_gelu", "gelu_l2_norm", "softmax"]
+NORMALIZATIONS = ("l2_norm_gelu", "gelu_l2_norm", "softmax")
+TOKEN_FIELDS = ("qkv_tokens", "proj_tokens", "ffn_tokens")
+TAU_FIELDS = ("tau_qkv_tokens", "tau_proj_tokens", "tau_ffn_tokens")
+
+
+def normalize_scores(scores: Tensor, normalization: str, tau_tokens: int, eps: float = 0.0) -> Tensor:
+    """Theta of paper Eq. 4 over the last dim of `scores` (= X K_P^T), with tau from `tau_tokens`."""
+    if normalization == "l2_norm_gelu":
+        norm = torch.linalg.vector_norm(scores, dim=-1, keepdim=True)
+        return F.gelu(scores * (math.sqrt(tau_tokens) / (norm + eps)))
+    if normalization == "gelu_l2_norm":
+        activated = F.gelu(scores)
+        norm = torch.linalg.vector_norm(activated, dim=-1, keepdim=True)
+        return activated * (math.sqrt(tau_tokens) / (norm + eps))
+    if normalization == "softmax":
+        return tau_tokens * torch.softmax(scores, dim=-1)
+    raise ValueError(f"normalization={normalization!r}; allowed: {', '.join(NORMALIZATIONS)}")
+
+
+class Pattention(nn.Module):
+    """Token-parameter attention: inputs are queries, `key_param_tokens`/`value_param_tokens` the keys/values."""
+
+    def __init__(
+        self,
+        d_in: int,
+        d_out: int,
+        num_param_tokens: int,
+        normalization: Normalization = "l2_norm_gelu",
+        eps: float = 0.0,
+        tau_tokens: int | None = None,
+    ) -> None:
+        super().__init__()
+        if normalization not in NORMALIZATIONS:
+            raise ValueError(f"normalization={normalization!r}; allowed: {', '.join(NORMALIZATIONS)}")
+        if num_param_tokens <= 0:
+            raise ValueError(f"num_param_tokens={num_param_tokens} must be positive")
+        self.normalization, self.eps, self.tau_tokens = normalization, eps, tau_tokens
+        self.key_param_tokens = nn.Parameter(torch.empty(num_param_tokens, d_in))
+        self.value_param_tokens = nn.Parameter(torch.empty(num_param_tokens, d_out))
+
+    @property
+    def num_param_tokens(self) -> int:
+        return self.key_param_tokens.shape[0]
+
+    def forward(self, x: Tensor) -> Tensor:
+        scores = x @ self.key_param_tokens.T
+        tau = self.tau_tokens or self.num_param_tokens
+        return normalize_scores(scores, self.normalization, tau, self.eps) @ self.value_param_tokens
+
+    def extra_repr(self) -> str:
+        d_in, d_out = self.key_param_tokens.shape[1], self.value_param_tokens.shape[1]
+        return f"{d_in} -> {d_out}, tokens={self.num_param_tokens}, {self.normalization}, tau_tokens={self.tau_tokens}"
+
+
+class QKVPattention(nn.Module):
+    """The three independent Q, K, V Pattentions of one attention layer, outputs concatenated."""
+
+    def __init__(self, make: Callable[[], Pattention]) -> None:
+        super().__init__()
+        self.query, self.key, self.value = make(), make(), make()
+
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.cat((self.query(x), self.key(x), self.value(x)), dim=-1)
+
+
+@dataclasses.dataclass(frozen=True)
+class TokenformerConfig(DecoderConfig):
+    """Tokenformer; token counts per Pattention, and optional tau pins (None: tau from the current count)."""
+
+    qkv_tokens: int = 768
+    proj_tokens: int = 768
+    ffn_tokens: int = 3072
+    normalization: Normalization = "l2_norm_gelu"
+    pattention_eps: float = 0.0
+    tau_qkv_tokens: int | None = None
+    tau_proj_tokens: int | None = None
+    tau_ffn_tokens: int | None = None
+    block_norm_parametric: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.normalization not in NORMALIZATIONS:
+            raise ValueError(f"normalization={self.normalization!r}; allowed: {', '.join(NORMALIZATIONS)}")
+        for name in (*TOKEN_FIELDS, *TAU_FIELDS):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise ValueError(f"{name}={value} must be positive")
+
+
+class Tokenformer(DecoderLM):
+    def __init__(self, config: TokenformerConfig) -> None:
+        def pattention(tokens: int, tau: int | None) -> Pattention:
+            d = config.d_model
+            return Pattention(d, d, tokens, config.normalization, config.pattention_eps, tau)
+
+        def make_block(_: int, rotary: RotaryEmbedding | None) -> nn.Module:
+            qkv = QKVPattention(lambda: pattention(config.qkv_tokens, config.tau_qkv_tokens))
+            attn = CausalSelfAttention(
+                qkv, pattention(config.proj_tokens, config.tau_proj_tokens), config.n_head, rotary
+            )
+            return PreNormBlock(attn, pattention(config.ffn_tokens, config.tau_ffn_tokens), config)
+
+        super().__init__(config, make_block)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Official init: keys and embedding N(0, init_std); values "wang_init" N(0, (2 / (L sqrt(d)))^2)."""
+        value_std = 2.0 / (self.config.n_layer * math.sqrt(self.config.d_model))
+        nn.init.normal_(self.token_embedding.weight, 0.0, self.config.init_std)
+        for module in (self.position_embedding, self.lm_head):
+            if module is not None:
+                nn.init.normal_(module.weight, 0.0, self.config.init_std)
+        for module in self.modules():
+            if isinstance(module, Pattention):
+                nn.init.normal_(module.key_param_tokens, 0.0, self.config.init_std)
+                nn.init.normal_(module.value_param_tokens, 0.0, value_std)
+
+
+def grow(
+    model: Tokenformer,
+    target: str | TokenformerConfig,
+    new_keys: Literal["zero", "random"] = "zero",
+    pin_tau: bool = True,
+) -> Tokenformer:
+    """A Tokenformer with `target`'s token counts whose first rows are `model`'s tokens (paper Eq. 9-10).
+
+    New keys are zero (the paper) or random N(0, init_std) (the released code); new values are random. With
+    `new_keys="zero"` and `pin_tau=True` the grown model computes exactly the old function; with the paper's
+    unpinned tau it does not. Everything other than the token counts must equal between the two configs.
+    """
+    old = model.config
+    new = get_config(target) if isinstance(target, str) else target
+    if new_keys not in ("zero", "random"):
+        raise ValueError(f"new_keys={new_keys!r}; allowed: 'zero', 'random'")
+    fixed = [f.name for f in dataclasses.fields(old) if f.name not in (*TOKEN_FIELDS, *TAU_FIELDS)]
+    differing = {f: (getattr(old, f), getattr(new, f)) for f in fixed if getattr(old, f) != getattr(new, f)}
+    if differing:
+        raise ValueError(f"grow only adds parameter tokens; these fields differ (old, target): {differing}")
+    shrinking = {f: (getattr(old, f), getattr(new, f)) for f in TOKEN_FIELDS if getattr(new, f) < getattr(old, f)}
+    if shrinking:
+        raise ValueError(f"target has fewer parameter tokens than the model (old, target): {shrinking}")
+    if pin_tau:
+        pins = {
+            tau: getattr(old, tau) or getattr(old, count) for tau, count in zip(TAU_FIELDS, TOKEN_FIELDS, strict=True)
+        }
+        new = replace_config(new, **pins)
+    ref = next(model.parameters())
+    grown = Tokenformer(new).to(device=ref.device, dtype=ref.dtype)
+    grown_state = grown.state_dict()
+    with torch.no_grad():
+        for name, old_tensor in model.state_dict().items():
+            if not name.endswith("param_tokens"):
+                grown_state[name].copy_(old_tensor)
+                continue
+            n_old = old_tensor.shape[0]
+            grown_state[name][:n_old].copy_(old_tensor)
+            if new_keys == "zero" and name.endswith("key_param_tokens"):
+                grown_state[name][n_old:].zero_()
+    return grown
+
+
+def grow_checkpoint(src: str, target: str, dst: str, new_keys: str = "zero", pin_tau: bool = True) -> None:
+    """Grow the Tokenformer in a Lightning checkpoint of `modules.lm.LanguageModel` and write a new one."""
+    from modules.lm import load_lm_checkpoint, save_lm_checkpoint
+
+    model, hparams = load_lm_checkpoint(src)
+    if not isinstance(model, Tokenformer):
+        raise TypeError(f"{src} holds a {type(model).__name__}, not a Tokenformer; only Tokenformers grow")
+    overrides = {k: v for k, v in hparams.get("model_overrides", {}).items() if k not in (*TOKEN_FIELDS, *TAU_FIELDS)}
+    grown = grow(model, get_config(target, **overrides), new_keys=new_keys, pin_tau=pin_tau)
+    tau_pins = {f: getattr(grown.config, f) for f in TAU_FIELDS if getattr(grown.config, f) is not None}
+    save_lm_checkpoint(dst, target, {**overrides, **tau_pins}, grown.state_dict(), hparams)
+
+
+def grow_checkpoint_cli(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Grow a Tokenformer checkpoint by appending parameter tokens.")
+    parser.add_argument("checkpoint", help="Lightning .ckpt of a modules.lm.LanguageModel with a Tokenformer")
+    parser.add_argument("target", help="preset with the target token counts, e.g. tokenformer_354m")
+    parser.add_argument("output", help="where to write the grown .ckpt")
+    parser.add_argument("--new-keys", choices=("zero", "random"), default="zero")
+    parser.add_argument("--no-pin-tau", dest="pin_tau", action="store_false", help="recompute tau from the new n")
+    args = parser.parse_args(argv)
+    grow_checkpoint(args.checkpoint, args.target, args.output, args.new_keys, args.pin_tau)
+    print(f"wrote {args.output}")
+
+
+def _pile(n_layer: int, d: int, n_head: int) -> TokenformerConfig:
+    return TokenformerConfig(n_layer=n_layer, d_model=d, n_head=n_head, qkv_tokens=d, proj_tokens=d, ffn_tokens=4 * d)
+
+
+def _progressive(tokens: int) -> TokenformerConfig:
+    """Paper's OpenWebText family (TPU code): 12 x 768, one count n for Q/K/V/O, 4n for the FFN, no positions."""
+    return TokenformerConfig(
+        max_seq_len=1024, position="none", qkv_tokens=tokens, proj_tokens=tokens, ffn_tokens=4 * tokens
+    )
+
+
+def _owt2(tokens: int) -> TokenformerConfig:
+    """Released GPU incremental-scaling example (OpenWebText2): 24 x 1024, partial RoPE."""
+    return TokenformerConfig(
+        n_layer=24,
+        d_model=1024,
+        n_head=16,
+        max_seq_len=1024,
+        qkv_tokens=tokens,
+        proj_tokens=tokens,
+        ffn_tokens=4 * tokens,
+    )
+
+
+register_presets(
+    Tokenformer,
+    {
+        "tokenformer_150m": _pile(12, 768, 12),
+        "tokenformer_450m": _pile(24, 1024, 16),
+        "tokenformer_900m": _pile(32, 1280, 16),
+        "tokenformer_1_5b": _pile(40, 1536, 16),
+        "tokenformer_124m": _progressive(576),
+        "tokenformer_354m": _progressive(2140),
+        "tokenformer_757m": _progressive(4850),
+        "tokenformer_1_4b": _progressive(9232),
+        "tokenformer_owt2_354m": _owt2(768),
+        "tokenformer_owt2_757m": _owt2(1792),
+    },
+)
+
+if __name__ == "__main__":
+    grow_checkpoint_cli()

@@ -1,0 +1,88 @@
+"""The standard decoder-only Transformer baseline (GPT-2 / GPT-NeoX family), pre-LN.
+
+Presets are the Transformer rows of Tokenformer's progressive-scaling comparison (paper Fig. 3, appendix E): the
+TPU runs with the GPT-NeoX tokenizer (vocab 50,304), tied embeddings and no positional encoding. Their shapes
+are not all stated in the material this suite is built from, so they are the standard ones that give the named
+sizes (counted by `tests/test_presets.py`, biases and norms included):
+
+==================  ======  ======  =====  ======  =====================
+preset              layers  d       heads  tied    parameters
+==================  ======  ======  =====  ======  =====================
+transformer_124m    12      768     12     yes     123,689,472 (GPT-2 small)
+transformer_354m    24      1024    16     yes     353,822,720 (GPT-2 medium)
+transformer_757m    24      1536    16     yes     757,226,496 (354M widened: paper appendix E)
+transformer_1_4b    24      2048    16     no      1,414,649,856 (Pythia-1.4B shape; tied it is only 1.31B)
+==================  ======  ======  =====  ======  =====================
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from torch import nn
+
+from modules.layers import CausalSelfAttention, DecoderConfig, DecoderLM, PreNormBlock, RotaryEmbedding
+from modules.registry import register_presets
+
+
+@dataclasses.dataclass(frozen=True)
+class TransformerConfig(DecoderConfig):
+    """Baseline Transformer. `d_ff` = 0 means 4 * d_model; `bias` adds biases to every Linear."""
+
+    d_ff: int = 0
+    bias: bool = True
+
+    @property
+    def ffn_dim(self) -> int:
+        return self.d_ff or 4 * self.d_model
+
+
+class MLP(nn.Sequential):
+    def __init__(self, d: int, d_ff: int, bias: bool) -> None:
+        super().__init__(nn.Linear(d, d_ff, bias=bias), nn.GELU(), nn.Linear(d_ff, d, bias=bias))
+
+
+class Transformer(DecoderLM):
+    """GPT-style decoder. Init as GPT-2: N(0, init_std), residual output projections scaled by 1/sqrt(2L)."""
+
+    def __init__(self, config: TransformerConfig) -> None:
+        def make_block(_: int, rotary: RotaryEmbedding | None) -> nn.Module:
+            d = config.d_model
+            attn = CausalSelfAttention(
+                nn.Linear(d, 3 * d, bias=config.bias),
+                nn.Linear(d, d, bias=config.bias),
+                config.n_head,
+                rotary,
+            )
+            return PreNormBlock(attn, MLP(d, config.ffn_dim, config.bias), config)
+
+        super().__init__(config, make_block)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        std = self.config.init_std
+        residual_std = std / math.sqrt(2 * self.config.n_layer)
+        for name, p in self.named_parameters():
+            if p.dim() == 1:
+                continue  # norms keep (1, 0); biases are zeroed below
+            is_residual_out = name.endswith(("attn.out.weight", "ffn.2.weight"))
+            nn.init.normal_(p, 0.0, residual_std if is_residual_out else std)
+        for m in self.modules():
+            if isinstance(m, nn.Linear) and m.bias is not None:
+                nn.init.zeros_(m.bias)
+
+
+_TOKENFORMER_PAPER_TRANSFORMER = TransformerConfig(position="none", max_seq_len=1024)
+
+register_presets(
+    Transformer,
+    {
+        "transformer_124m": _TOKENFORMER_PAPER_TRANSFORMER,
+        "transformer_354m": dataclasses.replace(_TOKENFORMER_PAPER_TRANSFORMER, n_layer=24, d_model=1024, n_head=16),
+        "transformer_757m": dataclasses.replace(_TOKENFORMER_PAPER_TRANSFORMER, n_layer=24, d_model=1536, n_head=16),
+        "transformer_1_4b": dataclasses.replace(
+            _TOKENFORMER_PAPER_TRANSFORMER, n_layer=24, d_model=2048, n_head=16, tie_embeddings=False
+        ),
+    },
+)

@@ -1,0 +1,124 @@
+"""Tokenizers, the memmap path, window sampling and data errors, on small files in the real formats."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from datamodules.corpora import _split_bytes, open_split, prepare_corpus
+from datamodules.text import FixedWindows, RandomWindowBatches, TextDataModule
+from datamodules.tokenizers import load_tokenizer
+
+
+def test_embedded_tokenizers_give_the_known_ids():
+    assert load_tokenizer("gpt2").encode("Hello world") == [15496, 995]
+    assert load_tokenizer("gpt2").eot_id == 50256
+    neox = load_tokenizer("neox")
+    assert neox.encode("Hello world") == [12092, 1533] and neox.eot_id == 0
+
+
+def test_unknown_tokenizer_is_named():
+    with pytest.raises(KeyError, match="unknown tokenizer 'llama'"):
+        load_tokenizer("llama")
+
+
+def test_missing_tokenizer_file_is_reported(tmp_path, monkeypatch):
+    import tiktoken
+
+    monkeypatch.setattr(tiktoken, "get_encoding", lambda name: (_ for _ in ()).throw(OSError("offline")))
+    with pytest.raises(FileNotFoundError, match=r"GPT-2 tokenizer.*offline"):
+        load_tokenizer.__wrapped__("gpt2", str(tmp_path / "missing.tiktoken"))
+
+
+@pytest.fixture
+def owt_root(tmp_path):
+    """A local OpenWebText in the hub's format (jsonl with a `text` field)."""
+    docs = [f"Document number {i}: the quick brown fox jumps over {i} lazy dogs." for i in range(60)]
+    (tmp_path / "openwebtext").mkdir()
+    (tmp_path / "openwebtext" / "part0.jsonl").write_text("\n".join(json.dumps({"text": d}) for d in docs))
+    return tmp_path, docs
+
+
+def test_memmap_round_trip_reproduces_token_ids(owt_root):
+    root, docs = owt_root
+    directory = prepare_corpus("openwebtext", "gpt2", root)
+    meta = json.loads((directory / "meta.json").read_text())
+    assert meta["splits"]["val"]["documents"] == 3 and meta["splits"]["train"]["documents"] == 57  # 5% held out
+    tok = load_tokenizer("gpt2")
+    tokens = np.concatenate([np.asarray(open_split(directory, s)[0]) for s in ("train", "val")])
+    decoded = tok.decode([int(t) for t in tokens]).split("<|endoftext|>")[:-1]
+    assert sorted(decoded) == sorted(docs)
+    expected = sum(len(tok.encode(d)) + 1 for d in docs)
+    assert len(tokens) == expected and meta["dtype"] == "uint16"
+
+
+def test_truncated_memmap_is_detected(owt_root):
+    root, _ = owt_root
+    directory = prepare_corpus("openwebtext", "gpt2", root)
+    path = directory / "train.bin"
+    path.write_bytes(path.read_bytes()[:-2])
+    with pytest.raises(ValueError, match=r"corrupt or truncated.*delete"):
+        open_split(directory, "train")
+
+
+def test_missing_corpora_say_what_to_provide(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"enwik8 not found.*enwik8\.zip"):
+        prepare_corpus("enwik8", data_root=tmp_path)
+    with pytest.raises(KeyError, match="unknown corpus 'c4'"):
+        prepare_corpus("c4", data_root=tmp_path)
+
+
+def test_enwik8_split_and_size_check(tmp_path):
+    parts = _split_bytes(bytes(range(100)) * 10, 50, 30)
+    assert [len(parts[s]) for s in ("train", "val", "test")] == [920, 50, 30]
+    assert parts["test"] == (bytes(range(100)) * 10)[-30:]
+    (tmp_path / "enwik8").mkdir()
+    (tmp_path / "enwik8" / "enwik8").write_bytes(b"x" * 1000)
+    with pytest.raises(ValueError, match="1,000 bytes; enwik8 has exactly 100,000,000"):
+        prepare_corpus("enwik8", data_root=tmp_path)
+
+
+def test_embedded_wiki_is_byte_level(tmp_path):
+    directory = prepare_corpus("embedded_wiki", data_root=tmp_path)
+    tokens, meta = open_split(directory, "val")
+    assert meta["vocab_size"] == 256 and meta["splits"]["val"]["bytes"] == len(tokens)
+    assert bytes(np.asarray(tokens[:200], dtype=np.uint8)).decode("utf-8", errors="ignore").strip()
+
+
+def test_ranks_draw_different_windows_and_batches_are_reproducible(owt_root):
+    root, _ = owt_root
+    directory = prepare_corpus("openwebtext", "gpt2", root)
+    rank0 = iter(RandomWindowBatches(directory, "train", 16, 4, seed=1, rank=0))
+    rank1 = iter(RandomWindowBatches(directory, "train", 16, 4, seed=1, rank=1))
+    a0, a1 = next(rank0), next(rank1)
+    assert not torch.equal(a0[0], a1[0])
+    torch.testing.assert_close(a0[1][:, :-1], a0[0][:, 1:])  # targets are inputs shifted by one
+    resumed = next(iter(RandomWindowBatches(directory, "train", 16, 4, seed=1, rank=0, start_batch=1)))
+    next_batch = next(rank0)
+    assert torch.equal(resumed[0], next_batch[0])
+
+
+def test_validation_windows_tile_the_split(owt_root):
+    root, _ = owt_root
+    directory = prepare_corpus("openwebtext", "gpt2", root)
+    tokens, _ = open_split(directory, "val")
+    windows = FixedWindows(directory, "val", 8)
+    assert len(windows) == (len(tokens) - 1) // 8
+    joined = torch.cat([windows[i][0] for i in range(len(windows))])
+    assert torch.equal(joined, torch.from_numpy(np.asarray(tokens[: len(joined)], dtype=np.int64)))
+
+
+def test_sequence_longer_than_the_split_is_rejected(owt_root):
+    root, _ = owt_root
+    directory = prepare_corpus("openwebtext", "gpt2", root)
+    with pytest.raises(ValueError, match="shorter than one window"):
+        FixedWindows(directory, "val", 10_000)
+
+
+def test_datamodule_knows_bytes_per_token(owt_root):
+    root, _ = owt_root
+    data = TextDataModule("openwebtext", "gpt2", seq_len=8, batch_size=2, data_root=str(root))
+    data.setup()
+    assert data.vocab_size == 50257
+    assert 2.0 < data.bytes_per_token() < 6.0

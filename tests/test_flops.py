@@ -1,0 +1,47 @@
+"""FLOP formulas against counts on the instantiated model (meta device), and the paper's Table 3 erratum."""
+
+import pytest
+
+from experiments.tokenformer_table3_params_flops import paper_params
+from modules import get_config, list_models
+from modules.flops import counted_flops, formula_flops, formula_params
+
+
+@pytest.mark.parametrize("name", list_models())
+def test_forward_flops_formula_equals_count(name):
+    config = get_config(name)
+    assert formula_flops(config, 256) == counted_flops(config, 256)
+
+
+@pytest.mark.parametrize("name", ["tokenformer_150m", "transformer_124m"])
+def test_training_is_three_times_forward(name):
+    config = get_config(name, n_layer=2)
+    assert sum(counted_flops(config, 64, backward=True).values()) == 3 * sum(counted_flops(config, 64).values())
+
+
+def test_pattention_costs_twice_a_linear_when_n_equals_d():
+    """Reference 5.11: Q/K/V/O at n = d cost 2x a Linear; the FFN at n = 4d costs a 4d MLP."""
+    tok, tr = get_config("tokenformer_150m"), get_config("transformer_124m", max_seq_len=2048)
+    f_tok, f_tr = formula_flops(tok, 2048), formula_flops(tr, 2048)
+    assert f_tok["qkv"] == 2 * f_tr["qkv"] and f_tok["out"] == 2 * f_tr["out"]
+    assert f_tok["ffn"] == f_tr["ffn"] and f_tok["attention"] == f_tr["attention"]
+
+
+@pytest.mark.parametrize("name", list_models("tokenformer_"))
+def test_paper_table3_omits_the_factor_two_for_attention_pattentions(name):
+    """Issue #12 of the official repo: n_layer * d * n counts only the keys; the values double it."""
+    config = get_config(name)
+    ours, printed = formula_params(config), paper_params(config)
+    assert ours["qkv"] == 2 * printed["qkv"] and ours["out"] == 2 * printed["out"]
+    assert ours["ffn"] == printed["ffn"]
+
+
+def test_tokenformer_flops_grow_slower_with_length_than_a_widened_transformer():
+    """Fig. 5's claim: at fixed d the token-token cost rises less when the model grows by tokens."""
+    from experiments.tokenformer_fig5_flops_vs_length import train_flops_per_token
+
+    def slope(model):
+        return train_flops_per_token(model, 65536) - train_flops_per_token(model, 512)
+
+    assert slope("tokenformer_1_4b") < slope("transformer_1_4b")
+    assert slope("tokenformer_1_4b") == slope("tokenformer_124m")  # d = 768 for the whole family

@@ -1,0 +1,79 @@
+"""The LightningModule: schedule, parameter groups, losses and the failures it must stop on."""
+
+import contextlib
+import math
+from types import SimpleNamespace
+from unittest import mock
+
+import pytest
+import torch
+from conftest import TINY_TOKENFORMER
+
+from modules.lm import LanguageModel, warmup_cosine
+
+
+def test_warmup_then_cosine_to_the_floor():
+    assert warmup_cosine(0, 10, 110, 0.1) == 0.0
+    assert warmup_cosine(5, 10, 110, 0.1) == 0.5
+    assert warmup_cosine(10, 10, 110, 0.1) == 1.0
+    assert warmup_cosine(60, 10, 110, 0.1) == pytest.approx(0.55)
+    assert warmup_cosine(110, 10, 110, 0.1) == pytest.approx(0.1)
+    assert warmup_cosine(500, 10, 110, 0.0) == 0.0
+
+
+@pytest.mark.parametrize("decay_embeddings", [True, False])
+def test_weight_decay_groups(decay_embeddings):
+    module = LanguageModel("tokenformer_150m", TINY_TOKENFORMER, decay_embeddings=decay_embeddings)
+    embedding = module.model.token_embedding.weight
+    groups = _configured_groups(module)
+    decayed = {id(p) for p in groups[0]["params"]}
+    assert groups[0]["weight_decay"] == 0.1 and groups[1]["weight_decay"] == 0.0
+    assert (id(embedding) in decayed) == decay_embeddings
+    assert id(module.model.final_norm.weight) not in decayed
+    assert id(module.model.blocks[0].ffn.key_param_tokens) in decayed
+
+
+@contextlib.contextmanager
+def attached_trainer(module, **attributes):
+    """A stand-in Trainer with just the attributes a hook reads (LightningModule.trainer is a property)."""
+    trainer = SimpleNamespace(**attributes)
+    with mock.patch.object(type(module), "trainer", property(lambda self: trainer)):
+        yield
+
+
+def _configured_groups(module):
+    with attached_trainer(module, max_steps=100):
+        return module.configure_optimizers()["optimizer"].param_groups
+
+
+def test_z_loss_is_the_mean_squared_log_partition():
+    module = LanguageModel("tokenformer_150m", TINY_TOKENFORMER, z_loss=1e-4)
+    logits, targets = torch.randn(2, 3, 97), torch.randint(0, 97, (2, 3))
+    ce, z = module._losses(logits, targets)
+    assert ce.item() == pytest.approx(torch.nn.functional.cross_entropy(logits.view(-1, 97), targets.view(-1)).item())
+    assert z.item() == pytest.approx((torch.logsumexp(logits, -1) ** 2).mean().item())
+
+
+def test_non_finite_loss_stops_with_the_step():
+    module = LanguageModel("tokenformer_150m", TINY_TOKENFORMER)
+    with torch.no_grad():
+        module.model.token_embedding.weight.fill_(math.nan)
+    batch = (torch.zeros(1, 4, dtype=torch.long), torch.zeros(1, 4, dtype=torch.long))
+    with attached_trainer(module, world_size=1), pytest.raises(FloatingPointError, match="nan at step 0"):
+        module.training_step(batch, 0)
+
+
+def test_vocabulary_larger_than_the_model_is_rejected():
+    module = LanguageModel("tokenformer_150m", TINY_TOKENFORMER)
+    with (
+        attached_trainer(module, datamodule=SimpleNamespace(vocab_size=50257)),
+        pytest.raises(ValueError, match="50257 ids but model 'tokenformer_150m' has vocab_size=97"),
+    ):
+        module.setup("fit")
+
+
+def test_init_weights_that_do_not_fit_are_named(tmp_path):
+    other = LanguageModel("tokenformer_150m", {**TINY_TOKENFORMER, "qkv_tokens": 20})
+    torch.save(other.model.state_dict(), tmp_path / "w.pt")
+    with pytest.raises(ValueError, match=r"query\.key_param_tokens.*\(20, 32\).*\(12, 32\)"):
+        LanguageModel("tokenformer_150m", TINY_TOKENFORMER, init_weights=str(tmp_path / "w.pt"))

@@ -1,0 +1,159 @@
+"""Registry, presets (exact parameter counts), and the Transformer baseline's math."""
+
+import dataclasses
+import math
+
+import pytest
+import torch
+from conftest import TINY_TRANSFORMER
+
+from modules import build_model, get_config, list_models
+from modules.flops import counted_params, formula_params
+from modules.layers import RotaryEmbedding
+
+# Tokenformer: the official training log (150M) and the reference's arithmetic from the official configs.
+# Transformer: the shapes recorded in modules/transformer.py.
+EXACT_COUNTS = {
+    "tokenformer_150m": 151_881_216,
+    "tokenformer_450m": 454_166_528,
+    "tokenformer_900m": 903_252_480,
+    "tokenformer_1_5b": 1_587_219_456,
+    "tokenformer_124m": 123_569_664,
+    "tokenformer_354m": 354_190_848,
+    "tokenformer_owt2_354m": 353_503_232,
+    "tokenformer_owt2_757m": 756_156_416,
+    "transformer_124m": 123_689_472,
+    "transformer_354m": 353_822_720,
+    "transformer_757m": 757_226_496,
+    "transformer_1_4b": 1_414_647_808,
+}
+NOMINAL = {"tokenformer_757m": 757e6, "tokenformer_1_4b": 1.4e9}
+
+
+def _count(name: str) -> int:
+    with torch.device("meta"):
+        return sum(p.numel() for p in build_model(name).parameters())
+
+
+@pytest.mark.parametrize("name", sorted(EXACT_COUNTS))
+def test_preset_parameter_counts_are_exact(name):
+    assert _count(name) == EXACT_COUNTS[name]
+
+
+@pytest.mark.parametrize("name", sorted(NOMINAL))
+def test_progressive_presets_within_half_a_percent_of_their_size(name):
+    assert abs(_count(name) - NOMINAL[name]) / NOMINAL[name] < 0.005
+
+
+@pytest.mark.parametrize("name", list_models())
+def test_parameter_formula_equals_count_per_component(name):
+    with torch.device("meta"):
+        model = build_model(name)
+    assert formula_params(model.config) == counted_params(model)
+
+
+def test_every_preset_is_listed():
+    assert set(EXACT_COUNTS) | set(NOMINAL) == set(list_models())
+
+
+def test_unknown_preset_lists_the_valid_ones():
+    with pytest.raises(KeyError, match=r"unknown model 'tokenformer_2b'.*tokenformer_150m"):
+        build_model("tokenformer_2b")
+
+
+def test_unknown_override_lists_the_fields():
+    with pytest.raises(TypeError, match=r"unknown config field\(s\) \['hidden'\].*d_model"):
+        build_model("transformer_124m", hidden=3)
+
+
+@pytest.mark.parametrize(
+    "override,message",
+    [
+        ({"n_layer": "12"}, "n_layer='12' has type str"),
+        ({"position": "alibi"}, "position='alibi'"),
+        ({"tie_embeddings": 1}, "tie_embeddings=1"),
+    ],
+)
+def test_override_of_the_wrong_type_is_named(override, message):
+    with pytest.raises(TypeError, match=message):
+        get_config("transformer_124m", **override)
+
+
+def test_inconsistent_config_is_rejected():
+    with pytest.raises(ValueError, match="d_model=100 is not divisible by n_head=12"):
+        get_config("transformer_124m", d_model=100)
+    with pytest.raises(ValueError, match=r"rotary_pct=0\.01"):
+        get_config("tokenformer_150m", rotary_pct=0.01)
+
+
+def test_configs_are_frozen():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        get_config("transformer_124m").d_model = 3
+
+
+def test_rotary_matches_complex_rotation_and_keeps_norms():
+    rope = RotaryEmbedding(8).double()
+    x = torch.randn(1, 2, 5, 12, dtype=torch.float64)
+    out = rope(x)
+    half = 4
+    freqs = 10000.0 ** (-torch.arange(half, dtype=torch.float64) * 2 / 8)
+    phase = torch.polar(torch.ones(5, half, dtype=torch.float64), torch.outer(torch.arange(5.0).double(), freqs))
+    z = torch.complex(x[..., :half], x[..., half:8]) * phase
+    torch.testing.assert_close(out, torch.cat((z.real, z.imag, x[..., 8:]), -1))
+    torch.testing.assert_close(out.norm(dim=-1), x.norm(dim=-1))
+
+
+@pytest.mark.parametrize("position", ["rope", "learned", "none"])
+def test_transformer_is_causal(position):
+    model = build_model("transformer_124m", **TINY_TRANSFORMER, position=position)
+    idx = torch.randint(0, 97, (1, 10))
+    changed = idx.clone()
+    changed[0, 6:] = (changed[0, 6:] + 1) % 97
+    torch.testing.assert_close(model(idx)[:, :6], model(changed)[:, :6])
+    assert not torch.allclose(model(idx)[:, 6:], model(changed)[:, 6:])
+
+
+def test_transformer_block_matches_explicit_formula():
+    model = build_model("transformer_124m", **TINY_TRANSFORMER, position="none").double()
+    block, x = model.blocks[0], torch.randn(1, 6, 32, dtype=torch.float64)
+    u = torch.nn.functional.layer_norm(x, (32,), block.attn_norm.weight, block.attn_norm.bias)
+    q, k, v = (block.attn.qkv(u)).split(32, -1)
+    q, k, v = (t.view(1, 6, 4, 8).transpose(1, 2) for t in (q, k, v))
+    scores = (q @ k.transpose(-1, -2) / math.sqrt(8)).masked_fill(torch.ones(6, 6).triu(1).bool(), -math.inf)
+    h = x + block.attn.out((scores.softmax(-1) @ v).transpose(1, 2).reshape(1, 6, 32))
+    u = torch.nn.functional.layer_norm(h, (32,), block.ffn_norm.weight, block.ffn_norm.bias)
+    expected = h + block.ffn[2](torch.nn.functional.gelu(block.ffn[0](u)))
+    torch.testing.assert_close(block(x), expected)
+
+
+def test_tied_and_untied_heads():
+    tied = build_model("transformer_124m", **TINY_TRANSFORMER)
+    untied = build_model("transformer_124m", **{**TINY_TRANSFORMER, "tie_embeddings": False})
+    assert tied.lm_head is None and untied.lm_head.weight.shape == (97, 32)
+    assert sum(p.numel() for p in untied.parameters()) - sum(p.numel() for p in tied.parameters()) == 97 * 32
+
+
+def test_learned_positions_reject_sequences_past_max_seq_len():
+    model = build_model("transformer_124m", **TINY_TRANSFORMER, position="learned")
+    with pytest.raises(ValueError, match="sequence length 33 exceeds max_seq_len=32"):
+        model(torch.zeros(1, 33, dtype=torch.long))
+
+
+def test_token_ids_must_be_two_dimensional():
+    model = build_model("transformer_124m", **TINY_TRANSFORMER)
+    with pytest.raises(ValueError, match=r"\[batch, seq\]"):
+        model(torch.zeros(4, dtype=torch.long))
+
+
+def test_packages_resolve_to_this_repository():
+    """PyPI has an unrelated `kernels` package; ours must win."""
+    from pathlib import Path
+
+    import datamodules
+    import experiments
+    import kernels
+    import modules
+
+    root = Path(__file__).resolve().parent.parent
+    for package in (kernels, modules, datamodules, experiments):
+        assert Path(package.__file__).resolve().parent.parent == root

@@ -1,0 +1,140 @@
+"""The runner: resume to the same result, growth between runs, the CLI, and the results format."""
+
+import csv
+import json
+
+import lightning as L
+import pytest
+import torch
+
+from experiments import tokenformer_fig3_progressive_scaling as fig3
+from experiments import tokenformer_table3_params_flops as table3
+from experiments import tokenformer_table8_variants as table8
+from experiments.results import COLUMNS, Row, write_report, write_rows
+from experiments.runner import Budget, Experiment, Run, find_run, main, train
+from experiments.training import train_run
+from modules.registry import build_from_config
+
+TINY = {"n_layer": 2, "d_model": 32, "n_head": 4, "max_seq_len": 32}
+BUDGET = Budget(steps=12, batch_size=4, seq_len=32, lr=3e-3, warmup_steps=2, val_windows=8, checkpoint_every=5)
+
+
+def _run(name="r", **kwargs):
+    tokens = {"qkv_tokens": 8, "proj_tokens": 8, "ffn_tokens": 32}
+    return Run(name, "tokenformer_124m", BUDGET, {**TINY, **tokens}, **kwargs)
+
+
+class Crash(L.Callback):
+    """Dies like a killed job: after the step-10 checkpoint, before the end."""
+
+    def on_train_batch_end(self, trainer, *args):
+        if trainer.global_step == 8:
+            raise RuntimeError("simulated crash")
+
+
+def test_interrupted_run_resumes_to_the_same_final_loss(tmp_path):
+    L.seed_everything(0)
+    straight = train_run(_run(), tmp_path / "straight", accelerator="cpu")
+    L.seed_everything(0)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        train_run(_run(), tmp_path / "resumed", extra_callbacks=[Crash()], accelerator="cpu")
+    assert (tmp_path / "resumed" / "checkpoints" / "last.ckpt").exists()
+    assert not (tmp_path / "resumed" / "done.json").exists()
+    L.seed_everything(1)  # the resumed run must not depend on the global seed either
+    resumed = train_run(_run(), tmp_path / "resumed", accelerator="cpu")
+    assert resumed["val_loss"] == straight["val_loss"]
+    assert resumed["tokens"] == straight["tokens"] == 12 * 4 * 32
+    with open(tmp_path / "resumed" / "metrics.csv") as f:
+        steps = {int(r["step"]) for r in csv.DictReader(f)}
+    assert {1, 11} <= steps  # the history from before the crash is kept
+    assert json.loads((tmp_path / "resumed" / "done.json").read_text())["steps"] == 12
+
+
+def test_grown_run_starts_from_the_grown_weights(tmp_path):
+    source = _run("small")
+    pins = {"tau_qkv_tokens": 8, "tau_proj_tokens": 8, "tau_ffn_tokens": 32}
+    big = Run(
+        "big",
+        "tokenformer_354m",
+        BUDGET,
+        {**TINY, "qkv_tokens": 16, "proj_tokens": 16, "ffn_tokens": 64, **pins},
+        grow_from="small",
+    )
+    experiment = Experiment("exp", "", lambda scale: [source, big], lambda scale, results: [])
+    train(experiment, "smoke", big, tmp_path, accelerator="cpu")
+    small_dir, big_dir = tmp_path / "exp" / "smoke" / "small", tmp_path / "exp" / "smoke" / "big"
+    assert (small_dir / "done.json").exists() and (big_dir / "done.json").exists()
+    small_model, grown_model = build_from_config(source.config), build_from_config(big.config)
+    small_model.load_state_dict(torch.load(small_dir / "final.pt"))
+    grown_model.load_state_dict(torch.load(big_dir / "init_grown.pt"))
+    idx = torch.randint(0, 50000, (1, 16))
+    torch.testing.assert_close(grown_model(idx), small_model(idx), rtol=1e-5, atol=1e-5)
+
+
+def test_unknown_run_is_named():
+    with pytest.raises(KeyError, match=r"no run 'tokenformer_9b_full'.*tokenformer_124m_full"):
+        find_run(fig3.EXPERIMENT, "smoke", "tokenformer_9b_full")
+
+
+def test_list_and_dry_run_at_paper_scale(capsys):
+    main(fig3.EXPERIMENT, ["--scale", "paper", "--list"])
+    listing = capsys.readouterr().out
+    assert "tokenformer_757m_30b" in listing and "grown from tokenformer_354m_30b" in listing
+    main(fig3.EXPERIMENT, ["--scale", "paper", "--dry-run", "--devices", "8"])
+    plan = capsys.readouterr().out
+    assert "354,190,848" in plan and "572,205" in plan  # 354M params; 300B tokens / (512 x 1024)
+
+
+def test_report_before_any_run_marks_rows_not_run(tmp_path):
+    rows = fig3.report("paper", {})
+    ppl = [r for r in rows if r.metric == "val_ppl"]
+    assert ppl and all(r.status == "not_run" for r in ppl)
+    tokenformer_1_4b = next(r for r in ppl if r.row == "tokenformer_1_4b_30b")
+    assert tokenformer_1_4b.paper == 11.77
+
+
+def test_results_csv_has_the_design_columns_and_report_md(tmp_path):
+    write_rows("demo", "smoke", [Row("t", "r", "m", 1.0, 2.0, status="differs", note="a, b")], tmp_path)
+    with open(tmp_path / "smoke" / "demo.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert tuple(rows[0]) == COLUMNS and rows[0]["note"] == "a, b" and rows[0]["scale"] == "smoke"
+    assert "## demo (smoke scale)" in write_report(tmp_path).read_text()
+    with pytest.raises(ValueError, match="status='ok'"):
+        Row("t", "r", "m", 1.0, 2.0, status="ok")
+
+
+def test_table3_shows_the_erratum_and_table8_matches_the_published_configs():
+    rows = table3.report("smoke", {})
+    erratum = [r for r in rows if r.status == "differs"]
+    assert erratum and all(r.ours == 2 * r.paper and r.metric in ("params_qkv", "params_out") for r in erratum)
+    variants = table8.report("smoke", {})
+    assert variants and all(r.status in ("match", "analytic") for r in variants)
+    exact = next(r for r in variants if r.metric == "params_exact")
+    assert exact.ours == exact.paper == 151_881_216
+
+
+def test_lightning_cli_trains_any_preset(tmp_path):
+    from experiments.cli import cli_main
+
+    overrides = json.dumps({**TINY, "qkv_tokens": 8, "proj_tokens": 8, "ffn_tokens": 32})
+    cli = cli_main(
+        [
+            "fit",
+            "--model.model",
+            "tokenformer_124m",
+            "--model.model_overrides",
+            overrides,
+            "--data.seq_len",
+            "16",
+            "--data.batch_size",
+            "2",
+            "--trainer.fast_dev_run",
+            "2",
+            "--trainer.accelerator",
+            "cpu",
+            "--trainer.default_root_dir",
+            str(tmp_path),
+        ]
+    )
+    assert cli.trainer.global_step == 2
+    assert cli.model.model.config.qkv_tokens == 8

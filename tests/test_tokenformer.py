@@ -1,0 +1,167 @@
+"""Tokenformer: the whole forward against a float64 re-derivation of the reference formulas, and growth."""
+
+import math
+
+import pytest
+import torch
+from conftest import TINY_TOKENFORMER
+
+from modules import build_model, get_config
+from modules.lm import LanguageModel, load_lm_checkpoint, load_weights, save_lm_checkpoint
+from modules.tokenformer import Tokenformer, grow, grow_checkpoint_cli
+
+
+def _pattention(x, keys, values, tau=None):
+    scores = x @ keys.T
+    tau = tau or keys.shape[0]
+    normed = scores * math.sqrt(tau) / scores.norm(dim=-1, keepdim=True)
+    return 0.5 * normed * (1 + torch.erf(normed / math.sqrt(2))) @ values
+
+
+def _rope(x, dims, base=10000.0):
+    """Rotation as complex multiplication of the pairs (i, i + dims/2): independent of rotate_half."""
+    half, seq = dims // 2, x.shape[-2]
+    freqs = base ** (-torch.arange(half, dtype=torch.float64) * 2 / dims)
+    phase = torch.polar(torch.ones(seq, half, dtype=torch.float64), torch.outer(torch.arange(seq).double(), freqs))
+    z = torch.complex(x[..., :half], x[..., half:dims]) * phase
+    return torch.cat((z.real, z.imag, x[..., dims:]), dim=-1)
+
+
+def reference_logits(model: Tokenformer, idx: torch.Tensor) -> torch.Tensor:
+    """Reference section 5, formulas 1-5, in float64 and in the plainest form."""
+    c, p = model.config, {k: v.double() for k, v in model.state_dict().items()}
+    heads, dh, seq = c.n_head, c.d_head, idx.shape[1]
+
+    def ln0(x):
+        return (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + 1e-5)
+
+    x = p["token_embedding.weight"][idx]
+    for i in range(c.n_layer):
+        b = f"blocks.{i}."
+        u = ln0(x)
+        q, k, v = (
+            _pattention(u, p[f"{b}attn.qkv.{n}.key_param_tokens"], p[f"{b}attn.qkv.{n}.value_param_tokens"])
+            .view(-1, seq, heads, dh)
+            .transpose(1, 2)
+            for n in ("query", "key", "value")
+        )
+        q, k = _rope(q, c.rotary_dims), _rope(k, c.rotary_dims)
+        scores = q @ k.transpose(-1, -2) / math.sqrt(dh)
+        scores = scores.masked_fill(torch.triu(torch.ones(seq, seq, dtype=torch.bool), 1), float("-inf"))
+        att = (scores.softmax(-1) @ v).transpose(1, 2).reshape(-1, seq, c.d_model)
+        x = x + _pattention(att, p[f"{b}attn.out.key_param_tokens"], p[f"{b}attn.out.value_param_tokens"])
+        x = x + _pattention(ln0(x), p[f"{b}ffn.key_param_tokens"], p[f"{b}ffn.value_param_tokens"])
+    z = ln0(x) * p["final_norm.weight"] + p["final_norm.bias"]
+    return z @ p["token_embedding.weight"].T
+
+
+def test_forward_matches_reference_formulas():
+    model = build_model("tokenformer_150m", **TINY_TOKENFORMER).double()
+    with torch.no_grad():  # make the final norm's affine part matter
+        model.final_norm.weight.normal_()
+        model.final_norm.bias.normal_()
+    idx = torch.randint(0, 97, (2, 11))
+    torch.testing.assert_close(model(idx), reference_logits(model, idx), rtol=1e-10, atol=1e-10)
+
+
+def test_structure_follows_the_official_code():
+    model = build_model("tokenformer_150m", **TINY_TOKENFORMER)
+    names = {n for n, _ in model.named_parameters()}
+    assert "lm_head" not in str(names) and "blocks.0.attn_norm.weight" not in names  # tied, non-parametric LN
+    assert {"final_norm.weight", "final_norm.bias"} <= names
+    assert not any(n.endswith("bias") and "final_norm" not in n for n in names)
+
+
+def test_official_initialisation_scales():
+    model = build_model("tokenformer_150m", n_layer=12)  # the real 150M width and depth
+    keys = model.blocks[0].ffn.key_param_tokens
+    values = model.blocks[0].ffn.value_param_tokens
+    assert keys.std().item() == pytest.approx(0.02, rel=0.02)
+    assert values.std().item() == pytest.approx(2 / (12 * math.sqrt(768)), rel=0.02)  # 0.006014
+
+
+def _tiny(**overrides):
+    base = {"n_layer": 2, "d_model": 32, "n_head": 4, "max_seq_len": 32, "vocab_size": 97}
+    return get_config("tokenformer_124m", **{**base, **overrides})
+
+
+def _grown_pair(new_keys: str, pin_tau: bool, normalization: str = "l2_norm_gelu"):
+    small = Tokenformer(_tiny(qkv_tokens=8, proj_tokens=8, ffn_tokens=32, normalization=normalization)).double()
+    target = _tiny(qkv_tokens=20, proj_tokens=20, ffn_tokens=80, normalization=normalization)
+    return small, grow(small, target, new_keys=new_keys, pin_tau=pin_tau)
+
+
+@pytest.mark.parametrize("normalization", ["l2_norm_gelu", "gelu_l2_norm"])
+def test_zero_keys_with_pinned_tau_preserve_the_function(normalization):
+    small, grown = _grown_pair("zero", pin_tau=True, normalization=normalization)
+    idx = torch.randint(0, 97, (2, 16))
+    torch.testing.assert_close(grown(idx), small(idx), rtol=1e-12, atol=1e-12)
+    assert grown.blocks[0].ffn.num_param_tokens == 80 and grown.config.tau_ffn_tokens == 32
+
+
+def test_zero_keys_without_pinned_tau_change_the_function():
+    """The paper's claim fails with tau = sqrt(n_new): old scores are scaled by sqrt(20/8) inside GELU."""
+    small, grown = _grown_pair("zero", pin_tau=False)
+    idx = torch.randint(0, 97, (2, 16))
+    assert (grown(idx) - small(idx)).abs().max() > 1e-3
+
+
+def test_random_new_keys_change_the_function_even_with_pinned_tau():
+    small, grown = _grown_pair("random", pin_tau=True)
+    idx = torch.randint(0, 97, (2, 16))
+    assert (grown(idx) - small(idx)).abs().max() > 1e-3
+
+
+def test_growth_copies_old_tokens_into_the_first_rows():
+    small, grown = _grown_pair("random", pin_tau=True)
+    old, new = small.blocks[1].attn.qkv.value, grown.blocks[1].attn.qkv.value
+    assert torch.equal(new.key_param_tokens[:8], old.key_param_tokens)
+    assert torch.equal(new.value_param_tokens[:8], old.value_param_tokens)
+    assert new.value_param_tokens[8:].abs().sum() > 0  # new values random, not zero
+
+
+def test_pinned_tau_stays_at_the_first_size_along_a_chain():
+    small, grown = _grown_pair("zero", pin_tau=True)
+    bigger = grow(grown, _tiny(qkv_tokens=30, proj_tokens=30, ffn_tokens=120), pin_tau=True)
+    assert (bigger.config.tau_qkv_tokens, bigger.config.tau_ffn_tokens) == (8, 32)
+    idx = torch.randint(0, 97, (1, 8))
+    torch.testing.assert_close(bigger(idx), small(idx), rtol=1e-12, atol=1e-12)
+
+
+def test_growth_rejects_other_changes_and_shrinking():
+    small = Tokenformer(_tiny(qkv_tokens=8, proj_tokens=8, ffn_tokens=32))
+    with pytest.raises(ValueError, match="d_model"):
+        grow(small, _tiny(qkv_tokens=8, proj_tokens=8, ffn_tokens=32, d_model=64))
+    with pytest.raises(ValueError, match="qkv_tokens"):
+        grow(small, _tiny(qkv_tokens=4, proj_tokens=8, ffn_tokens=32))
+    with pytest.raises(ValueError, match="new_keys='ones'"):
+        grow(small, _tiny(qkv_tokens=8, proj_tokens=8, ffn_tokens=32), new_keys="ones")
+
+
+def test_grow_a_lightning_checkpoint_from_the_command_line(tmp_path):
+    overrides = {"n_layer": 2, "d_model": 32, "n_head": 4, "max_seq_len": 32, "vocab_size": 97}
+    small = LanguageModel("tokenformer_124m", {**overrides, "qkv_tokens": 8, "proj_tokens": 8, "ffn_tokens": 32})
+    save_lm_checkpoint(
+        tmp_path / "small.ckpt",
+        "tokenformer_124m",
+        small.hparams.model_overrides,
+        small.model.state_dict(),
+        dict(small.hparams),
+    )
+    grow_checkpoint_cli([str(tmp_path / "small.ckpt"), "tokenformer_354m", str(tmp_path / "grown.ckpt")])
+    grown, hparams = load_lm_checkpoint(tmp_path / "grown.ckpt")
+    assert hparams["model"] == "tokenformer_354m" and grown.config.qkv_tokens == 2140
+    assert grown.config.tau_qkv_tokens == 8
+    idx = torch.randint(0, 97, (1, 8))
+    torch.testing.assert_close(grown(idx), small.model(idx), rtol=1e-5, atol=1e-5)
+
+
+def test_a_checkpoint_that_does_not_fit_names_the_tensor():
+    small = Tokenformer(_tiny(qkv_tokens=8, proj_tokens=8, ffn_tokens=32))
+    big = Tokenformer(_tiny(qkv_tokens=20, proj_tokens=20, ffn_tokens=80))
+    with pytest.raises(
+        ValueError,
+        match=r"blocks\.0\.attn\.qkv\.query\.key_param_tokens: ckpt has \(8, 32\), "
+        r"model has \(20, 32\)",
+    ):
+        load_weights(big, small.state_dict(), "ckpt")
