@@ -19,6 +19,7 @@ import numpy as np
 
 from datamodules.embedded import LEE_NEWS, WIKI_XML, require_package_file
 from datamodules.tokenizers import load_tokenizer
+from modules.atomic import atomic_write
 
 SPLITS = ("train", "val", "test")
 Documents = dict[str, "datasets.Dataset | bytes"]  # noqa: F821 (datasets is imported lazily)
@@ -118,6 +119,11 @@ CORPORA = {
 }
 
 
+def default_data_root() -> Path:
+    """Where corpora live: $SCALING_AXES_DATA, else ./data."""
+    return Path(os.environ.get("SCALING_AXES_DATA", "data"))
+
+
 def corpus_dir(data_root: str | Path, corpus: str, tokenizer: str) -> Path:
     return Path(data_root) / corpus / tokenizer
 
@@ -125,7 +131,7 @@ def corpus_dir(data_root: str | Path, corpus: str, tokenizer: str) -> Path:
 def prepare_corpus(
     corpus: str,
     tokenizer: str | None = None,
-    data_root: str | Path = "data",
+    data_root: str | Path | None = None,
     tokenizer_path: str | None = None,
 ) -> Path:
     """Tokenize `corpus` into memmaps once; returns the directory holding `meta.json` and `<split>.bin`."""
@@ -133,6 +139,7 @@ def prepare_corpus(
         raise KeyError(f"unknown corpus {corpus!r}; available: {', '.join(CORPORA)}")
     spec = CORPORA[corpus]
     tokenizer = tokenizer or spec.default_tokenizer
+    data_root = Path(data_root or default_data_root())
     out = corpus_dir(data_root, corpus, tokenizer)
     if (out / "meta.json").exists():
         return out
@@ -140,7 +147,7 @@ def prepare_corpus(
     dtype = np.uint16 if tok.vocab_size <= 2**16 else np.uint32
     out.mkdir(parents=True, exist_ok=True)
     splits = {}
-    for split, documents in spec.load(Path(data_root)).items():
+    for split, documents in spec.load(data_root).items():
         if isinstance(documents, bytes):
             if tokenizer != "bytes":
                 raise ValueError(f"{corpus} is a byte-level corpus; use tokenizer='bytes', not {tokenizer!r}")
@@ -159,7 +166,7 @@ def prepare_corpus(
         "dtype": np.dtype(dtype).name,
         "splits": splits,
     }
-    atomic_write_text(out / "meta.json", json.dumps(meta, indent=2))
+    atomic_write(out / "meta.json", json.dumps(meta, indent=2))
     return out
 
 
@@ -185,14 +192,6 @@ def _write_tokens(path: Path, chunks: Iterator[np.ndarray], dtype) -> int:
             count += len(chunk)
     os.replace(tmp, path)
     return count
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write `text` to `path` through a temporary file and a rename, so readers never see half a file."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 def open_split(directory: Path, split: str) -> tuple[np.memmap, dict]:

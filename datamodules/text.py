@@ -6,7 +6,6 @@ run resumed at step s continues with exactly the batches it would have drawn (ba
 
 from __future__ import annotations
 
-import os
 from itertools import count
 
 import lightning as L
@@ -99,7 +98,7 @@ class TextDataModule(L.LightningDataModule):
         val_windows: int | None = None,
         eval_split: str = "val",
         seed: int = 1234,
-        data_root: str = os.environ.get("SCALING_AXES_DATA", "data"),
+        data_root: str | None = None,
         tokenizer_path: str | None = None,
         num_workers: int = 0,
     ) -> None:

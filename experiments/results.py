@@ -11,8 +11,10 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
-import os
 from pathlib import Path
+from typing import Any
+
+from modules.atomic import atomic_write
 
 COLUMNS = ("experiment", "table", "row", "metric", "paper", "ours", "unit", "scale", "run", "status", "note")
 STATUSES = ("match", "differs", "not_run", "analytic", "measured")
@@ -79,13 +81,21 @@ def write_rows(experiment: str, scale: str, rows: list[Row], results_dir: Path =
     return path
 
 
-def atomic_write(path: Path, data: str | bytes) -> None:
-    """Write through a temporary file in the same directory and a rename: readers see the old or the new file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_bytes(data.encode() if isinstance(data, str) else data)
-    os.replace(tmp, path)
+def pyplot() -> Any:
+    """matplotlib.pyplot on the file-only Agg backend (no display on build machines and cluster nodes)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save_figure(fig: Any, path: Path) -> None:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=120)
+    pyplot().close(fig)
+    atomic_write(path, buffer.getvalue())
 
 
 def published(paper: str, results_dir: Path = RESULTS_DIR) -> dict[tuple[str, str, str], float]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
 import sys
 import time
 from collections.abc import Callable
@@ -22,8 +21,9 @@ from typing import Any
 
 import yaml
 
-from experiments.results import SCALES, Row, atomic_write, write_report, write_rows
+from experiments.results import RESULTS_DIR, SCALES, Row, write_report, write_rows
 from modules import get_config
+from modules.atomic import atomic_torch_save, atomic_write
 from modules.flops import formula_flops, formula_params
 
 RUNS_DIR = Path("runs")
@@ -106,8 +106,6 @@ def load_results(experiment: Experiment, scale: str, runs_dir: Path = RUNS_DIR) 
 
 def report(experiment: Experiment, scale: str, runs_dir: Path = RUNS_DIR, results_dir: Path | None = None) -> Path:
     """Rebuild `results/<scale>/<experiment>.csv` (and its figure) from finished runs, then REPORT.md."""
-    from experiments.results import RESULTS_DIR
-
     results_dir = Path(results_dir or RESULTS_DIR)
     results = load_results(experiment, scale, runs_dir)
     path = write_rows(experiment.name, scale, experiment.report(scale, results), results_dir)
@@ -170,8 +168,6 @@ def train(experiment: Experiment, scale: str, run: Run, runs_dir: Path = RUNS_DI
 
 def grow_weights(source: Run, source_dir: Path, run: Run, out: Path) -> Path:
     """Grow `source`'s final weights into `run`'s model; tau pins, if any, are already in `run.config`."""
-    import io
-
     import torch
 
     from modules.lm import load_weights
@@ -183,10 +179,7 @@ def grow_weights(source: Run, source_dir: Path, run: Run, out: Path) -> Path:
         model = build_from_config(source.config)
         load_weights(model, torch.load(source_dir / "final.pt", weights_only=True), str(source_dir / "final.pt"))
         grown = grow(model, run.config, new_keys=run.grow_new_keys, pin_tau=False)
-        out.mkdir(parents=True, exist_ok=True)
-        buffer = io.BytesIO()
-        torch.save(grown.state_dict(), buffer)
-        atomic_write(path, buffer.getvalue())
+        atomic_torch_save(grown.state_dict(), path)
     return path
 
 
@@ -247,7 +240,3 @@ def main(experiment: Experiment, argv: list[str] | None = None) -> None:
             return  # one cluster job trains one run; --report gathers them
     path = report(experiment, args.scale, args.runs_dir)
     print(f"wrote {path}")
-
-
-def finite_or_none(value: Any) -> float | None:
-    return None if value is None or not math.isfinite(value) else float(value)

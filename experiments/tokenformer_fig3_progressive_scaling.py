@@ -13,10 +13,11 @@ first stage and for the full-budget Transformers, 15B, 30B or 60B per growth sta
 
 from __future__ import annotations
 
-import io
+import dataclasses
 from pathlib import Path
 
-from experiments.results import Row, atomic_write, compare, published
+from datamodules.corpora import default_data_root
+from experiments.results import Row, compare, published, pyplot, save_figure
 from experiments.runner import Budget, Experiment, Run, main
 from modules import get_config
 from modules.tokenformer import TAU_FIELDS, TOKEN_FIELDS
@@ -29,45 +30,27 @@ def _scale_spec(scale: str) -> dict:
     """Models, budgets and corpus per scale. Smoke and small shrink the models; their numbers are no reproduction."""
     if scale == "smoke":
         tiny = {"n_layer": 2, "d_model": 64, "n_head": 4, "max_seq_len": 64}
+        full = Budget(steps=30, batch_size=8, seq_len=64, lr=3e-3, warmup_steps=3, val_windows=32, checkpoint_every=10)
         return {
             "tokenformer": [
                 {**tiny, "qkv_tokens": n, "proj_tokens": n, "ffn_tokens": 4 * n} for n in (16, 32, 64, 128)
             ],
-            "transformer": [{**tiny, "d_model": d, "n_layer": 2, "n_head": 4} for d in (32, 48, 64, 96)],
-            "full": Budget(
-                steps=30,
-                batch_size=8,
-                seq_len=64,
-                lr=3e-3,
-                warmup_steps=3,
-                val_windows=32,
-                checkpoint_every=10,
-            ),
-            "stage": {
-                "short": Budget(
-                    steps=8,
-                    batch_size=8,
-                    seq_len=64,
-                    lr=3e-3,
-                    warmup_steps=1,
-                    val_windows=32,
-                    checkpoint_every=10,
-                )
-            },
+            "transformer": [{**tiny, "d_model": d} for d in (32, 48, 64, 96)],
+            "full": full,
+            "stage": {"short": dataclasses.replace(full, steps=8, warmup_steps=1)},
             "corpus": "embedded_news",
         }
     if scale == "small":
         base = {"n_layer": 6, "d_model": 384, "n_head": 6, "max_seq_len": 256}
+        full = Budget(steps=2000, batch_size=64, seq_len=256, warmup_steps=100, val_every=500, val_windows=256)
         return {
             "tokenformer": [
                 {**base, "qkv_tokens": n, "proj_tokens": n, "ffn_tokens": 4 * n} for n in (96, 256, 576, 1152)
             ],
             "transformer": [{**base, "d_model": d, "n_head": d // 64} for d in (256, 384, 576, 768)],
-            "full": Budget(steps=2000, batch_size=64, seq_len=256, warmup_steps=100, val_every=500, val_windows=256),
-            "stage": {
-                "short": Budget(steps=500, batch_size=64, seq_len=256, warmup_steps=25, val_every=250, val_windows=256)
-            },
-            "corpus": "openwebtext" if Path("data/openwebtext").exists() else "embedded_news",
+            "full": full,
+            "stage": {"short": dataclasses.replace(full, steps=500, warmup_steps=25, val_every=250)},
+            "corpus": "openwebtext" if (default_data_root() / "openwebtext").exists() else "embedded_news",
         }
     tokens_per_step = 512 * 1024
 
@@ -162,11 +145,7 @@ def report(scale: str, results: dict[str, dict]) -> list[Row]:
 
 
 def figure(scale: str, results: dict[str, dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     all_runs = runs(scale)
     by_name = {r.name: r for r in all_runs}
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
@@ -194,10 +173,7 @@ def figure(scale: str, results: dict[str, dict], path: Path) -> None:
     )
     ax.legend(fontsize=7)
     fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=120)
-    plt.close(fig)
-    atomic_write(path, buffer.getvalue())
+    save_figure(fig, path)
 
 
 EXPERIMENT = Experiment(

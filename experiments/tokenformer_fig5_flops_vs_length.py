@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from experiments.results import Row, atomic_write
+from experiments.results import Row, pyplot, save_figure
 from experiments.runner import Experiment, main
 from modules import get_config
 from modules.flops import formula_flops
@@ -50,13 +50,7 @@ def report(scale: str, results: dict[str, dict]) -> list[Row]:
 
 
 def figure(scale: str, results: dict[str, dict], path: Path) -> None:
-    import io
-
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     for model in MODELS:
         style = "-o" if model.startswith("tokenformer") else "--s"
@@ -76,10 +70,7 @@ def figure(scale: str, results: dict[str, dict], path: Path) -> None:
     )
     ax.legend(fontsize=7)
     fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=120)
-    plt.close(fig)
-    atomic_write(path, buffer.getvalue())
+    save_figure(fig, path)
 
 
 EXPERIMENT = Experiment(

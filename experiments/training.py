@@ -18,9 +18,9 @@ from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from datamodules.text import TextDataModule
-from experiments.results import atomic_write
 from experiments.runner import Run, write_config
-from modules.lm import LanguageModel, atomic_torch_save
+from modules.atomic import atomic_torch_save, atomic_write
+from modules.lm import LanguageModel
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):

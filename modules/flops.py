@@ -65,17 +65,14 @@ def formula_flops(config: DecoderConfig, seq_len: int) -> dict[str, int]:
 
 
 def _component(name: str) -> str:
-    """Map a parameter or module path of a DecoderLM to its component."""
+    """The component a parameter of a DecoderLM belongs to, from its name."""
     if name.startswith(("token_embedding", "position_embedding")):
         return "embedding"
     if name.startswith("lm_head"):
         return "head"
     if "norm" in name:
         return "norms"
-    for part in ("qkv", "out", "ffn"):
-        if f".attn.{part}" in name or f".{part}" in name:
-            return part
-    return "attention"
+    return next((part for part, path in _BLOCK_PARTS.items() if f".{path}." in name), "attention")
 
 
 def counted_params(model: nn.Module) -> dict[str, int]:

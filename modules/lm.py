@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torchmetrics.aggregation import MeanMetric
 
+from modules.atomic import atomic_torch_save
 from modules.flops import formula_flops
 from modules.registry import build_model
 
@@ -181,10 +181,3 @@ def save_lm_checkpoint(
         "state_dict": {f"model.{k}": v for k, v in state_dict.items()},
     }
     atomic_torch_save(checkpoint, path)
-
-
-def atomic_torch_save(obj: Any, path: str | Path) -> None:
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)

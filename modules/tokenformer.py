@@ -224,7 +224,10 @@ def _pile(n_layer: int, d: int, n_head: int) -> TokenformerConfig:
 
 
 def _progressive(tokens: int) -> TokenformerConfig:
-    """Paper's OpenWebText family (TPU code): 12 x 768, one count n for Q/K/V/O, 4n for the FFN, no positions."""
+    """Paper's OpenWebText family (TPU code): 12 x 768, one count n for Q/K/V/O, 4n for the FFN, no positions.
+
+    Numerics stay the GPU code's (init, exact GELU, no eps, logits not divided by sqrt(d)), not the TPU code's.
+    """
     return TokenformerConfig(
         max_seq_len=1024, position="none", qkv_tokens=tokens, proj_tokens=tokens, ffn_tokens=4 * tokens
     )
