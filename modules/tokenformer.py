@@ -19,7 +19,6 @@ recomputes tau from the new n, which multiplies every old normalised score by sq
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import math
 from collections.abc import Callable
@@ -194,31 +193,6 @@ def grow(
     return grown
 
 
-def grow_checkpoint(src: str, target: str, dst: str, new_keys: str = "zero", pin_tau: bool = True) -> None:
-    """Grow the Tokenformer in a Lightning checkpoint of `modules.lm.LanguageModel` and write a new one."""
-    from modules.lm import load_lm_checkpoint, save_lm_checkpoint
-
-    model, hparams = load_lm_checkpoint(src)
-    if not isinstance(model, Tokenformer):
-        raise TypeError(f"{src} holds a {type(model).__name__}, not a Tokenformer; only Tokenformers grow")
-    overrides = {k: v for k, v in hparams.get("model_overrides", {}).items() if k not in (*TOKEN_FIELDS, *TAU_FIELDS)}
-    grown = grow(model, get_config(target, **overrides), new_keys=new_keys, pin_tau=pin_tau)
-    tau_pins = {f: getattr(grown.config, f) for f in TAU_FIELDS if getattr(grown.config, f) is not None}
-    save_lm_checkpoint(dst, target, {**overrides, **tau_pins}, grown.state_dict(), hparams)
-
-
-def grow_checkpoint_cli(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Grow a Tokenformer checkpoint by appending parameter tokens.")
-    parser.add_argument("checkpoint", help="Lightning .ckpt of a modules.lm.LanguageModel with a Tokenformer")
-    parser.add_argument("target", help="preset with the target token counts, e.g. tokenformer_354m")
-    parser.add_argument("output", help="where to write the grown .ckpt")
-    parser.add_argument("--new-keys", choices=("zero", "random"), default="zero")
-    parser.add_argument("--no-pin-tau", dest="pin_tau", action="store_false", help="recompute tau from the new n")
-    args = parser.parse_args(argv)
-    grow_checkpoint(args.checkpoint, args.target, args.output, args.new_keys, args.pin_tau)
-    print(f"wrote {args.output}")
-
-
 def _pile(n_layer: int, d: int, n_head: int) -> TokenformerConfig:
     return TokenformerConfig(n_layer=n_layer, d_model=d, n_head=n_head, qkv_tokens=d, proj_tokens=d, ffn_tokens=4 * d)
 
@@ -261,6 +235,3 @@ register_presets(
         "tokenformer_owt2_757m": _owt2(1792),
     },
 )
-
-if __name__ == "__main__":
-    grow_checkpoint_cli()

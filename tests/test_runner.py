@@ -138,3 +138,13 @@ def test_lightning_cli_trains_any_preset(tmp_path):
     )
     assert cli.trainer.global_step == 2
     assert cli.model.model.config.qkv_tokens == 8
+
+
+@pytest.mark.parametrize("command", [["experiments.grow", "--help"],
+                                     ["experiments.tokenformer_table8_variants", "--list"]])  # fmt: skip
+def test_command_line_entry_points_start(command):
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-m", *command], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr

@@ -6,9 +6,10 @@ import pytest
 import torch
 from conftest import TINY_TOKENFORMER
 
+from experiments.grow import grow_checkpoint_cli
 from modules import build_model, get_config
 from modules.lm import LanguageModel, load_lm_checkpoint, load_weights, save_lm_checkpoint
-from modules.tokenformer import Tokenformer, grow, grow_checkpoint_cli
+from modules.tokenformer import Tokenformer, grow
 
 
 def _pattention(x, keys, values, tau=None):
