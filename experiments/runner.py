@@ -63,6 +63,7 @@ class Run:
     grow_from: str | None = None
     grow_new_keys: str = "zero"  # "zero" (paper) or "random" (released code); tau pins belong in `overrides`
     lm: dict[str, Any] = dataclasses.field(default_factory=dict)  # further LanguageModel arguments
+    seed: int = 1234  # initialisation; the data order has its own seed in the DataModule
 
     @property
     def config(self):

@@ -105,6 +105,7 @@ def train_run(
     """Train `run` into `out`, resuming from `out/checkpoints/last.ckpt` if it exists."""
     out.mkdir(parents=True, exist_ok=True)
     write_config(run, out, options)
+    L.seed_everything(run.seed, workers=True)
     world_size = _world_size(options)
     trainer, micro = build_trainer(run, out, world_size, extra_callbacks, **options)
     budget = run.budget

@@ -33,14 +33,13 @@ class Crash(L.Callback):
 
 
 def test_interrupted_run_resumes_to_the_same_final_loss(tmp_path):
-    L.seed_everything(0)
     straight = train_run(_run(), tmp_path / "straight", accelerator="cpu")
-    L.seed_everything(0)
+    again = train_run(_run(), tmp_path / "again", accelerator="cpu")
+    assert again["val_loss"] == straight["val_loss"]  # runs are deterministic on the CPU
     with pytest.raises(RuntimeError, match="simulated crash"):
         train_run(_run(), tmp_path / "resumed", extra_callbacks=[Crash()], accelerator="cpu")
     assert (tmp_path / "resumed" / "checkpoints" / "last.ckpt").exists()
     assert not (tmp_path / "resumed" / "done.json").exists()
-    L.seed_everything(1)  # the resumed run must not depend on the global seed either
     resumed = train_run(_run(), tmp_path / "resumed", accelerator="cpu")
     assert resumed["val_loss"] == straight["val_loss"]
     assert resumed["tokens"] == straight["tokens"] == 12 * 4 * 32
