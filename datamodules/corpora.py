@@ -31,6 +31,8 @@ class Corpus:
     default_tokenizer: str
     source: str
     load: Callable[[Path], Documents]  # data_root -> split -> documents (a `datasets.Dataset` with "text") or bytes
+    train_bytes: int | None = None  # known size of the raw training split, for estimates before it is prepared
+    proxy: str | None = None  # a corpus of the same kind whose bytes per token stand in for the estimate
 
 
 def _text_dataset(texts: list[str]):
@@ -112,7 +114,7 @@ CORPORA = {
     c.name: c
     for c in (
         Corpus("openwebtext", "gpt2", "Skylion007/openwebtext (or local files)", _load_openwebtext),
-        Corpus("enwik8", "bytes", "enwik8.zip (Hutter prize)", _load_enwik8),
+        Corpus("enwik8", "bytes", "enwik8.zip (Hutter prize)", _load_enwik8, 90_000_000, "embedded_wiki"),
         Corpus("embedded_news", "gpt2", f"gensim {LEE_NEWS}", _load_embedded_news),
         Corpus("embedded_wiki", "bytes", f"gensim {WIKI_XML}", _load_embedded_wiki),
     )
@@ -149,9 +151,7 @@ def prepare_corpus(
     splits = {}
     for split, documents in spec.load(data_root).items():
         if isinstance(documents, bytes):
-            if tokenizer != "bytes":
-                raise ValueError(f"{corpus} is a byte-level corpus; use tokenizer='bytes', not {tokenizer!r}")
-            chunks, num_docs, num_bytes = iter([np.frombuffer(documents, dtype=np.uint8)]), 1, len(documents)
+            chunks, num_docs, num_bytes = _tokenize_raw(documents, tok), 1, len(documents)
         else:
             chunks, num_docs, num_bytes = _tokenize(documents, tokenizer, tokenizer_path, tok.eot_id)
         num_tokens = _write_tokens(out / f"{split}.bin", chunks, dtype)
@@ -182,6 +182,34 @@ def _tokenize(documents, tokenizer: str, tokenizer_path: str | None, eot_id: int
     encoded = documents.map(encode, batched=True, remove_columns=documents.column_names, num_proc=num_proc)
     chunks = (np.concatenate([np.asarray(x, dtype=np.int64) for x in b["ids"]]) for b in encoded.iter(batch_size=1024))
     return chunks, len(encoded), int(sum(encoded["num_bytes"]))
+
+
+def _tokenize_raw(data: bytes, tok) -> Iterator[np.ndarray]:
+    """One raw document (enwik8's XML): bytes as they are, or UTF-8 text in blocks of lines for a BPE tokenizer."""
+    if tok.name == "bytes":
+        yield np.frombuffer(data, dtype=np.uint8)
+        return
+    lines = data.decode("utf-8", errors="replace").splitlines(keepends=True)
+    blocks = ["".join(lines[i : i + 256]) for i in range(0, len(lines), 256)]
+    for start in range(0, len(blocks), 64):
+        yield np.concatenate([np.asarray(ids, dtype=np.int64) for ids in tok.encode_batch(blocks[start : start + 64])])
+
+
+def train_tokens(corpus: str, tokenizer: str | None = None, data_root: str | Path | None = None) -> tuple[int, str]:
+    """Tokens in `corpus`'s training split and how that is known: counted once prepared, else estimated."""
+    spec = CORPORA[corpus]
+    tokenizer = tokenizer or spec.default_tokenizer
+    meta = corpus_dir(data_root or default_data_root(), corpus, tokenizer) / "meta.json"
+    if meta.exists():
+        return json.loads(meta.read_text())["splits"]["train"]["tokens"], "counted"
+    if spec.train_bytes is None or spec.proxy is None:
+        raise FileNotFoundError(f"{corpus} is not prepared under {meta.parent} and has no size estimate; prepare it")
+    proxy = json.loads((prepare_corpus(spec.proxy, tokenizer, data_root) / "meta.json").read_text())["splits"]["train"]
+    tokens = round(spec.train_bytes * proxy["tokens"] / proxy["bytes"])
+    return (
+        tokens,
+        f"estimated: {spec.train_bytes:,} bytes at {spec.proxy}'s {proxy['bytes'] / proxy['tokens']:.3f} B/token",
+    )
 
 
 def _write_tokens(path: Path, chunks: Iterator[np.ndarray], dtype) -> int:

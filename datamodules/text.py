@@ -145,5 +145,16 @@ class TextDataModule(L.LightningDataModule):
         return DataLoader(dataset, batch_size=None, num_workers=self.hparams.num_workers)
 
     def val_dataloader(self) -> DataLoader:
-        dataset = FixedWindows(self.directory, self.hparams.eval_split, self.hparams.seq_len, self.hparams.val_windows)
+        return self._fixed_windows(self.hparams.eval_split)
+
+    def test_dataloader(self) -> DataLoader:
+        """The corpus's test split (enwik8's last 5M bytes); corpora without one (OpenWebText) raise."""
+        return self._fixed_windows("test")
+
+    @property
+    def splits(self) -> list[str]:
+        return list(self.meta["splits"])
+
+    def _fixed_windows(self, split: str) -> DataLoader:
+        dataset = FixedWindows(self.directory, split, self.hparams.seq_len, self.hparams.val_windows)
         return DataLoader(dataset, batch_size=self.hparams.batch_size, num_workers=self.hparams.num_workers)

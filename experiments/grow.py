@@ -1,6 +1,7 @@
-"""Grow the Tokenformer in a Lightning checkpoint by appending parameter tokens (paper section 3.3).
+"""Grow a model: a Tokenformer by appending parameter tokens (paper section 3.3), a Transformer by Net2Net.
 
     python -m experiments.grow small.ckpt tokenformer_354m grown.ckpt [--new-keys random] [--no-pin-tau]
+    python -m experiments.grow small.ckpt transformer_757m grown.ckpt [--noise 1e-3]
 
 The grown checkpoint holds weights only: training it starts a fresh optimizer and schedule, as the paper does.
 """
@@ -8,32 +9,53 @@ The grown checkpoint holds weights only: training it starts a fresh optimizer an
 from __future__ import annotations
 
 import argparse
+from typing import Any
+
+import torch
+from torch import nn
 
 from modules import get_config
 from modules.lm import load_lm_checkpoint, save_lm_checkpoint
+from modules.net2net import widen
+from modules.registry import preset_overrides
 from modules.tokenformer import TAU_FIELDS, TOKEN_FIELDS, Tokenformer, grow
+from modules.transformer import Transformer
+
+WIDTH_FIELDS = ("d_model", "n_head", "d_ff", "norm_eps", "tie_embeddings")
 
 
-def grow_checkpoint(src: str, target: str, dst: str, new_keys: str = "zero", pin_tau: bool = True) -> None:
-    """Grow the Tokenformer in a Lightning checkpoint of `modules.lm.LanguageModel` and write a new one."""
+def grow_model(
+    model: nn.Module, target, new_keys: str = "zero", pin_tau: bool = True, noise: float = 0.0, seed: int = 0
+) -> nn.Module:
+    """A Tokenformer grows tokens (`new_keys`, `pin_tau`); a Transformer widens by Net2Net (`noise`, copies from
+    `seed`)."""
+    if isinstance(model, Tokenformer):
+        return grow(model, target, new_keys=new_keys, pin_tau=pin_tau)
+    if isinstance(model, Transformer):
+        return widen(model, target, noise=noise, generator=torch.Generator().manual_seed(seed))
+    raise TypeError(f"{type(model).__name__} cannot grow; Tokenformers and Transformers can")
+
+
+def grow_checkpoint(src: str, target: str, dst: str, **options: Any) -> None:
+    """Grow the model in a `modules.lm.LanguageModel` Lightning checkpoint into preset `target`; write a new one."""
     model, hparams = load_lm_checkpoint(src)
-    if not isinstance(model, Tokenformer):
-        raise TypeError(f"{src} holds a {type(model).__name__}, not a Tokenformer; only Tokenformers grow")
-    overrides = {k: v for k, v in hparams.get("model_overrides", {}).items() if k not in (*TOKEN_FIELDS, *TAU_FIELDS)}
-    grown = grow(model, get_config(target, **overrides), new_keys=new_keys, pin_tau=pin_tau)
-    tau_pins = {f: getattr(grown.config, f) for f in TAU_FIELDS if getattr(grown.config, f) is not None}
-    save_lm_checkpoint(dst, target, {**overrides, **tau_pins}, grown.state_dict(), hparams)
+    growing = (*TOKEN_FIELDS, *TAU_FIELDS) if isinstance(model, Tokenformer) else WIDTH_FIELDS
+    kept = {k: v for k, v in (hparams.get("model_overrides") or {}).items() if k not in growing}
+    grown = grow_model(model, get_config(target, **kept), **options)
+    save_lm_checkpoint(dst, target, preset_overrides(target, grown.config), grown.state_dict(), hparams)
 
 
 def grow_checkpoint_cli(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Grow a Tokenformer checkpoint by appending parameter tokens.")
-    parser.add_argument("checkpoint", help="Lightning .ckpt of a modules.lm.LanguageModel with a Tokenformer")
-    parser.add_argument("target", help="preset with the target token counts, e.g. tokenformer_354m")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("checkpoint", help="Lightning .ckpt of a modules.lm.LanguageModel")
+    parser.add_argument("target", help="preset to grow into, e.g. tokenformer_354m or transformer_757m")
     parser.add_argument("output", help="where to write the grown .ckpt")
-    parser.add_argument("--new-keys", choices=("zero", "random"), default="zero")
-    parser.add_argument("--no-pin-tau", dest="pin_tau", action="store_false", help="recompute tau from the new n")
+    parser.add_argument("--new-keys", choices=("zero", "random"), default="zero", help="Tokenformer: new key init")
+    parser.add_argument("--no-pin-tau", dest="pin_tau", action="store_false", help="Tokenformer: tau from the new n")
+    parser.add_argument("--noise", type=float, default=0.0, help="Transformer: relative noise on widened weights")
     args = parser.parse_args(argv)
-    grow_checkpoint(args.checkpoint, args.target, args.output, args.new_keys, args.pin_tau)
+    grow_checkpoint(args.checkpoint, args.target, args.output, new_keys=args.new_keys, pin_tau=args.pin_tau,
+                    noise=args.noise)  # fmt: skip
     print(f"wrote {args.output}")
 
 

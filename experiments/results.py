@@ -92,6 +92,11 @@ def pyplot() -> Any:
 
 
 def save_figure(fig: Any, path: Path) -> None:
+    """Lay out, legend every axis that has labelled lines, and write the PNG atomically."""
+    for ax in fig.axes:
+        if ax.get_legend_handles_labels()[1]:
+            ax.legend(fontsize=7)
+    fig.tight_layout()
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=120)
     pyplot().close(fig)

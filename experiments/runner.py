@@ -44,6 +44,7 @@ class Budget:
     val_windows: int | None = None  # validation windows per evaluation (None: the whole split)
     micro_batch: int | None = None  # sequences per device and forward pass (None: batch_size / devices)
     checkpoint_every: int = 1000
+    log_every: int | None = None  # optimizer steps between logged training losses (None: steps / 10, at most 50)
 
     @property
     def tokens(self) -> int:
@@ -60,8 +61,8 @@ class Run:
     overrides: dict[str, Any] = dataclasses.field(default_factory=dict)
     corpus: str = "embedded_news"
     tokenizer: str | None = None
-    grow_from: str | None = None
-    grow_new_keys: str = "zero"  # "zero" (paper) or "random" (released code); tau pins belong in `overrides`
+    grow_from: str | None = None  # a run of the same experiment whose final weights are grown into this model
+    grow_options: dict[str, Any] = dataclasses.field(default_factory=dict)  # see experiments.grow.grow_model
     lm: dict[str, Any] = dataclasses.field(default_factory=dict)  # further LanguageModel arguments
     seed: int = 1234  # initialisation; the data order has its own seed in the DataModule
 
@@ -75,6 +76,15 @@ class Run:
 
 
 @dataclasses.dataclass(frozen=True)
+class Growth:
+    """A run starts from `weights`, grown from `source`'s final weights at `source_weights`."""
+
+    weights: Path
+    source: Run
+    source_weights: Path
+
+
+@dataclasses.dataclass(frozen=True)
 class Experiment:
     """`runs(scale)` lists the runs; `report(scale, results)` turns finished runs (name -> done.json) into rows."""
 
@@ -83,6 +93,7 @@ class Experiment:
     runs: Callable[[str], list[Run]]
     report: Callable[[str, dict[str, dict]], list[Row]]
     figure: Callable[[str, dict[str, dict], Path], None] | None = None
+    plan_note: Callable[[str], str] | None = None  # printed by --list and --dry-run: how budgets were derived
 
 
 def run_dir(experiment: Experiment, scale: str, run: Run, runs_dir: Path = RUNS_DIR) -> Path:
@@ -139,12 +150,12 @@ def dry_run(experiment: Experiment, scale: str, mfu: float, peak_tflops: float, 
 
 
 def _print_plan(plan: list[dict], mfu: float, peak: float, devices: int) -> None:
-    print(
-        f"{'run':28s} {'params':>15s} {'FLOPs/token':>12s} {'tokens':>10s} {'steps':>9s} {'FLOPs':>10s} {'hours':>9s}"
-    )
+    width = max(len(p["run"]) for p in plan) if plan else 3
+    print(f"{'run':{width}s} {'params':>15s} {'FLOPs/token':>12s} {'tokens':>10s} {'steps':>9s} {'FLOPs':>10s} "
+          f"{'hours':>9s}")  # fmt: skip
     for p in plan:
         print(
-            f"{p['run']:28s} {p['params']:>15,d} {p['train_flops_per_token']:>12.3e} {p['tokens']:>10.3e} "
+            f"{p['run']:{width}s} {p['params']:>15,d} {p['train_flops_per_token']:>12.3e} {p['tokens']:>10.3e} "
             f"{p['steps']:>9,d} {p['train_flops']:>10.3e} {p['hours']:>9.2f}"
         )
     print(f"(time at {mfu:.0%} MFU of {devices} x {peak:g} TFLOP/s; training FLOPs = 3 x forward matmul FLOPs)")
@@ -157,31 +168,34 @@ def train(experiment: Experiment, scale: str, run: Run, runs_dir: Path = RUNS_DI
     out = run_dir(experiment, scale, run, runs_dir)
     if (out / "done.json").exists():
         return json.loads((out / "done.json").read_text())
-    init_weights = None
+    growth = None
     if run.grow_from is not None:
         source = find_run(experiment, scale, run.grow_from)
         source_dir = run_dir(experiment, scale, source, runs_dir)
         if not (source_dir / "done.json").exists():
             train(experiment, scale, source, runs_dir, **trainer_options)
-        init_weights = grow_weights(source, source_dir, run, out)
-    return train_run(run, out, init_weights, **trainer_options)
+        run, growth = grown_run(source, source_dir, run, out)
+    return train_run(run, out, growth, **trainer_options)
 
 
-def grow_weights(source: Run, source_dir: Path, run: Run, out: Path) -> Path:
-    """Grow `source`'s final weights into `run`'s model; tau pins, if any, are already in `run.config`."""
+def grown_run(source: Run, source_dir: Path, run: Run, out: Path) -> tuple[Run, Growth]:
+    """Grow `source`'s final weights into `run`'s model. Growth may set config fields (tau pins, Net2Net's eps):
+    the returned run carries them as overrides, and both are kept in `out` so that a resumed run agrees."""
     import torch
 
+    from experiments.grow import grow_model
     from modules.lm import load_weights
-    from modules.registry import build_from_config
-    from modules.tokenformer import grow
+    from modules.registry import build_from_config, preset_overrides
 
-    path = out / "init_grown.pt"
-    if not path.exists():
+    weights, overrides = out / "init_grown.pt", out / "init_grown_overrides.json"
+    if not overrides.exists():
         model = build_from_config(source.config)
         load_weights(model, torch.load(source_dir / "final.pt", weights_only=True), str(source_dir / "final.pt"))
-        grown = grow(model, run.config, new_keys=run.grow_new_keys, pin_tau=False)
-        atomic_torch_save(grown.state_dict(), path)
-    return path
+        grown = grow_model(model, run.config, seed=run.seed, **run.grow_options)
+        atomic_torch_save(grown.state_dict(), weights)
+        atomic_write(overrides, json.dumps(preset_overrides(run.model, grown.config)))
+    grown = dataclasses.replace(run, overrides=json.loads(overrides.read_text()))
+    return grown, Growth(weights, source, source_dir / "final.pt")
 
 
 def write_config(run: Run, out: Path, trainer_options: dict) -> None:
@@ -225,6 +239,8 @@ def main(experiment: Experiment, argv: list[str] | None = None) -> None:
         devices = int(args.devices) * args.num_nodes if args.devices != "auto" else args.num_nodes
         plan = dry_run(experiment, args.scale, args.mfu, args.peak_tflops, devices)
         _print_plan(plan, args.mfu, args.peak_tflops, devices)
+        if experiment.plan_note:
+            print(experiment.plan_note(args.scale))
         return
     if not args.report:
         trainer_options = {

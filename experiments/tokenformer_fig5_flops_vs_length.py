@@ -68,8 +68,6 @@ def figure(scale: str, results: dict[str, dict], path: Path) -> None:
         ylabel="training GFLOPs per token",
         title="Tokenformer Fig. 5: FLOPs vs sequence length (analytic)",
     )
-    ax.legend(fontsize=7)
-    fig.tight_layout()
     save_figure(fig, path)
 
 

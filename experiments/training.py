@@ -18,7 +18,7 @@ from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from datamodules.text import TextDataModule
-from experiments.runner import Run, write_config
+from experiments.runner import Growth, Run, write_config
 from modules.atomic import atomic_torch_save, atomic_write
 from modules.lm import LanguageModel
 
@@ -75,6 +75,7 @@ def build_trainer(run: Run, out: Path, world_size: int, extra_callbacks: list | 
         val_check_interval=val_every,
         check_val_every_n_epoch=None,
         num_sanity_val_steps=0,
+        inference_mode=False,  # eval metrics reset inside inference mode would be unusable in the next fit
         logger=ResumableCSVLogger(out, name="", version=""),
         callbacks=[
             ModelCheckpoint(
@@ -91,7 +92,7 @@ def build_trainer(run: Run, out: Path, world_size: int, extra_callbacks: list | 
             *(extra_callbacks or []),
         ],
         plugins=[AtomicCheckpointIO()],
-        log_every_n_steps=max(1, min(50, budget.steps // 10)),
+        log_every_n_steps=budget.log_every or max(1, min(50, budget.steps // 10)),
         enable_progress_bar=False,
         enable_model_summary=False,
         **options,
@@ -100,37 +101,27 @@ def build_trainer(run: Run, out: Path, world_size: int, extra_callbacks: list | 
 
 
 def train_run(
-    run: Run, out: Path, init_weights: Path | None = None, extra_callbacks: list | None = None, **options: Any
+    run: Run, out: Path, growth: Growth | None = None, extra_callbacks: list | None = None, **options: Any
 ) -> dict:
-    """Train `run` into `out`, resuming from `out/checkpoints/last.ckpt` if it exists."""
+    """Train `run` into `out`, resuming from `out/checkpoints/last.ckpt` if it exists; `growth` starts it from
+    grown weights."""
     out.mkdir(parents=True, exist_ok=True)
     write_config(run, out, options)
     L.seed_everything(run.seed, workers=True)
-    world_size = _world_size(options)
-    trainer, micro = build_trainer(run, out, world_size, extra_callbacks, **options)
+    trainer, micro = build_trainer(run, out, _world_size(options), extra_callbacks, **options)
     budget = run.budget
-    data = TextDataModule(
-        corpus=run.corpus,
-        tokenizer=run.tokenizer,
-        seq_len=budget.seq_len,
-        batch_size=micro,
-        val_windows=budget.val_windows,
-    )
-    lm_args = {k: v for k, v in run.lm.items() if k != "gradient_clip_val"}
-    module = LanguageModel(
-        model=run.model,
-        model_overrides=dict(run.overrides),
-        lr=budget.lr,
-        min_lr_ratio=budget.min_lr_ratio,
-        warmup_steps=budget.warmup_steps,
-        schedule_steps=budget.steps,
-        init_weights=str(init_weights) if init_weights else None,
-        **lm_args,
-    )
+    data = TextDataModule(corpus=run.corpus, tokenizer=run.tokenizer, seq_len=budget.seq_len, batch_size=micro,
+                          val_windows=budget.val_windows)  # fmt: skip
+    module = _language_model(run, growth.weights if growth else None)
+    growth_metrics = out / "growth_metrics.json"
+    if growth is not None and not growth_metrics.exists():
+        atomic_write(growth_metrics, json.dumps(_measure_growth(trainer, data, module, growth)))
     last = out / "checkpoints" / "last.ckpt"
     started = time.time()
     trainer.fit(module, datamodule=data, ckpt_path=str(last) if last.exists() else None)
     metrics = trainer.validate(module, datamodule=data, verbose=False)[0]
+    if "test" in data.splits:
+        metrics.update(trainer.test(module, datamodule=data, verbose=False)[0])
     done = {
         "run": run.name,
         "model": run.model,
@@ -141,12 +132,46 @@ def train_run(
         "val_loss": metrics["val/loss"],
         "val_ppl": math.exp(metrics["val/loss"]),
         "val_bpb": metrics.get("val/bpb"),
+        "test_loss": metrics.get("test/loss"),
+        "test_bpb": metrics.get("test/bpb"),
+        **(json.loads(growth_metrics.read_text()) if growth is not None else {}),
+        "train_loss_curve": _train_curve(out / "metrics.csv"),
         "wall_seconds_last_session": time.time() - started,
     }
     if trainer.is_global_zero:
         atomic_torch_save(module.model.state_dict(), out / "final.pt")
         atomic_write(out / "done.json", json.dumps(done, indent=2))
     return done
+
+
+def _language_model(run: Run, weights: Path | None) -> LanguageModel:
+    budget = run.budget
+    return LanguageModel(
+        model=run.model,
+        model_overrides=dict(run.overrides),
+        lr=budget.lr,
+        min_lr_ratio=budget.min_lr_ratio,
+        warmup_steps=budget.warmup_steps,
+        schedule_steps=budget.steps,
+        init_weights=str(weights) if weights else None,
+        **{k: v for k, v in run.lm.items() if k != "gradient_clip_val"},
+    )
+
+
+def _measure_growth(trainer: L.Trainer, data: TextDataModule, grown: LanguageModel, growth: Growth) -> dict:
+    """Validation loss on this run's data of the model before growth and right after it, before any training."""
+    source = _language_model(growth.source, growth.source_weights)
+    before = trainer.validate(source, datamodule=data, verbose=False)[0]["val/loss"]
+    after = trainer.validate(grown, datamodule=data, verbose=False)[0]["val/loss"]
+    return {"val_loss_before_growth": before, "val_loss_after_growth": after}
+
+
+def _train_curve(metrics_csv: Path, max_points: int = 1000) -> list[tuple[int, float]]:
+    """(step, train loss) from the CSV log, the last entry per step (a resume repeats steps), at most `max_points`."""
+    with open(metrics_csv, newline="") as f:
+        by_step = {int(r["step"]): float(r["train/loss"]) for r in csv.DictReader(f) if r.get("train/loss")}
+    curve = sorted(by_step.items())
+    return curve[:: max(1, math.ceil(len(curve) / max_points))]
 
 
 def _world_size(options: dict) -> int:

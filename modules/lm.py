@@ -49,7 +49,7 @@ class LanguageModel(L.LightningModule):
         self.model = build_model(model, **(model_overrides or {}))
         if init_weights:
             load_weights(self.model, torch.load(init_weights, map_location="cpu", weights_only=True), init_weights)
-        self.val_loss = MeanMetric()
+        self.eval_loss = MeanMetric()
         self.tokens_seen = 0
         self.flops_per_batch: int | None = None  # read by Lightning's ThroughputMonitor for MFU
 
@@ -89,18 +89,32 @@ class LanguageModel(L.LightningModule):
         return loss
 
     def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
+        self._eval_step(batch)
+
+    def test_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
+        self._eval_step(batch)
+
+    def _eval_step(self, batch: tuple[Tensor, Tensor]) -> None:
         inputs, targets = batch
         ce, _ = self._losses(self(inputs), targets)
-        self.val_loss.update(ce, weight=targets.numel())
+        self.eval_loss.update(ce, weight=targets.numel())
 
     def on_validation_epoch_end(self) -> None:
-        loss = self.val_loss.compute()
-        self.val_loss.reset()
-        metrics = {"val/loss": loss, "val/ppl": loss.exp()}
-        bytes_per_token = getattr(getattr(self.trainer, "datamodule", None), "bytes_per_token", lambda: None)()
+        self._log_eval("val", None)
+
+    def on_test_epoch_end(self) -> None:
+        self._log_eval("test", "test")
+
+    def _log_eval(self, prefix: str, split: str | None) -> None:
+        """Token-weighted mean loss, perplexity and, when the data knows its bytes, bits per byte."""
+        loss = self.eval_loss.compute()
+        self.eval_loss.reset()
+        metrics = {f"{prefix}/loss": loss, f"{prefix}/ppl": loss.exp()}
+        datamodule = getattr(self.trainer, "datamodule", None)
+        bytes_per_token = datamodule.bytes_per_token(split) if hasattr(datamodule, "bytes_per_token") else None
         if bytes_per_token:
-            metrics["val/bpb"] = loss / math.log(2) / bytes_per_token
-        self.log_dict(metrics, prog_bar=True)
+            metrics[f"{prefix}/bpb"] = loss / math.log(2) / bytes_per_token
+        self.log_dict(metrics, prog_bar=prefix == "val")
 
     def configure_optimizers(self):
         hp = self.hparams

@@ -37,6 +37,13 @@ def get_config(name: str, **overrides: Any) -> Any:
     return replace_config(_PRESETS[name][0], **overrides)
 
 
+def preset_overrides(name: str, config: Any) -> dict[str, Any]:
+    """The overrides that turn preset `name` into `config` (so that `get_config(name, **them) == config`)."""
+    preset = get_config(name)
+    return {f.name: getattr(config, f.name) for f in dataclasses.fields(config)
+            if getattr(config, f.name) != getattr(preset, f.name)}  # fmt: skip
+
+
 def build_model(name: str, **overrides: Any) -> nn.Module:
     """Build the preset `name`, with config fields replaced by `overrides`."""
     config = get_config(name, **overrides)

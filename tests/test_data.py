@@ -1,6 +1,8 @@
 """Tokenizers, the memmap path, window sampling and data errors, on small files in the real formats."""
 
 import json
+import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -122,3 +124,51 @@ def test_datamodule_knows_bytes_per_token(owt_root):
     data.setup()
     assert data.vocab_size == 50257
     assert 2.0 < data.bytes_per_token() < 6.0
+
+
+@pytest.fixture(scope="module")
+def enwik8_root(tmp_path_factory):
+    """A stand-in enwik8.zip in the real format: exactly 10^8 bytes of MediaWiki-like XML."""
+    import zipfile
+
+    root = tmp_path_factory.mktemp("enwik8_data")
+    page = b"<page><title>Byte</title><text>A byte is 8 bits &amp; more \xc3\xa9t\xc3\xa9.</text></page>\n"
+    data = (page * (10**8 // len(page) + 1))[: 10**8]
+    (root / "enwik8").mkdir()
+    with zipfile.ZipFile(root / "enwik8" / "enwik8.zip", "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("enwik8", data)
+    return root, data
+
+
+def test_enwik8_standard_split_and_bits_per_byte_on_val_and_test(enwik8_root):
+    from modules.lm import LanguageModel
+
+    root, data = enwik8_root
+    dm = TextDataModule("enwik8", seq_len=64, batch_size=4, val_windows=3, data_root=str(root))
+    dm.setup()
+    sizes = {s: v["tokens"] for s, v in dm.meta["splits"].items()}
+    assert sizes == {"train": 90_000_000, "val": 5_000_000, "test": 5_000_000}
+    assert dm.bytes_per_token("val") == dm.bytes_per_token("test") == 1.0
+    test_tokens, _ = open_split(dm.directory, "test")
+    assert bytes(np.asarray(test_tokens[-100:], dtype=np.uint8)) == data[-100:]
+    inputs, targets = next(iter(dm.test_dataloader()))
+    assert bytes(inputs[0].numpy().astype(np.uint8)) == data[95_000_000:95_000_064]
+    module = LanguageModel("transformer_124m", {"n_layer": 1, "d_model": 16, "n_head": 2, "vocab_size": 256})
+    logged = {}
+    module.log_dict = lambda metrics, **_: logged.update(metrics)
+    with torch.no_grad():
+        module._eval_step((inputs, targets))
+    module._trainer = SimpleNamespace(datamodule=dm)
+    module.on_test_epoch_end()
+    assert logged["test/bpb"].item() == pytest.approx(logged["test/loss"].item() / math.log(2))
+
+
+def test_raw_xml_with_a_bpe_tokenizer_counts_bytes_per_token(tmp_path):
+    """enwik8's path for token models (Fig. 6): its XML as UTF-8 text, bits per byte from the raw byte count."""
+    directory = prepare_corpus("embedded_wiki", "gpt2", tmp_path)
+    meta = json.loads((directory / "meta.json").read_text())
+    val = meta["splits"]["val"]
+    assert val["bytes"] == 304487 and 2.0 < val["bytes"] / val["tokens"] < 6.0
+    tokens, _ = open_split(directory, "val")
+    text = load_tokenizer("gpt2").decode([int(t) for t in tokens[:50]])
+    assert len(text) > 100  # real text comes back, not byte soup

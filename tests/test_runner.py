@@ -1,6 +1,7 @@
 """The runner: resume to the same result, growth between runs, the CLI, and the results format."""
 
 import csv
+import dataclasses
 import json
 
 import lightning as L
@@ -49,21 +50,25 @@ def test_interrupted_run_resumes_to_the_same_final_loss(tmp_path):
     assert json.loads((tmp_path / "resumed" / "done.json").read_text())["steps"] == 12
 
 
-def test_grown_run_starts_from_the_grown_weights(tmp_path):
-    source = _run("small")
-    pins = {"tau_qkv_tokens": 8, "tau_proj_tokens": 8, "tau_ffn_tokens": 32}
-    big = Run(
-        "big",
-        "tokenformer_354m",
-        BUDGET,
-        {**TINY, "qkv_tokens": 16, "proj_tokens": 16, "ffn_tokens": 64, **pins},
-        grow_from="small",
-    )
+@pytest.mark.parametrize("family", ["tokenformer", "transformer"])
+def test_grown_run_starts_from_the_grown_weights(tmp_path, family):
+    if family == "tokenformer":
+        source = _run("small")
+        big = Run("big", "tokenformer_354m", BUDGET, {**TINY, "qkv_tokens": 16, "proj_tokens": 16, "ffn_tokens": 64},
+                  grow_from="small")  # fmt: skip
+        expected = {"tau_qkv_tokens": 8, "tau_proj_tokens": 8, "tau_ffn_tokens": 32}
+    else:
+        source = Run("small", "transformer_354m", BUDGET, TINY)
+        big = Run("big", "transformer_757m", BUDGET, {**TINY, "d_model": 48}, grow_from="small")
+        expected = {"norm_eps": 1e-5 * 32 / 48}
     experiment = Experiment("exp", "", lambda scale: [source, big], lambda scale, results: [])
     train(experiment, "smoke", big, tmp_path, accelerator="cpu")
     small_dir, big_dir = tmp_path / "exp" / "smoke" / "small", tmp_path / "exp" / "smoke" / "big"
     assert (small_dir / "done.json").exists() and (big_dir / "done.json").exists()
-    small_model, grown_model = build_from_config(source.config), build_from_config(big.config)
+    overrides = json.loads((big_dir / "init_grown_overrides.json").read_text())
+    assert expected.items() <= overrides.items()  # growth's own config changes are what the grown run trains
+    small_model = build_from_config(source.config)
+    grown_model = build_from_config(dataclasses.replace(big, overrides=overrides).config)
     small_model.load_state_dict(torch.load(small_dir / "final.pt"))
     grown_model.load_state_dict(torch.load(big_dir / "init_grown.pt"))
     idx = torch.randint(0, 50000, (1, 16))
@@ -85,7 +90,7 @@ def test_list_and_dry_run_at_paper_scale(capsys):
 
 
 def test_report_before_any_run_marks_rows_not_run(tmp_path):
-    rows = fig3.report("paper", {})
+    rows = fig3.EXPERIMENT.report("paper", {})
     ppl = [r for r in rows if r.metric == "val_ppl"]
     assert ppl and all(r.status == "not_run" for r in ppl)
     tokenformer_1_4b = next(r for r in ppl if r.row == "tokenformer_1_4b_30b")
@@ -147,3 +152,22 @@ def test_command_line_entry_points_start(command):
 
     result = subprocess.run([sys.executable, "-m", *command], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
+
+
+def test_fig6_and_fig7_plans_at_paper_scale(capsys):
+    from experiments import tokenformer_fig6_enwik8_continual as fig6
+    from experiments import tokenformer_fig7_net2net_scaling as fig7
+
+    main(fig6.EXPERIMENT, ["--scale", "paper", "--dry-run"])
+    plan = capsys.readouterr().out
+    for params in ("354,190,848", "353,822,720", "753,796,608", "757,226,496"):  # both families, within 1%
+        assert params in plan
+    assert "57,220" in plan and "one epoch of enwik8" in plan  # 30B / (512 x 1024) pre-training steps
+    runs = {r.name: r for r in fig6.runs("paper")}
+    assert runs["tokenformer_757m_enwik8_random_keys"].grow_options["new_keys"] == "random"
+    assert runs["tokenformer_757m_enwik8_unpinned_tau"].grow_options["pin_tau"] is False
+    assert runs["transformer_757m_enwik8_net2net"].budget.lr == 6e-4
+    assert runs["transformer_757m_enwik8_net2net"].budget.min_lr_ratio == 1.0  # constant lr
+    chains = {r.name: r.grow_from for r in fig7.runs("paper")}
+    assert chains["transformer_1_4b_30b"] == "transformer_757m_30b"
+    assert chains["tokenformer_757m_30b"] == "tokenformer_354m_300b"

@@ -1,0 +1,125 @@
+"""Tokenformer Fig. 6: grow while moving to new data. Pre-train at 354M on OpenWebText, grow to 757M, train on enwik8.
+
+The Tokenformer grows 2140 -> 4850 parameter tokens (paper appendix E) with the paper's zero-initialised new keys
+and tau pinned to the old counts (exact growth); two extra rows show what the paper's claim that growth "preserves
+the distribution" depends on: random new keys (the released code) and tau recomputed from the new counts (the
+code's behaviour). The Transformer grows 354M -> 757M by Net2Net. Every grown model trains one epoch of enwik8
+(GPT-NeoX tokens of the XML) at a constant lr of 6e-4 with a fresh AdamW, batch 512 x 1024. Reported: the
+validation loss on enwik8 of the 354M model and of the grown one before any training, the final losses, bits per
+byte on enwik8's validation and test splits, and the loss curves.
+
+The pre-training budget is not in the material this suite was built from: 30B tokens on the paper's schedule.
+Smoke scale stands in gensim's Wikipedia XML excerpt (enwik8's format) for enwik8 and trains a few steps.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+from datamodules.corpora import default_data_root, train_tokens
+from experiments import progressive
+from experiments.progressive import NET2NET_GROWTH, TOKENFORMER_GROWTH
+from experiments.results import Row, pyplot, save_figure
+from experiments.runner import Budget, Experiment, Run, main
+
+VARIANTS = {  # run suffix -> grow options
+    "enwik8": TOKENFORMER_GROWTH,
+    "enwik8_random_keys": {**TOKENFORMER_GROWTH, "new_keys": "random"},
+    "enwik8_unpinned_tau": {**TOKENFORMER_GROWTH, "pin_tau": False},
+}
+
+
+def _epoch(corpus: str, budget: Budget) -> Budget:
+    """`budget` with steps for one pass over `corpus`'s training split (counted, or estimated before it exists)."""
+    tokens, _ = train_tokens(corpus, "neox")
+    return dataclasses.replace(budget, steps=math.ceil(tokens / (budget.batch_size * budget.seq_len)))
+
+
+def _spec(scale: str) -> tuple[dict, Budget, str, Budget]:
+    """(progressive spec, pre-training budget, continual corpus, continual budget) for a scale."""
+    spec = progressive.scale_spec(scale)
+    if scale == "smoke":
+        return spec, spec["full"], "embedded_wiki", dataclasses.replace(
+            spec["full"], steps=15, warmup_steps=0, min_lr_ratio=1.0, log_every=1)  # fmt: skip
+    constant = {"warmup_steps": 0, "min_lr_ratio": 1.0, "log_every": 1}
+    if scale == "small":
+        corpus = "enwik8" if (default_data_root() / "enwik8").exists() else "embedded_wiki"
+        return spec, spec["full"], corpus, _epoch(corpus, dataclasses.replace(spec["full"], val_every=20, **constant))
+    continual = progressive.paper_budget(0, lr=6e-4, val_every=10, checkpoint_every=10, **constant)
+    return spec, progressive.paper_budget(30e9), "enwik8", _epoch("enwik8", continual)
+
+
+def plan_note(scale: str) -> str:
+    _, _, corpus, continual = _spec(scale)
+    if scale == "smoke":
+        return f"continual runs: {continual.steps} steps on {corpus}"
+    tokens, how = train_tokens(corpus, "neox")
+    return f"continual runs: one epoch of {corpus} = {tokens:,} tokens ({how}) = {continual.steps} steps"
+
+
+def runs(scale: str) -> list[Run]:
+    spec, pretrain, corpus, continual = _spec(scale)
+    owt = {"corpus": spec["corpus"], "tokenizer": "neox"}
+    result = [
+        Run("tokenformer_354m_owt", "tokenformer_354m", pretrain, spec["tokenformer"][1], **owt),
+        Run("transformer_354m_owt", "transformer_354m", pretrain, spec["transformer"][1], **owt),
+    ]
+    enwik8 = {"corpus": corpus, "tokenizer": "neox"}
+    for suffix, growth in VARIANTS.items():
+        result.append(Run(f"tokenformer_757m_{suffix}", "tokenformer_757m", continual, spec["tokenformer"][2],
+                          grow_from="tokenformer_354m_owt", grow_options=growth, **enwik8))  # fmt: skip
+    result.append(Run("transformer_757m_enwik8_net2net", "transformer_757m", continual, spec["transformer"][2],
+                      grow_from="transformer_354m_owt", grow_options=NET2NET_GROWTH, **enwik8))  # fmt: skip
+    return result
+
+
+METRICS = (  # done.json key, row metric, unit
+    ("val_ppl", "val_ppl", "perplexity"),
+    ("val_loss_before_growth", "val_loss_before_growth", "nats/token"),
+    ("val_loss_after_growth", "val_loss_after_growth", "nats/token"),
+    ("val_loss", "val_loss", "nats/token"),
+    ("val_bpb", "val_bpb", "bits/byte"),
+    ("test_bpb", "test_bpb", "bits/byte"),
+)
+
+
+def report(scale: str, results: dict[str, dict]) -> list[Row]:
+    note = "" if scale == "paper" else f"{scale} scale: shrunken models, pipeline check only, not a reproduction"
+    rows = []
+    for run in runs(scale):
+        done = results.get(run.name)
+        for key, metric, unit in METRICS:
+            if run.grow_from is None and key != "val_ppl":
+                continue  # pre-training runs: only their OpenWebText perplexity
+            value = None if done is None else done.get(key)
+            status = "not_run" if done is None else "measured"
+            detail = f"{note}; grown with {run.grow_options}" if run.grow_from else note
+            rows.append(Row("fig6", run.name, metric, None, value, unit, run.name, status, detail.strip("; ")))
+    return rows
+
+
+def figure(scale: str, results: dict[str, dict], path: Path) -> None:
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    for run in runs(scale):
+        curve = results.get(run.name, {}).get("train_loss_curve")
+        if run.grow_from and curve:
+            ax.plot(*zip(*curve, strict=True), label=run.name, linewidth=1.2)
+    ax.set(xlabel="step on enwik8 (after growth)", ylabel="training loss (nats/token)",
+           title=f"Tokenformer Fig. 6: growing onto new data ({scale} scale)")  # fmt: skip
+    save_figure(fig, path)
+
+
+EXPERIMENT = Experiment(
+    name="tokenformer_fig6_enwik8_continual",
+    description=__doc__.splitlines()[0],
+    runs=runs,
+    report=report,
+    figure=figure,
+    plan_note=plan_note,
+)
+
+if __name__ == "__main__":
+    main(EXPERIMENT)

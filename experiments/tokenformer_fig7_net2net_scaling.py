@@ -1,0 +1,40 @@
+"""Tokenformer Fig. 7: progressive scaling by token growth vs a Transformer grown by Net2Net.
+
+Both families start from scratch at 354M and grow 354M -> 757M -> 1.4B (parameters matched within 1%) on the same
+data, learning rate and budgets: the Tokenformer by appending parameter tokens (zero keys, pinned tau: exact), the
+Transformer by Net2Net widening (`modules.net2net.widen`, exact before the symmetry-breaking noise of 1e-3).
+
+Paper scale: OpenWebText with the GPT-NeoX tokenizer, batch 512 x 1024, lr 6e-4 with 2000 warmup steps and cosine
+to zero at every stage; 300B tokens for the first stage and 30B per growth stage, as in Fig. 3 (the material this
+suite was built from does not state Fig. 7's budgets, so they are Fig. 3's).
+"""
+
+from __future__ import annotations
+
+from experiments import progressive
+from experiments.progressive import NET2NET_GROWTH, SIZES, TOKENFORMER_GROWTH
+from experiments.runner import Run, main
+
+
+def runs(scale: str) -> list[Run]:
+    spec = progressive.scale_spec(scale)
+    first = ("300b", spec["full"]) if scale == "paper" else ("full", spec["full"])
+    stages = {"30b": spec["stage"]["30b"]} if scale == "paper" else spec["stage"]
+    common = {"corpus": spec["corpus"], "tokenizer": "neox"}
+    result = []
+    for family, growth in (("tokenformer", TOKENFORMER_GROWTH), ("transformer", NET2NET_GROWTH)):
+        models = [f"{family}_{size}" for size in SIZES[1:]]
+        result += progressive.growth_chains(models, spec[family][1:], first, stages, growth, **common)
+    return result
+
+
+EXPERIMENT = progressive.experiment(
+    "tokenformer_fig7_net2net_scaling",
+    __doc__.splitlines()[0],
+    "fig7",
+    runs,
+    "Tokenformer vs Net2Net progressive scaling",
+)
+
+if __name__ == "__main__":
+    main(EXPERIMENT)
