@@ -15,6 +15,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from modules.layers import DecoderConfig
 from modules.registry import build_from_config
+from modules.rmt import RMTConfig
 from modules.tokenformer import TokenformerConfig
 from modules.transformer import TransformerConfig
 
@@ -22,8 +23,10 @@ COMPONENTS = ("embedding", "qkv", "attention", "out", "ffn", "norms", "head")
 _BLOCK_PARTS = {"qkv": "attn.qkv", "out": "attn.out", "ffn": "ffn"}
 
 
-def formula_params(config: DecoderConfig) -> dict[str, int]:
+def formula_params(config: DecoderConfig | RMTConfig) -> dict[str, int]:
     """Parameters per component from the config alone."""
+    if isinstance(config, RMTConfig):
+        return _rmt_params(config)
     d, layers, vocab = config.d_model, config.n_layer, config.vocab_size
     params = dict.fromkeys(COMPONENTS, 0)
     params["embedding"] = vocab * d + (config.max_seq_len * d if config.position == "learned" else 0)
@@ -45,8 +48,10 @@ def formula_params(config: DecoderConfig) -> dict[str, int]:
     return params
 
 
-def formula_flops(config: DecoderConfig, seq_len: int) -> dict[str, int]:
+def formula_flops(config: DecoderConfig | RMTConfig, seq_len: int) -> dict[str, int]:
     """Forward matmul FLOPs per token and component at context `seq_len`."""
+    if isinstance(config, RMTConfig):
+        return _rmt_flops(config, seq_len)
     d, layers = config.d_model, config.n_layer
     flops = dict.fromkeys(COMPONENTS, 0)
     flops["attention"] = layers * 4 * seq_len * d
@@ -64,11 +69,40 @@ def formula_flops(config: DecoderConfig, seq_len: int) -> dict[str, int]:
     return flops
 
 
+def _rmt_params(c: RMTConfig) -> dict[str, int]:
+    """RMT: tables and keys of the embedding, 3R + R keys per attention, FF with its 2R keys, readout + W_U."""
+    keys, width = c.rank * c.d_key, c.rank * c.d_value
+    learned = c.position == "learned"
+    return {
+        "embedding": (c.vocab_size + (c.max_seq_len if learned else 0)) * width + keys * (2 if learned else 1),
+        "qkv": c.n_layer * 3 * keys,
+        "attention": 0,
+        "out": c.n_layer * keys,
+        "ffn": c.n_layer * (2 * keys + 2 * width * c.d_ff),
+        "norms": (2 * c.n_layer + 1) * c.residual_size * (2 if c.norm == "layernorm" else 1),
+        "head": keys + width * c.vocab_size,
+    }
+
+
+def _rmt_flops(c: RMTConfig, seq_len: int) -> dict[str, int]:
+    """RMT: every retrieval/storage costs 2 D_k D_v per key; attention is R heads of size D_v."""
+    key, width = 2 * c.d_key * c.d_value, c.rank * c.d_value
+    return {
+        "embedding": key * c.rank * (2 if c.position == "learned" else 1),
+        "qkv": c.n_layer * key * 3 * c.rank,
+        "attention": c.n_layer * 4 * seq_len * width,
+        "out": c.n_layer * key * c.rank,
+        "ffn": c.n_layer * (2 * key * c.rank + 2 * 2 * width * c.d_ff),
+        "norms": 0,
+        "head": key * c.rank + 2 * width * c.vocab_size,
+    }
+
+
 def _component(name: str) -> str:
-    """The component a parameter of a DecoderLM belongs to, from its name."""
-    if name.startswith(("token_embedding", "position_embedding")):
+    """The component a parameter of a DecoderLM or an RMT belongs to, from its name."""
+    if name.startswith(("token_embedding", "position_embedding", "embed.")):
         return "embedding"
-    if name.startswith("lm_head"):
+    if name.startswith(("lm_head", "readout")):
         return "head"
     if "norm" in name:
         return "norms"
@@ -84,7 +118,10 @@ def counted_params(model: nn.Module) -> dict[str, int]:
 
 
 def counted_flops(config: DecoderConfig, seq_len: int, backward: bool = False) -> dict[str, int]:
-    """Matmul FLOPs per token and component of one forward (and backward) pass, counted on a meta-device model."""
+    """Matmul FLOPs per token and component of one forward (and backward) pass, counted on a meta-device model.
+
+    A block's `attn.qkv`, `attn.out` and `ffn` modules are their components, the rest of the block is attention;
+    a top-level `embed` module is the embedding and what remains is the head."""
     with torch.device("meta"):
         model = build_from_config(config)
         idx = torch.zeros(1, seq_len, dtype=torch.long)
@@ -101,5 +138,7 @@ def counted_flops(config: DecoderConfig, seq_len: int, backward: bool = False) -
         for part, flops in parts.items():
             counts[part] += flops
         counts["attention"] += per_module.get(f"{block}.attn", 0) - parts["qkv"] - parts["out"]
-    counts["head"] = per_module[root] - sum(per_module.get(f"{root}.blocks.{i}", 0) for i in range(config.n_layer))
+    counts["embedding"] = per_module.get(f"{root}.embed", 0)
+    blocks = sum(per_module.get(f"{root}.blocks.{i}", 0) for i in range(config.n_layer))
+    counts["head"] = per_module[root] - blocks - counts["embedding"]
     return {c: flops // seq_len for c, flops in counts.items()}

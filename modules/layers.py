@@ -6,6 +6,7 @@ how those weights are initialised; everything else lives here once.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable
 from typing import Literal
@@ -85,12 +86,40 @@ class RotaryEmbedding(nn.Module):
         return torch.cat((rotated, rest), dim=-1)
 
 
+def causal_attention(
+    q: Tensor, k: Tensor, v: Tensor, scale: float | None = None, upcast: bool = False, bias: Tensor | None = None
+) -> Tensor:
+    """softmax(q k^T * scale, causal) v over [batch, heads, seq, head_dim]. `upcast` computes it in fp32 even under
+    autocast (Mistral's GPT-2 "attention upcasting"); `bias` is an additive mask that already holds the causal -inf.
+    """
+    dtype = q.dtype
+    if upcast:  # to fp32 at least: float64 stays float64
+        precise = torch.promote_types(dtype, torch.float32)
+        q, k, v = q.to(precise), k.to(precise), v.to(precise)
+    no_autocast = upcast and q.device.type in ("cuda", "cpu")
+    with torch.autocast(q.device.type, enabled=False) if no_autocast else contextlib.nullcontext():
+        if bias is None:
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype), scale=scale)
+    return out.to(dtype)
+
+
 class CausalSelfAttention(nn.Module):
     """Multi-head causal attention; `qkv` maps d -> 3d (q, k, v concatenated), `out` maps d -> d."""
 
-    def __init__(self, qkv: nn.Module, out: nn.Module, n_head: int, rotary: RotaryEmbedding | None) -> None:
+    def __init__(
+        self,
+        qkv: nn.Module,
+        out: nn.Module,
+        n_head: int,
+        rotary: RotaryEmbedding | None,
+        scale: float | None = None,
+        upcast: bool = False,
+    ) -> None:
         super().__init__()
         self.qkv, self.out, self.n_head, self.rotary = qkv, out, n_head, rotary
+        self.scale, self.upcast = scale, upcast
 
     def forward(self, x: Tensor) -> Tensor:
         batch, seq, d = x.shape
@@ -99,7 +128,7 @@ class CausalSelfAttention(nn.Module):
         )
         if self.rotary is not None:
             q, k = self.rotary(q), self.rotary(k)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        y = causal_attention(q, k, v, self.scale, self.upcast)
         return self.out(y.transpose(1, 2).reshape(batch, seq, d))
 
 

@@ -24,7 +24,8 @@ class LanguageModel(L.LightningModule):
         lr, min_lr_ratio, warmup_steps, schedule_steps: linear warmup from 0 to `lr`, then cosine to
             `lr * min_lr_ratio` at `schedule_steps` (default: the Trainer's max_steps).
         weight_decay, betas, eps: decoupled AdamW; no decay on norms and biases (1-d parameters), nor on
-            embeddings unless `decay_embeddings` (the Tokenformer code decays them).
+            embeddings and untied unembeddings unless `decay_embeddings` (the Tokenformer code decays them). The
+            RMT code's decay is not multiplied by the lr: pass weight_decay = 1e-4 / lr for it.
         z_loss: weight of the squared log-partition term (PaLM); 0 disables it.
         init_weights: a `.pt` state dict (e.g. a grown model's) loaded before training; ignored on resume.
     """
@@ -119,6 +120,8 @@ class LanguageModel(L.LightningModule):
     def configure_optimizers(self):
         hp = self.hparams
         embeddings = {id(m.weight) for m in self.model.modules() if isinstance(m, nn.Embedding)}
+        if getattr(self.model, "lm_head", None) is not None:  # an untied unembedding counts as an embedding
+            embeddings.add(id(self.model.lm_head.weight))
         decay, no_decay = [], []
         for p in self.model.parameters():
             skip = p.dim() < 2 or (id(p) in embeddings and not hp.decay_embeddings)

@@ -11,8 +11,10 @@ preset              layers  d       heads  tied    parameters
 transformer_124m    12      768     12     yes     123,689,472 (GPT-2 small)
 transformer_354m    24      1024    16     yes     353,822,720 (GPT-2 medium)
 transformer_757m    24      1536    16     yes     757,226,496 (354M widened: paper appendix E)
-transformer_1_4b    24      2048    16     no      1,414,649,856 (Pythia-1.4B shape; tied it is only 1.31B)
+transformer_1_4b    24      2048    16     no      1,414,647,808 (Pythia-1.4B shape; tied it is only 1.31B)
 ==================  ======  ======  =====  ======  =====================
+
+The `transformer_rmt_*` presets are the RMT paper's Table 8 baselines (see `_RMT_PAPER_TRANSFORMER`).
 """
 
 from __future__ import annotations
@@ -28,10 +30,16 @@ from modules.registry import register_presets
 
 @dataclasses.dataclass(frozen=True)
 class TransformerConfig(DecoderConfig):
-    """Baseline Transformer. `d_ff` = 0 means 4 * d_model; `bias` adds biases to every Linear."""
+    """Baseline Transformer. `d_ff` = 0 means 4 * d_model; `bias` adds biases to every Linear.
+
+    The RMT paper's stability tweaks (from Mistral's GPT-2 runs): `attention_fp32` computes attention in fp32 and
+    `inverse_layer_scaling` divides the logits of layer i (0-based) by i + 1.
+    """
 
     d_ff: int = 0
     bias: bool = True
+    attention_fp32: bool = False
+    inverse_layer_scaling: bool = False
 
     @property
     def ffn_dim(self) -> int:
@@ -47,14 +55,11 @@ class Transformer(DecoderLM):
     """GPT-style decoder. Init as GPT-2: N(0, init_std), residual output projections scaled by 1/sqrt(2L)."""
 
     def __init__(self, config: TransformerConfig) -> None:
-        def make_block(_: int, rotary: RotaryEmbedding | None) -> nn.Module:
+        def make_block(layer: int, rotary: RotaryEmbedding | None) -> nn.Module:
             d = config.d_model
-            attn = CausalSelfAttention(
-                nn.Linear(d, 3 * d, bias=config.bias),
-                nn.Linear(d, d, bias=config.bias),
-                config.n_head,
-                rotary,
-            )
+            scale = 1 / math.sqrt(config.d_head) / (layer + 1) if config.inverse_layer_scaling else None
+            qkv, out = nn.Linear(d, 3 * d, bias=config.bias), nn.Linear(d, d, bias=config.bias)
+            attn = CausalSelfAttention(qkv, out, config.n_head, rotary, scale, config.attention_fp32)
             return PreNormBlock(attn, MLP(d, config.ffn_dim, config.bias), config)
 
         super().__init__(config, make_block)
@@ -74,6 +79,12 @@ class Transformer(DecoderLM):
 
 
 _TOKENFORMER_PAPER_TRANSFORMER = TransformerConfig(position="none", max_seq_len=1024)
+# RMT paper, Table 8 and App. C.1: GPT-2 tokenizer, learned positions over 512 tokens, untied, no biases, pre-LN with
+# eps 1e-6, attention upcasting and inverse layer scaling (z-loss 1e-4 is the LanguageModel's).
+_RMT_PAPER_TRANSFORMER = TransformerConfig(
+    vocab_size=50257, max_seq_len=512, position="learned", tie_embeddings=False, bias=False, norm_eps=1e-6,
+    attention_fp32=True, inverse_layer_scaling=True,
+)  # fmt: skip
 
 register_presets(
     Transformer,
@@ -84,5 +95,9 @@ register_presets(
         "transformer_1_4b": dataclasses.replace(
             _TOKENFORMER_PAPER_TRANSFORMER, n_layer=24, d_model=2048, n_head=16, tie_embeddings=False
         ),
+        "transformer_rmt_49m": dataclasses.replace(_RMT_PAPER_TRANSFORMER, n_layer=6, d_model=384, n_head=12),
+        "transformer_rmt_160m": dataclasses.replace(_RMT_PAPER_TRANSFORMER, n_layer=12, d_model=768, n_head=12),
+        "transformer_rmt_260m": dataclasses.replace(_RMT_PAPER_TRANSFORMER, n_layer=18, d_model=896, n_head=14),
+        "transformer_rmt_405m": dataclasses.replace(_RMT_PAPER_TRANSFORMER, n_layer=24, d_model=1024, n_head=16),
     },
 )

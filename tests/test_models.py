@@ -26,8 +26,30 @@ EXACT_COUNTS = {
     "transformer_354m": 353_822_720,
     "transformer_757m": 757_226_496,
     "transformer_1_4b": 1_414_647_808,
+    # the RMT paper's models: shapes of its Tables 8 and 9 (corrected rows) and Fig. 6
+    "transformer_rmt_49m": 49_420_800,
+    "transformer_rmt_160m": 162_561_024,
+    "transformer_rmt_260m": 263_993_856,
+    "transformer_rmt_405m": 405_540_864,
+    "rmt_46m": 45_913_472,
+    "rmt_134m": 134_342_272,
+    "rmt_206m": 206_426_720,
+    "rmt_305m": 305_329_152,
+    "rmt_residual_dk6": 134_235_672,
+    "rmt_residual_dk12": 134_260_272,
+    "rmt_residual_dk24": 134_309_472,
+    "rmt_residual_dk32": 134_342_272,
+    "rmt_residual_dk48": 134_407_872,
+    "rmt_residual_dk64": 134_473_472,
 }
 NOMINAL = {"tokenformer_757m": 757e6, "tokenformer_1_4b": 1.4e9}
+# The RMT paper's sizes from its own count (App. A with untied embeddings and positions; reference section 4):
+# ours adds the LayerNorm gains and biases and, for the RMT, the position storage keys of Eq. 19.
+RMT_PAPER = {
+    "transformer_rmt_49m": 49.41e6, "transformer_rmt_160m": 162.52e6, "transformer_rmt_260m": 263.93e6,
+    "transformer_rmt_405m": 405.44e6, "rmt_46m": 45.89e6, "rmt_134m": 134.24e6, "rmt_206m": 206.20e6,
+    "rmt_305m": 304.93e6,
+}  # fmt: skip
 
 
 def _count(name: str) -> int:
@@ -43,6 +65,11 @@ def test_preset_parameter_counts_are_exact(name):
 @pytest.mark.parametrize("name", sorted(NOMINAL))
 def test_progressive_presets_within_half_a_percent_of_their_size(name):
     assert abs(_count(name) - NOMINAL[name]) / NOMINAL[name] < 0.005
+
+
+@pytest.mark.parametrize("name", sorted(RMT_PAPER))
+def test_rmt_paper_presets_within_half_a_percent(name):
+    assert abs(_count(name) - RMT_PAPER[name]) / RMT_PAPER[name] < 0.005
 
 
 @pytest.mark.parametrize("name", list_models())
