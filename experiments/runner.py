@@ -94,10 +94,11 @@ class Experiment:
     report: Callable[[str, dict[str, dict]], list[Row]]
     figure: Callable[[str, dict[str, dict], Path], None] | None = None
     plan_note: Callable[[str], str] | None = None  # printed by --list and --dry-run: how budgets were derived
+    run_group: str | None = None  # experiments with the same group share their runs (trained once)
 
 
 def run_dir(experiment: Experiment, scale: str, run: Run, runs_dir: Path = RUNS_DIR) -> Path:
-    return Path(runs_dir) / experiment.name / scale / run.name
+    return Path(runs_dir) / (experiment.run_group or experiment.name) / scale / run.name
 
 
 def find_run(experiment: Experiment, scale: str, name: str) -> Run:

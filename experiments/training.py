@@ -135,7 +135,9 @@ def train_run(
         "test_loss": metrics.get("test/loss"),
         "test_bpb": metrics.get("test/bpb"),
         **(json.loads(growth_metrics.read_text()) if growth is not None else {}),
-        "train_loss_curve": _train_curve(out / "metrics.csv"),
+        "train_loss_curve": _curve(out / "metrics.csv", "train/loss"),
+        "val_loss_curve": _curve(out / "metrics.csv", "val/loss"),
+        "train_seconds": (_curve(out / "metrics.csv", "train/time") or [(0, None)])[-1][1],
         "wall_seconds_last_session": time.time() - started,
     }
     if trainer.is_global_zero:
@@ -166,10 +168,11 @@ def _measure_growth(trainer: L.Trainer, data: TextDataModule, grown: LanguageMod
     return {"val_loss_before_growth": before, "val_loss_after_growth": after}
 
 
-def _train_curve(metrics_csv: Path, max_points: int = 1000) -> list[tuple[int, float]]:
-    """(step, train loss) from the CSV log, the last entry per step (a resume repeats steps), at most `max_points`."""
+def _curve(metrics_csv: Path, column: str, max_points: int = 1000) -> list[tuple[int, float]]:
+    """(step, value) of a logged metric, the last entry per step (a resume repeats steps), at most `max_points`.
+    `train/time` is Lightning's ThroughputMonitor clock: seconds of training in the latest session."""
     with open(metrics_csv, newline="") as f:
-        by_step = {int(r["step"]): float(r["train/loss"]) for r in csv.DictReader(f) if r.get("train/loss")}
+        by_step = {int(r["step"]): float(r[column]) for r in csv.DictReader(f) if r.get(column)}
     curve = sorted(by_step.items())
     return curve[:: max(1, math.ceil(len(curve) / max_points))]
 

@@ -1,0 +1,73 @@
+"""The RMT paper's training setup (App. C.1), shared by its training experiments.
+
+OpenWebText with the GPT-2 tokenizer, 512-token windows, AdamW (0.9, 0.95), decoupled weight decay 1e-4 that the
+official code does not multiply by the lr (so `weight_decay = 1e-4 / lr` here) and that spares norms, embeddings
+and the unembedding, z-loss 1e-4, gradient clipping 1.0, 5% warmup then cosine to 10%. Token budgets and batches
+are Tables 8 and 9's (20 x non-embedding parameters). Learning rates: the paper's muP-tuned 6.5e-3 for the
+Transformer; the RMT's tuned value is not in the paper, so the official code's 1e-2.
+Smoke and small scales shrink every model (same family, same options) and are never a reproduction.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from datamodules.corpora import default_data_root
+from experiments.results import published
+from experiments.runner import Budget, Run
+
+TRANSFORMERS = ("transformer_rmt_49m", "transformer_rmt_160m", "transformer_rmt_260m", "transformer_rmt_405m")
+RMTS = ("rmt_46m", "rmt_134m", "rmt_206m", "rmt_305m")
+PAPER_LR = {"transformer": 6.5e-3, "rmt": 1e-2}
+SEQ = 512
+
+
+def family(model: str) -> str:
+    return "transformer" if model.startswith("transformer") else "rmt"
+
+
+def lm_options(lr: float) -> dict[str, Any]:
+    return {"z_loss": 1e-4, "decay_embeddings": False, "weight_decay": 1e-4 / lr}
+
+
+def schedule(steps: int, batch: int, seq_len: int, lr: float, micro_batch: int | None = None) -> Budget:
+    """5% linear warmup, cosine to 10%, about 20 validations along the way (at least 5 steps apart)."""
+    val_windows = {64: 32, 256: 256}.get(seq_len, 1024)  # smoke, small, paper
+    return Budget(steps=steps, batch_size=batch, seq_len=seq_len, lr=lr, warmup_steps=max(1, steps // 20),
+                  min_lr_ratio=0.1, val_every=max(5, steps // 20), val_windows=val_windows, micro_batch=micro_batch,
+                  checkpoint_every=max(10, steps // 20))  # fmt: skip
+
+
+def shrunk(model: str, scale: str, size: int) -> dict[str, Any]:
+    """Overrides that shrink `model` (size index 0-3 within its family) for the smoke and small scales."""
+    tiny = scale == "smoke"
+    if family(model) == "transformer":
+        d = (32, 48, 64, 96)[size] if tiny else (192, 256, 384, 512)[size]
+        return {"n_layer": 2 if tiny else 6, "d_model": d, "n_head": 4 if tiny else d // 64,
+                "max_seq_len": 64 if tiny else 256}  # fmt: skip
+    rank = (2, 3, 4, 6)[size] if tiny else (6, 8, 12, 16)[size]  # R D_v = the matching Transformer's D
+    d_value = 16 if tiny else 32
+    return {"n_layer": 2 if tiny else 6, "d_value": d_value, "rank": rank, "d_ff": 4 * rank * d_value,
+            "d_key": 8 if tiny else 32, "max_seq_len": 64 if tiny else 256}  # fmt: skip
+
+
+def corpus(scale: str) -> str:
+    if scale == "paper" or (scale == "small" and (default_data_root() / "openwebtext").exists()):
+        return "openwebtext"
+    return "embedded_news"
+
+
+def scaling_run(model: str, scale: str) -> Run:
+    """`model` (a Table 8/9 preset) on the paper's budget, or shrunk with a short budget."""
+    kind = family(model)
+    lr = PAPER_LR[kind]
+    if scale == "paper":
+        paper = published("rmt")
+        table = "table8" if kind == "transformer" else "table9"
+        tokens, batch = paper[(table, model, "tokens")], int(paper[(table, model, "batch")])
+        budget, overrides = schedule(round(tokens / (batch * SEQ)), batch, SEQ, lr, micro_batch=min(batch, 32)), {}
+    else:
+        size = (TRANSFORMERS if kind == "transformer" else RMTS).index(model)
+        steps, batch, seq_len, lr = (20, 8, 64, 3e-3) if scale == "smoke" else (1500, 32, 256, lr)
+        budget, overrides = schedule(steps, batch, seq_len, lr), shrunk(model, scale, size)
+    return Run(model, model, budget, overrides, corpus=corpus(scale), tokenizer="gpt2", lm=lm_options(budget.lr))
