@@ -41,7 +41,7 @@ def _preset_rows(name: str) -> list[Row]:
     printed = paper_params(config)
     is_tokenformer = isinstance(config, TokenformerConfig)
     rows = []
-    for component in COMPONENTS:
+    for component in (c for c in COMPONENTS if c != "other"):  # no residual-path variant among these presets
         paper = printed.get(component)
         erratum = is_tokenformer and component in ("qkv", "out")
         if erratum:

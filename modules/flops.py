@@ -9,6 +9,8 @@ the formulas to them.
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
@@ -18,15 +20,20 @@ from modules.registry import build_from_config
 from modules.rmt import RMTConfig
 from modules.tokenformer import TokenformerConfig
 from modules.transformer import TransformerConfig
+from modules.variants import VariantConfig
 
-COMPONENTS = ("embedding", "qkv", "attention", "out", "ffn", "norms", "head")
-_BLOCK_PARTS = {"qkv": "attn.qkv", "out": "attn.out", "ffn": "ffn"}
+COMPONENTS = ("embedding", "qkv", "attention", "out", "ffn", "norms", "head", "other")
+# module paths inside a block, per component; "other" is what a residual-path variant adds (modules/variants.py)
+_BLOCK_PARTS = {"qkv": ("attn.qkv",), "out": ("attn.out",), "ffn": ("ffn", "candidate"),
+                "other": ("gates", "attn_sdu", "ffn_sdu")}  # fmt: skip
 
 
 def formula_params(config: DecoderConfig | RMTConfig) -> dict[str, int]:
     """Parameters per component from the config alone."""
     if isinstance(config, RMTConfig):
         return _rmt_params(config)
+    if isinstance(config, VariantConfig):
+        return _variant(config, formula_params(_base(config)), flops=False)
     d, layers, vocab = config.d_model, config.n_layer, config.vocab_size
     params = dict.fromkeys(COMPONENTS, 0)
     params["embedding"] = vocab * d + (config.max_seq_len * d if config.position == "learned" else 0)
@@ -52,6 +59,8 @@ def formula_flops(config: DecoderConfig | RMTConfig, seq_len: int) -> dict[str, 
     """Forward matmul FLOPs per token and component at context `seq_len`."""
     if isinstance(config, RMTConfig):
         return _rmt_flops(config, seq_len)
+    if isinstance(config, VariantConfig):
+        return _variant(config, formula_flops(_base(config), seq_len), flops=True)
     d, layers = config.d_model, config.n_layer
     flops = dict.fromkeys(COMPONENTS, 0)
     flops["attention"] = layers * 4 * seq_len * d
@@ -69,6 +78,26 @@ def formula_flops(config: DecoderConfig | RMTConfig, seq_len: int) -> dict[str, 
     return flops
 
 
+def _base(config: VariantConfig) -> TransformerConfig:
+    fields = {f.name: getattr(config, f.name) for f in dataclasses.fields(TransformerConfig)}
+    return TransformerConfig(**fields)
+
+
+def _variant(c: VariantConfig, base: dict[str, int], flops: bool) -> dict[str, int]:
+    """The Transformer's counts changed by a Table 10 variant; FLOPs are 2 per weight (per token)."""
+    per_weight, d, layers = (2 if flops else 1), c.d_model, c.n_layer
+    out = dict(base)
+    if c.variant == "highway":
+        out["other"] = per_weight * layers * 4 * d * d
+    elif c.variant == "depth_lstm":  # gates 2d -> 3d; the FFN's first matrix reads 2d; one norm per block
+        out["other"] = per_weight * layers * 6 * d * d
+        out["ffn"] = per_weight * layers * 3 * d * c.ffn_dim
+        out["norms"] = 0 if flops else layers * 2 * d + 2 * d
+    else:  # aggregation nodes: 2d -> d and a LayerNorm each
+        out["other"] = (c.aggregation_stages - 1) * (per_weight * 2 * d * d + (0 if flops else 2 * d))
+    return out
+
+
 def _rmt_params(c: RMTConfig) -> dict[str, int]:
     """RMT: tables and keys of the embedding, 3R + R keys per attention, FF with its 2R keys, readout + W_U."""
     keys, width = c.rank * c.d_key, c.rank * c.d_value
@@ -81,6 +110,7 @@ def _rmt_params(c: RMTConfig) -> dict[str, int]:
         "ffn": c.n_layer * (2 * keys + 2 * width * c.d_ff),
         "norms": (2 * c.n_layer + 1) * c.residual_size * (2 if c.norm == "layernorm" else 1),
         "head": keys + width * c.vocab_size,
+        "other": 0,
     }
 
 
@@ -95,6 +125,7 @@ def _rmt_flops(c: RMTConfig, seq_len: int) -> dict[str, int]:
         "ffn": c.n_layer * (2 * key * c.rank + 2 * 2 * width * c.d_ff),
         "norms": 0,
         "head": key * c.rank + 2 * width * c.vocab_size,
+        "other": 0,
     }
 
 
@@ -106,7 +137,9 @@ def _component(name: str) -> str:
         return "head"
     if "norm" in name:
         return "norms"
-    return next((part for part, path in _BLOCK_PARTS.items() if f".{path}." in name), "attention")
+    if name.startswith("aggregators."):
+        return "other"
+    return next((part for part, paths in _BLOCK_PARTS.items() for path in paths if f".{path}." in name), "attention")
 
 
 def counted_params(model: nn.Module) -> dict[str, int]:
@@ -134,11 +167,15 @@ def counted_flops(config: DecoderConfig, seq_len: int, backward: bool = False) -
     counts = dict.fromkeys(COMPONENTS, 0)
     for i in range(config.n_layer):
         block = f"{root}.blocks.{i}"
-        parts = {part: per_module.get(f"{block}.{path}", 0) for part, path in _BLOCK_PARTS.items()}
+        parts = {
+            part: sum(per_module.get(f"{block}.{path}", 0) for path in paths) for part, paths in _BLOCK_PARTS.items()
+        }
         for part, flops in parts.items():
             counts[part] += flops
         counts["attention"] += per_module.get(f"{block}.attn", 0) - parts["qkv"] - parts["out"]
     counts["embedding"] = per_module.get(f"{root}.embed", 0)
+    aggregators = sum(v for k, v in per_module.items() if k.startswith(f"{root}.aggregators.") and k.count(".") == 2)
+    counts["other"] += aggregators
     blocks = sum(per_module.get(f"{root}.blocks.{i}", 0) for i in range(config.n_layer))
-    counts["head"] = per_module[root] - blocks - counts["embedding"]
+    counts["head"] = per_module[root] - blocks - counts["embedding"] - aggregators
     return {c: flops // seq_len for c, flops in counts.items()}

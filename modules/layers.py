@@ -176,7 +176,12 @@ class DecoderLM(nn.Module):
         x = self.token_embedding(idx)
         if self.position_embedding is not None:
             x = x + self.position_embedding(torch.arange(idx.shape[1], device=idx.device))
-        for block in self.blocks:
-            x = block(x)
+        x = self.run_blocks(x)
         head = self.token_embedding.weight if self.lm_head is None else self.lm_head.weight
         return F.linear(self.final_norm(x), head)
+
+    def run_blocks(self, x: Tensor) -> Tensor:
+        """The residual path through the blocks; architectures that rewire it (modules/variants.py) override this."""
+        for block in self.blocks:
+            x = block(x)
+        return x

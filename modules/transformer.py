@@ -51,19 +51,24 @@ class MLP(nn.Sequential):
         super().__init__(nn.Linear(d, d_ff, bias=bias), nn.GELU(), nn.Linear(d_ff, d, bias=bias))
 
 
+def make_attention(config: TransformerConfig, layer: int, rotary: RotaryEmbedding | None) -> CausalSelfAttention:
+    """Fused QKV and output projections; the RMT paper's inverse layer scaling divides layer i's logits by i + 1."""
+    d = config.d_model
+    scale = 1 / math.sqrt(config.d_head) / (layer + 1) if config.inverse_layer_scaling else None
+    qkv, out = nn.Linear(d, 3 * d, bias=config.bias), nn.Linear(d, d, bias=config.bias)
+    return CausalSelfAttention(qkv, out, config.n_head, rotary, scale, config.attention_fp32)
+
+
 class Transformer(DecoderLM):
     """GPT-style decoder. Init as GPT-2: N(0, init_std), residual output projections scaled by 1/sqrt(2L)."""
 
     def __init__(self, config: TransformerConfig) -> None:
-        def make_block(layer: int, rotary: RotaryEmbedding | None) -> nn.Module:
-            d = config.d_model
-            scale = 1 / math.sqrt(config.d_head) / (layer + 1) if config.inverse_layer_scaling else None
-            qkv, out = nn.Linear(d, 3 * d, bias=config.bias), nn.Linear(d, d, bias=config.bias)
-            attn = CausalSelfAttention(qkv, out, config.n_head, rotary, scale, config.attention_fp32)
-            return PreNormBlock(attn, MLP(d, config.ffn_dim, config.bias), config)
-
-        super().__init__(config, make_block)
+        super().__init__(config, self.make_block)
         self.reset_parameters()
+
+    def make_block(self, layer: int, rotary: RotaryEmbedding | None) -> nn.Module:
+        mlp = MLP(self.config.d_model, self.config.ffn_dim, self.config.bias)
+        return PreNormBlock(make_attention(self.config, layer, rotary), mlp, self.config)
 
     def reset_parameters(self) -> None:
         std = self.config.init_std

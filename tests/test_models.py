@@ -41,6 +41,10 @@ EXACT_COUNTS = {
     "rmt_residual_dk32": 134_342_272,
     "rmt_residual_dk48": 134_407_872,
     "rmt_residual_dk64": 134_473_472,
+    # the residual-path variants of the RMT paper's Table 10 (modules/variants.py)
+    "highway_transformer_191m": 190_872_576,
+    "depthwise_lstm_233m": 233_321_472,
+    "hierarchical_aggregation_165m": 164_923_392,
 }
 NOMINAL = {"tokenformer_757m": 757e6, "tokenformer_1_4b": 1.4e9}
 # The RMT paper's sizes from its own count (App. A with untied embeddings and positions; reference section 4):
@@ -65,6 +69,14 @@ def test_preset_parameter_counts_are_exact(name):
 @pytest.mark.parametrize("name", sorted(NOMINAL))
 def test_progressive_presets_within_half_a_percent_of_their_size(name):
     assert abs(_count(name) - NOMINAL[name]) / NOMINAL[name] < 0.005
+
+
+TABLE10 = {"highway_transformer_191m": 191e6, "depthwise_lstm_233m": 233e6, "hierarchical_aggregation_165m": 165e6}
+
+
+@pytest.mark.parametrize("name", sorted(TABLE10))
+def test_table10_variants_within_two_percent(name):
+    assert abs(_count(name) - TABLE10[name]) / TABLE10[name] < 0.02
 
 
 @pytest.mark.parametrize("name", sorted(RMT_PAPER))
