@@ -10,6 +10,7 @@ Smoke and small scales shrink every model (same family, same options) and are ne
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from datamodules.corpora import default_data_root
@@ -71,3 +72,12 @@ def scaling_run(model: str, scale: str) -> Run:
         steps, batch, seq_len, lr = (20, 8, 64, 3e-3) if scale == "smoke" else (1500, 32, 256, lr)
         budget, overrides = schedule(steps, batch, seq_len, lr), shrunk(model, scale, size)
     return Run(model, model, budget, overrides, corpus=corpus(scale), tokenizer="gpt2", lm=lm_options(budget.lr))
+
+
+def downstream_checkpoints(scale: str, runs_dir=None) -> dict[str, Path]:
+    """Hook for `rmt_table5_6_downstream` (filed with the evaluation work): the final weights of the 405M Transformer
+    and the 305M RMT that Fig. 2 and Tables 3-4 train (run group "rmt_scaling"), by run name."""
+    from experiments.runner import RUNS_DIR
+
+    root = Path(runs_dir or RUNS_DIR) / "rmt_scaling" / scale
+    return {name: root / name / "final.pt" for name in ("transformer_rmt_405m", "rmt_305m")}

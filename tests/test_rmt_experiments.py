@@ -96,3 +96,12 @@ def test_scaling_plan_at_paper_scale(capsys):
     assert run.budget.warmup_steps == 46_082 // 20 and run.budget.min_lr_ratio == 0.1
     assert run.lm["z_loss"] == 1e-4 and run.lm["weight_decay"] == pytest.approx(1e-4 / 1e-2)
     assert run.corpus == "openwebtext" and run.tokenizer == "gpt2" and run.budget.seq_len == 512
+
+
+def test_downstream_hook_points_at_the_scaling_runs(tmp_path):
+    from experiments import rmt_setup
+    from experiments.runner import run_dir
+
+    paths = rmt_setup.downstream_checkpoints("paper", tmp_path)
+    for run in table34.runs("paper"):
+        assert paths[run.name] == run_dir(table34.EXPERIMENT, "paper", run, tmp_path) / "final.pt"
