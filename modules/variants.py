@@ -22,7 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from modules.layers import PreNormBlock, RotaryEmbedding, layer_norm
-from modules.registry import register_presets
+from modules.registry import get_config, register_presets
 from modules.transformer import MLP, Transformer, TransformerConfig, make_attention
 
 Variant = Literal["highway", "depth_lstm", "layer_aggregation"]
@@ -120,10 +120,7 @@ class TransformerVariant(Transformer):
         return merged
 
 
-_GPT2_SMALL = VariantConfig(
-    vocab_size=50257, max_seq_len=512, position="learned", tie_embeddings=False, bias=False, norm_eps=1e-6,
-    attention_fp32=True, inverse_layer_scaling=True,
-)  # fmt: skip
+_GPT2_SMALL = VariantConfig(**dataclasses.asdict(get_config("transformer_rmt_160m")))
 
 register_presets(
     TransformerVariant,
