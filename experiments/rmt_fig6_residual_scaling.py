@@ -26,9 +26,7 @@ def runs(scale: str) -> list[Run]:
         else:
             size = 1 if scale == "smoke" else 2  # the GPT2-small-like member of the shrunk family
             overrides = {**rmt_setup.shrunk("rmt_134m", scale, size), "d_key": small_key if scale == "smoke" else d_key}
-            budget = (
-                rmt_setup.schedule(20, 8, 64, 3e-3) if scale == "smoke" else rmt_setup.schedule(1500, 32, 256, 1e-2)
-            )
+            budget = rmt_setup.short_schedule(scale, 1e-2)
         result.append(Run(name, name, budget, overrides, corpus=rmt_setup.corpus(scale), tokenizer="gpt2",
                           lm=rmt_setup.lm_options(budget.lr)))  # fmt: skip
     return result

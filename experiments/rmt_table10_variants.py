@@ -46,7 +46,7 @@ def runs(scale: str) -> list[Run]:
     if scale == "paper":
         budget = rmt_setup.schedule(50_000, 64, rmt_setup.SEQ, 1e-2)
     else:
-        budget = rmt_setup.schedule(20, 8, 64, 3e-3) if scale == "smoke" else rmt_setup.schedule(1500, 32, 256, 1e-2)
+        budget = rmt_setup.short_schedule(scale, 1e-2)
     return [
         Run(name, model, budget, _overrides(model, scale), corpus=rmt_setup.corpus(scale), tokenizer="gpt2",
             lm=rmt_setup.lm_options(budget.lr))
