@@ -103,6 +103,17 @@ def save_figure(fig: Any, path: Path) -> None:
     atomic_write(path, buffer.getvalue())
 
 
+def line_figure(path: Path, series: dict[str, list[tuple[float, float]]], *, markers: bool = True,
+                **axes: Any) -> None:  # fmt: skip
+    """One line per series (label -> points, plotted in order), axis settings as `Axes.set` keywords."""
+    fig, ax = pyplot().subplots(figsize=(6.5, 4.2))
+    for label, points in series.items():
+        if points:
+            ax.plot(*zip(*points, strict=True), "-o" if markers else "-", label=label, markersize=4, linewidth=1.2)
+    ax.set(**axes)
+    save_figure(fig, path)
+
+
 def published(paper: str, results_dir: Path = RESULTS_DIR) -> dict[tuple[str, str, str], float]:
     """(table, row, metric) -> value from `results/published/<paper>.csv`."""
     with open(Path(results_dir) / "published" / f"{paper}.csv", newline="") as f:

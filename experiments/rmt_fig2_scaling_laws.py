@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments import rmt_setup
-from experiments.results import Row, compare, published, pyplot, save_figure
+from experiments.results import Row, compare, line_figure, published
 from experiments.runner import Experiment, Run, main
 
 LOSS_TOLERANCE = 0.02
@@ -69,13 +69,9 @@ def _points(scale: str, results: dict[str, dict]) -> dict[str, list[tuple[float,
 
 
 def figure(scale: str, results: dict[str, dict], path: Path) -> None:
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for family, points in _points(scale, results).items():
-        ax.plot(*zip(*sorted(points), strict=True), "-o", label=family, markersize=4)
-    ax.set(xscale="log", yscale="log", xlabel="training FLOPs", ylabel="validation loss (nats/token)",
-           title=f"RMT Fig. 2: scaling ({scale} scale)")  # fmt: skip
-    save_figure(fig, path)
+    series = {family: sorted(points) for family, points in _points(scale, results).items()}
+    line_figure(path, series, xscale="log", yscale="log", xlabel="training FLOPs",
+                ylabel="validation loss (nats/token)", title=f"RMT Fig. 2: scaling ({scale} scale)")  # fmt: skip
 
 
 EXPERIMENT = Experiment(

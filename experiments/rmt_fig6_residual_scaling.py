@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from experiments import rmt_setup
-from experiments.results import Row, pyplot, save_figure
+from experiments.results import Row, line_figure
 from experiments.runner import Experiment, Run, main
 
 D_KEYS = (6, 12, 24, 32, 48, 64)
@@ -47,16 +47,12 @@ def report(scale: str, results: dict[str, dict]) -> list[Row]:
 
 
 def figure(scale: str, results: dict[str, dict], path: Path) -> None:
-    plt = pyplot()
     points = [
         (r.config.d_key * r.config.d_value, results[r.name]["val_loss"]) for r in runs(scale) if r.name in results
     ]
-    fig, ax = plt.subplots(figsize=(6, 4))
-    if points:
-        ax.plot(*zip(*points, strict=True), "-o", markersize=4)
-    ax.set(xscale="log", xlabel="residual stream size D_k x D_v", ylabel="validation loss (nats/token)",
-           title=f"RMT Fig. 6: residual scaling ({scale} scale)")  # fmt: skip
-    save_figure(fig, path)
+    title = f"RMT Fig. 6: residual scaling ({scale} scale)"
+    line_figure(path, {"RMT": points}, xscale="log", xlabel="residual stream size D_k x D_v",
+                ylabel="validation loss (nats/token)", title=title)  # fmt: skip
 
 
 EXPERIMENT = Experiment(

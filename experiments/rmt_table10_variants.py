@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from experiments import rmt_setup
-from experiments.results import Row, compare, published, pyplot, save_figure
+from experiments.results import Row, compare, line_figure, published
 from experiments.runner import Experiment, Run, main
 
 MODELS = {  # run name (the paper's row) -> preset
@@ -76,16 +76,13 @@ def report(scale: str, results: dict[str, dict]) -> list[Row]:
 
 def figure(scale: str, results: dict[str, dict], path: Path) -> None:
     """Fig. 5: training loss against training FLOPs for every architecture."""
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    series = {}
     for run in runs(scale):
-        curve = results.get(run.name, {}).get("train_loss_curve")
-        if curve:
-            per_step = run.train_flops() / run.budget.steps
-            ax.plot([step * per_step for step, _ in curve], [loss for _, loss in curve], label=run.name)
-    ax.set(xscale="log", xlabel="training FLOPs", ylabel="training loss (nats/token)",
-           title=f"RMT Fig. 5 / Table 10 ({scale} scale)")  # fmt: skip
-    save_figure(fig, path)
+        per_step = run.train_flops() / run.budget.steps
+        curve = results.get(run.name, {}).get("train_loss_curve", [])
+        series[run.name] = [(step * per_step, loss) for step, loss in curve if step > 0]
+    line_figure(path, series, markers=False, xscale="log", xlabel="training FLOPs",
+                ylabel="training loss (nats/token)", title=f"RMT Fig. 5 / Table 10 ({scale} scale)")  # fmt: skip
 
 
 EXPERIMENT = Experiment(

@@ -21,7 +21,7 @@ from pathlib import Path
 from datamodules.corpora import default_data_root, train_tokens
 from experiments import progressive
 from experiments.progressive import NET2NET_GROWTH, TOKENFORMER_GROWTH
-from experiments.results import Row, pyplot, save_figure
+from experiments.results import Row, line_figure
 from experiments.runner import Budget, Experiment, Run, main
 
 VARIANTS = {  # run suffix -> grow options
@@ -101,15 +101,10 @@ def report(scale: str, results: dict[str, dict]) -> list[Row]:
 
 
 def figure(scale: str, results: dict[str, dict], path: Path) -> None:
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
-    for run in runs(scale):
-        curve = results.get(run.name, {}).get("train_loss_curve")
-        if run.grow_from and curve:
-            ax.plot(*zip(*curve, strict=True), label=run.name, linewidth=1.2)
-    ax.set(xlabel="step on enwik8 (after growth)", ylabel="training loss (nats/token)",
-           title=f"Tokenformer Fig. 6: growing onto new data ({scale} scale)")  # fmt: skip
-    save_figure(fig, path)
+    series = {r.name: results.get(r.name, {}).get("train_loss_curve", []) for r in runs(scale) if r.grow_from}
+    line_figure(path, series, markers=False, xlabel="step on enwik8 (after growth)",
+                ylabel="training loss (nats/token)",
+                title=f"Tokenformer Fig. 6: growing onto new data ({scale} scale)")  # fmt: skip
 
 
 EXPERIMENT = Experiment(
