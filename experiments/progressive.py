@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from datamodules.corpora import default_data_root
-from experiments.results import Row, compare, published, pyplot, save_figure
+from experiments.results import Row, compare, published, pyplot, save_figure, scale_note
 from experiments.runner import Budget, Experiment, Run
 
 SIZES = ("124m", "354m", "757m", "1_4b")
@@ -107,7 +107,7 @@ def chain(run: Run, by_name: dict[str, Run]) -> list[Run]:
 def rows(table: str, runs: list[Run], results: dict[str, dict], scale: str, paper: dict) -> list[Row]:
     """Per run: validation perplexity beside the paper's, training FLOPs of the stage and cumulated along its chain."""
     by_name = {r.name: r for r in runs}
-    note = "" if scale == "paper" else f"{scale} scale: shrunken models, pipeline check only, not a reproduction"
+    note = scale_note(scale)
     out = []
     for run in runs:
         ppl = results.get(run.name, {}).get("val_ppl")

@@ -39,6 +39,11 @@ class Row:
             raise ValueError(f"status={self.status!r}; allowed: {', '.join(STATUSES)}")
 
 
+def scale_note(scale: str) -> str:
+    """The note every trained row below paper scale carries: it is never a reproduction."""
+    return "" if scale == "paper" else f"{scale} scale: shrunken models, pipeline check only, not a reproduction"
+
+
 def compare(paper: float | None, ours: float | None, rel_tol: float) -> str:
     """Status of a trained number against the paper's."""
     if ours is None:

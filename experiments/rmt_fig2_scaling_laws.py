@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments import rmt_setup
-from experiments.results import Row, compare, line_figure, published
+from experiments.results import Row, compare, line_figure, published, scale_note
 from experiments.runner import Experiment, Run, main
 
 LOSS_TOLERANCE = 0.02
@@ -21,10 +21,6 @@ LOSS_TOLERANCE = 0.02
 
 def runs(scale: str) -> list[Run]:
     return [rmt_setup.scaling_run(model, scale) for model in rmt_setup.TRANSFORMERS + rmt_setup.RMTS]
-
-
-def _note(scale: str) -> str:
-    return "" if scale == "paper" else f"{scale} scale: shrunken models, pipeline check only, not a reproduction"
 
 
 def report(scale: str, results: dict[str, dict]) -> list[Row]:
@@ -35,7 +31,7 @@ def report(scale: str, results: dict[str, dict]) -> list[Row]:
         loss = done.get("val_loss")
         expected = paper.get(("table4", run.name, "dev_loss")) if scale == "paper" else None
         rows.append(Row("fig2", run.name, "val_loss", expected, loss, "nats/token", run.name,
-                        compare(expected, loss, LOSS_TOLERANCE), _note(scale)))  # fmt: skip
+                        compare(expected, loss, LOSS_TOLERANCE), scale_note(scale)))  # fmt: skip
         rows.append(Row("fig2", run.name, "params", None, done.get("params"), "parameters", run.name,
                         "measured" if done else "not_run"))  # fmt: skip
         rows.append(Row("fig2", run.name, "train_flops", None, run.train_flops(), "FLOPs", run.name))
@@ -52,7 +48,7 @@ def report(scale: str, results: dict[str, dict]) -> list[Row]:
                     float(exponent),
                     "",
                     status="measured",
-                    note=f"least squares on log-log over {len(points)} runs; {_note(scale)}".strip("; "),
+                    note=f"least squares on log-log over {len(points)} runs; {scale_note(scale)}".strip("; "),
                 )
             )
     return rows

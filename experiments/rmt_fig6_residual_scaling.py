@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from experiments import rmt_setup
-from experiments.results import Row, line_figure
+from experiments.results import Row, line_figure, scale_note
 from experiments.runner import Experiment, Run, main
 
 D_KEYS = (6, 12, 24, 32, 48, 64)
@@ -33,7 +33,7 @@ def runs(scale: str) -> list[Run]:
 
 
 def report(scale: str, results: dict[str, dict]) -> list[Row]:
-    note = "" if scale == "paper" else f"{scale} scale: shrunken models, pipeline check only, not a reproduction"
+    note = scale_note(scale)
     rows = []
     for run in runs(scale):
         done = results.get(run.name)

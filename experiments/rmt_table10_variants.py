@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from experiments import rmt_setup
-from experiments.results import Row, compare, line_figure, published
+from experiments.results import Row, compare, line_figure, published, scale_note
 from experiments.runner import Experiment, Run, main
 
 MODELS = {  # run name (the paper's row) -> preset
@@ -56,17 +56,17 @@ def runs(scale: str) -> list[Run]:
 
 def report(scale: str, results: dict[str, dict]) -> list[Row]:
     paper = published("rmt")
-    scale_note = "" if scale == "paper" else f"{scale} scale: shrunken models, pipeline check only, not a reproduction"
+    below_paper = scale_note(scale)
     rows = []
     for run in runs(scale):
         done = results.get(run.name, {})
         curve = done.get("train_loss_curve") or [(0, None)]
         expected = paper.get(("table10", run.name, "train_loss"))
-        note = "; ".join(filter(None, (scale_note, "" if run.model.startswith("rmt") else INIT_NOTE)))
+        note = "; ".join(filter(None, (below_paper, "" if run.model.startswith("rmt") else INIT_NOTE)))
         rows.append(Row("table10", run.name, "train_loss", expected, curve[-1][1], "nats/token", run.name,
                         compare(expected, curve[-1][1], LOSS_TOLERANCE), note))  # fmt: skip
         rows.append(Row("table10", run.name, "val_loss", None, done.get("val_loss"), "nats/token", run.name,
-                        "measured" if done else "not_run", scale_note))  # fmt: skip
+                        "measured" if done else "not_run", below_paper))  # fmt: skip
         expected_params = paper.get(("table10", run.name, "params"))
         params = done.get("params")
         status = compare(expected_params, params, 0.02) if scale == "paper" else ("measured" if done else "not_run")

@@ -10,7 +10,7 @@ the run; the paper's are A100 seconds.
 from __future__ import annotations
 
 from experiments import rmt_setup
-from experiments.results import Row, compare, published
+from experiments.results import Row, compare, published, scale_note
 from experiments.rmt_table7_formulas_and_table8_9_configs import train_flops
 from experiments.runner import Experiment, Run, main
 
@@ -87,7 +87,7 @@ def _table3(transformer: Run, rmt: Run, results: dict[str, dict], paper: dict, n
 
 def report(scale: str, results: dict[str, dict]) -> list[Row]:
     paper = published("rmt")
-    note = "" if scale == "paper" else f"{scale} scale: shrunken models, pipeline check only, not a reproduction"
+    note = scale_note(scale)
     transformer, rmt = runs(scale)
     rows = [row for run in (transformer, rmt) for row in _table4(run, results.get(run.name, {}), paper, note)]
     return rows + _table3(transformer, rmt, results, paper, note)

@@ -21,7 +21,7 @@ from pathlib import Path
 from datamodules.corpora import default_data_root, train_tokens
 from experiments import progressive
 from experiments.progressive import NET2NET_GROWTH, TOKENFORMER_GROWTH
-from experiments.results import Row, line_figure
+from experiments.results import Row, line_figure, scale_note
 from experiments.runner import Budget, Experiment, Run, main
 
 VARIANTS = {  # run suffix -> grow options
@@ -86,7 +86,7 @@ METRICS = (  # done.json key, row metric, unit
 
 
 def report(scale: str, results: dict[str, dict]) -> list[Row]:
-    note = "" if scale == "paper" else f"{scale} scale: shrunken models, pipeline check only, not a reproduction"
+    note = scale_note(scale)
     rows = []
     for run in runs(scale):
         done = results.get(run.name)
