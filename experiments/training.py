@@ -122,6 +122,7 @@ def train_run(
     metrics = trainer.validate(module, datamodule=data, verbose=False)[0]
     if "test" in data.splits:
         metrics.update(trainer.test(module, datamodule=data, verbose=False)[0])
+    curves = _curves(out / "metrics.csv", ("train/loss", "val/loss", "train/time"))
     done = {
         "run": run.name,
         "model": run.model,
@@ -135,9 +136,9 @@ def train_run(
         "test_loss": metrics.get("test/loss"),
         "test_bpb": metrics.get("test/bpb"),
         **(json.loads(growth_metrics.read_text()) if growth is not None else {}),
-        "train_loss_curve": _curve(out / "metrics.csv", "train/loss"),
-        "val_loss_curve": _curve(out / "metrics.csv", "val/loss"),
-        "train_seconds": (_curve(out / "metrics.csv", "train/time") or [(0, None)])[-1][1],
+        "train_loss_curve": curves["train/loss"],
+        "val_loss_curve": curves["val/loss"],
+        "train_seconds": (curves["train/time"] or [(0, None)])[-1][1],
         "wall_seconds_last_session": time.time() - started,
     }
     if trainer.is_global_zero:
@@ -168,13 +169,17 @@ def _measure_growth(trainer: L.Trainer, data: TextDataModule, grown: LanguageMod
     return {"val_loss_before_growth": before, "val_loss_after_growth": after}
 
 
-def _curve(metrics_csv: Path, column: str, max_points: int = 1000) -> list[tuple[int, float]]:
-    """(step, value) of a logged metric, the last entry per step (a resume repeats steps), at most `max_points`.
-    `train/time` is Lightning's ThroughputMonitor clock: seconds of training in the latest session."""
+def _curves(metrics_csv: Path, columns: tuple[str, ...], max_points: int = 1000) -> dict[str, list]:
+    """Per column, (step, value) of a logged metric, the last entry per step (a resume repeats steps), at most
+    `max_points`, from one read of the CSV log. `train/time` is Lightning's ThroughputMonitor clock: seconds of
+    training in the latest session."""
     with open(metrics_csv, newline="") as f:
-        by_step = {int(r["step"]): float(r[column]) for r in csv.DictReader(f) if r.get(column)}
-    curve = sorted(by_step.items())
-    return curve[:: max(1, math.ceil(len(curve) / max_points))]
+        rows = list(csv.DictReader(f))
+    curves = {}
+    for column in columns:
+        curve = sorted({int(r["step"]): float(r[column]) for r in rows if r.get(column)}.items())
+        curves[column] = curve[:: max(1, math.ceil(len(curve) / max_points))]
+    return curves
 
 
 def _world_size(options: dict) -> int:
