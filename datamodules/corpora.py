@@ -22,7 +22,7 @@ from datamodules.tokenizers import load_tokenizer
 from modules.atomic import atomic_write
 
 SPLITS = ("train", "val", "test")
-Documents = dict[str, "datasets.Dataset | bytes"]  # noqa: F821 (datasets is imported lazily)
+Documents = dict[str, "datasets.Dataset | bytes | list[Path]"]  # noqa: F821 (datasets is imported lazily; list: token shards)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,25 +60,81 @@ def _split_bytes(data: bytes, valid: int, test: int) -> Documents:
     }
 
 
-def _load_openwebtext(root: Path) -> Documents:
-    """OpenWebText with the paper's random 5% validation split; local files under `<root>/openwebtext/` first."""
+def _hub_text(local: Path, hub: str, config: str | None, val_fraction: float, seed: int) -> Documents:
+    """A text corpus from local files under `local` (.jsonl/.json/.parquet/.txt with a "text" field, searched
+    recursively), else from the hub; a random `val_fraction` of its documents is the validation split."""
     import datasets
 
-    local = root / "openwebtext"
-    files = sorted(p for p in local.glob("*") if p.suffix in (".jsonl", ".json", ".parquet", ".txt"))
+    files = sorted(p for p in local.rglob("*") if p.suffix in (".jsonl", ".json", ".parquet", ".txt"))
     try:
         if files:
             builder = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".txt": "text"}[files[0].suffix]
             full = datasets.load_dataset(builder, data_files=[str(f) for f in files], split="train")
         else:
-            full = datasets.load_dataset("Skylion007/openwebtext", split="train")
+            full = datasets.load_dataset(hub, name=config, split="train")
     except Exception as err:
         raise FileNotFoundError(
-            f"OpenWebText: no local files in {local} (.jsonl/.json/.parquet/.txt with a 'text' field) and "
-            f"loading Skylion007/openwebtext from the hub failed: {err}"
+            f"no local files in {local} (.jsonl/.json/.parquet/.txt with a 'text' field) and loading {hub}"
+            f"{f' ({config})' if config else ''} from the hub failed: {err}"
         ) from err
-    parts = full.train_test_split(test_size=0.05, seed=2357)
+    parts = full.train_test_split(test_size=val_fraction, seed=seed)
     return {"train": parts["train"], "val": parts["test"]}
+
+
+def _load_openwebtext(root: Path) -> Documents:
+    """OpenWebText with the paper's random 5% validation split; local files under `<root>/openwebtext/` first."""
+    return _hub_text(root / "openwebtext", "Skylion007/openwebtext", None, 0.05, 2357)
+
+
+LLMC_MAGIC = 20240520
+
+
+def read_token_shard(path: Path) -> np.ndarray:
+    """An llm.c token shard: a 256 x int32 header (magic 20240520, version, token count), then the tokens, read in
+    the dtype the file was written in (uint16 for llm.c's GPT-2 shards, int32 for the MoT FineMath files), which its
+    size gives away. The original MoT loader read the int32 files as uint16 (MoT reference 6.3)."""
+    header = np.fromfile(path, dtype=np.int32, count=256)
+    if len(header) < 256 or header[0] != LLMC_MAGIC:
+        found = header[0] if len(header) else "nothing"
+        raise ValueError(f"{path} is not an llm.c token shard: magic {found}, expected {LLMC_MAGIC}")
+    count, payload = int(header[2]), path.stat().st_size - header.nbytes
+    itemsize = payload // count if count > 0 and payload % count == 0 else 0
+    if itemsize not in (2, 4):
+        raise ValueError(
+            f"{path}: the header says {count} tokens but {payload} bytes follow it; neither uint16 nor int32 fits"
+        )
+    return np.memmap(path, dtype=np.uint16 if itemsize == 2 else np.int32, mode="r", offset=header.nbytes,
+                     shape=(count,))  # fmt: skip
+
+
+def _token_shards(local: Path, train_glob: str, val_glob: str) -> Documents | None:
+    """Pre-tokenized GPT-2 shards under `local`, if there are any for both splits."""
+    train, val = sorted(local.glob(train_glob)), sorted(local.glob(val_glob))
+    return {"train": train, "val": val} if train and val else None
+
+
+def _load_fineweb(sample: str) -> Callable[[Path], Documents]:
+    """FineWeb: llm.c shards `fineweb_{train,val}_*.bin` under `<root>/fineweb[_<sample>]/` (as the MoT runs used),
+    else local text files there, else the hub sample (0.1% of documents held out for validation)."""
+
+    def load(root: Path) -> Documents:
+        local = root / _fineweb_name(sample)
+        shards = _token_shards(local, "fineweb_train_*.bin", "fineweb_val_*.bin")
+        return shards or _hub_text(local, "HuggingFaceFW/fineweb", sample, 0.001, 2357)
+
+    return load
+
+
+def _fineweb_name(sample: str) -> str:
+    return "fineweb" if sample == "sample-10BT" else f"fineweb_{sample.removeprefix('sample-').lower()}"
+
+
+def _load_finemath(root: Path) -> Documents:
+    """FineMath-4plus: the MoT data's token files `tokens/{train,val}/*.bin` under `<root>/finemath/`, else local
+    text files there, else the hub (0.1% of documents held out for validation)."""
+    local = root / "finemath"
+    shards = _token_shards(local, "tokens/train/*.bin", "tokens/val/*.bin")
+    return shards or _hub_text(local, "HuggingFaceTB/finemath", "finemath-4plus", 0.001, 2357)
 
 
 def _load_enwik8(root: Path) -> Documents:
@@ -115,6 +171,13 @@ CORPORA = {
     for c in (
         Corpus("openwebtext", "gpt2", "Skylion007/openwebtext (or local files)", _load_openwebtext),
         Corpus("enwik8", "bytes", "enwik8.zip (Hutter prize)", _load_enwik8, 90_000_000, "embedded_wiki"),
+        *(
+            Corpus(
+                _fineweb_name(sample), "gpt2", f"HuggingFaceFW/fineweb {sample} (or local files)", _load_fineweb(sample)
+            )
+            for sample in ("sample-10BT", "sample-100BT", "sample-350BT")
+        ),
+        Corpus("finemath", "gpt2", "HuggingFaceTB/finemath finemath-4plus (or local files)", _load_finemath),
         Corpus("embedded_news", "gpt2", f"gensim {LEE_NEWS}", _load_embedded_news),
         Corpus("embedded_wiki", "bytes", f"gensim {WIKI_XML}", _load_embedded_wiki),
     )
@@ -152,6 +215,14 @@ def prepare_corpus(
     for split, documents in spec.load(data_root).items():
         if isinstance(documents, bytes):
             chunks, num_docs, num_bytes = _tokenize_raw(documents, tok), 1, len(documents)
+        elif isinstance(documents, list):  # token shards: GPT-2 ids already
+            if tokenizer != "gpt2":
+                raise ValueError(f"{corpus}: the local token shards hold GPT-2 ids; tokenizer={tokenizer!r} needs text")
+            chunks, num_docs, num_bytes = (
+                (_checked_ids(read_token_shard(p), tok.vocab_size, p) for p in documents),
+                None,
+                None,
+            )
         else:
             chunks, num_docs, num_bytes = _tokenize(documents, tokenizer, tokenizer_path, tok.eot_id)
         num_tokens = _write_tokens(out / f"{split}.bin", chunks, dtype)
@@ -193,6 +264,12 @@ def _tokenize_raw(data: bytes, tok) -> Iterator[np.ndarray]:
     blocks = ["".join(lines[i : i + 256]) for i in range(0, len(lines), 256)]
     for start in range(0, len(blocks), 64):
         yield np.concatenate([np.asarray(ids, dtype=np.int64) for ids in tok.encode_batch(blocks[start : start + 64])])
+
+
+def _checked_ids(ids: np.ndarray, vocab_size: int, path: Path) -> np.ndarray:
+    if len(ids) and (int(ids.max()) >= vocab_size or int(ids.min()) < 0):
+        raise ValueError(f"{path} holds ids outside 0..{vocab_size - 1}: not a GPT-2 token shard")
+    return ids
 
 
 def train_tokens(corpus: str, tokenizer: str | None = None, data_root: str | Path | None = None) -> tuple[int, str]:

@@ -7,6 +7,7 @@ run resumed at step s continues with exactly the batches it would have drawn (ba
 from __future__ import annotations
 
 from itertools import count
+from typing import Literal
 
 import lightning as L
 import numpy as np
@@ -22,7 +23,12 @@ def _window(tokens: np.ndarray, start: int, seq_len: int) -> tuple[torch.Tensor,
 
 
 class RandomWindowBatches(IterableDataset):
-    """Endless batches of `batch_size` random windows of `seq_len + 1` tokens, from batch `start_batch` on."""
+    """Endless batches of `batch_size` windows of `seq_len + 1` tokens from one or more splits, from `start_batch` on.
+
+    `order="random"`: each window starts at a uniformly random token of the splits put end to end. `order="epoch"`:
+    the splits are cut into windows at stride `seq_len`, and every window is read exactly once per epoch, in an order
+    shuffled per epoch, the ranks taking turns (batch i of rank r is the epoch stream's batch i x world + r).
+    """
 
     def __init__(
         self,
@@ -33,29 +39,56 @@ class RandomWindowBatches(IterableDataset):
         seed: int,
         rank: int = 0,
         start_batch: int = 0,
+        order: Literal["random", "epoch"] = "random",
+        world_size: int = 1,
     ) -> None:
         super().__init__()
-        tokens, _ = open_split(directory, split)
-        if len(tokens) <= seq_len + 1:
-            raise ValueError(
-                f"split {split!r} of {directory} has {len(tokens)} tokens, fewer than seq_len+1={seq_len + 1}"
-            )
-        self.directory, self.split, self.seq_len, self.batch_size = directory, split, seq_len, batch_size
-        self.seed, self.rank, self.start_batch = seed, rank, start_batch
+        if order not in ("random", "epoch"):
+            raise ValueError(f"order={order!r}; allowed: 'random', 'epoch'")
+        self.directories = list(directory) if isinstance(directory, (list, tuple)) else [directory]
+        for d in self.directories:
+            tokens, _ = open_split(d, split)
+            if len(tokens) <= seq_len + 1:
+                raise ValueError(f"split {split!r} of {d} has {len(tokens)} tokens, fewer than seq_len+1={seq_len + 1}")
+        self.split, self.seq_len, self.batch_size = split, seq_len, batch_size
+        self.seed, self.rank, self.start_batch, self.order, self.world_size = seed, rank, start_batch, order, world_size
+        self._epoch: tuple[int, np.ndarray] | None = None
 
-    def batch(self, tokens: np.ndarray, index: int) -> tuple[torch.Tensor, torch.Tensor]:
-        rng = np.random.default_rng([self.seed, self.rank, index])
-        starts = rng.integers(0, len(tokens) - self.seq_len - 1, size=self.batch_size, endpoint=True)
-        inputs, targets = zip(*(_window(tokens, int(s), self.seq_len) for s in starts), strict=True)
+    def _starts(self, sources: list[np.ndarray]) -> np.ndarray:
+        """Cumulative count of the window starts each source offers."""
+        stride = 1 if self.order == "random" else self.seq_len
+        return np.cumsum([(len(t) - self.seq_len - 1) // stride + 1 for t in sources])
+
+    def _window_ids(self, total: int, index: int) -> np.ndarray:
+        if self.order == "random":
+            rng = np.random.default_rng([self.seed, self.rank, index])
+            return rng.integers(0, total, size=self.batch_size)
+        first = (index * self.world_size + self.rank) * self.batch_size
+        ids = np.empty(self.batch_size, dtype=np.int64)
+        for i, position in enumerate(range(first, first + self.batch_size)):
+            epoch, offset = divmod(position, total)
+            if self._epoch is None or self._epoch[0] != epoch:
+                self._epoch = (epoch, np.random.default_rng([self.seed, epoch]).permutation(total))
+            ids[i] = self._epoch[1][offset]
+        return ids
+
+    def batch(self, sources: list[np.ndarray], index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        cumulative = self._starts(sources)
+        ids = self._window_ids(int(cumulative[-1]), index)
+        source = np.searchsorted(cumulative, ids, side="right")
+        offsets = ids - np.concatenate(([0], cumulative[:-1]))[source]
+        stride = 1 if self.order == "random" else self.seq_len
+        windows = [_window(sources[s], int(o) * stride, self.seq_len) for s, o in zip(source, offsets, strict=True)]
+        inputs, targets = zip(*windows, strict=True)
         return torch.stack(inputs), torch.stack(targets)
 
     def __iter__(self):
-        tokens, _ = open_split(self.directory, self.split)
+        sources = [open_split(d, self.split)[0] for d in self.directories]
         worker = get_worker_info()
         workers, worker_id = (worker.num_workers, worker.id) if worker else (1, 0)
         # DataLoader takes batches from its workers round-robin, so worker w serves batches w, w + W, ...
         for index in count(self.start_batch + worker_id, workers):
-            yield self.batch(tokens, index)
+            yield self.batch(sources, index)
 
 
 class FixedWindows(Dataset):
@@ -87,6 +120,9 @@ class TextDataModule(L.LightningDataModule):
         val_windows: validation windows per evaluation (None: the whole split).
         eval_split: "val" or "test" for the validation loop.
         data_root: where tokenized corpora (and local raw corpora) live; default $SCALING_AXES_DATA or ./data.
+        extra_corpora: corpora (same tokenizer) whose training splits join `corpus`'s and whose validation splits
+            are evaluated separately (the MoT runs: FineWeb and FineMath).
+        order: "random" windows, or "epoch" (every window once per epoch; see `RandomWindowBatches`).
     """
 
     def __init__(
@@ -101,23 +137,37 @@ class TextDataModule(L.LightningDataModule):
         data_root: str | None = None,
         tokenizer_path: str | None = None,
         num_workers: int = 0,
+        extra_corpora: tuple[str, ...] = (),
+        order: Literal["random", "epoch"] = "random",
     ) -> None:
         super().__init__()
-        if corpus not in CORPORA:
-            raise KeyError(f"unknown corpus {corpus!r}; available: {', '.join(CORPORA)}")
+        for name in (corpus, *extra_corpora):
+            if name not in CORPORA:
+                raise KeyError(f"unknown corpus {name!r}; available: {', '.join(CORPORA)}")
         self.save_hyperparameters()
         self.tokenizer = tokenizer or CORPORA[corpus].default_tokenizer
-        self.directory = None
+        self.corpora = (corpus, *extra_corpora)
+        self.directories: list = []
         self.meta: dict | None = None
 
     def prepare_data(self) -> None:
-        prepare_corpus(self.hparams.corpus, self.tokenizer, self.hparams.data_root, self.hparams.tokenizer_path)
+        for name in self.corpora:
+            prepare_corpus(name, self.tokenizer, self.hparams.data_root, self.hparams.tokenizer_path)
 
     def setup(self, stage: str | None = None) -> None:
-        self.directory = prepare_corpus(
-            self.hparams.corpus, self.tokenizer, self.hparams.data_root, self.hparams.tokenizer_path
-        )
+        hp = self.hparams
+        self.directories = [prepare_corpus(c, self.tokenizer, hp.data_root, hp.tokenizer_path) for c in self.corpora]
         _, self.meta = open_split(self.directory, "train")
+
+    @property
+    def directory(self):
+        """The primary corpus's directory."""
+        return self.directories[0] if self.directories else None
+
+    @property
+    def val_names(self) -> list[str]:
+        """Names of the validation sets, in dataloader order, when there are several."""
+        return list(self.corpora) if len(self.corpora) > 1 else []
 
     @property
     def vocab_size(self) -> int:
@@ -133,19 +183,16 @@ class TextDataModule(L.LightningDataModule):
         if self.trainer is not None:  # resume: skip the batches the restored steps already consumed
             rank = self.trainer.global_rank
             start = self.trainer.global_step * self.trainer.accumulate_grad_batches
+        world = self.trainer.world_size if self.trainer is not None else 1
+        hp = self.hparams
         dataset = RandomWindowBatches(
-            self.directory,
-            "train",
-            self.hparams.seq_len,
-            self.hparams.batch_size,
-            self.hparams.seed,
-            rank,
-            start,
+            self.directories, "train", hp.seq_len, hp.batch_size, hp.seed, rank, start, hp.order, world
         )
-        return DataLoader(dataset, batch_size=None, num_workers=self.hparams.num_workers)
+        return DataLoader(dataset, batch_size=None, num_workers=hp.num_workers)
 
-    def val_dataloader(self) -> DataLoader:
-        return self._fixed_windows(self.hparams.eval_split)
+    def val_dataloader(self) -> DataLoader | list[DataLoader]:
+        loaders = [self._fixed_windows(self.hparams.eval_split, d) for d in self.directories]
+        return loaders if len(loaders) > 1 else loaders[0]
 
     def test_dataloader(self) -> DataLoader:
         """The corpus's test split (enwik8's last 5M bytes); corpora without one (OpenWebText) raise."""
@@ -155,6 +202,6 @@ class TextDataModule(L.LightningDataModule):
     def splits(self) -> list[str]:
         return list(self.meta["splits"])
 
-    def _fixed_windows(self, split: str) -> DataLoader:
-        dataset = FixedWindows(self.directory, split, self.hparams.seq_len, self.hparams.val_windows)
+    def _fixed_windows(self, split: str, directory=None) -> DataLoader:
+        dataset = FixedWindows(directory or self.directory, split, self.hparams.seq_len, self.hparams.val_windows)
         return DataLoader(dataset, batch_size=self.hparams.batch_size, num_workers=self.hparams.num_workers)

@@ -25,6 +25,7 @@ class Tokenizer:
     encode_batch: Callable[[Sequence[str]], list[list[int]]]
     decode: Callable[[Sequence[int]], str]
     source: str
+    decode_bytes: Callable[[Sequence[int]], bytes] | None = None  # the raw bytes, where the tokenizer is byte-level
 
     def encode(self, text: str) -> list[int]:
         return self.encode_batch([text])[0]
@@ -45,6 +46,7 @@ def load_tokenizer(name: str, path: str | None = None) -> Tokenizer:
             lambda texts: [list(t.encode("utf-8")) for t in texts],
             lambda ids: bytes(ids).decode("utf-8", errors="replace"),
             "builtin",
+            bytes,
         )
     raise KeyError(f"unknown tokenizer {name!r}; available: {', '.join(TOKENIZERS)}")
 
@@ -80,6 +82,7 @@ def _gpt2(path: str | None) -> Tokenizer:
         lambda texts: encoding.encode_ordinary_batch(list(texts)),
         encoding.decode,
         source,
+        encoding.decode_bytes,
     )
 
 

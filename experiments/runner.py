@@ -64,6 +64,7 @@ class Run:
     grow_from: str | None = None  # a run of the same experiment whose final weights are grown into this model
     grow_options: dict[str, Any] = dataclasses.field(default_factory=dict)  # see experiments.grow.grow_model
     lm: dict[str, Any] = dataclasses.field(default_factory=dict)  # further LanguageModel arguments
+    data: dict[str, Any] = dataclasses.field(default_factory=dict)  # further TextDataModule arguments
     seed: int = 1234  # initialisation; the data order has its own seed in the DataModule
 
     @property

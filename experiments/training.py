@@ -111,7 +111,7 @@ def train_run(
     trainer, micro = build_trainer(run, out, _world_size(options), extra_callbacks, **options)
     budget = run.budget
     data = TextDataModule(corpus=run.corpus, tokenizer=run.tokenizer, seq_len=budget.seq_len, batch_size=micro,
-                          val_windows=budget.val_windows)  # fmt: skip
+                          val_windows=budget.val_windows, **run.data)  # fmt: skip
     module = _language_model(run, growth.weights if growth else None)
     growth_metrics = out / "growth_metrics.json"
     if growth is not None and not growth_metrics.exists():
@@ -119,10 +119,11 @@ def train_run(
     last = out / "checkpoints" / "last.ckpt"
     started = time.time()
     trainer.fit(module, datamodule=data, ckpt_path=str(last) if last.exists() else None)
-    metrics = trainer.validate(module, datamodule=data, verbose=False)[0]
+    val_sets = [f"val/{name}/loss" for name in data.val_names]
+    curves = _curves(out / "metrics.csv", ("train/loss", "val/loss", "train/time", *val_sets))  # before the final
+    metrics = trainer.validate(module, datamodule=data, verbose=False)[0]  # validation repeats the last point
     if "test" in data.splits:
         metrics.update(trainer.test(module, datamodule=data, verbose=False)[0])
-    curves = _curves(out / "metrics.csv", ("train/loss", "val/loss", "train/time"))
     done = {
         "run": run.name,
         "model": run.model,
@@ -138,7 +139,9 @@ def train_run(
         **(json.loads(growth_metrics.read_text()) if growth is not None else {}),
         "train_loss_curve": curves["train/loss"],
         "val_loss_curve": curves["val/loss"],
+        **({"val_loss_curves": {name: curves[f"val/{name}/loss"] for name in data.val_names}} if val_sets else {}),
         "train_seconds": (curves["train/time"] or [(0, None)])[-1][1],
+        "step_ms": _step_ms(curves["train/time"]),
         "wall_seconds_last_session": time.time() - started,
     }
     if trainer.is_global_zero:
@@ -180,6 +183,19 @@ def _curves(metrics_csv: Path, columns: tuple[str, ...], max_points: int = 1000)
         curve = sorted({int(r["step"]): float(r[column]) for r in rows if r.get(column)}.items())
         curves[column] = curve[:: max(1, math.ceil(len(curve) / max_points))]
     return curves
+
+
+def _step_ms(times: list[tuple[int, float]]) -> float | None:
+    """Milliseconds per optimizer step over the latest session's logged training clock (validation excluded)."""
+    session = times[-1:]
+    for step, seconds in reversed(times[:-1]):
+        if seconds >= session[0][1]:  # the clock restarted here: an earlier session
+            break
+        session.insert(0, (step, seconds))
+    if len(session) < 2:
+        return None
+    (first_step, first), (last_step, last) = session[0], session[-1]
+    return 1000 * (last - first) / (last_step - first_step)
 
 
 def _world_size(options: dict) -> int:

@@ -15,7 +15,10 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
+from datamodules.token_bytes import byte_vocabulary
 from modules.layers import DecoderConfig
+from modules.modded_gpt import ModdedGPTConfig
+from modules.mot import MoTConfig
 from modules.registry import build_from_config
 from modules.rmt import RMTConfig
 from modules.tokenformer import TokenformerConfig
@@ -32,6 +35,8 @@ def formula_params(config: DecoderConfig | RMTConfig) -> dict[str, int]:
     """Parameters per component from the config alone."""
     if isinstance(config, RMTConfig):
         return _rmt_params(config)
+    if isinstance(config, ModdedGPTConfig):
+        return _modded_params(config)
     if isinstance(config, VariantConfig):
         return _variant(config, formula_params(_base(config)), flops=False)
     d, layers, vocab = config.d_model, config.n_layer, config.vocab_size
@@ -59,6 +64,8 @@ def formula_flops(config: DecoderConfig | RMTConfig, seq_len: int) -> dict[str, 
     """Forward matmul FLOPs per token and component at context `seq_len`."""
     if isinstance(config, RMTConfig):
         return _rmt_flops(config, seq_len)
+    if isinstance(config, ModdedGPTConfig):
+        return _modded_flops(config, seq_len)
     if isinstance(config, VariantConfig):
         return _variant(config, formula_flops(_base(config), seq_len), flops=True)
     d, layers = config.d_model, config.n_layer
@@ -129,12 +136,84 @@ def _rmt_flops(c: RMTConfig, seq_len: int) -> dict[str, int]:
     }
 
 
+def _mot(c: ModdedGPTConfig) -> MoTConfig:
+    """The backbone as a MoT with no-op mixin and mixout, so one formula covers both."""
+    return c if isinstance(c, MoTConfig) else MoTConfig(**dataclasses.asdict(c), d_token=c.d_model)
+
+
+def _byte_layer(c: MoTConfig, d: int, n_bytes: int, flops: bool) -> int:
+    """A wired byte self-attention layer of width `d`: parameters, or FLOPs per byte over `n_bytes` bytes."""
+    if not c.byte_attention_wired:
+        return 0
+    d_attention = max(1, d // c.byte_head_dim) * c.byte_head_dim
+    if flops:
+        return 2 * 4 * d * d_attention + 4 * n_bytes * d_attention
+    return 4 * d * d_attention + 2
+
+
+def _modded_params(config: ModdedGPTConfig) -> dict[str, int]:
+    """Embeddings (tokens, value embeddings, mixin), Q/K/V and output of the attention layers, ReLU^2 MLPs, the
+    head (with a byte mixout's layers) and the scalars (block and V lambdas, U-net skip weights) as "other"."""
+    c = _mot(config)
+    d, vocab, layers = c.d_model, c.vocab_size, c.n_layer
+    attention_layers = layers - len(set(c.attention_free_layers))
+    embedding = vocab * c.d_token + c.value_embeddings * vocab * d
+    if c.mixin != "noop":
+        embedding += byte_vocabulary(c.byte_vocabulary).size * c.d_byte
+    if c.mixin == "concat":
+        embedding += (c.d_token + c.bytes_per_token * c.d_byte) * d
+        embedding += _byte_layer(c, c.d_byte, 0, flops=False) if c.byte_attention_in else 0
+    elif c.mixin == "cross_attn":
+        embedding += 4 * d * d + 1
+    head_size = c.head_size if c.mixout == "noop" else byte_vocabulary(c.byte_vocabulary).head_size
+    return {
+        "embedding": embedding,
+        "qkv": attention_layers * 3 * c.d_attention * d,
+        "attention": 0,
+        "out": attention_layers * c.d_attention * d,
+        "ffn": layers * 2 * c.mlp_ratio * d * d,
+        "norms": 0,
+        "head": c.d_byte_out * head_size + c.byte_layers_out * _byte_layer(c, c.d_byte_out, 0, flops=False),
+        "other": 2 * layers + 2 * attention_layers + layers // 2,
+    }
+
+
+def _modded_flops(config: ModdedGPTConfig, seq_len: int) -> dict[str, int]:
+    """Per token; byte-level work counts once per byte slot, byte attention over the 16 x seq_len byte stream."""
+    c = _mot(config)
+    d, slots = c.d_model, c.bytes_per_token
+    attention_layers = c.n_layer - len(set(c.attention_free_layers))
+    embedding = 0
+    if c.mixin == "concat":
+        embedding = 2 * (c.d_token + slots * c.d_byte) * d
+        embedding += slots * _byte_layer(c, c.d_byte, slots * seq_len, flops=True) if c.byte_attention_in else 0
+    elif c.mixin == "cross_attn":  # q and out d x d, k and v per byte, scores and weighted sum over the 16 bytes
+        embedding = 2 * 2 * d * d + slots * 2 * 2 * d * d + 2 * 2 * slots * d
+    if c.mixout == "noop":
+        head = 2 * d * c.head_size
+    else:
+        byte_head = 2 * c.d_byte_out * byte_vocabulary(c.byte_vocabulary).head_size
+        head = slots * (byte_head + c.byte_layers_out * _byte_layer(c, c.d_byte_out, slots * seq_len, flops=True))
+    return {
+        "embedding": embedding,
+        "qkv": attention_layers * 2 * d * 3 * c.d_attention,
+        "attention": attention_layers * 4 * seq_len * c.d_attention,
+        "out": attention_layers * 2 * c.d_attention * d,
+        "ffn": c.n_layer * 2 * 2 * c.mlp_ratio * d * d,
+        "norms": 0,
+        "head": head,
+        "other": 0,
+    }
+
+
 def _component(name: str) -> str:
     """The component a parameter of a DecoderLM or an RMT belongs to, from its name."""
-    if name.startswith(("token_embedding", "position_embedding", "embed.")):
+    if name.startswith(("token_embedding", "position_embedding", "embed.", "value_embeds.")):
         return "embedding"
-    if name.startswith(("lm_head", "readout")):
+    if name.startswith(("lm_head", "readout", "mixout.")):
         return "head"
+    if name.endswith(("lambdas", "skip_weights")):
+        return "other"
     if "norm" in name:
         return "norms"
     if name.startswith("aggregators."):

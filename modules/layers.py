@@ -64,11 +64,24 @@ class DecoderConfig:
 
 
 class RotaryEmbedding(nn.Module):
-    """Partial rotary embedding (Su et al. 2021) in GPT-NeoX's rotate_half layout on the first `dims` dims."""
+    """Partial rotary embedding (Su et al. 2021) in GPT-NeoX's rotate_half layout on the first `dims` dims.
 
-    def __init__(self, dims: int, base: float = 10000.0) -> None:
+    `ladder="neox"`: frequencies base^(-2i/dims). `ladder="half_truncated"` (modded-nanogpt): (1/base)^linspace(0, 1,
+    dims/4) for the first half of the pairs and 0 for the rest, negated because that code rotates the other way.
+    """
+
+    def __init__(self, dims: int, base: float = 10000.0, ladder: Literal["neox", "half_truncated"] = "neox") -> None:
         super().__init__()
-        self.dims, self.base = dims, base
+        if ladder not in ("neox", "half_truncated"):
+            raise ValueError(f"ladder={ladder!r}; allowed: 'neox', 'half_truncated'")
+        self.dims, self.base, self.ladder = dims, base, ladder
+
+    def frequencies(self, device: torch.device, dtype: torch.dtype) -> Tensor:
+        if self.ladder == "neox":
+            return self.base ** (-torch.arange(0, self.dims, 2, device=device, dtype=dtype) / self.dims)
+        quarter = self.dims // 4
+        ladder = -((1 / self.base) ** torch.linspace(0, 1, quarter, device=device, dtype=dtype))
+        return torch.cat((ladder, ladder.new_zeros(self.dims // 2 - quarter)))
 
     def forward(self, x: Tensor) -> Tensor:
         """x: [batch, heads, seq, head_dim]."""
@@ -76,8 +89,7 @@ class RotaryEmbedding(nn.Module):
             x.shape[-2],
             torch.promote_types(x.dtype, torch.float32),
         )  # angles never in half precision
-        inv_freq = self.base ** (-torch.arange(0, self.dims, 2, device=x.device, dtype=dtype) / self.dims)
-        angles = torch.outer(torch.arange(seq, device=x.device, dtype=dtype), inv_freq)
+        angles = torch.outer(torch.arange(seq, device=x.device, dtype=dtype), self.frequencies(x.device, dtype))
         angles = torch.cat((angles, angles), dim=-1)
         cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
         rot, rest = x[..., : self.dims], x[..., self.dims :]

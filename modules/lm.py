@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import lightning as L
 import torch
@@ -14,6 +15,7 @@ from torchmetrics.aggregation import MeanMetric
 
 from modules.atomic import atomic_torch_save
 from modules.flops import formula_flops
+from modules.optim import MuonWithAdam, constant_then_linear, speedrun_lrs
 from modules.registry import build_model
 
 
@@ -28,6 +30,14 @@ class LanguageModel(L.LightningModule):
             RMT code's decay is not multiplied by the lr: pass weight_decay = 1e-4 / lr for it.
         z_loss: weight of the squared log-partition term (PaLM); 0 disables it.
         init_weights: a `.pt` state dict (e.g. a grown model's) loaded before training; ignored on resume.
+        optimizer: "adamw", or "muon" for `modules.optim.MuonWithAdam` over the model's `param_groups()` at
+            `group_lrs` (default `speedrun_lrs`; `lr` is then unused).
+        schedule: "warmup_cosine", or "constant_then_linear" (no warmup, linear to 0 over the last
+            `cooldown_fraction`).
+
+    A model may predict something other than the next token: its `loss_targets(next_tokens)` gives the targets its
+    logits are scored against, and `predicts_bytes` turns off bits per token-byte. With several validation sets
+    (the datamodule's `val_names`), each is logged as `val/<name>/loss` and `val/loss` is the first.
     """
 
     def __init__(
@@ -44,13 +54,18 @@ class LanguageModel(L.LightningModule):
         decay_embeddings: bool = True,
         z_loss: float = 0.0,
         init_weights: str | None = None,
+        optimizer: Literal["adamw", "muon"] = "adamw",
+        group_lrs: dict[str, float] | None = None,
+        schedule: Literal["warmup_cosine", "constant_then_linear"] = "warmup_cosine",
+        cooldown_fraction: float = 0.6,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
         self.model = build_model(model, **(model_overrides or {}))
         if init_weights:
             load_weights(self.model, torch.load(init_weights, map_location="cpu", weights_only=True), init_weights)
-        self.eval_loss = MeanMetric()
+        self.eval_losses = nn.ModuleList([MeanMetric()])
+        self.val_names: list[str] = []
         self.tokens_seen = 0
         self.flops_per_batch: int | None = None  # read by Lightning's ThroughputMonitor for MFU
 
@@ -65,11 +80,16 @@ class LanguageModel(L.LightningModule):
                 f"the data's tokenizer has {vocab} ids but model {self.hparams.model!r} has vocab_size="
                 f"{self.model.config.vocab_size}; use a model whose vocab_size is at least {vocab}"
             )
+        self.val_names = list(getattr(datamodule, "val_names", []))
+        while len(self.eval_losses) < max(1, len(self.val_names)):
+            self.eval_losses.append(MeanMetric())
         if datamodule is not None and hasattr(datamodule, "hparams"):
             seq_len, batch = datamodule.hparams.seq_len, datamodule.hparams.batch_size
             self.flops_per_batch = 3 * sum(formula_flops(self.model.config, seq_len).values()) * seq_len * batch
 
     def _losses(self, logits: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
+        if hasattr(self.model, "loss_targets"):
+            targets = self.model.loss_targets(targets)
         logits = logits.float()
         ce = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
         z = torch.logsumexp(logits, dim=-1).pow(2).mean() if self.hparams.z_loss else logits.new_zeros(())
@@ -89,35 +109,58 @@ class LanguageModel(L.LightningModule):
         self.log("train/loss_step", ce, prog_bar=True, logger=False)
         return loss
 
-    def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
-        self._eval_step(batch)
+    def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int, dataloader_idx: int = 0) -> None:
+        self._eval_step(batch, dataloader_idx)
 
     def test_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
         self._eval_step(batch)
 
-    def _eval_step(self, batch: tuple[Tensor, Tensor]) -> None:
+    def _eval_step(self, batch: tuple[Tensor, Tensor], dataloader_idx: int = 0) -> None:
         inputs, targets = batch
         ce, _ = self._losses(self(inputs), targets)
-        self.eval_loss.update(ce, weight=targets.numel())
+        self.eval_losses[dataloader_idx].update(ce, weight=targets.numel())
 
     def on_validation_epoch_end(self) -> None:
         self._log_eval("val", None)
+        for i, name in enumerate(self.val_names[1:], start=1):
+            self._log_eval(f"val/{name}", None, i)
 
     def on_test_epoch_end(self) -> None:
         self._log_eval("test", "test")
 
-    def _log_eval(self, prefix: str, split: str | None) -> None:
+    def _log_eval(self, prefix: str, split: str | None, index: int = 0) -> None:
         """Token-weighted mean loss, perplexity and, when the data knows its bytes, bits per byte."""
-        loss = self.eval_loss.compute()
-        self.eval_loss.reset()
+        loss = self.eval_losses[index].compute()
+        self.eval_losses[index].reset()
         metrics = {f"{prefix}/loss": loss, f"{prefix}/ppl": loss.exp()}
+        if len(self.val_names) > 1 and prefix == "val":
+            metrics[f"val/{self.val_names[0]}/loss"] = loss
         datamodule = getattr(self.trainer, "datamodule", None)
         bytes_per_token = datamodule.bytes_per_token(split) if hasattr(datamodule, "bytes_per_token") else None
-        if bytes_per_token:
+        if bytes_per_token and index == 0 and not getattr(self.model, "predicts_bytes", False):
             metrics[f"{prefix}/bpb"] = loss / math.log(2) / bytes_per_token
         self.log_dict(metrics, prog_bar=prefix == "val")
 
     def configure_optimizers(self):
+        hp = self.hparams
+        total = hp.schedule_steps or self.trainer.max_steps
+        if total is None or total <= 0:
+            raise ValueError("set schedule_steps or the Trainer's max_steps: the lr schedule needs a length")
+        optimizer = self._muon() if hp.optimizer == "muon" else self._adamw()
+        if hp.schedule == "constant_then_linear":
+            factor = functools.partial(constant_then_linear, total=total, cooldown_fraction=hp.cooldown_fraction)
+        else:
+            factor = functools.partial(warmup_cosine, warmup=hp.warmup_steps, total=total, floor=hp.min_lr_ratio)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    def _muon(self) -> MuonWithAdam:
+        if not hasattr(self.model, "param_groups"):
+            raise ValueError(f"optimizer='muon' needs a model with param_groups(); {self.hparams.model!r} has none")
+        lrs = self.hparams.group_lrs or speedrun_lrs(self.model.config.d_model)
+        return MuonWithAdam(self.model.param_groups(), lrs)
+
+    def _adamw(self) -> torch.optim.AdamW:
         hp = self.hparams
         embeddings = {id(m.weight) for m in self.model.modules() if isinstance(m, nn.Embedding)}
         if getattr(self.model, "lm_head", None) is not None:  # an untied unembedding counts as an embedding
@@ -126,20 +169,13 @@ class LanguageModel(L.LightningModule):
         for p in self.model.parameters():
             skip = p.dim() < 2 or (id(p) in embeddings and not hp.decay_embeddings)
             (no_decay if skip else decay).append(p)
-        optimizer = torch.optim.AdamW(
+        return torch.optim.AdamW(
             [{"params": decay, "weight_decay": hp.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
             lr=hp.lr,
             betas=tuple(hp.betas),
             eps=hp.eps,
             fused=self.device.type == "cuda",
         )
-        total = hp.schedule_steps or self.trainer.max_steps
-        if total is None or total <= 0:
-            raise ValueError("set schedule_steps or the Trainer's max_steps: the cosine schedule needs a length")
-        scheduler = torch.optim.lr_scheduler.LambdaLR(
-            optimizer, lambda step: warmup_cosine(step, hp.warmup_steps, total, hp.min_lr_ratio)
-        )
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["tokens_seen"] = self.tokens_seen

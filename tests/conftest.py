@@ -1,3 +1,7 @@
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never reach the hub; fail at once instead of retrying for 20 s
+
 import pytest
 import torch
 

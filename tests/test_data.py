@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from datamodules.corpora import _split_bytes, open_split, prepare_corpus
+from datamodules.corpora import _split_bytes, open_split, prepare_corpus, read_token_shard
 from datamodules.text import FixedWindows, RandomWindowBatches, TextDataModule
 from datamodules.tokenizers import load_tokenizer
 
@@ -172,3 +172,74 @@ def test_raw_xml_with_a_bpe_tokenizer_counts_bytes_per_token(tmp_path):
     tokens, _ = open_split(directory, "val")
     text = load_tokenizer("gpt2").decode([int(t) for t in tokens[:50]])
     assert len(text) > 100  # real text comes back, not byte soup
+
+
+def write_llmc_shard(path, tokens, dtype):
+    """A token shard in llm.c's layout: 256 int32 header (magic, version, count), then the tokens."""
+    header = np.zeros(256, dtype=np.int32)
+    header[:3] = (20240520, 1, len(tokens))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(header.tobytes() + np.asarray(tokens, dtype=dtype).tobytes())
+
+
+def test_token_shards_are_read_in_the_dtype_they_were_written_in(tmp_path):
+    """FineWeb's llm.c shards are uint16, the MoT FineMath files int32 (the original read both as uint16)."""
+    rng = np.random.default_rng(0)
+    fineweb = {s: rng.integers(0, 50257, size=n) for s, n in (("train", 700), ("val", 300))}
+    finemath = {s: rng.integers(0, 50257, size=n) for s, n in (("train", 500), ("val", 200))}
+    for split, tokens in fineweb.items():
+        write_llmc_shard(tmp_path / "fineweb" / f"fineweb_{split}_000000.bin", tokens, np.uint16)
+    for split, tokens in finemath.items():
+        write_llmc_shard(tmp_path / "finemath" / "tokens" / split / "part_000.bin", tokens, np.int32)
+    for corpus, expected in (("fineweb", fineweb), ("finemath", finemath)):
+        directory = prepare_corpus(corpus, data_root=tmp_path)
+        for split, tokens in expected.items():
+            assert np.array_equal(open_split(directory, split)[0], tokens)
+    bad = tmp_path / "bad.bin"
+    bad.write_bytes(np.zeros(300, dtype=np.int32).tobytes())
+    with pytest.raises(ValueError, match=r"not an llm\.c token shard: magic 0"):
+        read_token_shard(bad)
+    write_llmc_shard(bad, np.arange(10), np.uint16)
+    bad.write_bytes(bad.read_bytes()[:-6])
+    with pytest.raises(ValueError, match="says 10 tokens but 14 bytes"):
+        read_token_shard(bad)
+
+
+def test_epoch_order_reads_every_window_of_every_corpus_once_per_epoch(tmp_path):
+    """Two corpora, two ranks, resumed mid-epoch: each epoch covers each window exactly once (the original loader
+    re-read its first shards instead, MoT reference 6.2)."""
+    for split in ("train", "val"):  # 20 and 10 windows of 8 (+1) tokens
+        write_llmc_shard(tmp_path / "fineweb" / f"fineweb_{split}_0.bin", np.arange(161), np.uint16)
+        write_llmc_shard(tmp_path / "finemath" / "tokens" / split / "0.bin", 1000 + np.arange(81), np.int32)
+    directories = [prepare_corpus(c, data_root=tmp_path) for c in ("fineweb", "finemath")]
+    batches = {
+        r: RandomWindowBatches(directories, "train", 8, 2, seed=3, rank=r, order="epoch", world_size=2) for r in (0, 1)
+    }
+    sources = [open_split(d, "train")[0] for d in directories]
+    firsts = [int(b[0]) for i in range(15) for r in (0, 1) for b in batches[r].batch(sources, i)[0]]
+    epochs = [sorted(firsts[:30]), sorted(firsts[30:60])]
+    every_window = sorted([8 * i for i in range(20)] + [1000 + 8 * i for i in range(10)])
+    assert epochs[0] == every_window and epochs[1] == every_window and firsts[:30] != firsts[30:60]
+    resumed = next(
+        iter(
+            RandomWindowBatches(directories, "train", 8, 2, seed=3, rank=1, start_batch=7, order="epoch", world_size=2)
+        )
+    )
+    assert torch.equal(resumed[0], batches[1].batch(sources, 7)[0])
+
+
+def test_finemath_and_fineweb_from_local_text_files_in_the_hub_format(tmp_path):
+    """Without token shards, local files with a `text` field (the hub's parquet/jsonl) are tokenized with GPT-2."""
+    import datasets
+
+    docs = [f"Problem {i}: compute ${i} + {i}$. Answer: {2 * i}." for i in range(40)]
+    (tmp_path / "finemath" / "data").mkdir(parents=True)
+    datasets.Dataset.from_dict({"text": docs}).to_parquet(str(tmp_path / "finemath" / "data" / "part.parquet"))
+    directory = prepare_corpus("finemath", data_root=tmp_path)
+    meta = json.loads((directory / "meta.json").read_text())
+    assert meta["splits"]["val"]["documents"] == 1 and meta["splits"]["train"]["documents"] == 39
+    tokens = np.concatenate([np.asarray(open_split(directory, s)[0]) for s in ("train", "val")])
+    texts = load_tokenizer("gpt2").decode([int(t) for t in tokens]).split("<|endoftext|>")[:-1]
+    assert sorted(texts) == sorted(docs)
+    with pytest.raises(FileNotFoundError, match=r"no local files in .*fineweb_100bt.*HuggingFaceFW/fineweb"):
+        prepare_corpus("fineweb_100bt", data_root=tmp_path)

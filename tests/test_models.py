@@ -45,6 +45,14 @@ EXACT_COUNTS = {
     "highway_transformer_191m": 190_872_576,
     "depthwise_lstm_233m": 233_321_472,
     "hierarchical_aggregation_165m": 164_923_392,
+    # the Mixture of Tokenizers runs (MoT reference 4.1, 4.5); copy counts no byte attention: it was never wired (6.4)
+    "modded_gpt_454m": 454_496_326,
+    "mot_noop_noop_1024": 454_496_326,
+    "mot_concat_noop_512_64": 430_366_918,
+    "mot_concat_noop_256_48": 416_969_510,
+    "mot_concat_split_256_48": 365_490_982,
+    "mot_concat_copy_256_48": 365_982_502,
+    "mot_concat_copy_256_48_wired": 370_176_808,
 }
 NOMINAL = {"tokenformer_757m": 757e6, "tokenformer_1_4b": 1.4e9}
 # The RMT paper's sizes from its own count (App. A with untied embeddings and positions; reference section 4):
