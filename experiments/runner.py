@@ -71,6 +71,13 @@ class Run:
     def config(self):
         return get_config(self.model, **self.overrides)
 
+    @property
+    def is_image(self) -> bool:
+        """A ViT run: trained by `modules.classifier` on `datamodules.imagenet` (`data` and `lm` go to those)."""
+        from modules.vit_tokenformer import ViTConfig
+
+        return isinstance(self.config, ViTConfig)
+
     def train_flops(self) -> int:
         """Training FLOPs of this run alone: 3 x forward matmul FLOPs per token x tokens."""
         return 3 * sum(formula_flops(self.config, self.budget.seq_len).values()) * self.budget.tokens

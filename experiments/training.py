@@ -86,7 +86,7 @@ def build_trainer(run: Run, out: Path, world_size: int, extra_callbacks: list | 
             ),
             ThroughputMonitor(
                 batch_size_fn=lambda batch: batch[0].shape[0],
-                length_fn=lambda batch: batch[0].numel(),
+                length_fn=lambda batch: batch[0].shape[0] * budget.seq_len,  # tokens (an image's: its patches + 1)
                 window_size=max(2, min(100, budget.steps // 4)),
             ),
             *(extra_callbacks or []),
@@ -104,42 +104,42 @@ def train_run(
     run: Run, out: Path, growth: Growth | None = None, extra_callbacks: list | None = None, **options: Any
 ) -> dict:
     """Train `run` into `out`, resuming from `out/checkpoints/last.ckpt` if it exists; `growth` starts it from
-    grown weights."""
+    grown weights. Language models and image classifiers (a ViT config) alike."""
     out.mkdir(parents=True, exist_ok=True)
     write_config(run, out, options)
     L.seed_everything(run.seed, workers=True)
     trainer, micro = build_trainer(run, out, _world_size(options), extra_callbacks, **options)
-    budget = run.budget
-    data = TextDataModule(corpus=run.corpus, tokenizer=run.tokenizer, seq_len=budget.seq_len, batch_size=micro,
-                          val_windows=budget.val_windows, **run.data)  # fmt: skip
-    module = _language_model(run, growth.weights if growth else None)
+    if run.is_image:
+        data, module = _image_task(run, micro)
+    else:
+        data = TextDataModule(corpus=run.corpus, tokenizer=run.tokenizer, seq_len=run.budget.seq_len,
+                              batch_size=micro, val_windows=run.budget.val_windows, **run.data)  # fmt: skip
+        module = _language_model(run, growth.weights if growth else None)
     growth_metrics = out / "growth_metrics.json"
     if growth is not None and not growth_metrics.exists():
         atomic_write(growth_metrics, json.dumps(_measure_growth(trainer, data, module, growth)))
     last = out / "checkpoints" / "last.ckpt"
     started = time.time()
     trainer.fit(module, datamodule=data, ckpt_path=str(last) if last.exists() else None)
-    val_sets = [f"val/{name}/loss" for name in data.val_names]
-    curves = _curves(out / "metrics.csv", ("train/loss", "val/loss", "train/time", *val_sets))  # before the final
-    metrics = trainer.validate(module, datamodule=data, verbose=False)[0]  # validation repeats the last point
-    if "test" in data.splits:
+    val_sets = [f"val/{name}/loss" for name in getattr(data, "val_names", [])]
+    accuracy = ["val/top1", "val/ema_top1"] if run.is_image else []
+    curves = _curves(out / "metrics.csv", ("train/loss", "val/loss", "train/time", *val_sets, *accuracy))
+    metrics = trainer.validate(module, datamodule=data, verbose=False)[0]  # after the curves: it repeats a point
+    if "test" in getattr(data, "splits", []):
         metrics.update(trainer.test(module, datamodule=data, verbose=False)[0])
     done = {
         "run": run.name,
         "model": run.model,
         "steps": trainer.global_step,
-        "tokens": module.tokens_seen,
+        "tokens": getattr(module, "tokens_seen", trainer.global_step * run.budget.tokens // run.budget.steps),
         "params": sum(p.numel() for p in module.model.parameters()),
         "train_flops": run.train_flops(),
-        "val_loss": metrics["val/loss"],
-        "val_ppl": math.exp(metrics["val/loss"]),
-        "val_bpb": metrics.get("val/bpb"),
-        "test_loss": metrics.get("test/loss"),
-        "test_bpb": metrics.get("test/bpb"),
+        **_final_metrics(metrics, run.is_image),
         **(json.loads(growth_metrics.read_text()) if growth is not None else {}),
         "train_loss_curve": curves["train/loss"],
         "val_loss_curve": curves["val/loss"],
-        **({"val_loss_curves": {name: curves[f"val/{name}/loss"] for name in data.val_names}} if val_sets else {}),
+        **({"val_loss_curves": {c.split("/")[1]: curves[c] for c in val_sets}} if val_sets else {}),
+        **{f"{c.replace('val/', 'val_')}_curve": curves[c] for c in accuracy},
         "train_seconds": (curves["train/time"] or [(0, None)])[-1][1],
         "step_ms": _step_ms(curves["train/time"]),
         "wall_seconds_last_session": time.time() - started,
@@ -148,6 +148,33 @@ def train_run(
         atomic_torch_save(module.model.state_dict(), out / "final.pt")
         atomic_write(out / "done.json", json.dumps(done, indent=2))
     return done
+
+
+def _final_metrics(metrics: dict[str, float], image: bool) -> dict[str, float | None]:
+    if image:
+        return {k.replace("val/", "val_"): v for k, v in metrics.items() if k.startswith("val/")}
+    return {
+        "val_loss": metrics["val/loss"],
+        "val_ppl": math.exp(metrics["val/loss"]),
+        "val_bpb": metrics.get("val/bpb"),
+        "test_loss": metrics.get("test/loss"),
+        "test_bpb": metrics.get("test/bpb"),
+    }
+
+
+def _image_task(run: Run, micro: int):
+    """The ImageNet datamodule and the classifier for a ViT run; `Budget.val_windows` caps validation images."""
+    from datamodules.imagenet import ImageNetDataModule
+    from modules.classifier import ImageClassifier
+
+    budget, config = run.budget, run.config
+    data = ImageNetDataModule(img_size=config.img_size, batch_size=micro, max_val_images=budget.val_windows,
+                              seed=run.seed, **run.data)  # fmt: skip
+    module = ImageClassifier(model=run.model, model_overrides=dict(run.overrides), lr=budget.lr,
+                             min_lr=budget.lr * budget.min_lr_ratio, warmup_steps=budget.warmup_steps,
+                             schedule_steps=budget.steps, **{k: v for k, v in run.lm.items()
+                                                             if k != "gradient_clip_val"})  # fmt: skip
+    return data, module
 
 
 def _language_model(run: Run, weights: Path | None) -> LanguageModel:

@@ -24,10 +24,11 @@ from modules.rmt import RMTConfig
 from modules.tokenformer import TokenformerConfig
 from modules.transformer import TransformerConfig
 from modules.variants import VariantConfig
+from modules.vit_tokenformer import ViTConfig
 
 COMPONENTS = ("embedding", "qkv", "attention", "out", "ffn", "norms", "head", "other")
 # module paths inside a block, per component; "other" is what a residual-path variant adds (modules/variants.py)
-_BLOCK_PARTS = {"qkv": ("attn.qkv",), "out": ("attn.out",), "ffn": ("ffn", "candidate"),
+_BLOCK_PARTS = {"qkv": ("attn.qkv",), "out": ("attn.out", "attn.proj"), "ffn": ("ffn", "candidate", "mlp"),
                 "other": ("gates", "attn_sdu", "ffn_sdu")}  # fmt: skip
 
 
@@ -37,6 +38,8 @@ def formula_params(config: DecoderConfig | RMTConfig) -> dict[str, int]:
         return _rmt_params(config)
     if isinstance(config, ModdedGPTConfig):
         return _modded_params(config)
+    if isinstance(config, ViTConfig):
+        return _vit(config, flops=False)
     if isinstance(config, VariantConfig):
         return _variant(config, formula_params(_base(config)), flops=False)
     d, layers, vocab = config.d_model, config.n_layer, config.vocab_size
@@ -66,6 +69,8 @@ def formula_flops(config: DecoderConfig | RMTConfig, seq_len: int) -> dict[str, 
         return _rmt_flops(config, seq_len)
     if isinstance(config, ModdedGPTConfig):
         return _modded_flops(config, seq_len)
+    if isinstance(config, ViTConfig):
+        return _vit(config, flops=True)
     if isinstance(config, VariantConfig):
         return _variant(config, formula_flops(_base(config), seq_len), flops=True)
     d, layers = config.d_model, config.n_layer
@@ -103,6 +108,36 @@ def _variant(c: VariantConfig, base: dict[str, int], flops: bool) -> dict[str, i
     else:  # aggregation nodes: 2d -> d and a LayerNorm each
         out["other"] = (c.aggregation_stages - 1) * (per_weight * 2 * d * d + (0 if flops else 2 * d))
     return out
+
+
+def _vit(c: ViTConfig, flops: bool) -> dict[str, int]:
+    """ViT (timm baseline or Tokenformer), per image then divided by its tokens (patches + class token) for FLOPs:
+    the patch embedding runs once per patch and the head once per image. `seq_len` is always the image's tokens."""
+    d, layers, tokens, patches = c.embed_dim, c.depth, c.tokens_per_image, c.tokens_per_image - 1
+    patch = c.patch_size**2 * c.in_chans * d
+    if c.pattention:
+        qkv, out, ffn = 3 * c.qkv_tokens * 2 * d, c.proj_tokens * 2 * d, c.ffn_tokens * 2 * d
+        biases = {"qkv": 0, "out": 0, "ffn": 0}
+    else:
+        hidden = int(d * c.mlp_ratio)
+        qkv, out, ffn = 3 * d * d, d * d, 2 * d * hidden
+        biases = {"qkv": 3 * d, "out": d, "ffn": hidden + d}
+    if flops:  # 2 per weight per token; attention over all tokens, both ways
+        per_image = {"embedding": 2 * patch * patches, "qkv": 2 * qkv * tokens * layers,
+                     "attention": 4 * tokens * d * tokens * layers, "out": 2 * out * tokens * layers,
+                     "ffn": 2 * ffn * tokens * layers, "norms": 0, "head": 2 * d * c.num_classes,
+                     "other": 0}  # fmt: skip
+        return {k: v // tokens for k, v in per_image.items()}
+    return {
+        "embedding": patch + d + d + tokens * d,  # patch projection and its bias, class token, positions
+        "qkv": layers * (qkv + biases["qkv"]),
+        "attention": 0,
+        "out": layers * (out + biases["out"]),
+        "ffn": layers * (ffn + biases["ffn"]),
+        "norms": layers * 4 * d * c.block_norm_parametric + 2 * d * c.final_norm_parametric,
+        "head": d * c.num_classes + c.num_classes,
+        "other": 0,
+    }
 
 
 def _rmt_params(c: RMTConfig) -> dict[str, int]:
@@ -208,9 +243,10 @@ def _modded_flops(config: ModdedGPTConfig, seq_len: int) -> dict[str, int]:
 
 def _component(name: str) -> str:
     """The component a parameter of a DecoderLM or an RMT belongs to, from its name."""
-    if name.startswith(("token_embedding", "position_embedding", "embed.", "value_embeds.")):
+    if name.startswith(("token_embedding", "position_embedding", "embed.", "value_embeds.", "patch_embed.",
+                        "cls_token", "pos_embed")):  # fmt: skip
         return "embedding"
-    if name.startswith(("lm_head", "readout", "mixout.")):
+    if name.startswith(("lm_head", "readout", "mixout.", "head.")):
         return "head"
     if name.endswith(("lambdas", "skip_weights")):
         return "other"
@@ -236,7 +272,11 @@ def counted_flops(config: DecoderConfig, seq_len: int, backward: bool = False) -
     a top-level `embed` module is the embedding and what remains is the head."""
     with torch.device("meta"):
         model = build_from_config(config)
-        idx = torch.zeros(1, seq_len, dtype=torch.long)
+        if isinstance(config, ViTConfig):
+            idx = torch.zeros(1, config.in_chans, config.img_size, config.img_size)
+            seq_len = config.tokens_per_image
+        else:
+            idx = torch.zeros(1, seq_len, dtype=torch.long)
         with FlopCounterMode(display=False) as counter:
             logits = model(idx)
             if backward:
@@ -244,7 +284,8 @@ def counted_flops(config: DecoderConfig, seq_len: int, backward: bool = False) -
     per_module = {name: sum(ops.values()) for name, ops in counter.get_flop_counts().items()}
     root = type(model).__name__
     counts = dict.fromkeys(COMPONENTS, 0)
-    for i in range(config.n_layer):
+    layers = config.depth if isinstance(config, ViTConfig) else config.n_layer
+    for i in range(layers):
         block = f"{root}.blocks.{i}"
         parts = {
             part: sum(per_module.get(f"{block}.{path}", 0) for path in paths) for part, paths in _BLOCK_PARTS.items()
@@ -252,9 +293,9 @@ def counted_flops(config: DecoderConfig, seq_len: int, backward: bool = False) -
         for part, flops in parts.items():
             counts[part] += flops
         counts["attention"] += per_module.get(f"{block}.attn", 0) - parts["qkv"] - parts["out"]
-    counts["embedding"] = per_module.get(f"{root}.embed", 0)
+    counts["embedding"] = per_module.get(f"{root}.embed", 0) + per_module.get(f"{root}.patch_embed", 0)
     aggregators = sum(v for k, v in per_module.items() if k.startswith(f"{root}.aggregators.") and k.count(".") == 2)
     counts["other"] += aggregators
-    blocks = sum(per_module.get(f"{root}.blocks.{i}", 0) for i in range(config.n_layer))
+    blocks = sum(per_module.get(f"{root}.blocks.{i}", 0) for i in range(layers))
     counts["head"] = per_module[root] - blocks - counts["embedding"] - aggregators
     return {c: flops // seq_len for c, flops in counts.items()}

@@ -25,9 +25,9 @@ def register_presets(builder: Callable[[Any], nn.Module], presets: dict[str, Any
         _PRESETS[name] = (config, builder)
 
 
-def list_models(pattern: str = "") -> list[str]:
-    """Names of every registered preset that contains `pattern`, sorted."""
-    return sorted(name for name in _PRESETS if pattern in name)
+def list_models(prefix: str = "") -> list[str]:
+    """Names of every registered preset that starts with `prefix`, sorted."""
+    return sorted(name for name in _PRESETS if name.startswith(prefix))
 
 
 def get_config(name: str, **overrides: Any) -> Any:

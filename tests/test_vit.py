@@ -1,0 +1,161 @@
+"""ViT-Tokenformer as timm models, the ImageNet datamodule on folders it writes, and the classification module."""
+
+import numpy as np
+import pytest
+import timm
+import torch
+import torch.nn.functional as F
+from PIL import Image
+
+from datamodules.imagenet import ImageNetDataModule, check_image_folder, load_image
+from modules import build_model, get_config
+from modules.classifier import ImageClassifier
+from modules.flops import counted_flops, counted_params, formula_flops, formula_params
+from modules.tokenformer import normalize_scores
+from modules.vit_tokenformer import TIMM_NAMES
+
+TINY = {"img_size": 16, "patch_size": 8, "embed_dim": 32, "depth": 2, "num_heads": 2, "num_classes": 5,
+        "qkv_tokens": 12, "proj_tokens": 10, "ffn_tokens": 40, "drop_path": 0.0}  # fmt: skip
+
+
+@pytest.mark.parametrize("timm_name", sorted(TIMM_NAMES))
+def test_timm_create_model_builds_every_registered_name(timm_name: str) -> None:
+    with torch.device("meta"):
+        model = timm.create_model(timm_name, drop_path_rate=0.2)
+    assert model.config == get_config(TIMM_NAMES[timm_name], drop_path=0.2)
+    with pytest.raises(ValueError, match="no pretrained weights"):
+        timm.create_model(timm_name, pretrained=True)
+
+
+@pytest.mark.parametrize(
+    "name,paper",
+    [("vit_tokenformer_b16", 109e6), ("vit_tokenformer_b16_matched", 86e6), ("vit_tokenformer_l16", 407e6),
+     ("vit_tokenformer_l16_matched", 307e6), ("vit_b16", 86e6), ("vit_l16", 307e6)],
+)  # fmt: skip
+def test_parameter_counts_within_one_percent_of_the_paper(name: str, paper: float) -> None:
+    with torch.device("meta"):
+        model = build_model(name)
+    count = sum(p.numel() for p in model.parameters())
+    assert abs(count - paper) / paper < 0.01
+    assert formula_params(model.config) == counted_params(model)
+
+
+@pytest.mark.parametrize("overrides", [{}, {"pattention": False, "block_norm_parametric": True},
+                                       {"block_norm_parametric": True, "normalization": "softmax"}])  # fmt: skip
+def test_flop_formulas_equal_the_count(overrides: dict) -> None:
+    config = get_config("vit_tokenformer_b16", **{**TINY, **overrides})
+    assert formula_flops(config, config.tokens_per_image) == counted_flops(config, 0)
+
+
+def test_a_tokenformer_block_is_pattention_attention_and_ffn_on_non_parametric_norms() -> None:
+    """x + Pat_o(MHA(Pat_q, Pat_k, Pat_v of LN(x))), then + Pat_ffn(LN(.)), in float64 against timm's block."""
+    model = build_model("vit_tokenformer_b16", **TINY).double()
+    block, x = model.blocks[0], torch.randn(2, 5, 32, dtype=torch.float64)
+
+    def pat(p, h, normalization="l2_norm_gelu"):
+        return normalize_scores(h @ p.key_param_tokens.T, normalization, p.num_param_tokens) @ p.value_param_tokens
+
+    h = F.layer_norm(x, (32,), eps=1e-6)
+    q, k, v = (pat(p, h).view(2, 5, 2, 16).transpose(1, 2) for p in (block.attn.qkv.query, block.attn.qkv.key,
+                                                                       block.attn.qkv.value))  # fmt: skip
+    attention = ((q @ k.transpose(-1, -2)) / 4).softmax(-1) @ v
+    y = x + pat(block.attn.proj, attention.transpose(1, 2).reshape(2, 5, 32))
+    expected = y + pat(block.mlp.fc, F.layer_norm(y, (32,), eps=1e-6))
+    torch.testing.assert_close(block(x), expected)
+    assert not any(p for p in block.norm1.parameters()) and model.norm.weight is not None
+
+
+def test_forward_backward_on_two_images_reaches_every_parameter() -> None:
+    model = build_model("vit_tokenformer_b16", **TINY)
+    logits = model(torch.randn(2, 3, 16, 16))
+    F.cross_entropy(logits, torch.tensor([1, 3])).backward()
+    assert logits.shape == (2, 5)
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in model.parameters())
+
+
+def test_mixup_targets_sum_to_one_and_mix_two_labels() -> None:
+    module = ImageClassifier("vit_tokenformer_b16", TINY, num_classes=5)
+    images, labels = torch.randn(4, 3, 16, 16), torch.tensor([0, 1, 2, 3])
+    _, targets = module.mixup(images, labels)
+    torch.testing.assert_close(targets.sum(-1), torch.ones(4))
+    assert ((targets > 0.01).sum(-1) >= 2).all()  # label smoothing 0.1 spreads 0.02 per class; mixing adds the other
+
+
+def test_no_weight_decay_on_norms_biases_class_token_and_positions() -> None:
+    module = ImageClassifier("vit_b16", {**{k: v for k, v in TINY.items() if "tokens" not in k},
+                                         "pattention": False, "block_norm_parametric": True}, num_classes=5,
+                             schedule_steps=10)  # fmt: skip
+    optimizer = module.configure_optimizers()["optimizer"]
+    decay, no_decay = ({id(p) for p in g["params"]} for g in optimizer.param_groups)
+    names = {id(p): n for n, p in module.model.named_parameters()}
+    assert {names[i] for i in no_decay} >= {"cls_token", "pos_embed", "norm.weight", "blocks.0.attn.qkv.bias"}
+    assert "blocks.0.attn.qkv.weight" in {names[i] for i in decay}
+
+
+def write_folder(root, classes=("cat", "dog", "fish"), per_class=4, size=20):
+    rng = np.random.default_rng(0)
+    for split in ("train", "val"):
+        for c in classes:
+            (root / split / c).mkdir(parents=True)
+            for i in range(per_class):
+                pixels = rng.integers(0, 255, (size, size, 3), dtype=np.uint8)
+                Image.fromarray(pixels).save(root / split / c / f"{i}.JPEG", format="JPEG")
+    return root
+
+
+def test_image_folder_datamodule_reads_a_folder_it_wrote(tmp_path) -> None:
+    root = write_folder(tmp_path / "imagenet")
+    data = ImageNetDataModule("folder", str(root), img_size=16, batch_size=4, max_val_images=6)
+    data.setup()
+    assert data.num_classes == 3 and data.classes == ["cat", "dog", "fish"]
+    images, labels = next(iter(data.train_dataloader()))
+    assert images.shape == (4, 3, 16, 16) and set(labels.tolist()) <= {0, 1, 2}
+    val_labels = torch.cat([y for _, y in data.val_dataloader()])
+    assert sorted(val_labels.tolist()) == [0, 0, 1, 1, 2, 2]  # evenly spaced over the classes
+
+
+def test_embedded_digits_are_an_image_folder_of_all_ten_classes(tmp_path) -> None:
+    data = ImageNetDataModule("embedded", str(tmp_path / "digits"), img_size=32, batch_size=8)
+    data.setup()
+    assert data.classes == [str(d) for d in range(10)]
+    assert (len(data.train_set), len(data.val_set)) == (4500, 500)
+
+
+def test_bad_image_folders_name_the_file_or_folder(tmp_path) -> None:
+    root = write_folder(tmp_path / "imagenet")
+    (root / "train" / "dog" / "1.JPEG").write_bytes(b"not a jpeg")
+    with pytest.raises(ValueError, match=r"corrupt or unreadable image .*dog/1\.JPEG"):
+        load_image(str(root / "train" / "dog" / "1.JPEG"))
+    (root / "val" / "bird").mkdir()
+    with pytest.raises(ValueError, match=r"class folder .*val/bird holds no images"):
+        check_image_folder(root / "val")
+    with pytest.raises(FileNotFoundError, match=r"image folder .*missing/train not found"):
+        ImageNetDataModule("folder", str(tmp_path / "missing"), img_size=16).setup()
+    with pytest.raises(ValueError, match="source='imagenet'"):
+        ImageNetDataModule("imagenet")
+
+
+def test_ema_follows_the_weights() -> None:
+    module = ImageClassifier("vit_tokenformer_b16", TINY, num_classes=5, ema_decay=0.5)
+    with torch.no_grad():
+        for p in module.model.parameters():
+            p.add_(1.0)
+    module.ema.update(module.model, step=10)
+    first = next(module.model.parameters())
+    torch.testing.assert_close(next(module.ema.module.parameters()), first - 0.5)
+
+
+def test_an_image_run_trains_through_the_runner(tmp_path) -> None:
+    import dataclasses
+
+    from experiments import tokenformer_table2_imagenet as table2
+    from experiments.runner import Budget
+    from experiments.training import train_run
+
+    run = next(r for r in table2.runs("smoke") if r.name == "vit_tokenformer_b16")
+    run = dataclasses.replace(run, budget=Budget(steps=4, batch_size=8, seq_len=17, lr=1e-3, val_windows=20),
+                              data={**run.data, "root": str(tmp_path / "digits")})  # fmt: skip
+    done = train_run(run, tmp_path / "run", accelerator="cpu")
+    assert done["steps"] == 4 and done["tokens"] == 4 * 8 * 17 and 0 <= done["val_top1"] <= 1
+    assert done["params"] == sum(formula_params(run.config).values())
+    assert (tmp_path / "run" / "final.pt").exists()
