@@ -20,6 +20,7 @@ recomputes tau from the new n, which multiplies every old normalised score by sq
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import math
 from collections.abc import Callable
 from typing import Literal
@@ -35,6 +36,17 @@ Normalization = Literal["l2_norm_gelu", "gelu_l2_norm", "softmax"]
 NORMALIZATIONS = ("l2_norm_gelu", "gelu_l2_norm", "softmax")
 TOKEN_FIELDS = ("qkv_tokens", "proj_tokens", "ffn_tokens")
 TAU_FIELDS = ("tau_qkv_tokens", "tau_proj_tokens", "tau_ffn_tokens")
+
+
+Kernel = Literal["auto", "triton", "torch"]
+KERNELS = ("auto", "triton", "torch")
+
+
+def _use_triton(kernel: str, x: Tensor) -> bool:
+    """`triton` always (on the CPU only under TRITON_INTERPRET=1), `torch` never, `auto` on CUDA with Triton."""
+    if kernel == "auto":
+        return x.is_cuda and importlib.util.find_spec("triton") is not None
+    return kernel == "triton"
 
 
 def normalize_scores(scores: Tensor, normalization: str, tau_tokens: int, eps: float = 0.0) -> Tensor:
@@ -62,8 +74,12 @@ class Pattention(nn.Module):
         normalization: Normalization = "l2_norm_gelu",
         eps: float = 0.0,
         tau_tokens: int | None = None,
+        kernel: Kernel = "auto",
     ) -> None:
         super().__init__()
+        if kernel not in KERNELS:
+            raise ValueError(f"kernel={kernel!r}; allowed: {', '.join(KERNELS)}")
+        self.kernel = kernel
         if normalization not in NORMALIZATIONS:
             raise ValueError(f"normalization={normalization!r}; allowed: {', '.join(NORMALIZATIONS)}")
         if num_param_tokens <= 0:
@@ -77,8 +93,12 @@ class Pattention(nn.Module):
         return self.key_param_tokens.shape[0]
 
     def forward(self, x: Tensor) -> Tensor:
-        scores = x @ self.key_param_tokens.T
         tau = self.tau_tokens or self.num_param_tokens
+        if self.normalization == "l2_norm_gelu" and _use_triton(self.kernel, x):
+            from kernels.pattention import pattention
+
+            return pattention(x, self.key_param_tokens, self.value_param_tokens, tau, self.eps)
+        scores = x @ self.key_param_tokens.T
         return normalize_scores(scores, self.normalization, tau, self.eps) @ self.value_param_tokens
 
     def extra_repr(self) -> str:
@@ -106,6 +126,7 @@ class TokenformerConfig(DecoderConfig):
     ffn_tokens: int = 3072
     normalization: Normalization = "l2_norm_gelu"
     pattention_eps: float = 0.0
+    kernel: Kernel = "auto"  # l2_norm_gelu Pattention: fused Triton (kernels/pattention.py) or eager PyTorch
     tau_qkv_tokens: int | None = None
     tau_proj_tokens: int | None = None
     tau_ffn_tokens: int | None = None
@@ -125,7 +146,7 @@ class Tokenformer(DecoderLM):
     def __init__(self, config: TokenformerConfig) -> None:
         def pattention(tokens: int, tau: int | None) -> Pattention:
             d = config.d_model
-            return Pattention(d, d, tokens, config.normalization, config.pattention_eps, tau)
+            return Pattention(d, d, tokens, config.normalization, config.pattention_eps, tau, config.kernel)
 
         def make_block(_: int, rotary: RotaryEmbedding | None) -> nn.Module:
             qkv = QKVPattention(lambda: pattention(config.qkv_tokens, config.tau_qkv_tokens))

@@ -26,7 +26,7 @@ from timm.models.vision_transformer import Block, VisionTransformer
 from torch import Tensor, nn
 
 from modules.registry import get_config, register_presets
-from modules.tokenformer import NORMALIZATIONS, Normalization, Pattention, QKVPattention
+from modules.tokenformer import NORMALIZATIONS, Kernel, Normalization, Pattention, QKVPattention
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +45,7 @@ class ViTConfig:
     proj_tokens: int = 768
     ffn_tokens: int = 3072
     normalization: Normalization = "l2_norm_gelu"
+    kernel: Kernel = "auto"  # Pattention: fused Triton on CUDA, eager PyTorch elsewhere (modules.tokenformer)
     block_norm_parametric: bool = False
     final_norm_parametric: bool = True
     init_std: float = 0.02
@@ -65,14 +66,18 @@ class ViTConfig:
         return (self.img_size // self.patch_size) ** 2 + 1
 
 
+def _pattention(dim: int, slots: int, config: ViTConfig) -> Pattention:
+    return Pattention(dim, dim, slots, config.normalization, kernel=config.kernel)
+
+
 class PattentionSelfAttention(nn.Module):
     """Bidirectional multi-head attention whose Q/K/V and output projections are Pattentions (timm's attn_layer)."""
 
     def __init__(self, dim: int, num_heads: int, config: ViTConfig, **_: object) -> None:
         super().__init__()
         self.num_heads = num_heads
-        self.qkv = QKVPattention(lambda: Pattention(dim, dim, config.qkv_tokens, config.normalization))
-        self.proj = Pattention(dim, dim, config.proj_tokens, config.normalization)
+        self.qkv = QKVPattention(lambda: _pattention(dim, config.qkv_tokens, config))
+        self.proj = _pattention(dim, config.proj_tokens, config)
 
     def forward(self, x: Tensor, attn_mask: Tensor | None = None, is_causal: bool = False) -> Tensor:
         batch, seq, dim = x.shape
@@ -89,7 +94,7 @@ class PattentionMLP(nn.Module):
 
     def __init__(self, in_features: int, config: ViTConfig, **_: object) -> None:
         super().__init__()
-        self.fc = Pattention(in_features, in_features, config.ffn_tokens, config.normalization)
+        self.fc = _pattention(in_features, config.ffn_tokens, config)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.fc(x)

@@ -1,6 +1,7 @@
 import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never reach the hub; fail at once instead of retrying for 20 s
+os.environ.setdefault("TRITON_INTERPRET", "1")  # Triton kernels run on the CPU (read when a kernel is decorated)
 
 import pytest
 import torch
