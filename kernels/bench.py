@@ -1,9 +1,14 @@
-"""Pattention speed on a CUDA GPU: ``python -m kernels.bench`` -> ``results/bench_kernels.csv``.
+"""Kernel speed on a CUDA GPU: ``python -m kernels.bench`` -> ``results/bench_kernels.csv``.
 
-Forward + backward, bf16, tokens = 8 x 2048, at the Tokenformer 150M / 450M / 1.5B widths (d = n_qkv = 768 / 1024 /
-2048, and the FFN's n = 4d): (a) the eager module, (b) the eager module under `torch.compile`, (c) the fused Triton
-kernel, (d) an `nn.Linear` MLP d -> n -> d with the same matmul FLOPs. Median of `--repeats` timings with CUDA events
-after warm-up, random inputs. Targets (issue 7): (c) at least 1.5x faster than (a) and within 1.15x of (d).
+Forward + backward in bf16, median of `--repeats` timings with CUDA events after warm-up, random inputs.
+
+* Pattention at the Tokenformer 150M / 450M / 1.5B widths (d = n_qkv = 768 / 1024 / 2048, and the FFN's n = 4d),
+  tokens = 8 x 2048: (a) the eager module, (b) the eager module under `torch.compile`, (c) the fused Triton kernel,
+  (d) an `nn.Linear` MLP d -> n -> d with the same matmul FLOPs; and the three Q/K/V Pattentions of a layer, eager
+  vs one grouped launch. Targets (issue 7): (c) at least 1.5x faster than (a) and within 1.15x of (d).
+* The RMT-305M sublayers (D_k = D_v = 64, R = 16, D_FF = 4096), tokens = 16 x 512 (the paper's window): the
+  attention and FF reads (norm + retrieval), the attention write (storage + residual add), and whole attention and
+  FF sublayers, eager vs `torch.compile` vs fused. Target: the fused sublayer at least 2x faster than eager.
 """
 
 from __future__ import annotations
@@ -11,19 +16,27 @@ from __future__ import annotations
 import argparse
 import csv
 import io
+import itertools
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 from modules.atomic import atomic_write
-from modules.tokenformer import Pattention
+from modules.registry import get_config, replace_config
+from modules.rmt import RMTAttention, RMTFeedForward, matrix_norm
+from modules.tokenformer import Pattention, QKVPattention
 
-SHAPES = {"tokenformer_150m": 768, "tokenformer_450m": 1024, "tokenformer_1_5b": 2048}
-TOKENS = 8 * 2048
-COLUMNS = ("gpu", "model", "layer", "d", "slots", "variant", "median_ms", "tflops", "speedup_vs_eager")
+PATTENTION_WIDTHS = {"tokenformer_150m": 768, "tokenformer_450m": 1024, "tokenformer_1_5b": 2048}
+PATTENTION_TOKENS = 8 * 2048
+RMT_PRESET, RMT_BATCH, RMT_SEQ = "rmt_305m", 16, 512
+DEVICE, DTYPE = "cuda", torch.bfloat16  # (the test runs it tiny on the CPU to show it runs)
+COLUMNS = ("gpu", "model", "layer", "shape", "variant", "median_ms", "tflops", "speedup_vs_eager")
+
+Case = tuple[str, str, str, float | None, dict[str, Callable[[], Tensor]]]  # model, layer, shape, flops, variants
 
 
 def time_ms(step: Callable[[], None], repeats: int, warmup: int = 5) -> float:
@@ -41,35 +54,83 @@ def time_ms(step: Callable[[], None], repeats: int, warmup: int = 5) -> float:
     return statistics.median(timings)
 
 
-def variants(d: int, slots: int) -> dict[str, nn.Module]:
-    eager = Pattention(d, d, slots, kernel="torch")
-    fused = Pattention(d, d, slots, kernel="triton")
-    fused.load_state_dict(eager.state_dict())
-    mlp = nn.Sequential(nn.Linear(d, slots, bias=False), nn.GELU(), nn.Linear(slots, d, bias=False))
-    return {"eager": eager, "compiled": torch.compile(eager), "triton": fused, "linear_mlp": mlp}
+def _cuda(module: nn.Module) -> nn.Module:
+    for p in module.parameters():
+        nn.init.normal_(p, std=0.02)
+    return module.to(DEVICE, DTYPE)
+
+
+def _input(*shape: int) -> Tensor:
+    return torch.randn(*shape, device=DEVICE, dtype=DTYPE, requires_grad=True)
+
+
+def pattention_cases() -> Iterator[Case]:
+    for model, d in PATTENTION_WIDTHS.items():
+        x = _input(PATTENTION_TOKENS, d)
+        for layer, slots in (("qkv", d), ("ffn", 4 * d)):
+            eager, fused = _cuda(Pattention(d, d, slots, kernel="torch")), Pattention(d, d, slots, kernel="triton")
+            _cuda(fused).load_state_dict(eager.state_dict())
+            mlp = _cuda(nn.Sequential(nn.Linear(d, slots, bias=False), nn.GELU(), nn.Linear(slots, d, bias=False)))
+            modules = {"eager": eager, "compiled": torch.compile(eager), "triton": fused, "linear_mlp": mlp}
+            flops = 3 * 2 * 2 * PATTENTION_TOKENS * d * slots  # two matmuls, forward + backward = 3 x forward
+            shape = f"{PATTENTION_TOKENS} x {d}->{slots}->{d}"
+            yield model, f"pattention_{layer}", shape, flops, {k: partial(m, x) for k, m in modules.items()}
+        qkv = {k: QKVPattention(partial(Pattention, d, d, d, kernel=k)) for k in ("torch", "triton")}
+        _cuda(qkv["triton"]).load_state_dict(_cuda(qkv["torch"]).state_dict())
+        shape, flops = f"{PATTENTION_TOKENS} x 3 x {d}->{d}->{d}", 3 * 3 * 2 * 2 * PATTENTION_TOKENS * d * d
+        yield (
+            model,
+            "pattention_q_k_v",
+            shape,
+            flops,
+            {"eager": partial(qkv["torch"], x), "triton": partial(qkv["triton"], x)},
+        )
+
+
+def _rmt_sublayers(kernel: str, x: Tensor, heads: Tensor) -> dict[str, Callable[[], Tensor]]:
+    config = replace_config(get_config(RMT_PRESET), kernel=kernel)
+    norm, attention, ffn = _cuda(matrix_norm(config)), _cuda(RMTAttention(config, 0)), _cuda(RMTFeedForward(config))
+    return {
+        "attention_read": partial(attention.qkv, x, norm),
+        "attention_write": partial(attention.out, x, heads),
+        "ffn_read": partial(ffn.retrieval, x, norm),
+        "attention_sublayer": partial(attention, x, norm, None),
+        "ffn_sublayer": partial(ffn, x, norm),
+    }
+
+
+def rmt_cases() -> Iterator[Case]:
+    c = get_config(RMT_PRESET)
+    x = _input(RMT_BATCH, RMT_SEQ, c.d_value, c.d_key)
+    heads = _input(RMT_BATCH, c.rank, RMT_SEQ, c.d_value)
+    shape = f"{RMT_BATCH * RMT_SEQ} x D_v {c.d_value} x D_k {c.d_key}, R {c.rank}"
+    eager, fused = _rmt_sublayers("torch", x, heads), _rmt_sublayers("triton", x, heads)
+    for layer, forward in eager.items():
+        yield (
+            RMT_PRESET,
+            layer,
+            shape,
+            None,
+            {"eager": forward, "compiled": torch.compile(forward), "triton": fused[layer]},
+        )
 
 
 def bench(repeats: int) -> list[dict]:
     gpu, rows = torch.cuda.get_device_name(), []
-    for model, d in SHAPES.items():
-        for layer, slots in (("qkv", d), ("ffn", 4 * d)):
-            flops = 3 * 2 * 2 * TOKENS * d * slots  # two matmuls, forward + backward = 3 x forward
-            eager_ms = None
-            for name, module in variants(d, slots).items():
-                for p in module.parameters():
-                    nn.init.normal_(p, std=0.02)
-                module = module.cuda().to(torch.bfloat16)
-                x = torch.randn(TOKENS, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-                grad = torch.randn(TOKENS, d, device="cuda", dtype=torch.bfloat16)
+    for model, layer, shape, flops, variants in itertools.chain(pattention_cases(), rmt_cases()):
+        eager_ms = None
+        for name, forward in variants.items():
 
-                def step(module=module, x=x, grad=grad) -> None:
-                    module(x).backward(grad)
+            def step(forward=forward) -> None:
+                out = forward()
+                out.backward(torch.ones_like(out))
 
-                ms = time_ms(step, repeats)
-                eager_ms = eager_ms or ms
-                rows.append({"gpu": gpu, "model": model, "layer": layer, "d": d, "slots": slots, "variant": name,
-                             "median_ms": round(ms, 4), "tflops": round(flops / ms / 1e9, 2),
-                             "speedup_vs_eager": round(eager_ms / ms, 3)})  # fmt: skip
+            ms = time_ms(step, repeats)
+            eager_ms = eager_ms or ms
+            rows.append({"gpu": gpu, "model": model, "layer": layer, "shape": shape, "variant": name,
+                         "median_ms": round(ms, 4), "tflops": round(flops / ms / 1e9, 2) if flops else "",
+                         "speedup_vs_eager": round(eager_ms / ms, 3)})  # fmt: skip
+            print(rows[-1], flush=True)
     return rows
 
 

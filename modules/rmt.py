@@ -12,6 +12,9 @@ one product fused with the residual add (`torch.addmm` / `torch.baddbmm`); there
 * Unembedding (Eq. 26-27): R retrievals concatenated, one (D_v * R) x V matrix (the R matrices W_U^(h) side by
   side). No biases, no weight tying.
 
+`kernel` (as Tokenformer's): `triton` runs each sublayer's norm + retrieval as one fused kernel and its storage +
+residual add as another (`kernels/rmt.py`); `auto` picks it on CUDA.
+
 Defaults follow the paper: pre-LayerNorm over the whole D_k * D_v matrix (eps 1e-6, elementwise weight and bias),
 learned positions, exact GELU, N(0, 0.02) unembedding. The official code does otherwise, each an option: RMSNorm over
 the matrix with a full-size gain (`norm="rmsnorm"`), ALiBi with slopes 2^(-8h/R) and document-blocked masking
@@ -30,6 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from kernels import Kernel, check_kernel, use_triton
 from modules.layers import causal_attention
 from modules.registry import register_presets
 
@@ -55,6 +59,7 @@ class RMTConfig:
     attention_alpha: float = 1.0
     output_alpha: float = 1.0
     inverse_layer_scaling: bool = True
+    kernel: Kernel = "auto"
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "n_layer", "d_key", "d_value", "rank", "d_ff", "max_seq_len"):
@@ -64,6 +69,7 @@ class RMTConfig:
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name}={getattr(self, name)!r}; allowed: {', '.join(map(repr, allowed))}")
+        check_kernel(self.kernel)
 
     @property
     def residual_size(self) -> int:
@@ -89,25 +95,47 @@ def store(x: Tensor, data: Tensor, keys: Tensor) -> Tensor:
     return torch.addmm(x.reshape(-1, x.shape[-1]), data.reshape(-1, data.shape[-1]), keys).view(x.shape)
 
 
-class Retrieval(nn.Module):
-    """n retrieval keys (columns of `keys`, [D_k, n])."""
+def normed_retrieval(x: Tensor, norm: nn.Module, keys: Tensor, kernel: str, heads_first: bool) -> Tensor:
+    """retrieve(norm(x), keys) -> [B, T, D_v, n]; `heads_first`: stored n-major, so that q, k, v are [B, R, T, D_v]
+    views with unit last stride. With the fused kernel the normalised matrix is never written to memory."""
+    if use_triton(kernel, x):
+        from kernels.rmt import norm_retrieve
 
-    def __init__(self, d_key: int, n: int) -> None:
+        layernorm = isinstance(norm, nn.LayerNorm)
+        bias = norm.bias if layernorm else None
+        return norm_retrieve(x, keys, norm.weight, bias, norm.eps, layernorm, heads_first)
+    xn = norm(x)
+    if not heads_first:
+        return retrieve(xn, keys)
+    batch, seq, d_value, d_key = x.shape
+    return (keys.T @ xn.reshape(-1, d_key).T).view(-1, batch, seq, d_value).permute(1, 2, 3, 0)
+
+
+class Retrieval(nn.Module):
+    """n retrieval keys (columns of `keys`, [D_k, n]); forward(x, norm) retrieves from norm(x)."""
+
+    def __init__(self, d_key: int, n: int, kernel: Kernel = "torch") -> None:
         super().__init__()
         self.keys = nn.Parameter(torch.empty(d_key, n))
+        self.kernel = kernel
 
-    def forward(self, x: Tensor) -> Tensor:
-        return retrieve(x, self.keys)
+    def forward(self, x: Tensor, norm: nn.Module) -> Tensor:
+        return normed_retrieval(x, norm, self.keys, self.kernel, heads_first=False)
 
 
 class Storage(nn.Module):
     """R storage keys (rows of `keys`, [R, D_k]); forward(x, data) returns the updated residual."""
 
-    def __init__(self, rank: int, d_key: int) -> None:
+    def __init__(self, rank: int, d_key: int, kernel: Kernel = "torch") -> None:
         super().__init__()
         self.keys = nn.Parameter(torch.empty(rank, d_key))
+        self.kernel = kernel
 
     def forward(self, x: Tensor, data: Tensor) -> Tensor:
+        if use_triton(self.kernel, x):
+            from kernels.rmt import store as fused_store
+
+            return fused_store(x, data, self.keys)
         return store(x, data, self.keys)
 
 
@@ -134,18 +162,20 @@ def alibi_bias(idx: Tensor, heads: int, document_mask: bool, bos_token_id: int) 
 
 
 class HeadRetrieval(Retrieval):
-    """Q, K and V for all R heads in one product; returns q, k, v as [B, R, T, D_v] views (unit last stride)."""
+    """Q, K and V for all R heads from norm(x) in one product; returns q, k, v as [B, R, T, D_v] views."""
 
-    def forward(self, x: Tensor) -> Tensor:
-        batch, seq, d_value, d_key = x.shape
-        qkv = (self.keys.T @ x.reshape(-1, d_key).T).view(3, -1, batch, seq, d_value)  # [3, R, B, T, D_v]
-        return qkv.permute(0, 2, 1, 3, 4)
+    def forward(self, x: Tensor, norm: nn.Module) -> Tensor:
+        batch, seq, d_value, _ = x.shape
+        qkv = normed_retrieval(x, norm, self.keys, self.kernel, heads_first=True).permute(3, 0, 1, 2)
+        return qkv.view(3, -1, batch, seq, d_value).permute(0, 2, 1, 3, 4)  # [3, B, R, T, D_v]
 
 
 class HeadStorage(Storage):
     """Stores the R head outputs [B, R, T, D_v] into x with one batched product (fused with the add)."""
 
     def forward(self, x: Tensor, heads: Tensor) -> Tensor:
+        if use_triton(self.kernel, x):
+            return super().forward(x, heads.permute(0, 2, 3, 1))  # the kernel reads any strides
         batch, rank, seq, d_value = heads.shape
         data = heads.reshape(batch, rank, seq * d_value).transpose(1, 2)
         keys = self.keys.expand(batch, *self.keys.shape)
@@ -153,17 +183,17 @@ class HeadStorage(Storage):
 
 
 class RMTAttention(nn.Module):
-    """Eq. 20-22. forward(xn, x, bias) returns x plus the stored head outputs."""
+    """Eq. 20-22. forward(x, norm, bias) returns x plus the head outputs computed from norm(x)."""
 
     def __init__(self, config: RMTConfig, layer: int) -> None:
         super().__init__()
-        self.qkv = HeadRetrieval(config.d_key, 3 * config.rank)
-        self.out = HeadStorage(config.rank, config.d_key)
+        self.qkv = HeadRetrieval(config.d_key, 3 * config.rank, config.kernel)
+        self.out = HeadStorage(config.rank, config.d_key, config.kernel)
         layer_scale = 1 / (layer + 1) if config.inverse_layer_scaling else 1.0
         self.scale = config.attention_alpha / math.sqrt(config.d_value) * layer_scale
 
-    def forward(self, xn: Tensor, x: Tensor, bias: Tensor | None) -> Tensor:
-        q, k, v = self.qkv(xn)
+    def forward(self, x: Tensor, norm: nn.Module, bias: Tensor | None) -> Tensor:
+        q, k, v = self.qkv(x, norm)
         return self.out(x, causal_attention(q, k, v, scale=self.scale, upcast=True, bias=bias).to(x.dtype))
 
 
@@ -173,15 +203,15 @@ class RMTFeedForward(nn.Module):
     def __init__(self, config: RMTConfig) -> None:
         super().__init__()
         width = config.d_value * config.rank
-        self.retrieval = Retrieval(config.d_key, config.rank)
+        self.retrieval = Retrieval(config.d_key, config.rank, config.kernel)
         self.up = nn.Linear(width, config.d_ff, bias=False)
         self.down = nn.Linear(config.d_ff, width, bias=False)
-        self.storage = Storage(config.rank, config.d_key)
+        self.storage = Storage(config.rank, config.d_key, config.kernel)
         self.gelu = config.gelu
 
-    def forward(self, xn: Tensor, x: Tensor) -> Tensor:
-        batch, seq, d_value, _ = xn.shape
-        u = self.retrieval(xn).reshape(batch, seq, -1)  # (v, h) order: v major
+    def forward(self, x: Tensor, norm: nn.Module) -> Tensor:
+        batch, seq, d_value, _ = x.shape
+        u = self.retrieval(x, norm).reshape(batch, seq, -1)  # (v, h) order: v major
         y = self.down(F.gelu(self.up(u), approximate=self.gelu))
         return self.storage(x, y.view(batch, seq, d_value, -1))
 
@@ -193,8 +223,8 @@ class RMTBlock(nn.Module):
         self.ffn_norm, self.ffn = matrix_norm(config), RMTFeedForward(config)
 
     def forward(self, x: Tensor, bias: Tensor | None) -> Tensor:
-        x = self.attn(self.attn_norm(x), x, bias)
-        return self.ffn(self.ffn_norm(x), x)
+        x = self.attn(x, self.attn_norm, bias)
+        return self.ffn(x, self.ffn_norm)
 
 
 class RMTEmbedding(nn.Module):
@@ -228,7 +258,7 @@ class RMT(nn.Module):
         self.embed = RMTEmbedding(config)
         self.blocks = nn.ModuleList(RMTBlock(config, layer) for layer in range(config.n_layer))
         self.final_norm = matrix_norm(config)
-        self.readout = Retrieval(config.d_key, config.rank)
+        self.readout = Retrieval(config.d_key, config.rank, config.kernel)
         self.lm_head = nn.Linear(config.d_value * config.rank, config.vocab_size, bias=False)
         self.reset_parameters()
 
@@ -264,7 +294,7 @@ class RMT(nn.Module):
         x = self.embed(idx)
         for block in self.blocks:
             x = block(x, bias)
-        features = self.readout(self.final_norm(x)).reshape(*idx.shape, -1)
+        features = self.readout(x, self.final_norm).reshape(*idx.shape, -1)
         return self.lm_head(features) * c.output_alpha
 
 

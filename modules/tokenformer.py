@@ -20,7 +20,6 @@ recomputes tau from the new n, which multiplies every old normalised score by sq
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import math
 from collections.abc import Callable
 from typing import Literal
@@ -29,6 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from kernels import Kernel, check_kernel, use_triton
 from modules.layers import CausalSelfAttention, DecoderConfig, DecoderLM, PreNormBlock, RotaryEmbedding
 from modules.registry import get_config, register_presets, replace_config
 
@@ -36,17 +36,6 @@ Normalization = Literal["l2_norm_gelu", "gelu_l2_norm", "softmax"]
 NORMALIZATIONS = ("l2_norm_gelu", "gelu_l2_norm", "softmax")
 TOKEN_FIELDS = ("qkv_tokens", "proj_tokens", "ffn_tokens")
 TAU_FIELDS = ("tau_qkv_tokens", "tau_proj_tokens", "tau_ffn_tokens")
-
-
-Kernel = Literal["auto", "triton", "torch"]
-KERNELS = ("auto", "triton", "torch")
-
-
-def _use_triton(kernel: str, x: Tensor) -> bool:
-    """`triton` always (on the CPU only under TRITON_INTERPRET=1), `torch` never, `auto` on CUDA with Triton."""
-    if kernel == "auto":
-        return x.is_cuda and importlib.util.find_spec("triton") is not None
-    return kernel == "triton"
 
 
 def normalize_scores(scores: Tensor, normalization: str, tau_tokens: int, eps: float = 0.0) -> Tensor:
@@ -77,8 +66,7 @@ class Pattention(nn.Module):
         kernel: Kernel = "auto",
     ) -> None:
         super().__init__()
-        if kernel not in KERNELS:
-            raise ValueError(f"kernel={kernel!r}; allowed: {', '.join(KERNELS)}")
+        check_kernel(kernel)
         self.kernel = kernel
         if normalization not in NORMALIZATIONS:
             raise ValueError(f"normalization={normalization!r}; allowed: {', '.join(NORMALIZATIONS)}")
@@ -92,14 +80,21 @@ class Pattention(nn.Module):
     def num_param_tokens(self) -> int:
         return self.key_param_tokens.shape[0]
 
+    @property
+    def tau(self) -> int:
+        return self.tau_tokens or self.num_param_tokens
+
+    def fused(self, x: Tensor) -> bool:
+        """Whether forward(x) runs the Triton kernel (only `l2_norm_gelu` has one)."""
+        return self.normalization == "l2_norm_gelu" and use_triton(self.kernel, x)
+
     def forward(self, x: Tensor) -> Tensor:
-        tau = self.tau_tokens or self.num_param_tokens
-        if self.normalization == "l2_norm_gelu" and _use_triton(self.kernel, x):
+        if self.fused(x):
             from kernels.pattention import pattention
 
-            return pattention(x, self.key_param_tokens, self.value_param_tokens, tau, self.eps)
+            return pattention(x, self.key_param_tokens, self.value_param_tokens, self.tau, self.eps)
         scores = x @ self.key_param_tokens.T
-        return normalize_scores(scores, self.normalization, tau, self.eps) @ self.value_param_tokens
+        return normalize_scores(scores, self.normalization, self.tau, self.eps) @ self.value_param_tokens
 
     def extra_repr(self) -> str:
         d_in, d_out = self.key_param_tokens.shape[1], self.value_param_tokens.shape[1]
@@ -107,14 +102,25 @@ class Pattention(nn.Module):
 
 
 class QKVPattention(nn.Module):
-    """The three independent Q, K, V Pattentions of one attention layer, outputs concatenated."""
+    """The three independent Q, K, V Pattentions of one attention layer, outputs concatenated.
+
+    With the fused kernel the three run as one grouped launch (they share the input and, unless grown apart, the
+    shapes, tau and eps); otherwise one after another.
+    """
 
     def __init__(self, make: Callable[[], Pattention]) -> None:
         super().__init__()
         self.query, self.key, self.value = make(), make(), make()
 
     def forward(self, x: Tensor) -> Tensor:
-        return torch.cat((self.query(x), self.key(x), self.value(x)), dim=-1)
+        parts = (self.query, self.key, self.value)
+        alike = {(p.key_param_tokens.shape, p.value_param_tokens.shape, p.tau, p.eps) for p in parts}
+        if len(alike) == 1 and all(p.fused(x) for p in parts):
+            from kernels.pattention import grouped_pattention
+
+            keys, values = [p.key_param_tokens for p in parts], [p.value_param_tokens for p in parts]
+            return grouped_pattention(x, keys, values, self.query.tau, self.query.eps)
+        return torch.cat([p(x) for p in parts], dim=-1)
 
 
 @dataclasses.dataclass(frozen=True)

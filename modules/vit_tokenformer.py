@@ -25,8 +25,9 @@ from timm.models import register_model
 from timm.models.vision_transformer import Block, VisionTransformer
 from torch import Tensor, nn
 
+from kernels import Kernel
 from modules.registry import get_config, register_presets
-from modules.tokenformer import NORMALIZATIONS, Kernel, Normalization, Pattention, QKVPattention
+from modules.tokenformer import NORMALIZATIONS, Normalization, Pattention, QKVPattention
 
 
 @dataclasses.dataclass(frozen=True)

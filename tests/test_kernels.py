@@ -5,8 +5,10 @@ import os
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import kernels.pattention as fused
+import kernels.rmt as fused_rmt
 from modules import build_model
 from modules.tokenformer import Pattention, normalize_scores
 from tests.conftest import TINY_TOKENFORMER
@@ -20,6 +22,11 @@ pytestmark = pytest.mark.skipif(
 @pytest.fixture(autouse=True)
 def poisoned(monkeypatch):
     monkeypatch.setattr(fused, "_alloc", lambda *shape, device: torch.full(shape, float("nan"), device=device))
+    monkeypatch.setattr(
+        fused_rmt,
+        "_alloc",
+        lambda *shape, device, dtype=torch.float32: torch.full(shape, float("nan"), device=device, dtype=dtype),
+    )
 
 
 def reference(x, keys, values, tau, eps):
@@ -41,10 +48,30 @@ def test_fused_pattention_matches_float64_forward_and_gradients(shape, d_in, n, 
     out = fused.pattention(*inputs, tau_tokens=tau, eps=eps)
     grads = torch.autograd.grad(out, inputs, grad_out.float())
     assert out.shape == (*shape, d_out) and out.dtype == torch.float32
-    for ours, exact_value in zip((out, *grads), (expected, *expected_grads), strict=True):
-        assert torch.isfinite(ours).all()
-        scale = max(exact_value.abs().max().item(), 1.0)  # one slot: the normalised score is constant, dS = 0
-        assert (ours.double() - exact_value).abs().max() / scale < 1e-4
+    # relative to max(|exact|, 1): with one slot the normalised score is constant and dS = 0
+    assert_close_to_float64((out, *grads), (expected, *expected_grads))
+
+
+def assert_close_to_float64(ours, exact) -> None:
+    for value, exact_value in zip(ours, exact, strict=True):
+        assert torch.isfinite(value).all()
+        scale = max(exact_value.abs().max().item(), 1.0)
+        assert (value.double() - exact_value).abs().max() / scale < 1e-4
+
+
+def test_grouped_launch_equals_the_separate_pattentions_side_by_side() -> None:
+    x = torch.randn(3, 7, 21)
+    keys, values = torch.randn(3, 38, 21), torch.randn(3, 38, 13)  # Q, K, V groups of 38 slots -> 13 each
+    exact = [t.double().requires_grad_() for t in (x, keys, values)]
+    expected = torch.cat([reference(exact[0], exact[1][g], exact[2][g], 38, 1e-6) for g in range(3)], dim=-1)
+    grad_out = torch.randn_like(expected)
+    expected_grads = torch.autograd.grad(expected, exact, grad_out)
+    inputs = [t.clone().requires_grad_() for t in (x, keys, values)]
+    out = fused.grouped_pattention(inputs[0], list(inputs[1]), list(inputs[2]), eps=1e-6)
+    assert out.shape == (3, 7, 39)
+    assert_close_to_float64((out, *torch.autograd.grad(out, inputs, grad_out.float())), (expected, *expected_grads))
+    with pytest.raises(ValueError, match="the same for every group"):
+        fused.grouped_pattention(x, list(keys), [values[0], values[1], values[2, :30]])
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
@@ -56,7 +83,14 @@ def test_half_precision_inputs_accumulate_in_float32(dtype) -> None:
     assert (out.double() - expected).abs().max() / expected.abs().max() < 2e-2
 
 
-def test_module_dispatch_and_a_tokenformer_give_the_same_loss_and_gradients_with_either_kernel() -> None:
+def test_module_dispatch_and_a_tokenformer_give_the_same_loss_and_gradients_with_either_kernel(monkeypatch) -> None:
+    launches, apply = [], fused._FusedPattention.apply
+
+    def counting_apply(*args):
+        launches.append(args[3])  # the number of groups
+        return apply(*args)
+
+    monkeypatch.setattr(fused._FusedPattention, "apply", counting_apply)
     models = {k: build_model("tokenformer_124m", **TINY_TOKENFORMER, kernel=k) for k in ("torch", "triton")}
     models["triton"].load_state_dict(models["torch"].state_dict())
     idx = torch.randint(0, 97, (2, 11))
@@ -68,6 +102,8 @@ def test_module_dispatch_and_a_tokenformer_give_the_same_loss_and_gradients_with
     torch.testing.assert_close(results["triton"][0], results["torch"][0], rtol=1e-5, atol=1e-6)
     for name, grad in results["torch"][1].items():
         torch.testing.assert_close(results["triton"][1][name], grad, rtol=1e-4, atol=1e-6)
+    layers = TINY_TOKENFORMER["n_layer"]
+    assert sorted(launches) == [1] * 2 * layers + [3] * layers  # per layer: grouped Q/K/V, then output and FFN
     assert Pattention(4, 4, 3).kernel == "auto"  # eager on the CPU, fused on CUDA
     with pytest.raises(ValueError, match="kernel='cuda'"):
         Pattention(4, 4, 3, kernel="cuda")
@@ -87,3 +123,123 @@ def test_benchmark_says_it_needs_a_gpu(monkeypatch) -> None:
     monkeypatch.setattr(sys, "argv", ["kernels.bench"])
     with pytest.raises(SystemExit, match="on a CUDA GPU; none is visible"):
         bench.main()
+
+
+RMT_CASES = [(2, 3, 5, 6, 7), (3, 13, 4, 17, 40), (1, 1, 16, 16, 16), (2, 9, 32, 12, 3)]  # B, T, D_v, D_k, n
+
+
+@pytest.mark.parametrize("layernorm", [True, False], ids=["layernorm", "rmsnorm"])
+@pytest.mark.parametrize("heads_first", [False, True], ids=["n_last", "heads_first"])
+@pytest.mark.parametrize("batch,seq,d_value,d_key,n", RMT_CASES)
+def test_fused_norm_retrieval_matches_float64(batch, seq, d_value, d_key, n, layernorm, heads_first) -> None:
+    x = torch.randn(batch, seq, d_value, d_key) * 3 + 1
+    keys, weight, bias = torch.randn(d_key, n), torch.randn(d_value, d_key), torch.randn(d_value, d_key)
+    exact = [t.double().requires_grad_() for t in (x, keys, weight, bias)][: 4 if layernorm else 3]
+    if layernorm:
+        normed = F.layer_norm(exact[0], (d_value, d_key), exact[2], exact[3], 1e-5)
+    else:
+        normed = F.rms_norm(exact[0], (d_value, d_key), exact[2], 1e-5)
+    expected = normed @ exact[1]
+    grad_out = torch.randn_like(expected)
+    expected_grads = torch.autograd.grad(expected, exact, grad_out)
+    inputs = [t.detach().float().requires_grad_() for t in exact]
+    out = fused_rmt.norm_retrieve(
+        inputs[0], inputs[1], inputs[2], inputs[3] if layernorm else None, 1e-5, layernorm, heads_first
+    )
+    assert out.shape == (batch, seq, d_value, n)
+    assert (out.stride()[-1] == 1) != heads_first  # heads_first: n-major memory
+    grads = torch.autograd.grad(out, inputs, grad_out.float())
+    assert_close_to_float64((out, *grads), (expected, *expected_grads))
+
+
+@pytest.mark.parametrize("heads_layout", [False, True], ids=["contiguous_data", "attention_heads"])
+@pytest.mark.parametrize("batch,seq,d_value,d_key,rank", RMT_CASES)
+def test_fused_storage_matches_float64(batch, seq, d_value, d_key, rank, heads_layout) -> None:
+    x, keys = torch.randn(batch, seq, d_value, d_key), torch.randn(rank, d_key)
+    data = torch.randn(batch, rank, seq, d_value).permute(0, 2, 3, 1) if heads_layout else None
+    data = torch.randn(batch, seq, d_value, rank) if data is None else data
+    exact = [t.double().requires_grad_() for t in (x, data, keys)]
+    expected = exact[0] + exact[1] @ exact[2]
+    grad_out = torch.randn_like(expected)
+    expected_grads = torch.autograd.grad(expected, exact, grad_out)
+    inputs = [t.detach().float().requires_grad_() for t in exact]
+    out = fused_rmt.store(*inputs)
+    assert_close_to_float64((out, *torch.autograd.grad(out, inputs, grad_out.float())), (expected, *expected_grads))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_fused_rmt_operations_in_half_precision(dtype) -> None:
+    x, keys, weight, bias = torch.randn(2, 5, 8, 6), torch.randn(6, 9), torch.randn(8, 6), torch.randn(8, 6)
+    out = fused_rmt.norm_retrieve(x.to(dtype), keys.to(dtype), weight, bias, 1e-6)
+    expected = F.layer_norm(x.double(), (8, 6), weight.double(), bias.double(), 1e-6) @ keys.to(dtype).double()
+    assert out.dtype == dtype
+    assert (out.double() - expected).abs().max() / expected.abs().max() < 2e-2
+    data, storage_keys = torch.randn(2, 5, 8, 3), torch.randn(3, 6)
+    stored = fused_rmt.store(x.to(dtype), data.to(dtype), storage_keys.to(dtype))
+    expected = x.to(dtype).double() + data.to(dtype).double() @ storage_keys.to(dtype).double()
+    assert stored.dtype == dtype and (stored.double() - expected).abs().max() / expected.abs().max() < 2e-2
+
+
+@pytest.mark.parametrize(
+    "overrides", [{}, {"norm": "rmsnorm", "position": "alibi", "document_mask": True}], ids=["paper", "official_code"]
+)
+def test_an_rmt_gives_the_same_loss_and_gradients_with_either_kernel(overrides, monkeypatch) -> None:
+    tiny = {"n_layer": 2, "d_key": 6, "d_value": 5, "rank": 3, "d_ff": 16, "vocab_size": 41, "max_seq_len": 12}
+    models = {k: build_model("rmt_46m", **tiny, **overrides, kernel=k) for k in ("torch", "triton")}
+    models["triton"].load_state_dict(models["torch"].state_dict())
+    with torch.no_grad():  # non-trivial norm gains and biases
+        for name, param in models["torch"].named_parameters():
+            if "norm" in name:
+                param.normal_(1.0 if name.endswith("weight") else 0.0, 0.3)
+    models["triton"].load_state_dict(models["torch"].state_dict())
+    launches = []
+    for name in ("norm_retrieve", "store"):
+        original = getattr(fused_rmt, name)
+        monkeypatch.setattr(fused_rmt, name, lambda *a, f=original, n=name, **k: launches.append(n) or f(*a, **k))
+    idx = torch.randint(0, 41, (2, 11))
+    idx[:, 5] = 40 if overrides else idx[:, 5]
+    results = {}
+    for kernel, model in models.items():
+        loss = F.cross_entropy(model(idx).view(-1, 41), idx.roll(-1, 1).view(-1))
+        loss.backward()
+        results[kernel] = (loss.detach(), {n: p.grad for n, p in model.named_parameters()})
+    torch.testing.assert_close(results["triton"][0], results["torch"][0], rtol=1e-5, atol=1e-6)
+    for name, grad in results["torch"][1].items():
+        torch.testing.assert_close(results["triton"][1][name], grad, rtol=1e-4, atol=1e-6, msg=name)
+    # per layer: two norm + retrievals and two storages; then the final norm + readout
+    assert sorted(launches) == ["norm_retrieve"] * (2 * 2 + 1) + ["store"] * (2 * 2)
+
+
+def test_fused_rmt_operations_refuse_what_does_not_fit() -> None:
+    with pytest.raises(ValueError, match=r"norm_retrieve: x \(2, 3, 4, 5\), weight \(4, 6\)"):
+        fused_rmt.norm_retrieve(torch.randn(2, 3, 4, 5), torch.randn(5, 7), torch.ones(4, 6), None, 1e-6)
+    with pytest.raises(ValueError, match=r"store: .* keys \(3, 4\) do not fit"):
+        fused_rmt.store(torch.randn(2, 3, 4, 5), torch.randn(2, 3, 4, 3), torch.randn(3, 4))
+    with pytest.raises(ValueError, match="use kernel='torch' for this shape"):
+        fused_rmt.norm_retrieve(torch.randn(1, 1, 256, 128), torch.randn(128, 4), torch.ones(256, 128), None, 1e-6)
+
+
+def test_benchmark_runs_end_to_end_at_toy_sizes(monkeypatch, tmp_path) -> None:
+    """No GPU here: the real benchmark path on the CPU at toy sizes, timings stubbed, to show every row runs."""
+    import sys
+
+    from kernels import bench
+
+    monkeypatch.setattr(bench, "DEVICE", "cpu")
+    monkeypatch.setattr(bench, "DTYPE", torch.float32)
+    monkeypatch.setattr(bench, "PATTENTION_WIDTHS", {"toy": 16})
+    monkeypatch.setattr(bench, "PATTENTION_TOKENS", 5)
+    monkeypatch.setattr(bench, "RMT_BATCH", 1)
+    monkeypatch.setattr(bench, "RMT_SEQ", 2)
+    monkeypatch.setattr(bench, "time_ms", lambda step, repeats: step() or 2.0)
+    monkeypatch.setattr(torch, "compile", lambda fn: fn)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda: "cpu (toy run)")
+    monkeypatch.setattr(sys, "argv", ["kernels.bench", "--out", str(tmp_path / "bench.csv")])
+    bench.main()
+    rows = (tmp_path / "bench.csv").read_text().splitlines()
+    assert rows[0] == ",".join(bench.COLUMNS)
+    layers = {row.split(",")[2] for row in rows[1:]}
+    assert layers == {"pattention_qkv", "pattention_ffn", "pattention_q_k_v", "attention_read", "attention_write",
+                      "ffn_read", "attention_sublayer", "ffn_sublayer"}  # fmt: skip
+    assert len(rows) == 1 + 2 * 4 + 2 + 5 * 3

@@ -65,7 +65,7 @@ def test_one_hot_keys_make_each_head_read_and_write_only_its_own_column():
         attention.qkv.keys.copy_(torch.eye(3, dtype=torch.float64).repeat(1, 3))
         attention.out.keys.copy_(torch.eye(3, dtype=torch.float64))
     x, xn = torch.randn(2, 7, 5, 3, dtype=torch.float64), torch.randn(2, 7, 5, 3, dtype=torch.float64)
-    out = attention(xn, x, None)
+    out = attention(x, lambda _: xn, None)  # reads xn (the 'normalised' x), writes into x
     for h in range(3):
         own = xn[..., h]
         expected = F.scaled_dot_product_attention(own, own, own, is_causal=True, scale=1 / math.sqrt(5))

@@ -1,0 +1,241 @@
+"""Fused residual-matrix operations of the RMT (reference `rmt.md` section 7; paper App. E names runtime its limit).
+
+The residual is X [B, T, D_v, D_k] (D_k innermost). Eagerly, a sublayer's read is a norm over the whole matrix
+(write Xn, read it back) then one GEMM, and its write is a GEMM plus an add. Here each is one kernel, one program per
+token, the token's D_v x D_k matrix one tile:
+
+* `norm_retrieve(x, keys, weight, bias, eps, layernorm, heads_first)`: LayerNorm or RMSNorm (elementwise weight,
+  optional bias) over the matrix, then the contraction with all n retrieval keys [D_k, n] (Eq. 20, 23, 26). The
+  normalised matrix lives in registers only; saved for backward are X and the per-token mean and 1/std. The result
+  is [B, T, D_v, n], laid out n-major (`heads_first`: q, k, v become [B, R, T, D_v] views with no copy, as the
+  attention wants) or n-innermost (the FF's W1 input). Backward is one kernel per block of tokens: it recomputes
+  the normalised tile, writes dX, and sums the key, weight and bias gradients of its tokens (a second, tiny
+  reduction over the blocks finishes them; deterministic, no atomics).
+* `store(x, data, keys)`: x + sum_h data[..., h] (x) keys[h] (Eq. 22, 25) in one pass, reading X once and writing
+  the new residual once; `data` may be any strided [B, T, D_v, R] view (the attention's [B, R, T, D_v] heads).
+  Its backward is two GEMMs (dX is the incoming gradient itself).
+
+fp32, bf16 and fp16 (fp32 statistics and accumulation); D_v, D_k, n, R need not be powers of two (tiles are padded
+to at least 16, the tensor-core minimum). Runs on CUDA, or anywhere under TRITON_INTERPRET=1.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+from torch import Tensor
+
+from kernels.common import compute_dtype, dot, dot_dtype
+
+TOKENS_PER_PROGRAM = 16  # backward: tokens whose parameter gradients one program sums
+MAX_TILE = 128 * 128  # one token's padded D_v x D_k matrix must fit one program
+
+
+def _alloc(*shape: int, device: torch.device, dtype: torch.dtype = torch.float32) -> Tensor:
+    """Kernel outputs (tests replace this to poison them, so that an unwritten element shows)."""
+    return torch.empty(*shape, device=device, dtype=dtype)
+
+
+def _block(size: int) -> int:
+    return max(16, triton.next_power_of_2(size))
+
+
+@triton.jit
+def _load_matrix(X, token, v, k, D_V, D_K):
+    """The token's D_v x D_k matrix as a zero-padded fp32 [BLOCK_V, BLOCK_K] tile, and its mask."""
+    mask = (v[:, None] < D_V) & (k[None, :] < D_K)
+    return tl.load(X + token * D_V * D_K + v[:, None] * D_K + k[None, :], mask=mask, other=0.0).to(tl.float32), mask
+
+
+@triton.jit
+def _normalize(x, mask, mean, rstd, W, Bias, v, k, D_K, HAS_BIAS: tl.constexpr):
+    """xhat = (x - mean) * rstd and xn = xhat * w (+ b), zero on the padding; also returns w."""
+    xhat = tl.where(mask, (x - mean) * rstd, 0.0)
+    w = tl.load(W + v[:, None] * D_K + k[None, :], mask=mask, other=0.0).to(tl.float32)
+    xn = xhat * w
+    if HAS_BIAS:
+        xn += tl.load(Bias + v[:, None] * D_K + k[None, :], mask=mask, other=0.0).to(tl.float32)
+    return xhat, w, xn
+
+
+@triton.jit
+def _norm_retrieve_kernel(X, W, Bias, K, OUT, MEAN, RSTD, T, D_V, D_K, N, eps, so_b, so_t, so_v, so_n,
+                          LAYERNORM: tl.constexpr, HAS_BIAS: tl.constexpr, DOT_DTYPE: tl.constexpr,
+                          BLOCK_V: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr):  # fmt: skip
+    """One token: mean (LayerNorm; 0 for RMSNorm) and 1/std over its matrix, the normalised tile, and its
+    product with the keys written in OUT's strides."""
+    token = tl.program_id(0)
+    v, k, n = tl.arange(0, BLOCK_V), tl.arange(0, BLOCK_K), tl.arange(0, BLOCK_N)
+    x, mask = _load_matrix(X, token, v, k, D_V, D_K)
+    count = D_V * D_K
+    mean = tl.sum(tl.sum(x, axis=1), axis=0) / count
+    if not LAYERNORM:
+        mean = mean * 0.0
+    centred = tl.where(mask, x - mean, 0.0)
+    rstd = 1.0 / tl.sqrt(tl.sum(tl.sum(centred * centred, axis=1), axis=0) / count + eps)
+    tl.store(MEAN + token, mean)
+    tl.store(RSTD + token, rstd)
+    _, _, xn = _normalize(x, mask, mean, rstd, W, Bias, v, k, D_K, HAS_BIAS)
+    keys = tl.load(K + k[:, None] * N + n[None, :], mask=(k[:, None] < D_K) & (n[None, :] < N), other=0.0)
+    offsets = (token // T) * so_b + (token % T) * so_t + v[:, None] * so_v + n[None, :] * so_n
+    tl.store(OUT + offsets, dot(xn, keys, DOT_DTYPE), mask=(v[:, None] < D_V) & (n[None, :] < N))
+
+
+@triton.jit
+def _norm_retrieve_backward_kernel(X, W, Bias, K, D_OUT, MEAN, RSTD, DX, DW, DB, DK, TOKENS, T, D_V, D_K, N,
+                                   sd_b, sd_t, sd_v, sd_n, LAYERNORM: tl.constexpr, HAS_BIAS: tl.constexpr,
+                                   DOT_DTYPE: tl.constexpr, TOKENS_PER_PROGRAM: tl.constexpr,
+                                   BLOCK_V: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr):  # fmt: skip
+    """A block of tokens: dX per token; this block's partial sums of dW, dB ([D_v, D_k]) and dKeys ([D_k, n])."""
+    block = tl.program_id(0)
+    v, k, n = tl.arange(0, BLOCK_V), tl.arange(0, BLOCK_K), tl.arange(0, BLOCK_N)
+    vk_mask, kn_mask = (v[:, None] < D_V) & (k[None, :] < D_K), (k[:, None] < D_K) & (n[None, :] < N)
+    keys = tl.load(K + k[:, None] * N + n[None, :], mask=kn_mask, other=0.0)
+    d_weight = tl.zeros((BLOCK_V, BLOCK_K), dtype=tl.float32)
+    d_bias = tl.zeros((BLOCK_V, BLOCK_K), dtype=tl.float32)
+    d_keys = tl.zeros((BLOCK_K, BLOCK_N), dtype=tl.float32)
+    count = D_V * D_K
+    for i in range(TOKENS_PER_PROGRAM):
+        token = tl.minimum(block * TOKENS_PER_PROGRAM + i, TOKENS - 1)
+        live = block * TOKENS_PER_PROGRAM + i < TOKENS  # the last block's surplus iterations add nothing
+        x, _ = _load_matrix(X, token, v, k, D_V, D_K)
+        rstd = tl.load(RSTD + token)
+        xhat, w, xn = _normalize(x, vk_mask, tl.load(MEAN + token), rstd, W, Bias, v, k, D_K, HAS_BIAS)
+        offsets = (token // T) * sd_b + (token % T) * sd_t + v[:, None] * sd_v + n[None, :] * sd_n
+        d_out = tl.load(D_OUT + offsets, mask=(v[:, None] < D_V) & (n[None, :] < N) & live, other=0.0)
+        d_xn = dot(d_out, tl.trans(keys), DOT_DTYPE)
+        d_xhat = d_xn * w
+        through_var = tl.sum(tl.sum(d_xhat * xhat, axis=1), axis=0) / count
+        d_x = d_xhat - xhat * through_var
+        if LAYERNORM:  # the mean's share
+            d_x -= tl.sum(tl.sum(d_xhat, axis=1), axis=0) / count
+        d_x = tl.where(vk_mask, d_x * rstd, 0.0)
+        tl.store(DX + token * count + v[:, None] * D_K + k[None, :], d_x, mask=vk_mask & live)
+        d_weight += d_xn * xhat
+        d_bias += d_xn
+        d_keys += dot(tl.trans(xn), d_out, DOT_DTYPE)
+    tile = block * BLOCK_V * BLOCK_K + v[:, None] * BLOCK_K + k[None, :]
+    tl.store(DW + tile, d_weight)
+    tl.store(DB + tile, d_bias)
+    tl.store(DK + block * BLOCK_K * BLOCK_N + k[:, None] * BLOCK_N + n[None, :], d_keys)
+
+
+def _tiles(d_value: int, d_key: int, n: int) -> dict[str, int]:
+    blocks = {"BLOCK_V": _block(d_value), "BLOCK_K": _block(d_key), "BLOCK_N": _block(n)}
+    if blocks["BLOCK_V"] * blocks["BLOCK_K"] > MAX_TILE:
+        raise ValueError(
+            f"fused RMT kernels hold one token's D_v x D_k = {d_value} x {d_key} matrix in one program (at most "
+            f"{MAX_TILE} padded elements); use kernel='torch' for this shape"
+        )
+    return blocks
+
+
+class _NormRetrieve(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, keys, weight, bias, eps: float, layernorm: bool, heads_first: bool) -> Tensor:
+        batch, seq, d_value, d_key = x.shape
+        n, tokens, blocks = keys.shape[1], batch * seq, _tiles(d_value, d_key, keys.shape[1])
+        shape = (n, batch, seq, d_value) if heads_first else (batch, seq, d_value, n)
+        buffer = _alloc(*shape, device=x.device, dtype=x.dtype)
+        out = buffer.permute(1, 2, 3, 0) if heads_first else buffer
+        mean, rstd = _alloc(tokens, device=x.device), _alloc(tokens, device=x.device)
+        _norm_retrieve_kernel[(tokens,)](
+            x, weight, bias if bias is not None else weight, keys, out, mean, rstd, seq, d_value, d_key, n, eps,
+            *out.stride(), LAYERNORM=layernorm, HAS_BIAS=bias is not None, DOT_DTYPE=dot_dtype(x.dtype), **blocks,
+        )  # fmt: skip
+        ctx.save_for_backward(x, keys, weight, bias, mean, rstd)
+        ctx.layernorm = layernorm
+        return out
+
+    @staticmethod
+    def backward(ctx, d_out: Tensor):
+        x, keys, weight, bias, mean, rstd = ctx.saved_tensors
+        batch, seq, d_value, d_key = x.shape
+        n, tokens, blocks = keys.shape[1], batch * seq, _tiles(d_value, d_key, keys.shape[1])
+        programs = triton.cdiv(tokens, TOKENS_PER_PROGRAM)
+        d_x = _alloc(*x.shape, device=x.device, dtype=x.dtype)
+        d_weight = _alloc(programs, blocks["BLOCK_V"], blocks["BLOCK_K"], device=x.device)
+        d_bias = _alloc(programs, blocks["BLOCK_V"], blocks["BLOCK_K"], device=x.device)
+        d_keys = _alloc(programs, blocks["BLOCK_K"], blocks["BLOCK_N"], device=x.device)
+        # num_warps 8: eight tile-sized fp32 accumulators and operands per program
+        _norm_retrieve_backward_kernel[(programs,)](
+            x, weight, bias if bias is not None else weight, keys, d_out, mean, rstd, d_x, d_weight, d_bias, d_keys,
+            tokens, seq, d_value, d_key, n, *d_out.stride(), LAYERNORM=ctx.layernorm, HAS_BIAS=bias is not None,
+            DOT_DTYPE=dot_dtype(x.dtype), TOKENS_PER_PROGRAM=TOKENS_PER_PROGRAM, num_warps=8, **blocks,
+        )  # fmt: skip
+        d_weight = d_weight.sum(0)[:d_value, :d_key].to(weight.dtype)
+        d_bias = d_bias.sum(0)[:d_value, :d_key].to(bias.dtype) if bias is not None else None
+        return d_x, d_keys.sum(0)[:d_key, :n].to(keys.dtype), d_weight, d_bias, None, None, None
+
+
+def norm_retrieve(
+    x: Tensor,
+    keys: Tensor,
+    weight: Tensor,
+    bias: Tensor | None,
+    eps: float,
+    layernorm: bool = True,
+    heads_first: bool = False,
+) -> Tensor:
+    """LayerNorm (or RMSNorm) of each token's matrix, then retrieval: x [B, T, D_v, D_k], keys [D_k, n] ->
+    [B, T, D_v, n]; `heads_first` lays the result out as n x [B, T, D_v] (see the module doc)."""
+    if x.dim() != 4 or weight.shape != x.shape[2:] or keys.shape[0] != x.shape[3]:
+        raise ValueError(
+            f"norm_retrieve: x {tuple(x.shape)}, weight {tuple(weight.shape)} and keys {tuple(keys.shape)} do not "
+            "fit; need x [B, T, D_v, D_k], weight [D_v, D_k] and keys [D_k, n]"
+        )
+    dtype = compute_dtype(x)
+    x = x.to(dtype).contiguous()
+    keys = keys.to(dtype).contiguous()
+    bias = None if bias is None else bias.contiguous()
+    return _NormRetrieve.apply(x, keys, weight.contiguous(), bias, eps, layernorm, heads_first)
+
+
+@triton.jit
+def _store_kernel(X, DATA, K, OUT, T, D_V, D_K, R, s_b, s_t, s_v, s_r, DOT_DTYPE: tl.constexpr,
+                  BLOCK_V: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_R: tl.constexpr):  # fmt: skip
+    """One token: OUT = X + DATA @ K, DATA [D_v, R] read through its strides, K [R, D_k]."""
+    token = tl.program_id(0)
+    v, k, r = tl.arange(0, BLOCK_V), tl.arange(0, BLOCK_K), tl.arange(0, BLOCK_R)
+    data_offsets = (token // T) * s_b + (token % T) * s_t + v[:, None] * s_v + r[None, :] * s_r
+    data = tl.load(DATA + data_offsets, mask=(v[:, None] < D_V) & (r[None, :] < R), other=0.0)
+    keys = tl.load(K + r[:, None] * D_K + k[None, :], mask=(r[:, None] < R) & (k[None, :] < D_K), other=0.0)
+    mask = (v[:, None] < D_V) & (k[None, :] < D_K)
+    offsets = token * D_V * D_K + v[:, None] * D_K + k[None, :]
+    x = tl.load(X + offsets, mask=mask, other=0.0).to(tl.float32)
+    tl.store(OUT + offsets, x + dot(data, keys, DOT_DTYPE), mask=mask)
+
+
+class _Store(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: Tensor, data: Tensor, keys: Tensor) -> Tensor:
+        batch, seq, d_value, d_key = x.shape
+        rank = keys.shape[0]
+        blocks = _tiles(d_value, d_key, rank)
+        out = _alloc(*x.shape, device=x.device, dtype=x.dtype)
+        _store_kernel[(batch * seq,)](
+            x, data, keys, out, seq, d_value, d_key, rank, *data.stride(), DOT_DTYPE=dot_dtype(x.dtype),
+            BLOCK_V=blocks["BLOCK_V"], BLOCK_K=blocks["BLOCK_K"], BLOCK_R=blocks["BLOCK_N"],
+        )  # fmt: skip
+        ctx.save_for_backward(data, keys)
+        return out
+
+    @staticmethod
+    def backward(ctx, d_out: Tensor):
+        data, keys = ctx.saved_tensors
+        rows = d_out.reshape(-1, d_out.shape[-1])
+        d_data = (rows @ keys.T).view(data.shape)
+        d_keys = data.reshape(-1, data.shape[-1]).T @ rows
+        return d_out, d_data, d_keys
+
+
+def store(x: Tensor, data: Tensor, keys: Tensor) -> Tensor:
+    """x + sum_h data[..., h] (x) keys[h]: x [B, T, D_v, D_k], data [B, T, D_v, R] (any strides), keys [R, D_k]."""
+    if x.dim() != 4 or data.shape[:3] != x.shape[:3] or keys.shape != (data.shape[3], x.shape[3]):
+        raise ValueError(
+            f"store: x {tuple(x.shape)}, data {tuple(data.shape)} and keys {tuple(keys.shape)} do not fit; need "
+            "x [B, T, D_v, D_k], data [B, T, D_v, R] and keys [R, D_k]"
+        )
+    dtype = compute_dtype(x)
+    return _Store.apply(x.to(dtype).contiguous(), data.to(dtype), keys.to(dtype).contiguous())
