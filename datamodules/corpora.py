@@ -60,25 +60,41 @@ def _split_bytes(data: bytes, valid: int, test: int) -> Documents:
     }
 
 
-def _hub_text(local: Path, hub: str, config: str | None, val_fraction: float, seed: int) -> Documents:
-    """A text corpus from local files under `local` (.jsonl/.json/.parquet/.txt with a "text" field, searched
-    recursively), else from the hub; a random `val_fraction` of its documents is the validation split."""
+def _local_or_hub(local: Path, hub: str, config: str | None, split: str):
+    """The texts of local files under `local` (.jsonl/.json/.parquet/.txt with a "text" field, searched
+    recursively), else the hub dataset's `split`."""
     import datasets
 
     files = sorted(p for p in local.rglob("*") if p.suffix in (".jsonl", ".json", ".parquet", ".txt"))
     try:
         if files:
             builder = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".txt": "text"}[files[0].suffix]
-            full = datasets.load_dataset(builder, data_files=[str(f) for f in files], split="train")
-        else:
-            full = datasets.load_dataset(hub, name=config, split="train")
+            return datasets.load_dataset(builder, data_files=[str(f) for f in files], split="train")
+        return datasets.load_dataset(hub, name=config, split=split)
     except Exception as err:
         raise FileNotFoundError(
             f"no local files in {local} (.jsonl/.json/.parquet/.txt with a 'text' field) and loading {hub}"
-            f"{f' ({config})' if config else ''} from the hub failed: {err}"
+            f"{f' ({config})' if config else ''} {split} from the hub failed: {err}"
         ) from err
-    parts = full.train_test_split(test_size=val_fraction, seed=seed)
+
+
+def _hub_text(local: Path, hub: str, config: str | None, val_fraction: float, seed: int) -> Documents:
+    """A training corpus (see `_local_or_hub`); a random `val_fraction` of its documents is the validation split."""
+    parts = _local_or_hub(local, hub, config, "train").train_test_split(test_size=val_fraction, seed=seed)
     return {"train": parts["train"], "val": parts["test"]}
+
+
+def _hub_eval_text(local: Path, hub: str, config: str | None, split: str, one_document: bool = False) -> Documents:
+    """An evaluation-only corpus, all of it as "val". With `one_document` the texts are joined into one (WikiText's
+    lines are paragraphs of a few articles, not documents)."""
+    texts = _local_or_hub(local, hub, config, split)
+    return {"val": _text_dataset(["".join(texts["text"])]) if one_document else texts.select_columns(["text"])}
+
+
+def _load_pile(root: Path) -> Documents:
+    """The deduplicated Pile (what Tokenformer and Pythia-deduped trained on); a random 0.1% of its documents is
+    the held-out split (GPT-NeoX's 969/30/1 split held out 0.1% as test)."""
+    return _hub_text(root / "pile", "EleutherAI/the_pile_deduplicated", None, 0.001, 1234)
 
 
 def _load_openwebtext(root: Path) -> Documents:
@@ -178,6 +194,21 @@ CORPORA = {
             for sample in ("sample-10BT", "sample-100BT", "sample-350BT")
         ),
         Corpus("finemath", "gpt2", "HuggingFaceTB/finemath finemath-4plus (or local files)", _load_finemath),
+        Corpus("pile", "neox", "EleutherAI/the_pile_deduplicated (or local files)", _load_pile),
+        Corpus(
+            "pile_10k",
+            "gpt2",
+            "NeelNanda/pile-10k (or local files), evaluation only",
+            lambda root: _hub_eval_text(root / "pile_10k", "NeelNanda/pile-10k", None, "train"),
+        ),
+        Corpus(
+            "wikitext",
+            "gpt2",
+            "Salesforce/wikitext wikitext-103-raw-v1 test (or local files), evaluation only",
+            lambda root: _hub_eval_text(
+                root / "wikitext", "Salesforce/wikitext", "wikitext-103-raw-v1", "test", one_document=True
+            ),
+        ),
         Corpus("embedded_news", "gpt2", f"gensim {LEE_NEWS}", _load_embedded_news),
         Corpus("embedded_wiki", "bytes", f"gensim {WIKI_XML}", _load_embedded_wiki),
     )

@@ -3,7 +3,8 @@
 Every experiment writes rows ``experiment, table, row, metric, paper, ours, unit, scale, run, status, note`` to
 ``results/<scale>/<experiment>.csv``. Status: ``match`` (ours within the stated tolerance of the paper's),
 ``differs``, ``not_run`` (the run has not finished), ``analytic`` (ours is a formula or a count, not a training
-result) and ``measured`` (a training result the paper gives no number for).
+result), ``measured`` (a training result the paper gives no number for) and ``cited`` (a paper's number for a model
+this suite does not build, such as the Pythia rows of a comparison table, shown for reference only).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 from modules.atomic import atomic_write
 
 COLUMNS = ("experiment", "table", "row", "metric", "paper", "ours", "unit", "scale", "run", "status", "note")
-STATUSES = ("match", "differs", "not_run", "analytic", "measured")
+STATUSES = ("match", "differs", "not_run", "analytic", "measured", "cited")
 SCALES = ("smoke", "small", "paper")
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
 
