@@ -347,3 +347,15 @@ def open_split(directory: Path, split: str) -> tuple[np.memmap, dict]:
             f"({expected * itemsize} bytes); delete {directory} to tokenize again"
         )
     return np.memmap(path, dtype=meta["dtype"], mode="r"), meta
+
+
+def check_tokenizer(directory: Path, tokenizer: str, tokenizer_path: str | None = None) -> None:
+    """Refuse a prepared corpus whose meta.json names another tokenizer or vocabulary than `tokenizer`'s."""
+    meta = json.loads((Path(directory) / "meta.json").read_text())
+    tok = load_tokenizer(tokenizer, tokenizer_path)
+    if (meta["tokenizer"], meta["vocab_size"]) != (tok.name, tok.vocab_size):
+        raise ValueError(
+            f"{directory}/meta.json says the data were tokenized with {meta['tokenizer']} ({meta['vocab_size']} ids), "
+            f"but the tokenizer asked for is {tok.name} ({tok.vocab_size} ids); use tokenizer={meta['tokenizer']!r} "
+            f"or delete {directory} to tokenize again"
+        )

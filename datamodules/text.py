@@ -1,7 +1,10 @@
 """One LightningDataModule for every text corpus: random windows for training, fixed windows for validation.
 
-Training batch b on rank r is drawn from a generator seeded with (seed, r, b), so ranks see different windows, and a
-run resumed at step s continues with exactly the batches it would have drawn (batch index s * grad-accumulation).
+Training windows are numbered globally: micro-batch b of rank r holds windows (b * world + r) * micro ... + micro - 1,
+and window q is drawn from a generator seeded with (seed, q // 4096). So ranks see different windows, an optimizer
+step sees the same global batch however it is split over devices and accumulation (a 2-process run and a 1-process
+run with the same global batch train on the same tokens), and a run resumed at step s continues with exactly the
+batches it would have drawn (micro-batch index s * grad-accumulation).
 """
 
 from __future__ import annotations
@@ -14,7 +17,9 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_info
 
-from datamodules.corpora import CORPORA, open_split, prepare_corpus
+from datamodules.corpora import CORPORA, check_tokenizer, open_split, prepare_corpus
+
+RANDOM_BLOCK = 4096  # random-order windows drawn per generator seed
 
 
 def _window(tokens: np.ndarray, start: int, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -22,12 +27,23 @@ def _window(tokens: np.ndarray, start: int, seq_len: int) -> tuple[torch.Tensor,
     return chunk[:-1], chunk[1:]
 
 
+def _in_vocabulary(ids: torch.Tensor, meta: dict, directory, split: str) -> torch.Tensor:
+    """`ids`, after checking them against the vocabulary the split's meta.json declares (a corrupt file shows here)."""
+    largest = int(ids.max())
+    if largest >= meta["vocab_size"]:
+        raise ValueError(
+            f"{directory}/{split}.bin holds token id {largest}, outside the {meta['vocab_size']}-id vocabulary of "
+            f"its meta.json ({meta['tokenizer']}): the file is corrupt; delete {directory} to tokenize again"
+        )
+    return ids
+
+
 class RandomWindowBatches(IterableDataset):
     """Endless batches of `batch_size` windows of `seq_len + 1` tokens from one or more splits, from `start_batch` on.
 
     `order="random"`: each window starts at a uniformly random token of the splits put end to end. `order="epoch"`:
     the splits are cut into windows at stride `seq_len`, and every window is read exactly once per epoch, in an order
-    shuffled per epoch, the ranks taking turns (batch i of rank r is the epoch stream's batch i x world + r).
+    shuffled per epoch. Either way the ranks take turns in one global stream of windows (module docstring).
     """
 
     def __init__(
@@ -46,13 +62,15 @@ class RandomWindowBatches(IterableDataset):
         if order not in ("random", "epoch"):
             raise ValueError(f"order={order!r}; allowed: 'random', 'epoch'")
         self.directories = list(directory) if isinstance(directory, (list, tuple)) else [directory]
+        self.metas = []
         for d in self.directories:
-            tokens, _ = open_split(d, split)
+            tokens, meta = open_split(d, split)
+            self.metas.append(meta)
             if len(tokens) <= seq_len + 1:
                 raise ValueError(f"split {split!r} of {d} has {len(tokens)} tokens, fewer than seq_len+1={seq_len + 1}")
         self.split, self.seq_len, self.batch_size = split, seq_len, batch_size
         self.seed, self.rank, self.start_batch, self.order, self.world_size = seed, rank, start_batch, order, world_size
-        self._epoch: tuple[int, np.ndarray] | None = None
+        self._block: tuple[int, np.ndarray] | None = None  # the epoch's permutation, or a block of random draws
 
     def _starts(self, sources: list[np.ndarray]) -> np.ndarray:
         """Cumulative count of the window starts each source offers."""
@@ -60,16 +78,15 @@ class RandomWindowBatches(IterableDataset):
         return np.cumsum([(len(t) - self.seq_len - 1) // stride + 1 for t in sources])
 
     def _window_ids(self, total: int, index: int) -> np.ndarray:
-        if self.order == "random":
-            rng = np.random.default_rng([self.seed, self.rank, index])
-            return rng.integers(0, total, size=self.batch_size)
         first = (index * self.world_size + self.rank) * self.batch_size
         ids = np.empty(self.batch_size, dtype=np.int64)
         for i, position in enumerate(range(first, first + self.batch_size)):
-            epoch, offset = divmod(position, total)
-            if self._epoch is None or self._epoch[0] != epoch:
-                self._epoch = (epoch, np.random.default_rng([self.seed, epoch]).permutation(total))
-            ids[i] = self._epoch[1][offset]
+            block, offset = divmod(position, total if self.order == "epoch" else RANDOM_BLOCK)
+            if self._block is None or self._block[0] != block:
+                rng = np.random.default_rng([self.seed, block])
+                draw = rng.permutation(total) if self.order == "epoch" else rng.integers(0, total, size=RANDOM_BLOCK)
+                self._block = (block, draw)
+            ids[i] = self._block[1][offset]
         return ids
 
     def batch(self, sources: list[np.ndarray], index: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -79,8 +96,12 @@ class RandomWindowBatches(IterableDataset):
         offsets = ids - np.concatenate(([0], cumulative[:-1]))[source]
         stride = 1 if self.order == "random" else self.seq_len
         windows = [_window(sources[s], int(o) * stride, self.seq_len) for s, o in zip(source, offsets, strict=True)]
-        inputs, targets = zip(*windows, strict=True)
-        return torch.stack(inputs), torch.stack(targets)
+        inputs, targets = (torch.stack(t) for t in zip(*windows, strict=True))
+        for index in set(source.tolist()):
+            rows = torch.from_numpy(source == index)
+            for ids in (inputs[rows], targets[rows]):
+                _in_vocabulary(ids, self.metas[index], self.directories[index], self.split)
+        return inputs, targets
 
     def __iter__(self):
         sources = [open_split(d, self.split)[0] for d in self.directories]
@@ -95,8 +116,8 @@ class FixedWindows(Dataset):
     """Consecutive non-overlapping windows of a split (the first `max_windows` if given)."""
 
     def __init__(self, directory, split: str, seq_len: int, max_windows: int | None = None) -> None:
-        self.tokens, _ = open_split(directory, split)
-        self.seq_len = seq_len
+        self.tokens, self.meta = open_split(directory, split)
+        self.directory, self.split, self.seq_len = directory, split, seq_len
         available = (len(self.tokens) - 1) // seq_len
         if available == 0:
             raise ValueError(f"split {split!r} of {directory} is shorter than one window of {seq_len + 1} tokens")
@@ -106,7 +127,8 @@ class FixedWindows(Dataset):
         return self.length
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
-        return _window(self.tokens, i * self.seq_len, self.seq_len)
+        inputs, targets = _window(self.tokens, i * self.seq_len, self.seq_len)
+        return inputs, _in_vocabulary(targets, self.meta, self.directory, self.split)
 
 
 class TextDataModule(L.LightningDataModule):
@@ -157,6 +179,8 @@ class TextDataModule(L.LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         hp = self.hparams
         self.directories = [prepare_corpus(c, self.tokenizer, hp.data_root, hp.tokenizer_path) for c in self.corpora]
+        for directory in self.directories:
+            check_tokenizer(directory, self.tokenizer, hp.tokenizer_path)
         _, self.meta = open_split(self.directory, "train")
 
     @property

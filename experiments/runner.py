@@ -27,7 +27,8 @@ from modules.atomic import atomic_torch_save, atomic_write
 from modules.flops import formula_flops, formula_params
 
 RUNS_DIR = Path("runs")
-H100_BF16_DENSE_TFLOPS = 989.0
+GPUS = {"h100": 989.0, "h200": 989.0, "a100": 312.0, "l40s": 362.0}  # dense bf16 TFLOP/s per device (vendor peak)
+H100_BF16_DENSE_TFLOPS = GPUS["h100"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,13 +137,35 @@ def report(experiment: Experiment, scale: str, runs_dir: Path = RUNS_DIR, result
     return path
 
 
-def dry_run(experiment: Experiment, scale: str, mfu: float, peak_tflops: float, devices: int) -> list[dict]:
-    """Per run: parameters, FLOPs per token, total training FLOPs and time at `mfu` of `devices` x `peak_tflops`."""
+def memory_estimate(config: Any, micro_batch: int, seq_len: int, precision: str | None) -> float:
+    """Peak training memory per device in bytes, roughly: 16 bytes per parameter (fp32 weights, gradients, Adam's
+    two moments) plus activations kept for backward, about 34 x residual width values per token and layer (the
+    Korthikanti et al. count with flash attention) in the compute precision, plus the fp32 logits and their gradient."""
+    params = sum(formula_params(config).values())
+    width = getattr(config, "residual_size", None) or getattr(config, "d_model", None) or config.embed_dim
+    layers = getattr(config, "n_layer", None) or config.depth
+    outputs = getattr(config, "vocab_size", None) or config.num_classes
+    tokens = micro_batch * seq_len
+    activation_bytes = 2 if precision and ("16" in precision) else 4
+    return 16 * params + 34 * width * layers * tokens * activation_bytes + 8 * tokens * outputs
+
+
+def dry_run(
+    experiment: Experiment,
+    scale: str,
+    mfu: float,
+    peak_tflops: float,
+    devices: int,
+    precision: str | None = "bf16-mixed",
+) -> list[dict]:
+    """Per run: parameters, FLOPs per token, total training FLOPs, peak memory per device for its micro-batch, and
+    time and GPU-hours at `mfu` of `devices` x `peak_tflops`."""
     plan = []
     for run in experiment.runs(scale):
         config, budget = run.config, run.budget
         flops = run.train_flops()
         seconds = flops / (mfu * peak_tflops * 1e12 * devices)
+        micro = budget.micro_batch or max(1, budget.batch_size // devices)
         plan.append(
             {
                 "run": run.name,
@@ -152,22 +175,27 @@ def dry_run(experiment: Experiment, scale: str, mfu: float, peak_tflops: float, 
                 "tokens": budget.tokens,
                 "steps": budget.steps,
                 "train_flops": flops,
+                "micro_batch": micro,
+                "memory_gib": memory_estimate(config, micro, budget.seq_len, precision) / 2**30,
                 "hours": seconds / 3600,
+                "gpu_hours": seconds * devices / 3600,
             }
         )
     return plan
 
 
-def _print_plan(plan: list[dict], mfu: float, peak: float, devices: int) -> None:
-    width = max(len(p["run"]) for p in plan) if plan else 3
+def print_plan(plan: list[dict], mfu: float, peak: float, devices: int, gpu: str = "") -> None:
+    width = max([len(p["run"]) for p in plan] + [3])
     print(f"{'run':{width}s} {'params':>15s} {'FLOPs/token':>12s} {'tokens':>10s} {'steps':>9s} {'FLOPs':>10s} "
-          f"{'hours':>9s}")  # fmt: skip
+          f"{'micro':>5s} {'GiB/dev':>8s} {'hours':>9s} {'GPU-h':>10s}")  # fmt: skip
     for p in plan:
         print(
             f"{p['run']:{width}s} {p['params']:>15,d} {p['train_flops_per_token']:>12.3e} {p['tokens']:>10.3e} "
-            f"{p['steps']:>9,d} {p['train_flops']:>10.3e} {p['hours']:>9.2f}"
+            f"{p['steps']:>9,d} {p['train_flops']:>10.3e} {p['micro_batch']:>5d} {p['memory_gib']:>8.1f} "
+            f"{p['hours']:>9.2f} {p['gpu_hours']:>10.1f}"
         )
-    print(f"(time at {mfu:.0%} MFU of {devices} x {peak:g} TFLOP/s; training FLOPs = 3 x forward matmul FLOPs)")
+    print(f"(time at {mfu:.0%} MFU of {devices} x {gpu or 'a device of'} {peak:g} TFLOP/s; training FLOPs = 3 x "
+          "forward matmul FLOPs; memory: 16 B/parameter + activations, an estimate)")  # fmt: skip
 
 
 def train(experiment: Experiment, scale: str, run: Run, runs_dir: Path = RUNS_DIR, **trainer_options: Any) -> dict:
@@ -231,12 +259,15 @@ def main(experiment: Experiment, argv: list[str] | None = None) -> None:
     parser.add_argument("--dry-run", action="store_true", help="print parameters, FLOPs and time; train nothing")
     parser.add_argument("--runs-dir", type=Path, default=RUNS_DIR)
     parser.add_argument("--mfu", type=float, default=0.4, help="assumed MFU for --dry-run")
-    parser.add_argument("--peak-tflops", type=float, default=H100_BF16_DENSE_TFLOPS, help="per device, --dry-run")
+    parser.add_argument("--gpu", choices=sorted(GPUS), default="h100", help="the GPU --dry-run prices hours on")
+    parser.add_argument("--peak-tflops", type=float, help="per device, --dry-run (default: the --gpu's bf16 peak)")
     parser.add_argument("--accelerator", default="auto")
     parser.add_argument("--devices", default="auto", help="devices per node (int or 'auto')")
     parser.add_argument("--num-nodes", type=int, default=1)
     parser.add_argument("--precision", default=None, help="Lightning precision, e.g. bf16-mixed (default: 32 on CPU)")
-    parser.add_argument("--strategy", default="auto")
+    parser.add_argument("--strategy", default="auto", help="ddp, fsdp (one FSDP2 unit per block), or any Lightning's")
+    parser.add_argument("--micro-batch", type=int, help="sequences per device and pass; accumulation keeps the global "
+                        "batch (the data are the same however the batch is split)")  # fmt: skip
     args = parser.parse_args(argv)
 
     if args.list:
@@ -246,8 +277,9 @@ def main(experiment: Experiment, argv: list[str] | None = None) -> None:
         return
     if args.dry_run:
         devices = int(args.devices) * args.num_nodes if args.devices != "auto" else args.num_nodes
-        plan = dry_run(experiment, args.scale, args.mfu, args.peak_tflops, devices)
-        _print_plan(plan, args.mfu, args.peak_tflops, devices)
+        peak = args.peak_tflops or GPUS[args.gpu]
+        plan = dry_run(experiment, args.scale, args.mfu, peak, devices, args.precision or "bf16-mixed")
+        print_plan(plan, args.mfu, peak, devices, args.gpu.upper())
         if experiment.plan_note:
             print(experiment.plan_note(args.scale))
         return
@@ -260,6 +292,10 @@ def main(experiment: Experiment, argv: list[str] | None = None) -> None:
             "strategy": args.strategy,
         }
         runs = [find_run(experiment, args.scale, args.run)] if args.run else experiment.runs(args.scale)
+        if args.micro_batch:
+            runs = [
+                dataclasses.replace(r, budget=dataclasses.replace(r.budget, micro_batch=args.micro_batch)) for r in runs
+            ]
         for run in runs:
             train(experiment, args.scale, run, args.runs_dir, **trainer_options)
         if args.run:

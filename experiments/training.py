@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import math
+import signal
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -16,6 +19,8 @@ from lightning.pytorch.callbacks import ModelCheckpoint, ThroughputMonitor
 from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.plugins.io import TorchCheckpointIO
+from lightning.pytorch.strategies import ModelParallelStrategy
+from torch.distributed.tensor import DTensor
 
 from datamodules.text import TextDataModule
 from experiments.runner import Growth, Run, write_config
@@ -51,6 +56,37 @@ class ResumableCSVLogger(CSVLogger):
         return self._experiment
 
 
+class CheckpointOnSignal(L.Callback):
+    """SIGTERM or SIGUSR1 (a scheduler's notice before preemption or the time limit): finish the optimizer step,
+    write `last.ckpt`, stop. The run then ends without done.json, and rerunning the command resumes it exactly.
+
+    SIGTERM replaces Lightning's handler, which would stop mid-accumulation; SIGUSR1 still reaches Lightning's SLURM
+    handler (requeue) after this one. All ranks stop at the same step boundary.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.received = path, None
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return  # signal handlers can only be set from the main thread
+        for sig in (signal.SIGTERM, signal.SIGUSR1):
+            previous = signal.getsignal(sig) if sig == signal.SIGUSR1 else None
+            signal.signal(sig, functools.partial(self._note, previous))
+
+    def _note(self, previous, signum: int, frame) -> None:
+        self.received = signal.Signals(signum).name
+        if callable(previous):
+            previous(signum, frame)
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module, outputs, batch, batch_idx: int) -> None:
+        if (batch_idx + 1) % trainer.accumulate_grad_batches:
+            return  # only between optimizer steps: a resumed run restarts at a step boundary
+        if trainer.strategy.reduce_boolean_decision(self.received is not None, all=False):
+            trainer.save_checkpoint(self.path)
+            trainer.should_stop = True
+
+
 def _accumulation(run: Run, world_size: int) -> tuple[int, int]:
     """(micro-batch, gradient accumulation) that keep the run's global batch on `world_size` devices."""
     budget = run.budget
@@ -68,6 +104,10 @@ def build_trainer(run: Run, out: Path, world_size: int, extra_callbacks: list | 
     budget = run.budget
     val_every = (budget.val_every or budget.steps) * accumulate
     options = {k: v for k, v in options.items() if v is not None}
+    if options.get("strategy") == "fsdp":  # FSDP2 through LanguageModel.configure_model: one unit per block
+        options["strategy"] = ModelParallelStrategy(
+            data_parallel_size=world_size, tensor_parallel_size=1, save_distributed_checkpoint=False
+        )
     trainer = L.Trainer(
         max_steps=budget.steps,
         accumulate_grad_batches=accumulate,
@@ -89,6 +129,7 @@ def build_trainer(run: Run, out: Path, world_size: int, extra_callbacks: list | 
                 length_fn=lambda batch: batch[0].shape[0] * budget.seq_len,  # tokens (an image's: its patches + 1)
                 window_size=max(2, min(100, budget.steps // 4)),
             ),
+            CheckpointOnSignal(out / "checkpoints" / "last.ckpt"),
             *(extra_callbacks or []),
         ],
         plugins=[AtomicCheckpointIO()],
@@ -121,6 +162,11 @@ def train_run(
     last = out / "checkpoints" / "last.ckpt"
     started = time.time()
     trainer.fit(module, datamodule=data, ckpt_path=str(last) if last.exists() else None)
+    if trainer.global_step < run.budget.steps:
+        raise SystemExit(
+            f"run {run.name} stopped at step {trainer.global_step} of {run.budget.steps} (a signal or an early stop); "
+            f"its checkpoint is {last}: rerun the same command to resume"
+        )
     val_sets = [f"val/{name}/loss" for name in getattr(data, "val_names", [])]
     accuracy = ["val/top1", "val/ema_top1"] if run.is_image else []
     curves = _curves(out / "metrics.csv", ("train/loss", "val/loss", "train/time", *val_sets, *accuracy))
@@ -144,10 +190,20 @@ def train_run(
         "step_ms": _step_ms(curves["train/time"]),
         "wall_seconds_last_session": time.time() - started,
     }
+    weights = full_state_dict(module.model)  # every rank takes part when the model is sharded
     if trainer.is_global_zero:
-        atomic_torch_save(module.model.state_dict(), out / "final.pt")
+        atomic_torch_save(weights, out / "final.pt")
         atomic_write(out / "done.json", json.dumps(done, indent=2))
     return done
+
+
+def full_state_dict(model: torch.nn.Module) -> dict:
+    """The model's whole state dict on the CPU, gathered from the ranks when FSDP has sharded it."""
+    if not any(isinstance(p, DTensor) for p in model.parameters()):
+        return model.state_dict()
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
 
 
 def _final_metrics(metrics: dict[str, float], image: bool) -> dict[str, float | None]:

@@ -19,7 +19,8 @@ from torch import Tensor, nn
 from torchmetrics.aggregation import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
-from modules.lm import warmup_cosine
+from modules.flops import formula_flops
+from modules.lm import check_finite_loss, warmup_cosine
 from modules.registry import build_model, list_models
 
 
@@ -63,6 +64,7 @@ class ImageClassifier(L.LightningModule):
         self.ema: nn.Module | None = None
         self.metrics = nn.ModuleDict()
         self.val_loss = MeanMetric()
+        self.flops_per_batch: int | None = None  # read by Lightning's ThroughputMonitor for MFU
         if num_classes is not None:
             self._build(num_classes)
 
@@ -81,12 +83,18 @@ class ImageClassifier(L.LightningModule):
                                                                      average="micro")  # fmt: skip
 
     def setup(self, stage: str) -> None:
+        datamodule = getattr(self.trainer, "datamodule", None)
         if self.model is None:
-            classes = getattr(getattr(self.trainer, "datamodule", None), "num_classes", None)
+            classes = getattr(datamodule, "num_classes", None)
             if not classes:
                 raise ValueError("ImageClassifier needs num_classes, or a datamodule that knows it")
             self.hparams.num_classes = classes
             self._build(classes)
+        config = getattr(self.model, "config", None)
+        if config is not None and datamodule is not None:  # a preset: its true FLOPs give the ThroughputMonitor's MFU
+            tokens = config.tokens_per_image
+            per_image = 3 * sum(formula_flops(config, tokens).values()) * tokens
+            self.flops_per_batch = per_image * datamodule.hparams.batch_size
 
     def forward(self, images: Tensor) -> Tensor:
         return self.model(images)
@@ -100,11 +108,7 @@ class ImageClassifier(L.LightningModule):
         else:
             targets = F.one_hot(labels, self.hparams.num_classes).float()
         loss = torch.sum(-targets * F.log_softmax(self(images).float(), dim=-1), dim=-1).mean()
-        if not torch.isfinite(loss):
-            raise FloatingPointError(
-                f"non-finite training loss {loss.item()} at step {self.global_step}; lower the learning rate, then "
-                "resume from the last checkpoint in the run directory"
-            )
+        check_finite_loss(self, loss)
         self.log("train/loss", loss, prog_bar=True)
         return loss
 

@@ -19,6 +19,24 @@ from modules.optim import MuonWithAdam, constant_then_linear, speedrun_lrs
 from modules.registry import build_model
 
 
+def check_finite_loss(module: L.LightningModule, loss: Tensor) -> None:
+    """Stop at the first non-finite training loss, before its gradients reach the weights or a checkpoint, saying
+    the step, the last finite loss and the last good checkpoint (resuming from it is rerunning the command)."""
+    if torch.isfinite(loss):
+        module.last_finite_loss = loss.detach()
+        return
+    last = getattr(module, "last_finite_loss", None)
+    callback = module.trainer.checkpoint_callback
+    checkpoint = getattr(callback, "last_model_path", "") or "none written yet"
+    if checkpoint == "none written yet" and callback is not None and (Path(callback.dirpath) / "last.ckpt").exists():
+        checkpoint = str(Path(callback.dirpath) / "last.ckpt")
+    raise FloatingPointError(
+        f"non-finite training loss {loss.item()} at step {module.global_step}; last finite loss "
+        f"{'none' if last is None else f'{last.item():.6g}'}; last good checkpoint: {checkpoint}. Lower the learning "
+        "rate or check the data, then rerun the same command to resume from that checkpoint"
+    )
+
+
 class LanguageModel(L.LightningModule):
     """Train `model` (a registered preset name, with `model_overrides`) on next-token cross-entropy.
 
@@ -99,11 +117,7 @@ class LanguageModel(L.LightningModule):
         inputs, targets = batch
         ce, z = self._losses(self(inputs), targets)
         loss = ce + self.hparams.z_loss * z
-        if not torch.isfinite(loss):
-            raise FloatingPointError(
-                f"non-finite training loss {loss.item()} at step {self.global_step}; lower the learning rate or "
-                "check the data, then resume from the last checkpoint in the run directory"
-            )
+        check_finite_loss(self, loss)
         self.tokens_seen += inputs.numel() * self.trainer.world_size
         self.log_dict({"train/loss": ce, "train/z_loss": z, "train/tokens": float(self.tokens_seen)}, prog_bar=False)
         self.log("train/loss_step", ce, prog_bar=True, logger=False)
@@ -140,6 +154,19 @@ class LanguageModel(L.LightningModule):
         if bytes_per_token and index == 0 and not getattr(self.model, "predicts_bytes", False):
             metrics[f"{prefix}/bpb"] = loss / math.log(2) / bytes_per_token
         self.log_dict(metrics, prog_bar=prefix == "val")
+
+    def configure_model(self) -> None:
+        """Under FSDP (`--strategy fsdp`, Lightning's ModelParallelStrategy) each transformer block is one FSDP2 unit,
+        then the rest of the model (embeddings, final norm, head) is the root unit."""
+        from torch.distributed.fsdp import FSDPModule, fully_shard
+
+        if self.device_mesh is None or isinstance(self.model, FSDPModule):  # validate() after fit() calls this again
+            return
+
+        mesh = self.device_mesh["data_parallel"]
+        for block in self.model.blocks:
+            fully_shard(block, mesh=mesh)
+        fully_shard(self.model, mesh=mesh)
 
     def configure_optimizers(self):
         hp = self.hparams
