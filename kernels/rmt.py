@@ -65,7 +65,7 @@ def _norm_retrieve_kernel(X, W, Bias, K, OUT, MEAN, RSTD, T, D_V, D_K, N, eps, s
                           BLOCK_V: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr):  # fmt: skip
     """One token: mean (LayerNorm; 0 for RMSNorm) and 1/std over its matrix, the normalised tile, and its
     product with the keys written in OUT's strides."""
-    token = tl.program_id(0)
+    token = tl.program_id(0).to(tl.int64)  # token x D_v x D_k outgrows int32 at large batches
     v, k, n = tl.arange(0, BLOCK_V), tl.arange(0, BLOCK_K), tl.arange(0, BLOCK_N)
     x, mask = _load_matrix(X, token, v, k, D_V, D_K)
     count = D_V * D_K
@@ -97,7 +97,7 @@ def _norm_retrieve_backward_kernel(X, W, Bias, K, D_OUT, MEAN, RSTD, DX, DW, DB,
     d_keys = tl.zeros((BLOCK_K, BLOCK_N), dtype=tl.float32)
     count = D_V * D_K
     for i in range(TOKENS_PER_PROGRAM):
-        token = tl.minimum(block * TOKENS_PER_PROGRAM + i, TOKENS - 1)
+        token = tl.minimum(block * TOKENS_PER_PROGRAM + i, TOKENS - 1).to(tl.int64)
         live = block * TOKENS_PER_PROGRAM + i < TOKENS  # the last block's surplus iterations add nothing
         x, _ = _load_matrix(X, token, v, k, D_V, D_K)
         rstd = tl.load(RSTD + token)
@@ -196,7 +196,7 @@ def norm_retrieve(
 def _store_kernel(X, DATA, K, OUT, T, D_V, D_K, R, s_b, s_t, s_v, s_r, DOT_DTYPE: tl.constexpr,
                   BLOCK_V: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_R: tl.constexpr):  # fmt: skip
     """One token: OUT = X + DATA @ K, DATA [D_v, R] read through its strides, K [R, D_k]."""
-    token = tl.program_id(0)
+    token = tl.program_id(0).to(tl.int64)  # token x D_v x D_k outgrows int32 at large batches
     v, k, r = tl.arange(0, BLOCK_V), tl.arange(0, BLOCK_K), tl.arange(0, BLOCK_R)
     data_offsets = (token // T) * s_b + (token % T) * s_t + v[:, None] * s_v + r[None, :] * s_r
     data = tl.load(DATA + data_offsets, mask=(v[:, None] < D_V) & (r[None, :] < R), other=0.0)
