@@ -22,9 +22,9 @@ from datamodules.corpora import CORPORA, check_tokenizer, open_split, prepare_co
 RANDOM_BLOCK = 4096  # random-order windows drawn per generator seed
 
 
-def _window(tokens: np.ndarray, start: int, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
-    chunk = torch.from_numpy(tokens[start : start + seq_len + 1].astype(np.int64))
-    return chunk[:-1], chunk[1:]
+def _window(tokens: np.ndarray, start: int, seq_len: int) -> torch.Tensor:
+    """The `seq_len + 1` tokens from `start`: the inputs are all but the last, the targets all but the first."""
+    return torch.from_numpy(tokens[start : start + seq_len + 1].astype(np.int64))
 
 
 def _in_vocabulary(ids: torch.Tensor, meta: dict, directory, split: str) -> torch.Tensor:
@@ -95,13 +95,13 @@ class RandomWindowBatches(IterableDataset):
         source = np.searchsorted(cumulative, ids, side="right")
         offsets = ids - np.concatenate(([0], cumulative[:-1]))[source]
         stride = 1 if self.order == "random" else self.seq_len
-        windows = [_window(sources[s], int(o) * stride, self.seq_len) for s, o in zip(source, offsets, strict=True)]
-        inputs, targets = (torch.stack(t) for t in zip(*windows, strict=True))
+        windows = torch.stack(
+            [_window(sources[s], int(o) * stride, self.seq_len) for s, o in zip(source, offsets, strict=True)]
+        )
         for index in set(source.tolist()):
             rows = torch.from_numpy(source == index)
-            for ids in (inputs[rows], targets[rows]):
-                _in_vocabulary(ids, self.metas[index], self.directories[index], self.split)
-        return inputs, targets
+            _in_vocabulary(windows[rows], self.metas[index], self.directories[index], self.split)
+        return windows[:, :-1].contiguous(), windows[:, 1:].contiguous()
 
     def __iter__(self):
         sources = [open_split(d, self.split)[0] for d in self.directories]
@@ -127,8 +127,10 @@ class FixedWindows(Dataset):
         return self.length
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
-        inputs, targets = _window(self.tokens, i * self.seq_len, self.seq_len)
-        return inputs, _in_vocabulary(targets, self.meta, self.directory, self.split)
+        window = _in_vocabulary(
+            _window(self.tokens, i * self.seq_len, self.seq_len), self.meta, self.directory, self.split
+        )
+        return window[:-1], window[1:]
 
 
 class TextDataModule(L.LightningDataModule):

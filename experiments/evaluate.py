@@ -96,24 +96,26 @@ def evaluate_cached(
     """The zero-shot tasks and by-hand perplexities (label -> corpus) of one model, kept in `eval_json` and
     recomputed only when `fingerprint` (which weights were evaluated) changes. Smoke scale: offline, the first
     50 documents per task, 16 perplexity windows, and a LAMBADA-format stand-in when no LAMBADA file exists."""
-    if eval_json.exists() and json.loads(eval_json.read_text()).get("fingerprint") == fingerprint:
-        return json.loads(eval_json.read_text())
+    cached = json.loads(eval_json.read_text()) if eval_json.exists() else {}
+    if cached.get("fingerprint") == fingerprint:
+        return cached
     lm, smoke = make_lm(), scale == "smoke"
     offline = smoke or hub_unreachable()
     lambada = lm_eval_tasks.lambada_file()
     if offline and smoke and not lambada.exists():
         lambada = lm_eval_tasks.lambada_stand_in()
     windows = SMOKE_WINDOWS if smoke else None
+    perplexities = {  # once per corpus: at smoke scale several labels stand on the same one
+        corpus: corpus_perplexity(lm.model, corpus, lm.tokenizer.name, lm.max_length, max_windows=windows)
+        for corpus in set(perplexity.values())
+    }
     result = {
         "fingerprint": fingerprint,
         "offline": offline,
         "documents_per_task": SMOKE_DOCUMENTS if smoke else "all",
         "lambada_source": str(lambada) if offline else "EleutherAI/lambada_openai",
         "tasks": zero_shot(lm, list(lm_eval_tasks.TASKS), offline, SMOKE_DOCUMENTS if smoke else None, lambada=lambada),
-        "perplexity": {
-            label: corpus_perplexity(lm.model, corpus, lm.tokenizer.name, lm.max_length, max_windows=windows)
-            for label, corpus in perplexity.items()
-        },
+        "perplexity": {label: perplexities[corpus] for label, corpus in perplexity.items()},
     }
     atomic_write(eval_json, json.dumps(result, indent=2))
     return result

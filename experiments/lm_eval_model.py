@@ -33,20 +33,21 @@ from modules import build_model
 def load_checkpoint(path: str | Path) -> tuple[nn.Module, str]:
     """(model with trained weights, tokenizer name) from a run directory, its ``final.pt`` or a Lightning ckpt."""
     path = Path(path)
-    run_dir = path if path.is_dir() else path.parent
-    if path.suffix == ".ckpt":
+    if path.suffix == ".ckpt":  # <run dir>/checkpoints/<name>.ckpt
+        run = _run_config(path.parent.parent)
         checkpoint = torch.load(path, map_location="cpu", weights_only=False)
         hparams = checkpoint["hyper_parameters"]
         model = build_model(hparams["model"], **(hparams.get("model_overrides") or {}))
         state = {k.removeprefix("model."): v for k, v in checkpoint["state_dict"].items() if k.startswith("model.")}
-        run_dir = path.parent.parent
     else:
         weights = path / "final.pt" if path.is_dir() else path
         if not weights.exists():
             raise FileNotFoundError(f"no trained weights at {weights}: train the run first (it writes final.pt)")
-        model, state = _model_of_run(run_dir), torch.load(weights, map_location="cpu", weights_only=True)
+        run = _run_config(weights.parent)
+        model = build_model(run["model"], **(run.get("overrides") or {}))
+        state = torch.load(weights, map_location="cpu", weights_only=True)
     model.load_state_dict(state)
-    return model, _tokenizer_of_run(run_dir)
+    return model, run.get("tokenizer") or CORPORA[run["corpus"]].default_tokenizer
 
 
 def _run_config(run_dir: Path) -> dict:
@@ -54,16 +55,6 @@ def _run_config(run_dir: Path) -> dict:
     if not config.exists():
         raise FileNotFoundError(f"{config} not found: a checkpoint must sit in a run directory of the runner")
     return yaml.safe_load(config.read_text())["run"]
-
-
-def _model_of_run(run_dir: Path) -> nn.Module:
-    run = _run_config(run_dir)
-    return build_model(run["model"], **(run.get("overrides") or {}))
-
-
-def _tokenizer_of_run(run_dir: Path) -> str:
-    run = _run_config(run_dir)
-    return run.get("tokenizer") or CORPORA[run["corpus"]].default_tokenizer
 
 
 @register_model("scaling-axes")

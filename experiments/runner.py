@@ -51,6 +51,10 @@ class Budget:
     def tokens(self) -> int:
         return self.steps * self.batch_size * self.seq_len
 
+    def micro_batch_on(self, devices: int) -> int:
+        """Sequences per device and forward pass on `devices` devices: `micro_batch`, else the global batch split."""
+        return self.micro_batch or max(1, self.batch_size // devices)
+
 
 @dataclasses.dataclass(frozen=True)
 class Run:
@@ -165,7 +169,7 @@ def dry_run(
         config, budget = run.config, run.budget
         flops = run.train_flops()
         seconds = flops / (mfu * peak_tflops * 1e12 * devices)
-        micro = budget.micro_batch or max(1, budget.batch_size // devices)
+        micro = budget.micro_batch_on(devices)
         plan.append(
             {
                 "run": run.name,

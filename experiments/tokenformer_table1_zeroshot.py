@@ -73,16 +73,15 @@ def _row(row: str, metric: str, paper: float | None, ours: float | None, unit: s
     )
 
 
-def _paper_values(table: str, row: str, scale: str) -> dict[str, float]:
-    values = {m: v for (t, r, m), v in published("tokenformer").items() if (t, r) == (table, row)}
-    return values if scale == "paper" else {}
+def _table1_row(paper: dict[tuple[str, str, str], float], row: str) -> dict[str, float]:
+    return {metric: value for (table, r, metric), value in paper.items() if (table, r) == ("table1", row)}
 
 
-def _cited_rows() -> list[Row]:
+def _cited_rows(paper: dict[tuple[str, str, str], float]) -> list[Row]:
     return [
         Row(table, row, metric, value, None, "ppl" if metric.endswith("ppl") else "%", status="cited",
             note="the paper's number for a model this suite does not build")
-        for (table, row, metric), value in published("tokenformer").items()
+        for (table, row, metric), value in paper.items()
         if table in ("table1", "table9") and not row.startswith("tokenformer")
     ]  # fmt: skip
 
@@ -91,7 +90,8 @@ def report(scale: str, results: dict[str, dict]) -> list[Row]:
     note = scale_note(scale)
     pile = {"pile_ppl": "pile" if scale == "paper" else "embedded_news"}
     pile_note = "held-out Pile, 2048-token windows" if scale == "paper" else "embedded news standing in for the Pile"
-    rows = _cited_rows()
+    paper = published("tokenformer")
+    rows = _cited_rows(paper)
     for run in runs(scale):
         if run.name not in results:
             rows.append(Row("table1", run.name, "lambada_acc", None, None, "%", run.name, "not_run", note))
@@ -99,8 +99,8 @@ def report(scale: str, results: dict[str, dict]) -> list[Row]:
         out = run_dir(EXPERIMENT, scale, run)
         result = evaluate_cached(out / "eval.json", lambda out=out: SuiteLM(checkpoint=str(out)), scale, pile,
                                  weights_fingerprint(out / "final.pt"))  # fmt: skip
-        paper = _paper_values("table1", run.name, scale)
-        rows += _model_rows(run.name, result, paper, run.name, note, pile_note)
+        expected = _table1_row(paper, run.name) if scale == "paper" else {}
+        rows += _model_rows(run.name, result, expected, run.name, note, pile_note)
     for preset in PRESETS:
         source = official_source(preset, scale)
         if source is None:
@@ -111,8 +111,8 @@ def report(scale: str, results: dict[str, dict]) -> list[Row]:
         fingerprint = weights_fingerprint(Path(source)) if Path(source).exists() else source
         result = evaluate_cached(out / "eval.json", lambda p=preset, s=source: SuiteLM(model=p, official_weights=s),
                                  scale, {"pile_ppl": "pile"}, fingerprint)  # fmt: skip
-        paper = {m: v for (t, r, m), v in published("tokenformer").items() if (t, r) == ("table1", preset)}
-        rows += _model_rows(f"{preset}_official", result, paper, source, "", "held-out Pile, 2048-token windows")
+        official = _table1_row(paper, preset)
+        rows += _model_rows(f"{preset}_official", result, official, source, "", "held-out Pile, 2048-token windows")
     return rows
 
 

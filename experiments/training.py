@@ -90,7 +90,7 @@ class CheckpointOnSignal(L.Callback):
 def _accumulation(run: Run, world_size: int) -> tuple[int, int]:
     """(micro-batch, gradient accumulation) that keep the run's global batch on `world_size` devices."""
     budget = run.budget
-    micro = budget.micro_batch or max(1, budget.batch_size // world_size)
+    micro = budget.micro_batch_on(world_size)
     if budget.batch_size % (micro * world_size):
         raise ValueError(
             f"global batch {budget.batch_size} of run {run.name} is not a multiple of micro-batch {micro} x "

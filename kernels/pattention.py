@@ -223,9 +223,9 @@ def grouped_pattention(
         )
     scale = math.sqrt(tau_tokens or key_shape[0])
     dtype = compute_dtype(x)
-    stack = (lambda ts: ts[0].to(dtype)) if len(keys) == 1 else (lambda ts: torch.cat(ts).to(dtype))
+    stacked_keys, stacked_values = (keys[0], values[0]) if len(keys) == 1 else (torch.cat(keys), torch.cat(values))
     flat = x.reshape(-1, x.shape[-1]).to(dtype)
-    out = _FusedPattention.apply(flat, stack(list(keys)), stack(list(values)), len(keys), scale, eps)
+    out = _FusedPattention.apply(flat, stacked_keys.to(dtype), stacked_values.to(dtype), len(keys), scale, eps)
     return out.reshape(*x.shape[:-1], len(keys) * value_shape[1])
 
 

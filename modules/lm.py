@@ -27,13 +27,14 @@ def check_finite_loss(module: L.LightningModule, loss: Tensor) -> None:
         return
     last = getattr(module, "last_finite_loss", None)
     callback = module.trainer.checkpoint_callback
-    checkpoint = getattr(callback, "last_model_path", "") or "none written yet"
-    if checkpoint == "none written yet" and callback is not None and (Path(callback.dirpath) / "last.ckpt").exists():
-        checkpoint = str(Path(callback.dirpath) / "last.ckpt")
+    checkpoint = getattr(callback, "last_model_path", "")
+    if not checkpoint and callback is not None and (Path(callback.dirpath) / "last.ckpt").exists():
+        checkpoint = str(Path(callback.dirpath) / "last.ckpt")  # written by an earlier session of this run
+    last_loss = "none" if last is None else f"{last.item():.6g}"
     raise FloatingPointError(
-        f"non-finite training loss {loss.item()} at step {module.global_step}; last finite loss "
-        f"{'none' if last is None else f'{last.item():.6g}'}; last good checkpoint: {checkpoint}. Lower the learning "
-        "rate or check the data, then rerun the same command to resume from that checkpoint"
+        f"non-finite training loss {loss.item()} at step {module.global_step}; last finite loss {last_loss}; last "
+        f"good checkpoint: {checkpoint or 'none written yet'}. Lower the learning rate or check the data, then rerun "
+        "the same command to resume from that checkpoint"
     )
 
 
