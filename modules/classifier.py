@@ -130,7 +130,7 @@ class ImageClassifier(L.LightningModule):
         for name, metric in self.metrics.items():
             metrics[f"val/{name}"] = metric.compute()
             metric.reset()
-        self.log_dict(metrics, prog_bar=True)
+        self.log_dict(metrics, prog_bar=True, sync_dist=True)  # already global, as in LanguageModel._log_eval
 
     def configure_optimizers(self):
         hp = self.hparams

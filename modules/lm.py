@@ -154,20 +154,26 @@ class LanguageModel(L.LightningModule):
         bytes_per_token = datamodule.bytes_per_token(split) if hasattr(datamodule, "bytes_per_token") else None
         if bytes_per_token and index == 0 and not getattr(self.model, "predicts_bytes", False):
             metrics[f"{prefix}/bpb"] = loss / math.log(2) / bytes_per_token
-        self.log_dict(metrics, prog_bar=prefix == "val")
+        # compute() has already reduced over ranks, so the values agree and averaging them again only tells Lightning so
+        self.log_dict(metrics, prog_bar=prefix == "val", sync_dist=True)
 
     def configure_model(self) -> None:
         """Under FSDP (`--strategy fsdp`, Lightning's ModelParallelStrategy) each transformer block is one FSDP2 unit,
-        then the rest of the model (embeddings, final norm, head) is the root unit."""
-        from torch.distributed.fsdp import FSDPModule, fully_shard
+        then the rest of the model (embeddings, final norm, head) is the root unit. With `bf16-mixed` precision the
+        units gather and use their weights in bf16 and reduce gradients in float32, while the sharded master weights
+        and the optimizer stay float32: autocast alone would all-gather float32 weights, twice the traffic."""
+        from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 
         if self.device_mesh is None or isinstance(self.model, FSDPModule):  # validate() after fit() calls this again
             return
 
-        mesh = self.device_mesh["data_parallel"]
+        policy = MixedPrecisionPolicy()  # full precision
+        if self.trainer.precision == "bf16-mixed":
+            policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        shard = functools.partial(fully_shard, mesh=self.device_mesh["data_parallel"], mp_policy=policy)
         for block in self.model.blocks:
-            fully_shard(block, mesh=mesh)
-        fully_shard(self.model, mesh=mesh)
+            shard(block)
+        shard(self.model)
 
     def configure_optimizers(self):
         hp = self.hparams

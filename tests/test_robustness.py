@@ -74,6 +74,33 @@ def test_two_processes_train_the_same_weights_as_one_with_the_same_global_batch(
         torch.testing.assert_close(double[name], value, rtol=1e-4, atol=1e-5, msg=name)
 
 
+@pytest.mark.parametrize("precision, compute_dtype", [("bf16-mixed", torch.bfloat16), ("32-true", torch.float32)])
+def test_fsdp_computes_in_the_precision_asked_and_keeps_float32_master_weights(precision, compute_dtype) -> None:
+    from types import SimpleNamespace
+
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+
+    from modules.lm import LanguageModel
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        lm = LanguageModel("transformer_124m", model_overrides=TINY)
+        lm._trainer = SimpleNamespace(precision=precision)  # all configure_model reads of the Trainer
+        lm._device_mesh = init_device_mesh("cpu", (1,), mesh_dim_names=("data_parallel",))
+        lm.configure_model()
+        used = []
+        for block in lm.model.blocks:
+            block.register_forward_pre_hook(lambda module, args: used.append(next(module.parameters()).dtype))
+        lm.model(torch.randint(0, 100, (2, 8))).float().logsumexp(-1).mean().backward()
+        assert used == [compute_dtype] * len(lm.model.blocks)
+        assert (
+            {p.dtype for p in lm.model.parameters()} == {p.grad.dtype for p in lm.model.parameters()} == {torch.float32}
+        )
+    finally:
+        dist.destroy_process_group()
+
+
 def test_a_killed_run_resumes_to_the_same_final_loss_and_a_signal_checkpoints_at_a_step_boundary(tmp_path) -> None:
     straight = train_run(tiny_run(), tmp_path / "straight", accelerator="cpu")
     killed = start(tmp_path / "killed", 30)

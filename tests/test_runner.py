@@ -117,9 +117,10 @@ def test_table3_shows_the_erratum_and_table8_matches_the_published_configs():
     assert exact.ours == exact.paper == 151_881_216
 
 
-def test_lightning_cli_trains_any_preset(tmp_path):
+def test_lightning_cli_trains_any_preset(tmp_path, monkeypatch):
     from experiments.cli import cli_main
 
+    monkeypatch.setattr("sys.argv", ["scaling-axes"])  # pytest's own arguments are not the CLI's
     overrides = json.dumps({**TINY, "qkv_tokens": 8, "proj_tokens": 8, "ffn_tokens": 32})
     cli = cli_main(
         [
