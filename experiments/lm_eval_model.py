@@ -119,7 +119,7 @@ class SuiteLM(TemplateLM):
         autocast = torch.autocast("cuda", torch.bfloat16) if self._device.type == "cuda" else contextlib.nullcontext()
         with autocast:
             logits = self.model(idx.to(self._device))
-        return F.log_softmax(logits.float(), dim=-1).cpu()
+        return F.log_softmax(logits.float(), dim=-1)  # stays on the device: only the scored positions come back
 
     def _loglikelihood_tokens(
         self, requests: list[tuple[tuple[str, str], list[int], list[int]]], disable_tqdm: bool = False, **_: Any
@@ -137,7 +137,7 @@ class SuiteLM(TemplateLM):
             log_probs = self._log_probs(idx)
             for row, i in enumerate(chunk):
                 length, scored = len(sequences[i]) - 1, min(len(requests[i][2]), len(sequences[i]) - 1)
-                targets = torch.tensor(sequences[i][-scored:])
+                targets = torch.tensor(sequences[i][-scored:], device=log_probs.device)
                 rows = log_probs[row, length - scored : length]
                 greedy = bool((rows.argmax(-1) == targets).all())
                 results[i] = (rows.gather(-1, targets[:, None]).sum().item(), greedy)

@@ -16,7 +16,7 @@ import torch
 from experiments.results import Row, pyplot, save_figure
 from experiments.runner import Experiment, main
 from modules import build_model, get_config
-from modules.flops import counted_flops, counted_params, formula_flops, formula_params
+from modules.flops import counted_flops, counted_params, formula_params, train_flops_per_token
 
 RESIDUALS = (1024, 2048, 3072, 4096)
 SEQ = 512
@@ -38,7 +38,7 @@ def _measure(family: str, residual: int) -> dict[str, tuple[int, int]]:
         counted = sum(counted_params(build_model(name, **overrides)).values())
     return {
         "params": (sum(formula_params(config).values()), counted),
-        "train_flops_per_token": (3 * sum(formula_flops(config, SEQ).values()),
+        "train_flops_per_token": (train_flops_per_token(config, SEQ),
                                   3 * sum(counted_flops(config, SEQ).values())),
     }  # fmt: skip
 

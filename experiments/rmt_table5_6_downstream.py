@@ -14,14 +14,13 @@ reproduction.
 from __future__ import annotations
 
 from experiments import rmt_setup
-from experiments.evaluate import evaluate_cached, weights_fingerprint, zero_shot_rows
+from experiments.evaluate import TOLERANCE, evaluate_cached, weights_fingerprint, zero_shot_rows
 from experiments.lm_eval_model import SuiteLM
 from experiments.results import Row, compare, published, scale_note
 from experiments.rmt_table3_4_resources import RMT, TRANSFORMER
 from experiments.runner import Experiment, Run, main
 
 CORPORA = {"openwebtext_ppl": "openwebtext", "pile_10k_ppl": "pile_10k", "wikitext_ppl": "wikitext"}
-TOLERANCE = 0.03
 
 
 def runs(scale: str) -> list[Run]:

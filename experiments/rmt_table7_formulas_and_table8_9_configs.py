@@ -15,7 +15,7 @@ import torch
 from experiments.results import Row, compare, published
 from experiments.runner import Experiment, main
 from modules import build_model, get_config
-from modules.flops import formula_flops
+from modules.flops import train_flops_per_token
 from modules.rmt import RMTConfig
 
 SEQ = 512
@@ -65,7 +65,7 @@ def _preset_rows(name: str, paper: dict) -> list[Row]:
     label = paper[(table, name, "params")]
     tokens = paper[(table, name, "tokens")]
     published_flops = paper.get(("table4", name, "train_flops"))
-    counted = 3 * sum(formula_flops(c, SEQ).values()) * tokens
+    counted = train_flops_per_token(c, SEQ) * tokens
     compatible = train_flops(c, tokens, compatible=True)
     return [
         Row(table, name, "params", label, params, "parameters", status=compare(label, params, LABEL_TOLERANCE),

@@ -24,11 +24,10 @@ import yaml
 from experiments.results import RESULTS_DIR, SCALES, Row, write_report, write_rows
 from modules import get_config
 from modules.atomic import atomic_torch_save, atomic_write
-from modules.flops import formula_flops, formula_params
+from modules.flops import formula_params, train_flops_per_token
 
 RUNS_DIR = Path("runs")
 GPUS = {"h100": 989.0, "h200": 989.0, "a100": 312.0, "l40s": 362.0}  # dense bf16 TFLOP/s per device (vendor peak)
-H100_BF16_DENSE_TFLOPS = GPUS["h100"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,7 +84,7 @@ class Run:
 
     def train_flops(self) -> int:
         """Training FLOPs of this run alone: 3 x forward matmul FLOPs per token x tokens."""
-        return 3 * sum(formula_flops(self.config, self.budget.seq_len).values()) * self.budget.tokens
+        return train_flops_per_token(self.config, self.budget.seq_len) * self.budget.tokens
 
 
 @dataclasses.dataclass(frozen=True)
@@ -167,7 +166,8 @@ def dry_run(
     plan = []
     for run in experiment.runs(scale):
         config, budget = run.config, run.budget
-        flops = run.train_flops()
+        per_token = train_flops_per_token(config, budget.seq_len)
+        flops = per_token * budget.tokens  # = run.train_flops()
         seconds = flops / (mfu * peak_tflops * 1e12 * devices)
         micro = budget.micro_batch_on(devices)
         plan.append(
@@ -175,7 +175,7 @@ def dry_run(
                 "run": run.name,
                 "model": run.model,
                 "params": sum(formula_params(config).values()),
-                "train_flops_per_token": 3 * sum(formula_flops(config, budget.seq_len).values()),
+                "train_flops_per_token": per_token,
                 "tokens": budget.tokens,
                 "steps": budget.steps,
                 "train_flops": flops,

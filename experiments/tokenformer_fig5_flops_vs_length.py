@@ -12,7 +12,7 @@ from pathlib import Path
 from experiments.results import Row, pyplot, save_figure
 from experiments.runner import Experiment, main
 from modules import get_config
-from modules.flops import formula_flops
+from modules.flops import formula_flops, train_flops_per_token
 
 MODELS = (
     "transformer_354m",
@@ -25,16 +25,12 @@ MODELS = (
 LENGTHS = tuple(2**k for k in range(9, 17))  # 512 ... 65,536
 
 
-def train_flops_per_token(model: str, length: int) -> int:
-    return 3 * sum(formula_flops(get_config(model), length).values())
-
-
 def report(scale: str, results: dict[str, dict]) -> list[Row]:
     rows = []
     for model in MODELS:
         for length in LENGTHS:
-            attention = 3 * formula_flops(get_config(model), length)["attention"]
-            total = train_flops_per_token(model, length)
+            config = get_config(model)
+            attention, total = 3 * formula_flops(config, length)["attention"], train_flops_per_token(config, length)
             rows.append(
                 Row(
                     "fig5",
@@ -56,7 +52,7 @@ def figure(scale: str, results: dict[str, dict], path: Path) -> None:
         style = "-o" if model.startswith("tokenformer") else "--s"
         ax.plot(
             LENGTHS,
-            [train_flops_per_token(model, n) / 1e9 for n in LENGTHS],
+            [train_flops_per_token(get_config(model), n) / 1e9 for n in LENGTHS],
             style,
             label=model,
             markersize=3,

@@ -1,4 +1,5 @@
-"""What the Triton kernels share: the dtype they compute in and their one matrix-product helper."""
+"""What the Triton kernels share: the dtype they compute in, their output buffers and their one matrix-product
+helper."""
 
 from __future__ import annotations
 
@@ -19,6 +20,11 @@ def compute_dtype(x: Tensor) -> torch.dtype:
     if dtype not in _TRITON_DTYPES:
         raise ValueError(f"the fused kernels take float32, bfloat16 or float16 inputs, not {dtype}")
     return dtype
+
+
+def alloc(*shape: int, device: torch.device, dtype: torch.dtype = torch.float32) -> Tensor:
+    """Kernel outputs (called as `common.alloc`, so that tests can poison them and an unwritten element shows)."""
+    return torch.empty(*shape, device=device, dtype=dtype)
 
 
 def dot_dtype(dtype: torch.dtype) -> tl.dtype:

@@ -26,14 +26,10 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
+from kernels import common
 from kernels.common import compute_dtype, dot, dot_dtype
 
 BLOCK_M, BLOCK_N, BLOCK_D = 32, 32, 32
-
-
-def _alloc(*shape: int, device: torch.device) -> Tensor:
-    """Kernel outputs (tests replace this to poison them, so that an unwritten element shows)."""
-    return torch.empty(*shape, device=device, dtype=torch.float32)
 
 
 @triton.jit
@@ -152,7 +148,8 @@ class _FusedPattention(torch.autograd.Function):
     def forward(ctx, x: Tensor, keys: Tensor, values: Tensor, groups: int, scale: float, eps: float) -> Tensor:
         scores = (x @ keys.T).float().contiguous()
         rows, slots, d_out = scores.shape[0], keys.shape[0] // groups, values.shape[1]
-        out, norms = _alloc(rows, groups * d_out, device=x.device), _alloc(groups, rows, device=x.device)
+        out = common.alloc(rows, groups * d_out, device=x.device)
+        norms = common.alloc(groups, rows, device=x.device)
         grid = (triton.cdiv(rows, BLOCK_M), triton.cdiv(d_out, BLOCK_D), groups)
         _forward_kernel[grid](
             scores,
@@ -179,7 +176,8 @@ class _FusedPattention(torch.autograd.Function):
         groups, (slots, d_value) = ctx.groups, (keys.shape[0] // ctx.groups, values.shape[1])
         scores = (x @ keys.T).float().contiguous()
         rows = scores.shape[0]
-        d_scores, gelu_scores = _alloc(*scores.shape, device=x.device), _alloc(*scores.shape, device=x.device)
+        d_scores = common.alloc(*scores.shape, device=x.device)
+        gelu_scores = common.alloc(*scores.shape, device=x.device)
         _backward_kernel[(triton.cdiv(rows, BLOCK_M), groups)](
             scores,
             values.contiguous(),

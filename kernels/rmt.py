@@ -26,15 +26,11 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
+from kernels import common
 from kernels.common import compute_dtype, dot, dot_dtype
 
 TOKENS_PER_PROGRAM = 16  # backward: tokens whose parameter gradients one program sums
 MAX_TILE = 128 * 128  # one token's padded D_v x D_k matrix must fit one program
-
-
-def _alloc(*shape: int, device: torch.device, dtype: torch.dtype = torch.float32) -> Tensor:
-    """Kernel outputs (tests replace this to poison them, so that an unwritten element shows)."""
-    return torch.empty(*shape, device=device, dtype=dtype)
 
 
 def _block(size: int) -> int:
@@ -137,9 +133,9 @@ class _NormRetrieve(torch.autograd.Function):
         batch, seq, d_value, d_key = x.shape
         n, tokens, blocks = keys.shape[1], batch * seq, _tiles(d_value, d_key, keys.shape[1])
         shape = (n, batch, seq, d_value) if heads_first else (batch, seq, d_value, n)
-        buffer = _alloc(*shape, device=x.device, dtype=x.dtype)
+        buffer = common.alloc(*shape, device=x.device, dtype=x.dtype)
         out = buffer.permute(1, 2, 3, 0) if heads_first else buffer
-        mean, rstd = _alloc(tokens, device=x.device), _alloc(tokens, device=x.device)
+        mean, rstd = common.alloc(tokens, device=x.device), common.alloc(tokens, device=x.device)
         _norm_retrieve_kernel[(tokens,)](
             x, weight, bias if bias is not None else weight, keys, out, mean, rstd, seq, d_value, d_key, n, eps,
             *out.stride(), LAYERNORM=layernorm, HAS_BIAS=bias is not None, DOT_DTYPE=dot_dtype(x.dtype), **blocks,
@@ -154,10 +150,10 @@ class _NormRetrieve(torch.autograd.Function):
         batch, seq, d_value, d_key = x.shape
         n, tokens, blocks = keys.shape[1], batch * seq, _tiles(d_value, d_key, keys.shape[1])
         programs = triton.cdiv(tokens, TOKENS_PER_PROGRAM)
-        d_x = _alloc(*x.shape, device=x.device, dtype=x.dtype)
-        d_weight = _alloc(programs, blocks["BLOCK_V"], blocks["BLOCK_K"], device=x.device)
-        d_bias = _alloc(programs, blocks["BLOCK_V"], blocks["BLOCK_K"], device=x.device)
-        d_keys = _alloc(programs, blocks["BLOCK_K"], blocks["BLOCK_N"], device=x.device)
+        d_x = common.alloc(*x.shape, device=x.device, dtype=x.dtype)
+        d_weight = common.alloc(programs, blocks["BLOCK_V"], blocks["BLOCK_K"], device=x.device)
+        d_bias = common.alloc(programs, blocks["BLOCK_V"], blocks["BLOCK_K"], device=x.device)
+        d_keys = common.alloc(programs, blocks["BLOCK_K"], blocks["BLOCK_N"], device=x.device)
         # num_warps 8: eight tile-sized fp32 accumulators and operands per program
         _norm_retrieve_backward_kernel[(programs,)](
             x, weight, bias if bias is not None else weight, keys, d_out, mean, rstd, d_x, d_weight, d_bias, d_keys,
@@ -213,7 +209,7 @@ class _Store(torch.autograd.Function):
         batch, seq, d_value, d_key = x.shape
         rank = keys.shape[0]
         blocks = _tiles(d_value, d_key, rank)
-        out = _alloc(*x.shape, device=x.device, dtype=x.dtype)
+        out = common.alloc(*x.shape, device=x.device, dtype=x.dtype)
         _store_kernel[(batch * seq,)](
             x, data, keys, out, seq, d_value, d_key, rank, *data.stride(), DOT_DTYPE=dot_dtype(x.dtype),
             BLOCK_V=blocks["BLOCK_V"], BLOCK_K=blocks["BLOCK_K"], BLOCK_R=blocks["BLOCK_N"],

@@ -19,7 +19,7 @@ from torch import Tensor, nn
 from torchmetrics.aggregation import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
-from modules.flops import formula_flops
+from modules.flops import train_flops_per_token
 from modules.lm import check_finite_loss, warmup_cosine
 from modules.registry import build_model, list_models
 
@@ -93,8 +93,7 @@ class ImageClassifier(L.LightningModule):
         config = getattr(self.model, "config", None)
         if config is not None and datamodule is not None:  # a preset: its true FLOPs give the ThroughputMonitor's MFU
             tokens = config.tokens_per_image
-            per_image = 3 * sum(formula_flops(config, tokens).values()) * tokens
-            self.flops_per_batch = per_image * datamodule.hparams.batch_size
+            self.flops_per_batch = train_flops_per_token(config, tokens) * tokens * datamodule.hparams.batch_size
 
     def forward(self, images: Tensor) -> Tensor:
         return self.model(images)

@@ -257,6 +257,12 @@ def _component(name: str) -> str:
     return next((part for part, paths in _BLOCK_PARTS.items() for path in paths if f".{path}." in name), "attention")
 
 
+def train_flops_per_token(config: DecoderConfig | RMTConfig, seq_len: int) -> int:
+    """Training matmul FLOPs per token at context `seq_len`: 3 x forward, since backward costs twice the forward
+    (the gradients of both operands of every product)."""
+    return 3 * sum(formula_flops(config, seq_len).values())
+
+
 def counted_params(model: nn.Module) -> dict[str, int]:
     """Parameters per component, counted on `model`."""
     counts = dict.fromkeys(COMPONENTS, 0)

@@ -14,7 +14,7 @@ from torch import Tensor, nn
 from torchmetrics.aggregation import MeanMetric
 
 from modules.atomic import atomic_torch_save
-from modules.flops import formula_flops
+from modules.flops import train_flops_per_token
 from modules.optim import MuonWithAdam, constant_then_linear, speedrun_lrs
 from modules.registry import build_model
 
@@ -104,7 +104,7 @@ class LanguageModel(L.LightningModule):
             self.eval_losses.append(MeanMetric())
         if datamodule is not None and hasattr(datamodule, "hparams"):
             seq_len, batch = datamodule.hparams.seq_len, datamodule.hparams.batch_size
-            self.flops_per_batch = 3 * sum(formula_flops(self.model.config, seq_len).values()) * seq_len * batch
+            self.flops_per_batch = train_flops_per_token(self.model.config, seq_len) * seq_len * batch
 
     def _losses(self, logits: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
         if hasattr(self.model, "loss_targets"):

@@ -38,10 +38,10 @@ def test_paper_table3_omits_the_factor_two_for_attention_pattentions(name):
 
 def test_tokenformer_flops_grow_slower_with_length_than_a_widened_transformer():
     """Fig. 5's claim: at fixed d the token-token cost rises less when the model grows by tokens."""
-    from experiments.tokenformer_fig5_flops_vs_length import train_flops_per_token
+    from modules.flops import train_flops_per_token
 
     def slope(model):
-        return train_flops_per_token(model, 65536) - train_flops_per_token(model, 512)
+        return train_flops_per_token(get_config(model), 65536) - train_flops_per_token(get_config(model), 512)
 
     assert slope("tokenformer_1_4b") < slope("transformer_1_4b")
     assert slope("tokenformer_1_4b") == slope("tokenformer_124m")  # d = 768 for the whole family
