@@ -70,6 +70,7 @@ class Run:
     lm: dict[str, Any] = dataclasses.field(default_factory=dict)  # further LanguageModel arguments
     data: dict[str, Any] = dataclasses.field(default_factory=dict)  # further TextDataModule arguments
     seed: int = 1234  # initialisation; the data order has its own seed in the DataModule
+    lr_sweep: bool = False  # a learning-rate sweep point: a non-finite loss ends it as diverged, not the experiment
 
     @property
     def config(self):
@@ -216,7 +217,21 @@ def train(experiment: Experiment, scale: str, run: Run, runs_dir: Path = RUNS_DI
         if not (source_dir / "done.json").exists():
             train(experiment, scale, source, runs_dir, **trainer_options)
         run, growth = grown_run(source, source_dir, run, out)
-    return train_run(run, out, growth, **trainer_options)
+    try:
+        return train_run(run, out, growth, **trainer_options)
+    except FloatingPointError as error:
+        if not run.lr_sweep:
+            raise
+        return diverged(run, out, error)
+
+
+def diverged(run: Run, out: Path, error: FloatingPointError) -> dict:
+    """A sweep point whose loss went non-finite is finished: done.json says so (val_loss null) and keeps the error."""
+    done = {"run": run.name, "model": run.model, "val_loss": None, "diverged": str(error),
+            "train_flops": run.train_flops()}  # fmt: skip
+    atomic_write(out / "done.json", json.dumps(done, indent=2))
+    print(f"run {run.name} diverged (a learning-rate sweep point; recorded, the experiment goes on): {error}")
+    return done
 
 
 def grown_run(source: Run, source_dir: Path, run: Run, out: Path) -> tuple[Run, Growth]:

@@ -169,7 +169,8 @@ def train_run(
         )
     val_sets = [f"val/{name}/loss" for name in getattr(data, "val_names", [])]
     accuracy = ["val/top1", "val/ema_top1"] if run.is_image else []
-    curves = _curves(out / "metrics.csv", ("train/loss", "val/loss", "train/time", *val_sets, *accuracy))
+    throughput = ("train/device/items_per_sec", "train/device/mfu")
+    curves = _curves(out / "metrics.csv", ("train/loss", "val/loss", "train/time", *throughput, *val_sets, *accuracy))
     metrics = trainer.validate(module, datamodule=data, verbose=False)[0]  # after the curves: it repeats a point
     if "test" in getattr(data, "splits", []):
         metrics.update(trainer.test(module, datamodule=data, verbose=False)[0])
@@ -188,6 +189,7 @@ def train_run(
         **{f"{c.replace('val/', 'val_')}_curve": curves[c] for c in accuracy},
         "train_seconds": (curves["train/time"] or [(0, None)])[-1][1],
         "step_ms": _step_ms(curves["train/time"]),
+        **_throughput(curves, trainer),
         "wall_seconds_last_session": time.time() - started,
     }
     weights = full_state_dict(module.model)  # every rank takes part when the model is sharded
@@ -279,6 +281,20 @@ def _step_ms(times: list[tuple[int, float]]) -> float | None:
         return None
     (first_step, first), (last_step, last) = session[0], session[-1]
     return 1000 * (last - first) / (last_step - first_step)
+
+
+def _throughput(curves: dict[str, list], trainer: L.Trainer) -> dict[str, Any]:
+    """Training tokens per second (all devices) and MFU at the end of the run, from Lightning's ThroughputMonitor
+    (a rolling window of recent steps, validation excluded; MFU only where Lightning knows the device's peak), and
+    the device they were measured on."""
+    tokens, mfu = curves["train/device/items_per_sec"], curves["train/device/mfu"]
+    device = trainer.strategy.root_device
+    return {
+        "tokens_per_sec": tokens[-1][1] * trainer.world_size if tokens else None,
+        "mfu": mfu[-1][1] if mfu else None,
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else device.type,
+        "world_size": trainer.world_size,
+    }
 
 
 def _world_size(options: dict) -> int:

@@ -257,6 +257,44 @@ def _component(name: str) -> str:
     return next((part for part, paths in _BLOCK_PARTS.items() for path in paths if f".{path}." in name), "attention")
 
 
+def embedding_params(config: DecoderConfig | RMTConfig) -> int:
+    """Parameters of the lookup tables (tokens, positions, value and byte embeddings) and of the unembedding matrix:
+    what a non-embedding count leaves out. Keys and projections are matrices that every token multiplies, so they stay
+    in, as in the RMT code's `non_embedding_size` (reference rmt.md section 5); so do norms."""
+    if isinstance(config, RMTConfig):
+        width = config.rank * config.d_value
+        return (2 * config.vocab_size + (config.max_seq_len if config.position == "learned" else 0)) * width
+    if isinstance(config, ModdedGPTConfig):
+        c = _mot(config)
+        tables = (c.vocab_size * c.d_token + c.value_embeddings * c.vocab_size * c.d_model
+                  + (byte_vocabulary(c.byte_vocabulary).size * c.d_byte if c.mixin != "noop" else 0))  # fmt: skip
+        head_size = c.head_size if c.mixout == "noop" else byte_vocabulary(c.byte_vocabulary).head_size
+        return tables + c.d_byte_out * head_size
+    if isinstance(config, DecoderConfig):
+        params = formula_params(config)
+        return params["embedding"] + params["head"]
+    raise TypeError(f"no embedding count for {type(config).__name__}")
+
+
+def non_embedding_params(config: DecoderConfig | RMTConfig) -> int:
+    """Every parameter but the lookup tables and the unembedding (see `embedding_params`)."""
+    return sum(formula_params(config).values()) - embedding_params(config)
+
+
+def lookup_tables(model: nn.Module) -> list[nn.Parameter]:
+    """The model's embedding tables and its untied unembedding (`lm_head`), each once."""
+    tables = {id(m.weight): m.weight for m in model.modules() if isinstance(m, nn.Embedding)}
+    head = getattr(model, "lm_head", None)
+    if head is not None:
+        tables.setdefault(id(head.weight), head.weight)
+    return list(tables.values())
+
+
+def counted_non_embedding_params(model: nn.Module) -> int:
+    """`non_embedding_params`, counted on the model."""
+    return sum(p.numel() for p in model.parameters()) - sum(p.numel() for p in lookup_tables(model))
+
+
 def train_flops_per_token(config: DecoderConfig | RMTConfig, seq_len: int) -> int:
     """Training matmul FLOPs per token at context `seq_len`: 3 x forward, since backward costs twice the forward
     (the gradients of both operands of every product)."""

@@ -14,7 +14,7 @@ from torch import Tensor, nn
 from torchmetrics.aggregation import MeanMetric
 
 from modules.atomic import atomic_torch_save
-from modules.flops import train_flops_per_token
+from modules.flops import lookup_tables, train_flops_per_token
 from modules.optim import MuonWithAdam, constant_then_linear, speedrun_lrs
 from modules.registry import build_model
 
@@ -106,17 +106,18 @@ class LanguageModel(L.LightningModule):
             seq_len, batch = datamodule.hparams.seq_len, datamodule.hparams.batch_size
             self.flops_per_batch = train_flops_per_token(self.model.config, seq_len) * seq_len * batch
 
-    def _losses(self, logits: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
+    def loss(self, inputs: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
+        """(cross-entropy, z-loss term) of the model on `inputs` against next-token `targets`."""
         if hasattr(self.model, "loss_targets"):
             targets = self.model.loss_targets(targets)
-        logits = logits.float()
+        logits = self(inputs).float()
         ce = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
         z = torch.logsumexp(logits, dim=-1).pow(2).mean() if self.hparams.z_loss else logits.new_zeros(())
         return ce, z
 
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
         inputs, targets = batch
-        ce, z = self._losses(self(inputs), targets)
+        ce, z = self.loss(inputs, targets)
         loss = ce + self.hparams.z_loss * z
         check_finite_loss(self, loss)
         self.tokens_seen += inputs.numel() * self.trainer.world_size
@@ -132,7 +133,7 @@ class LanguageModel(L.LightningModule):
 
     def _eval_step(self, batch: tuple[Tensor, Tensor], dataloader_idx: int = 0) -> None:
         inputs, targets = batch
-        ce, _ = self._losses(self(inputs), targets)
+        ce, _ = self.loss(inputs, targets)
         self.eval_losses[dataloader_idx].update(ce, weight=targets.numel())
 
     def on_validation_epoch_end(self) -> None:
@@ -196,9 +197,7 @@ class LanguageModel(L.LightningModule):
 
     def _adamw(self) -> torch.optim.AdamW:
         hp = self.hparams
-        embeddings = {id(m.weight) for m in self.model.modules() if isinstance(m, nn.Embedding)}
-        if getattr(self.model, "lm_head", None) is not None:  # an untied unembedding counts as an embedding
-            embeddings.add(id(self.model.lm_head.weight))
+        embeddings = {id(p) for p in lookup_tables(self.model)}  # an untied unembedding counts as an embedding
         decay, no_decay = [], []
         for p in self.model.parameters():
             skip = p.dim() < 2 or (id(p) in embeddings and not hp.decay_embeddings)

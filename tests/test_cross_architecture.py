@@ -1,0 +1,204 @@
+"""The cross-architecture comparison: matched shapes, one footing, the sweep and the report; the training benchmark."""
+
+import csv
+import dataclasses
+import math
+import sys
+
+import pytest
+import torch
+
+from experiments import bench_training
+from experiments import cross_architecture as cross
+from experiments.runner import load_results, report, train
+from modules import get_config
+from modules.flops import counted_flops, counted_non_embedding_params, non_embedding_params, train_flops_per_token
+from modules.registry import build_from_config, preset_overrides
+
+SHAPE_FIELDS = {"n_layer", "d_model", "n_head", "max_seq_len", "d_ff", "qkv_tokens", "proj_tokens", "ffn_tokens",
+                "rank", "d_value", "d_key", "head_dim", "value_embeddings", "attention_free_layers", "d_token",
+                "d_byte"}  # fmt: skip
+
+
+@pytest.mark.parametrize("size", cross.SIZES)
+@pytest.mark.parametrize("scale", ["smoke", "small", "paper"])
+def test_non_embedding_parameters_match_within_three_percent_counted_on_the_models(scale, size):
+    counted = {}
+    for arch in cross.ARCHITECTURES:
+        config = cross.make_run(scale, arch, size, 1e-3).config
+        with torch.device("meta"):
+            counted[arch] = counted_non_embedding_params(build_from_config(config))
+        assert counted[arch] == non_embedding_params(config), arch
+    assert max(counted.values()) / min(counted.values()) - 1 <= cross.MATCH_TOLERANCE
+    if scale == "paper":  # and they are the sizes the experiment is named after
+        assert all(abs(p / cross.SHAPES[scale][size].target - 1) < 0.03 for p in counted.values())
+
+
+def test_non_embedding_count_is_the_rmt_papers():
+    """RMT reference section 4: 20 x non-embedding parameters = 6.04B tokens for the 405M Transformer and 4.03B for
+    the 305M RMT; ours also counts the norm gains (0.03% and 0.2% more), as the RMT code does."""
+    assert 20 * non_embedding_params(get_config("transformer_rmt_405m")) == pytest.approx(6.040e9, rel=1e-3)
+    assert 20 * non_embedding_params(get_config("rmt_305m")) == pytest.approx(4.03e9, rel=3e-3)
+
+
+@pytest.mark.parametrize("arch", cross.ARCHITECTURES)
+def test_shapes_change_only_shape_fields_of_each_family(arch):
+    config = cross.make_run("paper", arch, "350m", 1e-3).config
+    assert set(preset_overrides(cross.FAMILIES[arch], config)) <= SHAPE_FIELDS
+
+
+@pytest.mark.parametrize("size", cross.SIZES)
+def test_true_flops_per_token_equal_the_count_on_each_model(size):
+    for arch in cross.ARCHITECTURES:
+        config = cross.make_run("paper", arch, size, 1e-3).config
+        assert train_flops_per_token(config, 1024) == 3 * sum(counted_flops(config, 1024).values()), arch
+
+
+@pytest.mark.parametrize("scale", ["smoke", "small", "paper"])
+def test_every_run_sees_the_same_tokens_and_schedule_but_its_lr(scale):
+    runs = cross.runs(scale)
+    assert len({r.name for r in runs}) == len(runs) == 2 * sum(len(cross.sweep(scale, a)) for a in cross.ARCHITECTURES)
+    footing = {(r.corpus, r.tokenizer, r.seed, tuple(sorted(r.lm.items())),
+                dataclasses.replace(r.budget, lr=0.0, steps=0, val_every=0, warmup_steps=0, checkpoint_every=0))
+               for r in runs}  # fmt: skip
+    assert len(footing) == 1
+    for size in cross.SIZES:
+        budgets = {dataclasses.replace(r.budget, lr=0.0) for r in runs if f"_{size}_" in r.name}
+        assert len(budgets) == 1  # same tokens and schedule within a size
+    assert all(r.lr_sweep and r.tokenizer == "gpt2" for r in runs)
+    if scale == "paper":
+        assert {r.budget.seq_len for r in runs} == {1024} and {r.corpus for r in runs} == {"openwebtext"}
+        assert {r.budget.tokens for r in runs if "_125m_" in r.name} == {round(2.5e9 / 524288) * 524288}
+
+
+def _curve(run, steps):
+    """Points on loss = 20 - 0.5 ln(FLOPs), the line `loss_at` must read back exactly (it is linear in log FLOPs)."""
+    per_step = train_flops_per_token(run.config, run.budget.seq_len) * run.budget.batch_size * run.budget.seq_len
+    return [(s, 20 - 0.5 * math.log(s * per_step)) for s in steps]
+
+
+def _fake_results(scale, best_index, skip=()):
+    results = {}
+    for run in cross.runs(scale):
+        arch = next(a for a in sorted(cross.ARCHITECTURES, key=len, reverse=True) if run.name.startswith(a))
+        if arch in skip:
+            continue
+        index = cross.sweep(scale, arch).index(run.budget.lr)
+        steps = run.budget.steps
+        curve = _curve(run, [steps // 2, steps])
+        offset = 0.0 if index == best_index[arch] else 1.0 + index
+        results[run.name] = {"val_loss": curve[-1][1] + offset, "val_loss_curve": [(s, v + offset) for s, v in curve],
+                             "steps": steps, "params": 7, "tokens": run.budget.tokens, "tokens_per_sec": 123.0,
+                             "mfu": None, "device": "cpu", "world_size": 1}  # fmt: skip
+    return results
+
+
+def test_report_takes_each_best_lr_and_reads_the_curves_at_equal_flops():
+    best_index = {"transformer": 1, "tokenformer": 0, "rmt": 2, "mot": 1, "mot_backbone": 1}
+    results = _fake_results("smoke", best_index)
+    diverged = cross.make_run("smoke", "mot", "125m", cross.sweep("smoke", "mot")[0]).name
+    results[diverged] = {"val_loss": None, "diverged": "non-finite training loss nan at step 3"}
+    rows = {(r.row, r.metric): r for r in cross.report("smoke", results)}
+    for arch, index in best_index.items():
+        lrs = cross.sweep("smoke", arch)
+        best = rows[(f"{arch}_125m", "best_lr")]
+        assert best.ours == lrs[index]
+        assert ("edge of the sweep" in best.note) == (index in (0, len(lrs) - 1))
+    assert "diverged" in rows[("mot_125m", f"val_loss_at_lr_{cross.sweep('smoke', 'mot')[0]:g}")].note
+    for size in cross.SIZES:
+        winners = {a: cross.make_run("smoke", a, size, cross.sweep("smoke", a)[i]) for a, i in best_index.items()}
+        flops = min(r.train_flops() for r in winners.values())
+        assert {r.train_flops() for r in winners.values()} != {flops}  # the architectures' FLOPs differ
+        for arch, run in winners.items():
+            row = rows[(f"{arch}_{size}", "val_loss_equal_flops")]
+            assert row.ours == pytest.approx(20 - 0.5 * math.log(flops), abs=1e-9)
+            assert rows[(f"{arch}_{size}", "val_loss_equal_tokens")].ours == pytest.approx(
+                20 - 0.5 * math.log(run.train_flops())
+            )
+            assert rows[(f"{arch}_{size}", "mfu")].status == "not_run"
+
+
+def test_no_equal_flops_reading_until_every_architecture_has_finished():
+    results = _fake_results("smoke", dict.fromkeys(cross.ARCHITECTURES, 1), skip=("rmt",))
+    rows = cross.report("smoke", results)
+    assert not [r for r in rows if r.metric == "val_loss_equal_flops"]
+    assert {r.status for r in rows if r.row.startswith("rmt_") and r.table == "lr_sweep"} == {"not_run"}
+
+
+def test_a_diverging_sweep_point_is_recorded_and_a_plain_run_still_stops(tmp_path):
+    run = cross.make_run("smoke", "transformer", "125m", 0.03)
+    run = dataclasses.replace(run, budget=dataclasses.replace(run.budget, lr=1e4, warmup_steps=0))
+    done = train(cross.EXPERIMENT, "smoke", run, tmp_path)
+    assert done["val_loss"] is None and "non-finite training loss" in done["diverged"]
+    assert load_results(cross.EXPERIMENT, "smoke", tmp_path)[run.name] == done  # finished: never trained again
+    assert train(cross.EXPERIMENT, "smoke", run, tmp_path) == done
+    plain = dataclasses.replace(run, name="plain", lr_sweep=False)
+    with pytest.raises(FloatingPointError, match="non-finite training loss"):
+        train(cross.EXPERIMENT, "smoke", plain, tmp_path)
+
+
+def test_smoke_trains_and_reports_every_architecture(tmp_path, monkeypatch):
+    """One lr per architecture and one size, for time: the CSV has both losses for each, and the figure is drawn."""
+    monkeypatch.setattr(cross, "LR_GRID", {a: (3e-3,) for a in cross.ARCHITECTURES})
+    monkeypatch.setattr(cross, "SIZES", ("125m",))
+    for run in cross.runs("smoke"):
+        train(cross.EXPERIMENT, "smoke", run, tmp_path / "runs")
+    path = report(cross.EXPERIMENT, "smoke", tmp_path / "runs", tmp_path / "results")
+    rows = list(csv.DictReader(path.open()))
+    for arch in cross.ARCHITECTURES:
+        measured = {
+            r["metric"]: float(r["ours"]) for r in rows if r["row"] == f"{arch}_125m" and r["status"] == "measured"
+        }
+        assert {"val_loss_equal_tokens", "val_loss_equal_flops", "tokens_per_sec", "best_lr"} <= set(measured), arch
+        assert 0 < measured["val_loss_equal_tokens"] < math.log(50257) + 1 and measured["tokens_per_sec"] > 0
+    assert path.with_suffix(".png").stat().st_size > 10_000
+
+
+def test_training_benchmark_says_it_needs_a_gpu(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(sys, "argv", ["experiments.bench_training"])
+    with pytest.raises(SystemExit, match="on a CUDA GPU and none is visible"):
+        bench_training.main()
+
+
+def test_training_benchmark_runs_every_variant_end_to_end_at_toy_sizes(monkeypatch, tmp_path, capsys):
+    """No GPU here: the real step (loss, backward, clipping, AdamW; fused kernels under the interpreter) on the CPU at
+    toy sizes, timings stubbed, so that every row and the derived columns are computed."""
+    tiny = cross.SHAPES["smoke"]["125m"]
+    toy = [bench_training.Case(family, arch, cross.FAMILIES[arch], cross.overrides(arch, tiny, 8), 2, 8)
+           for family, archs in (("rmt_paper", ("transformer", "rmt")),
+                                 ("tokenformer_150m", ("tokenformer", "transformer", "mot")))
+           for arch in archs]  # fmt: skip
+    timings = iter([4.0, 3.0, 6.0, 5.0, 4.0, 8.0, 7.0, 6.0, 2.0, 1.5, 9.0, 9.0])
+    monkeypatch.setattr(bench_training, "DEVICE", "cpu")
+    monkeypatch.setattr(bench_training, "DTYPE", torch.float32)
+    monkeypatch.setattr(bench_training, "cases", lambda: toy)
+    monkeypatch.setattr(bench_training, "time_ms", lambda step, repeats: step() or next(timings))
+    monkeypatch.setattr(bench_training, "get_available_flops", lambda device, dtype: 1e9)
+    monkeypatch.setattr(torch, "compile", lambda module: module)
+    monkeypatch.setattr(sys, "argv", ["experiments.bench_training", "--out", str(tmp_path / "bench.csv")])
+    bench_training.main()
+    lines = (tmp_path / "bench.csv").read_text().splitlines()
+    assert lines[0] == ",".join(bench_training.COLUMNS)
+    rows = [dict(zip(bench_training.COLUMNS, line.split(","), strict=True)) for line in lines[1:]]
+    assert [(r["architecture"], r["variant"]) for r in rows] == [(c.architecture, v) for c in toy for v in c.variants]
+    for r in rows:
+        ms, tokens = float(r["step_ms"]), int(r["tokens_per_step"])
+        assert int(r["tokens_per_s"]) == round(tokens / ms * 1000)
+        config = get_config(r["model"], **next(c.overrides for c in toy if c.architecture == r["architecture"]))
+        assert float(r["mfu"]) == pytest.approx(train_flops_per_token(config, 8) * tokens / ms * 1000 / 1e9, rel=1e-3)
+    rmt_fused = next(r for r in rows if r["architecture"] == "rmt" and r["variant"] == "fused")
+    assert float(rmt_fused["vs_transformer_best"]) == pytest.approx(5.0 / 3.0, abs=1e-3)  # fastest Transformer: 3 ms
+    assert "step 1.333 (target <= 1.15" in capsys.readouterr().out  # the RMT's fastest variant, compiled: 4 ms
+
+
+def test_benchmark_targets_say_met_or_not():
+    rows = [
+        {"family": "rmt_paper", "architecture": "rmt", "vs_transformer_best": 1.77, "mfu": None},
+        {"family": "tokenformer_150m", "architecture": "tokenformer", "vs_transformer_best": 1.1, "mfu": 0.47},
+        {"family": "tokenformer_150m", "architecture": "transformer", "vs_transformer_best": 1.0, "mfu": 0.31},
+    ]
+    lines = bench_training.targets(rows)
+    assert "1.770" in lines[0] and lines[0].endswith("NOT met")
+    assert lines[1].startswith("tokenformer") and lines[1].endswith(": met")
+    assert lines[2].startswith("transformer") and lines[2].endswith("NOT met")
