@@ -1,10 +1,19 @@
 """FLOP formulas against counts on the instantiated model (meta device), and the paper's Table 3 erratum."""
 
 import pytest
+import torch
 
 from experiments.tokenformer_table3_params_flops import paper_params
 from modules import get_config, list_models
-from modules.flops import counted_flops, formula_flops, formula_params
+from modules.flops import (
+    counted_flops,
+    counted_non_embedding_params,
+    formula_flops,
+    formula_params,
+    non_embedding_params,
+)
+from modules.registry import build_from_config
+from modules.vit_tokenformer import ViTConfig
 
 
 @pytest.mark.parametrize("name", list_models())
@@ -45,3 +54,13 @@ def test_tokenformer_flops_grow_slower_with_length_than_a_widened_transformer():
 
     assert slope("tokenformer_1_4b") < slope("transformer_1_4b")
     assert slope("tokenformer_1_4b") == slope("tokenformer_124m")  # d = 768 for the whole family
+
+
+@pytest.mark.parametrize("name", [n for n in list_models() if not isinstance(get_config(n), ViTConfig)])
+def test_non_embedding_formula_equals_the_count_on_the_model(name):
+    """Everything but nn.Embedding tables and the untied `lm_head`, for every language-model preset."""
+    config = get_config(name)
+    with torch.device("meta"):
+        model = build_from_config(config)
+    assert non_embedding_params(config) == counted_non_embedding_params(model)
+    assert 0 < non_embedding_params(config) < sum(formula_params(config).values())
