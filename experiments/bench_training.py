@@ -22,9 +22,7 @@ steps of `tokenformer_150m`.
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
-import io
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +30,7 @@ import torch
 from lightning.fabric.utilities.throughput import get_available_flops
 
 from experiments import cross_architecture as cross
-from kernels.bench import time_ms
-from modules.atomic import atomic_write
+from kernels.bench import time_ms, write_csv
 from modules.flops import train_flops_per_token
 from modules.lm import LanguageModel
 
@@ -166,12 +163,7 @@ def main() -> None:
         raise SystemExit("experiments.bench_training times training steps on a CUDA GPU and none is visible here; run "
                          "it on a GPU machine (CPU timings would say nothing about the kernels or MFU)")  # fmt: skip
     rows = bench(args.family, args.repeats)
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    atomic_write(args.out, buffer.getvalue())
-    print(buffer.getvalue())
+    print(write_csv(args.out, COLUMNS, rows))
     print("\n".join(targets(rows)))
 
 

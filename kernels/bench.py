@@ -134,6 +134,16 @@ def bench(repeats: int) -> list[dict]:
     return rows
 
 
+def write_csv(path: Path, columns: tuple[str, ...], rows: list[dict]) -> str:
+    """Write a benchmark's rows to `path` atomically; returns the CSV text."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, columns, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic_write(path, buffer.getvalue())
+    return buffer.getvalue()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=50)
@@ -142,13 +152,7 @@ def main() -> None:
     if not torch.cuda.is_available():
         raise SystemExit("kernels.bench measures speed on a CUDA GPU; none is visible here (timings on the CPU or "
                          "under TRITON_INTERPRET mean nothing)")  # fmt: skip
-    rows = bench(args.repeats)
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    atomic_write(args.out, buffer.getvalue())
-    print(buffer.getvalue())
+    print(write_csv(args.out, COLUMNS, bench(args.repeats)))
 
 
 if __name__ == "__main__":

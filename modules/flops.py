@@ -190,17 +190,14 @@ def _modded_params(config: ModdedGPTConfig) -> dict[str, int]:
     """Embeddings (tokens, value embeddings, mixin), Q/K/V and output of the attention layers, ReLU^2 MLPs, the
     head (with a byte mixout's layers) and the scalars (block and V lambdas, U-net skip weights) as "other"."""
     c = _mot(config)
-    d, vocab, layers = c.d_model, c.vocab_size, c.n_layer
+    d, layers = c.d_model, c.n_layer
     attention_layers = layers - len(set(c.attention_free_layers))
-    embedding = vocab * c.d_token + c.value_embeddings * vocab * d
-    if c.mixin != "noop":
-        embedding += byte_vocabulary(c.byte_vocabulary).size * c.d_byte
+    embedding, head_matrix = _modded_tables(c)
     if c.mixin == "concat":
         embedding += (c.d_token + c.bytes_per_token * c.d_byte) * d
         embedding += _byte_layer(c, c.d_byte, 0, flops=False) if c.byte_attention_in else 0
     elif c.mixin == "cross_attn":
         embedding += 4 * d * d + 1
-    head_size = c.head_size if c.mixout == "noop" else byte_vocabulary(c.byte_vocabulary).head_size
     return {
         "embedding": embedding,
         "qkv": attention_layers * 3 * c.d_attention * d,
@@ -208,9 +205,18 @@ def _modded_params(config: ModdedGPTConfig) -> dict[str, int]:
         "out": attention_layers * c.d_attention * d,
         "ffn": layers * 2 * c.mlp_ratio * d * d,
         "norms": 0,
-        "head": c.d_byte_out * head_size + c.byte_layers_out * _byte_layer(c, c.d_byte_out, 0, flops=False),
+        "head": head_matrix + c.byte_layers_out * _byte_layer(c, c.d_byte_out, 0, flops=False),
         "other": 2 * layers + 2 * attention_layers + layers // 2,
     }
+
+
+def _modded_tables(c: MoTConfig) -> tuple[int, int]:
+    """(Lookup-table parameters: tokens, value embeddings, bytes; parameters of the head's output matrix)."""
+    tables = c.vocab_size * c.d_token + c.value_embeddings * c.vocab_size * c.d_model
+    if c.mixin != "noop":
+        tables += byte_vocabulary(c.byte_vocabulary).size * c.d_byte
+    head_size = c.head_size if c.mixout == "noop" else byte_vocabulary(c.byte_vocabulary).head_size
+    return tables, c.d_byte_out * head_size
 
 
 def _modded_flops(config: ModdedGPTConfig, seq_len: int) -> dict[str, int]:
@@ -265,11 +271,7 @@ def embedding_params(config: DecoderConfig | RMTConfig) -> int:
         width = config.rank * config.d_value
         return (2 * config.vocab_size + (config.max_seq_len if config.position == "learned" else 0)) * width
     if isinstance(config, ModdedGPTConfig):
-        c = _mot(config)
-        tables = (c.vocab_size * c.d_token + c.value_embeddings * c.vocab_size * c.d_model
-                  + (byte_vocabulary(c.byte_vocabulary).size * c.d_byte if c.mixin != "noop" else 0))  # fmt: skip
-        head_size = c.head_size if c.mixout == "noop" else byte_vocabulary(c.byte_vocabulary).head_size
-        return tables + c.d_byte_out * head_size
+        return sum(_modded_tables(_mot(config)))
     if isinstance(config, DecoderConfig):
         params = formula_params(config)
         return params["embedding"] + params["head"]
