@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from datamodules.embedded import LEE_NEWS, WIKI_XML, require_package_file
 from datamodules.tokenizers import load_tokenizer
@@ -322,10 +323,11 @@ def train_tokens(corpus: str, tokenizer: str | None = None, data_root: str | Pat
 
 def _write_tokens(path: Path, chunks: Iterator[np.ndarray], dtype) -> int:
     tmp, count = path.with_suffix(".bin.tmp"), 0
-    with open(tmp, "wb") as f:
+    with open(tmp, "wb") as f, tqdm(desc=f"tokenizing into {path}", unit=" tokens", unit_scale=True) as progress:
         for chunk in chunks:
             np.asarray(chunk).astype(dtype).tofile(f)
             count += len(chunk)
+            progress.update(len(chunk))
     os.replace(tmp, path)
     return count
 

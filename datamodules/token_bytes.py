@@ -25,6 +25,8 @@ from torch import Tensor
 from datamodules.tokenizers import load_tokenizer
 
 VOCABULARIES = ("chars", "utf8")
+GPT2_CHARS = 456  # distinct characters in GPT-2's per-token decodes: the `chars` vocabulary without the tokenizer
+GPT2_TOKENS = 50257
 Padding = Literal["left", "right"]
 
 
@@ -64,9 +66,13 @@ def _gpt2_token_texts(vocabulary: str) -> tuple[tuple[int, ...], ...]:
     return tuple(tuple(alphabet[c] for c in text) for text in texts)
 
 
-def byte_vocabulary(name: str) -> ByteVocabulary:
+def byte_vocabulary(name: str, synthetic: bool = False) -> ByteVocabulary:
+    """The vocabulary `name`; `synthetic` gives its size without reading the tokenizer (see
+    `synthetic_token_byte_table`)."""
     if name == "utf8":
         return ByteVocabulary("utf8", 256)
+    if name == "chars" and synthetic:
+        return ByteVocabulary("chars", GPT2_CHARS)
     if name == "chars":
         texts = _gpt2_token_texts("chars")
         return ByteVocabulary("chars", 1 + max(max(t, default=0) for t in texts))
@@ -89,6 +95,21 @@ def token_byte_table(vocabulary: str, bytes_per_token: int, padding: Padding) ->
             start = bytes_per_token - len(kept) if padding == "left" else 0
             table[token, start : start + len(kept)] = torch.tensor(kept, dtype=torch.int16, device="cpu")
     table[eot_token] = vocab.eot_id
+    return table
+
+
+def synthetic_token_byte_table(vocabulary: str, bytes_per_token: int, padding: Padding, seed: int = 0) -> Tensor:
+    """A table shaped and padded as `token_byte_table`'s, of random symbols, 1 to 8 per token (GPT-2 tokens average
+    about 4.5 characters): for timing a model on random ids where the tokenizer file is absent. A model built on it
+    sees the wrong bytes of every token and is not for training."""
+    vocab = byte_vocabulary(vocabulary, synthetic=True)
+    generator = torch.Generator().manual_seed(seed)
+    symbols = torch.randint(0, vocab.symbols, (GPT2_TOKENS, bytes_per_token), generator=generator)
+    lengths = torch.randint(1, min(8, bytes_per_token) + 1, (GPT2_TOKENS, 1), generator=generator)
+    slot = torch.arange(bytes_per_token)
+    real = slot >= bytes_per_token - lengths if padding == "left" else slot < lengths
+    table = torch.where(real, symbols, vocab.pad_id).to(torch.int16)
+    table[GPT2_TOKENS - 1] = vocab.eot_id
     return table
 
 

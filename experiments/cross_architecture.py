@@ -157,10 +157,11 @@ def report(scale: str, results: dict[str, dict]) -> list[Row]:
         spent = [run.train_flops() for run, _ in filter(None, winners.values())]
         equal_flops = min(spent) if len(spent) == len(ARCHITECTURES) else None
         params = matched(scale, size)
+        precisions = sorted({str(done.get("precision")) for _, done in filter(None, winners.values())})
         for arch in ARCHITECTURES:
             rows += sweep_rows(scale, arch, size, results)
             rows += shape_rows(scale, arch, size, params)
-            rows += trained_rows(scale, arch, size, winners[arch], equal_flops)
+            rows += trained_rows(scale, arch, size, winners[arch], equal_flops, precisions)
     return rows
 
 
@@ -188,9 +189,19 @@ def shape_rows(scale: str, arch: str, size: str, params: dict[str, int]) -> list
     ]  # fmt: skip
 
 
-def trained_rows(scale: str, arch: str, size: str, winner: tuple[Run, dict] | None,
-                 equal_flops: float | None) -> list[Row]:  # fmt: skip
-    """The best-lr run's loss at equal tokens and at equal FLOPs, its lr, size, cost and speed."""
+def mfu_note(done: dict, device: str, precisions: list[str]) -> str:
+    if done.get("mfu") is None:
+        return f"needs a GPU whose peak Lightning knows (ran on {device}: {done.get('mfu_peak', 'no peak')})"
+    note = f"on {device}, {done.get('precision')} against the {done.get('mfu_peak')}"
+    if len(precisions) > 1:
+        note += f"; NOT comparable across these rows, which ran in {', '.join(precisions)}"
+    return note
+
+
+def trained_rows(scale: str, arch: str, size: str, winner: tuple[Run, dict] | None, equal_flops: float | None,
+                 precisions: list[str] = ()) -> list[Row]:  # fmt: skip
+    """The best-lr run's loss at equal tokens and at equal FLOPs, its lr, size, cost and speed. `precisions`: those
+    of all rows of this size; MFUs of different precisions divide by different peaks and the note says so."""
     name, note = f"{arch}_{size}", scale_note(scale)
     if winner is None:
         return [Row("cross_arch", name, "val_loss_equal_tokens", None, None, "nats/token", status="not_run")]
@@ -211,7 +222,7 @@ def trained_rows(scale: str, arch: str, size: str, winner: tuple[Run, dict] | No
         measured("val_loss_equal_tokens", done["val_loss"], "nats/token"),
         measured("tokens_per_sec", done.get("tokens_per_sec"), "tokens/s", f"training clock on {device}; {note}"),
         Row("cross_arch", name, "mfu", None, mfu, "", run.name, "not_run" if mfu is None else "measured",
-            f"on {device}" if mfu is not None else f"needs a GPU whose peak Lightning knows (ran on {device})"),
+            mfu_note(done, device, precisions)),
     ]  # fmt: skip
     if equal_flops is not None:
         read = equal_flops / run.train_flops()

@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from lm_eval.tasks import TaskManager
 from torch import nn
+from tqdm.auto import tqdm
 
 from datamodules.corpora import default_data_root, prepare_corpus
 from datamodules.text import FixedWindows
@@ -80,7 +81,8 @@ def corpus_perplexity(
     windows = FixedWindows(prepare_corpus(corpus, tokenizer), split, seq_len, max_windows)
     device, total, count = next(model.parameters()).device, 0.0, 0
     model.eval()
-    for inputs, targets in torch.utils.data.DataLoader(windows, batch_size=batch_size):
+    batches = torch.utils.data.DataLoader(windows, batch_size=batch_size)
+    for inputs, targets in tqdm(batches, desc=f"perplexity on {corpus} {split}", unit=" batches"):
         logits = model(inputs.to(device)).float()
         total += F.cross_entropy(logits.flatten(0, 1), targets.to(device).flatten(), reduction="sum").item()
         count += targets.numel()

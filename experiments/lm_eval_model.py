@@ -24,6 +24,7 @@ from lm_eval.api.model import TemplateLM
 from lm_eval.api.registry import register_model
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 from torch import Tensor, nn
+from tqdm.auto import tqdm
 
 from datamodules.corpora import CORPORA
 from datamodules.tokenizers import Tokenizer, load_tokenizer
@@ -128,7 +129,8 @@ class SuiteLM(TemplateLM):
         sequences = [(context + continuation)[-(self.max_length + 1) :] for _, context, continuation in requests]
         order = sorted(range(len(requests)), key=lambda i: -len(sequences[i]))
         results: list[tuple[float, bool]] = [(0.0, True)] * len(requests)
-        for start in range(0, len(order), self.batch_size):
+        batches = range(0, len(order), self.batch_size)
+        for start in tqdm(batches, desc="scoring requests", unit=" batches", disable=disable_tqdm):
             chunk = order[start : start + self.batch_size]
             width = max(len(sequences[i]) - 1 for i in chunk)
             idx = torch.full((len(chunk), width), self.eot_token_id, dtype=torch.long)

@@ -283,7 +283,10 @@ def main(experiment: Experiment, argv: list[str] | None = None) -> None:
     parser.add_argument("--accelerator", default="auto")
     parser.add_argument("--devices", default="auto", help="devices per node (int or 'auto')")
     parser.add_argument("--num-nodes", type=int, default=1)
-    parser.add_argument("--precision", default=None, help="Lightning precision, e.g. bf16-mixed (default: 32 on CPU)")
+    parser.add_argument("--precision", default=None, help="Lightning precision (default: bf16-mixed on a CUDA GPU, "
+                        "32-true on the CPU)")  # fmt: skip
+    parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
+                        help="torch.compile the model (default: on a CUDA GPU)")  # fmt: skip
     parser.add_argument("--strategy", default="auto", help="ddp, fsdp (one FSDP2 unit per block), or any Lightning's")
     parser.add_argument("--micro-batch", type=int, help="sequences per device and pass; accumulation keeps the global "
                         "batch (the data are the same however the batch is split)")  # fmt: skip
@@ -309,6 +312,7 @@ def main(experiment: Experiment, argv: list[str] | None = None) -> None:
             "num_nodes": args.num_nodes,
             "precision": args.precision,
             "strategy": args.strategy,
+            "compile": args.compile,
         }
         runs = [find_run(experiment, args.scale, args.run)] if args.run else experiment.runs(args.scale)
         if args.micro_batch:

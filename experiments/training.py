@@ -7,6 +7,7 @@ import functools
 import json
 import math
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
@@ -15,7 +16,9 @@ from typing import Any
 import lightning as L
 import torch
 from lightning.fabric.loggers.logger import rank_zero_experiment
+from lightning.fabric.utilities.throughput import get_available_flops
 from lightning.pytorch.callbacks import ModelCheckpoint, ThroughputMonitor
+from lightning.pytorch.callbacks.throughput_monitor import _plugin_to_compute_dtype
 from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.plugins.io import TorchCheckpointIO
@@ -24,6 +27,7 @@ from torch.distributed.tensor import DTensor
 
 from datamodules.text import TextDataModule
 from experiments.runner import Growth, Run, write_config
+from modules.acceleration import default_precision
 from modules.atomic import atomic_torch_save, atomic_write
 from modules.lm import LanguageModel
 
@@ -87,6 +91,48 @@ class CheckpointOnSignal(L.Callback):
             trainer.should_stop = True
 
 
+class ProgressLog(L.Callback):
+    """Where stdout is not a terminal (a cluster job's log), one line every `every` optimizer steps: step, training
+    loss, lr, tokens/s (samples/s for a model that counts no tokens) and the time left; and one per validation.
+    On a terminal Lightning's progress bar does this."""
+
+    def __init__(self, every: int) -> None:
+        self.every, self.last_step = max(1, every), -1
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.start, self.start_step, self.samples = time.monotonic(), trainer.global_step, 0
+        self.start_tokens = getattr(pl_module, "tokens_seen", None)
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module, outputs, batch, batch_idx: int) -> None:
+        self.samples += len(batch[0]) * trainer.world_size
+        step = trainer.global_step
+        if step == self.last_step or (step % self.every and step != trainer.max_steps) or not trainer.is_global_zero:
+            return
+        self.last_step, seconds = step, max(time.monotonic() - self.start, 1e-9)
+        tokens = getattr(pl_module, "tokens_seen", None)
+        rate = f"{(tokens - self.start_tokens) / seconds:,.0f} tokens/s" if tokens is not None else (
+            f"{self.samples / seconds:,.1f} samples/s")  # fmt: skip
+        left = (trainer.max_steps - step) * seconds / max(1, step - self.start_step)
+        loss = trainer.callback_metrics.get("train/loss", outputs["loss"] if isinstance(outputs, dict) else outputs)
+        lr = trainer.optimizers[0].param_groups[0]["lr"]
+        print(f"step {step}/{trainer.max_steps}  loss {float(loss):.4f}  lr {lr:.3g}  {rate}  "
+              f"ETA {_clock(left)}", flush=True)  # fmt: skip
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.is_global_zero and not trainer.sanity_checking and "val/loss" in trainer.callback_metrics:
+            print(f"step {trainer.global_step}  val/loss {float(trainer.callback_metrics['val/loss']):.4f}", flush=True)
+
+
+def _clock(seconds: float) -> str:
+    minutes, seconds = divmod(int(seconds), 60)
+    return f"{minutes // 60}:{minutes % 60:02d}:{seconds:02d}"
+
+
+def progress(every: int) -> tuple[bool, list[L.Callback]]:
+    """(enable_progress_bar, callbacks): Lightning's bar on a terminal, else `ProgressLog` lines."""
+    return (True, []) if sys.stdout.isatty() else (False, [ProgressLog(every)])
+
+
 def _accumulation(run: Run, world_size: int) -> tuple[int, int]:
     """(micro-batch, gradient accumulation) that keep the run's global batch on `world_size` devices."""
     budget = run.budget
@@ -104,6 +150,8 @@ def build_trainer(run: Run, out: Path, world_size: int, extra_callbacks: list | 
     budget = run.budget
     val_every = (budget.val_every or budget.steps) * accumulate
     options = {k: v for k, v in options.items() if v is not None}
+    log_every = budget.log_every or max(1, min(50, budget.steps // 10))
+    progress_bar, progress_callbacks = progress(log_every)
     if options.get("strategy") == "fsdp":  # FSDP2 through LanguageModel.configure_model: one unit per block
         options["strategy"] = ModelParallelStrategy(
             data_parallel_size=world_size, tensor_parallel_size=1, save_distributed_checkpoint=False
@@ -130,11 +178,12 @@ def build_trainer(run: Run, out: Path, world_size: int, extra_callbacks: list | 
                 window_size=max(2, min(100, budget.steps // 4)),
             ),
             CheckpointOnSignal(out / "checkpoints" / "last.ckpt"),
+            *progress_callbacks,
             *(extra_callbacks or []),
         ],
         plugins=[AtomicCheckpointIO()],
-        log_every_n_steps=budget.log_every or max(1, min(50, budget.steps // 10)),
-        enable_progress_bar=False,
+        log_every_n_steps=log_every,
+        enable_progress_bar=progress_bar,
         enable_model_summary=False,
         **options,
     )
@@ -145,17 +194,21 @@ def train_run(
     run: Run, out: Path, growth: Growth | None = None, extra_callbacks: list | None = None, **options: Any
 ) -> dict:
     """Train `run` into `out`, resuming from `out/checkpoints/last.ckpt` if it exists; `growth` starts it from
-    grown weights. Language models and image classifiers (a ViT config) alike."""
+    grown weights. Language models and image classifiers (a ViT config) alike. `options` go to the Trainer, except
+    `compile` (the module's; None: on a CUDA GPU); `precision` defaults to bf16-mixed on a CUDA GPU, else 32-true."""
     out.mkdir(parents=True, exist_ok=True)
+    if options.get("precision") is None:
+        options["precision"] = default_precision(options.get("accelerator") or "auto")
     write_config(run, out, options)
+    compile = options.pop("compile", None)
     L.seed_everything(run.seed, workers=True)
     trainer, micro = build_trainer(run, out, _world_size(options), extra_callbacks, **options)
     if run.is_image:
-        data, module = _image_task(run, micro)
+        data, module = _image_task(run, micro, compile)
     else:
         data = TextDataModule(corpus=run.corpus, tokenizer=run.tokenizer, seq_len=run.budget.seq_len,
                               batch_size=micro, val_windows=run.budget.val_windows, **run.data)  # fmt: skip
-        module = _language_model(run, growth.weights if growth else None)
+        module = _language_model(run, growth.weights if growth else None, compile)
     growth_metrics = out / "growth_metrics.json"
     if growth is not None and not growth_metrics.exists():
         atomic_write(growth_metrics, json.dumps(_measure_growth(trainer, data, module, growth)))
@@ -220,7 +273,7 @@ def _final_metrics(metrics: dict[str, float], image: bool) -> dict[str, float | 
     }
 
 
-def _image_task(run: Run, micro: int):
+def _image_task(run: Run, micro: int, compile: bool | None = None):
     """The ImageNet datamodule and the classifier for a ViT run; `Budget.val_windows` caps validation images."""
     from datamodules.imagenet import ImageNetDataModule
     from modules.classifier import ImageClassifier
@@ -230,12 +283,12 @@ def _image_task(run: Run, micro: int):
                               seed=run.seed, **run.data)  # fmt: skip
     module = ImageClassifier(model=run.model, model_overrides=dict(run.overrides), lr=budget.lr,
                              min_lr=budget.lr * budget.min_lr_ratio, warmup_steps=budget.warmup_steps,
-                             schedule_steps=budget.steps, **{k: v for k, v in run.lm.items()
+                             schedule_steps=budget.steps, compile=compile, **{k: v for k, v in run.lm.items()
                                                              if k != "gradient_clip_val"})  # fmt: skip
     return data, module
 
 
-def _language_model(run: Run, weights: Path | None) -> LanguageModel:
+def _language_model(run: Run, weights: Path | None, compile: bool | None = None) -> LanguageModel:
     budget = run.budget
     return LanguageModel(
         model=run.model,
@@ -245,13 +298,14 @@ def _language_model(run: Run, weights: Path | None) -> LanguageModel:
         warmup_steps=budget.warmup_steps,
         schedule_steps=budget.steps,
         init_weights=str(weights) if weights else None,
+        compile=compile,
         **{k: v for k, v in run.lm.items() if k != "gradient_clip_val"},
     )
 
 
 def _measure_growth(trainer: L.Trainer, data: TextDataModule, grown: LanguageModel, growth: Growth) -> dict:
     """Validation loss on this run's data of the model before growth and right after it, before any training."""
-    source = _language_model(growth.source, growth.source_weights)
+    source = _language_model(growth.source, growth.source_weights, compile=False)  # one validation: not worth it
     before = trainer.validate(source, datamodule=data, verbose=False)[0]["val/loss"]
     after = trainer.validate(grown, datamodule=data, verbose=False)[0]["val/loss"]
     return {"val_loss_before_growth": before, "val_loss_after_growth": after}
@@ -285,8 +339,8 @@ def _step_ms(times: list[tuple[int, float]]) -> float | None:
 
 def _throughput(curves: dict[str, list], trainer: L.Trainer) -> dict[str, Any]:
     """Training tokens per second (all devices) and MFU at the end of the run, from Lightning's ThroughputMonitor
-    (a rolling window of recent steps, validation excluded; MFU only where Lightning knows the device's peak), and
-    the device they were measured on."""
+    (a rolling window of recent steps, validation excluded), the device they were measured on, the precision, and
+    the peak the MFU divides by (`mfu_peak`)."""
     tokens, mfu = curves["train/device/items_per_sec"], curves["train/device/mfu"]
     device = trainer.strategy.root_device
     return {
@@ -294,7 +348,25 @@ def _throughput(curves: dict[str, list], trainer: L.Trainer) -> dict[str, Any]:
         "mfu": mfu[-1][1] if mfu else None,
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else device.type,
         "world_size": trainer.world_size,
+        "precision": trainer.precision,
+        **mfu_peak(trainer),
     }
+
+
+def mfu_peak(trainer: L.Trainer) -> dict[str, Any]:
+    """The peak Lightning's ThroughputMonitor divides by for this Trainer's compute dtype: bf16 dense for bf16-mixed,
+    TF32 for 32-true where matmuls may use it, else FP32 (a 32-true MFU is against a peak ~15x lower than bf16's)."""
+    dtype = _plugin_to_compute_dtype(trainer.precision_plugin)
+    device = trainer.strategy.root_device
+    if device.type != "cuda":
+        return {"mfu_peak": f"none known for {device.type}", "mfu_peak_tflops": None}
+    name = {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(dtype, str(dtype).removeprefix("torch."))
+    if dtype == torch.float32 and torch.get_float32_matmul_precision() != "highest":
+        name = "tf32"
+    flops, gpu = get_available_flops(device, dtype), torch.cuda.get_device_name(device)
+    if flops is None:
+        return {"mfu_peak": f"none known for {gpu} in {name}", "mfu_peak_tflops": None}
+    return {"mfu_peak": f"{name} dense peak of {gpu}", "mfu_peak_tflops": flops / 1e12}
 
 
 def _world_size(options: dict) -> int:

@@ -12,6 +12,7 @@ from torch import Tensor
 
 Kernel = Literal["auto", "triton", "torch"]
 KERNELS = ("auto", "triton", "torch")
+HAS_TRITON = importlib.util.find_spec("triton") is not None  # looked up once: torch.compile traces use_triton
 
 
 def check_kernel(kernel: str) -> None:
@@ -22,5 +23,5 @@ def check_kernel(kernel: str) -> None:
 def use_triton(kernel: str, x: Tensor) -> bool:
     """`triton` always (on the CPU only under TRITON_INTERPRET=1), `torch` never, `auto` on CUDA with Triton."""
     if kernel == "auto":
-        return x.is_cuda and importlib.util.find_spec("triton") is not None
+        return x.is_cuda and HAS_TRITON
     return kernel == "triton"

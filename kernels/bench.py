@@ -34,7 +34,7 @@ PATTENTION_WIDTHS = {"tokenformer_150m": 768, "tokenformer_450m": 1024, "tokenfo
 PATTENTION_TOKENS = 8 * 2048
 RMT_PRESET, RMT_BATCH, RMT_SEQ = "rmt_305m", 16, 512
 DEVICE, DTYPE = "cuda", torch.bfloat16  # (the test runs it tiny on the CPU to show it runs)
-COLUMNS = ("gpu", "model", "layer", "shape", "variant", "median_ms", "tflops", "speedup_vs_eager")
+COLUMNS = ("gpu", "torch", "model", "layer", "shape", "variant", "median_ms", "tflops", "speedup_vs_eager", "error")
 
 Case = tuple[str, str, str, float | None, dict[str, Callable[[], Tensor]]]  # model, layer, shape, flops, variants
 
@@ -115,8 +115,10 @@ def rmt_cases() -> Iterator[Case]:
         )
 
 
-def bench(repeats: int) -> list[dict]:
-    gpu, rows = torch.cuda.get_device_name(), []
+def bench(repeats: int, rows: list[dict]) -> list[dict]:
+    """Append a row per case and variant to `rows` (the caller keeps them if this stops half-way); a variant that
+    fails is a row with its `error`, and the rest go on."""
+    gpu = torch.cuda.get_device_name()
     for model, layer, shape, flops, variants in itertools.chain(pattention_cases(), rmt_cases()):
         eager_ms = None
         for name, forward in variants.items():
@@ -125,12 +127,18 @@ def bench(repeats: int) -> list[dict]:
                 out = forward()
                 out.backward(torch.ones_like(out))
 
-            ms = time_ms(step, repeats)
-            eager_ms = eager_ms or ms
-            rows.append({"gpu": gpu, "model": model, "layer": layer, "shape": shape, "variant": name,
-                         "median_ms": round(ms, 4), "tflops": round(flops / ms / 1e9, 2) if flops else "",
-                         "speedup_vs_eager": round(eager_ms / ms, 3)})  # fmt: skip
-            print(rows[-1], flush=True)
+            row = {"gpu": gpu, "torch": torch.__version__, "model": model, "layer": layer, "shape": shape,
+                   "variant": name}  # fmt: skip
+            try:
+                ms = time_ms(step, repeats)
+            except Exception as error:  # a failing kernel or compile is a result too
+                row["error"] = f"{type(error).__name__}: {error}"[:500]
+            else:
+                eager_ms = eager_ms or (ms if name == "eager" else None)
+                row.update(median_ms=round(ms, 4), tflops=round(flops / ms / 1e9, 2) if flops else "",
+                           speedup_vs_eager=round(eager_ms / ms, 3) if eager_ms else "")  # fmt: skip
+            rows.append(row)
+            print(row, flush=True)
     return rows
 
 
@@ -152,7 +160,11 @@ def main() -> None:
     if not torch.cuda.is_available():
         raise SystemExit("kernels.bench measures speed on a CUDA GPU; none is visible here (timings on the CPU or "
                          "under TRITON_INTERPRET mean nothing)")  # fmt: skip
-    print(write_csv(args.out, COLUMNS, bench(args.repeats)))
+    rows = []
+    try:
+        bench(args.repeats, rows)
+    finally:
+        print(write_csv(args.out, COLUMNS, rows))
 
 
 if __name__ == "__main__":

@@ -141,65 +141,67 @@ def _backward_kernel(S, V, DY, R, DS, G, M, N, D_OUT, scale, eps, BLOCK_M: tl.co
         tl.store(G + rows[:, None] * stride_s + slots[None, :], g, mask=mask)
 
 
-class _FusedPattention(torch.autograd.Function):
-    """x [M, d_in]; keys [G n, d_in] and values [G n, d_out], the G groups stacked -> [M, G d_out]."""
+@torch.library.custom_op("scaling_axes::pattention", mutates_args=())
+def pattention_op(
+    x: Tensor, keys: Tensor, values: Tensor, groups: int, scale: float, eps: float
+) -> tuple[Tensor, Tensor]:
+    """x [M, d_in]; keys [G n, d_in] and values [G n, d_out], the G groups stacked -> (out [M, G d_out] in x's dtype,
+    fp32 row norms [G, M]). An op that `torch.compile` calls as it is (a raw Triton launch cannot be traced)."""
+    scores = (x @ keys.T).float().contiguous()
+    rows, slots, d_out = scores.shape[0], keys.shape[0] // groups, values.shape[1]
+    out = common.alloc(rows, groups * d_out, device=x.device)
+    norms = common.alloc(groups, rows, device=x.device)
+    grid = (triton.cdiv(rows, BLOCK_M), triton.cdiv(d_out, BLOCK_D), groups)
+    _forward_kernel[grid](scores, values.contiguous(), out, norms, rows, slots, d_out, scale, eps, BLOCK_M=BLOCK_M,
+                          BLOCK_N=BLOCK_N, BLOCK_D=BLOCK_D, DOT_DTYPE=dot_dtype(x.dtype))  # fmt: skip
+    return out.to(x.dtype), norms
 
-    @staticmethod
-    def forward(ctx, x: Tensor, keys: Tensor, values: Tensor, groups: int, scale: float, eps: float) -> Tensor:
-        scores = (x @ keys.T).float().contiguous()
-        rows, slots, d_out = scores.shape[0], keys.shape[0] // groups, values.shape[1]
-        out = common.alloc(rows, groups * d_out, device=x.device)
-        norms = common.alloc(groups, rows, device=x.device)
-        grid = (triton.cdiv(rows, BLOCK_M), triton.cdiv(d_out, BLOCK_D), groups)
-        _forward_kernel[grid](
-            scores,
-            values.contiguous(),
-            out,
-            norms,
-            rows,
-            slots,
-            d_out,
-            scale,
-            eps,
-            BLOCK_M=BLOCK_M,
-            BLOCK_N=BLOCK_N,
-            BLOCK_D=BLOCK_D,
-            DOT_DTYPE=dot_dtype(x.dtype),
-        )
-        ctx.save_for_backward(x, keys, values, norms)
-        ctx.groups, ctx.scale, ctx.eps = groups, scale, eps
-        return out.to(x.dtype)
 
-    @staticmethod
-    def backward(ctx, d_out: Tensor):
-        x, keys, values, norms = ctx.saved_tensors
-        groups, (slots, d_value) = ctx.groups, (keys.shape[0] // ctx.groups, values.shape[1])
-        scores = (x @ keys.T).float().contiguous()
-        rows = scores.shape[0]
-        d_scores = common.alloc(*scores.shape, device=x.device)
-        gelu_scores = common.alloc(*scores.shape, device=x.device)
-        _backward_kernel[(triton.cdiv(rows, BLOCK_M), groups)](
-            scores,
-            values.contiguous(),
-            d_out.contiguous(),
-            norms,
-            d_scores,
-            gelu_scores,
-            rows,
-            slots,
-            d_value,
-            ctx.scale,
-            ctx.eps,
-            BLOCK_M=BLOCK_M,
-            BLOCK_N=BLOCK_N,
-            BLOCK_D=BLOCK_D,
-            DOT_DTYPE=dot_dtype(x.dtype),
-        )
-        d_x = (d_scores @ keys.float()).to(x.dtype)  # sums the G groups' contributions
-        d_keys = (d_scores.T @ x.float()).to(keys.dtype)
-        per_group = gelu_scores.view(rows, groups, slots).permute(1, 2, 0)
-        d_values = per_group @ d_out.float().view(rows, groups, d_value).transpose(0, 1)
-        return d_x, d_keys, d_values.reshape(values.shape).to(values.dtype), None, None, None
+@pattention_op.register_fake
+def _(x: Tensor, keys: Tensor, values: Tensor, groups: int, scale: float, eps: float) -> tuple[Tensor, Tensor]:
+    rows = x.shape[0]
+    return x.new_empty(rows, groups * values.shape[1]), x.new_empty(groups, rows, dtype=torch.float32)
+
+
+@torch.library.custom_op("scaling_axes::pattention_backward", mutates_args=())
+def pattention_backward_op(x: Tensor, keys: Tensor, values: Tensor, norms: Tensor, d_out: Tensor, groups: int,
+                           scale: float, eps: float) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
+    """(dx, d_keys, d_values) of `pattention_op` from the saved x, keys, values and row norms."""
+    slots, d_value = keys.shape[0] // groups, values.shape[1]
+    scores = (x @ keys.T).float().contiguous()
+    rows = scores.shape[0]
+    d_scores = common.alloc(*scores.shape, device=x.device)
+    gelu_scores = common.alloc(*scores.shape, device=x.device)
+    _backward_kernel[(triton.cdiv(rows, BLOCK_M), groups)](
+        scores, values.contiguous(), d_out.contiguous(), norms, d_scores, gelu_scores, rows, slots, d_value, scale,
+        eps, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=BLOCK_D, DOT_DTYPE=dot_dtype(x.dtype),
+    )  # fmt: skip
+    d_x = (d_scores @ keys.float()).to(x.dtype)  # sums the G groups' contributions
+    d_keys = (d_scores.T @ x.float()).to(keys.dtype)
+    per_group = gelu_scores.view(rows, groups, slots).permute(1, 2, 0)
+    d_values = per_group @ d_out.float().view(rows, groups, d_value).transpose(0, 1)
+    return d_x, d_keys, d_values.reshape(values.shape).to(values.dtype)
+
+
+@pattention_backward_op.register_fake
+def _(x: Tensor, keys: Tensor, values: Tensor, norms: Tensor, d_out: Tensor, groups: int, scale: float,
+      eps: float) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
+    return torch.empty_like(x), torch.empty_like(keys), torch.empty_like(values)
+
+
+def _save_for_backward(ctx, inputs: tuple, output: tuple[Tensor, Tensor]) -> None:
+    x, keys, values, ctx.groups, ctx.scale, ctx.eps = inputs
+    ctx.save_for_backward(x, keys, values, output[1])
+    ctx.mark_non_differentiable(output[1])
+
+
+def _backward(ctx, d_out: Tensor, _d_norms: Tensor) -> tuple:
+    x, keys, values, norms = ctx.saved_tensors
+    grads = pattention_backward_op(x, keys, values, norms, d_out, ctx.groups, ctx.scale, ctx.eps)
+    return *grads, None, None, None
+
+
+pattention_op.register_autograd(_backward, setup_context=_save_for_backward)
 
 
 def grouped_pattention(
@@ -223,7 +225,7 @@ def grouped_pattention(
     dtype = compute_dtype(x)
     stacked_keys, stacked_values = (keys[0], values[0]) if len(keys) == 1 else (torch.cat(keys), torch.cat(values))
     flat = x.reshape(-1, x.shape[-1]).to(dtype)
-    out = _FusedPattention.apply(flat, stacked_keys.to(dtype), stacked_values.to(dtype), len(keys), scale, eps)
+    out, _ = pattention_op(flat, stacked_keys.to(dtype), stacked_values.to(dtype), len(keys), scale, eps)
     return out.reshape(*x.shape[:-1], len(keys) * value_shape[1])
 
 

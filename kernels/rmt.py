@@ -127,42 +127,85 @@ def _tiles(d_value: int, d_key: int, n: int) -> dict[str, int]:
     return blocks
 
 
-class _NormRetrieve(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, keys, weight, bias, eps: float, layernorm: bool, heads_first: bool) -> Tensor:
-        batch, seq, d_value, d_key = x.shape
-        n, tokens, blocks = keys.shape[1], batch * seq, _tiles(d_value, d_key, keys.shape[1])
-        shape = (n, batch, seq, d_value) if heads_first else (batch, seq, d_value, n)
-        buffer = common.alloc(*shape, device=x.device, dtype=x.dtype)
-        out = buffer.permute(1, 2, 3, 0) if heads_first else buffer
-        mean, rstd = common.alloc(tokens, device=x.device), common.alloc(tokens, device=x.device)
-        _norm_retrieve_kernel[(tokens,)](
-            x, weight, bias if bias is not None else weight, keys, out, mean, rstd, seq, d_value, d_key, n, eps,
-            *out.stride(), LAYERNORM=layernorm, HAS_BIAS=bias is not None, DOT_DTYPE=dot_dtype(x.dtype), **blocks,
-        )  # fmt: skip
-        ctx.save_for_backward(x, keys, weight, bias, mean, rstd)
-        ctx.layernorm = layernorm
-        return out
+@torch.library.custom_op("scaling_axes::rmt_norm_retrieve", mutates_args=())
+def norm_retrieve_op(x: Tensor, keys: Tensor, weight: Tensor, bias: Tensor | None, eps: float, layernorm: bool,
+                     heads_first: bool) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
+    """(retrieved [B, T, D_v, n] in the layout `heads_first` asks for, per-token mean, per-token 1/std)."""
+    batch, seq, d_value, d_key = x.shape
+    n, tokens, blocks = keys.shape[1], batch * seq, _tiles(d_value, d_key, keys.shape[1])
+    out = _retrieved(x, n, heads_first, common.alloc)
+    mean, rstd = common.alloc(tokens, device=x.device), common.alloc(tokens, device=x.device)
+    _norm_retrieve_kernel[(tokens,)](
+        x, weight, bias if bias is not None else weight, keys, out, mean, rstd, seq, d_value, d_key, n, eps,
+        *out.stride(), LAYERNORM=layernorm, HAS_BIAS=bias is not None, DOT_DTYPE=dot_dtype(x.dtype), **blocks,
+    )  # fmt: skip
+    return out, mean, rstd
 
-    @staticmethod
-    def backward(ctx, d_out: Tensor):
-        x, keys, weight, bias, mean, rstd = ctx.saved_tensors
-        batch, seq, d_value, d_key = x.shape
-        n, tokens, blocks = keys.shape[1], batch * seq, _tiles(d_value, d_key, keys.shape[1])
-        programs = triton.cdiv(tokens, TOKENS_PER_PROGRAM)
-        d_x = common.alloc(*x.shape, device=x.device, dtype=x.dtype)
-        d_weight = common.alloc(programs, blocks["BLOCK_V"], blocks["BLOCK_K"], device=x.device)
-        d_bias = common.alloc(programs, blocks["BLOCK_V"], blocks["BLOCK_K"], device=x.device)
-        d_keys = common.alloc(programs, blocks["BLOCK_K"], blocks["BLOCK_N"], device=x.device)
-        # num_warps 8: eight tile-sized fp32 accumulators and operands per program
-        _norm_retrieve_backward_kernel[(programs,)](
-            x, weight, bias if bias is not None else weight, keys, d_out, mean, rstd, d_x, d_weight, d_bias, d_keys,
-            tokens, seq, d_value, d_key, n, *d_out.stride(), LAYERNORM=ctx.layernorm, HAS_BIAS=bias is not None,
-            DOT_DTYPE=dot_dtype(x.dtype), TOKENS_PER_PROGRAM=TOKENS_PER_PROGRAM, num_warps=8, **blocks,
-        )  # fmt: skip
-        d_weight = d_weight.sum(0)[:d_value, :d_key].to(weight.dtype)
-        d_bias = d_bias.sum(0)[:d_value, :d_key].to(bias.dtype) if bias is not None else None
-        return d_x, d_keys.sum(0)[:d_key, :n].to(keys.dtype), d_weight, d_bias, None, None, None
+
+def _retrieved(x: Tensor, n: int, heads_first: bool, alloc) -> Tensor:
+    """The retrieval's output buffer; `heads_first` stores it n-major and returns the [B, T, D_v, n] view."""
+    batch, seq, d_value, _ = x.shape
+    if heads_first:
+        return alloc(n, batch, seq, d_value, device=x.device, dtype=x.dtype).permute(1, 2, 3, 0)
+    return alloc(batch, seq, d_value, n, device=x.device, dtype=x.dtype)
+
+
+@norm_retrieve_op.register_fake
+def _(x: Tensor, keys: Tensor, weight: Tensor, bias: Tensor | None, eps: float, layernorm: bool,
+      heads_first: bool) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
+    tokens = x.shape[0] * x.shape[1]
+    out = _retrieved(x, keys.shape[1], heads_first, lambda *s, device, dtype: x.new_empty(s, dtype=dtype))
+    return out, x.new_empty(tokens, dtype=torch.float32), x.new_empty(tokens, dtype=torch.float32)
+
+
+@torch.library.custom_op("scaling_axes::rmt_norm_retrieve_backward", mutates_args=())
+def norm_retrieve_backward_op(x: Tensor, keys: Tensor, weight: Tensor, bias: Tensor | None, mean: Tensor,
+                              rstd: Tensor, d_out: Tensor, layernorm: bool) -> list[Tensor]:  # fmt: skip
+    """[dx, d_keys, d_weight] (+ d_bias when there is a bias) of `norm_retrieve_op`."""
+    batch, seq, d_value, d_key = x.shape
+    n, tokens, blocks = keys.shape[1], batch * seq, _tiles(d_value, d_key, keys.shape[1])
+    programs = triton.cdiv(tokens, TOKENS_PER_PROGRAM)
+    d_x = common.alloc(*x.shape, device=x.device, dtype=x.dtype)
+    d_weight = common.alloc(programs, blocks["BLOCK_V"], blocks["BLOCK_K"], device=x.device)
+    d_bias = common.alloc(programs, blocks["BLOCK_V"], blocks["BLOCK_K"], device=x.device)
+    d_keys = common.alloc(programs, blocks["BLOCK_K"], blocks["BLOCK_N"], device=x.device)
+    # num_warps 8: eight tile-sized fp32 accumulators and operands per program
+    _norm_retrieve_backward_kernel[(programs,)](
+        x, weight, bias if bias is not None else weight, keys, d_out, mean, rstd, d_x, d_weight, d_bias, d_keys,
+        tokens, seq, d_value, d_key, n, *d_out.stride(), LAYERNORM=layernorm, HAS_BIAS=bias is not None,
+        DOT_DTYPE=dot_dtype(x.dtype), TOKENS_PER_PROGRAM=TOKENS_PER_PROGRAM, num_warps=8, **blocks,
+    )  # fmt: skip
+    grads = [d_x, _unpad(d_keys, d_key, n, keys.dtype), _unpad(d_weight, d_value, d_key, weight.dtype)]
+    return grads + ([_unpad(d_bias, d_value, d_key, bias.dtype)] if bias is not None else [])
+
+
+def _unpad(partial_sums: Tensor, rows: int, cols: int, dtype: torch.dtype) -> Tensor:
+    """The blocks' partial sums added up and cut to the real size, contiguous as the op's fake says."""
+    return partial_sums.sum(0)[:rows, :cols].to(dtype).contiguous()
+
+
+@norm_retrieve_backward_op.register_fake
+def _(x: Tensor, keys: Tensor, weight: Tensor, bias: Tensor | None, mean: Tensor, rstd: Tensor, d_out: Tensor,
+      layernorm: bool) -> list[Tensor]:  # fmt: skip
+    grads = [torch.empty_like(x), torch.empty_like(keys), torch.empty_like(weight)]
+    return grads + ([torch.empty_like(bias)] if bias is not None else [])
+
+
+def _norm_retrieve_context(ctx, inputs: tuple, output: tuple[Tensor, Tensor, Tensor]) -> None:
+    x, keys, weight, bias, _eps, ctx.layernorm, _heads_first = inputs
+    _, mean, rstd = output
+    ctx.has_bias = bias is not None
+    ctx.save_for_backward(x, keys, weight, bias, mean, rstd)
+    ctx.mark_non_differentiable(mean, rstd)
+
+
+def _norm_retrieve_backward(ctx, d_out: Tensor, _d_mean: Tensor, _d_rstd: Tensor) -> tuple:
+    x, keys, weight, bias, mean, rstd = ctx.saved_tensors
+    d_x, d_keys, d_weight, *d_bias = norm_retrieve_backward_op(x, keys, weight, bias, mean, rstd, d_out, ctx.layernorm)
+    return d_x, d_keys, d_weight, (d_bias[0] if d_bias else None), None, None, None
+
+
+norm_retrieve_op.register_autograd(_norm_retrieve_backward, setup_context=_norm_retrieve_context)
 
 
 def norm_retrieve(
@@ -185,7 +228,7 @@ def norm_retrieve(
     x = x.to(dtype).contiguous()
     keys = keys.to(dtype).contiguous()
     bias = None if bias is None else bias.contiguous()
-    return _NormRetrieve.apply(x, keys, weight.contiguous(), bias, eps, layernorm, heads_first)
+    return norm_retrieve_op(x, keys, weight.contiguous(), bias, eps, layernorm, heads_first)[0]
 
 
 @triton.jit
@@ -203,27 +246,40 @@ def _store_kernel(X, DATA, K, OUT, T, D_V, D_K, R, s_b, s_t, s_v, s_r, DOT_DTYPE
     tl.store(OUT + offsets, x + dot(data, keys, DOT_DTYPE), mask=mask)
 
 
-class _Store(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x: Tensor, data: Tensor, keys: Tensor) -> Tensor:
-        batch, seq, d_value, d_key = x.shape
-        rank = keys.shape[0]
-        blocks = _tiles(d_value, d_key, rank)
-        out = common.alloc(*x.shape, device=x.device, dtype=x.dtype)
-        _store_kernel[(batch * seq,)](
-            x, data, keys, out, seq, d_value, d_key, rank, *data.stride(), DOT_DTYPE=dot_dtype(x.dtype),
-            BLOCK_V=blocks["BLOCK_V"], BLOCK_K=blocks["BLOCK_K"], BLOCK_R=blocks["BLOCK_N"],
-        )  # fmt: skip
-        ctx.save_for_backward(data, keys)
-        return out
+@torch.library.custom_op("scaling_axes::rmt_store", mutates_args=())
+def store_op(x: Tensor, data: Tensor, keys: Tensor) -> Tensor:
+    """x + data @ keys per token, `data` read through its strides."""
+    batch, seq, d_value, d_key = x.shape
+    rank = keys.shape[0]
+    blocks = _tiles(d_value, d_key, rank)
+    out = common.alloc(*x.shape, device=x.device, dtype=x.dtype)
+    _store_kernel[(batch * seq,)](
+        x, data, keys, out, seq, d_value, d_key, rank, *data.stride(), DOT_DTYPE=dot_dtype(x.dtype),
+        BLOCK_V=blocks["BLOCK_V"], BLOCK_K=blocks["BLOCK_K"], BLOCK_R=blocks["BLOCK_N"],
+    )  # fmt: skip
+    return out
 
-    @staticmethod
-    def backward(ctx, d_out: Tensor):
-        data, keys = ctx.saved_tensors
-        rows = d_out.reshape(-1, d_out.shape[-1])
-        d_data = (rows @ keys.T).view(data.shape)
-        d_keys = data.reshape(-1, data.shape[-1]).T @ rows
-        return d_out, d_data, d_keys
+
+@store_op.register_fake
+def _(x: Tensor, data: Tensor, keys: Tensor) -> Tensor:
+    return torch.empty_like(x)
+
+
+def _store_context(ctx, inputs: tuple, output: Tensor) -> None:
+    _, data, keys = inputs
+    ctx.save_for_backward(data, keys)
+
+
+def _store_backward(ctx, d_out: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Two GEMMs; dX is the incoming gradient itself."""
+    data, keys = ctx.saved_tensors
+    rows = d_out.reshape(-1, d_out.shape[-1])
+    d_data = (rows @ keys.T).view(data.shape)
+    d_keys = data.reshape(-1, data.shape[-1]).T @ rows
+    return d_out, d_data, d_keys
+
+
+store_op.register_autograd(_store_backward, setup_context=_store_context)
 
 
 def store(x: Tensor, data: Tensor, keys: Tensor) -> Tensor:
@@ -234,4 +290,4 @@ def store(x: Tensor, data: Tensor, keys: Tensor) -> Tensor:
             "x [B, T, D_v, D_k], data [B, T, D_v, R] and keys [R, D_k]"
         )
     dtype = compute_dtype(x)
-    return _Store.apply(x.to(dtype).contiguous(), data.to(dtype), keys.to(dtype).contiguous())
+    return store_op(x.to(dtype).contiguous(), data.to(dtype), keys.to(dtype).contiguous())

@@ -19,6 +19,7 @@ from torch import Tensor, nn
 from torchmetrics.aggregation import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
+from modules.acceleration import clip_gradients, compile_model, wants_compile
 from modules.flops import train_flops_per_token
 from modules.lm import check_finite_loss, warmup_cosine
 from modules.registry import build_model, list_models
@@ -57,6 +58,7 @@ class ImageClassifier(L.LightningModule):
         cutmix: float = 1.0,
         label_smoothing: float = 0.1,
         ema_decay: float | None = 0.9999,
+        compile: bool | None = None,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
@@ -94,6 +96,14 @@ class ImageClassifier(L.LightningModule):
         if config is not None and datamodule is not None:  # a preset: its true FLOPs give the ThroughputMonitor's MFU
             tokens = config.tokens_per_image
             self.flops_per_batch = train_flops_per_token(config, tokens) * tokens * datamodule.hparams.batch_size
+
+    def configure_model(self) -> None:
+        """`compile`: torch.compile the model (None: on a CUDA GPU); clipping and AdamW as in `LanguageModel`."""
+        if self.model is not None and wants_compile(self.hparams.compile, self.trainer.strategy.root_device):
+            compile_model(self.model)
+
+    def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None) -> None:
+        clip_gradients(self, optimizer, gradient_clip_val, gradient_clip_algorithm)
 
     def forward(self, images: Tensor) -> Tensor:
         return self.model(images)
@@ -139,7 +149,7 @@ class ImageClassifier(L.LightningModule):
             (no_decay if p.dim() < 2 or name in skip else decay).append(p)
         optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": hp.weight_decay},
                                        {"params": no_decay, "weight_decay": 0.0}], lr=hp.lr, betas=tuple(hp.betas),
-                                      fused=self.device.type == "cuda")  # fmt: skip
+                                      fused=True)  # fmt: skip
         total = hp.schedule_steps or self.trainer.max_steps
         if total is None or total <= 0:
             raise ValueError("set schedule_steps or the Trainer's max_steps: the cosine schedule needs a length")

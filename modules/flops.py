@@ -15,7 +15,6 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from datamodules.token_bytes import byte_vocabulary
 from modules.layers import DecoderConfig
 from modules.modded_gpt import ModdedGPTConfig
 from modules.mot import MoTConfig
@@ -214,8 +213,8 @@ def _modded_tables(c: MoTConfig) -> tuple[int, int]:
     """(Lookup-table parameters: tokens, value embeddings, bytes; parameters of the head's output matrix)."""
     tables = c.vocab_size * c.d_token + c.value_embeddings * c.vocab_size * c.d_model
     if c.mixin != "noop":
-        tables += byte_vocabulary(c.byte_vocabulary).size * c.d_byte
-    head_size = c.head_size if c.mixout == "noop" else byte_vocabulary(c.byte_vocabulary).head_size
+        tables += c.byte_vocab.size * c.d_byte
+    head_size = c.head_size if c.mixout == "noop" else c.byte_vocab.head_size
     return tables, c.d_byte_out * head_size
 
 
@@ -233,7 +232,7 @@ def _modded_flops(config: ModdedGPTConfig, seq_len: int) -> dict[str, int]:
     if c.mixout == "noop":
         head = 2 * d * c.head_size
     else:
-        byte_head = 2 * c.d_byte_out * byte_vocabulary(c.byte_vocabulary).head_size
+        byte_head = 2 * c.d_byte_out * c.byte_vocab.head_size
         head = slots * (byte_head + c.byte_layers_out * _byte_layer(c, c.d_byte_out, slots * seq_len, flops=True))
     return {
         "embedding": embedding,

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torchmetrics.aggregation import MeanMetric
 
+from modules.acceleration import clip_gradients, compile_model, wants_compile
 from modules.atomic import atomic_torch_save
 from modules.flops import lookup_tables, train_flops_per_token
 from modules.optim import MuonWithAdam, constant_then_linear, speedrun_lrs
@@ -53,6 +54,11 @@ class LanguageModel(L.LightningModule):
             `group_lrs` (default `speedrun_lrs`; `lr` is then unused).
         schedule: "warmup_cosine", or "constant_then_linear" (no warmup, linear to 0 over the last
             `cooldown_fraction`).
+        compile: `torch.compile` the model (the Triton kernels are ops it calls); None: on a CUDA GPU.
+
+    AdamW is the fused one on every device; gradients are clipped at the Trainer's `gradient_clip_val` by
+    `modules.acceleration.clip_gradients` (Lightning's own clipping refuses fused optimizers under bf16-mixed), and
+    their norm before clipping is logged as `train/grad_norm`.
 
     A model may predict something other than the next token: its `loss_targets(next_tokens)` gives the targets its
     logits are scored against, and `predicts_bytes` turns off bits per token-byte. With several validation sets
@@ -77,6 +83,7 @@ class LanguageModel(L.LightningModule):
         group_lrs: dict[str, float] | None = None,
         schedule: Literal["warmup_cosine", "constant_then_linear"] = "warmup_cosine",
         cooldown_fraction: float = 0.6,
+        compile: bool | None = None,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
@@ -159,13 +166,23 @@ class LanguageModel(L.LightningModule):
         self.log_dict(metrics, prog_bar=prefix == "val", sync_dist=True)
 
     def configure_model(self) -> None:
+        """Shard (under FSDP), then compile (see `compile`)."""
+        if self.device_mesh is not None:
+            self._shard()
+        if wants_compile(self.hparams.compile, self.trainer.strategy.root_device):
+            compile_model(self.model)
+
+    def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None) -> None:
+        clip_gradients(self, optimizer, gradient_clip_val, gradient_clip_algorithm)
+
+    def _shard(self) -> None:
         """Under FSDP (`--strategy fsdp`, Lightning's ModelParallelStrategy) each transformer block is one FSDP2 unit,
         then the rest of the model (embeddings, final norm, head) is the root unit. With `bf16-mixed` precision the
         units gather and use their weights in bf16 and reduce gradients in float32, while the sharded master weights
         and the optimizer stay float32: autocast alone would all-gather float32 weights, twice the traffic."""
         from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 
-        if self.device_mesh is None or isinstance(self.model, FSDPModule):  # validate() after fit() calls this again
+        if isinstance(self.model, FSDPModule):  # validate() after fit() calls this again
             return
 
         policy = MixedPrecisionPolicy()  # full precision
@@ -207,7 +224,7 @@ class LanguageModel(L.LightningModule):
             lr=hp.lr,
             betas=tuple(hp.betas),
             eps=hp.eps,
-            fused=self.device.type == "cuda",
+            fused=True,
         )
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:

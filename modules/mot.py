@@ -24,7 +24,14 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
-from datamodules.token_bytes import byte_vocabulary, pull_from_left, pull_from_right, token_byte_table
+from datamodules.token_bytes import (
+    ByteVocabulary,
+    byte_vocabulary,
+    pull_from_left,
+    pull_from_right,
+    synthetic_token_byte_table,
+    token_byte_table,
+)
 from modules.layers import RotaryEmbedding
 from modules.modded_gpt import Attention, ModdedGPT, ModdedGPTConfig, rms_norm, speedrun_linear
 from modules.registry import register_presets
@@ -51,11 +58,13 @@ class MoTConfig(ModdedGPTConfig):
     byte_window_tokens: int = 8
     byte_head_dim: int = 128
     eot_token: int = 50256
+    byte_table: Literal["gpt2", "synthetic"] = "gpt2"  # synthetic: random bytes, for timing without the tokenizer
 
     def __post_init__(self) -> None:
         super().__post_init__()
         for field, allowed in (("mixin", ("noop", "concat", "cross_attn")), ("mixout", ("noop", "split", "copy")),
-                               ("byte_mask", ("causal", "within_token"))):  # fmt: skip
+                               ("byte_mask", ("causal", "within_token")),
+                               ("byte_table", ("gpt2", "synthetic"))):  # fmt: skip
             if getattr(self, field) not in allowed:
                 raise ValueError(f"{field}={getattr(self, field)!r}; allowed: {', '.join(allowed)}")
         if self.mixin == "noop" and self.d_token != self.d_model:
@@ -70,6 +79,10 @@ class MoTConfig(ModdedGPTConfig):
             raise ValueError(f"byte_layers_out={self.byte_layers_out} needs a byte mixout; mixout='noop'")
         if self.mixout == "split" and self.d_model % self.bytes_per_token:
             raise ValueError(f"split mixout: d_model={self.d_model} not divisible by {self.bytes_per_token} bytes")
+
+    @property
+    def byte_vocab(self) -> ByteVocabulary:
+        return byte_vocabulary(self.byte_vocabulary, synthetic=self.byte_table == "synthetic")
 
     @property
     def byte_window(self) -> int:
@@ -157,7 +170,7 @@ class ConcatMixin(nn.Module):
     def __init__(self, config: MoTConfig) -> None:
         super().__init__()
         self.tokens = nn.Embedding(config.vocab_size, config.d_token)
-        self.bytes = nn.Embedding(byte_vocabulary(config.byte_vocabulary).size, config.d_byte)
+        self.bytes = nn.Embedding(config.byte_vocab.size, config.d_byte)
         self.byte_layer = ByteLayer(config.d_byte, config, _byte_rotary(config)) if config.byte_attention_in else None
         self.proj = speedrun_linear(config.d_token + config.bytes_per_token * config.d_byte, config.d_model)
 
@@ -180,7 +193,7 @@ class CrossAttentionMixin(nn.Module):
         d = config.d_model
         self.n_head, self.head_dim = d // config.byte_head_dim, config.byte_head_dim
         self.tokens = nn.Embedding(config.vocab_size, d)
-        self.bytes = nn.Embedding(byte_vocabulary(config.byte_vocabulary).size, d)
+        self.bytes = nn.Embedding(config.byte_vocab.size, d)
         self.q, self.kv, self.out = speedrun_linear(d, d), speedrun_linear(d, 2 * d), speedrun_linear(d, d)
         self.value_scale = nn.Parameter(torch.tensor(0.5))
         self.rotary = _byte_rotary(config)
@@ -224,7 +237,7 @@ class MixtureOfTokenizers(ModdedGPT):
 
     def __init__(self, config: MoTConfig) -> None:
         super().__init__(config)
-        self.bytes_vocab = byte_vocabulary(config.byte_vocabulary)
+        self.bytes_vocab = config.byte_vocab
         if config.mixin != "noop":
             self.embed = {"concat": ConcatMixin, "cross_attn": CrossAttentionMixin}[config.mixin](config)
             self.register_buffer("input_bytes", self._table("left"), persistent=False)
@@ -235,7 +248,8 @@ class MixtureOfTokenizers(ModdedGPT):
 
     def _table(self, padding: str) -> Tensor:
         c = self.config
-        table = token_byte_table(c.byte_vocabulary, c.bytes_per_token, padding)
+        build = synthetic_token_byte_table if c.byte_table == "synthetic" else token_byte_table
+        table = build(c.byte_vocabulary, c.bytes_per_token, padding)
         if table.shape[0] != c.vocab_size:
             raise ValueError(f"byte tables cover GPT-2's {table.shape[0]} tokens; vocab_size={c.vocab_size}")
         return table.long().to(torch.get_default_device())  # meta under a meta-device build (FLOP counts)

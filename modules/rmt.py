@@ -95,15 +95,13 @@ def store(x: Tensor, data: Tensor, keys: Tensor) -> Tensor:
     return torch.addmm(x.reshape(-1, x.shape[-1]), data.reshape(-1, data.shape[-1]), keys).view(x.shape)
 
 
-def normed_retrieval(x: Tensor, norm: nn.Module, keys: Tensor, kernel: str, heads_first: bool) -> Tensor:
+def normed_retrieval(x: Tensor, norm: MatrixNorm, keys: Tensor, kernel: str, heads_first: bool) -> Tensor:
     """retrieve(norm(x), keys) -> [B, T, D_v, n]; `heads_first`: stored n-major, so that q, k, v are [B, R, T, D_v]
     views with unit last stride. With the fused kernel the normalised matrix is never written to memory."""
     if use_triton(kernel, x):
         from kernels.rmt import norm_retrieve
 
-        layernorm = isinstance(norm, nn.LayerNorm)
-        bias = norm.bias if layernorm else None
-        return norm_retrieve(x, keys, norm.weight, bias, norm.eps, layernorm, heads_first)
+        return norm_retrieve(x, keys, norm.weight, norm.bias, norm.eps, norm.layernorm, heads_first)
     xn = norm(x)
     if not heads_first:
         return retrieve(xn, keys)
@@ -119,7 +117,7 @@ class Retrieval(nn.Module):
         self.keys = nn.Parameter(torch.empty(d_key, n))
         self.kernel = kernel
 
-    def forward(self, x: Tensor, norm: nn.Module) -> Tensor:
+    def forward(self, x: Tensor, norm: MatrixNorm) -> Tensor:
         return normed_retrieval(x, norm, self.keys, self.kernel, heads_first=False)
 
 
@@ -139,12 +137,29 @@ class Storage(nn.Module):
         return store(x, data, self.keys)
 
 
-def matrix_norm(config: RMTConfig) -> nn.Module:
-    """Normalisation over the whole D_v x D_k matrix of a token, with a full-size elementwise gain."""
-    shape = (config.d_value, config.d_key)
-    if config.norm == "rmsnorm":
-        return nn.RMSNorm(shape, eps=config.norm_eps)
-    return nn.LayerNorm(shape, eps=config.norm_eps)
+class MatrixNorm(nn.Module):
+    """LayerNorm (or RMSNorm) over the whole D_v x D_k matrix of a token, with a full-size elementwise gain (and,
+    for LayerNorm, bias), stored [D_v, D_k] as `nn.LayerNorm((D_v, D_k))` stores them.
+
+    It normalises the flattened matrix with 1-D parameters: a 2-D normalized_shape under autocast made
+    torch.compile's backward return the gain's gradient flattened (torch 2.11 on CUDA: "invalid gradient ... got
+    [4096] but expected shape compatible with [64, 64]"); the view's own backward restores the shape."""
+
+    def __init__(self, d_value: int, d_key: int, eps: float, layernorm: bool = True) -> None:
+        super().__init__()
+        self.eps, self.layernorm = eps, layernorm
+        self.weight = nn.Parameter(torch.ones(d_value, d_key))
+        self.bias = nn.Parameter(torch.zeros(d_value, d_key)) if layernorm else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        flat, size = x.flatten(-2), (self.weight.numel(),)
+        if self.layernorm:
+            return F.layer_norm(flat, size, self.weight.flatten(), self.bias.flatten(), self.eps).view_as(x)
+        return F.rms_norm(flat, size, self.weight.flatten(), self.eps).view_as(x)
+
+
+def matrix_norm(config: RMTConfig) -> MatrixNorm:
+    return MatrixNorm(config.d_value, config.d_key, config.norm_eps, layernorm=config.norm != "rmsnorm")
 
 
 def alibi_bias(idx: Tensor, heads: int, document_mask: bool, bos_token_id: int) -> Tensor:
@@ -164,7 +179,7 @@ def alibi_bias(idx: Tensor, heads: int, document_mask: bool, bos_token_id: int) 
 class HeadRetrieval(Retrieval):
     """Q, K and V for all R heads from norm(x) in one product; returns q, k, v as [B, R, T, D_v] views."""
 
-    def forward(self, x: Tensor, norm: nn.Module) -> Tensor:
+    def forward(self, x: Tensor, norm: MatrixNorm) -> Tensor:
         batch, seq, d_value, _ = x.shape
         qkv = normed_retrieval(x, norm, self.keys, self.kernel, heads_first=True).permute(3, 0, 1, 2)
         return qkv.view(3, -1, batch, seq, d_value).permute(0, 2, 1, 3, 4)  # [3, B, R, T, D_v]
@@ -192,7 +207,7 @@ class RMTAttention(nn.Module):
         layer_scale = 1 / (layer + 1) if config.inverse_layer_scaling else 1.0
         self.scale = config.attention_alpha / math.sqrt(config.d_value) * layer_scale
 
-    def forward(self, x: Tensor, norm: nn.Module, bias: Tensor | None) -> Tensor:
+    def forward(self, x: Tensor, norm: MatrixNorm, bias: Tensor | None) -> Tensor:
         q, k, v = self.qkv(x, norm)
         return self.out(x, causal_attention(q, k, v, scale=self.scale, upcast=True, bias=bias).to(x.dtype))
 
@@ -209,7 +224,7 @@ class RMTFeedForward(nn.Module):
         self.storage = Storage(config.rank, config.d_key, config.kernel)
         self.gelu = config.gelu
 
-    def forward(self, x: Tensor, norm: nn.Module) -> Tensor:
+    def forward(self, x: Tensor, norm: MatrixNorm) -> Tensor:
         batch, seq, d_value, _ = x.shape
         u = self.retrieval(x, norm).reshape(batch, seq, -1)  # (v, h) order: v major
         y = self.down(F.gelu(self.up(u), approximate=self.gelu))

@@ -163,33 +163,68 @@ def test_training_benchmark_says_it_needs_a_gpu(monkeypatch):
 
 def test_training_benchmark_runs_every_variant_end_to_end_at_toy_sizes(monkeypatch, tmp_path, capsys):
     """No GPU here: the real step (loss, backward, clipping, AdamW; fused kernels under the interpreter) on the CPU at
-    toy sizes, timings stubbed, so that every row and the derived columns are computed."""
+    toy sizes, timings stubbed, so that every row and the derived columns are computed. One case fails on purpose
+    (the RMT's compiled eager model, as it did on the H100) and is a row with its error; the MoT runs without the
+    GPT-2 tokenizer file."""
+    from modules.rmt import RMT
+
     tiny = cross.SHAPES["smoke"]["125m"]
     toy = [bench_training.Case(family, arch, cross.FAMILIES[arch], cross.overrides(arch, tiny, 8), 2, 8)
            for family, archs in (("rmt_paper", ("transformer", "rmt")),
                                  ("tokenformer_150m", ("tokenformer", "transformer", "mot")))
            for arch in archs]  # fmt: skip
-    timings = iter([4.0, 3.0, 6.0, 5.0, 4.0, 8.0, 7.0, 6.0, 2.0, 1.5, 9.0, 9.0])
+    timings = iter([4.0, 3.0, 6.0, 5.0, 4.0, 8.0, 7.0, 6.0, 5.5, 2.0, 1.5, 9.0, 9.0])
+
+    def compile_or_fail(model):
+        if isinstance(model, RMT) and model.config.kernel == "torch":
+            raise RuntimeError("Function CompiledFunctionBackward returned an invalid gradient at index 6")
+
+    def no_tokenizer(name, path=None):
+        raise FileNotFoundError("GPT-2 tokenizer file not found")
+
     monkeypatch.setattr(bench_training, "DEVICE", "cpu")
     monkeypatch.setattr(bench_training, "DTYPE", torch.float32)
     monkeypatch.setattr(bench_training, "cases", lambda: toy)
     monkeypatch.setattr(bench_training, "time_ms", lambda step, repeats: step() or next(timings))
     monkeypatch.setattr(bench_training, "get_available_flops", lambda device, dtype: 1e9)
-    monkeypatch.setattr(torch, "compile", lambda module: module)
+    monkeypatch.setattr(bench_training, "compile_model", compile_or_fail)
+    monkeypatch.setattr(bench_training, "load_tokenizer", no_tokenizer)
+    monkeypatch.setattr("datamodules.token_bytes.load_tokenizer", no_tokenizer)
     monkeypatch.setattr(sys, "argv", ["experiments.bench_training", "--out", str(tmp_path / "bench.csv")])
     bench_training.main()
-    lines = (tmp_path / "bench.csv").read_text().splitlines()
-    assert lines[0] == ",".join(bench_training.COLUMNS)
-    rows = [dict(zip(bench_training.COLUMNS, line.split(","), strict=True)) for line in lines[1:]]
+    with open(tmp_path / "bench.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0]) == list(bench_training.COLUMNS)
     assert [(r["architecture"], r["variant"]) for r in rows] == [(c.architecture, v) for c in toy for v in c.variants]
+    failed = [r for r in rows if r["error"]]
+    assert [(r["architecture"], r["variant"]) for r in failed] == [("rmt", "compiled")]
+    assert "invalid gradient at index 6" in failed[0]["error"] and failed[0]["step_ms"] == ""
     for r in rows:
+        if r["error"]:
+            continue
         ms, tokens = float(r["step_ms"]), int(r["tokens_per_step"])
         assert int(r["tokens_per_s"]) == round(tokens / ms * 1000)
         config = get_config(r["model"], **next(c.overrides for c in toy if c.architecture == r["architecture"]))
         assert float(r["mfu"]) == pytest.approx(train_flops_per_token(config, 8) * tokens / ms * 1000 / 1e9, rel=1e-3)
+        assert r["precision"] == "bf16-mixed" and r["torch"] == torch.__version__
+    synthetic = {r["note"] for r in rows if r["architecture"] == "mot"}
+    assert synthetic == {"synthetic byte tables (no GPT-2 tokenizer file)"}
     rmt_fused = next(r for r in rows if r["architecture"] == "rmt" and r["variant"] == "fused")
     assert float(rmt_fused["vs_transformer_best"]) == pytest.approx(5.0 / 3.0, abs=1e-3)  # fastest Transformer: 3 ms
-    assert "step 1.333 (target <= 1.15" in capsys.readouterr().out  # the RMT's fastest variant, compiled: 4 ms
+    assert "step 1.333 (target <= 1.15" in capsys.readouterr().out  # the RMT's fastest variant, compiled_fused: 4 ms
+
+
+def test_the_training_benchmark_writes_its_csv_even_when_it_is_stopped(monkeypatch, tmp_path):
+    def stop(families, repeats, rows):
+        rows.append({"gpu": "cpu", "family": "rmt_paper", "variant": "eager", "step_ms": 1.0})
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(bench_training, "DEVICE", "cpu")
+    monkeypatch.setattr(bench_training, "bench", stop)
+    monkeypatch.setattr(sys, "argv", ["experiments.bench_training", "--out", str(tmp_path / "bench.csv")])
+    with pytest.raises(KeyboardInterrupt):
+        bench_training.main()
+    assert (tmp_path / "bench.csv").read_text().splitlines()[1].startswith("cpu,,,rmt_paper,,,,,eager,1.0")
 
 
 def test_benchmark_targets_say_met_or_not():

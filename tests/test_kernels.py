@@ -84,13 +84,13 @@ def test_half_precision_inputs_accumulate_in_float32(dtype) -> None:
 
 
 def test_module_dispatch_and_a_tokenformer_give_the_same_loss_and_gradients_with_either_kernel(monkeypatch) -> None:
-    launches, apply = [], fused._FusedPattention.apply
+    launches, op = [], fused.pattention_op
 
-    def counting_apply(*args):
+    def counting_op(*args):
         launches.append(args[3])  # the number of groups
-        return apply(*args)
+        return op(*args)
 
-    monkeypatch.setattr(fused._FusedPattention, "apply", counting_apply)
+    monkeypatch.setattr(fused, "pattention_op", counting_op)
     models = {k: build_model("tokenformer_124m", **TINY_TOKENFORMER, kernel=k) for k in ("torch", "triton")}
     models["triton"].load_state_dict(models["torch"].state_dict())
     idx = torch.randint(0, 97, (2, 11))
@@ -231,15 +231,37 @@ def test_benchmark_runs_end_to_end_at_toy_sizes(monkeypatch, tmp_path) -> None:
     monkeypatch.setattr(bench, "PATTENTION_TOKENS", 5)
     monkeypatch.setattr(bench, "RMT_BATCH", 1)
     monkeypatch.setattr(bench, "RMT_SEQ", 2)
-    monkeypatch.setattr(bench, "time_ms", lambda step, repeats: step() or 2.0)
-    monkeypatch.setattr(torch, "compile", lambda fn: fn)
+
+    def time_ms(step, repeats):
+        step()
+        forward = step.__defaults__[0]
+        if failing in (forward, getattr(forward, "func", None)):
+            raise RuntimeError("InductorError: SubprocException")
+        return 2.0
+
+    failing = None
+
+    def compile_and_fail_once(fn):
+        nonlocal failing
+        if failing is not None:
+            return fn
+
+        def failing(*args):  # the first compiled case fails at its first call, as on the H100
+            return fn(*args)
+
+        return failing
+
+    monkeypatch.setattr(bench, "time_ms", time_ms)
+    monkeypatch.setattr(torch, "compile", compile_and_fail_once)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda: "cpu (toy run)")
     monkeypatch.setattr(sys, "argv", ["kernels.bench", "--out", str(tmp_path / "bench.csv")])
     bench.main()
     rows = (tmp_path / "bench.csv").read_text().splitlines()
     assert rows[0] == ",".join(bench.COLUMNS)
-    layers = {row.split(",")[2] for row in rows[1:]}
+    errors = [row for row in rows[1:] if row.split(",")[-1]]
+    assert len(errors) == 1 and ",compiled,,,,RuntimeError: InductorError" in errors[0]
+    layers = {row.split(",")[3] for row in rows[1:]}
     assert layers == {"pattention_qkv", "pattention_ffn", "pattention_q_k_v", "attention_read", "attention_write",
                       "ffn_read", "attention_sublayer", "ffn_sublayer"}  # fmt: skip
     assert len(rows) == 1 + 2 * 4 + 2 + 5 * 3

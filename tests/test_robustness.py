@@ -86,7 +86,7 @@ def test_fsdp_computes_in_the_precision_asked_and_keeps_float32_master_weights(p
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     try:
         lm = LanguageModel("transformer_124m", model_overrides=TINY)
-        lm._trainer = SimpleNamespace(precision=precision)  # all configure_model reads of the Trainer
+        lm._trainer = SimpleNamespace(precision=precision, strategy=SimpleNamespace(root_device=torch.device("cpu")))
         lm._device_mesh = init_device_mesh("cpu", (1,), mesh_dim_names=("data_parallel",))
         lm.configure_model()
         used = []

@@ -114,3 +114,22 @@ def test_tables_pad_and_truncate_as_the_reference() -> None:
     assert utf8[partial, 0].item() == tok.decode_bytes([partial])[0] >= 128  # a real byte, not U+FFFD
     with pytest.raises(ValueError, match="padding='middle'"):
         token_byte_table("chars", 16, "middle")
+
+
+@pytest.mark.parametrize("vocabulary", ["chars", "utf8"])
+def test_synthetic_tables_have_the_real_ones_vocabulary_shape_and_padding(vocabulary) -> None:
+    """For timing without the tokenizer file: the same vocabulary size (456 chars is checked against GPT-2 here),
+    shape and padding side as the real tables, and end-of-text where it belongs."""
+    from datamodules.token_bytes import synthetic_token_byte_table
+
+    real = byte_vocabulary(vocabulary)
+    assert byte_vocabulary(vocabulary, synthetic=True) == real
+    for padding in ("left", "right"):
+        table = token_byte_table(vocabulary, 16, padding)
+        synthetic = synthetic_token_byte_table(vocabulary, 16, padding)
+        assert synthetic.shape == table.shape and synthetic.dtype == table.dtype
+        assert (synthetic[50256] == real.eot_id).all()
+        real_slots = (synthetic[:50256] != real.pad_id).int()
+        assert ((real_slots.diff(dim=1) >= 0) if padding == "left" else (real_slots.diff(dim=1) <= 0)).all()
+        assert 4.0 < real_slots.sum(1).float().mean() < 5.0
+        assert int(synthetic[:50256][real_slots.bool()].max()) < real.symbols

@@ -1,0 +1,55 @@
+"""What a GPU run adds to training, shared by the LightningModules: the default precision, gradient clipping that
+works with fused optimizers under bf16-mixed, and `torch.compile` of the model."""
+
+from __future__ import annotations
+
+import lightning as L
+import torch
+from torch import Tensor, nn
+from torch.distributed.tensor import DTensor
+
+
+def on_cuda(accelerator: str = "auto") -> bool:
+    """Whether a Trainer with `accelerator` trains on a CUDA GPU."""
+    return accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available()
+
+
+def default_precision(accelerator: str = "auto") -> str:
+    """bf16-mixed on a CUDA GPU (the papers trained in mixed precision), 32-true on the CPU."""
+    return "bf16-mixed" if on_cuda(accelerator) else "32-true"
+
+
+def clip_gradients(module: L.LightningModule, optimizer: torch.optim.Optimizer, clip_val: float | None,
+                   algorithm: str | None) -> Tensor | None:  # fmt: skip
+    """Clip the gradients to norm `clip_val` and log their norm before clipping as `train/grad_norm`.
+
+    Lightning's mixed-precision plugin refuses to clip for an optimizer that unscales inside `step()` (fused AdamW):
+    under fp16 its gradients would still be scaled. Under bf16-mixed and 32-true there is no scaler, the gradients
+    are the true ones, and clipping them here is right. Under fp16-mixed Lightning's own path (unscale, then clip)
+    runs, and still refuses a fused optimizer. Sharded (FSDP2) gradients are DTensors: their total norm is reduced
+    over the ranks before it scales them, as torchtitan does.
+    """
+    if not clip_val:
+        return None
+    if getattr(module.trainer.precision_plugin, "scaler", None) is not None or algorithm == "value":
+        module.clip_gradients(optimizer, clip_val, algorithm)
+        return None
+    params = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+    norm = torch.nn.utils.get_total_norm([p.grad for p in params], foreach=True)
+    if isinstance(norm, DTensor):
+        norm = norm.full_tensor()
+    torch.nn.utils.clip_grads_with_norm_(params, clip_val, norm, foreach=True)
+    module.log("train/grad_norm", norm)
+    return norm
+
+
+def wants_compile(compile: bool | None, device: torch.device) -> bool:
+    """`compile`, or when it is None (the default), whether the run is on a CUDA GPU."""
+    return device.type == "cuda" if compile is None else compile
+
+
+def compile_model(model: nn.Module) -> None:
+    """`torch.compile` the model in place (`nn.Module.compile`: its state-dict keys, and so checkpoints, do not
+    change). Under FSDP2 Dynamo runs the sharding hooks eagerly between the compiled blocks."""
+    if getattr(model, "_compiled_call_impl", None) is None:  # validate() after fit() configures the model again
+        model.compile()
