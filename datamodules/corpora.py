@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import bz2
 import dataclasses
+import functools
+import hashlib
 import json
 import os
 import zipfile
@@ -20,7 +22,7 @@ from tqdm.auto import tqdm
 
 from datamodules.embedded import LEE_NEWS, WIKI_XML, require_package_file
 from datamodules.tokenizers import load_tokenizer
-from modules.atomic import atomic_write
+from modules.atomic import atomic_write, read_json
 
 SPLITS = ("train", "val", "test")
 Documents = dict[str, "datasets.Dataset | bytes | list[Path]"]  # noqa: F821 (datasets is imported lazily; list: token shards)
@@ -67,16 +69,31 @@ def _local_or_hub(local: Path, hub: str, config: str | None, split: str):
     import datasets
 
     files = sorted(p for p in local.rglob("*") if p.suffix in (".jsonl", ".json", ".parquet", ".txt"))
+    if files:
+        return _local_texts(local, files)
     try:
-        if files:
-            builder = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".txt": "text"}[files[0].suffix]
-            return datasets.load_dataset(builder, data_files=[str(f) for f in files], split="train")
         return datasets.load_dataset(hub, name=config, split=split)
     except Exception as err:
         raise FileNotFoundError(
             f"no local files in {local} (.jsonl/.json/.parquet/.txt with a 'text' field) and loading {hub}"
             f"{f' ({config})' if config else ''} {split} from the hub failed: {err}"
         ) from err
+
+
+def _local_texts(local: Path, files: list[Path]):
+    """The local files as one dataset; unreadable or empty files stop with what to fix (the hub is not tried)."""
+    import datasets
+
+    builder = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".txt": "text"}[files[0].suffix]
+    try:
+        texts = datasets.load_dataset(builder, data_files=[str(f) for f in files], split="train")
+    except Exception as err:
+        raise ValueError(f"could not read the local corpus files under {local} ({type(err).__name__}: {err}); they "
+                         "must be UTF-8 .txt, or .jsonl/.json/.parquet with a 'text' field") from err  # fmt: skip
+    if len(texts) == 0 or "text" not in texts.column_names or not any(t.strip() for t in texts["text"][:1000]):
+        raise ValueError(f"the local corpus files under {local} ({', '.join(f.name for f in files[:5])}) hold no "
+                         "text; put the corpus there or remove them to use the hub")  # fmt: skip
+    return texts
 
 
 def _hub_text(local: Path, hub: str, config: str | None, val_fraction: float, seed: int) -> Documents:
@@ -257,8 +274,8 @@ def prepare_corpus(
             )
         else:
             chunks, num_docs, num_bytes = _tokenize(documents, tokenizer, tokenizer_path, tok.eot_id)
-        num_tokens = _write_tokens(out / f"{split}.bin", chunks, dtype)
-        splits[split] = {"tokens": num_tokens, "documents": num_docs, "bytes": num_bytes}
+        num_tokens, checksum = _write_tokens(out / f"{split}.bin", chunks, dtype)
+        splits[split] = {"tokens": num_tokens, "documents": num_docs, "bytes": num_bytes, "blake2b": checksum}
     meta = {
         "corpus": corpus,
         "source": spec.source,
@@ -310,10 +327,10 @@ def train_tokens(corpus: str, tokenizer: str | None = None, data_root: str | Pat
     tokenizer = tokenizer or spec.default_tokenizer
     meta = corpus_dir(data_root or default_data_root(), corpus, tokenizer) / "meta.json"
     if meta.exists():
-        return json.loads(meta.read_text())["splits"]["train"]["tokens"], "counted"
+        return read_meta(meta.parent)["splits"]["train"]["tokens"], "counted"
     if spec.train_bytes is None or spec.proxy is None:
         raise FileNotFoundError(f"{corpus} is not prepared under {meta.parent} and has no size estimate; prepare it")
-    proxy = json.loads((prepare_corpus(spec.proxy, tokenizer, data_root) / "meta.json").read_text())["splits"]["train"]
+    proxy = read_meta(prepare_corpus(spec.proxy, tokenizer, data_root))["splits"]["train"]
     tokens = round(spec.train_bytes * proxy["tokens"] / proxy["bytes"])
     return (
         tokens,
@@ -321,15 +338,30 @@ def train_tokens(corpus: str, tokenizer: str | None = None, data_root: str | Pat
     )
 
 
-def _write_tokens(path: Path, chunks: Iterator[np.ndarray], dtype) -> int:
-    tmp, count = path.with_suffix(".bin.tmp"), 0
+def _write_tokens(path: Path, chunks: Iterator[np.ndarray], dtype) -> tuple[int, str]:
+    """Write the token file; returns its token count and checksum (blake2b of its bytes)."""
+    tmp, count, digest = path.with_suffix(".bin.tmp"), 0, hashlib.blake2b(digest_size=16)
     with open(tmp, "wb") as f, tqdm(desc=f"tokenizing into {path}", unit=" tokens", unit_scale=True) as progress:
         for chunk in chunks:
-            np.asarray(chunk).astype(dtype).tofile(f)
+            data = np.asarray(chunk).astype(dtype).tobytes()
+            f.write(data)
+            digest.update(data)
             count += len(chunk)
             progress.update(len(chunk))
     os.replace(tmp, path)
-    return count
+    return count, digest.hexdigest()
+
+
+@functools.lru_cache(maxsize=64)
+def _verify_checksum(path: Path, size: int, mtime_ns: int, expected: str) -> None:
+    """Once per process and file version: the token file's bytes against meta.json's checksum."""
+    digest = hashlib.blake2b(digest_size=16)
+    with open(path, "rb") as f:
+        while block := f.read(1 << 24):
+            digest.update(block)
+    if digest.hexdigest() != expected:
+        raise ValueError(f"{path} does not match the checksum in {path.parent / 'meta.json'}: its content changed "
+                         f"after it was written; delete {path.parent} to tokenize the corpus again")  # fmt: skip
 
 
 def open_split(directory: Path, split: str) -> tuple[np.memmap, dict]:
@@ -337,7 +369,7 @@ def open_split(directory: Path, split: str) -> tuple[np.memmap, dict]:
     meta_path = Path(directory) / "meta.json"
     if not meta_path.exists():
         raise FileNotFoundError(f"{meta_path} missing: prepare the corpus first (prepare_corpus)")
-    meta = json.loads(meta_path.read_text())
+    meta = read_meta(Path(directory))
     if split not in meta["splits"]:
         raise KeyError(f"split {split!r} not in {directory}; available: {', '.join(meta['splits'])}")
     path, expected = Path(directory) / f"{split}.bin", meta["splits"][split]["tokens"]
@@ -348,12 +380,19 @@ def open_split(directory: Path, split: str) -> tuple[np.memmap, dict]:
             f"{path} is corrupt or truncated: {size} bytes, meta.json says {expected} tokens of {meta['dtype']} "
             f"({expected * itemsize} bytes); delete {directory} to tokenize again"
         )
+    if meta["splits"][split].get("blake2b"):  # (corpora prepared before checksums have none)
+        stat = path.stat()
+        _verify_checksum(path, stat.st_size, stat.st_mtime_ns, meta["splits"][split]["blake2b"])
     return np.memmap(path, dtype=meta["dtype"], mode="r"), meta
+
+
+def read_meta(directory: Path) -> dict:
+    return read_json(directory / "meta.json", f"delete {directory} to tokenize the corpus again")
 
 
 def check_tokenizer(directory: Path, tokenizer: str, tokenizer_path: str | None = None) -> None:
     """Refuse a prepared corpus whose meta.json names another tokenizer or vocabulary than `tokenizer`'s."""
-    meta = json.loads((Path(directory) / "meta.json").read_text())
+    meta = read_meta(Path(directory))
     tok = load_tokenizer(tokenizer, tokenizer_path)
     if (meta["tokenizer"], meta["vocab_size"]) != (tok.name, tok.vocab_size):
         raise ValueError(

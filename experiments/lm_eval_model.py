@@ -29,6 +29,7 @@ from tqdm.auto import tqdm
 from datamodules.corpora import CORPORA
 from datamodules.tokenizers import Tokenizer, load_tokenizer
 from modules import build_model
+from modules.atomic import load_torch
 
 
 def load_checkpoint(path: str | Path) -> tuple[nn.Module, str]:
@@ -36,7 +37,7 @@ def load_checkpoint(path: str | Path) -> tuple[nn.Module, str]:
     path = Path(path)
     if path.suffix == ".ckpt":  # <run dir>/checkpoints/<name>.ckpt
         run = _run_config(path.parent.parent)
-        checkpoint = torch.load(path, map_location="cpu", weights_only=False)
+        checkpoint = load_torch(path, "pass a checkpoint that a run of the suite wrote")
         hparams = checkpoint["hyper_parameters"]
         model = build_model(hparams["model"], **(hparams.get("model_overrides") or {}))
         state = {k.removeprefix("model."): v for k, v in checkpoint["state_dict"].items() if k.startswith("model.")}
@@ -46,7 +47,7 @@ def load_checkpoint(path: str | Path) -> tuple[nn.Module, str]:
             raise FileNotFoundError(f"no trained weights at {weights}: train the run first (it writes final.pt)")
         run = _run_config(weights.parent)
         model = build_model(run["model"], **(run.get("overrides") or {}))
-        state = torch.load(weights, map_location="cpu", weights_only=True)
+        state = load_torch(weights, f"delete {weights.parent / 'done.json'} and rerun the run to write it again")
     model.load_state_dict(state)
     return model, run.get("tokenizer") or CORPORA[run["corpus"]].default_tokenizer
 
@@ -96,7 +97,9 @@ class SuiteLM(TemplateLM):
                 f"tokenizer {self.tokenizer.name} has {self.tokenizer.vocab_size} ids but the model's vocabulary is "
                 f"{model.config.vocab_size}: pass the tokenizer the model was trained with"
             )
-        self._device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        if device is None or (str(device).startswith("cuda") and not torch.cuda.is_available()):
+            device = "cuda" if torch.cuda.is_available() else "cpu"  # lm-eval's CLI says cuda even without a GPU
+        self._device = torch.device(device)
         self.model = model.to(self._device).eval()
         self.batch_size = 8 if batch_size in (None, "auto") else int(str(batch_size).split(":")[0])
         self._max_length = max_length or model.config.max_seq_len

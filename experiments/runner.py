@@ -12,18 +12,21 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import json
+import math
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import torch
 import yaml
 
 from experiments.results import RESULTS_DIR, SCALES, Row, write_report, write_rows
 from modules import get_config
-from modules.atomic import atomic_torch_save, atomic_write
+from modules.atomic import CorruptFileError, atomic_torch_save, atomic_write, load_torch, read_json
 from modules.flops import formula_params, train_flops_per_token
 
 RUNS_DIR = Path("runs")
@@ -122,12 +125,20 @@ def find_run(experiment: Experiment, scale: str, name: str) -> Run:
 
 
 def load_results(experiment: Experiment, scale: str, runs_dir: Path = RUNS_DIR) -> dict[str, dict]:
+    """name -> done.json of the finished runs; a broken done.json is skipped with a line saying why."""
     results = {}
     for run in experiment.runs(scale):
         done = run_dir(experiment, scale, run, runs_dir) / "done.json"
         if done.exists():
-            results[run.name] = json.loads(done.read_text())
+            try:
+                results[run.name] = read_done(done)
+            except CorruptFileError as error:
+                print(f"skipping run {run.name} in the report: {error}")
     return results
+
+
+def read_done(done: Path) -> dict:
+    return read_json(done, f"delete it and rerun the run's command to finish it again from {done.parent}")
 
 
 def report(experiment: Experiment, scale: str, runs_dir: Path = RUNS_DIR, results_dir: Path | None = None) -> Path:
@@ -203,13 +214,21 @@ def print_plan(plan: list[dict], mfu: float, peak: float, devices: int, gpu: str
           "forward matmul FLOPs; memory: 16 B/parameter + activations, an estimate)")  # fmt: skip
 
 
-def train(experiment: Experiment, scale: str, run: Run, runs_dir: Path = RUNS_DIR, **trainer_options: Any) -> dict:
-    """Train `run` to its budget (resuming if interrupted) and return its done.json contents."""
+def train(experiment: Experiment, scale: str, run: Run, runs_dir: Path = RUNS_DIR, force_new: bool = False,
+          **trainer_options: Any) -> dict:  # fmt: skip
+    """Train `run` to its budget (resuming if interrupted) and return its done.json contents. A run directory started
+    with other settings stops this (see `check_fingerprint`) unless `force_new` moves it aside."""
     from experiments.training import train_run
 
     out = run_dir(experiment, scale, run, runs_dir)
+    trainer_options = resolve_options(trainer_options)
+    fields = fingerprint_fields(run, trainer_options)
+    if force_new:
+        move_aside(out)
+    check_fingerprint(out, fields)
     if (out / "done.json").exists():
-        return json.loads((out / "done.json").read_text())
+        print(f"run {run.name}: finished earlier ({out / 'done.json'}); skipped")
+        return read_done(out / "done.json")
     growth = None
     if run.grow_from is not None:
         source = find_run(experiment, scale, run.grow_from)
@@ -218,7 +237,7 @@ def train(experiment: Experiment, scale: str, run: Run, runs_dir: Path = RUNS_DI
             train(experiment, scale, source, runs_dir, **trainer_options)
         run, growth = grown_run(source, source_dir, run, out)
     try:
-        return train_run(run, out, growth, **trainer_options)
+        return train_run(run, out, growth, fingerprinted=fields, **trainer_options)
     except FloatingPointError as error:
         if not run.lr_sweep:
             raise
@@ -237,7 +256,6 @@ def diverged(run: Run, out: Path, error: FloatingPointError) -> dict:
 def grown_run(source: Run, source_dir: Path, run: Run, out: Path) -> tuple[Run, Growth]:
     """Grow `source`'s final weights into `run`'s model. Growth may set config fields (tau pins, Net2Net's eps):
     the returned run carries them as overrides, and both are kept in `out` so that a resumed run agrees."""
-    import torch
 
     from experiments.grow import grow_model
     from modules.lm import load_weights
@@ -246,7 +264,9 @@ def grown_run(source: Run, source_dir: Path, run: Run, out: Path) -> tuple[Run, 
     weights, overrides = out / "init_grown.pt", out / "init_grown_overrides.json"
     if not overrides.exists():
         model = build_from_config(source.config)
-        load_weights(model, torch.load(source_dir / "final.pt", weights_only=True), str(source_dir / "final.pt"))
+        final = source_dir / "final.pt"
+        load_weights(model, load_torch(final, f"delete {source_dir / 'done.json'} and rerun to retrain {source.name}"),
+                     str(final))  # fmt: skip
         grown = grow_model(model, run.config, seed=run.seed, **run.grow_options)
         atomic_torch_save(grown.state_dict(), weights)
         atomic_write(overrides, json.dumps(preset_overrides(run.model, grown.config)))
@@ -254,7 +274,80 @@ def grown_run(source: Run, source_dir: Path, run: Run, out: Path) -> tuple[Run, 
     return grown, Growth(weights, source, source_dir / "final.pt")
 
 
-def write_config(run: Run, out: Path, trainer_options: dict) -> None:
+def resolve_options(options: dict[str, Any]) -> dict[str, Any]:
+    """Trainer options with the precision made explicit (bf16-mixed on a CUDA GPU, else 32-true), as recorded."""
+    from modules.acceleration import default_precision
+
+    options = dict(options)
+    if options.get("precision") is None:
+        options["precision"] = default_precision(str(options.get("accelerator") or "auto"))
+    return options
+
+
+def world_size(options: dict[str, Any]) -> int:
+    """Processes of a run: `devices` as Lightning takes it (an int, -1 or "auto" for all, a list or "0,1") x nodes."""
+    devices = options.get("devices", "auto")
+    gpu = str(options.get("accelerator", "auto")) in ("auto", "gpu", "cuda")
+    if isinstance(devices, str) and "," in devices:
+        devices = [d for d in devices.split(",") if d.strip()]
+    if isinstance(devices, (list, tuple)):
+        count = len(devices)
+    elif devices in (None, "auto", -1, "-1"):
+        count = torch.cuda.device_count() if gpu and torch.cuda.is_available() else 1
+    else:
+        count = int(devices)
+    return max(1, count) * int(options.get("num_nodes") or 1)
+
+
+def fingerprint_fields(run: Run, options: dict[str, Any]) -> dict[str, Any]:
+    """Everything that changes a run's result: the run as declared (model, overrides, corpus, tokenizer, data and
+    LanguageModel options, budget, seed, growth), the resolved model config, the precision and the world layout
+    (processes and micro-batch, which set the accumulation and so the arithmetic)."""
+    processes = world_size(options)
+    return json.loads(json.dumps({
+        "run": dataclasses.asdict(run), "model_config": dataclasses.asdict(run.config),
+        "precision": str(options.get("precision")), "world_size": processes,
+        "micro_batch": run.budget.micro_batch_on(processes)}, default=str))  # fmt: skip
+
+
+def fingerprint(fields: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def check_fingerprint(out: Path, fields: dict[str, Any]) -> None:
+    """Stop if `out` holds a run started with other settings, naming each field that differs."""
+    config = out / "config.yaml"
+    if not config.exists():
+        return
+    recorded = (yaml.safe_load(config.read_text()) or {}).get("fingerprinted")
+    if recorded is None or fingerprint(recorded) == fingerprint(fields):
+        return  # (a run from before fingerprints: not checked)
+    changes = [f"{key}: {old!r} -> {new!r}" for key, old, new in _differences(recorded, fields)]
+    raise SystemExit(
+        f"{out} holds a run started with other settings ({'; '.join(changes[:10])}). Rerun with its settings to "
+        "resume or keep it, or pass --force-new to move it aside and start over"
+    )
+
+
+def _differences(old: Any, new: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
+    if isinstance(old, dict) and isinstance(new, dict):
+        return [d for key in sorted(set(old) | set(new), key=str)
+                for d in _differences(old.get(key), new.get(key), f"{prefix}{key}.")]  # fmt: skip
+    return [] if old == new else [(prefix.rstrip("."), old, new)]
+
+
+def move_aside(out: Path) -> Path | None:
+    """--force-new: the old run directory is renamed, never overwritten; the run starts over in a fresh one."""
+    if not out.exists():
+        return None
+    aside = out.with_name(f"{out.name}.replaced-{time.strftime('%Y%m%d-%H%M%S')}")
+    out.rename(aside)
+    print(f"moved the earlier run {out} aside to {aside}; starting over")
+    return aside
+
+
+def write_config(run: Run, out: Path, trainer_options: dict, fields: dict[str, Any] | None = None) -> None:
+    fields = fields or fingerprint_fields(run, trainer_options)
     config = {
         "run": {k: v for k, v in dataclasses.asdict(run).items() if k != "budget"},
         "budget": dataclasses.asdict(run.budget),
@@ -263,8 +356,32 @@ def write_config(run: Run, out: Path, trainer_options: dict) -> None:
         "trainer": trainer_options,
         "command": " ".join(sys.argv),
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "fingerprint": fingerprint(fields),
+        "fingerprinted": fields,
     }
     atomic_write(out / "config.yaml", yaml.safe_dump(config, sort_keys=False))
+
+
+def _in_range(kind: type, low: float, high: float = math.inf, low_open: bool = False) -> Callable[[str], Any]:
+    """An argparse type: `kind(text)` within [low, high] (or (low, high] when `low_open`), or an error saying so."""
+
+    def parse(text: str) -> Any:
+        value = kind(text)
+        if not (low < value if low_open else low <= value) or value > high or value != value:
+            raise argparse.ArgumentTypeError(f"{value} is out of range {'(' if low_open else '['}{low:g}, {high:g}]")
+        return value
+
+    parse.__name__ = kind.__name__  # argparse says "invalid int value: 'two'"
+    return parse
+
+
+def _devices(text: str) -> str:
+    """--devices as Lightning takes it: 'auto', a count (-1: all), or a comma list of device indices ('0,1')."""
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if text == "auto" or (len(parts) == 1 and parts[0].lstrip("-").isdigit() and int(parts[0]) >= -1 and
+                          int(parts[0]) != 0) or (len(parts) > 1 and all(p.isdigit() for p in parts)):  # fmt: skip
+        return text
+    raise argparse.ArgumentTypeError(f"{text!r}: use 'auto', a device count (-1 for all) or indices such as '0,1'")
 
 
 def main(experiment: Experiment, argv: list[str] | None = None) -> None:
@@ -277,19 +394,24 @@ def main(experiment: Experiment, argv: list[str] | None = None) -> None:
     parser.add_argument("--report", action="store_true", help="only rebuild the results table from finished runs")
     parser.add_argument("--dry-run", action="store_true", help="print parameters, FLOPs and time; train nothing")
     parser.add_argument("--runs-dir", type=Path, default=RUNS_DIR)
-    parser.add_argument("--mfu", type=float, default=0.4, help="assumed MFU for --dry-run")
+    parser.add_argument("--mfu", type=_in_range(float, 0, 1, low_open=True), default=0.4,
+                        help="assumed MFU for --dry-run, in (0, 1]")  # fmt: skip
     parser.add_argument("--gpu", choices=sorted(GPUS), default="h100", help="the GPU --dry-run prices hours on")
-    parser.add_argument("--peak-tflops", type=float, help="per device, --dry-run (default: the --gpu's bf16 peak)")
+    parser.add_argument("--peak-tflops", type=_in_range(float, 0, low_open=True),
+                        help="per device, --dry-run (default: the --gpu's bf16 peak)")  # fmt: skip
     parser.add_argument("--accelerator", default="auto")
-    parser.add_argument("--devices", default="auto", help="devices per node (int or 'auto')")
-    parser.add_argument("--num-nodes", type=int, default=1)
+    parser.add_argument("--devices", type=_devices, default="auto",
+                        help="devices per node as Lightning takes them: 'auto', a count (-1: all), '0,1'")  # fmt: skip
+    parser.add_argument("--num-nodes", type=_in_range(int, 1), default=1)
     parser.add_argument("--precision", default=None, help="Lightning precision (default: bf16-mixed on a CUDA GPU, "
                         "32-true on the CPU)")  # fmt: skip
     parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
                         help="torch.compile the model (default: on a CUDA GPU)")  # fmt: skip
     parser.add_argument("--strategy", default="auto", help="ddp, fsdp (one FSDP2 unit per block), or any Lightning's")
-    parser.add_argument("--micro-batch", type=int, help="sequences per device and pass; accumulation keeps the global "
-                        "batch (the data are the same however the batch is split)")  # fmt: skip
+    parser.add_argument("--force-new", action="store_true", help="move a run directory started with other "
+                        "settings aside (never deleted) and start the run over")  # fmt: skip
+    parser.add_argument("--micro-batch", type=_in_range(int, 1), help="sequences per device and pass; accumulation "
+                        "keeps the global batch (the data are the same however the batch is split)")  # fmt: skip
     args = parser.parse_args(argv)
 
     if args.list:
@@ -298,7 +420,7 @@ def main(experiment: Experiment, argv: list[str] | None = None) -> None:
             print(f"{run.name:28s} {run.model:24s} {run.budget.tokens:>12.3e} tokens{grown}")
         return
     if args.dry_run:
-        devices = int(args.devices) * args.num_nodes if args.devices != "auto" else args.num_nodes
+        devices = world_size({"devices": args.devices, "num_nodes": args.num_nodes, "accelerator": "cpu"})
         peak = args.peak_tflops or GPUS[args.gpu]
         plan = dry_run(experiment, args.scale, args.mfu, peak, devices, args.precision or "bf16-mixed")
         print_plan(plan, args.mfu, peak, devices, args.gpu.upper())
@@ -320,7 +442,7 @@ def main(experiment: Experiment, argv: list[str] | None = None) -> None:
                 dataclasses.replace(r, budget=dataclasses.replace(r.budget, micro_batch=args.micro_batch)) for r in runs
             ]
         for run in runs:
-            train(experiment, args.scale, run, args.runs_dir, **trainer_options)
+            train(experiment, args.scale, run, args.runs_dir, args.force_new, **trainer_options)
         if args.run:
             return  # one cluster job trains one run; --report gathers them
     path = report(experiment, args.scale, args.runs_dir)

@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import functools
 import json
 import math
+import os
 import signal
+import socket
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import lightning as L
 import torch
+from filelock import FileLock, Timeout
 from lightning.fabric.loggers.logger import rank_zero_experiment
 from lightning.fabric.utilities.throughput import get_available_flops
 from lightning.pytorch.callbacks import ModelCheckpoint, ThroughputMonitor
@@ -23,12 +28,20 @@ from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.strategies import ModelParallelStrategy
+from lightning.pytorch.utilities import rank_zero_only
 from torch.distributed.tensor import DTensor
 
 from datamodules.text import TextDataModule
-from experiments.runner import Growth, Run, write_config
-from modules.acceleration import default_precision
-from modules.atomic import atomic_torch_save, atomic_write
+from experiments.runner import (
+    Growth,
+    Run,
+    check_fingerprint,
+    fingerprint_fields,
+    resolve_options,
+    world_size,
+    write_config,
+)
+from modules.atomic import CorruptFileError, atomic_torch_save, atomic_write, read_json
 from modules.lm import LanguageModel
 
 
@@ -41,12 +54,24 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 
 
 class _AppendingWriter(ExperimentWriter):
-    """Keeps an existing metrics.csv (Lightning's writer deletes it), so a resumed run appends to its history."""
+    """Keeps an existing metrics.csv (Lightning's writer deletes it), so a resumed run appends to its history. A row
+    cut by a crash mid-write is dropped (its step is past the checkpoint, so the resumed run logs it again)."""
 
     def _check_log_dir_exists(self) -> None:
-        if self._fs.isfile(self.metrics_file_path):
-            with self._fs.open(self.metrics_file_path, "r", newline="") as f:
-                self.metrics_keys = next(csv.reader(f), [])
+        path = Path(self.metrics_file_path)
+        if path.is_file():
+            self.metrics_keys = repair_metrics(path)
+
+
+def repair_metrics(path: Path) -> list[str]:
+    """Drop a last row that a kill cut short (no newline, or the wrong number of fields); return the header."""
+    text = path.read_text()
+    lines = text.splitlines(keepends=True)
+    header = next(csv.reader(lines[:1]), [])
+    if lines and (not lines[-1].endswith("\n") or len(next(csv.reader([lines[-1]]))) != len(header)):
+        print(f"{path}: dropped a row cut short by an interrupted write: {lines[-1].strip()[:80]!r}")
+        atomic_write(path, "".join(lines[:-1]))
+    return header
 
 
 class ResumableCSVLogger(CSVLogger):
@@ -60,12 +85,45 @@ class ResumableCSVLogger(CSVLogger):
         return self._experiment
 
 
+class StepCheckpoint(ModelCheckpoint):
+    """`last.ckpt` every `every_n_train_steps`, overwritten in place (no `-vN` copies), written *after* the step's
+    validation when one runs at that step, with the metrics log flushed first: a run killed anywhere resumes with
+    every curve point the uninterrupted run has (Lightning's own save at batch end precedes the validation, which a
+    resume then skips)."""
+
+    def __init__(self, dirpath: Path, every_n_train_steps: int) -> None:
+        super().__init__(dirpath=dirpath, every_n_train_steps=every_n_train_steps, save_last=True, save_top_k=0,
+                         enable_version_counter=False)  # fmt: skip
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module, outputs, batch, batch_idx: int) -> None:
+        loop = trainer.fit_loop.epoch_loop
+        step_due = trainer.global_step % self._every_n_train_steps == 0 and not loop._should_accumulate()
+        if step_due and loop._should_check_val_fx(trainer.fit_loop._data_fetcher):
+            self._defer_save_until_validation = True  # on_validation_end saves, after the metrics are logged
+            return
+        if step_due:
+            log_this_step(trainer)
+        super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
+
+    def _save_checkpoint(self, trainer: L.Trainer, filepath: str) -> None:
+        for logger in trainer.loggers:
+            logger.save()  # the curves up to this step are on disk before the checkpoint says they happened
+        super()._save_checkpoint(trainer, filepath)
+
+
+def log_this_step(trainer: L.Trainer) -> None:
+    """Hand this step's training metrics to the loggers now: Lightning does it only after `on_train_batch_end`, where
+    checkpoints are saved, so a kill right after a save would lose the step's row for good (its row is then logged
+    twice, with the same values; the curves keep one)."""
+    trainer._logger_connector.update_train_step_metrics()
+
+
 class CheckpointOnSignal(L.Callback):
-    """SIGTERM or SIGUSR1 (a scheduler's notice before preemption or the time limit): finish the optimizer step,
-    write `last.ckpt`, stop. The run then ends without done.json, and rerunning the command resumes it exactly.
+    """SIGTERM, SIGUSR1 (a scheduler's notice before preemption or the time limit) or Ctrl-C: finish the optimizer
+    step, write `last.ckpt`, stop. The run then ends without done.json, and rerunning the command resumes it exactly.
 
     SIGTERM replaces Lightning's handler, which would stop mid-accumulation; SIGUSR1 still reaches Lightning's SLURM
-    handler (requeue) after this one. All ranks stop at the same step boundary.
+    handler (requeue) after this one. A second Ctrl-C stops at once. All ranks stop at the same step boundary.
     """
 
     def __init__(self, path: Path) -> None:
@@ -74,11 +132,15 @@ class CheckpointOnSignal(L.Callback):
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if threading.current_thread() is not threading.main_thread():
             return  # signal handlers can only be set from the main thread
-        for sig in (signal.SIGTERM, signal.SIGUSR1):
+        for sig in (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT):
             previous = signal.getsignal(sig) if sig == signal.SIGUSR1 else None
             signal.signal(sig, functools.partial(self._note, previous))
 
     def _note(self, previous, signum: int, frame) -> None:
+        if signum == signal.SIGINT:
+            if self.received == "SIGINT":
+                raise KeyboardInterrupt  # the second Ctrl-C
+            print(f"Ctrl-C: checkpointing at the end of this step into {self.path}, then stopping (again to stop now)")
         self.received = signal.Signals(signum).name
         if callable(previous):
             previous(signum, frame)
@@ -86,9 +148,29 @@ class CheckpointOnSignal(L.Callback):
     def on_train_batch_end(self, trainer: L.Trainer, pl_module, outputs, batch, batch_idx: int) -> None:
         if (batch_idx + 1) % trainer.accumulate_grad_batches:
             return  # only between optimizer steps: a resumed run restarts at a step boundary
-        if trainer.strategy.reduce_boolean_decision(self.received is not None, all=False):
-            trainer.save_checkpoint(self.path)
-            trainer.should_stop = True
+        if not trainer.strategy.reduce_boolean_decision(self.received is not None, all=False):
+            return
+        if trainer.fit_loop.epoch_loop._should_check_val_fx(trainer.fit_loop._data_fetcher):
+            self.after_validation = True  # this step's validation first: a resume would skip it
+            return
+        log_this_step(trainer)
+        self._stop(trainer)
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if getattr(self, "after_validation", False) and not trainer.sanity_checking:
+            self._stop(trainer)
+
+    def _stop(self, trainer: L.Trainer) -> None:
+        """Checkpoint and leave fit at once: `should_stop` would first run a validation the uninterrupted run does
+        not have."""
+        for logger in trainer.loggers:
+            logger.save()
+        trainer.save_checkpoint(self.path)
+        raise RunInterrupted(f"{self.received} at step {trainer.global_step}")
+
+
+class RunInterrupted(Exception):
+    """Raised out of `Trainer.fit` once `CheckpointOnSignal` has checkpointed."""
 
 
 class ProgressLog(L.Callback):
@@ -166,12 +248,7 @@ def build_trainer(run: Run, out: Path, world_size: int, extra_callbacks: list | 
         inference_mode=False,  # eval metrics reset inside inference mode would be unusable in the next fit
         logger=ResumableCSVLogger(out, name="", version=""),
         callbacks=[
-            ModelCheckpoint(
-                dirpath=out / "checkpoints",
-                every_n_train_steps=budget.checkpoint_every,
-                save_last=True,
-                save_top_k=0,
-            ),
+            StepCheckpoint(out / "checkpoints", budget.checkpoint_every),
             ThroughputMonitor(
                 batch_size_fn=lambda batch: batch[0].shape[0],
                 length_fn=lambda batch: batch[0].shape[0] * budget.seq_len,  # tokens (an image's: its patches + 1)
@@ -190,19 +267,27 @@ def build_trainer(run: Run, out: Path, world_size: int, extra_callbacks: list | 
     return trainer, micro
 
 
-def train_run(
-    run: Run, out: Path, growth: Growth | None = None, extra_callbacks: list | None = None, **options: Any
-) -> dict:
+def train_run(run: Run, out: Path, growth: Growth | None = None, extra_callbacks: list | None = None,
+              fingerprinted: dict | None = None, **options: Any) -> dict:  # fmt: skip
     """Train `run` into `out`, resuming from `out/checkpoints/last.ckpt` if it exists; `growth` starts it from
     grown weights. Language models and image classifiers (a ViT config) alike. `options` go to the Trainer, except
-    `compile` (the module's; None: on a CUDA GPU); `precision` defaults to bf16-mixed on a CUDA GPU, else 32-true."""
+    `compile` (the module's; None: on a CUDA GPU); `precision` defaults to bf16-mixed on a CUDA GPU, else 32-true.
+    One process per run directory (`run_lock`); `fingerprinted` (the runner's `fingerprint_fields`) must match what
+    `out` was started with."""
     out.mkdir(parents=True, exist_ok=True)
-    if options.get("precision") is None:
-        options["precision"] = default_precision(options.get("accelerator") or "auto")
-    write_config(run, out, options)
+    options = resolve_options(options)
+    with run_lock(out):
+        fingerprinted = fingerprinted or fingerprint_fields(run, options)
+        check_fingerprint(out, fingerprinted)
+        check_writable(out)
+        write_config(run, out, options, fingerprinted)
+        return _train(run, out, growth, extra_callbacks, **options)
+
+
+def _train(run: Run, out: Path, growth: Growth | None, extra_callbacks: list | None, **options: Any) -> dict:
     compile = options.pop("compile", None)
     L.seed_everything(run.seed, workers=True)
-    trainer, micro = build_trainer(run, out, _world_size(options), extra_callbacks, **options)
+    trainer, micro = build_trainer(run, out, world_size(options), extra_callbacks, **options)
     if run.is_image:
         data, module = _image_task(run, micro, compile)
     else:
@@ -214,7 +299,10 @@ def train_run(
         atomic_write(growth_metrics, json.dumps(_measure_growth(trainer, data, module, growth)))
     last = out / "checkpoints" / "last.ckpt"
     started = time.time()
-    trainer.fit(module, datamodule=data, ckpt_path=str(last) if last.exists() else None)
+    try:
+        trainer.fit(module, datamodule=data, ckpt_path=resume_point(last))
+    except RunInterrupted:
+        pass
     if trainer.global_step < run.budget.steps:
         raise SystemExit(
             f"run {run.name} stopped at step {trainer.global_step} of {run.budget.steps} (a signal or an early stop); "
@@ -235,7 +323,7 @@ def train_run(
         "params": sum(p.numel() for p in module.model.parameters()),
         "train_flops": run.train_flops(),
         **_final_metrics(metrics, run.is_image),
-        **(json.loads(growth_metrics.read_text()) if growth is not None else {}),
+        **(read_json(growth_metrics, f"delete {growth_metrics} and rerun") if growth is not None else {}),
         "train_loss_curve": curves["train/loss"],
         "val_loss_curve": curves["val/loss"],
         **({"val_loss_curves": {c.split("/")[1]: curves[c] for c in val_sets}} if val_sets else {}),
@@ -369,11 +457,51 @@ def mfu_peak(trainer: L.Trainer) -> dict[str, Any]:
     return {"mfu_peak": f"{name} dense peak of {gpu}", "mfu_peak_tflops": flops / 1e12}
 
 
-def _world_size(options: dict) -> int:
-    devices = options.get("devices", "auto")
-    if devices in (None, "auto"):
-        accelerator = options.get("accelerator", "auto")
-        devices = (
-            torch.cuda.device_count() if accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available() else 1
-        )
-    return int(devices) * int(options.get("num_nodes") or 1)
+def resume_point(last: Path) -> str | None:
+    """`last` if it exists and opens as a checkpoint (cheaply, memory-mapped), else None; a broken one stops the run
+    with what to do."""
+    if not last.exists():
+        return None
+    try:
+        torch.load(last, map_location="cpu", weights_only=True, mmap=True)
+    except Exception as error:
+        raise CorruptFileError(
+            f"{last} is truncated or corrupt ({type(error).__name__}: {error}); delete it and rerun to start the run "
+            "over (no earlier checkpoint is kept), or restore it from a copy"
+        ) from error
+    return str(last)
+
+
+def check_writable(out: Path) -> None:
+    """Fail before any compute if the run's directories cannot take files."""
+    for directory in (out, out / "checkpoints"):
+        probe = directory / f".write-test-{os.getpid()}"
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as error:
+            raise PermissionError(f"cannot write in {directory} ({error.strerror}): make it writable or pass another "
+                                  "--runs-dir, then rerun") from error  # fmt: skip
+
+
+@contextlib.contextmanager
+def run_lock(out: Path) -> Iterator[None]:
+    """One process trains a run directory at a time (rank 0 of a job holds the lock; its other ranks are its own).
+    The lock is an OS file lock, released when its holder dies, so a killed run's lock is simply taken over."""
+    if rank_zero_only.rank != 0:
+        yield
+        return
+    lock, owner = FileLock(out / ".lock"), out / ".lock.owner"
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        holder = owner.read_text().strip() if owner.exists() else "another process"
+        raise SystemExit(f"run {out} is being trained by {holder}; wait for it to finish or stop it (a second launch "
+                         "of the same run would clobber its checkpoints and logs)") from None  # fmt: skip
+    try:
+        atomic_write(owner, f"{socket.gethostname()} pid {os.getpid()} since {time.strftime('%Y-%m-%d %H:%M:%S')}")
+        yield
+    finally:
+        owner.unlink(missing_ok=True)
+        lock.release()

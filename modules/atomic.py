@@ -1,8 +1,13 @@
-"""Atomic file writes: a temporary file in the same directory, then a rename, so readers see old or new, never half."""
+"""The suite's files on disk. Writes are atomic: a temporary file in the same directory, then a rename, so readers
+see old or new, never half; a write that fails (a full disk) names the file. Reads never unpickle code
+(`weights_only=True`) and a missing, truncated or corrupt file is an error that names the file and what to do."""
 
 from __future__ import annotations
 
+import errno
+import json
 import os
+import pickle
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,8 +27,21 @@ def _replace_with(path: str | Path, write: Callable[[Path], None]) -> None:
     try:
         write(tmp)
         os.replace(tmp, path)
+    except OSError as error:
+        if error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EROFS):
+            raise _unwritable(path, error.errno) from error
+        raise
+    except RuntimeError as error:  # torch.save's zip writer on a full disk: "unexpected pos ...", "file write failed"
+        if "unexpected pos" in str(error) or "write failed" in str(error):
+            raise _unwritable(path, errno.ENOSPC) from error
+        raise
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _unwritable(path: Path, code: int) -> OSError:
+    return OSError(code, f"could not write {path} ({os.strerror(code)}): free space or make its directory writable, "
+                   "then rerun the same command (a run resumes from its last checkpoint)")  # fmt: skip
 
 
 def atomic_write(path: str | Path, data: str | bytes) -> None:
@@ -32,3 +50,31 @@ def atomic_write(path: str | Path, data: str | bytes) -> None:
 
 def atomic_torch_save(obj: Any, path: str | Path) -> None:
     _replace_with(path, lambda tmp: torch.save(obj, tmp))
+
+
+class CorruptFileError(ValueError):
+    """A file of the suite's that cannot be read: the message names it and what to do."""
+
+
+def load_torch(path: str | Path, fix: str) -> Any:
+    """`torch.load(path, weights_only=True)` onto the CPU: tensors and plain containers only, so a crafted file cannot
+    run code. `fix` says what to do if the file is unreadable."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist; {fix}")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as error:
+        first = str(error).splitlines()[0]
+        raise CorruptFileError(f"{path} holds more than tensors and plain data ({first}); the suite never writes such "
+                               f"files and will not run the code a pickle can carry. {fix}") from error  # fmt: skip
+    except (EOFError, RuntimeError, ValueError, OSError) as error:
+        raise CorruptFileError(f"{path} is truncated or corrupt ({type(error).__name__}: {error}); {fix}") from error
+
+
+def read_json(path: str | Path, fix: str) -> Any:
+    path = Path(path)
+    try:
+        return json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise CorruptFileError(f"{path} is truncated or corrupt ({error}); {fix}") from error

@@ -14,7 +14,7 @@ from torch import Tensor, nn
 from torchmetrics.aggregation import MeanMetric
 
 from modules.acceleration import clip_gradients, compile_model, wants_compile
-from modules.atomic import atomic_torch_save
+from modules.atomic import atomic_torch_save, load_torch
 from modules.flops import lookup_tables, train_flops_per_token
 from modules.optim import MuonWithAdam, constant_then_linear, speedrun_lrs
 from modules.registry import build_model
@@ -89,7 +89,7 @@ class LanguageModel(L.LightningModule):
         self.save_hyperparameters()
         self.model = build_model(model, **(model_overrides or {}))
         if init_weights:
-            load_weights(self.model, torch.load(init_weights, map_location="cpu", weights_only=True), init_weights)
+            load_weights(self.model, load_torch(init_weights, "pass a state dict the suite wrote"), init_weights)
         self.eval_losses = nn.ModuleList([MeanMetric()])
         self.val_names: list[str] = []
         self.tokens_seen = 0
@@ -260,7 +260,7 @@ def load_weights(model: nn.Module, state_dict: dict[str, Tensor], source: str = 
 
 def load_lm_checkpoint(path: str | Path) -> tuple[nn.Module, dict[str, Any]]:
     """The backbone and hyperparameters stored in a `LanguageModel` Lightning checkpoint."""
-    checkpoint = torch.load(path, map_location="cpu", weights_only=False)
+    checkpoint = load_torch(path, "pass a checkpoint that a LanguageModel run wrote (checkpoints/last.ckpt)")
     if "hyper_parameters" not in checkpoint or "model" not in checkpoint["hyper_parameters"]:
         raise ValueError(f"{path} is not a checkpoint of modules.lm.LanguageModel (no hyper_parameters.model)")
     hparams = dict(checkpoint["hyper_parameters"])

@@ -11,9 +11,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import torch
 from torch import Tensor
 
+from modules.atomic import load_torch
 from modules.tokenformer import Tokenformer
 
 OFFICIAL_REPOS = {
@@ -81,6 +81,6 @@ def load_official_tokenformer(model: Tokenformer, source: str) -> Tokenformer:
                 f"official Tokenformer weights: {source} is neither a local file nor reachable on the hub ({err}); "
                 f"download pytorch_model.bin from one of {', '.join(OFFICIAL_REPOS.values())} and pass its path"
             ) from err
-    official = torch.load(path, map_location="cpu", weights_only=True)
+    official = load_torch(path, "download pytorch_model.bin of the official release again")
     model.load_state_dict(convert_official_state_dict(official, model))
     return model

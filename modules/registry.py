@@ -7,6 +7,7 @@ replaces config fields by name, checks their types, and builds the model.
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from collections.abc import Callable
@@ -70,6 +71,8 @@ def replace_config(config: Any, **overrides: Any) -> Any:
     for key, value in overrides.items():
         if not _is_instance(value, hints[key]):
             raise TypeError(f"config field {key}={value!r} has type {type(value).__name__}; expected {hints[key]}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"config field {key}={value!r} is not a finite number")
     return dataclasses.replace(config, **overrides)
 
 

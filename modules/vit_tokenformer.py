@@ -21,7 +21,9 @@ import functools
 import math
 
 import torch.nn.functional as F
-from timm.models import register_model
+from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
+from timm.models import generate_default_cfgs, register_model
+from timm.models._builder import resolve_pretrained_cfg
 from timm.models.vision_transformer import Block, VisionTransformer
 from torch import Tensor, nn
 
@@ -155,15 +157,27 @@ TIMM_NAMES = {
 }
 
 
+# timm's data config for each name (ImageNet at 224, MAE's eval crop): `timm.data.resolve_data_config(model=...)`
+# reads it from the model's `pretrained_cfg`; there are no weights to download (Tokenformer issue #19)
+default_cfgs = generate_default_cfgs({name: {"url": "", "num_classes": 1000, "input_size": (3, 224, 224),
+                                             "interpolation": "bicubic", "crop_pct": 0.875,
+                                             "mean": IMAGENET_DEFAULT_MEAN, "std": IMAGENET_DEFAULT_STD,
+                                             "first_conv": "patch_embed.proj", "classifier": "head"}
+                                      for name in TIMM_NAMES})  # fmt: skip
+
+
 def _register_with_timm(timm_name: str, preset: str) -> None:
     def create(pretrained: bool = False, **overrides) -> VisionTransformer:
         if pretrained:
             raise ValueError(f"{timm_name}: no pretrained weights are published (Tokenformer issue #19)")
-        overrides.pop("pretrained_cfg", None), overrides.pop("pretrained_cfg_overlay", None)
+        cfg = resolve_pretrained_cfg(timm_name, overrides.pop("pretrained_cfg", None),
+                                     overrides.pop("pretrained_cfg_overlay", None))  # fmt: skip
         overrides.pop("cache_dir", None)
         if "drop_path_rate" in overrides:
             overrides["drop_path"] = overrides.pop("drop_path_rate")
-        return build_vit(get_config(preset, **overrides))
+        model = build_vit(get_config(preset, **overrides))
+        model.pretrained_cfg = model.default_cfg = {**cfg.to_dict(), "num_classes": model.num_classes}
+        return model
 
     create.__name__ = timm_name
     create.__module__ = __name__

@@ -1,6 +1,7 @@
 """Scale-out and survival: 2-process DDP and FSDP equal one process, a killed run resumes to the same result, a
 signal checkpoints at a step boundary, atomic writes, and every bad input stops with a message saying what to do."""
 
+import csv
 import json
 import os
 import re
@@ -109,8 +110,10 @@ def test_a_killed_run_resumes_to_the_same_final_loss_and_a_signal_checkpoints_at
     killed.send_signal(signal.SIGKILL)
     killed.wait()
     assert not (tmp_path / "killed" / "done.json").exists()
+    checkpoint = torch.load(tmp_path / "killed" / "checkpoints" / "last.ckpt", weights_only=True)["global_step"]
     resumed = train_run(tiny_run(), tmp_path / "killed", accelerator="cpu")
     assert resumed["val_loss"] == straight["val_loss"]  # bitwise: CPU runs are deterministic
+    assert_resumed_from(tmp_path / "killed", checkpoint)
 
     stopped = start(tmp_path / "stopped", 30)
     wait_for(tmp_path / "stopped" / "checkpoints" / "last.ckpt", stopped)
@@ -120,6 +123,14 @@ def test_a_killed_run_resumes_to_the_same_final_loss_and_a_signal_checkpoints_at
     step = torch.load(tmp_path / "stopped" / "checkpoints" / "last.ckpt", weights_only=False)["global_step"]
     assert 5 <= step < 30 and not (tmp_path / "stopped" / "done.json").exists()
     assert train_run(tiny_run(), tmp_path / "stopped", accelerator="cpu")["val_loss"] == straight["val_loss"]
+
+
+def assert_resumed_from(out: Path, checkpoint: int) -> None:
+    """The second session started at the checkpoint: no training-loss row before it was logged twice (a restart
+    from scratch reaches the same final loss on the CPU, and only this tells the two apart)."""
+    with open(out / "metrics.csv", newline="") as f:
+        steps = [int(r["step"]) for r in csv.DictReader(f) if r.get("train/loss")]
+    assert all(steps.count(s) == 1 for s in steps if s < checkpoint - 1), f"steps before {checkpoint} retrained"
 
 
 class PoisonAfter(L.Callback):
@@ -169,6 +180,9 @@ def _corrupt_ids(root: Path) -> None:
     tokens = np.array(open_split(directory, "train")[0])
     tokens[:] = 60000  # beyond GPT-2's 50257 ids, same size: only the values are wrong
     tokens.tofile(directory / "train.bin")
+    meta = json.loads((directory / "meta.json").read_text())
+    del meta["splits"]["train"]["blake2b"]  # a file without a checksum (prepared before them): the id check remains
+    (directory / "meta.json").write_text(json.dumps(meta))
 
 
 def _batch(root: Path, seq_len: int = 16) -> None:

@@ -15,6 +15,7 @@ from experiments.results import COLUMNS, Row, write_report, write_rows
 from experiments.runner import Budget, Experiment, Run, find_run, main, train
 from experiments.training import train_run
 from modules.registry import build_from_config
+from tests.test_robustness import assert_resumed_from
 
 TINY = {"n_layer": 2, "d_model": 32, "n_head": 4, "max_seq_len": 32}
 BUDGET = Budget(steps=12, batch_size=4, seq_len=32, lr=3e-3, warmup_steps=2, val_windows=8, checkpoint_every=5)
@@ -41,7 +42,9 @@ def test_interrupted_run_resumes_to_the_same_final_loss(tmp_path):
         train_run(_run(), tmp_path / "resumed", extra_callbacks=[Crash()], accelerator="cpu")
     assert (tmp_path / "resumed" / "checkpoints" / "last.ckpt").exists()
     assert not (tmp_path / "resumed" / "done.json").exists()
+    checkpoint = torch.load(tmp_path / "resumed" / "checkpoints" / "last.ckpt", weights_only=True)["global_step"]
     resumed = train_run(_run(), tmp_path / "resumed", accelerator="cpu")
+    assert_resumed_from(tmp_path / "resumed", checkpoint)
     assert resumed["val_loss"] == straight["val_loss"]
     assert resumed["tokens"] == straight["tokens"] == 12 * 4 * 32
     with open(tmp_path / "resumed" / "metrics.csv") as f:
