@@ -42,6 +42,7 @@ from experiments import rmt_setup
 from experiments.results import Row, pyplot, save_figure, scale_note
 from experiments.runner import Budget, Experiment, Run, main
 from modules.flops import non_embedding_params, train_flops_per_token
+from modules.transformer import STANDARD_PARAMETRISATION
 
 FAMILIES = {
     "transformer": "transformer_rmt_405m",
@@ -85,8 +86,8 @@ SIZES = ("125m", "350m")
 def overrides(arch: str, shape: Shape, seq_len: int) -> dict[str, Any]:
     """The config fields that give `arch` this size (see the module docstring's table)."""
     depth, d = {"n_layer": shape.n_layer, "max_seq_len": seq_len}, shape.d_model
-    if arch == "transformer":
-        return {**depth, "d_model": d, "n_head": d // shape.head_dim, "d_ff": 4 * d}
+    if arch == "transformer":  # in the standard parametrisation, as every other row: each is swept, none muP-tuned
+        return {**depth, "d_model": d, "n_head": d // shape.head_dim, "d_ff": 4 * d, **STANDARD_PARAMETRISATION}
     if arch == "tokenformer":
         n = 3 * d // 4
         return {**depth, "d_model": d, "n_head": d // shape.head_dim, "qkv_tokens": n, "proj_tokens": n,

@@ -3,8 +3,10 @@
 OpenWebText with the GPT-2 tokenizer, 512-token windows, AdamW (0.9, 0.95), decoupled weight decay 1e-4 that the
 official code does not multiply by the lr (so `weight_decay = 1e-4 / lr` here) and that spares norms, embeddings
 and the unembedding, z-loss 1e-4, gradient clipping 1.0, 5% warmup then cosine to 10%. Token budgets and batches
-are Tables 8 and 9's (20 x non-embedding parameters). Learning rates: the paper's muP-tuned 6.5e-3 for the
-Transformer; the RMT's tuned value is not in the paper, so the official code's 1e-2.
+are Tables 8 and 9's (20 x non-embedding parameters). The Transformer is the paper's muP baseline (App. C.2.1: the
+`transformer_rmt_*` presets carry its multipliers, init and per-layer lr scaling) at its tuned lr 6.5e-3, with the
+code's decay 1e-4 x schedule on every decayed matrix whatever its lr scale (`lr_scaled_decay=False`); the RMT's tuned
+values are not in the paper, so it keeps the official code's defaults and lr 1e-2.
 Smoke and small scales shrink every model (same family, same options) and are never a reproduction.
 """
 
@@ -28,7 +30,8 @@ def family(model: str) -> str:
 
 
 def lm_options(lr: float) -> dict[str, Any]:
-    return {"z_loss": 1e-4, "decay_embeddings": False, "weight_decay": 1e-4 / lr}
+    """The code's decay 1e-4 x schedule for every decayed parameter, whatever its muP lr scale."""
+    return {"z_loss": 1e-4, "decay_embeddings": False, "weight_decay": 1e-4 / lr, "lr_scaled_decay": False}
 
 
 def schedule(steps: int, batch: int, seq_len: int, lr: float, micro_batch: int | None = None) -> Budget:
@@ -50,8 +53,12 @@ def shrunk(model: str, scale: str, size: int) -> dict[str, Any]:
     tiny = scale == "smoke"
     if family(model) == "transformer":
         d = (32, 48, 64, 96)[size] if tiny else (192, 256, 384, 512)[size]
-        return {"n_layer": 2 if tiny else 6, "d_model": d, "n_head": 4 if tiny else d // 64,
-                "max_seq_len": 64 if tiny else 256}  # fmt: skip
+        shape = {"n_layer": 2 if tiny else 6, "d_model": d, "n_head": 4 if tiny else d // 64,
+                 "max_seq_len": 64 if tiny else 256}  # fmt: skip
+        # smoke: the model is its own muP proxy (width ratio 1): at widths of 32-96 the paper's proxy of 256 would
+        # multiply the hidden lr by up to 8 on a 20-step pipeline check
+        proxy = {"mup_base_width": d, "mup_base_head_dim": d // 4, "mup_base_ffn": 4 * d} if tiny else {}
+        return {**shape, **proxy}
     rank = (2, 3, 4, 6)[size] if tiny else (6, 8, 12, 16)[size]  # R D_v = the matching Transformer's D
     d_value = 16 if tiny else 32
     return {"n_layer": 2 if tiny else 6, "d_value": d_value, "rank": rank, "d_ff": 4 * rank * d_value,

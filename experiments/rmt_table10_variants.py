@@ -5,7 +5,8 @@ aggregation (`modules.variants`), each trained with the paper's untuned recipe (
 1e-2, 5% warmup, cosine to 10%. The text's "5000 steps ... 1.6B tokens" is inconsistent (5000 x 64 x 512 = 0.16B);
 Fig. 5's FLOP axis and the final losses fit 50K steps, which is used here. The paper inits every parameter LeCun;
 the RMT's init_std = 1 is exactly that (std 1/sqrt(fan_in)), the Transformer family keeps its GPT-2 init (N(0, 0.02),
-residual projections / sqrt(2L)): a deviation, stated in every row. Reported: the final training loss (the paper's
+residual projections / sqrt(2L)) and none of the Table 8 baselines' muP (the recipe is untuned): a deviation, stated
+in every row. Reported: the final training loss (the paper's
 column), the validation loss and the parameters.
 """
 
@@ -16,6 +17,7 @@ from pathlib import Path
 from experiments import rmt_setup
 from experiments.results import Row, compare, line_figure, published, scale_note
 from experiments.runner import Experiment, Run, main
+from modules.transformer import STANDARD_PARAMETRISATION
 
 MODELS = {  # run name (the paper's row) -> preset
     "transformer_rmt_160m": "transformer_rmt_160m",
@@ -30,16 +32,22 @@ INIT_NOTE = "Transformer-family init GPT-2 N(0, 0.02), not the paper's LeCun"
 
 def _overrides(model: str, scale: str) -> dict:
     if scale == "paper":
-        return {"init_std": 1.0} if model.startswith("rmt") else {}
+        return {"init_std": 1.0} if model.startswith("rmt") else _untuned(model)
     if model.startswith("rmt"):
         return {**rmt_setup.shrunk(model, scale, 1), "n_layer": 3 if scale == "smoke" else 6}
     tiny = scale == "smoke"
     return {
+        **_untuned(model),
         "n_layer": 3 if tiny else 6,
         "d_model": 48 if tiny else 256,
         "n_head": 4,
         "max_seq_len": 64 if tiny else 256,
     }
+
+
+def _untuned(model: str) -> dict:
+    """The Transformer row without the muP of the Table 8 baselines (the variants' presets already are)."""
+    return dict(STANDARD_PARAMETRISATION) if model.startswith("transformer") else {}
 
 
 def runs(scale: str) -> list[Run]:

@@ -300,12 +300,14 @@ def world_size(options: dict[str, Any]) -> int:
 
 
 def fingerprint_fields(run: Run, options: dict[str, Any]) -> dict[str, Any]:
-    """Everything that changes a run's result: the run as declared (model, overrides, corpus, tokenizer, data and
-    LanguageModel options, budget, seed, growth), the resolved model config, the precision and the world layout
-    (processes and micro-batch, which set the accumulation and so the arithmetic)."""
+    """Everything that changes a run's result: the run (preset, corpus, tokenizer, data and LanguageModel options,
+    budget, seed, growth; its overrides through the resolved model config, so two experiments that share a run may
+    spell them differently), the precision and the world layout (processes and micro-batch, which set the
+    accumulation and so the arithmetic)."""
     processes = world_size(options)
+    declared = {k: v for k, v in dataclasses.asdict(run).items() if k not in ("overrides", "lr_sweep")}
     return json.loads(json.dumps({
-        "run": dataclasses.asdict(run), "model_config": dataclasses.asdict(run.config),
+        "run": declared, "model_config": dataclasses.asdict(run.config),
         "precision": str(options.get("precision")), "world_size": processes,
         "micro_batch": run.budget.micro_batch_on(processes)}, default=str))  # fmt: skip
 

@@ -19,7 +19,7 @@ from modules.layers import DecoderConfig
 from modules.modded_gpt import ModdedGPTConfig
 from modules.mot import MoTConfig
 from modules.registry import build_from_config
-from modules.rmt import RMTConfig
+from modules.rmt import MatrixNorm, RMTConfig
 from modules.tokenformer import TokenformerConfig
 from modules.transformer import TransformerConfig
 from modules.variants import VariantConfig
@@ -289,6 +289,14 @@ def lookup_tables(model: nn.Module) -> list[nn.Parameter]:
     if head is not None:
         tables.setdefault(id(head.weight), head.weight)
     return list(tables.values())
+
+
+NORM_LAYERS = (nn.LayerNorm, nn.RMSNorm, nn.GroupNorm, MatrixNorm)
+
+
+def norm_parameters(model: nn.Module) -> list[nn.Parameter]:
+    """The gains and biases of every normalisation layer, of any rank (the RMT's are [D_v, D_k] matrices)."""
+    return [p for m in model.modules() if isinstance(m, NORM_LAYERS) for p in m.parameters(recurse=False)]
 
 
 def counted_non_embedding_params(model: nn.Module) -> int:

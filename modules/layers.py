@@ -179,6 +179,10 @@ class DecoderLM(nn.Module):
         self.final_norm = layer_norm(config.d_model, config.final_norm_parametric, config.norm_eps)
         self.lm_head = None if config.tie_embeddings else nn.Linear(config.d_model, config.vocab_size, bias=False)
 
+    # forward multipliers of the embedding and the logits (1 unless a parametrisation such as muP sets them)
+    input_multiplier: float = 1.0
+    logit_multiplier: float = 1.0
+
     def forward(self, idx: Tensor) -> Tensor:
         """idx: [batch, seq] token ids -> logits [batch, seq, vocab_size]."""
         if idx.dim() != 2:
@@ -188,9 +192,12 @@ class DecoderLM(nn.Module):
         x = self.token_embedding(idx)
         if self.position_embedding is not None:
             x = x + self.position_embedding(torch.arange(idx.shape[1], device=idx.device))
+        if self.input_multiplier != 1.0:
+            x = x * self.input_multiplier
         x = self.run_blocks(x)
         head = self.token_embedding.weight if self.lm_head is None else self.lm_head.weight
-        return F.linear(self.final_norm(x), head)
+        logits = F.linear(self.final_norm(x), head)
+        return logits * self.logit_multiplier if self.logit_multiplier != 1.0 else logits
 
     def run_blocks(self, x: Tensor) -> Tensor:
         """The residual path through the blocks; architectures that rewire it (modules/variants.py) override this."""

@@ -15,7 +15,7 @@ from torchmetrics.aggregation import MeanMetric
 
 from modules.acceleration import clip_gradients, compile_model, wants_compile
 from modules.atomic import atomic_torch_save, load_torch
-from modules.flops import lookup_tables, train_flops_per_token
+from modules.flops import lookup_tables, norm_parameters, train_flops_per_token
 from modules.optim import MuonWithAdam, constant_then_linear, speedrun_lrs
 from modules.registry import build_model
 
@@ -45,8 +45,9 @@ class LanguageModel(L.LightningModule):
     Args:
         lr, min_lr_ratio, warmup_steps, schedule_steps: linear warmup from 0 to `lr`, then cosine to
             `lr * min_lr_ratio` at `schedule_steps` (default: the Trainer's max_steps).
-        weight_decay, betas, eps: decoupled AdamW; no decay on norms and biases (1-d parameters), nor on
-            embeddings and untied unembeddings unless `decay_embeddings` (the Tokenformer code decays them). The
+        weight_decay, betas, eps: decoupled AdamW; no decay on norm parameters of any rank (App. C.1 of the RMT
+            paper; the RMT's norm gains are matrices) nor on biases (1-d parameters), nor on embeddings and untied
+            unembeddings unless `decay_embeddings` (the Tokenformer code decays them). The
             RMT code's decay is not multiplied by the lr: pass weight_decay = 1e-4 / lr for it.
         z_loss: weight of the squared log-partition term (PaLM); 0 disables it.
         init_weights: a `.pt` state dict (e.g. a grown model's) loaded before training; ignored on resume.
@@ -55,6 +56,9 @@ class LanguageModel(L.LightningModule):
         schedule: "warmup_cosine", or "constant_then_linear" (no warmup, linear to 0 over the last
             `cooldown_fraction`).
         compile: `torch.compile` the model (the Triton kernels are ops it calls); None: on a CUDA GPU.
+        lr_scaled_decay: a model's per-parameter lr multipliers (`lr_scales()`, e.g. muP's) scale its decay too, as
+            torch's AdamW does (lr x wd); False keeps lr x wd the same for every parameter, as the RMT code's
+            decay 1e-4 x schedule, which its muP lr scaling does not touch.
 
     AdamW is the fused one on every device; gradients are clipped at the Trainer's `gradient_clip_val` by
     `modules.acceleration.clip_gradients` (Lightning's own clipping refuses fused optimizers under bf16-mixed), and
@@ -84,6 +88,7 @@ class LanguageModel(L.LightningModule):
         schedule: Literal["warmup_cosine", "constant_then_linear"] = "warmup_cosine",
         cooldown_fraction: float = 0.6,
         compile: bool | None = None,
+        lr_scaled_decay: bool = True,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
@@ -215,17 +220,27 @@ class LanguageModel(L.LightningModule):
     def _adamw(self) -> torch.optim.AdamW:
         hp = self.hparams
         embeddings = {id(p) for p in lookup_tables(self.model)}  # an untied unembedding counts as an embedding
-        decay, no_decay = [], []
-        for p in self.model.parameters():
-            skip = p.dim() < 2 or (id(p) in embeddings and not hp.decay_embeddings)
-            (no_decay if skip else decay).append(p)
+        norms = {id(p) for p in norm_parameters(self.model)}
+        lr_scales = self.model.lr_scales() if hasattr(self.model, "lr_scales") else {}
+        groups: dict[tuple[bool, float], list[nn.Parameter]] = {}
+        for name, p in self.model.named_parameters():
+            skip = p.dim() < 2 or id(p) in norms or (id(p) in embeddings and not hp.decay_embeddings)
+            groups.setdefault((not skip, lr_scales.get(name, 1.0)), []).append(p)
         return torch.optim.AdamW(
-            [{"params": decay, "weight_decay": hp.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+            [
+                {"params": params, "lr": hp.lr * scale, "weight_decay": self._decay(decays, scale)}
+                for (decays, scale), params in sorted(groups.items(), key=lambda g: (not g[0][0], -g[0][1]))
+            ],
             lr=hp.lr,
             betas=tuple(hp.betas),
             eps=hp.eps,
             fused=True,
         )
+
+    def _decay(self, decays: bool, lr_scale: float) -> float:
+        if not decays:
+            return 0.0
+        return self.hparams.weight_decay if self.hparams.lr_scaled_decay else self.hparams.weight_decay / lr_scale
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["tokens_seen"] = self.tokens_seen

@@ -14,7 +14,8 @@ transformer_757m    24      1536    16     yes     757,226,496 (354M widened: pa
 transformer_1_4b    24      2048    16     no      1,414,647,808 (Pythia-1.4B shape; tied it is only 1.31B)
 ==================  ======  ======  =====  ======  =====================
 
-The `transformer_rmt_*` presets are the RMT paper's Table 8 baselines (see `_RMT_PAPER_TRANSFORMER`).
+The `transformer_rmt_*` presets are the RMT paper's Table 8 baselines (see `_RMT_PAPER_TRANSFORMER`), muP-parametrised
+with the paper's tuned values (App. C.2.1).
 """
 
 from __future__ import annotations
@@ -34,12 +35,27 @@ class TransformerConfig(DecoderConfig):
 
     The RMT paper's stability tweaks (from Mistral's GPT-2 runs): `attention_fp32` computes attention in fp32 and
     `inverse_layer_scaling` divides the logits of layer i (0-based) by i + 1.
+
+    `mup`: the maximal-update parametrisation as the RMT code implements it (reference rmt.md section 2, "Table 8 of
+    the muP paper"), relative to a proxy of width `mup_base_width`, head size `mup_base_head_dim` and FFN
+    `mup_base_ffn` (the paper's tuning proxy: D 256, heads of 32, D_FF 1024). Embeddings N(0, init_std), times
+    `input_multiplier` in the forward; hidden matrices N(0, init_std^2 / fan_in) (residual outputs also / sqrt(2L),
+    as the code's Transformer W2) with Adam lr / width ratio (`lr_scales`, ratio = fan_in / the proxy's); the
+    unembedding zero, its logits times `output_multiplier` / (d_model / base width); attention logits scaled by
+    `attention_multiplier` sqrt(base head) / d_head (1/d attention).
     """
 
     d_ff: int = 0
     bias: bool = True
     attention_fp32: bool = False
     inverse_layer_scaling: bool = False
+    mup: bool = False
+    mup_base_width: int = 256
+    mup_base_head_dim: int = 32
+    mup_base_ffn: int = 1024
+    input_multiplier: float = 1.0
+    attention_multiplier: float = 1.0
+    output_multiplier: float = 1.0
 
     @property
     def ffn_dim(self) -> int:
@@ -54,7 +70,11 @@ class MLP(nn.Sequential):
 def make_attention(config: TransformerConfig, layer: int, rotary: RotaryEmbedding | None) -> CausalSelfAttention:
     """Fused QKV and output projections; the RMT paper's inverse layer scaling divides layer i's logits by i + 1."""
     d = config.d_model
-    scale = 1 / math.sqrt(config.d_head) / (layer + 1) if config.inverse_layer_scaling else None
+    scale = None  # SDPA's 1/sqrt(d_head)
+    if config.mup:
+        scale = config.attention_multiplier * math.sqrt(config.mup_base_head_dim) / config.d_head
+    if config.inverse_layer_scaling:
+        scale = (scale or 1 / math.sqrt(config.d_head)) / (layer + 1)
     qkv, out = nn.Linear(d, 3 * d, bias=config.bias), nn.Linear(d, d, bias=config.bias)
     return CausalSelfAttention(qkv, out, config.n_head, rotary, scale, config.attention_fp32)
 
@@ -64,6 +84,9 @@ class Transformer(DecoderLM):
 
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__(config, self.make_block)
+        if config.mup:
+            self.input_multiplier = config.input_multiplier
+            self.logit_multiplier = config.output_multiplier * config.mup_base_width / config.d_model
         self.reset_parameters()
 
     def make_block(self, layer: int, rotary: RotaryEmbedding | None) -> nn.Module:
@@ -71,25 +94,46 @@ class Transformer(DecoderLM):
         return PreNormBlock(make_attention(self.config, layer, rotary), mlp, self.config)
 
     def reset_parameters(self) -> None:
-        std = self.config.init_std
-        residual_std = std / math.sqrt(2 * self.config.n_layer)
+        std, depth = self.config.init_std, 1 / math.sqrt(2 * self.config.n_layer)
+        hidden = self._hidden_fan_in()
         for name, p in self.named_parameters():
             if p.dim() == 1:
                 continue  # norms keep (1, 0); biases are zeroed below
             is_residual_out = name.endswith(("attn.out.weight", "ffn.2.weight"))
-            nn.init.normal_(p, 0.0, residual_std if is_residual_out else std)
+            scale = 1 / math.sqrt(hidden[name][0]) if name in hidden else 1.0  # muP: sigma / sqrt(fan_in)
+            nn.init.normal_(p, 0.0, std * scale * (depth if is_residual_out else 1.0))
         for m in self.modules():
             if isinstance(m, nn.Linear) and m.bias is not None:
                 nn.init.zeros_(m.bias)
+        if self.config.mup and self.lm_head is not None:
+            nn.init.zeros_(self.lm_head.weight)  # the code's output_zero_init
+
+    def _hidden_fan_in(self) -> dict[str, tuple[int, int]]:
+        """muP: (fan_in, the proxy's fan_in) of each hidden matrix by parameter name; empty without muP."""
+        c = self.config
+        if not c.mup:
+            return {}
+        return {f"{name}.weight": (m.in_features, c.mup_base_ffn if m.in_features == c.ffn_dim else c.mup_base_width)
+                for name, m in self.named_modules() if isinstance(m, nn.Linear) and m is not self.lm_head}  # fmt: skip
+
+    def lr_scales(self) -> dict[str, float]:
+        """Per-parameter Adam lr multipliers (read by `LanguageModel`): muP's 1 / width ratio for hidden matrices."""
+        return {name: base / fan_in for name, (fan_in, base) in self._hidden_fan_in().items()}
 
 
 _TOKENFORMER_PAPER_TRANSFORMER = TransformerConfig(position="none", max_seq_len=1024)
 # RMT paper, Table 8 and App. C.1: GPT-2 tokenizer, learned positions over 512 tokens, untied, no biases, pre-LN with
 # eps 1e-6, attention upcasting and inverse layer scaling (z-loss 1e-4 is the LanguageModel's).
+# muP with the values tuned for it (App. C.2.1): init std 0.15, alpha_in 9.76, alpha_attn 0.25, alpha_out 5.52.
 _RMT_PAPER_TRANSFORMER = TransformerConfig(
     vocab_size=50257, max_seq_len=512, position="learned", tie_embeddings=False, bias=False, norm_eps=1e-6,
-    attention_fp32=True, inverse_layer_scaling=True,
+    attention_fp32=True, inverse_layer_scaling=True, mup=True, init_std=0.15, input_multiplier=9.76,
+    attention_multiplier=0.25, output_multiplier=5.52,
 )  # fmt: skip
+
+# The RMT paper's "standard (untuned) hyperparameters" (App. C.4, Table 10): its Transformer without muP
+STANDARD_PARAMETRISATION = {"mup": False, "init_std": 0.02, "input_multiplier": 1.0, "attention_multiplier": 1.0,
+                            "output_multiplier": 1.0}  # fmt: skip
 
 register_presets(
     Transformer,

@@ -23,7 +23,7 @@ from torch import Tensor, nn
 
 from modules.layers import PreNormBlock, RotaryEmbedding, layer_norm
 from modules.registry import get_config, register_presets
-from modules.transformer import MLP, Transformer, TransformerConfig, make_attention
+from modules.transformer import MLP, STANDARD_PARAMETRISATION, Transformer, TransformerConfig, make_attention
 
 Variant = Literal["highway", "depth_lstm", "layer_aggregation"]
 
@@ -120,7 +120,7 @@ class TransformerVariant(Transformer):
         return merged
 
 
-_GPT2_SMALL = VariantConfig(**dataclasses.asdict(get_config("transformer_rmt_160m")))
+_GPT2_SMALL = VariantConfig(**dataclasses.asdict(get_config("transformer_rmt_160m", **STANDARD_PARAMETRISATION)))
 
 register_presets(
     TransformerVariant,

@@ -14,6 +14,7 @@ from experiments.runner import load_results, report, train
 from modules import get_config
 from modules.flops import counted_flops, counted_non_embedding_params, non_embedding_params, train_flops_per_token
 from modules.registry import build_from_config, preset_overrides
+from modules.transformer import STANDARD_PARAMETRISATION
 
 SHAPE_FIELDS = {"n_layer", "d_model", "n_head", "max_seq_len", "d_ff", "qkv_tokens", "proj_tokens", "ffn_tokens",
                 "rank", "d_value", "d_key", "head_dim", "value_embeddings", "attention_free_layers", "d_token",
@@ -43,8 +44,10 @@ def test_non_embedding_count_is_the_rmt_papers():
 
 @pytest.mark.parametrize("arch", cross.ARCHITECTURES)
 def test_shapes_change_only_shape_fields_of_each_family(arch):
+    """...and, for the Transformer, its parametrisation: standard, as every other row (the Table 8 preset is muP)."""
     config = cross.make_run("paper", arch, "350m", 1e-3).config
-    assert set(preset_overrides(cross.FAMILIES[arch], config)) <= SHAPE_FIELDS
+    parametrisation = set(STANDARD_PARAMETRISATION) if arch == "transformer" else set()
+    assert set(preset_overrides(cross.FAMILIES[arch], config)) <= SHAPE_FIELDS | parametrisation
 
 
 @pytest.mark.parametrize("size", cross.SIZES)

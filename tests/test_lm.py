@@ -9,6 +9,7 @@ import pytest
 import torch
 from conftest import TINY_TOKENFORMER
 
+from modules.flops import lookup_tables
 from modules.lm import LanguageModel, warmup_cosine
 
 
@@ -31,6 +32,23 @@ def test_weight_decay_groups(decay_embeddings):
     assert (id(embedding) in decayed) == decay_embeddings
     assert id(module.model.final_norm.weight) not in decayed
     assert id(module.model.blocks[0].ffn.key_param_tokens) in decayed
+
+
+@pytest.mark.parametrize("model", ["rmt_46m", "transformer_rmt_49m"])
+def test_norm_parameters_of_any_rank_are_not_decayed_in_either_rmt_paper_family(model):
+    """App. C.1: no decay on LayerNorm parameters. The RMT's gains and biases are [D_v, D_k] matrices, which a
+    1-d rule would decay; every other matrix is decayed."""
+    tiny = {"n_layer": 2, "d_key": 6, "d_value": 5, "rank": 3, "d_ff": 16} if model.startswith("rmt") else {
+        "n_layer": 2, "d_model": 32, "n_head": 4}  # fmt: skip
+    module = LanguageModel(model, tiny, decay_embeddings=False)
+    decayed = {id(p) for p in _configured_groups(module)[0]["params"]}
+    named = dict(module.model.named_parameters())
+    norms, tables = {name for name in named if "norm" in name}, {id(p) for p in lookup_tables(module.model)}
+    assert norms and {n for n in named if id(named[n]) in decayed} == {
+        n for n, p in named.items() if p.dim() >= 2 and n not in norms and id(p) not in tables
+    }
+    if model.startswith("rmt"):
+        assert named["blocks.0.attn_norm.weight"].dim() == 2
 
 
 @contextlib.contextmanager

@@ -133,9 +133,10 @@ def test_bad_rmt_config_is_named():
 def test_rmt_paper_transformer_uses_inverse_layer_scaling_in_fp32():
     model = build_model("transformer_rmt_49m", n_layer=3, vocab_size=50, d_model=16, n_head=2).double()
     attn = model.blocks[2].attn
-    assert attn.upcast and attn.scale == pytest.approx(1 / math.sqrt(8) / 3)
+    scale = 0.25 * math.sqrt(32) / 8 / 3  # muP's alpha_attn sqrt(base head) / d_head, then layer 2's 1 / 3
+    assert attn.upcast and attn.scale == pytest.approx(scale)
     x = torch.randn(1, 5, 16, dtype=torch.float64)
     q, k, v = (t.view(1, 5, 2, 8).transpose(1, 2) for t in attn.qkv(x).split(16, -1))
-    logits = (q @ k.transpose(-1, -2) / math.sqrt(8) / 3).masked_fill(torch.ones(5, 5).triu(1).bool(), -math.inf)
+    logits = (q @ k.transpose(-1, -2) * scale).masked_fill(torch.ones(5, 5).triu(1).bool(), -math.inf)
     expected = attn.out((logits.softmax(-1) @ v).transpose(1, 2).reshape(1, 5, 16))
     torch.testing.assert_close(attn(x), expected)
