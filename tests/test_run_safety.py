@@ -370,3 +370,15 @@ def test_a_signal_mid_accumulation_checkpoints_at_the_step_boundary(tmp_path) ->
     assert done["val_loss_curve"] == whole["val_loss_curve"] and done["train_loss_curve"] == whole["train_loss_curve"]
     whole_weights, cut_weights = (torch.load(tmp_path / d / "final.pt", weights_only=True) for d in ("whole", "cut"))
     assert all(torch.equal(cut_weights[k], v) for k, v in whole_weights.items())
+
+
+def test_experiments_sharing_a_run_may_spell_its_overrides_differently(tmp_path, capsys) -> None:
+    """Tokenformer Tables 2 and 4 share their runs; one names a default explicitly. Same resolved config: no stop."""
+    plain = tiny(4)
+    spelled = Run("r", "transformer_124m", plain.budget, {**TINY, "bias": True})  # the preset's own value
+    assert spelled.config == plain.config and spelled.overrides != plain.overrides
+    first = Experiment("first", "test", lambda scale: [plain], lambda scale, results: [], run_group="shared")
+    second = Experiment("second", "test", lambda scale: [spelled], lambda scale, results: [], run_group="shared")
+    train(first, "smoke", plain, tmp_path, accelerator="cpu")
+    train(second, "smoke", spelled, tmp_path, accelerator="cpu")
+    assert "finished earlier" in capsys.readouterr().out
