@@ -219,3 +219,30 @@ def test_mfu_divides_by_the_peak_of_the_precision_the_run_computes_in(monkeypatc
     found = mfu_peak(trainer)
     assert found["mfu_peak"] == f"{peak} dense peak of NVIDIA H100 80GB HBM3"
     assert found["mfu_peak_tflops"] == pytest.approx(tflops, rel=1e-3)
+
+
+def test_the_lightning_cli_and_the_image_classifier_train_under_bf16_mixed_with_fused_adamw_and_clipping(
+    tmp_path, monkeypatch
+):
+    """The other training paths of the issue: the CLI (its defaults clip at 1.0) and a ViT run through the runner."""
+    import dataclasses
+
+    from experiments import tokenformer_table2_imagenet as table2
+    from experiments.cli import cli_main
+
+    monkeypatch.setattr("sys.argv", ["scaling-axes"])
+    norms = GradientNorms()
+    cli = cli_main(["fit", "--model.model", "transformer_124m", "--model.model_overrides", json.dumps(TINY_RUN),
+                    "--data.seq_len", "16", "--data.batch_size", "2", "--trainer.max_steps", "2",
+                    "--trainer.limit_val_batches", "1", "--trainer.accelerator", "cpu", "--trainer.precision",
+                    "bf16-mixed", "--trainer.default_root_dir", str(tmp_path / "cli")])  # fmt: skip
+    assert cli.trainer.gradient_clip_val == 1.0 and cli.trainer.optimizers[0].defaults["fused"]
+    assert cli.trainer.global_step == 2 and "train/grad_norm" in cli.trainer.logged_metrics
+
+    run = next(r for r in table2.runs("smoke") if r.name == "vit_tokenformer_b16")
+    budget = Budget(steps=2, batch_size=8, seq_len=17, lr=1e-3, val_windows=8)
+    data = {**run.data, "root": str(tmp_path / "digits")}
+    run = dataclasses.replace(run, budget=budget, data=data, lm={"gradient_clip_val": 0.01})
+    train_run(run, tmp_path / "vit", extra_callbacks=[norms], accelerator="cpu", precision="bf16-mixed")
+    assert all(o.defaults["fused"] for o in norms.optimizers) and min(norms.raw) > 0.01
+    assert all(0.01 * 0.999 <= n <= 0.01 * 1.001 for n in norms.clipped)
