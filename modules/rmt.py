@@ -55,6 +55,7 @@ class RMTConfig:
     gelu: Literal["none", "tanh"] = "none"
     zero_init_unembedding: bool = False
     init_std: float = 0.02
+    init: Literal["official", "lecun"] = "official"  # lecun: App. C.4's, every matrix N(0, 1 / fan_in)
     input_alpha: float = 1.0
     attention_alpha: float = 1.0
     output_alpha: float = 1.0
@@ -65,7 +66,8 @@ class RMTConfig:
         for name in ("vocab_size", "n_layer", "d_key", "d_value", "rank", "d_ff", "max_seq_len"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name}={getattr(self, name)} must be positive")
-        choices = {"norm": ("layernorm", "rmsnorm"), "position": ("learned", "alibi"), "gelu": ("none", "tanh")}
+        choices = {"norm": ("layernorm", "rmsnorm"), "position": ("learned", "alibi"), "gelu": ("none", "tanh"),
+                   "init": ("official", "lecun")}  # fmt: skip
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name}={getattr(self, name)!r}; allowed: {', '.join(map(repr, allowed))}")
@@ -278,9 +280,12 @@ class RMT(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """The official init (reference section 2): N(0, init_std^2 / fan_in); sublayer storage also / sqrt(2L)."""
-        c, std = self.config, self.config.init_std
-        depth = 1 / math.sqrt(2 * c.n_layer)
+        """The official init (reference section 2): N(0, init_std^2 / fan_in); sublayer storage also / sqrt(2L); the
+        unembedding N(0, init_std^2) (or zero). `init="lecun"` (Table 10, App. C.4): every matrix N(0, 1 / fan_in),
+        embeddings N(0, 1), no depth scaling, the unembedding's fan_in D_v R included (init_std is then unused)."""
+        c = self.config
+        lecun = c.init == "lecun"
+        std, depth = (1.0, 1.0) if lecun else (c.init_std, 1 / math.sqrt(2 * c.n_layer))
         for name, module in self.named_modules():
             if isinstance(module, Retrieval):
                 nn.init.normal_(module.keys, 0.0, std / math.sqrt(c.d_key))
@@ -294,7 +299,7 @@ class RMT(nn.Module):
         if c.zero_init_unembedding:
             nn.init.zeros_(self.lm_head.weight)
         else:
-            nn.init.normal_(self.lm_head.weight, 0.0, std)
+            nn.init.normal_(self.lm_head.weight, 0.0, std / math.sqrt(self.lm_head.in_features) if lecun else std)
 
     def forward(self, idx: Tensor) -> Tensor:
         """idx: [batch, seq] -> logits [batch, seq, vocab_size]."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Literal
 
 from torch import nn
 
@@ -43,12 +44,23 @@ class TransformerConfig(DecoderConfig):
     as the code's Transformer W2) with Adam lr / width ratio (`lr_scales`, ratio = fan_in / the proxy's); the
     unembedding zero, its logits times `output_multiplier` / (d_model / base width); attention logits scaled by
     `attention_multiplier` sqrt(base head) / d_head (1/d attention).
+
+    `init`: "gpt2" (N(0, init_std), residual outputs / sqrt(2L); muP's rules when `mup`), or "lecun" (the RMT paper's
+    Table 10, App. C.4: every matrix N(0, 1 / fan_in), embeddings N(0, 1), nothing depth-scaled).
     """
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.init not in ("gpt2", "lecun"):
+            raise ValueError(f"init={self.init!r}; allowed: 'gpt2', 'lecun'")
+        if self.init == "lecun" and self.mup:
+            raise ValueError("init='lecun' is the untuned recipe; it does not combine with mup=True")
 
     d_ff: int = 0
     bias: bool = True
     attention_fp32: bool = False
     inverse_layer_scaling: bool = False
+    init: Literal["gpt2", "lecun"] = "gpt2"
     mup: bool = False
     mup_base_width: int = 256
     mup_base_head_dim: int = 32
@@ -94,6 +106,8 @@ class Transformer(DecoderLM):
         return PreNormBlock(make_attention(self.config, layer, rotary), mlp, self.config)
 
     def reset_parameters(self) -> None:
+        if self.config.init == "lecun":
+            return self._lecun_init()
         std, depth = self.config.init_std, 1 / math.sqrt(2 * self.config.n_layer)
         hidden = self._hidden_fan_in()
         for name, p in self.named_parameters():
@@ -107,6 +121,15 @@ class Transformer(DecoderLM):
                 nn.init.zeros_(m.bias)
         if self.config.mup and self.lm_head is not None:
             nn.init.zeros_(self.lm_head.weight)  # the code's output_zero_init
+
+    def _lecun_init(self) -> None:
+        tables = {id(m.weight) for m in self.modules() if isinstance(m, nn.Embedding)}
+        for p in self.parameters():
+            if p.dim() >= 2:  # weights are [out, in] (Linear, LSTM); a lookup table's fan_in is 1
+                nn.init.normal_(p, 0.0, 1.0 if id(p) in tables else 1 / math.sqrt(p.shape[1]))
+        for m in self.modules():
+            if isinstance(m, nn.Linear) and m.bias is not None:
+                nn.init.zeros_(m.bias)
 
     def _hidden_fan_in(self) -> dict[str, tuple[int, int]]:
         """muP: (fan_in, the proxy's fan_in) of each hidden matrix by parameter name; empty without muP."""

@@ -74,3 +74,43 @@ def test_optimizer_groups_carry_the_mup_lrs_and_the_codes_unscaled_decay():
     decaying = [g for g in groups if g["weight_decay"]]
     assert {round(g["initial_lr"] / 6.5e-3, 6) for g in decaying} == {0.5}
     assert all(g["initial_lr"] * g["weight_decay"] == pytest.approx(1e-4) for g in decaying)  # the code's 1e-4
+
+
+@pytest.mark.parametrize("preset, overrides", [
+    ("rmt_134m", {"n_layer": 2, "vocab_size": 5000}),
+    ("transformer_rmt_160m", {"n_layer": 2, "vocab_size": 5000, "mup": False}),
+    ("highway_transformer_191m", {"n_layer": 2, "vocab_size": 5000}),
+    ("depthwise_lstm_233m", {"n_layer": 2, "vocab_size": 5000}),
+])  # fmt: skip
+def test_table10_lecun_init_is_n_0_1_over_fan_in_for_every_matrix(preset, overrides):
+    """App. C.4: "LeCun initialization for all parameters": every matrix std 1/sqrt(fan_in) (a key matrix's fan_in
+    is the dimension it contracts: D_k for retrieval, R for storage), lookup tables std 1, nothing depth-scaled;
+    the RMT's unembedding is a matrix of fan_in D_v R (the official init gives it std init_std = 1)."""
+    torch.manual_seed(0)
+    model = build_model(preset, init="lecun", **overrides)
+    c = model.config
+    checked = 0
+    for name, p in model.named_parameters():
+        if p.dim() < 2 or p.numel() < 300 or "norm" in name:
+            continue
+        if name.endswith(("token.weight", "position.weight", "token_embedding.weight", "position_embedding.weight")):
+            fan_in = 1
+        elif preset.startswith("rmt") and name.endswith("keys"):
+            fan_in = c.d_key if p.shape[0] == c.d_key else c.rank  # retrieval [D_k, n] / storage [R, D_k]
+        else:
+            fan_in = p.shape[1]
+        assert p.std().item() == pytest.approx(1 / math.sqrt(fan_in), rel=0.1), name
+        checked += 1
+    assert checked >= 6
+    if preset.startswith("rmt"):
+        assert model.lm_head.weight.std().item() == pytest.approx(1 / math.sqrt(c.d_value * c.rank), rel=0.05)
+    with pytest.raises(ValueError, match="does not combine with mup"):
+        build_model("transformer_rmt_160m", init="lecun")
+
+
+def test_table10_runs_take_lecun_init_and_no_mup_at_paper_scale():
+    from experiments import rmt_table10_variants as table10
+
+    for run in table10.runs("paper"):
+        assert run.config.init == "lecun", run.name
+        assert not getattr(run.config, "mup", False), run.name
