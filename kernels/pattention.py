@@ -14,6 +14,10 @@ accumulates in fp32); sizes need not be multiples of the blocks. `grouped_patten
 input and shape (a layer's Q, K and V) as one launch: one GEMM for all G score matrices, a third grid axis for the
 groups, the outputs written side by side (the concatenation the attention wants), and in backward one GEMM for dX
 that also sums the G contributions. Runs on CUDA, or anywhere under TRITON_INTERPRET=1.
+
+Forward and backward are `torch.library` custom ops (`scaling_axes::pattention`, `..._backward`) with fake
+implementations and an autograd formula, so `torch.compile` calls them inside its graphs instead of tracing a raw
+Triton launch.
 """
 
 from __future__ import annotations

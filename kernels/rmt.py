@@ -16,7 +16,9 @@ token, the token's D_v x D_k matrix one tile:
   Its backward is two GEMMs (dX is the incoming gradient itself).
 
 fp32, bf16 and fp16 (fp32 statistics and accumulation); D_v, D_k, n, R need not be powers of two (tiles are padded
-to at least 16, the tensor-core minimum). Runs on CUDA, or anywhere under TRITON_INTERPRET=1.
+to at least 16, the tensor-core minimum). Runs on CUDA, or anywhere under TRITON_INTERPRET=1. Both are
+`torch.library` custom ops (`scaling_axes::rmt_norm_retrieve`, `scaling_axes::rmt_store`) with fake implementations
+that give the real strides and autograd formulas, so `torch.compile` calls them inside its graphs.
 """
 
 from __future__ import annotations
