@@ -78,7 +78,18 @@ def report(scale: str, results: dict[str, dict]) -> list[Row]:
         params = done.get("params")
         status = compare(expected_params, params, 0.02) if scale == "paper" else ("measured" if done else "not_run")
         rows.append(Row("table10", run.name, "params", expected_params, params, "parameters", run.name, status))
+        rows.append(residual_row(run, paper, scale))
     return rows
+
+
+def residual_row(run: Run, paper: dict, scale: str) -> Row:
+    """Table 10's "residual stream size" column: D_k D_v for the RMT, d_model for the others (from the config)."""
+    config = run.config
+    size = getattr(config, "residual_size", None) or config.d_model
+    expected = paper.get(("table10", run.name, "residual_size"))
+    status = compare(expected, size, 0.0) if scale == "paper" else "analytic"
+    return Row("table10", run.name, "residual_size", expected, size, "values", run.name, status,
+               "" if scale == "paper" else scale_note(scale))  # fmt: skip
 
 
 def figure(scale: str, results: dict[str, dict], path: Path) -> None:

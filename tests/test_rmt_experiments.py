@@ -105,3 +105,15 @@ def test_downstream_hook_points_at_the_scaling_runs(tmp_path):
     paths = rmt_setup.downstream_checkpoints("paper", tmp_path)
     for run in table34.runs("paper"):
         assert paths[run.name] == run_dir(table34.EXPERIMENT, "paper", run, tmp_path) / "final.pt"
+
+
+def test_table10_reports_the_residual_stream_size_column():
+    """768 for every Transformer-family row and D_k D_v = 2048 for the RMT (Table 10), from the paper-scale configs."""
+    from experiments import rmt_table10_variants as table10
+
+    rows = [r for r in table10.report("paper", {}) if r.metric == "residual_size"]
+    assert {r.row: (r.ours, r.paper, r.status) for r in rows} == {
+        "transformer_rmt_160m": (768, 768, "match"), "rmt_134m": (2048, 2048, "match"),
+        "highway_transformer_191m": (768, 768, "match"), "depthwise_lstm_233m": (768, 768, "match"),
+        "hierarchical_aggregation_165m": (768, 768, "match")}  # fmt: skip
+    assert {r.status for r in table10.report("smoke", {}) if r.metric == "residual_size"} == {"analytic"}
