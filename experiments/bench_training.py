@@ -35,7 +35,7 @@ from lightning.fabric.utilities.throughput import get_available_flops
 
 from datamodules.tokenizers import load_tokenizer
 from experiments import cross_architecture as cross
-from kernels.bench import time_ms, write_csv
+from kernels.bench import failure, time_ms, write_csv
 from modules.acceleration import compile_model
 from modules.flops import train_flops_per_token
 from modules.lm import LanguageModel
@@ -172,7 +172,7 @@ def bench(families: list[str] | None, repeats: int, rows: list[dict]) -> list[di
             try:
                 row.update(measure(case, variant, repeats))
             except Exception as error:  # a failing case is a result too; the others still run
-                row.update(step_ms=None, error=f"{type(error).__name__}: {error}"[:500])
+                row.update(step_ms=None, error=failure(error))
             finally:
                 torch._dynamo.reset()  # let the next case's compiled graphs replace this one's
                 if DEVICE == "cuda":

@@ -26,6 +26,7 @@ import yaml
 
 from experiments.results import RESULTS_DIR, SCALES, Row, write_report, write_rows
 from modules import get_config
+from modules.acceleration import default_precision, on_cuda
 from modules.atomic import CorruptFileError, atomic_torch_save, atomic_write, load_torch, read_json
 from modules.flops import formula_params, train_flops_per_token
 
@@ -276,8 +277,6 @@ def grown_run(source: Run, source_dir: Path, run: Run, out: Path) -> tuple[Run, 
 
 def resolve_options(options: dict[str, Any]) -> dict[str, Any]:
     """Trainer options with the precision made explicit (bf16-mixed on a CUDA GPU, else 32-true), as recorded."""
-    from modules.acceleration import default_precision
-
     options = dict(options)
     if options.get("precision") is None:
         options["precision"] = default_precision(str(options.get("accelerator") or "auto"))
@@ -287,13 +286,12 @@ def resolve_options(options: dict[str, Any]) -> dict[str, Any]:
 def world_size(options: dict[str, Any]) -> int:
     """Processes of a run: `devices` as Lightning takes it (an int, -1 or "auto" for all, a list or "0,1") x nodes."""
     devices = options.get("devices", "auto")
-    gpu = str(options.get("accelerator", "auto")) in ("auto", "gpu", "cuda")
     if isinstance(devices, str) and "," in devices:
         devices = [d for d in devices.split(",") if d.strip()]
     if isinstance(devices, (list, tuple)):
         count = len(devices)
     elif devices in (None, "auto", -1, "-1"):
-        count = torch.cuda.device_count() if gpu and torch.cuda.is_available() else 1
+        count = torch.cuda.device_count() if on_cuda(str(options.get("accelerator", "auto"))) else 1
     else:
         count = int(devices)
     return max(1, count) * int(options.get("num_nodes") or 1)

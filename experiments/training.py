@@ -41,7 +41,7 @@ from experiments.runner import (
     world_size,
     write_config,
 )
-from modules.atomic import CorruptFileError, atomic_torch_save, atomic_write, read_json
+from modules.atomic import atomic_torch_save, atomic_write, load_torch, read_json
 from modules.lm import LanguageModel
 
 
@@ -96,9 +96,8 @@ class StepCheckpoint(ModelCheckpoint):
                          enable_version_counter=False)  # fmt: skip
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module, outputs, batch, batch_idx: int) -> None:
-        loop = trainer.fit_loop.epoch_loop
-        step_due = trainer.global_step % self._every_n_train_steps == 0 and not loop._should_accumulate()
-        if step_due and loop._should_check_val_fx(trainer.fit_loop._data_fetcher):
+        step_due = trainer.global_step % self._every_n_train_steps == 0
+        if step_due and not trainer.fit_loop.epoch_loop._should_accumulate() and validates_this_step(trainer):
             self._defer_save_until_validation = True  # on_validation_end saves, after the metrics are logged
             return
         if step_due:
@@ -106,9 +105,13 @@ class StepCheckpoint(ModelCheckpoint):
         super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
 
     def _save_checkpoint(self, trainer: L.Trainer, filepath: str) -> None:
-        for logger in trainer.loggers:
-            logger.save()  # the curves up to this step are on disk before the checkpoint says they happened
+        flush_logs(trainer)  # the curves up to this step are on disk before the checkpoint says they happened
         super()._save_checkpoint(trainer, filepath)
+
+
+def validates_this_step(trainer: L.Trainer) -> bool:
+    """Whether Lightning runs a validation right after the step that just ended (its fit loop's own test)."""
+    return trainer.fit_loop.epoch_loop._should_check_val_fx(trainer.fit_loop._data_fetcher)
 
 
 def log_this_step(trainer: L.Trainer) -> None:
@@ -116,6 +119,11 @@ def log_this_step(trainer: L.Trainer) -> None:
     checkpoints are saved, so a kill right after a save would lose the step's row for good (its row is then logged
     twice, with the same values; the curves keep one)."""
     trainer._logger_connector.update_train_step_metrics()
+
+
+def flush_logs(trainer: L.Trainer) -> None:
+    for logger in trainer.loggers:
+        logger.save()
 
 
 class CheckpointOnSignal(L.Callback):
@@ -127,7 +135,7 @@ class CheckpointOnSignal(L.Callback):
     """
 
     def __init__(self, path: Path) -> None:
-        self.path, self.received = path, None
+        self.path, self.received, self.after_validation = path, None, False
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if threading.current_thread() is not threading.main_thread():
@@ -150,21 +158,20 @@ class CheckpointOnSignal(L.Callback):
             return  # only between optimizer steps: a resumed run restarts at a step boundary
         if not trainer.strategy.reduce_boolean_decision(self.received is not None, all=False):
             return
-        if trainer.fit_loop.epoch_loop._should_check_val_fx(trainer.fit_loop._data_fetcher):
+        if validates_this_step(trainer):
             self.after_validation = True  # this step's validation first: a resume would skip it
             return
         log_this_step(trainer)
         self._stop(trainer)
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if getattr(self, "after_validation", False) and not trainer.sanity_checking:
+        if self.after_validation and not trainer.sanity_checking:
             self._stop(trainer)
 
     def _stop(self, trainer: L.Trainer) -> None:
         """Checkpoint and leave fit at once: `should_stop` would first run a validation the uninterrupted run does
         not have."""
-        for logger in trainer.loggers:
-            logger.save()
+        flush_logs(trainer)
         trainer.save_checkpoint(self.path)
         raise RunInterrupted(f"{self.received} at step {trainer.global_step}")
 
@@ -462,13 +469,8 @@ def resume_point(last: Path) -> str | None:
     with what to do."""
     if not last.exists():
         return None
-    try:
-        torch.load(last, map_location="cpu", weights_only=True, mmap=True)
-    except Exception as error:
-        raise CorruptFileError(
-            f"{last} is truncated or corrupt ({type(error).__name__}: {error}); delete it and rerun to start the run "
-            "over (no earlier checkpoint is kept), or restore it from a copy"
-        ) from error
+    fix = "delete it and rerun to start the run over (no earlier checkpoint is kept), or restore it from a copy"
+    load_torch(last, fix, mmap=True)
     return str(last)
 
 

@@ -132,7 +132,7 @@ def bench(repeats: int, rows: list[dict]) -> list[dict]:
             try:
                 ms = time_ms(step, repeats)
             except Exception as error:  # a failing kernel or compile is a result too
-                row["error"] = f"{type(error).__name__}: {error}"[:500]
+                row["error"] = failure(error)
             else:
                 eager_ms = eager_ms or (ms if name == "eager" else None)
                 row.update(median_ms=round(ms, 4), tflops=round(flops / ms / 1e9, 2) if flops else "",
@@ -140,6 +140,11 @@ def bench(repeats: int, rows: list[dict]) -> list[dict]:
             rows.append(row)
             print(row, flush=True)
     return rows
+
+
+def failure(error: Exception) -> str:
+    """A benchmark row's `error`: the exception, shortened to fit a CSV cell."""
+    return f"{type(error).__name__}: {error}"[:500]
 
 
 def write_csv(path: Path, columns: tuple[str, ...], rows: list[dict]) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import lightning as L
 import torch
-from torch import Tensor, nn
+from torch import nn
 from torch.distributed.tensor import DTensor
 
 
@@ -20,7 +20,7 @@ def default_precision(accelerator: str = "auto") -> str:
 
 
 def clip_gradients(module: L.LightningModule, optimizer: torch.optim.Optimizer, clip_val: float | None,
-                   algorithm: str | None) -> Tensor | None:  # fmt: skip
+                   algorithm: str | None) -> None:  # fmt: skip
     """Clip the gradients to norm `clip_val` and log their norm before clipping as `train/grad_norm`.
 
     Lightning's mixed-precision plugin refuses to clip for an optimizer that unscales inside `step()` (fused AdamW):
@@ -30,17 +30,16 @@ def clip_gradients(module: L.LightningModule, optimizer: torch.optim.Optimizer, 
     over the ranks before it scales them, as torchtitan does.
     """
     if not clip_val:
-        return None
+        return
     if getattr(module.trainer.precision_plugin, "scaler", None) is not None or algorithm == "value":
         module.clip_gradients(optimizer, clip_val, algorithm)
-        return None
+        return
     params = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
     norm = torch.nn.utils.get_total_norm([p.grad for p in params], foreach=True)
     if isinstance(norm, DTensor):
         norm = norm.full_tensor()
     torch.nn.utils.clip_grads_with_norm_(params, clip_val, norm, foreach=True)
     module.log("train/grad_norm", norm)
-    return norm
 
 
 def wants_compile(compile: bool | None, device: torch.device) -> bool:

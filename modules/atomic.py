@@ -56,14 +56,15 @@ class CorruptFileError(ValueError):
     """A file of the suite's that cannot be read: the message names it and what to do."""
 
 
-def load_torch(path: str | Path, fix: str) -> Any:
+def load_torch(path: str | Path, fix: str, mmap: bool = False) -> Any:
     """`torch.load(path, weights_only=True)` onto the CPU: tensors and plain containers only, so a crafted file cannot
-    run code. `fix` says what to do if the file is unreadable."""
+    run code. `fix` says what to do if the file is unreadable; `mmap` maps the tensors instead of reading them (a
+    cheap check that a large checkpoint opens)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path} does not exist; {fix}")
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as error:
         first = str(error).splitlines()[0]
         raise CorruptFileError(f"{path} holds more than tensors and plain data ({first}); the suite never writes such "

@@ -49,13 +49,6 @@ class TransformerConfig(DecoderConfig):
     Table 10, App. C.4: every matrix N(0, 1 / fan_in), embeddings N(0, 1), nothing depth-scaled).
     """
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.init not in ("gpt2", "lecun"):
-            raise ValueError(f"init={self.init!r}; allowed: 'gpt2', 'lecun'")
-        if self.init == "lecun" and self.mup:
-            raise ValueError("init='lecun' is the untuned recipe; it does not combine with mup=True")
-
     d_ff: int = 0
     bias: bool = True
     attention_fp32: bool = False
@@ -68,6 +61,13 @@ class TransformerConfig(DecoderConfig):
     input_multiplier: float = 1.0
     attention_multiplier: float = 1.0
     output_multiplier: float = 1.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.init not in ("gpt2", "lecun"):
+            raise ValueError(f"init={self.init!r}; allowed: 'gpt2', 'lecun'")
+        if self.init == "lecun" and self.mup:
+            raise ValueError("init='lecun' is the untuned recipe; it does not combine with mup=True")
 
     @property
     def ffn_dim(self) -> int:
@@ -106,30 +106,27 @@ class Transformer(DecoderLM):
         return PreNormBlock(make_attention(self.config, layer, rotary), mlp, self.config)
 
     def reset_parameters(self) -> None:
-        if self.config.init == "lecun":
-            return self._lecun_init()
-        std, depth = self.config.init_std, 1 / math.sqrt(2 * self.config.n_layer)
+        """Every matrix N(0, std^2) with its std from `init` (norms keep (1, 0)); biases zero; muP's head zero."""
         hidden = self._hidden_fan_in()
+        tables = {id(m.weight) for m in self.modules() if isinstance(m, nn.Embedding)}
         for name, p in self.named_parameters():
-            if p.dim() == 1:
-                continue  # norms keep (1, 0); biases are zeroed below
-            is_residual_out = name.endswith(("attn.out.weight", "ffn.2.weight"))
-            scale = 1 / math.sqrt(hidden[name][0]) if name in hidden else 1.0  # muP: sigma / sqrt(fan_in)
-            nn.init.normal_(p, 0.0, std * scale * (depth if is_residual_out else 1.0))
+            if p.dim() >= 2:
+                nn.init.normal_(p, 0.0, self._init_std(name, p, id(p) in tables, hidden))
         for m in self.modules():
             if isinstance(m, nn.Linear) and m.bias is not None:
                 nn.init.zeros_(m.bias)
         if self.config.mup and self.lm_head is not None:
             nn.init.zeros_(self.lm_head.weight)  # the code's output_zero_init
 
-    def _lecun_init(self) -> None:
-        tables = {id(m.weight) for m in self.modules() if isinstance(m, nn.Embedding)}
-        for p in self.parameters():
-            if p.dim() >= 2:  # weights are [out, in] (Linear, LSTM); a lookup table's fan_in is 1
-                nn.init.normal_(p, 0.0, 1.0 if id(p) in tables else 1 / math.sqrt(p.shape[1]))
-        for m in self.modules():
-            if isinstance(m, nn.Linear) and m.bias is not None:
-                nn.init.zeros_(m.bias)
+    def _init_std(self, name: str, p: nn.Parameter, is_table: bool, hidden: dict[str, tuple[int, int]]) -> float:
+        """LeCun: 1 / sqrt(fan_in) (weights are [out, in]: Linear, LSTM), tables 1. GPT-2: init_std, residual outputs
+        / sqrt(2L); under muP hidden matrices also / sqrt(fan_in)."""
+        c = self.config
+        if c.init == "lecun":
+            return 1.0 if is_table else 1 / math.sqrt(p.shape[1])
+        scale = 1 / math.sqrt(hidden[name][0]) if name in hidden else 1.0
+        depth = 1 / math.sqrt(2 * c.n_layer) if name.endswith(("attn.out.weight", "ffn.2.weight")) else 1.0
+        return c.init_std * scale * depth
 
     def _hidden_fan_in(self) -> dict[str, tuple[int, int]]:
         """muP: (fan_in, the proxy's fan_in) of each hidden matrix by parameter name; empty without muP."""
