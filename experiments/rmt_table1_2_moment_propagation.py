@@ -104,8 +104,8 @@ def _swapped(name: str) -> str:
 def _erratum(name: str, metric: str, value: float) -> str:
     other = TABLE2[_swapped(name)].closed_form()[metric.startswith("backward")]
     if name.startswith("attn") and abs(other - value) <= PRINT_TOLERANCE * abs(value):
-        return (f"erratum: the printed ATTN storage and retrieval rows are swapped: this is the "
-                f"{_swapped(name).split('_')[1]}'s {other:.3g}; §3.2's text agrees with the corrected labels")
+        label = _swapped(name).split("_")[1]
+        return f"erratum: the ATTN labels are swapped: this is the {label}'s {other:.3g}, as §3.2's text implies"
     return "erratum: Table 1 with Xavier at D_k 64, R 16 gives this, not the printed 1"  # fmt: skip
 
 
@@ -136,9 +136,9 @@ def table1_rows(draws: int = 64) -> list[Row]:
         values = measured(operation, mean=INPUT_MEAN, draws=draws)
         for direction, form in zip(("forward", "backward"), operation.closed_form(), strict=True):
             mean = values[f"{direction}_mean"]
-            rows.append(Row("table1", name, f"{direction}_mean_over_std", 0.0, mean,
-                            status="match" if abs(mean) < TOLERANCE else "differs",
-                            note=f"input mean {INPUT_MEAN:g}, variance 1; match: |mean| < {TOLERANCE} std"))
+            status = "match" if abs(mean) < TOLERANCE else "differs"
+            rows.append(Row("table1", name, f"{direction}_mean_over_std", 0.0, mean, status=status,
+                            note=f"inputs: mean {INPUT_MEAN:g}, var 1; match if |mean| < {TOLERANCE} std"))  # fmt: skip
             rows.append(Row("table1", name, f"{direction}_variance_over_power", form, values[direction],
                             status=compare(form, values[direction], TOLERANCE),
                             note="Var(out) / (sigma^2 + mu^2): the paper column is Table 1's fan x sigma_w^2 "

@@ -75,7 +75,7 @@ def test_table2_printed_values_and_their_errata():
             for metric in ratios:
                 printed, swapped = rows[(f"attn_{op}_{model}", metric)], rows[(f"attn_{other}_{model}", metric)]
                 assert printed.status == "differs" and printed.paper == pytest.approx(swapped.ours, abs=0.01)
-                assert "swapped" in printed.note
+                assert "labels are swapped" in printed.note
             assert all(rows[(f"ff_{op}_transformer", m)].status == "match" for m in ratios)
     storage, retrieval = (tuple(rows[(f"ff_{op}_rmt", m)].ours for m in ratios) for op in ("storage", "retrieval"))
     assert storage == pytest.approx((0.4, 1.6)) and retrieval == pytest.approx((1.6, 0.4))  # printed: 1 / 1
