@@ -12,17 +12,102 @@ Smoke and small scales shrink every model (same family, same options) and are ne
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from datamodules.corpora import default_data_root
 from experiments.results import published
 from experiments.runner import Budget, Run
+from modules.rmt import RMTConfig
+from modules.transformer import TransformerConfig
 
 TRANSFORMERS = ("transformer_rmt_49m", "transformer_rmt_160m", "transformer_rmt_260m", "transformer_rmt_405m")
 RMTS = ("rmt_46m", "rmt_134m", "rmt_206m", "rmt_305m")
 PAPER_LR = {"transformer": 6.5e-3, "rmt": 1e-2}
 SEQ = 512
+
+
+def table7_non_embedding(c: TransformerConfig | RMTConfig) -> float:
+    """App. A's non-embedding parameters (those of the 20 x tokens rule): the blocks, and the RMT's key vectors."""
+    if isinstance(c, RMTConfig):
+        return 2 * c.n_layer * c.rank * c.d_value * c.d_ff + 2 * c.rank * c.d_key * (3 * c.n_layer + 1)
+    return c.n_layer * (4 * c.d_model * c.n_head * c.d_head + 2 * c.d_model * c.ffn_dim)
+
+
+def table7_params(c: TransformerConfig | RMTConfig, printed: bool) -> float:
+    """Table 7 as printed (vocabulary once), or as the reported sizes need it (2V + the position table); the printed
+    RMT formula does include its position tables (N)."""
+    vocab = c.vocab_size * (1 if printed else 2)
+    if isinstance(c, RMTConfig):
+        return table7_non_embedding(c) + (vocab + c.max_seq_len) * c.rank * c.d_value
+    return table7_non_embedding(c) + (vocab + (0 if printed else c.max_seq_len)) * c.d_model
+
+
+def table7_forward_flops(c: TransformerConfig | RMTConfig, compatible: bool) -> float:
+    """Forward FLOPs per 512-token example: the paper-compatible form, or the corrected one."""
+    n = SEQ
+    if isinstance(c, RMTConfig):
+        keys = 6 * n * c.rank * c.d_key * c.d_value * (1 + (c.n_layer if compatible else 2 * c.n_layer))
+        vocab = 4 * c.vocab_size * (1 if compatible else c.d_value)
+        per_layer = 4 * n * c.d_value + 3 * n + 4 * c.d_value * c.d_ff
+        return keys + n * c.rank * (vocab + c.n_layer * per_layer)
+    d, heads, d_head = c.d_model, c.n_head, c.d_head
+    vocab = c.vocab_size * (1 if compatible else d)
+    return 4 * n * (vocab + c.n_layer * d * (2 * d_head * heads + c.ffn_dim) + c.n_layer * (
+        n * d_head * heads + 0.75 * n * heads))  # fmt: skip
+
+
+def train_flops(c: TransformerConfig | RMTConfig, tokens: float, compatible: bool) -> float:
+    """3 x Table 7's forward per example, over `tokens`: the paper's reported FLOPs when `compatible`."""
+    return 3 * table7_forward_flops(c, compatible) * tokens / SEQ
+
+
+Curve = list[tuple[float, float]]  # (step, value) as done.json stores a logged metric
+
+
+def smoothed(curve: Curve, window: int | None = None) -> Curve:
+    """Trailing mean over `window` logged points (default 10, at most 5% of the curve): a threshold read on
+    single-step train losses would be crossed first by a lucky batch."""
+    window = window or max(1, min(10, len(curve) // 20))
+    values = [value for _, value in curve]
+    return [(step, sum(values[max(0, i - window + 1) : i + 1]) / min(window, i + 1))
+            for i, (step, _) in enumerate(curve)]  # fmt: skip
+
+
+def final_train_loss(done: dict) -> float | None:
+    """A finished run's final train loss: the smoothed end of its logged curve."""
+    curve = smoothed(done.get("train_loss_curve") or [])
+    return curve[-1][1] if curve else None
+
+
+def first_crossing(curve: Curve, threshold: float) -> float | None:
+    """The first step at which `curve` reaches `threshold` or below, interpolated linearly between logged points."""
+    for (step0, value0), (step1, value1) in zip([(0, math.inf), *curve], curve, strict=False):
+        if value1 <= threshold:
+            if not math.isfinite(value0):
+                return step1
+            return step0 + (step1 - step0) * (value0 - threshold) / (value0 - value1)
+    return None
+
+
+def value_at(curve: Curve, step: float) -> float:
+    """`curve` interpolated linearly at `step` (clamped to its ends)."""
+    return float(np.interp(step, [s for s, _ in curve], [v for _, v in curve]))
+
+
+def percent_change(before: float, after: float) -> float:
+    return 100 * (after / before - 1)
+
+
+def paper_tokens(model: str) -> float:
+    """A Table 8/9 preset's training tokens; the two printed "6B" are the 405M Transformer's 20 x non-embedding
+    parameters, 6.04e9 as Table 3 prints it (the 305M RMT was extended to match it)."""
+    paper = published("rmt")
+    tokens = paper[("table8" if family(model) == "transformer" else "table9", model, "tokens")]
+    return paper[("table3", "transformer_rmt_405m", "tokens")] if tokens == 6e9 else tokens
 
 
 def family(model: str) -> str:
@@ -78,7 +163,7 @@ def scaling_run(model: str, scale: str) -> Run:
     if scale == "paper":
         paper = published("rmt")
         table = "table8" if kind == "transformer" else "table9"
-        tokens, batch = paper[(table, model, "tokens")], int(paper[(table, model, "batch")])
+        tokens, batch = paper_tokens(model), int(paper[(table, model, "batch")])
         budget, overrides = schedule(round(tokens / (batch * SEQ)), batch, SEQ, lr, micro_batch=min(batch, 32)), {}
     else:
         size = (TRANSFORMERS if kind == "transformer" else RMTS).index(model)

@@ -13,45 +13,16 @@ from __future__ import annotations
 import torch
 
 from experiments.results import Row, compare, published
+from experiments.rmt_setup import PAPER_LR, SEQ, paper_tokens, table7_forward_flops, table7_params, train_flops
 from experiments.runner import Experiment, main
 from modules import build_model, get_config
 from modules.flops import train_flops_per_token
-from modules.rmt import RMTConfig
 
-SEQ = 512
 PRESETS = ("transformer_rmt_49m", "transformer_rmt_160m", "transformer_rmt_260m", "transformer_rmt_405m",
            "rmt_46m", "rmt_134m", "rmt_206m", "rmt_305m")  # fmt: skip
 FIG6 = tuple(f"rmt_residual_dk{d}" for d in (6, 12, 24, 32, 48, 64))
 LABEL_TOLERANCE = 0.02  # the paper's sizes are rounded labels
 FLOP_TOLERANCE = 0.01
-
-
-def table7_params(c, printed: bool) -> float:
-    """Table 7 as printed (vocabulary once), or as the reported sizes need it (2V + the position table)."""
-    vocab = c.vocab_size * (1 if printed else 2)
-    if isinstance(c, RMTConfig):  # the printed RMT formula does include the position tables (N)
-        return 2 * c.n_layer * c.rank * c.d_value * c.d_ff + 2 * c.rank * c.d_key * (3 * c.n_layer + 1) + (
-            vocab + c.max_seq_len) * c.rank * c.d_value  # fmt: skip
-    d = c.d_model
-    return c.n_layer * (4 * d * d + 2 * d * c.ffn_dim) + vocab * d + (0 if printed else c.max_seq_len * d)
-
-
-def table7_forward_flops(c, compatible: bool) -> float:
-    """Forward FLOPs per 512-token example: the paper-compatible form, or the corrected one."""
-    n = SEQ
-    if isinstance(c, RMTConfig):
-        keys = 6 * n * c.rank * c.d_key * c.d_value * (1 + (c.n_layer if compatible else 2 * c.n_layer))
-        vocab = 4 * c.vocab_size * (1 if compatible else c.d_value)
-        per_layer = 4 * n * c.d_value + 3 * n + 4 * c.d_value * c.d_ff
-        return keys + n * c.rank * (vocab + c.n_layer * per_layer)
-    d, heads, d_head = c.d_model, c.n_head, c.d_head
-    vocab = c.vocab_size * (1 if compatible else d)
-    return 4 * n * (vocab + c.n_layer * d * (2 * d_head * heads + c.ffn_dim) + c.n_layer * (
-        n * d_head * heads + 0.75 * n * heads))  # fmt: skip
-
-
-def train_flops(c, tokens: float, compatible: bool) -> float:
-    return 3 * table7_forward_flops(c, compatible) * tokens / SEQ
 
 
 def _table(name: str) -> str:
@@ -63,7 +34,7 @@ def _preset_rows(name: str, paper: dict) -> list[Row]:
     with torch.device("meta"):
         params = sum(p.numel() for p in build_model(name).parameters())
     label = paper[(table, name, "params")]
-    tokens = paper[(table, name, "tokens")]
+    tokens = paper_tokens(name)
     published_flops = paper.get(("table4", name, "train_flops"))
     counted = train_flops_per_token(c, SEQ) * tokens
     compatible = train_flops(c, tokens, compatible=True)
@@ -107,6 +78,24 @@ def _errata_rows(paper: dict) -> list[Row]:
     return rows
 
 
+def mup_rows(paper: dict) -> list[Row]:
+    """App. C.2.1: the muP values the `transformer_rmt_*` presets carry, and the search range they fall outside."""
+    config, rows = get_config("transformer_rmt_405m"), []
+    for field in ("input_multiplier", "attention_multiplier", "output_multiplier", "init_std", "mup_base_width",
+                  "mup_base_head_dim", "mup_base_ffn"):  # fmt: skip
+        expected, ours = paper[("appC_2_1", "transformer_mup", field)], getattr(config, field)
+        rows.append(Row("appC_2_1", "transformer_mup", field, expected, ours, status=compare(expected, ours, 0.0)))
+    lr = paper[("appC_2_1", "transformer_mup", "lr")]
+    rows.append(Row("appC_2_1", "transformer_mup", "lr", lr, PAPER_LR["transformer"], status=compare(lr, PAPER_LR[
+        "transformer"], 0.0), note="the lr every Transformer run of Figs. 2-4 and Tables 3-6 uses"))  # fmt: skip
+    bound = paper[("appC_2_1", "search_range", "alpha_upper_bound")]
+    for field in ("input_multiplier", "output_multiplier"):
+        rows.append(Row("appC_2_1", "transformer_mup", f"{field}_within_search_range", bound, getattr(config, field),
+                        status="differs", note="erratum: the selected value lies outside the interval App. C.2.1 "
+                        "says it was sampled from (probably [0.1, 10])"))  # fmt: skip
+    return rows
+
+
 def _table3_row(paper: dict) -> Row:
     """Table 3: the 305M RMT's compute to reach the 405M Transformer's best loss, at 3.55e9 tokens."""
     key = ("table3", "rmt_305m_to_transformer_best")
@@ -119,7 +108,7 @@ def _table3_row(paper: dict) -> Row:
 def report(scale: str, results: dict[str, dict]) -> list[Row]:
     paper = published("rmt")
     rows = [row for name in PRESETS for row in _preset_rows(name, paper)]
-    return [*rows, _table3_row(paper), *_errata_rows(paper)]
+    return [*rows, _table3_row(paper), *_errata_rows(paper), *mup_rows(paper)]
 
 
 EXPERIMENT = Experiment(

@@ -335,7 +335,8 @@ def _train(run: Run, out: Path, growth: Growth | None, extra_callbacks: list | N
         "val_loss_curve": curves["val/loss"],
         **({"val_loss_curves": {c.split("/")[1]: curves[c] for c in val_sets}} if val_sets else {}),
         **{f"{c.replace('val/', 'val_')}_curve": curves[c] for c in accuracy},
-        "train_seconds": (curves["train/time"] or [(0, None)])[-1][1],
+        "train_time_curve": (clock := training_clock(curves["train/time"])),
+        "train_seconds": (clock or [(0, None)])[-1][1],
         "step_ms": _step_ms(curves["train/time"]),
         **_throughput(curves, trainer),
         "wall_seconds_last_session": time.time() - started,
@@ -417,6 +418,19 @@ def _curves(metrics_csv: Path, columns: tuple[str, ...], max_points: int = 1000)
         curve = sorted({int(r["step"]): float(r[column]) for r in rows if r.get(column)}.items())
         curves[column] = curve[:: max(1, math.ceil(len(curve) / max_points))]
     return curves
+
+
+def training_clock(times: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    """(step, seconds of training since step 0) across sessions. The ThroughputMonitor's clock restarts with each
+    session, so a later session continues from the last time logged before it (the interruption itself and the
+    steps it repeats are not counted)."""
+    clock: list[tuple[int, float]] = []
+    offset = 0.0
+    for (step, seconds), previous in zip(times, [None, *times], strict=False):
+        if previous is not None and seconds < previous[1]:  # the clock restarted: a new session
+            offset = clock[-1][1]
+        clock.append((step, offset + seconds))
+    return clock
 
 
 def _step_ms(times: list[tuple[int, float]]) -> float | None:

@@ -45,17 +45,16 @@ def formula_params(config: DecoderConfig | RMTConfig) -> dict[str, int]:
     params = dict.fromkeys(COMPONENTS, 0)
     params["embedding"] = vocab * d + (config.max_seq_len * d if config.position == "learned" else 0)
     params["head"] = 0 if config.tie_embeddings else vocab * d
-    params["norms"] = (4 * d * layers if config.block_norm_parametric else 0) + (
-        2 * d if config.final_norm_parametric else 0
-    )
+    affine = d * (1 + config.norm_bias)  # per parametric norm: gain and bias
+    params["norms"] = 2 * layers * affine * config.block_norm_parametric + affine * config.final_norm_parametric
     if isinstance(config, TokenformerConfig):
         params["qkv"] = layers * 3 * config.qkv_tokens * 2 * d
         params["out"] = layers * config.proj_tokens * 2 * d
         params["ffn"] = layers * config.ffn_tokens * 2 * d
     elif isinstance(config, TransformerConfig):
-        bias = int(config.bias)
-        params["qkv"] = layers * (3 * d * d + 3 * d * bias)
-        params["out"] = layers * (d * d + d * bias)
+        bias, width = int(config.bias), config.n_head * config.d_head
+        params["qkv"] = layers * (3 * d * width + 3 * width * bias)
+        params["out"] = layers * (width * d + d * bias)
         params["ffn"] = layers * (2 * d * config.ffn_dim + (config.ffn_dim + d) * bias)
     else:
         raise TypeError(f"no parameter formula for {type(config).__name__}")
@@ -72,17 +71,17 @@ def formula_flops(config: DecoderConfig | RMTConfig, seq_len: int) -> dict[str, 
         return _vit(config, flops=True)
     if isinstance(config, VariantConfig):
         return _variant(config, formula_flops(_base(config), seq_len), flops=True)
-    d, layers = config.d_model, config.n_layer
+    d, layers, width = config.d_model, config.n_layer, config.n_head * config.d_head
     flops = dict.fromkeys(COMPONENTS, 0)
-    flops["attention"] = layers * 4 * seq_len * d
+    flops["attention"] = layers * 4 * seq_len * width
     flops["head"] = 2 * d * config.vocab_size
     if isinstance(config, TokenformerConfig):
         flops["qkv"] = layers * 3 * 2 * config.qkv_tokens * 2 * d
         flops["out"] = layers * 2 * config.proj_tokens * 2 * d
         flops["ffn"] = layers * 2 * config.ffn_tokens * 2 * d
     elif isinstance(config, TransformerConfig):
-        flops["qkv"] = layers * 2 * d * 3 * d
-        flops["out"] = layers * 2 * d * d
+        flops["qkv"] = layers * 2 * d * 3 * width
+        flops["out"] = layers * 2 * width * d
         flops["ffn"] = layers * 2 * 2 * d * config.ffn_dim
     else:
         raise TypeError(f"no FLOP formula for {type(config).__name__}")
@@ -103,9 +102,9 @@ def _variant(c: VariantConfig, base: dict[str, int], flops: bool) -> dict[str, i
     elif c.variant == "depth_lstm":  # gates 2d -> 3d; the FFN's first matrix reads 2d; one norm per block
         out["other"] = per_weight * layers * 6 * d * d
         out["ffn"] = per_weight * layers * 3 * d * c.ffn_dim
-        out["norms"] = 0 if flops else layers * 2 * d + 2 * d
+        out["norms"] = 0 if flops else (layers + 1) * d * (1 + c.norm_bias)
     else:  # aggregation nodes: 2d -> d and a LayerNorm each
-        out["other"] = (c.aggregation_stages - 1) * (per_weight * 2 * d * d + (0 if flops else 2 * d))
+        out["other"] = (c.aggregation_stages - 1) * (per_weight * 2 * d * d + (0 if flops else d * (1 + c.norm_bias)))
     return out
 
 
@@ -149,7 +148,7 @@ def _rmt_params(c: RMTConfig) -> dict[str, int]:
         "attention": 0,
         "out": c.n_layer * keys,
         "ffn": c.n_layer * (2 * keys + 2 * width * c.d_ff),
-        "norms": (2 * c.n_layer + 1) * c.residual_size * (2 if c.norm == "layernorm" else 1),
+        "norms": (2 * c.n_layer + 1) * c.residual_size * (2 if c.norm == "layernorm" and c.norm_bias else 1),
         "head": keys + width * c.vocab_size,
         "other": 0,
     }

@@ -37,6 +37,7 @@ class DecoderConfig:
     tie_embeddings: bool = True
     block_norm_parametric: bool = True
     final_norm_parametric: bool = True
+    norm_bias: bool = True
     norm_eps: float = 1e-5
     init_std: float = 0.02
 
@@ -118,7 +119,7 @@ def causal_attention(
 
 
 class CausalSelfAttention(nn.Module):
-    """Multi-head causal attention; `qkv` maps d -> 3d (q, k, v concatenated), `out` maps d -> d."""
+    """Multi-head causal attention; `qkv` maps d -> 3w (q, k, v concatenated), `out` maps w -> d."""
 
     def __init__(
         self,
@@ -134,19 +135,17 @@ class CausalSelfAttention(nn.Module):
         self.scale, self.upcast = scale, upcast
 
     def forward(self, x: Tensor) -> Tensor:
-        batch, seq, d = x.shape
-        q, k, v = (
-            t.view(batch, seq, self.n_head, d // self.n_head).transpose(1, 2) for t in self.qkv(x).split(d, dim=-1)
-        )
+        batch, seq, _ = x.shape
+        q, k, v = (t.view(batch, seq, self.n_head, -1).transpose(1, 2) for t in self.qkv(x).chunk(3, dim=-1))
         if self.rotary is not None:
             q, k = self.rotary(q), self.rotary(k)
         y = causal_attention(q, k, v, self.scale, self.upcast)
-        return self.out(y.transpose(1, 2).reshape(batch, seq, d))
+        return self.out(y.transpose(1, 2).reshape(batch, seq, -1))
 
 
-def layer_norm(d: int, parametric: bool, eps: float) -> nn.LayerNorm:
-    """LayerNorm with weight and bias, or without any (Tokenformer's non-parametric block norm)."""
-    return nn.LayerNorm(d, eps=eps, elementwise_affine=parametric, bias=parametric)
+def layer_norm(d: int, parametric: bool, eps: float, bias: bool = True) -> nn.LayerNorm:
+    """LayerNorm with weight and (unless `bias` is False) bias, or without any (Tokenformer's non-parametric norm)."""
+    return nn.LayerNorm(d, eps=eps, elementwise_affine=parametric, bias=parametric and bias)
 
 
 class PreNormBlock(nn.Module):
@@ -154,9 +153,9 @@ class PreNormBlock(nn.Module):
 
     def __init__(self, attn: nn.Module, ffn: nn.Module, config: DecoderConfig) -> None:
         super().__init__()
-        self.attn_norm = layer_norm(config.d_model, config.block_norm_parametric, config.norm_eps)
+        self.attn_norm = layer_norm(config.d_model, config.block_norm_parametric, config.norm_eps, config.norm_bias)
         self.attn = attn
-        self.ffn_norm = layer_norm(config.d_model, config.block_norm_parametric, config.norm_eps)
+        self.ffn_norm = layer_norm(config.d_model, config.block_norm_parametric, config.norm_eps, config.norm_bias)
         self.ffn = ffn
 
     def forward(self, x: Tensor) -> Tensor:
@@ -176,7 +175,7 @@ class DecoderLM(nn.Module):
         )
         rotary = RotaryEmbedding(config.rotary_dims, config.rope_base) if config.position == "rope" else None
         self.blocks = nn.ModuleList(make_block(i, rotary) for i in range(config.n_layer))
-        self.final_norm = layer_norm(config.d_model, config.final_norm_parametric, config.norm_eps)
+        self.final_norm = layer_norm(config.d_model, config.final_norm_parametric, config.norm_eps, config.norm_bias)
         self.lm_head = None if config.tie_embeddings else nn.Linear(config.d_model, config.vocab_size, bias=False)
 
     # forward multipliers of the embedding and the logits (1 unless a parametrisation such as muP sets them)

@@ -66,14 +66,16 @@ def _check_compatible(old: TransformerConfig, new: TransformerConfig) -> None:
             f"target must be at least as wide: d_model {old.d_model} -> {new.d_model}, "
             f"ffn {old.ffn_dim} -> {new.ffn_dim}, heads {old.n_head} -> {new.n_head}"
         )
+    if any(c.n_head * c.d_head != c.d_model for c in (old, new)):
+        raise ValueError("Net2Net widens models whose attention width n_head x d_head is d_model; set head_dim=0")
     if new.n_head != old.n_head and new.d_head != old.d_head:
         raise ValueError(f"grow either the head count or the head size, not both: {old.n_head}x{old.d_head} -> "
                          f"{new.n_head}x{new.d_head}")  # fmt: skip
     if old.position == "rope" and new.d_head != old.d_head:
         raise ValueError(f"rotary frequencies depend on the head size; d_head {old.d_head} -> {new.d_head} "
                          "cannot preserve the function (add heads instead)")  # fmt: skip
-    if not (old.block_norm_parametric and old.final_norm_parametric):
-        raise ValueError("Net2Net needs parametric LayerNorms: the widened gains absorb the variance change")
+    if not (old.block_norm_parametric and old.final_norm_parametric and old.norm_bias):
+        raise ValueError("Net2Net needs parametric LayerNorms with biases: the widened gains absorb the variance")
     if not old.tie_embeddings and new.tie_embeddings:
         raise ValueError("an untied model cannot be widened into a tied one")
 

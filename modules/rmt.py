@@ -15,7 +15,8 @@ one product fused with the residual add (`torch.addmm` / `torch.baddbmm`); there
 `kernel` (as Tokenformer's): `triton` runs each sublayer's norm + retrieval as one fused kernel and its storage +
 residual add as another (`kernels/rmt.py`); `auto` picks it on CUDA.
 
-Defaults follow the paper: pre-LayerNorm over the whole D_k * D_v matrix (eps 1e-6, elementwise weight and bias),
+Defaults follow the paper: pre-LayerNorm over the whole D_k * D_v matrix (eps 1e-6, an elementwise weight and, as
+App. C.1 says "we do not use any bias terms", no bias unless `norm_bias`),
 learned positions, exact GELU, N(0, 0.02) unembedding. The official code does otherwise, each an option: RMSNorm over
 the matrix with a full-size gain (`norm="rmsnorm"`), ALiBi with slopes 2^(-8h/R) and document-blocked masking
 (`position="alibi"`, `document_mask`), tanh GELU, a zero-initialised unembedding, and the muP multipliers
@@ -49,6 +50,7 @@ class RMTConfig:
     max_seq_len: int = 512
     norm: Literal["layernorm", "rmsnorm"] = "layernorm"
     norm_eps: float = 1e-6
+    norm_bias: bool = False  # LayerNorm only; App. C.1: no bias terms (the official code's RMSNorm has none)
     position: Literal["learned", "alibi"] = "learned"
     document_mask: bool = False  # attention does not cross `bos_token_id` (the official code, with ALiBi)
     bos_token_id: int = 50256
@@ -141,27 +143,29 @@ class Storage(nn.Module):
 
 class MatrixNorm(nn.Module):
     """LayerNorm (or RMSNorm) over the whole D_v x D_k matrix of a token, with a full-size elementwise gain (and,
-    for LayerNorm, bias), stored [D_v, D_k] as `nn.LayerNorm((D_v, D_k))` stores them.
+    for LayerNorm with `bias`, a bias), stored [D_v, D_k] as `nn.LayerNorm((D_v, D_k))` stores them.
 
     It normalises the flattened matrix with 1-D parameters: a 2-D normalized_shape under autocast made
     torch.compile's backward return the gain's gradient flattened (torch 2.11 on CUDA: "invalid gradient ... got
     [4096] but expected shape compatible with [64, 64]"); the view's own backward restores the shape."""
 
-    def __init__(self, d_value: int, d_key: int, eps: float, layernorm: bool = True) -> None:
+    def __init__(self, d_value: int, d_key: int, eps: float, layernorm: bool = True, bias: bool = False) -> None:
         super().__init__()
         self.eps, self.layernorm = eps, layernorm
         self.weight = nn.Parameter(torch.ones(d_value, d_key))
-        self.bias = nn.Parameter(torch.zeros(d_value, d_key)) if layernorm else None
+        self.bias = nn.Parameter(torch.zeros(d_value, d_key)) if layernorm and bias else None
 
     def forward(self, x: Tensor) -> Tensor:
         flat, size = x.flatten(-2), (self.weight.numel(),)
         if self.layernorm:
-            return F.layer_norm(flat, size, self.weight.flatten(), self.bias.flatten(), self.eps).view_as(x)
+            bias = None if self.bias is None else self.bias.flatten()
+            return F.layer_norm(flat, size, self.weight.flatten(), bias, self.eps).view_as(x)
         return F.rms_norm(flat, size, self.weight.flatten(), self.eps).view_as(x)
 
 
 def matrix_norm(config: RMTConfig) -> MatrixNorm:
-    return MatrixNorm(config.d_value, config.d_key, config.norm_eps, layernorm=config.norm != "rmsnorm")
+    layernorm = config.norm != "rmsnorm"
+    return MatrixNorm(config.d_value, config.d_key, config.norm_eps, layernorm, bias=layernorm and config.norm_bias)
 
 
 def alibi_bias(idx: Tensor, heads: int, document_mask: bool, bos_token_id: int) -> Tensor:

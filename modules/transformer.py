@@ -32,7 +32,9 @@ from modules.registry import register_presets
 
 @dataclasses.dataclass(frozen=True)
 class TransformerConfig(DecoderConfig):
-    """Baseline Transformer. `d_ff` = 0 means 4 * d_model; `bias` adds biases to every Linear.
+    """Baseline Transformer. `d_ff` = 0 means 4 * d_model; `bias` adds biases to every Linear; `head_dim` = 0 means
+    d_model / n_head, and otherwise fixes the attention width n_head * head_dim whatever d_model (RMT Fig. 1 varies
+    the residual size D alone).
 
     The RMT paper's stability tweaks (from Mistral's GPT-2 runs): `attention_fp32` computes attention in fp32 and
     `inverse_layer_scaling` divides the logits of layer i (0-based) by i + 1.
@@ -50,6 +52,7 @@ class TransformerConfig(DecoderConfig):
     """
 
     d_ff: int = 0
+    head_dim: int = 0
     bias: bool = True
     attention_fp32: bool = False
     inverse_layer_scaling: bool = False
@@ -73,6 +76,10 @@ class TransformerConfig(DecoderConfig):
     def ffn_dim(self) -> int:
         return self.d_ff or 4 * self.d_model
 
+    @property
+    def d_head(self) -> int:
+        return self.head_dim or self.d_model // self.n_head
+
 
 class MLP(nn.Sequential):
     def __init__(self, d: int, d_ff: int, bias: bool) -> None:
@@ -87,7 +94,8 @@ def make_attention(config: TransformerConfig, layer: int, rotary: RotaryEmbeddin
         scale = config.attention_multiplier * math.sqrt(config.mup_base_head_dim) / config.d_head
     if config.inverse_layer_scaling:
         scale = (scale or 1 / math.sqrt(config.d_head)) / (layer + 1)
-    qkv, out = nn.Linear(d, 3 * d, bias=config.bias), nn.Linear(d, d, bias=config.bias)
+    width = config.n_head * config.d_head
+    qkv, out = nn.Linear(d, 3 * width, bias=config.bias), nn.Linear(width, d, bias=config.bias)
     return CausalSelfAttention(qkv, out, config.n_head, rotary, scale, config.attention_fp32)
 
 
@@ -142,12 +150,13 @@ class Transformer(DecoderLM):
 
 
 _TOKENFORMER_PAPER_TRANSFORMER = TransformerConfig(position="none", max_seq_len=1024)
-# RMT paper, Table 8 and App. C.1: GPT-2 tokenizer, learned positions over 512 tokens, untied, no biases, pre-LN with
-# eps 1e-6, attention upcasting and inverse layer scaling (z-loss 1e-4 is the LanguageModel's).
+# RMT paper, Table 8 and App. C.1: GPT-2 tokenizer, learned positions over 512 tokens, untied, no biases (the
+# LayerNorms' included, as the RMT's), pre-LN with eps 1e-6, attention upcasting and inverse layer scaling (z-loss
+# 1e-4 is the LanguageModel's).
 # muP with the values tuned for it (App. C.2.1): init std 0.15, alpha_in 9.76, alpha_attn 0.25, alpha_out 5.52.
 _RMT_PAPER_TRANSFORMER = TransformerConfig(
-    vocab_size=50257, max_seq_len=512, position="learned", tie_embeddings=False, bias=False, norm_eps=1e-6,
-    attention_fp32=True, inverse_layer_scaling=True, mup=True, init_std=0.15, input_multiplier=9.76,
+    vocab_size=50257, max_seq_len=512, position="learned", tie_embeddings=False, bias=False, norm_bias=False,
+    norm_eps=1e-6, attention_fp32=True, inverse_layer_scaling=True, mup=True, init_std=0.15, input_multiplier=9.76,
     attention_multiplier=0.25, output_multiplier=5.52,
 )  # fmt: skip
 

@@ -68,7 +68,7 @@ class DepthLSTMBlock(nn.Module):
     def __init__(self, attn: nn.Module, config: TransformerConfig) -> None:
         super().__init__()
         d = config.d_model
-        self.attn_norm, self.attn = layer_norm(d, True, config.norm_eps), attn
+        self.attn_norm, self.attn = layer_norm(d, True, config.norm_eps, config.norm_bias), attn
         self.gates = nn.Linear(2 * d, 3 * d, bias=False)
         self.candidate = nn.Sequential(nn.Linear(2 * d, config.ffn_dim, bias=False), nn.GELU(),
                                        nn.Linear(config.ffn_dim, d, bias=False))  # fmt: skip
@@ -88,7 +88,7 @@ class TransformerVariant(Transformer):
         if config.variant == "layer_aggregation":
             d = config.d_model
             self.aggregators = nn.ModuleList(
-                nn.Sequential(nn.Linear(2 * d, d, bias=False), layer_norm(d, True, config.norm_eps))
+                nn.Sequential(nn.Linear(2 * d, d, bias=False), layer_norm(d, True, config.norm_eps, config.norm_bias))
                 for _ in range(config.aggregation_stages - 1)
             )
             self.reset_parameters()

@@ -12,7 +12,7 @@ from modules.rmt import RMT, RMTAttention, alibi_bias
 TINY = {"n_layer": 2, "d_key": 6, "d_value": 5, "rank": 3, "d_ff": 16, "vocab_size": 41, "max_seq_len": 12}
 
 
-def _ln(x, weight, bias, eps=1e-6):
+def _ln(x, weight, bias=0.0, eps=1e-6):
     flat = x.flatten(-2)
     mean, var = flat.mean(-1, keepdim=True), flat.var(-1, unbiased=False, keepdim=True)
     return ((flat - mean) / torch.sqrt(var + eps)).view(x.shape) * weight + bias
@@ -29,7 +29,7 @@ def reference_logits(model: RMT, idx: torch.Tensor) -> torch.Tensor:
     causal = torch.ones(T, T, dtype=torch.bool).tril()
     for layer in range(c.n_layer):
         b = f"blocks.{layer}."
-        xn = _ln(x, p[f"{b}attn_norm.weight"], p[f"{b}attn_norm.bias"])
+        xn = _ln(x, p[f"{b}attn_norm.weight"], p.get(f"{b}attn_norm.bias", 0.0))
         r = p[f"{b}attn.qkv.keys"]  # columns: r_Q^(1..R), r_K^(1..R), r_V^(1..R)
         w_out = p[f"{b}attn.out.keys"]
         for h in range(R):  # Eq. 21-22 per head, Eq. 20 summed over heads
@@ -37,24 +37,34 @@ def reference_logits(model: RMT, idx: torch.Tensor) -> torch.Tensor:
             logits = q @ k.transpose(1, 2) / math.sqrt(Dv) / (layer + 1)
             heads = logits.masked_fill(~causal, -math.inf).softmax(-1) @ v
             x = x + torch.einsum("btv,k->btvk", heads, w_out[h])
-        xn = _ln(x, p[f"{b}ffn_norm.weight"], p[f"{b}ffn_norm.bias"])
+        xn = _ln(x, p[f"{b}ffn_norm.weight"], p.get(f"{b}ffn_norm.bias", 0.0))
         u = torch.cat([torch.einsum("btvk,k->btv", xn, p[f"{b}ffn.retrieval.keys"][:, h])[..., None]
                        for h in range(R)], dim=-1).flatten(-2)  # fmt: skip
         y = (F.gelu(u @ p[f"{b}ffn.up.weight"].T) @ p[f"{b}ffn.down.weight"].T).view(*u.shape[:2], Dv, R)
         x = x + sum(torch.einsum("btv,k->btvk", y[..., h], p[f"{b}ffn.storage.keys"][h]) for h in range(R))
-    z = _ln(x, p["final_norm.weight"], p["final_norm.bias"])
+    z = _ln(x, p["final_norm.weight"], p.get("final_norm.bias", 0.0))
     features = torch.einsum("btvk,kh->btvh", z, p["readout.keys"]).flatten(-2)  # Eq. 26
     return features @ p["lm_head.weight"].T  # Eq. 27: the R matrices W_U^(h) side by side
 
 
-def test_forward_matches_the_paper_equations():
-    model = build_model("rmt_46m", **TINY).double()
+@pytest.mark.parametrize("norm_bias", [False, True])
+def test_forward_matches_the_paper_equations(norm_bias):
+    model = build_model("rmt_46m", **TINY, norm_bias=norm_bias).double()
+    assert (model.final_norm.bias is not None) == norm_bias
     with torch.no_grad():
         for name, param in model.named_parameters():
             if "norm" in name:
                 param.normal_(1.0 if name.endswith("weight") else 0.0, 0.3)
     idx = torch.randint(0, 41, (2, 9))
     torch.testing.assert_close(model(idx), reference_logits(model, idx), rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("name", ["rmt_305m", "transformer_rmt_405m", "rmt_residual_dk12", "highway_transformer_191m"])
+def test_rmt_paper_models_have_no_bias_terms(name):
+    """App. C.1: 'We do not use any bias terms', read as including the LayerNorms', for both families alike."""
+    with torch.device("meta"):
+        names = [n for n, _ in build_model(name, n_layer=2).named_parameters()]
+    assert not [n for n in names if n.endswith("bias")] and any(n.endswith("norm.weight") for n in names)
 
 
 def test_one_hot_keys_make_each_head_read_and_write_only_its_own_column():

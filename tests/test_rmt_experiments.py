@@ -4,6 +4,7 @@ import pytest
 
 from experiments import rmt_fig1_resource_scaling as fig1
 from experiments import rmt_fig2_scaling_laws as fig2
+from experiments import rmt_setup
 from experiments import rmt_table1_2_moment_propagation as moments
 from experiments import rmt_table3_4_resources as table34
 from experiments import rmt_table7_formulas_and_table8_9_configs as table7
@@ -16,13 +17,13 @@ from modules import get_config
     ("rmt_305m", 3.55e9, 4.97e18),  # Table 3
 ])  # fmt: skip
 def test_paper_compatible_formula_reproduces_the_reported_flops(model, tokens, expected):
-    assert table7.train_flops(get_config(model), tokens, compatible=True) == pytest.approx(expected, rel=1e-3)
+    assert rmt_setup.train_flops(get_config(model), tokens, compatible=True) == pytest.approx(expected, rel=1e-3)
 
 
 def test_printed_rmt_formula_with_its_v_dv_term_would_not():
     """With Table 7's printed 4 V D_v term the 305M RMT would cost about 1.21e19, not 8.45e18 (reference 5.4)."""
     c = get_config("rmt_305m")
-    printed = table7.train_flops(c, 6.04e9, True) + 3 * c.rank * 4 * c.vocab_size * (c.d_value - 1) * 6.04e9
+    printed = rmt_setup.train_flops(c, 6.04e9, True) + 3 * c.rank * 4 * c.vocab_size * (c.d_value - 1) * 6.04e9
     assert printed == pytest.approx(1.21e19, rel=0.01)
 
 
@@ -84,25 +85,89 @@ def test_table2_printed_values_and_their_errata():
     assert keys.paper == 0.86 and keys.ours == pytest.approx(2 * 16 / (64 + 48))  # Table 1's R, not 3R
 
 
-def test_fig1_formulas_equal_counts_and_rmt_params_barely_grow():
-    rows = {(r.row, r.metric): r for r in fig1.report("smoke", {})}
+def test_fig1_formulas_equal_counts_and_only_the_residual_grows():
+    rows = {(r.row, r.metric): r for r in fig1.report("smoke", {}) if r.table == "fig1"}
     assert all(r.note == "formula = count" for r in rows.values())
     rmt = [rows[(f"rmt_residual{n}", "params")].ours for n in fig1.RESIDUALS]
     transformer = [rows[(f"transformer_residual{n}", "params")].ours for n in fig1.RESIDUALS]
-    assert rmt[-1] / rmt[0] < 1.01 and transformer[-1] / transformer[0] > 10
+    assert transformer[-1] == 4 * transformer[0]  # every Transformer parameter is linear in D alone
+    c = get_config("rmt_305m")  # RMT: R (6L + 3) keys and 2L + 1 norms of D_v x D_k, each entry per D_k
+    norms, affine = 2 * c.n_layer + 1, 1 + c.norm_bias
+    assert rmt[-1] - rmt[0] == 48 * (c.rank * (6 * c.n_layer + 3) + norms * affine * c.d_value)
 
 
-def test_table3_finds_where_the_rmt_reaches_the_transformer():
+def test_section_3_1_claims_by_independent_arithmetic():
+    """+100% params, ~94% FLOPs for the Transformer (Table 7 with V D; 92% with V alone), < 1% for the RMT."""
+    n, v, layers, heads, width, ffn = 512, 50257, 24, 16, 1024, 4096
+
+    def transformer(d, vocab):
+        return 4 * n * (vocab(d) + layers * d * (2 * width + ffn) + layers * (n * width + 0.75 * n * heads))
+
+    def grown(vocab):
+        return 100 * (transformer(2048, vocab) / transformer(1024, vocab) - 1)
+
+    rows = {r.metric.removesuffix("_increase"): r for r in fig1.claim_rows() if r.row.startswith("transformer")}
+    assert rows["params"].ours == 100 and rows["params"].status == "match"
+    assert rows["train_flops"].ours == pytest.approx(grown(lambda d: v * d)) == pytest.approx(94.08, abs=0.01)
+    assert rows["train_flops_v_only"].ours == pytest.approx(grown(lambda d: v)) == pytest.approx(92.20, abs=0.01)
+    assert rows["train_flops"].status == "match" and rows["train_flops_v_only"].status == "differs"
+    assert "erratum" in rows["train_flops_v_only"].note
+    rmt = [r for r in fig1.claim_rows() if r.row.startswith("rmt")]
+    assert len(rmt) == 4 and all(0 < r.ours < 1 and r.status == "match" for r in rmt)
+
+
+def _line(start, slope, steps=46_082, every=50):
+    return [(s, start - slope * s) for s in range(every, steps + 1, every)]
+
+
+def test_table3_locates_the_train_loss_threshold_between_logged_steps():
+    """Linear train losses logged every 50 steps: the trailing mean of 10 points lags 225 steps, so the RMT's
+    smoothed loss reaches the Transformer's smoothed minimum at an exactly known step."""
     transformer, rmt = table34.runs("paper")
+    steps = rmt.budget.steps
+    threshold = 6.0 - 6e-5 * (steps - steps % 50 - 225)  # the Transformer's smoothed minimum, at its last point
+    crossing = (5.5 - threshold) / 1e-4 + 225
     results = {
-        transformer.name: {"val_loss": 3.02, "params": 405e6, "train_seconds": 100.0},
-        rmt.name: {"val_loss": 2.91, "params": 305e6, "train_seconds": 150.0,
-                   "val_loss_curve": [(10_000, 3.2), (27_088, 3.01), (46_082, 2.91)]},
+        transformer.name: {"val_loss": 3.02, "params": 405e6, "train_seconds": 1.86e5, "steps": steps,
+                           "train_loss_curve": _line(6.0, 6e-5)},
+        rmt.name: {"val_loss": 2.91, "params": 305e6, "train_seconds": 3.3e5, "steps": steps,
+                   "train_loss_curve": _line(5.5, 1e-4), "train_time_curve": [(s, 7.0 * s) for s, _ in _line(0, 0)]},
     }  # fmt: skip
-    rows = {r.metric: r for r in table34.report("paper", results) if r.table == "table3"}
-    assert rows["tokens"].ours == pytest.approx(3.55e9, rel=1e-3) and rows["tokens"].status == "match"
-    assert rows["train_flops_paper_formula"].status == "match"  # 4.97e18
-    assert rows["time_fraction"].ours == pytest.approx(150 * 27_088 / 46_082 / 100)
+    rows = {(r.row, r.metric): r for r in table34.report("paper", results) if r.table == "table3"}
+    assert rows[("transformer_rmt_405m", "min_train_loss")].ours == pytest.approx(threshold)
+    reached = "rmt_305m_to_transformer_best"
+    assert rows[(reached, "tokens")].ours == pytest.approx(rmt.budget.tokens * crossing / steps)
+    assert rows[(reached, "train_seconds")].ours == pytest.approx(7.0 * crossing)
+    assert rows[(reached, "train_flops")].ours == pytest.approx(
+        rmt_setup.train_flops(rmt.config, rmt.budget.tokens * crossing / steps, True)
+    )
+    assert rows[("percent_diff", "tokens")].ours == pytest.approx(100 * (crossing / steps - 1))
+    assert rows[("transformer_rmt_405m", "tokens")].ours == transformer.budget.tokens == pytest.approx(6.04e9, rel=1e-4)
+
+
+def test_curve_helpers():
+    assert rmt_setup.first_crossing([(10, 4.0), (20, 3.0), (30, 2.0)], 2.5) == 25
+    assert rmt_setup.first_crossing([(10, 2.0)], 2.5) == 10 and rmt_setup.first_crossing([(10, 4.0)], 3) is None
+    assert rmt_setup.smoothed([(1, 3.0), (2, 1.0), (3, 2.0)], window=2) == [(1, 3.0), (2, 2.0), (3, 1.5)]
+    from experiments.training import training_clock  # a resumed run's clock restarts; stitched, it keeps counting
+
+    assert training_clock([(10, 5.0), (20, 10.0), (30, 2.0), (40, 7.0)]) == [(10, 5.0), (20, 10.0), (30, 12.0),
+                                                                                (40, 17.0)]  # fmt: skip
+
+
+def test_tables_3_4_percentages_and_errata_from_the_papers_own_values():
+    rows = {(r.table, r.row, r.metric): r for r in table34.report("smoke", {})}
+    time = rows[("table4", "percent_diff_paper_values", "train_seconds")]
+    assert time.paper == 43 and time.ours == pytest.approx(100 * (3.30e5 / 1.86e5 - 1)) and time.status == "differs"
+    assert "erratum" in time.note and 100 * (1 - 1.86 / 3.30) == pytest.approx(43, abs=1)
+    for metric in ("params", "train_flops", "tokens", "train_seconds"):  # Table 3's column follows its values
+        assert rows[("table3", "percent_diff_paper_values", metric)].status == "match"
+    cited = rows[("sec4_2", "rmt_vs_transformer", "flop_efficiency_same_tokens_percent")]
+    assert cited.ours == pytest.approx(100 * (1 - 8.45e18 / 1.18e19)) and "Table 4" in cited.note
+    larger, fewer = rows[("sec4_2", "transformer_vs_rmt", "params_larger_percent")], rows[
+        ("sec4_2", "rmt_vs_transformer", "non_embedding_params_percent")]  # fmt: skip
+    assert larger.status == fewer.status == "match"
+    assert fewer.ours == pytest.approx(100 * ((2 * 24 * 16 * 64 * 4096 + 2 * 16 * 64 * 73) / (24 * 12 * 1024**2) - 1))
 
 
 def test_scaling_plan_at_paper_scale(capsys):
@@ -137,3 +202,50 @@ def test_table10_reports_the_residual_stream_size_column():
         "highway_transformer_191m": (768, 768, "match"), "depthwise_lstm_233m": (768, 768, "match"),
         "hierarchical_aggregation_165m": (768, 768, "match")}  # fmt: skip
     assert {r.status for r in table10.report("smoke", {}) if r.metric == "residual_size"} == {"analytic"}
+
+
+def test_fig2_reads_the_305m_rmt_at_its_own_chinchilla_budget():
+    runs = {r.name: r for r in fig2.runs("paper")}
+    rmt = runs["rmt_305m"]
+    tokens = 20 * (2 * 24 * 16 * 64 * 4096 + 2 * 16 * 64 * 73)  # 20 x App. A's non-embedding parameters
+    assert fig2.read_tokens(rmt, "paper") == tokens == pytest.approx(4.03e9, rel=1e-3)
+    assert all(fig2.read_tokens(r, "paper") == r.budget.tokens for n, r in runs.items() if n != "rmt_305m")
+    done = {"val_loss": 2.91, "params": 305e6, "val_loss_curve": [(0, 4.0), (rmt.budget.steps, 2.0)]}
+    point = fig2.point(rmt, done, "paper")
+    assert point["val_loss"] == pytest.approx(4.0 - 2.0 * tokens / rmt.budget.tokens)
+    assert point["train_flops"] == pytest.approx(rmt.train_flops() * tokens / rmt.budget.tokens)
+    row = next(r for r in fig2.report("paper", {"rmt_305m": done}) if r.run == "rmt_305m" and r.metric == "val_loss")
+    assert row.paper is None and "read at" in row.note  # Table 4's 2.91 is at 6.04e9, not at this point
+
+
+def test_section_4_4_savings_where_the_wide_residual_reaches_the_narrow_ones_loss():
+    from experiments import rmt_fig6_residual_scaling as fig6
+
+    n, r, d_v, layers, v, d_ff = 512, 12, 64, 12, 50257, 3072
+    shared = n * r * (4 * v + layers * (4 * n * d_v + 3 * n + 4 * d_v * d_ff))
+    ratio = (6 * n * r * 64 * d_v * (1 + layers) + shared) / (6 * n * r * 12 * d_v * (1 + layers) + shared)
+    rows = {r.metric: r for r in fig6.section_4_4_rows("paper", {})}
+    implied = rows["flops_saving_implied_by_tokens_saving"]  # 23% follows from 25% at this per-token FLOP ratio
+    assert implied.ours == pytest.approx(100 * (1 - 0.75 * ratio)) and implied.status == "match"
+    assert rows["tokens_saving_percent"].status == "not_run"
+    steps = 50_000
+    results = {
+        "rmt_residual_dk12": {"val_loss": 3.43},
+        "rmt_residual_dk64": {"val_loss": 3.36, "val_loss_curve": [(0, 9.0), (30_000, 3.5), (45_000, 3.4)]},
+    }
+    rows = {r.metric: r for r in fig6.section_4_4_rows("paper", results)}
+    crossing = 30_000 + 15_000 * (3.5 - 3.43) / 0.1  # linear between the two evaluations
+    assert rows["tokens_saving_percent"].ours == pytest.approx(100 * (1 - crossing / steps))
+    assert rows["flops_saving_percent"].ours == pytest.approx(100 * (1 - crossing / steps * ratio))
+
+
+def test_mup_values_are_app_c21s_and_two_lie_outside_its_search_range():
+    rows = [r for r in table7.report("smoke", {}) if r.table == "appC_2_1"]
+    values = [r for r in rows if not r.metric.endswith("_within_search_range")]
+    assert len(values) == 8 and all(r.status == "match" for r in values)  # the presets carry the published values
+    outside = [r for r in rows if r.metric.endswith("_within_search_range")]
+    assert {r.metric for r in outside} == {
+        "input_multiplier_within_search_range",
+        "output_multiplier_within_search_range",
+    }
+    assert all(r.ours > r.paper == 1.0 and r.status == "differs" and "erratum" in r.note for r in outside)
