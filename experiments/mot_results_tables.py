@@ -1,9 +1,13 @@
 """MoT results tables: noop/noop (D_tok 1024) vs concat/noop 512/64 and 256/48 at 10,000 steps, with the errata.
 
-Validation loss on FineWeb and FineMath over the last 100%, 50% and 10% of training under their correct labels,
-beside the values the original `plot_results.py` printed (its "fw" column is FineMath whenever a fraction is set,
-and its "fm" column is then FineMath over the whole curve: MoT reference 6.1), the published numbers, the
-parameter counts (454,496,326 / 430,366,918 / 416,969,510) and the step time in ms (the article's "[s]" is wrong).
+The article's three tables (validation over the last 100%, 50% and 10% of the curve, step 0 included, each tail
+starting at index int(n (1 - f)) as `plot_results.py` cuts it), every cell (mean and std, "fw" and "fm") under the
+label the script printed, ours computed the same way beside the published number; its "fw" column is FineMath
+whenever a fraction is set, and its "fm" column is then FineMath over the whole curve (MoT reference 6.1). Beside
+them the correctly labelled statistics, with the original run's own (from its results JSON, in
+`results/published/mot_original_curves.json`, which also reproduce every printed cell), the D_model / D_tok /
+D_byte columns, the parameter counts (454,496,326 / 430,366,918 / 416,969,510) and the step time in ms (the
+article's "[s]" is wrong).
 """
 
 from __future__ import annotations

@@ -2,9 +2,11 @@
 
 Paper scale: the modded-nanogpt medium backbone, 8 GPUs x 64 rows of 1024 tokens (524,800 tokens per step with
 the shared boundary token), Muon 0.025 + Adam (embeddings 0.3, head 0.1/sqrt(1024), scalars 0.015), constant lr
-then linear to 0 over the last 60%, no warmup, no clipping, seed 9090333; trained on FineWeb and FineMath-4plus
-together and validated on both every 250 steps. Fixed here: every window is read once per epoch (the original
-re-read its first shards, 6.2) and FineMath is read as the int32 it was written in (6.3).
+then linear to 0 over the last 60%, no warmup, no clipping, seed 9090333 (773322 for the 100k runs); trained on
+FineWeb and FineMath-4plus together and validated on both at step 0 and every 250 steps (1000 at 100k), so the
+statistics over the whole curve include the loss at initialisation, as the original's do. Fixed here: every window
+is read once per epoch (the original re-read its first shards, 6.2) and FineMath is read as the int32 it was written
+in (6.3).
 
 Smoke scale: a 6 x 128 backbone on the embedded news (in FineWeb's place) and Wikipedia XML (in FineMath's), both
 GPT-2-tokenized; small: 8 x 512 on FineWeb-10BT and FineMath when they are under the data root, else the embedded
@@ -13,15 +15,18 @@ pair. Neither is ever a reproduction.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 import numpy as np
 
 from datamodules.corpora import default_data_root
-from experiments.results import Row, compare, published, scale_note
+from experiments.results import RESULTS_DIR, Row, compare, published, scale_note
 from experiments.runner import Budget, Run
 
-SEED = 9090333
+SEEDS = {10_000: 9090333, 100_000: 773322}  # the 10k tables' runs and the 100k mixout runs
+TOLERANCE = 0.02
+ORIGINAL_CURVES = RESULTS_DIR / "published" / "mot_original_curves.json"
 LM = {"optimizer": "muon", "schedule": "constant_then_linear", "cooldown_fraction": 0.6, "gradient_clip_val": None}
 FRACTIONS = (1.0, 0.5, 0.1)  # the article's "last 100% / 50% / 10% of the loss curve"
 VAL_SETS = ("fineweb", "finemath")
@@ -39,10 +44,12 @@ def budget(scale: str, steps: int) -> Budget:
     """The paper's `steps` (10k or 100k), or the smoke and small budgets."""
     if scale == "paper":
         return Budget(steps=steps, batch_size=512, seq_len=1024, val_every=250 if steps <= 10_000 else 1000,
-                      micro_batch=64, checkpoint_every=500)  # fmt: skip
+                      micro_batch=64, checkpoint_every=500, val_at_start=True)  # fmt: skip
     if scale == "small":
-        return Budget(steps=1500, batch_size=32, seq_len=512, val_every=75, val_windows=64, checkpoint_every=250)
-    return Budget(steps=30, batch_size=8, seq_len=64, val_every=3, val_windows=8, checkpoint_every=10)
+        return Budget(steps=1500, batch_size=32, seq_len=512, val_every=75, val_windows=64, checkpoint_every=250,
+                      val_at_start=True)  # fmt: skip
+    return Budget(steps=30, batch_size=8, seq_len=64, val_every=3, val_windows=8, checkpoint_every=10,
+                  val_at_start=True)  # fmt: skip
 
 
 def shrunk(scale: str, d_token: int, d_byte: int) -> dict:
@@ -60,7 +67,7 @@ def shrunk(scale: str, d_token: int, d_byte: int) -> dict:
 def mot_run(scale: str, model: str, steps: int, d_token: int, d_byte: int) -> Run:
     fineweb, finemath = corpora(scale)
     return Run(model, model, budget(scale, steps), shrunk(scale, d_token, d_byte), corpus=fineweb, tokenizer="gpt2",
-               lm=LM, seed=SEED, data={"extra_corpora": (finemath,), "order": "epoch"})  # fmt: skip
+               lm=LM, seed=SEEDS[steps], data={"extra_corpora": (finemath,), "order": "epoch"})  # fmt: skip
 
 
 def val_curves(run: Run, done: dict) -> dict[str, list[tuple[int, float]]]:
@@ -69,52 +76,85 @@ def val_curves(run: Run, done: dict) -> dict[str, list[tuple[int, float]]]:
                     strict=True))  # fmt: skip
 
 
-def tail_stats(curve: list[tuple[int, float]], fraction: float) -> tuple[float, float]:
-    """Mean and standard deviation of the last `fraction` of a validation curve's points."""
-    values = np.array([loss for _, loss in curve])
-    tail = values[len(values) - max(1, round(len(values) * fraction)) :]
-    return float(tail.mean()), float(tail.std())
+def original_curves(table: str, model: str) -> dict[str, list[float]] | None:
+    """The original run's validation losses (step 0, then every `val_every` steps), from its results JSON."""
+    runs = json.loads(ORIGINAL_CURVES.read_text())["tables"].get(table, {})
+    return {name: runs[model][name] for name in VAL_SETS} if model in runs else None
 
 
-def as_published(fineweb: list, finemath: list, fraction: float) -> dict[str, tuple[float, float]]:
-    """What the original `plot_results.py` prints under "mean fw" and "mean fm": with a fraction below 1 it slices
-    FineMath into the fw column and leaves fm unsliced (lines 104-109; MoT reference 6.1)."""
-    if fraction >= 1:
-        return {"fw": tail_stats(fineweb, 1.0), "fm": tail_stats(finemath, 1.0)}
-    return {"fw": tail_stats(finemath, fraction), "fm": tail_stats(finemath, 1.0)}
+def window(values: list[float], fraction: float) -> list[float]:
+    """The last `fraction` of a curve as `plot_results.py` cuts it: from index int(n (1 - fraction))."""
+    return values[int(len(values) * (1 - fraction)) :]
+
+
+def _mean_std(values: list[float]) -> dict[str, float]:
+    array = np.array(values)
+    return {"mean": float(array.mean()), "std": float(array.std())}
+
+
+def as_printed(fineweb: list[float], finemath: list[float], fraction: float) -> dict[str, float]:
+    """The cells `plot_results.py` prints as "mean/std fw" and "mean/std fm" (lines 104-109, MoT reference 6.1): with a
+    fraction below 1 its fw column is FineMath's tail and its fm column FineMath's whole curve."""
+    fw = window(finemath if fraction < 1 else fineweb, fraction)
+    return {f"{stat}_{column}": value for column, values in (("fw", fw), ("fm", finemath))
+            for stat, value in _mean_std(values).items()}  # fmt: skip
+
+
+def correctly_labelled(fineweb: list[float], finemath: list[float], fraction: float) -> dict[str, float]:
+    """Each validation set's own tail statistics, windowed as the original script windows them."""
+    return {f"{name}_{stat}": value for name, values in (("fineweb", fineweb), ("finemath", finemath))
+            for stat, value in _mean_std(window(values, fraction)).items()}  # fmt: skip
+
+
+def _printed_label(column: str, fraction: float) -> str:
+    truly = "FineWeb" if column == "fw" and fraction >= 1 else "FineMath"
+    span = "whole curve" if column == "fm" or fraction >= 1 else f"last {round(fraction * 100)}%"
+    return f"the original script's '{column}' column: really {truly}, {span}"
 
 
 def loss_rows(table: str, scale: str, run: Run, done: dict | None, unit: str) -> list[Row]:
-    """Per validation set and fraction, our mean and std under the correct label beside the published corrected
-    value; then the two columns as the original script labels them beside the published (mislabelled) numbers."""
-    paper = published("mot")
+    """Per fraction: every cell as the original script printed it (published vs ours under the same mislabelling),
+    then correctly labelled (the original run's own curves vs ours); then the final values."""
     note = scale_note(scale)
     if done is None:
         return [Row(table, run.name, "val_loss", None, None, unit, run.name, "not_run", note)]
+    paper, original = published("mot"), original_curves(table, run.model)
+    ours = {name: [loss for _, loss in curve] for name, curve in val_curves(run, done).items()}
 
-    def status(expected: float | None, ours: float) -> str:
-        return compare(expected, ours, 0.02) if scale == "paper" else "measured"
+    def row(metric: str, expected: float | None, value: float, what: str) -> Row:
+        status = compare(expected, value, TOLERANCE) if scale == "paper" else "measured"
+        return Row(table, run.name, metric, expected, value, unit, run.name, status, f"{what}; {note}".strip("; "))
 
-    curves, rows = val_curves(run, done), []
-    for name, curve in curves.items():
-        final = curve[-1][1]
-        rows.append(Row(table, run.name, f"{name}_final", paper.get((table, run.name, f"{name}_final")), final, unit,
-                        run.name, status(paper.get((table, run.name, f"{name}_final")), final), note))  # fmt: skip
-        for fraction in FRACTIONS:
-            mean, std = tail_stats(curve, fraction)
-            for stat, value in (("mean", mean), ("std", std)):
-                metric = f"{name}_{stat}_last_{round(fraction * 100)}"
-                expected = paper.get((table, run.name, metric))
-                rows.append(Row(table, run.name, metric, expected, value, unit, run.name, status(expected, value),
-                                note))  # fmt: skip
+    rows = []
     for fraction in FRACTIONS:
-        for column, (mean, _) in as_published(curves["fineweb"], curves["finemath"], fraction).items():
-            metric = f"published_mean_{column}_last_{round(fraction * 100)}"
-            truly = "FineMath" if column == "fm" or fraction < 1 else "FineWeb"
-            span = "whole curve" if column == "fm" and fraction < 1 else f"last {round(fraction * 100)}%"
-            rows.append(Row(table, run.name, metric, paper.get((table, run.name, metric)), mean, unit, run.name,
-                            "measured", f"the original script's '{column}' column: really {truly}, {span}; {note}"
-                            .strip("; ")))  # fmt: skip
+        pct = round(fraction * 100)
+        for key, value in as_printed(ours["fineweb"], ours["finemath"], fraction).items():
+            metric = f"published_{key}_last_{pct}"
+            rows.append(row(metric, paper.get((table, run.name, metric)), value,
+                            _printed_label(key.split("_")[1], fraction)))  # fmt: skip
+        truth = correctly_labelled(original["fineweb"], original["finemath"], fraction) if original else {}
+        for key, value in correctly_labelled(ours["fineweb"], ours["finemath"], fraction).items():
+            rows.append(row(f"{key}_last_{pct}", truth.get(key), value, "correctly labelled; paper column: the "
+                            "original run's curves (results JSON) windowed as its script did"))  # fmt: skip
+    for name in VAL_SETS:
+        rows.append(row(f"{name}_final", original[name][-1] if original else None, ours[name][-1],
+                        "the last validation; paper column: the original run's"))  # fmt: skip
+    return rows
+
+
+def original_rows(table: str, model: str) -> list[Row]:
+    """Errata check: the original run's own curves, through the original script's windowing and labels, give every
+    published cell (to its two printed decimals)."""
+    paper, original = published("mot"), original_curves(table, model)
+    rows = []
+    for fraction in FRACTIONS:
+        pct = round(fraction * 100)
+        for key, value in as_printed(original["fineweb"], original["finemath"], fraction).items():
+            expected = paper.get((table, model, f"published_{key}_last_{pct}"))
+            if expected is not None:
+                status = "match" if abs(value - expected) <= 0.005 + 1e-9 else "differs"
+                rows.append(Row(table, model, f"published_{key}_last_{pct}_from_original_curves", expected, value,
+                                status=status, note=_printed_label(key.split("_")[1], fraction)))  # fmt: skip
     return rows
 
 
@@ -131,6 +171,7 @@ def report(table: str, runs: Callable[[str], list[Run]], unit: str) -> Callable[
         for run in runs(scale):
             done = results.get(run.name)
             out += size_rows(table, scale, run, done) + loss_rows(table, scale, run, done, unit)
+            out += original_rows(table, run.model) if original_curves(table, run.model) else []
         return out
 
     return rows
@@ -138,6 +179,7 @@ def report(table: str, runs: Callable[[str], list[Run]], unit: str) -> Callable[
 
 def size_rows(table: str, scale: str, run: Run, done: dict | None) -> list[Row]:
     """Parameters (the preset's, exact at every scale's preset) and the measured step time."""
+    from modules import get_config
     from modules.flops import formula_params
 
     paper, note = published("mot"), scale_note(scale)
@@ -146,6 +188,13 @@ def size_rows(table: str, scale: str, run: Run, done: dict | None) -> list[Row]:
     count_note = "" if scale == "paper" else f"of the {scale} model; the preset {run.model} has the published count"
     rows = [Row(table, run.name, "params", expected if scale == "paper" else None, params, "parameters", run.name,
                 compare(expected, params, 0.0) if scale == "paper" else "analytic", count_note)]  # fmt: skip
+    preset = get_config(run.model)  # the published columns describe the preset; smaller scales shrink it
+    settings = {"d_model": preset.d_model, "d_token": preset.d_token, "d_byte": preset.d_byte,
+                "n_layer_out": preset.byte_layers_out, "seed": run.seed}  # fmt: skip
+    for metric, value in settings.items():
+        if (expected := paper.get((table, run.name, metric))) is not None:
+            rows.append(Row(table, run.name, metric, expected, value, run=run.name,
+                            status=compare(expected, value, 0.0), note=f"the preset {run.model}'s"))  # fmt: skip
     step_ms = done and done.get("step_ms")
     expected = paper.get((table, run.name, "step_ms"))
     status = "not_run" if step_ms is None else compare(expected, step_ms, 0.1) if scale == "paper" else "measured"

@@ -45,6 +45,7 @@ class Budget:
     warmup_steps: int = 0
     min_lr_ratio: float = 0.1
     val_every: int | None = None  # optimizer steps between validations (None: only at the end)
+    val_at_start: bool = False  # also validate the initial weights (step 0), as the MoT original did
     val_windows: int | None = None  # validation windows per evaluation (None: the whole split)
     micro_batch: int | None = None  # sequences per device and forward pass (None: batch_size / devices)
     checkpoint_every: int = 1000

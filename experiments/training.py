@@ -306,8 +306,11 @@ def _train(run: Run, out: Path, growth: Growth | None, extra_callbacks: list | N
         atomic_write(growth_metrics, json.dumps(_measure_growth(trainer, data, module, growth)))
     last = out / "checkpoints" / "last.ckpt"
     started = time.time()
+    resume = resume_point(last)
+    if run.budget.val_at_start and resume is None:
+        trainer.validate(module, datamodule=data, verbose=False)  # logged at step 0: the curves start there
     try:
-        trainer.fit(module, datamodule=data, ckpt_path=resume_point(last))
+        trainer.fit(module, datamodule=data, ckpt_path=resume)
     except RunInterrupted:
         pass
     if trainer.global_step < run.budget.steps:

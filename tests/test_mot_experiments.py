@@ -5,10 +5,10 @@ exactly."""
 import dataclasses
 import math
 
+import numpy as np
 import pytest
 
 from experiments import mot_mixout_comparison, mot_results_tables, mot_setup
-from experiments.results import published
 from experiments.runner import Budget
 from experiments.training import train_run
 from tests.test_runner import Crash
@@ -17,38 +17,52 @@ FINEWEB = [(s, 5.0 - s / 100) for s in range(0, 100, 10)]  # 5.0 ... 4.1
 FINEMATH = [(s, 9.0 - s / 50) for s in range(0, 100, 10)]  # 9.0 ... 7.2
 
 
-def test_the_original_script_puts_finemath_under_the_fineweb_label() -> None:
-    """plot_results.py lines 104-109: with a fraction, "fw" is FineMath's tail and "fm" FineMath's whole curve."""
-    assert mot_setup.as_published(FINEWEB, FINEMATH, 1.0)["fw"] == mot_setup.tail_stats(FINEWEB, 1.0)
-    tenth = mot_setup.as_published(FINEWEB, FINEMATH, 0.1)
-    assert tenth["fw"] == mot_setup.tail_stats(FINEMATH, 0.1) == (pytest.approx(7.2), 0.0)
-    assert tenth["fm"] == mot_setup.tail_stats(FINEMATH, 1.0)
-    assert mot_setup.tail_stats(FINEWEB, 0.5)[0] == pytest.approx(sum(5.0 - s / 100 for s in range(50, 100, 10)) / 5)
+def test_the_original_script_windows_from_int_n_one_minus_f_and_mislabels() -> None:
+    """plot_results.py: the tail starts at int(n (1 - f)); with a fraction, "fw" is FineMath's tail and "fm" FineMath's
+    whole curve."""
+    values = list(range(41))  # step 0 and every 250 steps of 10,000: 41 validations
+    assert mot_setup.window(values, 0.1) == values[36:] and mot_setup.window(values, 0.5) == values[20:]
+    assert mot_setup.window(values, 1.0) == values
+    fineweb, finemath = [v for _, v in FINEWEB], [v for _, v in FINEMATH]
+    tenth = mot_setup.as_printed(fineweb, finemath, 0.1)
+    assert tenth["mean_fw"] == pytest.approx(7.2) and tenth["std_fw"] == 0.0  # FineMath's last point (int(10 x 0.9))
+    assert tenth["mean_fm"] == pytest.approx(sum(finemath) / 10)  # FineMath, whole curve
+    assert mot_setup.as_printed(fineweb, finemath, 1.0)["mean_fw"] == pytest.approx(sum(fineweb) / 10)
+    truth = mot_setup.correctly_labelled(fineweb, finemath, 0.5)
+    assert truth["fineweb_mean"] == pytest.approx(sum(fineweb[5:]) / 5)
+    assert truth["finemath_std"] == pytest.approx(float(np.std(finemath[5:])))
 
 
-def test_published_numbers_carry_the_mislabel() -> None:
-    """The article's 10% 'fw' equals FineMath's last-10% mean from the run's JSON, not FineWeb's (reference 6.1)."""
-    paper = published("mot")
-    row = ("results_10k", "mot_noop_noop_1024")
-    assert paper[(*row, "published_mean_fw_last_10")] == pytest.approx(
-        paper[(*row, "finemath_mean_last_10")], abs=0.005
-    )
-    assert abs(paper[(*row, "published_mean_fw_last_10")] - paper[(*row, "fineweb_mean_last_10")]) > 0.25
-    assert paper[(*row, "published_std_fw_last_10")] == pytest.approx(paper[(*row, "finemath_std_last_10")], abs=0.005)
+@pytest.mark.parametrize(
+    "table,experiment", [("results_10k", mot_results_tables), ("mixout_100k", mot_mixout_comparison)]
+)
+def test_the_original_runs_curves_give_every_published_cell(table, experiment) -> None:
+    """Every cell of the three 10k tables (100%, 50%, 10%: mean and std, fw and fm) and of the 100k mixout table,
+    from the original's own validation curves through its windowing and labels, to the printed two decimals."""
+    models = [r.model for r in experiment.runs("paper") if mot_setup.original_curves(table, r.model)]
+    rows = [row for model in models for row in mot_setup.original_rows(table, model)]
+    assert len(rows) == (36 if table == "results_10k" else 8)
+    assert all(r.status == "match" for r in rows), [(r.row, r.metric, r.paper, r.ours) for r in rows if
+                                                    r.status != "match"]  # fmt: skip
+    fineweb = mot_setup.original_curves(table, rows[0].row)["fineweb"]
+    assert len(fineweb) == (41 if table == "results_10k" else 101)  # step 0 included
 
 
 def test_report_labels_each_statistic_by_the_data_it_comes_from() -> None:
     run = mot_results_tables.runs("smoke")[0]
     fineweb, finemath = run.corpus, run.data["extra_corpora"][0]
     done = {"val_loss_curves": {fineweb: FINEWEB, finemath: FINEMATH}, "step_ms": 12.5}
-    rows = {r.metric: r for r in mot_results_tables.EXPERIMENT.report("smoke", {run.name: done}) if r.row == run.name}
+    rows = {r.metric: r for r in mot_results_tables.EXPERIMENT.report("smoke", {run.name: done})
+            if r.row == run.name and r.run}  # fmt: skip
     assert rows["fineweb_mean_last_10"].ours == pytest.approx(4.1)
     assert rows["finemath_mean_last_10"].ours == pytest.approx(7.2)
     assert rows["published_mean_fw_last_10"].ours == pytest.approx(7.2)  # as the original printed it
     assert (
         rows["published_mean_fw_last_10"].paper == 3.0 and "really FineMath" in rows["published_mean_fw_last_10"].note
     )
-    assert rows["fineweb_mean_last_10"].paper == 3.296 and rows["step_ms"].ours == 12.5
+    assert rows["published_std_fm_last_50"].paper == 1.60 and "whole curve" in rows["published_std_fm_last_50"].note
+    assert rows["fineweb_mean_last_10"].paper == pytest.approx(3.296, abs=5e-4)  # the original's, correctly labelled
+    assert rows["fineweb_final"].paper == pytest.approx(3.193, abs=5e-4) and rows["step_ms"].ours == 12.5
     assert all(r.status in ("measured", "analytic") for r in rows.values())
     assert all("not a reproduction" in r.note for r in rows.values() if r.status == "measured")
 
@@ -67,7 +81,7 @@ def test_paper_scale_counts_match_and_plans_run_the_published_budget() -> None:
 def test_a_mot_run_with_muon_and_byte_targets_resumes_to_the_same_result(tmp_path) -> None:
     run = mot_mixout_comparison.runs("smoke")[0]
     run = dataclasses.replace(run, budget=Budget(steps=12, batch_size=4, seq_len=16, val_every=4, val_windows=2,
-                                                 checkpoint_every=5))  # fmt: skip
+                                                 checkpoint_every=5, val_at_start=True))  # fmt: skip
     run = dataclasses.replace(run, overrides={**run.overrides, "max_seq_len": 16})
     straight = train_run(run, tmp_path / "straight", accelerator="cpu")
     with pytest.raises(RuntimeError, match="simulated crash"):
@@ -75,5 +89,7 @@ def test_a_mot_run_with_muon_and_byte_targets_resumes_to_the_same_result(tmp_pat
     resumed = train_run(run, tmp_path / "resumed", accelerator="cpu")
     assert resumed["val_loss"] == straight["val_loss"] and resumed["val_bpb"] is None  # byte slots: no bits per byte
     assert resumed["val_loss_curves"] == straight["val_loss_curves"] and len(straight["val_loss_curves"]) == 2
+    for curve in straight["val_loss_curves"].values():  # validated at step 0 too, as the original: ln 512 at init
+        assert curve[0][0] == 0 and curve[0][1] == pytest.approx(math.log(512), abs=1e-3) and len(curve) == 4
     # learning: from uniform over the 512 byte classes (ln 512 = 6.24, the zero-initialised head) to well below
     assert straight["val_loss"] < math.log(512) - 0.5
