@@ -52,7 +52,8 @@ class LanguageModel(L.LightningModule):
         z_loss: weight of the squared log-partition term (PaLM); 0 disables it.
         init_weights: a `.pt` state dict (e.g. a grown model's) loaded before training; ignored on resume.
         optimizer: "adamw", or "muon" for `modules.optim.MuonWithAdam` over the model's `param_groups()` at
-            `group_lrs` (default `speedrun_lrs`; `lr` is then unused).
+            `group_lrs` (default `speedrun_lrs`; `lr` is then unused), its Newton-Schulz `newton_schulz` ("record":
+            the MoT runs' five coefficient triples; "torch": `torch.optim.Muon`).
         schedule: "warmup_cosine", or "constant_then_linear" (no warmup, linear to 0 over the last
             `cooldown_fraction`).
         compile: `torch.compile` the model (the Triton kernels are ops it calls); None: on a CUDA GPU.
@@ -89,6 +90,7 @@ class LanguageModel(L.LightningModule):
         cooldown_fraction: float = 0.6,
         compile: bool | None = None,
         lr_scaled_decay: bool = True,
+        newton_schulz: Literal["record", "torch"] = "record",
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
@@ -215,7 +217,7 @@ class LanguageModel(L.LightningModule):
         if not hasattr(self.model, "param_groups"):
             raise ValueError(f"optimizer='muon' needs a model with param_groups(); {self.hparams.model!r} has none")
         lrs = self.hparams.group_lrs or speedrun_lrs(self.model.config.d_model)
-        return MuonWithAdam(self.model.param_groups(), lrs)
+        return MuonWithAdam(self.model.param_groups(), lrs, newton_schulz=self.hparams.newton_schulz)
 
     def _adamw(self) -> torch.optim.AdamW:
         hp = self.hparams

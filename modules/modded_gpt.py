@@ -50,6 +50,7 @@ class ModdedGPTConfig:
     logit_cap: float = 30.0
     logit_cap_divisor: float = 7.5
     head_multiple: int = 128
+    precision_as_run: bool = False  # the original's bf16 embedding tables, so bf16 Adam state for them too
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "n_layer", "d_model", "n_head", "head_dim", "max_seq_len"):
@@ -163,6 +164,18 @@ class ModdedGPT(nn.Module):
         self.blocks = nn.ModuleList(Block(config, i, rotary) for i in range(config.n_layer))
         self.skip_weights = nn.Parameter(torch.ones(config.n_layer // 2))
         self.lm_head = speedrun_linear(config.d_model, config.head_size, zero=True)
+        self.tables_as_run()
+
+    def tables_as_run(self) -> None:
+        """With `precision_as_run`, store every embedding table in bf16 as the original does (`m.bfloat16()` on each
+        nn.Embedding), so Adam's state for them is bf16 too; lookups come back as float32 (exactly the bf16 values)
+        so that the rest of the model runs in whatever precision the trainer uses."""
+        if not self.config.precision_as_run:
+            return
+        for m in self.modules():
+            if isinstance(m, nn.Embedding) and m.weight.dtype != torch.bfloat16:
+                m.to(torch.bfloat16)
+                m.register_forward_hook(lambda _module, _inputs, out: out.float())
 
     def forward(self, idx: Tensor) -> Tensor:
         """idx: [batch, seq] token ids -> soft-capped logits [batch, seq, head_size]."""

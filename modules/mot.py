@@ -245,6 +245,7 @@ class MixtureOfTokenizers(ModdedGPT):
         if self.mixout is not None:
             self.lm_head = speedrun_linear(config.d_byte_out, self.bytes_vocab.head_size, zero=True)
             self.register_buffer("target_bytes", self._table("right"), persistent=False)
+        self.tables_as_run()  # the mixin's own tables
 
     def _table(self, padding: str) -> Tensor:
         c = self.config

@@ -7,6 +7,7 @@ import warnings
 import pytest
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from datamodules.token_bytes import pull_from_left, pull_from_right, token_byte_table
 from modules import build_model, get_config
@@ -242,3 +243,71 @@ def test_muon_with_adam_groups_lrs_schedule_and_state() -> None:
     restored.load_state_dict(optimizer.state_dict())
     assert restored.steps == 5 and restored.param_groups[-1]["lr"] == optimizer.param_groups[-1]["lr"]
     assert [constant_then_linear(s, 100, 0.6) for s in (0, 39, 40, 70, 100)] == pytest.approx([1, 1, 1, 0.5, 0])
+
+
+def _newton_schulz_reference(g: torch.Tensor, coefficients) -> torch.Tensor:
+    """The record's iteration written out in float64, one (a, b, c) per step: X <- aX + b(XX^T)X + c(XX^T)^2 X."""
+    x = g.double().T if g.shape[0] > g.shape[1] else g.double()
+    x = x / (torch.linalg.matrix_norm(x) + 1e-7)
+    for a, b, c in coefficients:
+        x = a * x + b * (x @ x.T) @ x + c * (x @ x.T) @ (x @ x.T) @ x
+    return x.T if g.shape[0] > g.shape[1] else x
+
+
+@pytest.mark.parametrize("shape", [(24, 40), (40, 24)])
+def test_newton_schulz_follows_the_records_per_iteration_coefficients(shape) -> None:
+    from modules.optim import RECORD_COEFFICIENTS, TORCH_COEFFICIENTS, newton_schulz
+
+    g = torch.randn(shape, generator=torch.Generator().manual_seed(0))
+    ours = newton_schulz(g, RECORD_COEFFICIENTS).double()
+    reference = _newton_schulz_reference(g, RECORD_COEFFICIENTS)
+    assert (ours - reference).abs().max() < 0.03  # bf16 iterations against float64
+    fixed = _newton_schulz_reference(g, TORCH_COEFFICIENTS)
+    assert (reference - fixed).abs().max() > 0.1  # the schedules differ by far more than bf16's rounding
+    singular = torch.linalg.svdvals(reference)
+    assert 0.6 < singular.min() and singular.max() < 1.3  # an approximate orthogonalisation
+
+
+def test_record_muon_with_torchs_triple_steps_as_torch_muon() -> None:
+    """Our Muon's momentum, decay, shape scaling and orientation equal torch.optim.Muon's when both use one triple."""
+    from modules.optim import TORCH_COEFFICIENTS, Muon
+
+    generator = torch.Generator().manual_seed(1)
+    weights = [torch.randn(16, 48, generator=generator), torch.randn(48, 16, generator=generator)]
+    ours, theirs = [nn.Parameter(w.clone()) for w in weights], [nn.Parameter(w.clone()) for w in weights]
+    a = Muon(ours, lr=0.05, weight_decay=0.1, coefficients=TORCH_COEFFICIENTS)
+    b = torch.optim.Muon(theirs, lr=0.05, weight_decay=0.1, nesterov=True, ns_steps=5, adjust_lr_fn="original")
+    for _ in range(3):
+        grads = [torch.randn(w.shape, generator=generator) for w in weights]
+        for params, optimizer in ((ours, a), (theirs, b)):
+            for p, g in zip(params, grads, strict=True):
+                p.grad = g.clone()
+            optimizer.step()
+    for p, q, w in zip(ours, theirs, weights, strict=True):  # bf16 iterations in a different order: 2% of the move
+        assert (p - q).norm() < 0.04 * (q - w).norm()  # (the record's triples end 13-15% away from torch's)
+
+
+def test_muon_with_adam_uses_the_record_schedule_by_default() -> None:
+    from modules.optim import RECORD_COEFFICIENTS, Muon
+
+    groups = build_model("mot_concat_noop_256_48", **TINY_BYTES).param_groups()
+    optimizer = MuonWithAdam(groups, speedrun_lrs(64))
+    assert isinstance(optimizer.muon, Muon) and optimizer.muon.param_groups[0]["coefficients"] == RECORD_COEFFICIENTS
+    assert isinstance(MuonWithAdam(groups, speedrun_lrs(64), newton_schulz="torch").muon, torch.optim.Muon)
+    with pytest.raises(ValueError, match="newton_schulz"):
+        MuonWithAdam(groups, speedrun_lrs(64), newton_schulz="polar")
+
+
+def test_precision_as_run_keeps_embedding_tables_and_their_adam_state_in_bf16() -> None:
+    model = build_model("mot_concat_noop_256_48", **TINY_BYTES, precision_as_run=True)
+    tables = [m for m in model.modules() if isinstance(m, nn.Embedding)]
+    assert len(tables) == 2 + TINY_BYTES.get("value_embeddings", 3)  # tokens, bytes and the value embeddings
+    assert all(m.weight.dtype == torch.bfloat16 for m in tables)
+    assert all(p.dtype == torch.float32 for n, p in model.named_parameters() if "embed" not in n or "proj" in n)
+    optimizer = MuonWithAdam(model.param_groups(), speedrun_lrs(64))
+    idx = torch.randint(0, 50257, (2, 8))
+    model(idx).float().logsumexp(-1).mean().backward()
+    optimizer.step()
+    assert all(optimizer.adam.state[m.weight]["exp_avg"].dtype == torch.bfloat16 for m in tables)
+    reference = build_model("mot_concat_noop_256_48", **TINY_BYTES)
+    assert all(m.weight.dtype == torch.float32 for m in reference.modules() if isinstance(m, nn.Embedding))
