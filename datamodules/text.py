@@ -10,6 +10,7 @@ batches it would have drawn (micro-batch index s * grad-accumulation).
 from __future__ import annotations
 
 from itertools import count
+from pathlib import Path
 from typing import Literal
 
 import lightning as L
@@ -17,7 +18,9 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_info
 
-from datamodules.corpora import CORPORA, check_tokenizer, open_split, prepare_corpus
+from datamodules.as_run import AsRunStream, AsRunWindows
+from datamodules.corpora import CORPORA, check_tokenizer, default_data_root, open_split, prepare_corpus
+from datamodules.tokenizers import load_tokenizer
 
 RANDOM_BLOCK = 4096  # random-order windows drawn per generator seed
 
@@ -147,6 +150,9 @@ class TextDataModule(L.LightningDataModule):
         extra_corpora: corpora (same tokenizer) whose training splits join `corpus`'s and whose validation splits
             are evaluated separately (the MoT runs: FineWeb and FineMath).
         order: "random" windows, or "epoch" (every window once per epoch; see `RandomWindowBatches`).
+        data_path: "fixed" (the above), or "as_run": the MoT original's loader with its quirks, on the corpora's
+            llm.c shard files (`datamodules.as_run`; training order, re-reads and the uint16 view of int32 files),
+            shuffled with `seed`, the extra corpora's files first; validation `as_run_val_rows` rows a step.
     """
 
     def __init__(
@@ -163,11 +169,15 @@ class TextDataModule(L.LightningDataModule):
         num_workers: int = 0,
         extra_corpora: tuple[str, ...] = (),
         order: Literal["random", "epoch"] = "random",
+        data_path: Literal["fixed", "as_run"] = "fixed",
+        as_run_val_rows: int = 256,
     ) -> None:
         super().__init__()
         for name in (corpus, *extra_corpora):
             if name not in CORPORA:
                 raise KeyError(f"unknown corpus {name!r}; available: {', '.join(CORPORA)}")
+        if data_path not in ("fixed", "as_run"):
+            raise ValueError(f"data_path={data_path!r}; allowed: 'fixed', 'as_run'")
         self.save_hyperparameters()
         self.tokenizer = tokenizer or CORPORA[corpus].default_tokenizer
         self.corpora = (corpus, *extra_corpora)
@@ -175,11 +185,30 @@ class TextDataModule(L.LightningDataModule):
         self.meta: dict | None = None
 
     def prepare_data(self) -> None:
+        if self.hparams.data_path == "as_run":
+            self.shards()  # nothing to tokenize: the shard files are read as they are
+            return
         for name in self.corpora:
             prepare_corpus(name, self.tokenizer, self.hparams.data_root, self.hparams.tokenizer_path)
 
+    def shards(self) -> dict[str, dict[str, list]]:
+        """Corpus -> split -> its llm.c shard files (data_path="as_run" reads nothing else)."""
+        root = Path(self.hparams.data_root or default_data_root())
+        found = {name: CORPORA[name].load(root) for name in self.corpora}
+        missing = [name for name, splits in found.items() if not isinstance(splits.get("train"), list)]
+        if missing:
+            raise FileNotFoundError(
+                f"data_path='as_run' reads llm.c token shards; {', '.join(missing)} under {root} "
+                "has none (see datamodules.corpora for the file names), or use data_path='fixed'"
+            )
+        return found
+
     def setup(self, stage: str | None = None) -> None:
         hp = self.hparams
+        if hp.data_path == "as_run":
+            self.as_run_files = self.shards()
+            self.meta = {"vocab_size": load_tokenizer(self.tokenizer, hp.tokenizer_path).vocab_size, "splits": {}}
+            return
         self.directories = [prepare_corpus(c, self.tokenizer, hp.data_root, hp.tokenizer_path) for c in self.corpora]
         for directory in self.directories:
             check_tokenizer(directory, self.tokenizer, hp.tokenizer_path)
@@ -201,7 +230,7 @@ class TextDataModule(L.LightningDataModule):
 
     def bytes_per_token(self, split: str | None = None) -> float | None:
         """UTF-8 bytes per token of a split (for bits per byte), None when unknown."""
-        info = self.meta["splits"][split or self.hparams.eval_split]
+        info = self.meta["splits"].get(split or self.hparams.eval_split, {})
         return info["bytes"] / info["tokens"] if info.get("bytes") else None
 
     def train_dataloader(self) -> DataLoader:
@@ -211,12 +240,24 @@ class TextDataModule(L.LightningDataModule):
             start = self.trainer.global_step * self.trainer.accumulate_grad_batches
         world = self.trainer.world_size if self.trainer is not None else 1
         hp = self.hparams
+        if hp.data_path == "as_run":
+            accumulate = self.trainer.accumulate_grad_batches if self.trainer is not None else 1
+            files = [f for name in (*self.corpora[1:], self.corpora[0]) for f in self.as_run_files[name]["train"]]
+            stream = AsRunStream(files, hp.seq_len, hp.batch_size, hp.batch_size * accumulate * world, hp.seed, rank,
+                                 world, start)  # fmt: skip
+            return DataLoader(stream, batch_size=None, num_workers=min(hp.num_workers, 1))
         dataset = RandomWindowBatches(
             self.directories, "train", hp.seq_len, hp.batch_size, hp.seed, rank, start, hp.order, world
         )
         return DataLoader(dataset, batch_size=None, num_workers=hp.num_workers)
 
     def val_dataloader(self) -> DataLoader | list[DataLoader]:
+        hp = self.hparams
+        if hp.data_path == "as_run":
+            sets = [AsRunWindows(self.as_run_files[c]["val"], hp.seq_len, hp.as_run_val_rows, hp.seed, hp.val_windows)
+                    for c in self.corpora]  # fmt: skip
+            loaders = [DataLoader(s, batch_size=hp.batch_size) for s in sets]
+            return loaders if len(loaders) > 1 else loaders[0]
         loaders = [self._fixed_windows(self.hparams.eval_split, d) for d in self.directories]
         return loaders if len(loaders) > 1 else loaders[0]
 

@@ -4,13 +4,14 @@ Paper scale: the modded-nanogpt medium backbone, 8 GPUs x 64 rows of 1024 tokens
 the shared boundary token), Muon 0.025 + Adam (embeddings 0.3, head 0.1/sqrt(1024), scalars 0.015), constant lr
 then linear to 0 over the last 60%, no warmup, no clipping, seed 9090333 (773322 for the 100k runs); trained on
 FineWeb and FineMath-4plus together and validated on both at step 0 and every 250 steps (1000 at 100k), so the
-statistics over the whole curve include the loss at initialisation, as the original's do. Fixed here: every window
-is read once per epoch (the original re-read its first shards, 6.2) and FineMath is read as the int32 it was written
-in (6.3).
+statistics over the whole curve include the loss at initialisation, as the original's do. The data go through the
+original's loader as it ran (`data_path="as_run"`, `datamodules.as_run`: its file shuffle with the run's seed, its
+re-reading of the first shards, 6.2, and FineMath's int32 files read as uint16, 6.3), since every published number
+came from that stream; `data_path="fixed"` reads each window once per epoch and FineMath as int32.
 
 Smoke scale: a 6 x 128 backbone on the embedded news (in FineWeb's place) and Wikipedia XML (in FineMath's), both
 GPT-2-tokenized; small: 8 x 512 on FineWeb-10BT and FineMath when they are under the data root, else the embedded
-pair. Neither is ever a reproduction.
+pair; both with `data_path="fixed"` (the stand-ins are text, not shard files). Neither is ever a reproduction.
 """
 
 from __future__ import annotations
@@ -66,8 +67,10 @@ def shrunk(scale: str, d_token: int, d_byte: int) -> dict:
 
 def mot_run(scale: str, model: str, steps: int, d_token: int, d_byte: int) -> Run:
     fineweb, finemath = corpora(scale)
+    data = {"extra_corpora": (finemath,), "order": "epoch", "data_path": "as_run" if scale == "paper" else "fixed",
+            "seed": SEEDS[steps]}  # the original shuffled its files with the run's seed  # fmt: skip
     return Run(model, model, budget(scale, steps), shrunk(scale, d_token, d_byte), corpus=fineweb, tokenizer="gpt2",
-               lm=LM, seed=SEEDS[steps], data={"extra_corpora": (finemath,), "order": "epoch"})  # fmt: skip
+               lm=LM, seed=SEEDS[steps], data=data)  # fmt: skip
 
 
 def val_curves(run: Run, done: dict) -> dict[str, list[tuple[int, float]]]:

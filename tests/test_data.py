@@ -2,6 +2,7 @@
 
 import json
 import math
+import random
 from types import SimpleNamespace
 
 import numpy as np
@@ -243,3 +244,103 @@ def test_finemath_and_fineweb_from_local_text_files_in_the_hub_format(tmp_path):
     assert sorted(texts) == sorted(docs)
     with pytest.raises(FileNotFoundError, match=r"no local files in .*fineweb_100bt.*HuggingFaceFW/fineweb"):
         prepare_corpus("fineweb_100bt", data_root=tmp_path)
+
+
+def _original_generator(files, seq_len, batch_size, seed):
+    """The MoT original's loader loop, written out as `train_gpt.py` has it (torch.cat of the shards loaded so far,
+    position reset to 0, files read as uint16, bad headers skipped): the slow reference for data_path='as_run'."""
+    files = list(files)
+    random.seed(seed)
+    random.shuffle(files)
+    pending = iter(files)
+
+    def load():
+        while True:
+            path = next(pending)
+            header = torch.from_numpy(np.fromfile(path, dtype=np.int32, count=256))
+            if header[0] != 20240520 or header[1] != 1:
+                continue
+            with open(path, "rb") as f:
+                f.seek(256 * 4)
+                payload = f.read(2 * int(header[2]))
+            return torch.frombuffer(bytearray(payload), dtype=torch.uint16).to(torch.int32)
+
+    data, pos, row = load(), 0, seq_len + 1
+    while True:
+        if pos + batch_size * row + 1 >= len(data):
+            try:
+                data, pos = torch.cat([data, load()]), 0
+            except StopIteration:
+                return
+        yield data[pos:][: batch_size * row].view(-1, row)
+        pos += batch_size * row
+
+
+@pytest.fixture
+def as_run_shards(tmp_path):
+    """Two uint16 FineWeb shards, two int32 FineMath files and one file with a bad header."""
+    rng = np.random.default_rng(3)
+    sizes = {"fineweb_train_000001.bin": (130, np.uint16), "fineweb_train_000002.bin": (90, np.uint16),
+             "part_000.bin": (70, np.int32), "part_001.bin": (110, np.int32)}  # fmt: skip
+    files = []
+    for name, (size, dtype) in sizes.items():
+        files.append(tmp_path / name)
+        write_llmc_shard(files[-1], rng.integers(1, 50257, size=size), dtype)
+    files.append(tmp_path / "broken.bin")
+    files[-1].write_bytes(np.zeros(300, dtype=np.int32).tobytes())
+    return files
+
+
+def test_as_run_stream_equals_the_original_loader_loop(as_run_shards):
+    """Every micro-batch of two ranks with two accumulation steps each, against the original's global batches, until
+    the files run out; a run resumed at micro-batch 5 continues with the same batches."""
+    from datamodules.as_run import AsRunStream
+
+    seq_len, global_batch, seed = 7, 4, 9090333
+    expected = list(_original_generator(as_run_shards, seq_len, global_batch, seed))
+    assert len(expected) * global_batch * (seq_len + 1) > 400  # more than the 400 tokens: the re-reads
+    ranks = [AsRunStream(as_run_shards, seq_len, 1, global_batch, seed, rank, 2) for rank in range(2)]
+    streams = [iter(r) for r in ranks]
+    for batch in expected:
+        got = [torch.cat((x, y[:, -1:]), dim=1) for s in streams for x, y in (next(s), next(s))]
+        assert torch.equal(torch.cat(got), batch.long())
+    with pytest.raises(RuntimeError, match="ran out"):
+        next(streams[0])
+    resumed = iter(AsRunStream(as_run_shards, seq_len, 1, global_batch, seed, 1, 2, start_batch=5))
+    x, y = next(resumed)
+    assert torch.equal(torch.cat((x, y[:, -1:]), 1)[0], expected[2][3].long())  # step 2, piece 1 of rank 1
+
+
+def test_as_run_reads_int32_files_as_the_original_did(as_run_shards):
+    from datamodules.as_run import read_as_run
+
+    written = np.fromfile(as_run_shards[2], dtype=np.int32, offset=1024)
+    as_read = read_as_run(as_run_shards[2])
+    assert len(as_read) == len(written) == 70  # the header's count, of uint16 values: half the file
+    assert np.array_equal(as_read[0::2], written[:35]) and not as_read[1::2].any()  # each token, then a 0 ("!")
+    assert read_as_run(as_run_shards[-1]) is None  # a bad header: skipped, as the original's AssertionError was
+
+
+def test_datamodule_as_run_serves_the_original_stream_from_the_corpora_shards(tmp_path):
+    rng = np.random.default_rng(4)
+    fineweb = [tmp_path / "fineweb" / f"fineweb_{s}_000000.bin" for s in ("train", "val")]
+    finemath = [tmp_path / "finemath" / "tokens" / s / "part_000.bin" for s in ("train", "val")]
+    for path, dtype in ((fineweb[0], np.uint16), (fineweb[1], np.uint16), (finemath[0], np.int32),
+                        (finemath[1], np.int32)):  # fmt: skip
+        write_llmc_shard(path, rng.integers(1, 50257, size=600), dtype)
+    data = TextDataModule("fineweb", seq_len=15, batch_size=2, seed=7, data_root=str(tmp_path),
+                          extra_corpora=("finemath",), data_path="as_run", as_run_val_rows=4)  # fmt: skip
+    data.prepare_data()
+    data.setup()
+    x, y = next(iter(data.train_dataloader()))
+    original = next(_original_generator([finemath[0], fineweb[0]], 15, 2, 7))  # the launcher lists FineMath first
+    assert torch.equal(torch.cat((x, y[:, -1:]), 1), original.long())
+    fineweb_val, fm_val = data.val_dataloader()
+    # steps of 4 rows of 16 while 64 + 1 tokens remain past them: 9 in 600 values; FineMath's header count of 600
+    # int32 tokens reads as 600 uint16: its first 300 tokens, each followed by a 0
+    assert len(fineweb_val.dataset) == len(fm_val.dataset) == 4 * 9
+    window, _ = fm_val.dataset[0]
+    assert not window[1::2].any() and data.vocab_size == 50257  # FineMath validation as read: every other id a 0
+    missing = TextDataModule("embedded_news", data_root=str(tmp_path), data_path="as_run")
+    with pytest.raises(FileNotFoundError, match=r"llm\.c token shards; embedded_news"):
+        missing.prepare_data()

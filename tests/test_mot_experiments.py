@@ -73,7 +73,8 @@ def test_paper_scale_counts_match_and_plans_run_the_published_budget() -> None:
     for experiment, steps in ((mot_results_tables, 10_000), (mot_mixout_comparison, 100_000)):
         for run in experiment.runs("paper"):
             assert run.budget.steps == steps and run.budget.batch_size * run.budget.seq_len == 512 * 1024
-            assert run.corpus == "fineweb_100bt" and run.data == {"extra_corpora": ("finemath",), "order": "epoch"}
+            assert run.corpus == "fineweb_100bt" and run.data == {"extra_corpora": ("finemath",), "order": "epoch",
+                                                                  "data_path": "as_run", "seed": run.seed}  # fmt: skip
     rows = mot_results_tables.EXPERIMENT.report("paper", {})
     params = [r for r in rows if r.metric == "params"]
     assert [r.status for r in params] == ["match"] * 3 and [r.ours for r in params] == [454_496_326, 430_366_918,
