@@ -195,7 +195,7 @@ def _modded_params(config: ModdedGPTConfig) -> dict[str, int]:
         embedding += (c.d_token + c.bytes_per_token * c.d_byte) * d
         embedding += _byte_layer(c, c.d_byte, 0, flops=False) if c.byte_attention_in else 0
     elif c.mixin == "cross_attn":
-        embedding += 4 * d * d + 1
+        embedding += 4 * d * d + 1 + (_byte_layer(c, d, 0, flops=False) if c.byte_attention_in else 0)
     return {
         "embedding": embedding,
         "qkv": attention_layers * 3 * c.d_attention * d,
@@ -228,6 +228,7 @@ def _modded_flops(config: ModdedGPTConfig, seq_len: int) -> dict[str, int]:
         embedding += slots * _byte_layer(c, c.d_byte, slots * seq_len, flops=True) if c.byte_attention_in else 0
     elif c.mixin == "cross_attn":  # q and out d x d, k and v per byte, scores and weighted sum over the 16 bytes
         embedding = 2 * 2 * d * d + slots * 2 * 2 * d * d + 2 * 2 * slots * d
+        embedding += slots * _byte_layer(c, d, slots * seq_len, flops=True) if c.byte_attention_in else 0
     if c.mixout == "noop":
         head = 2 * d * c.head_size
     else:

@@ -59,6 +59,7 @@ class MoTConfig(ModdedGPTConfig):
     byte_head_dim: int = 128
     eot_token: int = 50256
     byte_table: Literal["gpt2", "synthetic"] = "gpt2"  # synthetic: random bytes, for timing without the tokenizer
+    cross_attn_output_norm: bool = False  # this suite's earlier variant: RMS-norm the cross-attention's output
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -73,8 +74,8 @@ class MoTConfig(ModdedGPTConfig):
             raise ValueError(
                 f"cross_attn needs d_token == d_byte == d_model; got {self.d_token}, {self.d_byte}, {self.d_model}"
             )
-        if self.byte_attention_in and self.mixin != "concat":
-            raise ValueError(f"byte_attention_in applies to the concat mixin; mixin={self.mixin!r}")
+        if self.byte_attention_in and self.mixin == "noop":
+            raise ValueError("byte_attention_in applies to the bytes of a mixin; mixin='noop' has none")
         if self.byte_layers_out and self.mixout == "noop":
             raise ValueError(f"byte_layers_out={self.byte_layers_out} needs a byte mixout; mixout='noop'")
         if self.mixout == "split" and self.d_model % self.bytes_per_token:
@@ -186,7 +187,10 @@ class ConcatMixin(nn.Module):
 class CrossAttentionMixin(nn.Module):
     """Each token's embedding queries its own bytes (reference 2.3): QK RMS-norm, rotary over token positions for
     queries and byte positions for keys, V scaled by a learned factor, softmax over the token's bytes, scale
-    1/sqrt(head_dim), no residual. The original asserted batch size 1; this batches. x0 = norm(output)."""
+    1/sqrt(head_dim), no residual, x0 = c_proj(output) with no norm. K and V are separate matrices, as the
+    original's [2, d, d] `kv_w`, so Muon orthogonalises each on its own. An optional byte self-attention layer
+    (`byte_attention_in`) runs on the bytes first. The original asserted batch size 1; this batches.
+    `cross_attn_output_norm` RMS-norms the output (this suite's earlier variant)."""
 
     def __init__(self, config: MoTConfig) -> None:
         super().__init__()
@@ -194,21 +198,27 @@ class CrossAttentionMixin(nn.Module):
         self.n_head, self.head_dim = d // config.byte_head_dim, config.byte_head_dim
         self.tokens = nn.Embedding(config.vocab_size, d)
         self.bytes = nn.Embedding(config.byte_vocab.size, d)
-        self.q, self.kv, self.out = speedrun_linear(d, d), speedrun_linear(d, 2 * d), speedrun_linear(d, d)
+        self.byte_layer = ByteLayer(d, config, _byte_rotary(config)) if config.byte_attention_in else None
+        self.q, self.k, self.v = speedrun_linear(d, d), speedrun_linear(d, d), speedrun_linear(d, d)
+        self.out = speedrun_linear(d, d)
         self.value_scale = nn.Parameter(torch.tensor(0.5))
         self.rotary = _byte_rotary(config)
+        self.output_norm = config.cross_attn_output_norm
 
     def forward(self, idx: Tensor, byte_ids: Tensor) -> Tensor:
         batch, seq, width = byte_ids.shape
         heads, dim = self.n_head, self.head_dim
         q = self.q(rms_norm(self.tokens(idx))).view(batch, seq, heads, dim).transpose(1, 2)
-        k, v = self.kv(rms_norm(self.bytes(byte_ids.reshape(batch, -1)))).chunk(2, dim=-1)
-        k, v = (t.view(batch, seq * width, heads, dim).transpose(1, 2) for t in (k, v))
+        byte_embeddings = rms_norm(self.bytes(byte_ids.reshape(batch, -1)))
+        if self.byte_layer is not None:
+            byte_embeddings = self.byte_layer(byte_embeddings)
+        k, v = (t.view(batch, seq * width, heads, dim).transpose(1, 2)
+                for t in (self.k(byte_embeddings), self.v(byte_embeddings)))  # fmt: skip
         q, k = self.rotary(rms_norm(q)), self.rotary(rms_norm(k))
         k, v = k.view(batch, heads, seq, width, dim), self.value_scale * v.view(batch, heads, seq, width, dim)
         weights = torch.einsum("bhtd,bhtsd->bhts", q, k).div(math.sqrt(dim)).softmax(-1)
-        y = torch.einsum("bhts,bhtsd->bhtd", weights, v)
-        return rms_norm(self.out(y.transpose(1, 2).reshape(batch, seq, heads * dim)))
+        y = self.out(torch.einsum("bhts,bhtsd->bhtd", weights, v).transpose(1, 2).reshape(batch, seq, heads * dim))
+        return rms_norm(y) if self.output_norm else y
 
 
 class ByteMixout(nn.Module):

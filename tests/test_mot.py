@@ -56,6 +56,16 @@ def _meta(name: str, **overrides):
         ("mot_concat_split_256_48", {"byte_attention_wired": True, "byte_layers_out": 2, "byte_attention_in": True}),
         ("mot_concat_copy_256_48_wired", {"byte_mask": "within_token"}),
         ("mot_noop_noop_1024", {"mixin": "cross_attn", "d_byte": 64, "d_token": 64}),
+        (
+            "mot_noop_noop_1024",
+            {
+                "mixin": "cross_attn",
+                "d_byte": 64,
+                "d_token": 64,
+                "byte_attention_in": True,
+                "byte_attention_wired": True,
+            },
+        ),
     ],
 )
 def test_flop_and_parameter_formulas_equal_counts_on_the_model(name: str, overrides: dict) -> None:
@@ -311,3 +321,39 @@ def test_precision_as_run_keeps_embedding_tables_and_their_adam_state_in_bf16() 
     assert all(optimizer.adam.state[m.weight]["exp_avg"].dtype == torch.bfloat16 for m in tables)
     reference = build_model("mot_concat_noop_256_48", **TINY_BYTES)
     assert all(m.weight.dtype == torch.float32 for m in reference.modules() if isinstance(m, nn.Embedding))
+
+
+def _original_cross_attention(mixin, token_embeddings, byte_embeddings):
+    """`CrossAttention.forward` of the original (reference 2.3) in float64, its kv_w = [k; v] stacked as [2, d, d]:
+    one fused projection split by heads, QK norm, rotary per position scale, lambda x V, 1/sqrt(head_dim), c_proj."""
+    heads, dim = mixin.n_head, mixin.head_dim
+    batch, seq, _ = token_embeddings.shape
+    kv_w = torch.stack((mixin.k.weight, mixin.v.weight))
+    k, v = F.linear(byte_embeddings, kv_w.flatten(end_dim=1)).view(batch, -1, 2 * heads, dim).chunk(2, dim=-2)
+    q = F.linear(token_embeddings, mixin.q.weight).view(batch, seq, heads, dim)
+    q, k = F.rms_norm(q, (dim,)), F.rms_norm(k, (dim,))
+    q, k = mixin.rotary(q.transpose(1, 2)), mixin.rotary(k.transpose(1, 2))
+    v = mixin.value_scale * v.transpose(1, 2)
+    k, v = k.reshape(batch, heads, seq, -1, dim), v.reshape(batch, heads, seq, -1, dim)
+    weights = (q.unsqueeze(3) @ k.transpose(-1, -2) / dim**0.5).softmax(-1)
+    y = (weights @ v).squeeze(3).transpose(1, 2).reshape(batch, seq, heads * dim)
+    return F.linear(y, mixin.out.weight)
+
+
+def test_cross_attention_mixin_is_the_originals_and_its_output_norm_an_option() -> None:
+    cross = {**TINY, "mixin": "cross_attn", "d_token": 64, "d_byte": 64}
+    model = randomised(build_model("mot_noop_noop_1024", **cross)).double()
+    idx, byte_ids = tokens(2, 5), torch.randint(0, 458, (2, 5, 16))
+    tokens_in = F.rms_norm(model.embed.tokens(idx), (64,))
+    bytes_in = F.rms_norm(model.embed.bytes(byte_ids.view(2, -1)), (64,))
+    expected = _original_cross_attention(model.embed, tokens_in, bytes_in)
+    torch.testing.assert_close(model.embed(idx, byte_ids), expected, rtol=1e-10, atol=1e-10)  # no output norm
+    normed = randomised(build_model("mot_noop_noop_1024", **cross, cross_attn_output_norm=True)).double()
+    normed.load_state_dict(model.state_dict())
+    torch.testing.assert_close(normed.embed(idx, byte_ids), F.rms_norm(expected, (64,)))
+    muon = {id(p) for p in model.param_groups()["muon"]}
+    assert all(id(m.weight) in muon and m.weight.shape == (64, 64) for m in (model.embed.k, model.embed.v))
+    with_bytes = randomised(build_model("mot_noop_noop_1024", **cross, byte_attention_in=True)).double()
+    assert with_bytes.embed.byte_layer is not None  # byte attention before the cross-attention, as the original allows
+    with pytest.raises(ValueError, match="mixin='noop' has none"):
+        get_config("mot_noop_noop_1024", byte_attention_in=True)
