@@ -25,7 +25,7 @@ WIDTH_FIELDS = ("d_model", "n_head", "d_ff", "norm_eps", "tie_embeddings")
 
 
 def grow_model(
-    model: nn.Module, target, new_keys: str = "zero", pin_tau: bool = True, noise: float = 0.0, seed: int = 0
+    model: nn.Module, target, new_keys: str = "zero", pin_tau: bool = False, noise: float = 0.0, seed: int = 0
 ) -> nn.Module:
     """A Tokenformer grows tokens (`new_keys`, `pin_tau`); a Transformer widens by Net2Net (`noise`, copies from
     `seed`)."""
@@ -51,7 +51,11 @@ def grow_checkpoint_cli(argv: list[str] | None = None) -> None:
     parser.add_argument("target", help="preset to grow into, e.g. tokenformer_354m or transformer_757m")
     parser.add_argument("output", help="where to write the grown .ckpt")
     parser.add_argument("--new-keys", choices=("zero", "random"), default="zero", help="Tokenformer: new key init")
-    parser.add_argument("--no-pin-tau", dest="pin_tau", action="store_false", help="Tokenformer: tau from the new n")
+    parser.add_argument(
+        "--pin-tau",
+        action="store_true",
+        help="Tokenformer: keep tau (exact growth with zero keys); default: tau from the new n, as the paper",
+    )
     parser.add_argument("--noise", type=float, default=0.0, help="Transformer: relative noise on widened weights")
     args = parser.parse_args(argv)
     grow_checkpoint(args.checkpoint, args.target, args.output, new_keys=args.new_keys, pin_tau=args.pin_tau,

@@ -16,7 +16,8 @@ from experiments.results import Row, compare, published, pyplot, save_figure, sc
 from experiments.runner import Budget, Experiment, Run
 
 SIZES = ("124m", "354m", "757m", "1_4b")
-TOKENFORMER_GROWTH = {"new_keys": "zero", "pin_tau": True}  # the paper's zero keys; tau pinned: growth is exact
+TOKENFORMER_GROWTH = {"new_keys": "zero", "pin_tau": False}  # as the paper ran it: zero keys, tau follows n
+PINNED_TAU_GROWTH = {"new_keys": "zero", "pin_tau": True}  # the ablation: exact growth (`modules.tokenformer.grow`)
 NET2NET_GROWTH = {"noise": 1e-3}  # copies must differ, or they receive equal gradients and stay copies
 TOKENS_PER_STEP = 512 * 1024  # the paper's batch of 512 sequences of 1024 tokens
 PPL_TOLERANCE = 0.03  # relative; the paper's values are read off plots to about +-0.2 perplexity
@@ -87,6 +88,14 @@ def growth_chains(
     return runs
 
 
+def growth_note(run: Run) -> str:
+    options = run.grow_options
+    if "pin_tau" not in options:
+        return "Net2Net widening"
+    tau = "tau pinned (exact growth)" if options["pin_tau"] else "tau follows the new n (as the paper)"
+    return f"{options.get('new_keys', 'zero')} new keys, {tau}"
+
+
 def scratch_runs(models: list[str], overrides: list[dict[str, Any]], budgets: dict[str, Budget], **common) -> list[Run]:
     """Every model trained from scratch on every budget (label -> budget)."""
     return [
@@ -105,16 +114,22 @@ def chain(run: Run, by_name: dict[str, Run]) -> list[Run]:
 
 
 def rows(table: str, runs: list[Run], results: dict[str, dict], scale: str, paper: dict) -> list[Row]:
-    """Per run: validation perplexity beside the paper's, training FLOPs of the stage and cumulated along its chain."""
+    """Per run: validation perplexity beside the paper's, training FLOPs of the stage and cumulated along its chain,
+    and for a grown run how much growth itself moved the validation loss (0 only for exact growth)."""
     by_name = {r.name: r for r in runs}
     note = scale_note(scale)
     out = []
     for run in runs:
-        ppl = results.get(run.name, {}).get("val_ppl")
+        done = results.get(run.name, {})
+        ppl = done.get("val_ppl")
         expected = paper.get((table, run.name, "val_ppl"))
         status = compare(expected, ppl, PPL_TOLERANCE)
         out.append(Row(table, run.name, "val_ppl", expected, ppl, "perplexity", run.name, status, note))
         out.append(Row(table, run.name, "train_flops_stage", None, run.train_flops(), "FLOPs", run.name))
+        if "val_loss_after_growth" in done:
+            change = done["val_loss_after_growth"] - done["val_loss_before_growth"]
+            out.append(Row(table, run.name, "val_loss_change_at_growth", None, change, "nats/token", run.name,
+                           "measured", f"{growth_note(run)}; {note}".strip("; ")))  # fmt: skip
         if run.grow_from:
             cumulative = sum(r.train_flops() for r in chain(run, by_name))
             out.append(Row(table, run.name, "train_flops_cumulative", None, cumulative, "FLOPs", run.name,

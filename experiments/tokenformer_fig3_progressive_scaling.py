@@ -1,8 +1,9 @@
 """Tokenformer Fig. 3 / Fig. 4 / Tables 6-7: progressive scaling by adding parameter tokens vs training from scratch.
 
 A Tokenformer is trained from scratch at the first size, then grown stage by stage (zero-initialised new keys,
-random new values, tau pinned to the first stage's token counts so that growth preserves the function exactly;
-see `modules.tokenformer.grow`), each stage trained on far fewer tokens. Transformers are trained from scratch at
+random new values, tau following the new token count as the paper's runs did, so growth moves the function a little:
+measured per stage as `val_loss_change_at_growth`), each stage trained on far fewer tokens. An ablation chain at the
+first stage budget pins tau (exact growth; see `modules.tokenformer.grow`). Transformers are trained from scratch at
 every size with the full budget and with the per-stage budget. Reported: validation perplexity per stage, and
 training compute per stage and cumulated along the growth chain.
 
@@ -14,7 +15,7 @@ first stage and for the full-budget Transformers, 15B, 30B or 60B per growth sta
 from __future__ import annotations
 
 from experiments import progressive
-from experiments.progressive import SIZES, TOKENFORMER_GROWTH
+from experiments.progressive import PINNED_TAU_GROWTH, SIZES, TOKENFORMER_GROWTH
 from experiments.runner import Run, main
 
 
@@ -27,6 +28,9 @@ def runs(scale: str) -> list[Run]:
     grown = progressive.growth_chains(
         tokenformers, spec["tokenformer"], full, spec["stage"], TOKENFORMER_GROWTH, **common
     )
+    label, budget = next(iter(spec["stage"].items()))  # the ablation: the first stage budget, tau pinned
+    grown += progressive.growth_chains(tokenformers, spec["tokenformer"], full, {f"{label}pinned": budget},
+                                       PINNED_TAU_GROWTH, **common)[1:]  # fmt: skip
     scratch = progressive.scratch_runs(transformers[:1], spec["transformer"][:1], dict([full]), **common)
     scratch += progressive.scratch_runs(transformers[1:], spec["transformer"][1:], dict([full, *spec["stage"].items()]),
                                         **common)  # fmt: skip

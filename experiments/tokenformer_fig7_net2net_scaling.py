@@ -1,8 +1,9 @@
 """Tokenformer Fig. 7: progressive scaling by token growth vs a Transformer grown by Net2Net.
 
 Both families start from scratch at 354M and grow 354M -> 757M -> 1.4B (parameters matched within 1%) on the same
-data, learning rate and budgets: the Tokenformer by appending parameter tokens (zero keys, pinned tau: exact), the
-Transformer by Net2Net widening (`modules.net2net.widen`, exact before the symmetry-breaking noise of 1e-3).
+data, learning rate and budgets: the Tokenformer by appending parameter tokens (zero keys, tau following n: as the
+paper), the Transformer by Net2Net widening (`modules.net2net.widen`, exact before the symmetry-breaking noise of
+1e-3).
 
 Paper scale: OpenWebText with the GPT-NeoX tokenizer, batch 512 x 1024, lr 6e-4 with 2000 warmup steps and cosine
 to zero at every stage; 300B tokens for the first stage and 30B per growth stage, as in Fig. 3 (the material this

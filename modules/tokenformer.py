@@ -12,9 +12,9 @@ Follows the official GPU code (`megatron/model/tokenformer.py`), which matches t
   embedding N(0, 0.02).
 
 Growth (paper Eq. 9-10, section 3.3): new key/value tokens are appended. The paper says zero-initialised new keys
-let the grown model "perfectly resume" the old one. That holds only when tau stays sqrt(n_old): the code
-recomputes tau from the new n, which multiplies every old normalised score by sqrt(n_new / n_old) inside the GELU.
-`grow(..., pin_tau=True)` keeps tau, and the test suite checks both behaviours.
+let the grown model "perfectly resume" the old one. That holds only when tau stays sqrt(n_old): the official code
+(and so every run of the paper) recomputes tau from the new n, which multiplies every old normalised score by
+sqrt(n_new / n_old) inside the GELU. `grow` does the same by default; `pin_tau=True` keeps tau, the exact variant.
 """
 
 from __future__ import annotations
@@ -181,13 +181,16 @@ def grow(
     model: Tokenformer,
     target: str | TokenformerConfig,
     new_keys: Literal["zero", "random"] = "zero",
-    pin_tau: bool = True,
+    pin_tau: bool = False,
 ) -> Tokenformer:
     """A Tokenformer with `target`'s token counts whose first rows are `model`'s tokens (paper Eq. 9-10).
 
-    New keys are zero (the paper) or random N(0, init_std) (the released code); new values are random. With
-    `new_keys="zero"` and `pin_tau=True` the grown model computes exactly the old function; with the paper's
-    unpinned tau it does not. Everything other than the token counts must equal between the two configs.
+    New keys are zero (the paper) or random N(0, init_std) (the released code); new values are random. tau follows
+    the new n, as the official code and the paper's runs, unless `pin_tau` keeps each Pattention's old tau. The
+    grown model computes exactly the old function if and only if the new keys are zero, tau is pinned, and the
+    normalisation maps a zero score to zero and leaves the row norm alone (`l2_norm_gelu`, `gelu_l2_norm`);
+    `softmax` gives the new tokens weight exp(0) and is never exact. Everything other than the token counts must
+    equal between the two configs.
     """
     old = model.config
     new = get_config(target) if isinstance(target, str) else target

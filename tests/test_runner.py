@@ -58,7 +58,7 @@ def test_grown_run_starts_from_the_grown_weights(tmp_path, family):
     if family == "tokenformer":
         source = _run("small")
         big = Run("big", "tokenformer_354m", BUDGET, {**TINY, "qkv_tokens": 16, "proj_tokens": 16, "ffn_tokens": 64},
-                  grow_from="small")  # fmt: skip
+                  grow_from="small", grow_options={"pin_tau": True})  # fmt: skip  (exact, so comparable below)
         expected = {"tau_qkv_tokens": 8, "tau_proj_tokens": 8, "tau_ffn_tokens": 32}
     else:
         source = Run("small", "transformer_354m", BUDGET, TINY)
@@ -169,7 +169,8 @@ def test_fig6_and_fig7_plans_at_paper_scale(capsys):
     assert "57,220" in plan and "one epoch of enwik8" in plan  # 30B / (512 x 1024) pre-training steps
     runs = {r.name: r for r in fig6.runs("paper")}
     assert runs["tokenformer_757m_enwik8_random_keys"].grow_options["new_keys"] == "random"
-    assert runs["tokenformer_757m_enwik8_unpinned_tau"].grow_options["pin_tau"] is False
+    assert runs["tokenformer_757m_enwik8_pinned_tau"].grow_options["pin_tau"] is True
+    assert runs["tokenformer_757m_enwik8"].grow_options["pin_tau"] is False  # tau follows n, as the paper
     assert runs["transformer_757m_enwik8_net2net"].budget.lr == 6e-4
     assert runs["transformer_757m_enwik8_net2net"].budget.min_lr_ratio == 1.0  # constant lr
     chains = {r.name: r.grow_from for r in fig7.runs("paper")}
