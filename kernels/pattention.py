@@ -67,7 +67,7 @@ def _forward_kernel(S, V, Y, R, M, N, D_OUT, scale, eps, BLOCK_M: tl.constexpr, 
         )
         sumsq += tl.sum(s * s, axis=1)
     norm = tl.sqrt(sumsq)
-    factor = scale / tl.where(row_ok, norm + eps, 1.0)  # padding rows: no 0 / 0
+    factor = scale / tl.where(row_ok & (norm + eps > 0), norm + eps, 1.0)  # padding and all-zero rows: no 0 / 0
     acc = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
     for n0 in range(0, N, BLOCK_N):
         slots = n0 + tl.arange(0, BLOCK_N)
@@ -123,7 +123,7 @@ def _backward_kernel(S, V, DY, R, DS, G, M, N, D_OUT, scale, eps, BLOCK_M: tl.co
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < M
     norm = tl.load(R + rows, mask=row_ok, other=1.0)
-    factor = scale / (norm + eps)
+    factor = scale / tl.where(norm + eps > 0, norm + eps, 1.0)
     row_dot = tl.zeros((BLOCK_M,), dtype=tl.float32)
     for n0 in range(0, N, BLOCK_N):
         slots = n0 + tl.arange(0, BLOCK_N)

@@ -5,7 +5,8 @@ Follows the official GPU code (`megatron/model/tokenformer.py`), which matches t
 * Pattention (paper Eq. 3-4): ``Theta(X K_P^T) V_P`` with ``Theta = GELU(sqrt(n) * A / ||A||_2)`` row-wise over the
   n parameter tokens; no biases. `normalization` also offers the code's ``gelu_l2_norm`` and ``softmax``
   (``n * softmax``, computed stably here, unlike the code). `eps` is added to the row norm (official GPU code: none,
-  TPU code: 1e-5). `tau_tokens` pins the sqrt(n) scale to a fixed count (the TPU code's `zoom_dim`).
+  TPU code: 1e-5); an all-zero score row normalises to zero here, where the GPU code gives NaN. `tau_tokens` pins
+  the sqrt(n) scale to a fixed count (the TPU code's `zoom_dim`).
 * Block (paper Eq. 5-8): non-parametric pre-LN, separate Q/K/V Pattentions, softmax token-token attention with
   partial RoPE on 25% of each head, output Pattention, and a single Pattention as the whole FFN (n_ffn = 4d tokens).
 * Parametric final LayerNorm, tied embedding head; init keys N(0, 0.02), values N(0, (2 / (L sqrt(d)))^2),
@@ -39,17 +40,22 @@ TAU_FIELDS = ("tau_qkv_tokens", "tau_proj_tokens", "tau_ffn_tokens")
 
 
 def normalize_scores(scores: Tensor, normalization: str, tau_tokens: int, eps: float = 0.0) -> Tensor:
-    """Theta of paper Eq. 4 over the last dim of `scores` (= X K_P^T), with tau from `tau_tokens`."""
+    """Theta of paper Eq. 4 over the last dim of `scores` (= X K_P^T), with tau from `tau_tokens`. A row of zero
+    scores (all-zero keys, or a zero input) stays zero even with eps 0, where the formula would give 0 / 0."""
     if normalization == "l2_norm_gelu":
         norm = torch.linalg.vector_norm(scores, dim=-1, keepdim=True)
-        return F.gelu(scores * (math.sqrt(tau_tokens) / (norm + eps)))
+        return F.gelu(scores * (math.sqrt(tau_tokens) / _nonzero(norm + eps)))
     if normalization == "gelu_l2_norm":
         activated = F.gelu(scores)
         norm = torch.linalg.vector_norm(activated, dim=-1, keepdim=True)
-        return activated * (math.sqrt(tau_tokens) / (norm + eps))
+        return activated * (math.sqrt(tau_tokens) / _nonzero(norm + eps))
     if normalization == "softmax":
         return tau_tokens * torch.softmax(scores, dim=-1)
     raise ValueError(f"normalization={normalization!r}; allowed: {', '.join(NORMALIZATIONS)}")
+
+
+def _nonzero(denominator: Tensor) -> Tensor:
+    return torch.where(denominator > 0, denominator, torch.ones_like(denominator))
 
 
 class Pattention(nn.Module):

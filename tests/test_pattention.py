@@ -84,13 +84,37 @@ def test_l2_norm_gelu_is_invariant_to_input_scale():
     torch.testing.assert_close(layer(x), layer(7.5 * x))
 
 
-def test_zero_scores_without_eps_give_nan_as_in_the_official_code():
-    layer = Pattention(4, 4, 5)
+@pytest.mark.parametrize("normalization", ["l2_norm_gelu", "gelu_l2_norm"])
+def test_zero_scores_without_eps_give_zero_not_nan(normalization):
+    """The official GPU code (eps 0) returns NaN for an all-zero score row (0 / 0, e.g. all-zero keys after a zero
+    growth, or a zero input); guarded, the row normalises to zero, and its gradients stay finite."""
+    layer = Pattention(4, 4, 5, normalization=normalization)
     torch.nn.init.zeros_(layer.key_param_tokens)
     torch.nn.init.normal_(layer.value_param_tokens)
-    assert torch.isnan(layer(torch.randn(1, 4))).all()
-    layer.eps = 1e-5
-    assert torch.equal(layer(torch.randn(1, 4)), torch.zeros(1, 4))
+    x = torch.randn(3, 4, requires_grad=True)
+    out = layer(x)
+    out.sum().backward()
+    assert torch.equal(out, torch.zeros(3, 4)) and torch.isfinite(x.grad).all()
+    assert torch.isfinite(layer.key_param_tokens.grad).all()
+
+
+def test_fused_kernel_guards_zero_rows_as_the_eager_path():
+
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 5, 16, generator=generator)
+    x[0, 1] = 0  # this row's scores are all zero
+    keys, values = torch.randn(12, 16, generator=generator), torch.randn(12, 8, generator=generator)
+    results = []
+    for fused in (False, True):
+        inputs = [t.clone().requires_grad_() for t in (x, keys, values)]
+        layer = Pattention(16, 8, 12, kernel="triton" if fused else "torch")
+        out = functional_call(layer, {"key_param_tokens": inputs[1], "value_param_tokens": inputs[2]}, (inputs[0],))
+        out.sum().backward()
+        results.append([out, *(t.grad for t in inputs)])
+    for eager, fused in zip(*results, strict=True):
+        assert torch.isfinite(fused).all()
+        torch.testing.assert_close(fused, eager, rtol=1e-4, atol=1e-5)
+    assert torch.equal(results[1][0][0, 1], torch.zeros(8))
 
 
 @pytest.mark.parametrize(

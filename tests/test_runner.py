@@ -57,8 +57,14 @@ def test_interrupted_run_resumes_to_the_same_final_loss(tmp_path):
 def test_grown_run_starts_from_the_grown_weights(tmp_path, family):
     if family == "tokenformer":
         source = _run("small")
-        big = Run("big", "tokenformer_354m", BUDGET, {**TINY, "qkv_tokens": 16, "proj_tokens": 16, "ffn_tokens": 64},
-                  grow_from="small", grow_options={"pin_tau": True})  # fmt: skip  (exact, so comparable below)
+        big = Run(
+            "big",
+            "tokenformer_354m",
+            BUDGET,
+            {**TINY, "qkv_tokens": 16, "proj_tokens": 16, "ffn_tokens": 64},
+            grow_from="small",
+            grow_options={"pin_tau": True},
+        )  # fmt: skip  (exact, so comparable below)
         expected = {"tau_qkv_tokens": 8, "tau_proj_tokens": 8, "tau_ffn_tokens": 32}
     else:
         source = Run("small", "transformer_354m", BUDGET, TINY)
