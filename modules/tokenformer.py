@@ -2,11 +2,12 @@
 
 Follows the official GPU code (`megatron/model/tokenformer.py`), which matches the paper except where noted:
 
-* Pattention (paper Eq. 3-4): ``Theta(X K_P^T) V_P`` with ``Theta = GELU(sqrt(n) * A / ||A||_2)`` row-wise over the
-  n parameter tokens; no biases. `normalization` also offers the code's ``gelu_l2_norm`` and ``softmax``
-  (``n * softmax``, computed stably here, unlike the code). `eps` is added to the row norm (official GPU code: none,
-  TPU code: 1e-5); an all-zero score row normalises to zero here, where the GPU code gives NaN. `tau_tokens` pins
-  the sqrt(n) scale to a fixed count (the TPU code's `zoom_dim`).
+* Pattention (paper Eq. 3-4): ``Theta(X K_P^T) V_P`` with ``Theta = GELU(sqrt(n) * A / ||A||_2)`` row-wise over the n
+  parameter tokens; no biases. `normalization` also offers the code's ``gelu_l2_norm`` and ``softmax``
+  (``n softmax``, computed stably here, unlike the code), and ``gelu_l1_norm`` (``n GELU(A) / ||GELU(A)||_1``: the
+  softmax with GELU for exp, our reading of Table 4's "GeLU + L1 norm", which no released code has). `eps` is added
+  to the row norm (official GPU code: none, TPU code: 1e-5); an all-zero score row normalises to zero here, where the
+  GPU code gives NaN. `tau_tokens` pins the sqrt(n) scale to a fixed count (the TPU code's `zoom_dim`).
 * Block (paper Eq. 5-8): non-parametric pre-LN, separate Q/K/V Pattentions, softmax token-token attention with
   partial RoPE on 25% of each head, output Pattention, and a single Pattention as the whole FFN (n_ffn = 4d tokens).
 * Parametric final LayerNorm, tied embedding head; init keys N(0, 0.02), values N(0, (2 / (L sqrt(d)))^2),
@@ -33,8 +34,8 @@ from kernels import Kernel, check_kernel, use_triton
 from modules.layers import CausalSelfAttention, DecoderConfig, DecoderLM, PreNormBlock, RotaryEmbedding
 from modules.registry import get_config, register_presets, replace_config
 
-Normalization = Literal["l2_norm_gelu", "gelu_l2_norm", "softmax"]
-NORMALIZATIONS = ("l2_norm_gelu", "gelu_l2_norm", "softmax")
+Normalization = Literal["l2_norm_gelu", "gelu_l2_norm", "gelu_l1_norm", "softmax"]
+NORMALIZATIONS = ("l2_norm_gelu", "gelu_l2_norm", "gelu_l1_norm", "softmax")
 TOKEN_FIELDS = ("qkv_tokens", "proj_tokens", "ffn_tokens")
 TAU_FIELDS = ("tau_qkv_tokens", "tau_proj_tokens", "tau_ffn_tokens")
 
@@ -49,6 +50,10 @@ def normalize_scores(scores: Tensor, normalization: str, tau_tokens: int, eps: f
         activated = F.gelu(scores)
         norm = torch.linalg.vector_norm(activated, dim=-1, keepdim=True)
         return activated * (math.sqrt(tau_tokens) / _nonzero(norm + eps))
+    if normalization == "gelu_l1_norm":  # softmax's n exp(A) / ||exp(A)||_1 with GELU for exp: Table 4's middle row
+        activated = F.gelu(scores)
+        norm = torch.linalg.vector_norm(activated, ord=1, dim=-1, keepdim=True)
+        return activated * (tau_tokens / _nonzero(norm + eps))
     if normalization == "softmax":
         return tau_tokens * torch.softmax(scores, dim=-1)
     raise ValueError(f"normalization={normalization!r}; allowed: {', '.join(NORMALIZATIONS)}")
@@ -194,7 +199,8 @@ def grow(
     New keys are zero (the paper) or random N(0, init_std) (the released code); new values are random. tau follows
     the new n, as the official code and the paper's runs, unless `pin_tau` keeps each Pattention's old tau. The
     grown model computes exactly the old function if and only if the new keys are zero, tau is pinned, and the
-    normalisation maps a zero score to zero and leaves the row norm alone (`l2_norm_gelu`, `gelu_l2_norm`);
+    normalisation maps a zero score to zero and leaves the row norm alone (`l2_norm_gelu`, `gelu_l2_norm`,
+    `gelu_l1_norm`);
     `softmax` gives the new tokens weight exp(0) and is never exact. Everything other than the token counts must
     equal between the two configs.
     """

@@ -21,6 +21,9 @@ def reference(x: np.ndarray, keys: np.ndarray, values: np.ndarray, normalization
         elif normalization == "gelu_l2_norm":
             g = gelu(scores)
             weights = g * math.sqrt(tau) / (math.sqrt((g**2).sum()) + eps)
+        elif normalization == "gelu_l1_norm":
+            g = gelu(scores)
+            weights = g * tau / (np.abs(g).sum() + eps)
         else:
             e = np.exp(scores - scores.max())
             weights = tau * e / e.sum()

@@ -92,7 +92,7 @@ def _grown_pair(new_keys: str, pin_tau: bool, normalization: str = "l2_norm_gelu
     return small, grow(small, target, new_keys=new_keys, pin_tau=pin_tau)
 
 
-@pytest.mark.parametrize("normalization", ["l2_norm_gelu", "gelu_l2_norm", "softmax"])
+@pytest.mark.parametrize("normalization", ["l2_norm_gelu", "gelu_l2_norm", "gelu_l1_norm", "softmax"])
 @pytest.mark.parametrize("pin_tau", [True, False])
 def test_growth_preserves_the_function_exactly_when_the_docstring_says(normalization, pin_tau):
     """Zero new keys: exact iff tau is pinned and the normalisation maps zero scores to zero without touching the

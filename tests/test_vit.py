@@ -159,3 +159,18 @@ def test_an_image_run_trains_through_the_runner(tmp_path) -> None:
     assert done["steps"] == 4 and done["tokens"] == 4 * 8 * 17 and 0 <= done["val_top1"] <= 1
     assert done["params"] == sum(formula_params(run.config).values())
     assert (tmp_path / "run" / "final.pt").exists()
+
+
+def test_table4_has_the_papers_three_rows_and_its_two_steps() -> None:
+    from experiments import tokenformer_table4_softmax_ablation as table4
+
+    runs = {r.name: r.config.normalization for r in table4.EXPERIMENT.runs("smoke")}
+    assert runs == {"vit_tokenformer_b16_softmax": "softmax", "vit_tokenformer_b16_gelu_l1_norm": "gelu_l1_norm",
+                    "vit_tokenformer_b16": "l2_norm_gelu"}  # fmt: skip
+    top1 = {"vit_tokenformer_b16_softmax": 0.50, "vit_tokenformer_b16_gelu_l1_norm": 0.52, "vit_tokenformer_b16": 0.531}
+    results = {name: {"val_top1": value} for name, value in top1.items()}
+    steps = {r.row: r for r in table4.EXPERIMENT.report("smoke", results) if r.metric == "top1_delta"}
+    assert steps["gelu_instead_of_exp"].paper == 2.1 and steps["gelu_instead_of_exp"].ours == pytest.approx(2.0)
+    assert steps["l2_instead_of_l1"].paper == 0.8 and steps["l2_instead_of_l1"].ours == pytest.approx(1.1)
+    assert {r.status for r in steps.values()} == {"measured"}  # smoke scale: never compared with the paper
+    assert {r.status for r in table4.step_rows("smoke", {})} == {"not_run"}
