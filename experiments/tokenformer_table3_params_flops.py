@@ -6,8 +6,10 @@ Training FLOPs per token are 3 x the forward matmul FLOPs at the preset's contex
 counted as a dense kernel computes it (QK^T and AV over the whole square).
 
 Erratum: the paper's parameter column gives n_layer * d_token * n for each Q/K/V/output Pattention; a Pattention
-holds n key tokens *and* n value tokens, so the true count is twice that (official issue #12). Those rows show the
-paper's formula in `paper` and the corrected count in `ours`.
+holds n key tokens *and* n value tokens, so the true count is twice that (official issue #12). The same x2 is missing
+from the FLOP column (2 x the parameters per token) and from the totals N and 2N + 2 n_layer n_ctx d: at n = d the
+Tokenformer's N is 12 L d^2 as printed, 16 L d^2 in truth (Tokenformer-150M: 84.9M vs 113.2M). Those rows show the
+paper's formula in `paper` and the corrected value in `ours`.
 """
 
 from __future__ import annotations
@@ -33,61 +35,56 @@ def paper_params(config) -> dict[str, int]:
     return {"qkv": layers * d * 3 * d, "out": layers * d * d, "ffn": layers * 2 * d * config.ffn_dim}
 
 
+def _component_rows(name: str, component: str, printed: int | None, params: int, forward: int, tokenformer: bool,
+                    context: int) -> list[Row]:  # fmt: skip
+    """Parameters and forward FLOPs per token of one component beside Table 3's (its FLOPs are 2 x its parameters)."""
+    paper_flops = None if printed is None else 2 * printed
+    if tokenformer and component in ("qkv", "out"):
+        erratum = "erratum: the paper omits x2 (key and value tokens, issue #12); ours is corrected"
+        statuses, notes = ("differs", "differs"), (erratum, erratum)
+    else:
+        statuses = tuple("analytic" if paper is None else "match" if paper == ours else "analytic"
+                         for paper, ours in ((printed, params), (paper_flops, forward)))  # fmt: skip
+        notes = ("paper formula leaves out biases" if statuses[0] == "analytic" and printed else "", "")
+    return [
+        Row("table3", name, f"params_{component}", printed, params, "parameters", status=statuses[0], note=notes[0]),
+        Row("table3", name, f"forward_flops_per_token_{component}", paper_flops, forward, "FLOPs", status=statuses[1],
+            note=f"{notes[1]}; context {context}".strip("; ")),
+        Row("table3", name, f"train_flops_per_token_{component}", None, 3 * forward, "FLOPs",
+            note=f"context {context}"),
+    ]  # fmt: skip
+
+
 def _preset_rows(name: str) -> list[Row]:
     config = get_config(name)
     with torch.device("meta"):
         params = counted_params(build_model(name))
-    flops = counted_flops(config, config.max_seq_len)
+    flops, context = counted_flops(config, config.max_seq_len), config.max_seq_len
     printed = paper_params(config)
-    is_tokenformer = isinstance(config, TokenformerConfig)
-    rows = []
-    for component in (c for c in COMPONENTS if c != "other"):  # no residual-path variant among these presets
-        paper = printed.get(component)
-        erratum = is_tokenformer and component in ("qkv", "out")
-        if erratum:
-            status, note = (
-                "differs",
-                "erratum: the paper omits x2 (key and value tokens, issue #12); ours is corrected",
-            )
-        else:
-            status = "analytic"
-            note = "" if paper is None or paper == params[component] else "paper formula leaves out biases"
-        rows.append(
-            Row(
-                "table3",
-                name,
-                f"params_{component}",
-                paper,
-                params[component],
-                "parameters",
-                status=status,
-                note=note,
-            )
-        )
-        rows.append(
-            Row(
-                "table3",
-                name,
-                f"train_flops_per_token_{component}",
-                None,
-                3 * flops[component],
-                "FLOPs",
-                note=f"context {config.max_seq_len}",
-            )
-        )
-    rows.append(Row("table3", name, "params_total", None, sum(params.values()), "parameters"))
-    rows.append(
-        Row(
-            "table3",
-            name,
-            "train_flops_per_token_total",
-            None,
-            3 * sum(flops.values()),
-            "FLOPs",
-            note=f"context {config.max_seq_len}",
-        )
-    )
-    return rows
+    tokenformer = isinstance(config, TokenformerConfig)
+    rows = [row for component in COMPONENTS if component != "other"  # no residual-path variant among these presets
+            for row in _component_rows(name, component, printed.get(component), params[component], flops[component],
+                                       tokenformer, context)]  # fmt: skip
+    return [*rows, *_total_rows(name, config, printed, params, flops)]
+
+
+def _total_rows(name: str, config, printed: dict[str, int], params: dict[str, int], flops: dict[str, int]) -> list[Row]:
+    """Table 3's totals: N (the blocks' parameters) and the forward FLOPs per token 2N + 2 n_layer n_ctx d, as the
+    paper's formulas give them and corrected; the Tokenformer's N is 12 L d^2 printed, 16 L d^2 true (at n = d)."""
+    blocks = sum(params[c] for c in ("qkv", "out", "ffn"))
+    attention = 2 * config.n_layer * config.max_seq_len * config.d_model
+    erratum = isinstance(config, TokenformerConfig)
+    status = "differs" if erratum else "analytic"
+    note = "erratum: the missing x2 of Q/K/V and output carries into N and 2N" if erratum else ""
+    n_printed = sum(printed.values())
+    return [
+        Row("table3", name, "params_non_embedding_n", n_printed, blocks, "parameters", status=status, note=note),
+        Row("table3", name, "forward_flops_per_token_2n_plus_attention", 2 * n_printed + attention,
+            2 * blocks + attention, "FLOPs", status=status, note=f"{note}; context {config.max_seq_len}".strip("; ")),
+        Row("table3", name, "params_total", None, sum(params.values()), "parameters"),
+        Row("table3", name, "train_flops_per_token_total", None, 3 * sum(flops.values()), "FLOPs",
+            note=f"counted, dense attention square; context {config.max_seq_len}"),
+    ]  # fmt: skip
 
 
 def report(scale: str, results: dict[str, dict]) -> list[Row]:

@@ -45,6 +45,27 @@ def test_paper_table3_omits_the_factor_two_for_attention_pattentions(name):
     assert ours["ffn"] == printed["ffn"]
 
 
+def test_table3_flop_column_and_totals_carry_the_same_erratum():
+    """Tokenformer-150M (n = d = 768, 12 layers): N is 12 L d^2 = 84.9M as printed and 16 L d^2 = 113.2M in truth;
+    the FLOP column (2 x parameters) and 2N + 2 n_layer n_ctx d follow; the FFN and every Transformer row agree."""
+    from experiments.tokenformer_table3_params_flops import _preset_rows
+
+    rows = {r.metric: r for r in _preset_rows("tokenformer_150m")}
+    layers, d, context = 12, 768, 2048
+    assert rows["params_non_embedding_n"].paper == 12 * layers * d**2 == 84_934_656
+    assert rows["params_non_embedding_n"].ours == 16 * layers * d**2 == 113_246_208
+    assert rows["forward_flops_per_token_2n_plus_attention"].ours == 2 * 16 * layers * d**2 + 2 * layers * context * d
+    assert (
+        rows["forward_flops_per_token_qkv"].ours
+        == 2 * rows["forward_flops_per_token_qkv"].paper
+        == 4 * 3 * layers * d**2
+    )
+    assert {rows[f"forward_flops_per_token_{c}"].status for c in ("qkv", "out")} == {"differs"}
+    assert rows["forward_flops_per_token_ffn"].status == "match"
+    transformer = {r.metric: r for r in _preset_rows("transformer_124m")}
+    assert {transformer[f"forward_flops_per_token_{c}"].status for c in ("qkv", "out", "ffn")} == {"match"}
+
+
 def test_tokenformer_flops_grow_slower_with_length_than_a_widened_transformer():
     """Fig. 5's claim: at fixed d the token-token cost rises less when the model grows by tokens."""
     from modules.flops import train_flops_per_token
