@@ -20,6 +20,16 @@ TOKENFORMER_GROWTH = {"new_keys": "zero", "pin_tau": False}  # as the paper ran 
 PINNED_TAU_GROWTH = {"new_keys": "zero", "pin_tau": True}  # the ablation: exact growth (`modules.tokenformer.grow`)
 NET2NET_GROWTH = {"noise": 1e-3}  # copies must differ, or they receive equal gradients and stay copies
 TOKENS_PER_STEP = 512 * 1024  # the paper's batch of 512 sequences of 1024 tokens
+
+
+def paper_steps() -> dict[str, int]:
+    """Section 4.1 counts steps: 6e5 from scratch ("300B" tokens: 314.6B) and 6e4 per growth stage ("30B": 31.5B),
+    the 15B and 60B stages in proportion; the rounded token counts over the batch would give 4.6% fewer steps."""
+    paper = published("tokenformer")
+    scratch, stage = int(paper[("fig3", "from_scratch", "steps")]), int(paper[("fig3", "growth_stage_30b", "steps")])
+    return {"300b": scratch, "15b": stage // 2, "30b": stage, "60b": 2 * stage}
+
+
 PPL_TOLERANCE = 0.03  # relative; the paper's values are read off plots to about +-0.2 perplexity
 
 
@@ -53,16 +63,16 @@ def scale_spec(scale: str) -> dict:
     return {
         "tokenformer": [{} for _ in SIZES],
         "transformer": [{} for _ in SIZES],
-        "full": paper_budget(300e9),
-        "stage": {f"{b}b": paper_budget(b * 1e9) for b in (15, 30, 60)},
+        "full": paper_budget(paper_steps()["300b"]),
+        "stage": {label: paper_budget(steps) for label, steps in paper_steps().items() if label != "300b"},
         "corpus": "openwebtext",
     }
 
 
-def paper_budget(tokens: float, **changes: Any) -> Budget:
-    """The paper's schedule: batch 512 x 1024, lr 6e-4, 2000 warmup steps, cosine to zero, for `tokens` tokens."""
-    budget = Budget(steps=round(tokens / TOKENS_PER_STEP), batch_size=512, seq_len=1024, warmup_steps=2000,
-                    min_lr_ratio=0.0, val_every=5000, val_windows=2048, micro_batch=16)  # fmt: skip
+def paper_budget(steps: int, **changes: Any) -> Budget:
+    """The paper's schedule: batch 512 x 1024, lr 6e-4, 2000 warmup steps, cosine to zero, for `steps` steps."""
+    budget = Budget(steps=steps, batch_size=512, seq_len=1024, warmup_steps=2000, min_lr_ratio=0.0, val_every=5000,
+                    val_windows=2048, micro_batch=16)  # fmt: skip
     return dataclasses.replace(budget, **changes)
 
 

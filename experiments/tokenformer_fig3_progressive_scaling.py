@@ -8,8 +8,8 @@ every size with the full budget and with the per-stage budget. Reported: validat
 training compute per stage and cumulated along the growth chain.
 
 Paper scale: 12 x 768 Tokenformers with 576 -> 2140 -> 4850 -> 9232 tokens, Transformers 124M-1.4B, OpenWebText
-with the GPT-NeoX tokenizer, batch 512 x 1024, lr 6e-4, 2000 warmup steps, cosine to zero; 300B tokens for the
-first stage and for the full-budget Transformers, 15B, 30B or 60B per growth stage.
+with the GPT-NeoX tokenizer, batch 512 x 1024, lr 6e-4, 2000 warmup steps, cosine to zero; 6e5 steps ("300B" tokens) for
+the first stage and for the full-budget Transformers, 3e4, 6e4 or 1.2e5 steps ("15B, 30B or 60B") per growth stage.
 """
 
 from __future__ import annotations

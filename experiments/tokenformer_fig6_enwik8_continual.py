@@ -8,7 +8,7 @@ trains one epoch of enwik8 (GPT-NeoX tokens of the XML) at a constant lr of 6e-4
 1024. Reported: the validation loss on enwik8 of the 354M model and of the grown one before any training, the final
 losses, bits per byte on enwik8's validation and test splits, and the loss curves.
 
-The pre-training budget is not in the material this suite was built from: 30B tokens on the paper's schedule.
+The pre-training budget is not in the material this suite was built from: 6e4 steps ("30B"), a growth stage of §4.1.
 Smoke scale stands in gensim's Wikipedia XML excerpt (enwik8's format) for enwik8 and trains a few steps.
 """
 
@@ -48,7 +48,7 @@ def _spec(scale: str) -> tuple[dict, Budget, str, Budget]:
         corpus = "enwik8" if (default_data_root() / "enwik8").exists() else "embedded_wiki"
         return spec, spec["full"], corpus, _epoch(corpus, dataclasses.replace(spec["full"], val_every=20, **constant))
     continual = progressive.paper_budget(0, lr=6e-4, val_every=10, checkpoint_every=10, **constant)
-    return spec, progressive.paper_budget(30e9), "enwik8", _epoch("enwik8", continual)
+    return spec, progressive.paper_budget(progressive.paper_steps()["30b"]), "enwik8", _epoch("enwik8", continual)
 
 
 def plan_note(scale: str) -> str:

@@ -5,9 +5,9 @@ data, learning rate and budgets: the Tokenformer by appending parameter tokens (
 paper), the Transformer by Net2Net widening (`modules.net2net.widen`, exact before the symmetry-breaking noise of
 1e-3).
 
-Paper scale: OpenWebText with the GPT-NeoX tokenizer, batch 512 x 1024, lr 6e-4 with 2000 warmup steps and cosine
-to zero at every stage; 300B tokens for the first stage and 30B per growth stage, as in Fig. 3 (the material this
-suite was built from does not state Fig. 7's budgets, so they are Fig. 3's).
+Paper scale: OpenWebText with the GPT-NeoX tokenizer, batch 512 x 1024, lr 6e-4 with 2000 warmup steps and cosine to
+zero at every stage; 6e5 steps ("300B") for the first stage and 6e4 ("30B") per growth stage, as in Fig. 3 (the
+material this suite was built from does not state Fig. 7's budgets, so they are Fig. 3's).
 """
 
 from __future__ import annotations

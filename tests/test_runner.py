@@ -95,7 +95,7 @@ def test_list_and_dry_run_at_paper_scale(capsys):
     assert "tokenformer_757m_30b" in listing and "grown from tokenformer_354m_30b" in listing
     main(fig3.EXPERIMENT, ["--scale", "paper", "--dry-run", "--devices", "8"])
     plan = capsys.readouterr().out
-    assert "354,190,848" in plan and "572,205" in plan  # 354M params; 300B tokens / (512 x 1024)
+    assert "354,190,848" in plan and "600,000" in plan  # 354M params; section 4.1's 6e5 steps
 
 
 def test_report_before_any_run_marks_rows_not_run(tmp_path):
@@ -119,7 +119,10 @@ def test_results_csv_has_the_design_columns_and_report_md(tmp_path):
 def test_table3_shows_the_erratum_and_table8_matches_the_published_configs():
     rows = table3.report("smoke", {})
     erratum = [r for r in rows if r.status == "differs"]
-    assert erratum and all(r.ours == 2 * r.paper and r.metric in ("params_qkv", "params_out") for r in erratum)
+    components = [r for r in erratum if r.metric.endswith(("_qkv", "_out"))]
+    assert components and all(r.ours == 2 * r.paper for r in components)  # the missing x2 (issue #12)
+    totals = {r.metric for r in erratum} - {r.metric for r in components}
+    assert totals == {"params_non_embedding_n", "forward_flops_per_token_2n_plus_attention"}
     variants = table8.report("smoke", {})
     assert variants and all(r.status in ("match", "analytic") for r in variants)
     exact = next(r for r in variants if r.metric == "params_exact")
@@ -172,7 +175,7 @@ def test_fig6_and_fig7_plans_at_paper_scale(capsys):
     plan = capsys.readouterr().out
     for params in ("354,190,848", "353,822,720", "753,796,608", "757,226,496"):  # both families, within 1%
         assert params in plan
-    assert "57,220" in plan and "one epoch of enwik8" in plan  # 30B / (512 x 1024) pre-training steps
+    assert "60,000" in plan and "one epoch of enwik8" in plan  # section 4.1's 6e4 steps per stage
     runs = {r.name: r for r in fig6.runs("paper")}
     assert runs["tokenformer_757m_enwik8_random_keys"].grow_options["new_keys"] == "random"
     assert runs["tokenformer_757m_enwik8_pinned_tau"].grow_options["pin_tau"] is True
