@@ -40,18 +40,20 @@ TOKEN_FIELDS = ("qkv_tokens", "proj_tokens", "ffn_tokens")
 TAU_FIELDS = ("tau_qkv_tokens", "tau_proj_tokens", "tau_ffn_tokens")
 
 
-def normalize_scores(scores: Tensor, normalization: str, tau_tokens: int, eps: float = 0.0) -> Tensor:
-    """Theta of paper Eq. 4 over the last dim of `scores` (= X K_P^T), with tau from `tau_tokens`. A row of zero
-    scores (all-zero keys, or a zero input) stays zero even with eps 0, where the formula would give 0 / 0."""
+def normalize_scores(scores: Tensor, normalization: str, tau_tokens: int, eps: float = 0.0,
+                     gelu: Literal["none", "tanh"] = "none") -> Tensor:  # fmt: skip
+    """Theta of paper Eq. 4 over the last dim of `scores` (= X K_P^T), with tau from `tau_tokens` and GELU exact or
+    `tanh` (the TPU code's Flax default). A row of zero scores (all-zero keys, or a zero input) stays zero even with
+    eps 0, where the formula would give 0 / 0."""
     if normalization == "l2_norm_gelu":
         norm = torch.linalg.vector_norm(scores, dim=-1, keepdim=True)
-        return F.gelu(scores * (math.sqrt(tau_tokens) / _nonzero(norm + eps)))
+        return F.gelu(scores * (math.sqrt(tau_tokens) / _nonzero(norm + eps)), approximate=gelu)
     if normalization == "gelu_l2_norm":
-        activated = F.gelu(scores)
+        activated = F.gelu(scores, approximate=gelu)
         norm = torch.linalg.vector_norm(activated, dim=-1, keepdim=True)
         return activated * (math.sqrt(tau_tokens) / _nonzero(norm + eps))
     if normalization == "gelu_l1_norm":  # softmax's n exp(A) / ||exp(A)||_1 with GELU for exp: Table 4's middle row
-        activated = F.gelu(scores)
+        activated = F.gelu(scores, approximate=gelu)
         norm = torch.linalg.vector_norm(activated, ord=1, dim=-1, keepdim=True)
         return activated * (tau_tokens / _nonzero(norm + eps))
     if normalization == "softmax":
@@ -75,10 +77,11 @@ class Pattention(nn.Module):
         eps: float = 0.0,
         tau_tokens: int | None = None,
         kernel: Kernel = "auto",
+        gelu: Literal["none", "tanh"] = "none",
     ) -> None:
         super().__init__()
         check_kernel(kernel)
-        self.kernel = kernel
+        self.kernel, self.gelu = kernel, gelu
         if normalization not in NORMALIZATIONS:
             raise ValueError(f"normalization={normalization!r}; allowed: {', '.join(NORMALIZATIONS)}")
         if num_param_tokens <= 0:
@@ -96,8 +99,8 @@ class Pattention(nn.Module):
         return self.tau_tokens or self.num_param_tokens
 
     def fused(self, x: Tensor) -> bool:
-        """Whether forward(x) runs the Triton kernel (only `l2_norm_gelu` has one)."""
-        return self.normalization == "l2_norm_gelu" and use_triton(self.kernel, x)
+        """Whether forward(x) runs the Triton kernel (only `l2_norm_gelu` with the exact GELU has one)."""
+        return self.normalization == "l2_norm_gelu" and self.gelu == "none" and use_triton(self.kernel, x)
 
     def forward(self, x: Tensor) -> Tensor:
         if self.fused(x):
@@ -105,7 +108,7 @@ class Pattention(nn.Module):
 
             return pattention(x, self.key_param_tokens, self.value_param_tokens, self.tau, self.eps)
         scores = x @ self.key_param_tokens.T
-        return normalize_scores(scores, self.normalization, self.tau, self.eps) @ self.value_param_tokens
+        return normalize_scores(scores, self.normalization, self.tau, self.eps, self.gelu) @ self.value_param_tokens
 
     def extra_repr(self) -> str:
         d_in, d_out = self.key_param_tokens.shape[1], self.value_param_tokens.shape[1]
@@ -136,13 +139,20 @@ class QKVPattention(nn.Module):
 
 @dataclasses.dataclass(frozen=True)
 class TokenformerConfig(DecoderConfig):
-    """Tokenformer; token counts per Pattention, and optional tau pins (None: tau from the current count)."""
+    """Tokenformer; token counts per Pattention, and optional tau pins (None: tau from the current count).
+
+    `numerics`: the official code the model follows where its two codebases differ. "gpu" (Megatron, the Pile models
+    of Table 1): exact GELU, embeddings N(0, init_std), Pattention eps 0, logits as computed. "tpu" (MaxText, which
+    ran Figs. 3, 4 and 7): tanh GELU (Flax's default), embeddings N(0, 1), eps 1e-5, logits / sqrt(d_model)
+    (`normalize_embedding_logits`). `pattention_eps` overrides the eps of either.
+    """
 
     qkv_tokens: int = 768
     proj_tokens: int = 768
     ffn_tokens: int = 3072
     normalization: Normalization = "l2_norm_gelu"
-    pattention_eps: float = 0.0
+    pattention_eps: float | None = None
+    numerics: Literal["gpu", "tpu"] = "gpu"
     kernel: Kernel = "auto"  # l2_norm_gelu Pattention: fused Triton (kernels/pattention.py) or eager PyTorch
     tau_qkv_tokens: int | None = None
     tau_proj_tokens: int | None = None
@@ -153,17 +163,26 @@ class TokenformerConfig(DecoderConfig):
         super().__post_init__()
         if self.normalization not in NORMALIZATIONS:
             raise ValueError(f"normalization={self.normalization!r}; allowed: {', '.join(NORMALIZATIONS)}")
+        if self.numerics not in ("gpu", "tpu"):
+            raise ValueError(f"numerics={self.numerics!r}; allowed: 'gpu', 'tpu'")
         for name in (*TOKEN_FIELDS, *TAU_FIELDS):
             value = getattr(self, name)
             if value is not None and value <= 0:
                 raise ValueError(f"{name}={value} must be positive")
 
+    @property
+    def eps(self) -> float:
+        """The Pattention eps: `pattention_eps`, else the numerics' own (TPU code 1e-5, GPU code 0)."""
+        return self.pattention_eps if self.pattention_eps is not None else (1e-5 if self.numerics == "tpu" else 0.0)
+
 
 class Tokenformer(DecoderLM):
     def __init__(self, config: TokenformerConfig) -> None:
+        gelu = "tanh" if config.numerics == "tpu" else "none"
+
         def pattention(tokens: int, tau: int | None) -> Pattention:
             d = config.d_model
-            return Pattention(d, d, tokens, config.normalization, config.pattention_eps, tau, config.kernel)
+            return Pattention(d, d, tokens, config.normalization, config.eps, tau, config.kernel, gelu)
 
         def make_block(_: int, rotary: RotaryEmbedding | None) -> nn.Module:
             qkv = QKVPattention(lambda: pattention(config.qkv_tokens, config.tau_qkv_tokens))
@@ -173,12 +192,16 @@ class Tokenformer(DecoderLM):
             return PreNormBlock(attn, pattention(config.ffn_tokens, config.tau_ffn_tokens), config)
 
         super().__init__(config, make_block)
+        if config.numerics == "tpu":
+            self.logit_multiplier = 1 / math.sqrt(config.d_model)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """Official init: keys and embedding N(0, init_std); values "wang_init" N(0, (2 / (L sqrt(d)))^2)."""
+        """Official init: keys and embedding N(0, init_std) (the TPU code's embedding N(0, 1)); values "wang_init"
+        N(0, (2 / (L sqrt(d)))^2)."""
         value_std = 2.0 / (self.config.n_layer * math.sqrt(self.config.d_model))
-        nn.init.normal_(self.token_embedding.weight, 0.0, self.config.init_std)
+        embedding_std = 1.0 if self.config.numerics == "tpu" else self.config.init_std
+        nn.init.normal_(self.token_embedding.weight, 0.0, embedding_std)
         for module in (self.position_embedding, self.lm_head):
             if module is not None:
                 nn.init.normal_(module.weight, 0.0, self.config.init_std)
@@ -240,13 +263,11 @@ def _pile(n_layer: int, d: int, n_head: int) -> TokenformerConfig:
 
 
 def _progressive(tokens: int) -> TokenformerConfig:
-    """Paper's OpenWebText family (TPU code): 12 x 768, one count n for Q/K/V/O, 4n for the FFN, no positions.
-
-    Numerics stay the GPU code's (init, exact GELU, no eps, logits not divided by sqrt(d)), not the TPU code's.
-    """
-    return TokenformerConfig(
-        max_seq_len=1024, position="none", qkv_tokens=tokens, proj_tokens=tokens, ffn_tokens=4 * tokens
-    )
+    """Paper's OpenWebText family (TPU code): 12 x 768, one count n for Q/K/V/O, 4n for the FFN, no positions, and
+    the TPU code's numerics (tanh GELU, N(0, 1) embeddings, eps 1e-5, logits / sqrt(d)); its other differences (fan-in
+    key and value init, query pre-scaling) are not reproduced."""
+    return TokenformerConfig(max_seq_len=1024, position="none", qkv_tokens=tokens, proj_tokens=tokens,
+                             ffn_tokens=4 * tokens, numerics="tpu")  # fmt: skip
 
 
 def _owt2(tokens: int) -> TokenformerConfig:

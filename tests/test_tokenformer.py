@@ -9,7 +9,7 @@ from conftest import TINY_TOKENFORMER
 from experiments.grow import grow_checkpoint_cli
 from modules import build_model, get_config
 from modules.lm import LanguageModel, load_lm_checkpoint, load_weights, save_lm_checkpoint
-from modules.tokenformer import Tokenformer, grow
+from modules.tokenformer import Pattention, Tokenformer, grow
 
 
 def _pattention(x, keys, values, tau=None):
@@ -172,3 +172,25 @@ def test_a_checkpoint_that_does_not_fit_names_the_tensor():
         r"model has \(20, 32\)",
     ):
         load_weights(big, small.state_dict(), "ckpt")
+
+
+def test_tpu_numerics_are_tanh_gelu_eps_scaled_logits_and_unit_embeddings():
+    """The TPU code (Figs. 3/4/7) against the GPU code (Table 1), same weights: the TPU model equals the GPU one with
+    each Pattention's GELU made tanh and eps 1e-5 and the logits divided by sqrt(d); embeddings start N(0, 1)."""
+    gpu = Tokenformer(_tiny(qkv_tokens=8, proj_tokens=8, ffn_tokens=32, numerics="gpu")).double()
+    tpu = Tokenformer(_tiny(qkv_tokens=8, proj_tokens=8, ffn_tokens=32, numerics="tpu")).double()
+    assert tpu.token_embedding.weight.std().item() == pytest.approx(1.0, rel=0.1)
+    assert gpu.token_embedding.weight.std().item() < 0.03
+    tpu.load_state_dict(gpu.state_dict())
+    idx = torch.randint(0, 97, (2, 16))
+    assert (tpu(idx) - gpu(idx)).abs().max() > 1e-3
+    for layer in gpu.modules():
+        if isinstance(layer, Pattention):
+            layer.gelu, layer.eps = "tanh", 1e-5
+    gpu.logit_multiplier = 1 / math.sqrt(32)
+    torch.testing.assert_close(tpu(idx), gpu(idx), rtol=1e-12, atol=1e-12)
+    assert get_config("tokenformer_354m").numerics == "tpu" and get_config("tokenformer_150m").numerics == "gpu"
+    assert get_config("tokenformer_354m").eps == 1e-5 and get_config("tokenformer_150m").eps == 0.0
+    assert get_config("tokenformer_354m", pattention_eps=1e-6).eps == 1e-6
+    with pytest.raises(TypeError, match="numerics='cpu'"):
+        get_config("tokenformer_150m", numerics="cpu")
