@@ -115,9 +115,12 @@ def _load_pile(root: Path) -> Documents:
     return _hub_text(root / "pile", "EleutherAI/the_pile_deduplicated", None, 0.001, 1234)
 
 
+OPENWEBTEXT_HELD_OUT = 0.05  # both papers hold out 5% of OpenWebText's documents (it ships a train split only)
+
+
 def _load_openwebtext(root: Path) -> Documents:
     """OpenWebText with the paper's random 5% validation split; local files under `<root>/openwebtext/` first."""
-    return _hub_text(root / "openwebtext", "Skylion007/openwebtext", None, 0.05, 2357)
+    return _hub_text(root / "openwebtext", "Skylion007/openwebtext", None, OPENWEBTEXT_HELD_OUT, 2357)
 
 
 LLMC_MAGIC = 20240520

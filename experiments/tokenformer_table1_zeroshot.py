@@ -103,12 +103,20 @@ def average_rows(paper: dict[tuple[str, str, str], float]) -> list[Row]:
     return rows
 
 
+def steps_row(paper: dict[tuple[str, str, str], float]) -> Row:
+    """App. F's step count for the Pile models beside the released configs' (the budget every run here takes)."""
+    printed = paper[("appF", "pile_models", "train_steps")]
+    return Row("appF", "pile_models", "train_steps", printed, PILE.steps, "steps", status="differs",
+               note="erratum: App. F prints 14,300; the released configs and model cards train 143,000 steps "
+               "(about 300B tokens)")  # fmt: skip
+
+
 def report(scale: str, results: dict[str, dict]) -> list[Row]:
     note = scale_note(scale)
     pile = {"pile_ppl": "pile" if scale == "paper" else "embedded_news"}
     pile_note = "held-out Pile, 2048-token windows" if scale == "paper" else "embedded news standing in for the Pile"
     paper = published("tokenformer")
-    rows = _cited_rows(paper) + average_rows(paper)
+    rows = [*_cited_rows(paper), *average_rows(paper), steps_row(paper)]
     for run in runs(scale):
         if run.name not in results:
             rows.append(Row("table1", run.name, "lambada_acc", None, None, "%", run.name, "not_run", note))

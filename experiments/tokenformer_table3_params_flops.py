@@ -14,13 +14,15 @@ paper's formula in `paper` and the corrected value in `ours`.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from experiments.results import Row
 from experiments.runner import Experiment, main
 from modules import build_model, get_config, list_models
 from modules.flops import COMPONENTS, counted_flops, counted_params
-from modules.tokenformer import TokenformerConfig
+from modules.tokenformer import TokenformerConfig, normalize_scores
 
 
 def paper_params(config) -> dict[str, int]:
@@ -87,8 +89,29 @@ def _total_rows(name: str, config, printed: dict[str, int], params: dict[str, in
     ]  # fmt: skip
 
 
+def tau_inside_row() -> Row:
+    """Eqs. 4-5 as printed put tau inside the L2 normalisation, where it cancels: GELU(tau A / ||tau A||) is
+    GELU(A / ||A||) for any tau. App. A's Eq. 17, the talk and both codes scale outside, GELU(tau A / ||A||)."""
+    scores = torch.randn(4, 64, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    tau = math.sqrt(scores.shape[-1])
+    inside = torch.nn.functional.gelu(tau * scores / torch.linalg.vector_norm(tau * scores, dim=-1, keepdim=True))
+    without = torch.nn.functional.gelu(scores / torch.linalg.vector_norm(scores, dim=-1, keepdim=True))
+    outside = normalize_scores(scores, "l2_norm_gelu", scores.shape[-1])
+    return Row(
+        "eq4",
+        "tau_inside_l2_norm",
+        "max_change_from_tau",
+        None,
+        (inside - without).abs().max().item(),
+        status="differs",
+        note="erratum: with tau inside the norm (Eqs. 4-5 as printed) tau changes nothing; "
+        f"outside (App. A Eq. 17, the code) it moves the output by {(outside - without).abs().max():.3f}",
+    )
+
+
 def report(scale: str, results: dict[str, dict]) -> list[Row]:
-    return [row for name in list_models("transformer_") + list_models("tokenformer_") for row in _preset_rows(name)]
+    presets = list_models("transformer_") + list_models("tokenformer_")
+    return [*(row for name in presets for row in _preset_rows(name)), tau_inside_row()]
 
 
 EXPERIMENT = Experiment(

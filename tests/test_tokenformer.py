@@ -194,3 +194,16 @@ def test_tpu_numerics_are_tanh_gelu_eps_scaled_logits_and_unit_embeddings():
     assert get_config("tokenformer_354m", pattention_eps=1e-6).eps == 1e-6
     with pytest.raises(TypeError, match="numerics='cpu'"):
         get_config("tokenformer_150m", numerics="cpu")
+
+
+def test_paper_errata_on_tau_placement_steps_and_the_openwebtext_split():
+    from datamodules.corpora import OPENWEBTEXT_HELD_OUT
+    from experiments import tokenformer_table1_zeroshot as table1
+    from experiments import tokenformer_table3_params_flops as table3
+    from experiments.results import published
+
+    tau = table3.tau_inside_row()  # Eqs. 4-5 as printed: tau inside the norm cancels
+    assert tau.ours < 1e-12 and tau.status == "differs" and "moves the output by 2." in tau.note
+    steps = table1.steps_row(published("tokenformer"))
+    assert steps.paper == 14_300 and steps.ours == 143_000 == table1.PILE.steps and steps.status == "differs"
+    assert OPENWEBTEXT_HELD_OUT == published("tokenformer")[("fig3", "openwebtext", "held_out_fraction")]
