@@ -174,3 +174,12 @@ def test_table4_has_the_papers_three_rows_and_its_two_steps() -> None:
     assert steps["l2_instead_of_l1"].paper == 0.8 and steps["l2_instead_of_l1"].ours == pytest.approx(1.1)
     assert {r.status for r in steps.values()} == {"measured"}  # smoke scale: never compared with the paper
     assert {r.status for r in table4.step_rows("smoke", {})} == {"not_run"}
+
+
+def test_paper_budgets_follow_maes_recipe_per_size() -> None:
+    """MAE's from-scratch recipe trains ViT-B 300 epochs and ViT-L 200 (313 steps of 4096 images each)."""
+    from experiments import tokenformer_table2_imagenet as table2
+
+    steps = {r.name: r.budget.steps for r in table2.EXPERIMENT.runs("paper")}
+    assert {steps[n] for n in steps if "b16" in n} == {300 * 313} and {steps[n] for n in steps if "l16" in n} == {
+        200 * 313}  # fmt: skip
