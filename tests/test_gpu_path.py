@@ -100,7 +100,7 @@ COMPILED = {
     "transformer": ("transformer_124m", TINY_TRANSFORMER | {"vocab_size": 97}),
     "transformer_rmt_paper": ("transformer_rmt_49m", TINY_TRANSFORMER | {"vocab_size": 97}),
     "tokenformer_torch": ("tokenformer_124m", TINY_TOKENFORMER | {"kernel": "torch"}),
-    "tokenformer_triton": ("tokenformer_124m", TINY_TOKENFORMER | {"kernel": "triton"}),
+    "tokenformer_triton": ("tokenformer_124m", TINY_TOKENFORMER | {"kernel": "triton", "numerics": "gpu"}),
     "rmt_torch": ("rmt_46m", TINY_RMT | {"kernel": "torch"}),
     "rmt_triton": ("rmt_46m", TINY_RMT | {"kernel": "triton"}),
     "rmt_official_triton": ("rmt_46m", TINY_RMT | {"kernel": "triton", "norm": "rmsnorm", "position": "alibi"}),

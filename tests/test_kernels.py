@@ -91,7 +91,9 @@ def test_module_dispatch_and_a_tokenformer_give_the_same_loss_and_gradients_with
         return op(*args)
 
     monkeypatch.setattr(fused, "pattention_op", counting_op)
-    models = {k: build_model("tokenformer_124m", **TINY_TOKENFORMER, kernel=k) for k in ("torch", "triton")}
+    models = {
+        k: build_model("tokenformer_124m", **TINY_TOKENFORMER, kernel=k, numerics="gpu") for k in ("torch", "triton")
+    }
     models["triton"].load_state_dict(models["torch"].state_dict())
     idx = torch.randint(0, 97, (2, 11))
     results = {}
