@@ -5,11 +5,13 @@ random new values, tau following the new token count as the paper's runs did, so
 measured per stage as `val_loss_change_at_growth`), each stage trained on far fewer tokens. An ablation chain at the
 first stage budget pins tau (exact growth; see `modules.tokenformer.grow`). Transformers are trained from scratch at
 every size with the full budget and with the per-stage budget. Reported: validation perplexity per stage, and
-training compute per stage and cumulated along the growth chain.
+training compute per stage and cumulated along the growth chain, in FLOPs: the paper's x-axis is TPU-v4 hours, and it
+gives no rate to convert them (the TPU code's throughput is not reported), so its cost axis is not reproduced.
 
 Paper scale: 12 x 768 Tokenformers with 576 -> 2140 -> 4850 -> 9232 tokens, Transformers 124M-1.4B, OpenWebText
-with the GPT-NeoX tokenizer, batch 512 x 1024, lr 6e-4, 2000 warmup steps, cosine to zero; 6e5 steps ("300B" tokens) for
-the first stage and for the full-budget Transformers, 3e4, 6e4 or 1.2e5 steps ("15B, 30B or 60B") per growth stage.
+with the GPT-NeoX tokenizer, batch 512 x 1024, lr 6e-4, 2000 warmup steps, cosine to zero; 6e5 steps ("300B"
+tokens) for the first stage and for the full-budget Transformers, 3e4, 6e4 or 1.2e5 steps ("15B, 30B or 60B") per
+growth stage.
 """
 
 from __future__ import annotations

@@ -3,9 +3,10 @@
 The Tokenformer grows 2140 -> 4850 parameter tokens (paper appendix E) with the paper's zero-initialised new keys
 and tau recomputed from the new counts, as the paper's runs (the official code); two extra rows show what the
 paper's claim that growth "preserves the distribution" depends on: random new keys (the released code) and tau
-pinned to the old counts (the exact variant). The Transformer grows 354M -> 757M by Net2Net. Every grown model
-trains one epoch of enwik8 (GPT-NeoX tokens of the XML) at a constant lr of 6e-4 with a fresh AdamW, batch 512 x
-1024. Reported: the validation loss on enwik8 of the 354M model and of the grown one before any training, the final
+pinned to the old counts (the exact variant). The Transformer grows 354M -> 757M by Net2Net (function-preserving: a
+stronger baseline than the paper's Eq. 14, see `tokenformer_fig7_net2net_scaling`). Every grown model trains one
+epoch of enwik8 (GPT-NeoX tokens of the XML) at a constant lr of 6e-4 with a fresh AdamW, batch 512 x 1024.
+Reported: the validation loss on enwik8 of the 354M model and of the grown one before any training, the final
 losses, bits per byte on enwik8's validation and test splits, and the loss curves.
 
 The pre-training budget is not in the material this suite was built from: 6e4 steps ("30B"), a growth stage of §4.1.

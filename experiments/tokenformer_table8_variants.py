@@ -1,8 +1,9 @@
 """Tokenformer Table 8 (model variants): every preset's configuration and parameter count beside the paper's.
 
-Parameter counts are counted on the instantiated model (meta device). The paper names sizes by rounded labels
-("1.5B" is 1,587,219,456 with tied embeddings), so those rows are compared within 6%; configuration fields and the
-150M training log's exact count must match exactly.
+Parameter counts are counted on the instantiated model (meta device). The paper names sizes by rounded labels, so
+those rows are compared within 2% (as the RMT paper's); "1.5B" is the one label further off: the released model has
+1,587,219,456 parameters with tied embeddings, 5.8% more, a row that differs. Configuration fields and the 150M
+training log's exact count must match exactly.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from experiments.results import Row, published
 from experiments.runner import Experiment, main
 from modules import build_model, get_config, list_models
 
-LABEL_TOLERANCE = 0.06
+LABEL_TOLERANCE = 0.02
 
 
 def report(scale: str, results: dict[str, dict]) -> list[Row]:
@@ -55,6 +56,8 @@ def report(scale: str, results: dict[str, dict]) -> list[Row]:
             else ""
         )
         note = f"{shape}{tokens} pos={config.position} tied={config.tie_embeddings}; paper gives a rounded label"
+        if status == "differs":
+            note += f": {params / label - 1:+.1%} from it"
         rows.append(Row("table8", name, "params", label, params, "parameters", status=status, note=note))
     return rows
 

@@ -124,7 +124,8 @@ def test_table3_shows_the_erratum_and_table8_matches_the_published_configs():
     totals = {r.metric for r in erratum} - {r.metric for r in components}
     assert totals == {"params_non_embedding_n", "forward_flops_per_token_2n_plus_attention", "max_change_from_tau"}
     variants = table8.report("smoke", {})
-    assert variants and all(r.status in ("match", "analytic") for r in variants)
+    off = [(r.row, r.metric) for r in variants if r.status not in ("match", "analytic")]
+    assert off == [("tokenformer_1_5b", "params")]  # the "1.5B" label is 5.8% below the released 1,587,219,456
     exact = next(r for r in variants if r.metric == "params_exact")
     assert exact.ours == exact.paper == 151_881_216
 
