@@ -159,11 +159,33 @@ def experiment(name: str, description: str, table: str, runs: Callable[[str], li
 
 
 def figure(title: str, runs: list[Run], results: dict[str, dict], path: Path) -> None:
-    """Perplexity against training FLOPs: each growth chain cumulated along the chain, from-scratch runs alone."""
-    plt = pyplot()
+    """Left (Fig. 3): perplexity against training FLOPs, each growth chain cumulated along the chain, from-scratch runs
+    alone. Right (Fig. 4): perplexity per stage against parameters, each stage budget's grown chain beside the
+    Transformers trained from scratch on that same budget."""
+    fig, (ax, per_stage) = pyplot().subplots(1, 2, figsize=(12, 4.2))
+    _cost_panel(ax, runs, results, title)
+    _stage_panel(per_stage, runs, results)
+    save_figure(fig, path)
+
+
+def _stage_panel(ax: Any, runs: list[Run], results: dict[str, dict]) -> None:
+    series: dict[str, list[tuple[float, float]]] = {}
+    labels = {r.name.rsplit("_", 1)[1] for r in runs if r.grow_from}
+    for run in runs:
+        family, label = run.model.split("_")[0].capitalize(), run.name.rsplit("_", 1)[1]
+        if label in labels and run.name in results:
+            how = "grown" if run.grow_from else "from scratch"
+            series.setdefault(f"{family} {how} ({label})", []).append(
+                (results[run.name]["params"], results[run.name]["val_ppl"]))  # fmt: skip
+    for key, points in series.items():
+        ax.plot(*zip(*sorted(points), strict=True), "-o" if "grown" in key else "--s", markersize=4, label=key)
+    ax.set(xscale="log", yscale="log", xlabel="parameters", ylabel="validation perplexity",
+           title="per stage, same tokens per stage (Fig. 4)")  # fmt: skip
+
+
+def _cost_panel(ax: Any, runs: list[Run], results: dict[str, dict], title: str) -> None:
     by_name = {r.name: r for r in runs}
     grown_from = {r.grow_from for r in runs}
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
     scratch: dict[str, list[tuple[float, float]]] = {}
     for run in runs:
         family, label = run.model.split("_")[0].capitalize(), run.name.rsplit("_", 1)[1]
@@ -182,4 +204,3 @@ def figure(title: str, runs: list[Run], results: dict[str, dict], path: Path) ->
         ax.plot(*zip(*sorted(points), strict=True), "--s", markersize=4, label=key)
     ax.set(xscale="log", yscale="log", xlabel="training FLOPs (cumulative along a growth chain)",
            ylabel="validation perplexity", title=title)  # fmt: skip
-    save_figure(fig, path)

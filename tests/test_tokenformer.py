@@ -207,3 +207,15 @@ def test_paper_errata_on_tau_placement_steps_and_the_openwebtext_split():
     steps = table1.steps_row(published("tokenformer"))
     assert steps.paper == 14_300 and steps.ours == 143_000 == table1.PILE.steps and steps.status == "differs"
     assert OPENWEBTEXT_HELD_OUT == published("tokenformer")[("fig3", "openwebtext", "held_out_fraction")]
+
+
+def test_progressive_figure_draws_fig3_and_fig4_panels(tmp_path):
+    from experiments import tokenformer_fig3_progressive_scaling as fig3
+
+    runs = fig3.runs("smoke")
+    results = {
+        r.name: {"val_ppl": 100.0 / (i + 1), "params": 1e6 * (i + 1), "val_loss": 1.0} for i, r in enumerate(runs)
+    }
+    fig3.EXPERIMENT.figure("smoke", results, tmp_path / "fig.png")
+    assert (tmp_path / "fig.png").stat().st_size > 20_000
+    assert {r.name.rsplit("_", 1)[1] for r in runs if r.grow_from} == {"short", "shortpinned"}  # Fig. 4's stage budgets
