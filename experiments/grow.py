@@ -16,7 +16,7 @@ from torch import nn
 
 from modules import get_config
 from modules.lm import load_lm_checkpoint, save_lm_checkpoint
-from modules.net2net import widen
+from modules.net2net import widen, widen_with_new_parameters
 from modules.registry import preset_overrides
 from modules.tokenformer import TAU_FIELDS, TOKEN_FIELDS, Tokenformer, grow
 from modules.transformer import Transformer
@@ -25,12 +25,23 @@ WIDTH_FIELDS = ("d_model", "n_head", "d_ff", "norm_eps", "tie_embeddings")
 
 
 def grow_model(
-    model: nn.Module, target, new_keys: str = "zero", pin_tau: bool = False, noise: float = 0.0, seed: int = 0
+    model: nn.Module,
+    target,
+    new_keys: str = "zero",
+    pin_tau: bool = False,
+    noise: float = 0.0,
+    seed: int = 0,
+    net2net: str = "exact",
 ) -> nn.Module:
     """A Tokenformer grows tokens (`new_keys`, `pin_tau`); a Transformer widens by Net2Net (`noise`, copies from
-    `seed`)."""
+    `seed`), exactly (`net2net="exact"`) or as the Tokenformer paper's Eq. 14 has it (`"new_parameters"`)."""
+    if net2net not in ("exact", "new_parameters"):
+        raise ValueError(f"net2net={net2net!r}; allowed: 'exact', 'new_parameters'")
     if isinstance(model, Tokenformer):
         return grow(model, target, new_keys=new_keys, pin_tau=pin_tau)
+    if isinstance(model, Transformer) and net2net == "new_parameters":
+        torch.manual_seed(seed)  # the new blocks' init
+        return widen_with_new_parameters(model, target)
     if isinstance(model, Transformer):
         return widen(model, target, noise=noise, generator=torch.Generator().manual_seed(seed))
     raise TypeError(f"{type(model).__name__} cannot grow; Tokenformers and Transformers can")

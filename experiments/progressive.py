@@ -19,6 +19,7 @@ SIZES = ("124m", "354m", "757m", "1_4b")
 TOKENFORMER_GROWTH = {"new_keys": "zero", "pin_tau": False}  # as the paper ran it: zero keys, tau follows n
 PINNED_TAU_GROWTH = {"new_keys": "zero", "pin_tau": True}  # the ablation: exact growth (`modules.tokenformer.grow`)
 NET2NET_GROWTH = {"noise": 1e-3}  # copies must differ, or they receive equal gradients and stay copies
+PAPER_NET2NET_GROWTH = {"net2net": "new_parameters"}  # Eq. 14's Net2Net: the new blocks freshly initialised
 TOKENS_PER_STEP = 512 * 1024  # the paper's batch of 512 sequences of 1024 tokens
 
 
@@ -101,7 +102,8 @@ def growth_chains(
 def growth_note(run: Run) -> str:
     options = run.grow_options
     if "pin_tau" not in options:
-        return "Net2Net widening"
+        exact = options.get("net2net", "exact") == "exact"
+        return "Net2Net widening, " + ("function-preserving" if exact else "new blocks freshly initialised (Eq. 14)")
     tau = "tau pinned (exact growth)" if options["pin_tau"] else "tau follows the new n (as the paper)"
     return f"{options.get('new_keys', 'zero')} new keys, {tau}"
 

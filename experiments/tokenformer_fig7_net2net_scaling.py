@@ -5,7 +5,8 @@ data, learning rate and budgets: the Tokenformer by appending parameter tokens (
 paper), the Transformer by Net2Net widening (`modules.net2net.widen`, exact before the symmetry-breaking noise of
 1e-3). That Net2Net is a stronger baseline than the paper's: its Eq. 14 describes Net2Net filling the new width
 with new parameters, which the paper argues disturbs the learned distribution, while this one preserves the function
-to 1e-15; the paper's variant is not built yet.
+to 1e-15. The paper's variant (`modules.net2net.widen_with_new_parameters`) grows a second Transformer chain at the
+first stage budget (runs `*_<budget>newparams`).
 
 Paper scale: OpenWebText with the GPT-NeoX tokenizer, batch 512 x 1024, lr 6e-4 with 2000 warmup steps and cosine to
 zero at every stage; 6e5 steps ("300B") for the first stage and 6e4 ("30B") per growth stage, as in Fig. 3 (the
@@ -15,7 +16,7 @@ material this suite was built from does not state Fig. 7's budgets, so they are 
 from __future__ import annotations
 
 from experiments import progressive
-from experiments.progressive import NET2NET_GROWTH, SIZES, TOKENFORMER_GROWTH
+from experiments.progressive import NET2NET_GROWTH, PAPER_NET2NET_GROWTH, SIZES, TOKENFORMER_GROWTH
 from experiments.runner import Run, main
 
 
@@ -28,6 +29,10 @@ def runs(scale: str) -> list[Run]:
     for family, growth in (("tokenformer", TOKENFORMER_GROWTH), ("transformer", NET2NET_GROWTH)):
         models = [f"{family}_{size}" for size in SIZES[1:]]
         result += progressive.growth_chains(models, spec[family][1:], first, stages, growth, **common)
+    label, budget = next(iter(stages.items()))  # the paper's Net2Net (Eq. 14) beside the exact one, at one budget
+    models = [f"transformer_{size}" for size in SIZES[1:]]
+    result += progressive.growth_chains(models, spec["transformer"][1:], first, {f"{label}newparams": budget},
+                                        PAPER_NET2NET_GROWTH, **common)[1:]  # fmt: skip
     return result
 
 

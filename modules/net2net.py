@@ -56,6 +56,26 @@ def widen(
     return wide
 
 
+def widen_with_new_parameters(model: Transformer, target: str | TransformerConfig) -> Transformer:
+    """Net2Net as the Tokenformer paper's Eq. 14 describes it (its baseline): the old weights fill the leading block of
+    each wider tensor, Q, K and V each in its own third, and every new block keeps the fresh init of a model built at
+    the target width. Unlike `widen`, this does not preserve the function (the paper's point against Net2Net)."""
+    old = model.config
+    new = get_config(target) if isinstance(target, str) else target
+    _check_compatible(old, new)
+    ref = next(model.parameters())
+    wide = Transformer(new).to(device=ref.device, dtype=ref.dtype)
+    state = wide.state_dict()
+    with torch.no_grad():
+        for name, tensor in model.state_dict().items():
+            thirds = ".attn.qkv." in name  # [q; k; v] rows: each old third into the leading rows of its new third
+            into = state[name].view(3, -1, *state[name].shape[1:]) if thirds else state[name][None]
+            source = tensor.view(3, -1, *tensor.shape[1:]) if thirds else tensor[None]
+            into[(slice(None), *(slice(0, n) for n in source.shape[1:]))] = source
+    wide.load_state_dict(state)
+    return wide
+
+
 def _check_compatible(old: TransformerConfig, new: TransformerConfig) -> None:
     same = ("n_layer", "vocab_size", "position", "max_seq_len", "bias", "rotary_pct", "rope_base")
     differing = {f: (getattr(old, f), getattr(new, f)) for f in same if getattr(old, f) != getattr(new, f)}

@@ -89,3 +89,21 @@ def test_rotary_head_size_change_and_untied_to_tied_are_refused():
     untied = build_model("transformer_124m", n_layer=1, vocab_size=50, d_model=32, n_head=2, tie_embeddings=False)
     with pytest.raises(ValueError, match="untied model cannot be widened into a tied one"):
         widen(untied, get_config("transformer_124m", n_layer=1, vocab_size=50, d_model=48, n_head=2))
+
+
+def test_the_papers_net2net_embeds_the_old_weights_and_initialises_the_new_blocks():
+    """Eq. 14's Net2Net: each old tensor fills the leading block of the wider one (Q, K and V each in its own third),
+    the rest keeps a fresh init, so the function changes, unlike `widen`'s."""
+    from modules.net2net import widen_with_new_parameters
+
+    small = _randomised(build_model("transformer_354m", **SPECS["smoke"][1])).double()
+    big = widen_with_new_parameters(small, get_config("transformer_757m", **SPECS["smoke"][2]))
+    for name, tensor in small.state_dict().items():
+        wide = big.state_dict()[name]
+        if ".attn.qkv." in name:  # [q; k; v]: the leading rows of each third
+            wide, tensor = wide.view(3, -1, *wide.shape[1:]), tensor.view(3, -1, *tensor.shape[1:])
+        assert torch.equal(wide[tuple(slice(0, n) for n in tensor.shape)], tensor), name
+    fc, old_fc = big.state_dict()["blocks.0.ffn.0.weight"], small.state_dict()["blocks.0.ffn.0.weight"]
+    assert fc[old_fc.shape[0] :].abs().sum() > 0 and fc[:, old_fc.shape[1] :].abs().sum() > 0  # fresh, not zero
+    idx = torch.randint(0, 97, (2, 12))
+    assert (big.double()(idx) - small(idx)).abs().max() > 1e-3  # not function-preserving
