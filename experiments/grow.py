@@ -68,8 +68,12 @@ def grow_checkpoint_cli(argv: list[str] | None = None) -> None:
         help="Tokenformer: keep tau (exact growth with zero keys); default: tau from the new n, as the paper",
     )
     parser.add_argument("--noise", type=float, default=0.0, help="Transformer: relative noise on widened weights")
-    parser.add_argument("--net2net", choices=("exact", "new_parameters"), default="exact",
-                        help="Transformer: function-preserving Net2Net, or the Tokenformer paper's (Eq. 14)")
+    parser.add_argument(
+        "--net2net",
+        choices=("exact", "new_parameters"),
+        default="exact",
+        help="Transformer: function-preserving Net2Net, or the Tokenformer paper's (Eq. 14)",
+    )
     args = parser.parse_args(argv)
     grow_checkpoint(args.checkpoint, args.target, args.output, new_keys=args.new_keys, pin_tau=args.pin_tau,
                     noise=args.noise, net2net=args.net2net)  # fmt: skip
