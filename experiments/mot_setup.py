@@ -16,6 +16,7 @@ pair; both with `data_path="fixed"` (the stand-ins are text, not shard files). N
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 
@@ -79,9 +80,14 @@ def val_curves(run: Run, done: dict) -> dict[str, list[tuple[int, float]]]:
                     strict=True))  # fmt: skip
 
 
+@functools.cache
+def _original_tables() -> dict:
+    return json.loads(ORIGINAL_CURVES.read_text())["tables"]
+
+
 def original_curves(table: str, model: str) -> dict[str, list[float]] | None:
     """The original run's validation losses (step 0, then every `val_every` steps), from its results JSON."""
-    runs = json.loads(ORIGINAL_CURVES.read_text())["tables"].get(table, {})
+    runs = _original_tables().get(table, {})
     return {name: runs[model][name] for name in VAL_SETS} if model in runs else None
 
 
@@ -147,8 +153,10 @@ def loss_rows(table: str, scale: str, run: Run, done: dict | None, unit: str) ->
 
 def original_rows(table: str, model: str) -> list[Row]:
     """Errata check: the original run's own curves, through the original script's windowing and labels, give every
-    published cell (to its two printed decimals)."""
+    published cell (to its two printed decimals); none for a run the original did not make."""
     paper, original = published("mot"), original_curves(table, model)
+    if original is None:
+        return []
     rows = []
     for fraction in FRACTIONS:
         pct = round(fraction * 100)
@@ -174,7 +182,7 @@ def report(table: str, runs: Callable[[str], list[Run]], unit: str) -> Callable[
         for run in runs(scale):
             done = results.get(run.name)
             out += size_rows(table, scale, run, done) + loss_rows(table, scale, run, done, unit)
-            out += original_rows(table, run.model) if original_curves(table, run.model) else []
+            out += original_rows(table, run.model)
         return out
 
     return rows

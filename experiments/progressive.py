@@ -20,7 +20,6 @@ TOKENFORMER_GROWTH = {"new_keys": "zero", "pin_tau": False}  # as the paper ran 
 PINNED_TAU_GROWTH = {"new_keys": "zero", "pin_tau": True}  # the ablation: exact growth (`modules.tokenformer.grow`)
 NET2NET_GROWTH = {"noise": 1e-3}  # copies must differ, or they receive equal gradients and stay copies
 PAPER_NET2NET_GROWTH = {"net2net": "new_parameters"}  # Eq. 14's Net2Net: the new blocks freshly initialised
-TOKENS_PER_STEP = 512 * 1024  # the paper's batch of 512 sequences of 1024 tokens
 
 
 def paper_steps() -> dict[str, int]:
@@ -61,11 +60,12 @@ def scale_spec(scale: str) -> dict:
             "stage": {"short": dataclasses.replace(full, steps=500, warmup_steps=25, val_every=250)},
             "corpus": "openwebtext" if (default_data_root() / "openwebtext").exists() else "embedded_news",
         }
+    steps = paper_steps()
     return {
         "tokenformer": [{} for _ in SIZES],
         "transformer": [{} for _ in SIZES],
-        "full": paper_budget(paper_steps()["300b"]),
-        "stage": {label: paper_budget(steps) for label, steps in paper_steps().items() if label != "300b"},
+        "full": paper_budget(steps.pop("300b")),
+        "stage": {label: paper_budget(count) for label, count in steps.items()},
         "corpus": "openwebtext",
     }
 
@@ -106,6 +106,21 @@ def growth_note(run: Run) -> str:
         return "Net2Net widening, " + ("function-preserving" if exact else "new blocks freshly initialised (Eq. 14)")
     tau = "tau pinned (exact growth)" if options["pin_tau"] else "tau follows the new n (as the paper)"
     return f"{options.get('new_keys', 'zero')} new keys, {tau}"
+
+
+def ablation_chain(
+    models: list[str],
+    overrides: list[dict[str, Any]],
+    first: tuple[str, Budget],
+    stages: dict[str, Budget],
+    grow_options: dict[str, Any],
+    suffix: str,
+    **common: Any,
+) -> list[Run]:
+    """A second growth chain from the same first run, at the first stage budget only, with other grow options; its
+    runs are labelled `<stage label><suffix>`."""
+    label, budget = next(iter(stages.items()))
+    return growth_chains(models, overrides, first, {f"{label}{suffix}": budget}, grow_options, **common)[1:]
 
 
 def scratch_runs(models: list[str], overrides: list[dict[str, Any]], budgets: dict[str, Budget], **common) -> list[Run]:

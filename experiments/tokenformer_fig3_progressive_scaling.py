@@ -30,9 +30,8 @@ def runs(scale: str) -> list[Run]:
     grown = progressive.growth_chains(
         tokenformers, spec["tokenformer"], full, spec["stage"], TOKENFORMER_GROWTH, **common
     )
-    label, budget = next(iter(spec["stage"].items()))  # the ablation: the first stage budget, tau pinned
-    grown += progressive.growth_chains(tokenformers, spec["tokenformer"], full, {f"{label}pinned": budget},
-                                       PINNED_TAU_GROWTH, **common)[1:]  # fmt: skip
+    grown += progressive.ablation_chain(tokenformers, spec["tokenformer"], full, spec["stage"], PINNED_TAU_GROWTH,
+                                        "pinned", **common)  # fmt: skip
     scratch = progressive.scratch_runs(transformers[:1], spec["transformer"][:1], dict([full]), **common)
     scratch += progressive.scratch_runs(transformers[1:], spec["transformer"][1:], dict([full, *spec["stage"].items()]),
                                         **common)  # fmt: skip

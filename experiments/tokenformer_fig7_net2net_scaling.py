@@ -29,10 +29,9 @@ def runs(scale: str) -> list[Run]:
     for family, growth in (("tokenformer", TOKENFORMER_GROWTH), ("transformer", NET2NET_GROWTH)):
         models = [f"{family}_{size}" for size in SIZES[1:]]
         result += progressive.growth_chains(models, spec[family][1:], first, stages, growth, **common)
-    label, budget = next(iter(stages.items()))  # the paper's Net2Net (Eq. 14) beside the exact one, at one budget
-    models = [f"transformer_{size}" for size in SIZES[1:]]
-    result += progressive.growth_chains(models, spec["transformer"][1:], first, {f"{label}newparams": budget},
-                                        PAPER_NET2NET_GROWTH, **common)[1:]  # fmt: skip
+    transformers = [f"transformer_{size}" for size in SIZES[1:]]  # the paper's Net2Net (Eq. 14) beside the exact one
+    result += progressive.ablation_chain(transformers, spec["transformer"][1:], first, stages, PAPER_NET2NET_GROWTH,
+                                         "newparams", **common)  # fmt: skip
     return result
 
 

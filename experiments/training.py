@@ -428,11 +428,12 @@ def training_clock(times: list[tuple[int, float]]) -> list[tuple[int, float]]:
     session, so a later session continues from the last time logged before it (the interruption itself and the
     steps it repeats are not counted)."""
     clock: list[tuple[int, float]] = []
-    offset = 0.0
-    for (step, seconds), previous in zip(times, [None, *times], strict=False):
-        if previous is not None and seconds < previous[1]:  # the clock restarted: a new session
+    offset, last = 0.0, 0.0
+    for step, seconds in times:
+        if seconds < last:  # the clock restarted: a new session
             offset = clock[-1][1]
         clock.append((step, offset + seconds))
+        last = seconds
     return clock
 
 
