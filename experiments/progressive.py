@@ -14,6 +14,8 @@ from typing import Any
 from datamodules.corpora import default_data_root
 from experiments.results import Row, compare, published, pyplot, save_figure, scale_note
 from experiments.runner import Budget, Experiment, Run
+from modules import get_config
+from modules.flops import formula_params
 
 SIZES = ("124m", "354m", "757m", "1_4b")
 TOKENFORMER_GROWTH = {"new_keys": "zero", "pin_tau": False}  # as the paper ran it: zero keys, tau follows n
@@ -43,7 +45,8 @@ def scale_spec(scale: str) -> dict:
             "tokenformer": [
                 {**tiny, "qkv_tokens": n, "proj_tokens": n, "ffn_tokens": 4 * n} for n in (16, 32, 64, 128)
             ],
-            "transformer": [{**tiny, "d_model": d} for d in (32, 48, 64, 96)],
+            # heads of 16 whose count follows the width, as App. E grows them
+            "transformer": [{**tiny, "d_model": d, "n_head": d // 16} for d in (32, 48, 64, 96)],
             "full": full,
             "stage": {"short": dataclasses.replace(full, steps=8, warmup_steps=1)},
             "corpus": "embedded_news",
@@ -164,13 +167,29 @@ def rows(table: str, runs: list[Run], results: dict[str, dict], scale: str, pape
     return out
 
 
+def parameter_match_rows(table: str) -> list[Row]:
+    """Each size's Transformer against the Tokenformer of the same label, at the paper's presets: the two families are
+    compared at "equal" size, and the tied 24 x 2048 Transformer (App. D/E) is 6.3% below the Tokenformer-1.4B."""
+    out = []
+    for size in SIZES:
+        tokenformer, transformer = (sum(formula_params(get_config(f"{f}_{size}")).values())
+                                    for f in ("tokenformer", "transformer"))  # fmt: skip
+        note = f"{transformer:,} vs tokenformer_{size} {tokenformer:,} parameters (paper presets)"
+        out.append(Row(table, f"transformer_{size}", "params_vs_tokenformer", None, transformer / tokenformer - 1,
+                       "fraction", f"transformer_{size}", "measured", note))  # fmt: skip
+    return out
+
+
 def experiment(name: str, description: str, table: str, runs: Callable[[str], list[Run]], title: str) -> Experiment:
-    """A progressive-scaling experiment: rows of `table` beside the Tokenformer paper's, and the perplexity figure."""
+    """A progressive-scaling experiment: rows of `table` beside the Tokenformer paper's, the two families' parameter
+    match, and the perplexity figure."""
     return Experiment(
         name=name,
         description=description,
         runs=runs,
-        report=lambda scale, results: rows(table, runs(scale), results, scale, published("tokenformer")),
+        report=lambda scale, results: (
+            rows(table, runs(scale), results, scale, published("tokenformer")) + parameter_match_rows(table)
+        ),
         figure=lambda scale, results, path: figure(f"{title} ({scale} scale)", runs(scale), results, path),
     )
 

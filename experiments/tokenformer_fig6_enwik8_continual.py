@@ -5,13 +5,16 @@ and tau recomputed from the new counts, as the paper's runs (the official code);
 paper's claim that growth "preserves the distribution" depends on: random new keys (the released code) and tau
 pinned to the old counts (the exact variant). The Transformer grows 354M -> 757M by Net2Net twice:
 function-preserving (a stronger baseline than the paper's) and as the paper's Eq. 14 describes it, the new blocks
-freshly initialised (`_net2net_new_parameters`). Every grown model trains one epoch of enwik8 (GPT-NeoX tokens of
-the XML) at a constant lr of 6e-4 with a fresh AdamW, batch 512 x 1024. Reported: the validation loss on enwik8 of
-the 354M model and of the grown one before any training, the final losses, bits per byte on enwik8's validation and
-test splits, and the loss curves.
+freshly initialised (`_net2net_new_parameters`). Every grown model trains the paper's 2,204 steps on enwik8 (GPT-NeoX
+tokens of the XML) at a constant lr of 6e-4 with a fresh AdamW. Reported: the validation loss on enwik8 of the 354M
+model and of the grown one before any training, the final losses, bits per byte on enwik8's validation and test
+splits, and the loss curves.
 
-The pre-training budget is not in the material this suite was built from: 6e4 steps ("30B"), a growth stage of §4.1.
-Smoke scale stands in gensim's Wikipedia XML excerpt (enwik8's format) for enwik8 and trains a few steps.
+The paper gives the steps, not the batch: at the pre-training batch of 512 x 1024 the 2,204 steps would pass over
+enwik8's ~26.5M tokens 43 times, a memorisation run. Taken as one epoch, they set the batch: tokens / (2,204 x 1,024),
+12 sequences (1.02 epochs; `plan_note` prints it). The pre-training budget is not in the material this suite was
+built from: 6e4 steps ("30B"), a growth stage of §4.1. Smoke scale stands in gensim's Wikipedia XML excerpt (enwik8's
+format) for enwik8 and trains a few steps; small trains one epoch of whichever corpus is present.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from pathlib import Path
 from datamodules.corpora import default_data_root, train_tokens
 from experiments import progressive
 from experiments.progressive import NET2NET_GROWTH, PAPER_NET2NET_GROWTH, PINNED_TAU_GROWTH, TOKENFORMER_GROWTH
-from experiments.results import Row, line_figure, scale_note
+from experiments.results import Row, line_figure, published, scale_note
 from experiments.runner import Budget, Experiment, Run, main
 
 VARIANTS = {  # run suffix -> grow options
@@ -49,8 +52,11 @@ def _spec(scale: str) -> tuple[dict, Budget, str, Budget]:
     if scale == "small":
         corpus = "enwik8" if (default_data_root() / "enwik8").exists() else "embedded_wiki"
         return spec, spec["full"], corpus, _epoch(corpus, dataclasses.replace(spec["full"], val_every=20, **constant))
-    continual = progressive.paper_budget(0, lr=6e-4, val_every=10, checkpoint_every=10, **constant)
-    return spec, progressive.paper_budget(progressive.paper_steps()["30b"]), "enwik8", _epoch("enwik8", continual)
+    steps = int(published("tokenformer")[("fig6", "continual", "steps")])
+    batch = max(1, round(train_tokens("enwik8", "neox")[0] / (steps * 1024)))  # one epoch in the paper's steps
+    continual = progressive.paper_budget(steps, batch_size=batch, micro_batch=batch, lr=6e-4, val_every=100,
+                                         checkpoint_every=200, **constant)  # fmt: skip
+    return spec, progressive.paper_budget(progressive.paper_steps()["30b"]), "enwik8", continual
 
 
 def plan_note(scale: str) -> str:
@@ -58,7 +64,9 @@ def plan_note(scale: str) -> str:
     if scale == "smoke":
         return f"continual runs: {continual.steps} steps on {corpus}"
     tokens, how = train_tokens(corpus, "neox")
-    return f"continual runs: one epoch of {corpus} = {tokens:,} tokens ({how}) = {continual.steps} steps"
+    seen = continual.steps * continual.batch_size * continual.seq_len
+    return (f"continual runs: {continual.steps:,} steps x {continual.batch_size} x {continual.seq_len} = "
+            f"{seen / tokens:.2f} epochs of {corpus} ({tokens:,} tokens, {how})")  # fmt: skip
 
 
 def runs(scale: str) -> list[Run]:

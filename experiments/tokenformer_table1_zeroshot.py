@@ -78,11 +78,14 @@ def _table1_row(paper: dict[tuple[str, str, str], float], row: str) -> dict[str,
 
 
 def _cited_rows(paper: dict[tuple[str, str, str], float]) -> list[Row]:
+    """The other models' numbers, and every row's #Param label (the presets' counts are Table 8's rows)."""
+    units = {"params": "parameters", "pile_ppl": "ppl", "lambada_ppl": "ppl"}
     return [
-        Row(table, row, metric, value, None, "ppl" if metric.endswith("ppl") else "%", status="cited",
-            note="the paper's number for a model this suite does not build")
+        Row(table, row, metric, value, None, units.get(metric, "%"), status="cited",
+            note="the paper's #Param label; Table 8 counts the presets" if metric == "params"
+            else "the paper's number for a model this suite does not build")
         for (table, row, metric), value in paper.items()
-        if table == "table1" and not row.startswith("tokenformer")
+        if table == "table1" and (metric == "params" or not row.startswith("tokenformer"))
     ]  # fmt: skip
 
 

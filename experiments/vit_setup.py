@@ -83,6 +83,10 @@ def accuracy_rows(table: str, scale: str, run: Run, done: dict | None) -> list[R
     rows = [Row(table, run.name, "params", expected if scale == "paper" else None, params, "parameters", run.name,
                 compare(expected, params, 0.01) if scale == "paper" else "analytic",
                 "" if scale == "paper" else f"of the {scale} model")]  # fmt: skip
+    size = paper.get((table, run.name, "image_size"))
+    if size is not None and scale == "paper":
+        rows.append(Row(table, run.name, "image_size", size, run.config.img_size, "px", run.name,
+                        "match" if run.config.img_size == size else "differs"))  # fmt: skip
     for metric in ("top1", "ema_top1", "top5"):
         ours = done and done.get(f"val_{metric}")
         ours = None if ours is None else 100 * ours

@@ -1,17 +1,19 @@
 """The standard decoder-only Transformer baseline (GPT-2 / GPT-NeoX family), pre-LN.
 
-Presets are the Transformer rows of Tokenformer's progressive-scaling comparison (paper Fig. 3, appendix E): the
-TPU runs with the GPT-NeoX tokenizer (vocab 50,304), tied embeddings and no positional encoding. Their shapes
-are not all stated in the material this suite is built from, so they are the standard ones that give the named
-sizes (counted by `tests/test_presets.py`, biases and norms included):
+Presets are the Transformer rows of Tokenformer's progressive-scaling comparison (paper Fig. 3, App. D/E): the
+TPU runs with the GPT-NeoX tokenizer (vocab 50,304), no positional encoding and, in every size, logits computed
+through the embedding (tied). App. E grows the 354M into the 757M in width *and* heads, so the heads stay 64 wide and
+their count follows d (which Net2Net can also grow exactly). The material this suite is built from gives no more of
+the shapes than that, so the widths are the standard ones for the named sizes (counted by `tests/test_models.py`,
+biases and norms included):
 
 ==================  ======  ======  =====  ======  =====================
 preset              layers  d       heads  tied    parameters
 ==================  ======  ======  =====  ======  =====================
 transformer_124m    12      768     12     yes     123,689,472 (GPT-2 small)
 transformer_354m    24      1024    16     yes     353,822,720 (GPT-2 medium)
-transformer_757m    24      1536    16     yes     757,226,496 (354M widened: paper appendix E)
-transformer_1_4b    24      2048    16     no      1,414,647,808 (Pythia-1.4B shape; tied it is only 1.31B)
+transformer_757m    24      1536    24     yes     757,226,496 (354M widened in d and heads: App. E)
+transformer_1_4b    24      2048    32     yes     1,311,625,216 (tied, as App. D/E; 6.3% below tokenformer_1_4b)
 ==================  ======  ======  =====  ======  =====================
 
 The `transformer_rmt_*` presets are the RMT paper's Table 8 baselines (see `_RMT_PAPER_TRANSFORMER`), muP-parametrised
@@ -169,10 +171,8 @@ register_presets(
     {
         "transformer_124m": _TOKENFORMER_PAPER_TRANSFORMER,
         "transformer_354m": dataclasses.replace(_TOKENFORMER_PAPER_TRANSFORMER, n_layer=24, d_model=1024, n_head=16),
-        "transformer_757m": dataclasses.replace(_TOKENFORMER_PAPER_TRANSFORMER, n_layer=24, d_model=1536, n_head=16),
-        "transformer_1_4b": dataclasses.replace(
-            _TOKENFORMER_PAPER_TRANSFORMER, n_layer=24, d_model=2048, n_head=16, tie_embeddings=False
-        ),
+        "transformer_757m": dataclasses.replace(_TOKENFORMER_PAPER_TRANSFORMER, n_layer=24, d_model=1536, n_head=24),
+        "transformer_1_4b": dataclasses.replace(_TOKENFORMER_PAPER_TRANSFORMER, n_layer=24, d_model=2048, n_head=32),
         "transformer_rmt_49m": dataclasses.replace(_RMT_PAPER_TRANSFORMER, n_layer=6, d_model=384, n_head=12),
         "transformer_rmt_160m": dataclasses.replace(_RMT_PAPER_TRANSFORMER, n_layer=12, d_model=768, n_head=12),
         "transformer_rmt_260m": dataclasses.replace(_RMT_PAPER_TRANSFORMER, n_layer=18, d_model=896, n_head=14),

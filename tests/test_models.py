@@ -25,7 +25,7 @@ EXACT_COUNTS = {
     "transformer_124m": 123_689_472,
     "transformer_354m": 353_822_720,
     "transformer_757m": 757_226_496,
-    "transformer_1_4b": 1_414_647_808,
+    "transformer_1_4b": 1_311_625_216,
     # the RMT paper's models: shapes of its Tables 8 and 9 (corrected rows) and Fig. 6; no bias anywhere, the
     # LayerNorms' included (App. C.1)
     "transformer_rmt_49m": 49_415_808,

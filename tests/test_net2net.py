@@ -10,8 +10,9 @@ from modules.net2net import widen
 SMALL = {"n_layer": 2, "vocab_size": 300}
 SPECS = {scale: progressive.scale_spec(scale)["transformer"] for scale in ("smoke", "small")}
 PAIRS = [  # (source preset, overrides), (target preset, overrides): every pair the experiments grow through
-    (("transformer_354m", SMALL), ("transformer_757m", SMALL)),  # the paper's pair: 1024 -> 1536, heads of 64 -> 96
-    (("transformer_757m", SMALL), ("transformer_1_4b", SMALL)),  # 1536 -> 2048, tied -> untied
+    (("transformer_354m", SMALL), ("transformer_757m", SMALL)),  # the paper's pair: 1024 -> 1536, 16 -> 24 heads
+    (("transformer_757m", SMALL), ("transformer_1_4b", SMALL)),  # 1536 -> 2048, 24 -> 32 heads
+    (("transformer_757m", SMALL), ("transformer_1_4b", {**SMALL, "tie_embeddings": False})),  # tied -> untied
     *[((f"transformer_{a}", spec[i]), (f"transformer_{b}", spec[i + 1]))
       for spec in SPECS.values() for i, (a, b) in enumerate([("354m", "757m"), ("757m", "1_4b")], start=1)],
 ]  # fmt: skip
