@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml Makefile
 	touch $(STAMP)
 
 smoke: $(STAMP)
-	$(PY) -m experiments.all --scale smoke
+	$(PY) -m scaling_axes all --scale smoke
 
 test: $(STAMP)
 	$(PY) -m pytest -q -m "not slow"

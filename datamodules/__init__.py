@@ -1,7 +1,7 @@
 """Data: tokenizers, corpora tokenized once into flat memmaps, and the LightningDataModules that sample them."""
 
-from datamodules.corpora import CORPORA, prepare_corpus
-from datamodules.text import TextDataModule
-from datamodules.tokenizers import load_tokenizer
+from scaling_axes.datamodules.corpora import CORPORA, prepare_corpus
+from scaling_axes.datamodules.text import TextDataModule
+from scaling_axes.modules.tokenizers import load_tokenizer
 
 __all__ = ["CORPORA", "TextDataModule", "load_tokenizer", "prepare_corpus"]

@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from datamodules.embedded import LEE_NEWS, WIKI_XML, require_package_file
-from datamodules.tokenizers import load_tokenizer
-from modules.atomic import atomic_write, read_json
+from scaling_axes.datamodules.embedded import LEE_NEWS, WIKI_XML, require_package_file
+from scaling_axes.io import atomic_write, read_json
+from scaling_axes.modules.tokenizers import load_tokenizer
 
 SPLITS = ("train", "val", "test")
 Documents = dict[str, "datasets.Dataset | bytes | list[Path]"]  # noqa: F821 (datasets is imported lazily; list: token shards)

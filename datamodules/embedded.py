@@ -8,20 +8,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
+
+from scaling_axes.io import package_file
 
 LEE_NEWS = "test/test_data/lee_background.cor"
 WIKI_XML = "test/test_data/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
-
-
-def package_file(package: str, relative: str) -> Path | None:
-    """Path of `relative` inside installed `package` (not imported), or None when the package is absent."""
-    spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = Path(next(iter(spec.submodule_search_locations))) / relative
-    return path if path.exists() else None
 
 
 def require_package_file(package: str, relative: str, pip_name: str) -> Path:

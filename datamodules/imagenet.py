@@ -9,7 +9,7 @@
 Transforms are timm's, for the supervised from-scratch recipe of MAE that Tokenformer's ViT used (reference 6):
 RandomResizedCrop bicubic + flip + RandAugment m9 mstd0.5 + random erasing 0.25 for training; resize to
 size / crop_pct (256 for 224) and center crop for evaluation. Mixup and CutMix run in the training step
-(`modules.classifier`).
+(`scaling_axes.modules.classifier`).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 from torch.utils.data import DataLoader, Dataset
 
-from datamodules.corpora import default_data_root
-from datamodules.embedded import require_package_file
+from scaling_axes.datamodules.corpora import default_data_root
+from scaling_axes.datamodules.embedded import require_package_file
 
 MNIST_5K = "data/data/mnist_5k.csv.gz"
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")

@@ -18,9 +18,9 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_info
 
-from datamodules.as_run import AsRunStream, AsRunWindows
-from datamodules.corpora import CORPORA, check_tokenizer, default_data_root, open_split, prepare_corpus
-from datamodules.tokenizers import load_tokenizer
+from scaling_axes.datamodules.as_run import AsRunStream, AsRunWindows
+from scaling_axes.datamodules.corpora import CORPORA, check_tokenizer, default_data_root, open_split, prepare_corpus
+from scaling_axes.modules.tokenizers import load_tokenizer
 
 RANDOM_BLOCK = 4096  # random-order windows drawn per generator seed
 
@@ -137,7 +137,7 @@ class FixedWindows(Dataset):
 
 
 class TextDataModule(L.LightningDataModule):
-    """A tokenized corpus (see `datamodules.corpora.CORPORA`) served as fixed-length windows.
+    """A tokenized corpus (see `scaling_axes.datamodules.corpora.CORPORA`) served as fixed-length windows.
 
     Args:
         corpus: corpus name, e.g. "openwebtext", "enwik8", "embedded_news" (the offline default).
@@ -199,7 +199,7 @@ class TextDataModule(L.LightningDataModule):
         if missing:
             raise FileNotFoundError(
                 f"data_path='as_run' reads llm.c token shards; {', '.join(missing)} under {root} "
-                "has none (see datamodules.corpora for the file names), or use data_path='fixed'"
+                "has none (see scaling_axes.datamodules.corpora for the file names), or use data_path='fixed'"
             )
         return found
 

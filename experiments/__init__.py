@@ -1,1 +1,1 @@
-"""One script per paper table or figure, and the shared runner (`experiments.runner`)."""
+"""One module per paper table or figure, grouped per paper; each declares an `EXPERIMENT`."""

@@ -30,8 +30,8 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from kernels import common
-from kernels.common import compute_dtype, dot, dot_dtype
+from scaling_axes.kernels import common
+from scaling_axes.kernels.common import compute_dtype, dot, dot_dtype
 
 BLOCK_M, BLOCK_N, BLOCK_D = 32, 32, 32
 

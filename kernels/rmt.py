@@ -28,8 +28,8 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from kernels import common
-from kernels.common import compute_dtype, dot, dot_dtype
+from scaling_axes.kernels import common
+from scaling_axes.kernels.common import compute_dtype, dot, dot_dtype
 
 TOKENS_PER_PROGRAM = 16  # backward: tokens whose parameter gradients one program sums
 MAX_TILE = 128 * 128  # one token's padded D_v x D_k matrix must fit one program

@@ -19,10 +19,10 @@ from torch import Tensor, nn
 from torchmetrics.aggregation import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
-from modules.acceleration import clip_gradients, compile_model, wants_compile
-from modules.flops import train_flops_per_token
-from modules.lm import check_finite_loss, warmup_cosine
-from modules.registry import build_model, list_models
+from scaling_axes.modules.acceleration import clip_gradients, compile_model, wants_compile
+from scaling_axes.modules.flops import train_flops_per_token
+from scaling_axes.modules.lm import check_finite_loss, warmup_cosine
+from scaling_axes.modules.registry import build_model, list_models
 
 
 def scaled_lr(batch_size: int, base_lr: float = 1e-4) -> float:

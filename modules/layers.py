@@ -203,3 +203,41 @@ class DecoderLM(nn.Module):
         for block in self.blocks:
             x = block(x)
         return x
+
+
+def decoder_params(c: DecoderConfig, qkv: int, out: int, ffn: int) -> dict[str, int]:
+    """Parameters per component of a `DecoderLM` whose blocks hold `qkv`, `out` and `ffn` parameters each: the
+    token (and learned position) tables, the untied head and the parametric norms added."""
+    d, affine = c.d_model, c.d_model * (1 + c.norm_bias)  # per parametric norm: gain and bias
+    return {
+        "embedding": c.vocab_size * d + (c.max_seq_len * d if c.position == "learned" else 0),
+        "qkv": c.n_layer * qkv,
+        "attention": 0,
+        "out": c.n_layer * out,
+        "ffn": c.n_layer * ffn,
+        "norms": 2 * c.n_layer * affine * c.block_norm_parametric + affine * c.final_norm_parametric,
+        "head": 0 if c.tie_embeddings else c.vocab_size * d,
+        "other": 0,
+    }
+
+
+def decoder_flops(c: DecoderConfig, seq_len: int, qkv: int, out: int, ffn: int) -> dict[str, int]:
+    """Forward matmul FLOPs per token of a `DecoderLM` whose blocks multiply `qkv`, `out` and `ffn` weights: 2 per
+    weight, QK^T and AV over the whole `seq_len` square, and the logits."""
+    return {
+        "embedding": 0,
+        "qkv": c.n_layer * 2 * qkv,
+        "attention": c.n_layer * 4 * seq_len * c.n_head * c.d_head,
+        "out": c.n_layer * 2 * out,
+        "ffn": c.n_layer * 2 * ffn,
+        "norms": 0,
+        "head": 2 * c.d_model * c.vocab_size,
+        "other": 0,
+    }
+
+
+def decoder_lookup_params(c: DecoderConfig) -> int:
+    """The token and position tables and the untied head: what a non-embedding count of a `DecoderLM` leaves out."""
+    return c.vocab_size * c.d_model * (1 + (not c.tie_embeddings)) + (
+        c.max_seq_len * c.d_model if c.position == "learned" else 0
+    )

@@ -13,11 +13,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torchmetrics.aggregation import MeanMetric
 
-from modules.acceleration import clip_gradients, compile_model, wants_compile
-from modules.atomic import atomic_torch_save, load_torch
-from modules.flops import lookup_tables, norm_parameters, train_flops_per_token
-from modules.optim import MuonWithAdam, constant_then_linear, speedrun_lrs
-from modules.registry import build_model
+from scaling_axes.io import atomic_torch_save, load_torch
+from scaling_axes.modules.acceleration import clip_gradients, compile_model, wants_compile
+from scaling_axes.modules.flops import lookup_tables, norm_parameters, train_flops_per_token
+from scaling_axes.modules.optim import MuonWithAdam, constant_then_linear, speedrun_lrs
+from scaling_axes.modules.registry import build_model
 
 
 def check_finite_loss(module: L.LightningModule, loss: Tensor) -> None:
@@ -51,7 +51,7 @@ class LanguageModel(L.LightningModule):
             RMT code's decay is not multiplied by the lr: pass weight_decay = 1e-4 / lr for it.
         z_loss: weight of the squared log-partition term (PaLM); 0 disables it.
         init_weights: a `.pt` state dict (e.g. a grown model's) loaded before training; ignored on resume.
-        optimizer: "adamw", or "muon" for `modules.optim.MuonWithAdam` over the model's `param_groups()` at
+        optimizer: "adamw", or "muon" for `scaling_axes.modules.optim.MuonWithAdam` over the model's `param_groups()` at
             `group_lrs` (default `speedrun_lrs`; `lr` is then unused), its Newton-Schulz `newton_schulz` ("record":
             the MoT runs' five coefficient triples; "torch": `torch.optim.Muon`).
         schedule: "warmup_cosine", or "constant_then_linear" (no warmup, linear to 0 over the last
@@ -279,7 +279,9 @@ def load_lm_checkpoint(path: str | Path) -> tuple[nn.Module, dict[str, Any]]:
     """The backbone and hyperparameters stored in a `LanguageModel` Lightning checkpoint."""
     checkpoint = load_torch(path, "pass a checkpoint that a LanguageModel run wrote (checkpoints/last.ckpt)")
     if "hyper_parameters" not in checkpoint or "model" not in checkpoint["hyper_parameters"]:
-        raise ValueError(f"{path} is not a checkpoint of modules.lm.LanguageModel (no hyper_parameters.model)")
+        raise ValueError(
+            f"{path} is not a checkpoint of scaling_axes.modules.lm.LanguageModel (no hyper_parameters.model)"
+        )
     hparams = dict(checkpoint["hyper_parameters"])
     model = build_model(hparams["model"], **(hparams.get("model_overrides") or {}))
     state = {k.removeprefix("model."): v for k, v in checkpoint["state_dict"].items() if k.startswith("model.")}

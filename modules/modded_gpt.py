@@ -5,7 +5,7 @@ ReLU^2 MLP, QK RMS-norm, half-truncated RoPE, attention scale 0.12 over a plain 
 three token value embeddings mixed into V in the layers 0,1,2 ... 0,1,2 (`v = l0 v + l1 ve`), U-net skips with
 learned weights, `x = l0 x + l1 x0` before every block, weightless RMS norms, zero-initialised output projections
 and head, untied head over the vocabulary padded to a multiple of 128, logits soft-capped as 30 sigmoid(z / 7.5).
-The optimiser it was trained with (Muon + Adam) is `modules.optim.MuonWithAdam`.
+The optimiser it was trained with (Muon + Adam) is `scaling_axes.modules.optim.MuonWithAdam`.
 """
 
 from __future__ import annotations
@@ -17,8 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from modules.layers import RotaryEmbedding, causal_attention
-from modules.registry import register_presets
+from scaling_axes.modules.layers import RotaryEmbedding, causal_attention
 
 
 def rms_norm(x: Tensor) -> Tensor:
@@ -219,6 +218,3 @@ class ModdedGPT(nn.Module):
             )  # fmt: skip
             groups[group].append(p)
         return groups
-
-
-register_presets(ModdedGPT, {"modded_gpt_454m": ModdedGPTConfig()})

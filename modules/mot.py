@@ -1,7 +1,7 @@
 """Mixture of Tokenizers (S. Mueller, 2025): every token embedded together with its bytes, optionally predicting
 bytes, on the modded-nanogpt backbone (`modules/modded_gpt.py`). MoT reference sections 1-3 and 6.
 
-The model takes token ids only; it looks their bytes up in frozen tables (`datamodules.token_bytes`) and pulls
+The model takes token ids only; it looks their bytes up in frozen tables (`scaling_axes.modules.token_bytes`) and pulls
 them across tokens on the device, as the original's data generator did, so the data path is the same as every
 other language model's. With a byte mixout the targets become bytes too: `loss_targets` maps the next-token ids to
 the right-pulled bytes of the next tokens, 16 slots each, pads and end-of-text included (section 3.4).
@@ -19,12 +19,16 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import Literal
+from collections.abc import Callable
+from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
 
-from datamodules.token_bytes import (
+from scaling_axes.modules.layers import RotaryEmbedding
+from scaling_axes.modules.modded_gpt import Attention, ModdedGPT, ModdedGPTConfig, rms_norm, speedrun_linear
+from scaling_axes.modules.registry import Architecture, register
+from scaling_axes.modules.token_bytes import (
     ByteVocabulary,
     byte_vocabulary,
     pull_from_left,
@@ -32,9 +36,6 @@ from datamodules.token_bytes import (
     synthetic_token_byte_table,
     token_byte_table,
 )
-from modules.layers import RotaryEmbedding
-from modules.modded_gpt import Attention, ModdedGPT, ModdedGPTConfig, rms_norm, speedrun_linear
-from modules.registry import register_presets
 
 MaskKind = Literal["causal", "within_token"]
 
@@ -303,10 +304,104 @@ def _row(mixin: str, mixout: str, d_token: int, d_byte: int, **extra) -> MoTConf
     return MoTConfig(mixin=mixin, mixout=mixout, d_token=d_token, d_byte=d_byte, **extra)
 
 
+def _mot(c: ModdedGPTConfig) -> MoTConfig:
+    """The backbone as a MoT with no-op mixin and mixout, so one formula covers both."""
+    return c if isinstance(c, MoTConfig) else MoTConfig(**dataclasses.asdict(c), d_token=c.d_model)
+
+
+def _byte_layer(c: MoTConfig, d: int, n_bytes: int, flops: bool) -> int:
+    """A wired byte self-attention layer of width `d`: parameters, or FLOPs per byte over `n_bytes` bytes."""
+    if not c.byte_attention_wired:
+        return 0
+    d_attention = max(1, d // c.byte_head_dim) * c.byte_head_dim
+    if flops:
+        return 2 * 4 * d * d_attention + 4 * n_bytes * d_attention
+    return 4 * d * d_attention + 2
+
+
+def _modded_params(config: ModdedGPTConfig) -> dict[str, int]:
+    """Embeddings (tokens, value embeddings, mixin), Q/K/V and output of the attention layers, ReLU^2 MLPs, the
+    head (with a byte mixout's layers) and the scalars (block and V lambdas, U-net skip weights) as "other"."""
+    c = _mot(config)
+    d, layers = c.d_model, c.n_layer
+    attention_layers = layers - len(set(c.attention_free_layers))
+    embedding, head_matrix = _modded_tables(c)
+    if c.mixin == "concat":
+        embedding += (c.d_token + c.bytes_per_token * c.d_byte) * d
+        embedding += _byte_layer(c, c.d_byte, 0, flops=False) if c.byte_attention_in else 0
+    elif c.mixin == "cross_attn":
+        embedding += 4 * d * d + 1 + (_byte_layer(c, d, 0, flops=False) if c.byte_attention_in else 0)
+    return {
+        "embedding": embedding,
+        "qkv": attention_layers * 3 * c.d_attention * d,
+        "attention": 0,
+        "out": attention_layers * c.d_attention * d,
+        "ffn": layers * 2 * c.mlp_ratio * d * d,
+        "norms": 0,
+        "head": head_matrix + c.byte_layers_out * _byte_layer(c, c.d_byte_out, 0, flops=False),
+        "other": 2 * layers + 2 * attention_layers + layers // 2,
+    }
+
+
+def _modded_tables(c: MoTConfig) -> tuple[int, int]:
+    """(Lookup-table parameters: tokens, value embeddings, bytes; parameters of the head's output matrix)."""
+    tables = c.vocab_size * c.d_token + c.value_embeddings * c.vocab_size * c.d_model
+    if c.mixin != "noop":
+        tables += c.byte_vocab.size * c.d_byte
+    head_size = c.head_size if c.mixout == "noop" else c.byte_vocab.head_size
+    return tables, c.d_byte_out * head_size
+
+
+def _modded_flops(config: ModdedGPTConfig, seq_len: int) -> dict[str, int]:
+    """Per token; byte-level work counts once per byte slot, byte attention over the 16 x seq_len byte stream."""
+    c = _mot(config)
+    d, slots = c.d_model, c.bytes_per_token
+    attention_layers = c.n_layer - len(set(c.attention_free_layers))
+    embedding = 0
+    if c.mixin == "concat":
+        embedding = 2 * (c.d_token + slots * c.d_byte) * d
+        embedding += slots * _byte_layer(c, c.d_byte, slots * seq_len, flops=True) if c.byte_attention_in else 0
+    elif c.mixin == "cross_attn":  # q and out d x d, k and v per byte, scores and weighted sum over the 16 bytes
+        embedding = 2 * 2 * d * d + slots * 2 * 2 * d * d + 2 * 2 * slots * d
+        embedding += slots * _byte_layer(c, d, slots * seq_len, flops=True) if c.byte_attention_in else 0
+    if c.mixout == "noop":
+        head = 2 * d * c.head_size
+    else:
+        byte_head = 2 * c.d_byte_out * c.byte_vocab.head_size
+        head = slots * (byte_head + c.byte_layers_out * _byte_layer(c, c.d_byte_out, slots * seq_len, flops=True))
+    return {
+        "embedding": embedding,
+        "qkv": attention_layers * 2 * d * 3 * c.d_attention,
+        "attention": attention_layers * 4 * seq_len * c.d_attention,
+        "out": attention_layers * 2 * c.d_attention * d,
+        "ffn": c.n_layer * 2 * 2 * c.mlp_ratio * d * d,
+        "norms": 0,
+        "head": head,
+        "other": 0,
+    }
+
+
+def _modded_architecture(build: Callable[[Any], nn.Module]) -> Architecture:
+    """The backbone and the MoT share their formulas: the backbone is a MoT with no-op mixin and mixout."""
+    return Architecture(
+        build=build,
+        params=_modded_params,
+        flops=_modded_flops,
+        lookup_params=lambda c: sum(_modded_tables(_mot(c))),
+        components=(
+            (r"^(embed|value_embeds)\.", "embedding"),
+            (r"^mixout\.", "head"),
+            (r"(lambdas|skip_weights)$", "other"),
+        ),
+    )
+
+
+register(_modded_architecture(ModdedGPT), {"modded_gpt_454m": ModdedGPTConfig()})
+
 # The three 10,000-step rows and the mixout runs of reference 4.5; `_as_run` = byte layers as they ran (identity).
 _as_run = {"byte_attention_wired": False}
-register_presets(
-    MixtureOfTokenizers,
+register(
+    _modded_architecture(MixtureOfTokenizers),
     {
         "mot_noop_noop_1024": _row("noop", "noop", 1024, 1024),
         "mot_concat_noop_512_64": _row("concat", "noop", 512, 64),

@@ -26,8 +26,8 @@ import math
 import torch
 from torch import Tensor
 
-from modules.registry import get_config, replace_config
-from modules.transformer import Transformer, TransformerConfig
+from scaling_axes.modules.registry import get_config, replace_config
+from scaling_axes.modules.transformer import Transformer, TransformerConfig
 
 
 def widen(
@@ -74,6 +74,19 @@ def widen_with_new_parameters(model: Transformer, target: str | TransformerConfi
             into[(slice(None), *(slice(0, n) for n in source.shape[1:]))] = source
     wide.load_state_dict(state)
     return wide
+
+
+def grow_transformer(
+    model: Transformer, target: str | TransformerConfig, noise: float = 0.0, seed: int = 0, net2net: str = "exact"
+) -> Transformer:
+    """The registry's growth of a Transformer: `widen` (`noise`, copies drawn from `seed`) or, with
+    `net2net="new_parameters"`, the Tokenformer paper's Eq. 14 (the new blocks initialised from `seed`)."""
+    if net2net not in ("exact", "new_parameters"):
+        raise ValueError(f"net2net={net2net!r}; allowed: 'exact', 'new_parameters'")
+    if net2net == "new_parameters":
+        torch.manual_seed(seed)
+        return widen_with_new_parameters(model, target)
+    return widen(model, target, noise=noise, generator=torch.Generator().manual_seed(seed))
 
 
 def _check_compatible(old: TransformerConfig, new: TransformerConfig) -> None:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from torch import Tensor
 
-from modules.atomic import load_torch
-from modules.tokenformer import Tokenformer
+from scaling_axes.io import load_torch
+from scaling_axes.modules.tokenformer import Tokenformer
 
 OFFICIAL_REPOS = {
     "tokenformer_150m": "Haiyang-W/TokenFormer-150M",

@@ -1,29 +1,99 @@
-"""Named model presets, in the manner of timm's `create_model`.
+"""Architectures and their named presets, in the manner of timm's `create_model`.
 
-Every architecture registers its presets here as (frozen config, builder). `build_model(name, **overrides)`
-replaces config fields by name, checks their types, and builds the model.
+Each architecture registers once, in its own file: its builder, its closed-form parameter and FLOP formulas, its
+shape (width, depth, outputs) and, if it can grow, how. `build_model(name, **overrides)` replaces config fields by
+name, checks their types, and builds the model; `architecture_of(config)` is how the FLOP counts, the planner and
+growth find what they need, so adding an architecture touches no other file.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import inspect
 import math
 import types
 import typing
 from collections.abc import Callable
 from typing import Any
 
-from torch import nn
+import torch
+from torch import Tensor, nn
 
-_PRESETS: dict[str, tuple[Any, Callable[[Any], nn.Module]]] = {}
+COMPONENTS = ("embedding", "qkv", "attention", "out", "ffn", "norms", "head", "other")
+Counts = dict[str, int]  # per component of COMPONENTS
 
 
-def register_presets(builder: Callable[[Any], nn.Module], presets: dict[str, Any]) -> None:
-    """Register `presets` (name -> frozen dataclass config) for the model class `builder`."""
+def token_ids(config: Any, seq_len: int) -> tuple[Tensor, int]:
+    """A language model's example input for counting FLOPs: one row of `seq_len` token ids, and its token count."""
+    return torch.zeros(1, seq_len, dtype=torch.long), seq_len
+
+
+@dataclasses.dataclass(frozen=True)
+class Architecture:
+    """What the suite knows of one architecture, from its config alone.
+
+    params / flops: parameters, and forward matmul FLOPs per token at a context length, per component (COMPONENTS);
+    lookup_params: the lookup tables and unembedding that a non-embedding count leaves out; width, depth, outputs:
+    residual values per token, layers and output classes (the planner's memory estimate); example_input: an input
+    for counting FLOPs on the model and the tokens it holds; components: parameter-name prefixes -> component, beyond
+    the names every model here shares; norm_layers: its normalisation modules of its own; grow: "module:function"
+    growing a model into a bigger config (imported when used, so a model file need not import its growth code; it is
+    given the options its signature names), and the config fields growth changes (`growing_fields`)."""
+
+    build: Callable[[Any], nn.Module]
+    params: Callable[[Any], Counts]
+    flops: Callable[[Any, int], Counts]
+    lookup_params: Callable[[Any], int]
+    width: Callable[[Any], int] = lambda c: c.d_model
+    depth: Callable[[Any], int] = lambda c: c.n_layer
+    outputs: Callable[[Any], int] = lambda c: c.vocab_size
+    example_input: Callable[[Any, int], tuple[Tensor, int]] = token_ids
+    components: tuple[tuple[str, str], ...] = ()
+    norm_layers: tuple[type[nn.Module], ...] = ()
+    grow: str | None = None
+    growing_fields: tuple[str, ...] = ()
+
+    def grow_model(self, model: nn.Module, target: Any, **options: Any) -> nn.Module:
+        if self.grow is None:
+            growable = sorted(c.__name__ for c, a in _ARCHITECTURES.items() if a.grow)
+            raise TypeError(f"{type(model).__name__} cannot grow; these can: {', '.join(growable)}")
+        module, name = self.grow.split(":")
+        function = getattr(importlib.import_module(module), name)
+        accepted = inspect.signature(function).parameters
+        return function(model, target, **{k: v for k, v in options.items() if k in accepted})
+
+
+_PRESETS: dict[str, Any] = {}
+_ARCHITECTURES: dict[type, Architecture] = {}
+
+
+def register(architecture: Architecture, presets: dict[str, Any]) -> None:
+    """Register an architecture by the config class of its `presets` (name -> frozen dataclass config)."""
+    config_types = {type(config) for config in presets.values()}
+    if len(config_types) != 1:
+        names = sorted(t.__name__ for t in config_types)
+        raise TypeError(f"one architecture's presets share one config class; got {names}")
+    (config_type,) = config_types
+    if config_type in _ARCHITECTURES:
+        raise ValueError(f"{config_type.__name__} is registered twice")
+    _ARCHITECTURES[config_type] = architecture
     for name, config in presets.items():
         if name in _PRESETS:
             raise ValueError(f"model preset {name!r} is registered twice")
-        _PRESETS[name] = (config, builder)
+        _PRESETS[name] = config
+
+
+def architecture_of(config: Any) -> Architecture:
+    """The registered architecture of `config` (its class, or the nearest registered base class)."""
+    for cls in type(config).__mro__:
+        if cls in _ARCHITECTURES:
+            return _ARCHITECTURES[cls]
+    raise TypeError(f"no registered architecture takes a {type(config).__name__}")
+
+
+def architectures() -> list[Architecture]:
+    return list(_ARCHITECTURES.values())
 
 
 def list_models(prefix: str = "") -> list[str]:
@@ -35,7 +105,7 @@ def get_config(name: str, **overrides: Any) -> Any:
     """The preset's config with `overrides` applied (type-checked)."""
     if name not in _PRESETS:
         raise KeyError(f"unknown model {name!r}; registered models: {', '.join(list_models())}")
-    return replace_config(_PRESETS[name][0], **overrides)
+    return replace_config(_PRESETS[name], **overrides)
 
 
 def preset_overrides(name: str, config: Any) -> dict[str, Any]:
@@ -47,16 +117,12 @@ def preset_overrides(name: str, config: Any) -> dict[str, Any]:
 
 def build_model(name: str, **overrides: Any) -> nn.Module:
     """Build the preset `name`, with config fields replaced by `overrides`."""
-    config = get_config(name, **overrides)
-    return _PRESETS[name][1](config)
+    return build_from_config(get_config(name, **overrides))
 
 
 def build_from_config(config: Any) -> nn.Module:
     """Build a model from a config of any registered architecture."""
-    for preset, builder in _PRESETS.values():
-        if type(preset) is type(config):
-            return builder(config)
-    raise TypeError(f"no registered architecture takes a {type(config).__name__}")
+    return architecture_of(config).build(config)
 
 
 def replace_config(config: Any, **overrides: Any) -> Any:

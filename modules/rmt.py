@@ -34,9 +34,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from kernels import Kernel, check_kernel, use_triton
-from modules.layers import causal_attention
-from modules.registry import register_presets
+from scaling_axes.kernels import Kernel, check_kernel, use_triton
+from scaling_axes.modules.layers import causal_attention
+from scaling_axes.modules.registry import Architecture, register
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,7 +103,7 @@ def normed_retrieval(x: Tensor, norm: MatrixNorm, keys: Tensor, kernel: str, hea
     """retrieve(norm(x), keys) -> [B, T, D_v, n]; `heads_first`: stored n-major, so that q, k, v are [B, R, T, D_v]
     views with unit last stride. With the fused kernel the normalised matrix is never written to memory."""
     if use_triton(kernel, x):
-        from kernels.rmt import norm_retrieve
+        from scaling_axes.kernels.rmt import norm_retrieve
 
         return norm_retrieve(x, keys, norm.weight, norm.bias, norm.eps, norm.layernorm, heads_first)
     xn = norm(x)
@@ -135,7 +135,7 @@ class Storage(nn.Module):
 
     def forward(self, x: Tensor, data: Tensor) -> Tensor:
         if use_triton(self.kernel, x):
-            from kernels.rmt import store as fused_store
+            from scaling_axes.kernels.rmt import store as fused_store
 
             return fused_store(x, data, self.keys)
         return store(x, data, self.keys)
@@ -326,8 +326,54 @@ def _rmt(n_layer: int, d_key: int, d_value: int, rank: int, d_ff: int) -> RMTCon
     return RMTConfig(n_layer=n_layer, d_key=d_key, d_value=d_value, rank=rank, d_ff=d_ff)
 
 
-register_presets(
-    RMT,
+def _rmt_params(c: RMTConfig) -> dict[str, int]:
+    """RMT: tables and keys of the embedding, 3R + R keys per attention, FF with its 2R keys, readout + W_U."""
+    keys, width = c.rank * c.d_key, c.rank * c.d_value
+    learned = c.position == "learned"
+    return {
+        "embedding": (c.vocab_size + (c.max_seq_len if learned else 0)) * width + keys * (2 if learned else 1),
+        "qkv": c.n_layer * 3 * keys,
+        "attention": 0,
+        "out": c.n_layer * keys,
+        "ffn": c.n_layer * (2 * keys + 2 * width * c.d_ff),
+        "norms": (2 * c.n_layer + 1) * c.residual_size * (2 if c.norm == "layernorm" and c.norm_bias else 1),
+        "head": keys + width * c.vocab_size,
+        "other": 0,
+    }
+
+
+def _rmt_flops(c: RMTConfig, seq_len: int) -> dict[str, int]:
+    """RMT: every retrieval/storage costs 2 D_k D_v per key; attention is R heads of size D_v."""
+    key, width = 2 * c.d_key * c.d_value, c.rank * c.d_value
+    return {
+        "embedding": key * c.rank * (2 if c.position == "learned" else 1),
+        "qkv": c.n_layer * key * 3 * c.rank,
+        "attention": c.n_layer * 4 * seq_len * width,
+        "out": c.n_layer * key * c.rank,
+        "ffn": c.n_layer * (2 * key * c.rank + 2 * 2 * width * c.d_ff),
+        "norms": 0,
+        "head": key * c.rank + 2 * width * c.vocab_size,
+        "other": 0,
+    }
+
+
+def _rmt_lookup_params(c: RMTConfig) -> int:
+    """The token (and position) tables and W_U; the storage and readout keys stay in, as in the RMT code's
+    `non_embedding_size` (reference rmt.md section 5)."""
+    width = c.rank * c.d_value
+    return (2 * c.vocab_size + (c.max_seq_len if c.position == "learned" else 0)) * width
+
+
+register(
+    Architecture(
+        build=RMT,
+        params=_rmt_params,
+        flops=_rmt_flops,
+        lookup_params=_rmt_lookup_params,
+        width=lambda c: c.residual_size,
+        components=((r"^embed\.", "embedding"), (r"^readout", "head")),
+        norm_layers=(MatrixNorm,),
+    ),
     {
         "rmt_46m": _rmt(6, 32, 32, 12, 1536),
         "rmt_134m": _rmt(12, 32, 64, 12, 3072),

@@ -30,9 +30,18 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from kernels import Kernel, check_kernel, use_triton
-from modules.layers import CausalSelfAttention, DecoderConfig, DecoderLM, PreNormBlock, RotaryEmbedding
-from modules.registry import get_config, register_presets, replace_config
+from scaling_axes.kernels import Kernel, check_kernel, use_triton
+from scaling_axes.modules.layers import (
+    CausalSelfAttention,
+    DecoderConfig,
+    DecoderLM,
+    PreNormBlock,
+    RotaryEmbedding,
+    decoder_flops,
+    decoder_lookup_params,
+    decoder_params,
+)
+from scaling_axes.modules.registry import Architecture, get_config, register, replace_config
 
 Normalization = Literal["l2_norm_gelu", "gelu_l2_norm", "gelu_l1_norm", "softmax"]
 NORMALIZATIONS = ("l2_norm_gelu", "gelu_l2_norm", "gelu_l1_norm", "softmax")
@@ -104,7 +113,7 @@ class Pattention(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         if self.fused(x):
-            from kernels.pattention import pattention
+            from scaling_axes.kernels.pattention import pattention
 
             return pattention(x, self.key_param_tokens, self.value_param_tokens, self.tau, self.eps)
         scores = x @ self.key_param_tokens.T
@@ -130,7 +139,7 @@ class QKVPattention(nn.Module):
         parts = (self.query, self.key, self.value)
         alike = {(p.key_param_tokens.shape, p.value_param_tokens.shape, p.tau, p.eps) for p in parts}
         if len(alike) == 1 and all(p.fused(x) for p in parts):
-            from kernels.pattention import grouped_pattention
+            from scaling_axes.kernels.pattention import grouped_pattention
 
             keys, values = [p.key_param_tokens for p in parts], [p.value_param_tokens for p in parts]
             return grouped_pattention(x, keys, values, self.query.tau, self.query.eps)
@@ -283,8 +292,23 @@ def _owt2(tokens: int) -> TokenformerConfig:
     )
 
 
-register_presets(
-    Tokenformer,
+def _token_parameters(c: TokenformerConfig) -> tuple[int, int, int]:
+    """Key and value tokens of one block's three Q/K/V Pattentions, its output and its FFN Pattention."""
+    d = c.d_model
+    return 3 * c.qkv_tokens * 2 * d, c.proj_tokens * 2 * d, c.ffn_tokens * 2 * d
+
+
+ARCHITECTURE = Architecture(
+    build=Tokenformer,
+    params=lambda c: decoder_params(c, *_token_parameters(c)),
+    flops=lambda c, seq_len: decoder_flops(c, seq_len, *_token_parameters(c)),
+    lookup_params=decoder_lookup_params,
+    grow="scaling_axes.modules.tokenformer:grow",
+    growing_fields=(*TOKEN_FIELDS, *TAU_FIELDS),
+)
+
+register(
+    ARCHITECTURE,
     {
         "tokenformer_150m": _pile(12, 768, 12),
         "tokenformer_450m": _pile(24, 1024, 16),

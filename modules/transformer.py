@@ -28,8 +28,17 @@ from typing import Literal
 
 from torch import nn
 
-from modules.layers import CausalSelfAttention, DecoderConfig, DecoderLM, PreNormBlock, RotaryEmbedding
-from modules.registry import register_presets
+from scaling_axes.modules.layers import (
+    CausalSelfAttention,
+    DecoderConfig,
+    DecoderLM,
+    PreNormBlock,
+    RotaryEmbedding,
+    decoder_flops,
+    decoder_lookup_params,
+    decoder_params,
+)
+from scaling_axes.modules.registry import Architecture, register
 
 
 @dataclasses.dataclass(frozen=True)
@@ -166,8 +175,34 @@ _RMT_PAPER_TRANSFORMER = TransformerConfig(
 STANDARD_PARAMETRISATION = {"mup": False, "init_std": 0.02, "input_multiplier": 1.0, "attention_multiplier": 1.0,
                             "output_multiplier": 1.0}  # fmt: skip
 
-register_presets(
-    Transformer,
+
+def _block_weights(c: TransformerConfig) -> tuple[int, int, int]:
+    """Weights of one block's Q/K/V, output projection and MLP (attention width n_head x d_head)."""
+    width = c.n_head * c.d_head
+    return 3 * c.d_model * width, width * c.d_model, 2 * c.d_model * c.ffn_dim
+
+
+def transformer_params(c: TransformerConfig) -> dict[str, int]:
+    qkv, out, ffn = _block_weights(c)
+    bias, width = int(c.bias), c.n_head * c.d_head
+    return decoder_params(c, qkv + 3 * width * bias, out + c.d_model * bias, ffn + (c.ffn_dim + c.d_model) * bias)
+
+
+def transformer_flops(c: TransformerConfig, seq_len: int) -> dict[str, int]:
+    return decoder_flops(c, seq_len, *_block_weights(c))
+
+
+ARCHITECTURE = Architecture(
+    build=Transformer,
+    params=transformer_params,
+    flops=transformer_flops,
+    lookup_params=decoder_lookup_params,
+    grow="scaling_axes.modules.net2net:grow_transformer",
+    growing_fields=("d_model", "n_head", "d_ff", "norm_eps", "tie_embeddings"),
+)
+
+register(
+    ARCHITECTURE,
     {
         "transformer_124m": _TOKENFORMER_PAPER_TRANSFORMER,
         "transformer_354m": dataclasses.replace(_TOKENFORMER_PAPER_TRANSFORMER, n_layer=24, d_model=1024, n_head=16),

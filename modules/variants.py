@@ -21,9 +21,17 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
-from modules.layers import PreNormBlock, RotaryEmbedding, layer_norm
-from modules.registry import get_config, register_presets
-from modules.transformer import MLP, STANDARD_PARAMETRISATION, Transformer, TransformerConfig, make_attention
+from scaling_axes.modules.layers import PreNormBlock, RotaryEmbedding, decoder_lookup_params, layer_norm
+from scaling_axes.modules.registry import Architecture, get_config, register
+from scaling_axes.modules.transformer import (
+    MLP,
+    STANDARD_PARAMETRISATION,
+    Transformer,
+    TransformerConfig,
+    make_attention,
+    transformer_flops,
+    transformer_params,
+)
 
 Variant = Literal["highway", "depth_lstm", "layer_aggregation"]
 
@@ -122,8 +130,35 @@ class TransformerVariant(Transformer):
 
 _GPT2_SMALL = VariantConfig(**dataclasses.asdict(get_config("transformer_rmt_160m", **STANDARD_PARAMETRISATION)))
 
-register_presets(
-    TransformerVariant,
+
+def _base(config: VariantConfig) -> TransformerConfig:
+    fields = {f.name: getattr(config, f.name) for f in dataclasses.fields(TransformerConfig)}
+    return TransformerConfig(**fields)
+
+
+def _variant(c: VariantConfig, base: dict[str, int], flops: bool) -> dict[str, int]:
+    """The Transformer's counts changed by a Table 10 variant; FLOPs are 2 per weight (per token)."""
+    per_weight, d, layers = (2 if flops else 1), c.d_model, c.n_layer
+    out = dict(base)
+    if c.variant == "highway":
+        out["other"] = per_weight * layers * 4 * d * d
+    elif c.variant == "depth_lstm":  # gates 2d -> 3d; the FFN's first matrix reads 2d; one norm per block
+        out["other"] = per_weight * layers * 6 * d * d
+        out["ffn"] = per_weight * layers * 3 * d * c.ffn_dim
+        out["norms"] = 0 if flops else (layers + 1) * d * (1 + c.norm_bias)
+    else:  # aggregation nodes: 2d -> d and a LayerNorm each
+        out["other"] = (c.aggregation_stages - 1) * (per_weight * 2 * d * d + (0 if flops else d * (1 + c.norm_bias)))
+    return out
+
+
+register(
+    Architecture(
+        build=TransformerVariant,
+        params=lambda c: _variant(c, transformer_params(_base(c)), flops=False),
+        flops=lambda c, seq_len: _variant(c, transformer_flops(_base(c), seq_len), flops=True),
+        lookup_params=decoder_lookup_params,
+        components=((r"^aggregators\.", "other"),),
+    ),
     {
         "highway_transformer_191m": dataclasses.replace(_GPT2_SMALL, variant="highway"),
         "depthwise_lstm_233m": dataclasses.replace(_GPT2_SMALL, variant="depth_lstm"),

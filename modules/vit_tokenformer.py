@@ -20,6 +20,7 @@ import dataclasses
 import functools
 import math
 
+import torch
 import torch.nn.functional as F
 from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.models import generate_default_cfgs, register_model
@@ -27,9 +28,9 @@ from timm.models._builder import resolve_pretrained_cfg
 from timm.models.vision_transformer import Block, VisionTransformer
 from torch import Tensor, nn
 
-from kernels import Kernel
-from modules.registry import get_config, register_presets
-from modules.tokenformer import NORMALIZATIONS, Normalization, Pattention, QKVPattention
+from scaling_axes.kernels import Kernel
+from scaling_axes.modules.registry import Architecture, get_config, register
+from scaling_axes.modules.tokenformer import NORMALIZATIONS, Normalization, Pattention, QKVPattention
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,7 +49,9 @@ class ViTConfig:
     proj_tokens: int = 768
     ffn_tokens: int = 3072
     normalization: Normalization = "l2_norm_gelu"
-    kernel: Kernel = "auto"  # Pattention: fused Triton on CUDA, eager PyTorch elsewhere (modules.tokenformer)
+    kernel: Kernel = (
+        "auto"  # Pattention: fused Triton on CUDA, eager PyTorch elsewhere (scaling_axes.modules.tokenformer)
+    )
     block_norm_parametric: bool = False
     final_norm_parametric: bool = True
     init_std: float = 0.02
@@ -148,7 +151,52 @@ PRESETS = {
     "vit_tokenformer_l16": _tokenformer(24, 1024, 16, 1030),
     "vit_tokenformer_l16_matched": _tokenformer(24, 1024, 16, 776),
 }
-register_presets(build_vit, PRESETS)
+
+
+def _vit(c: ViTConfig, flops: bool) -> dict[str, int]:
+    """ViT (timm baseline or Tokenformer), per image then divided by its tokens (patches + class token) for FLOPs:
+    the patch embedding runs once per patch and the head once per image. `seq_len` is always the image's tokens."""
+    d, layers, tokens, patches = c.embed_dim, c.depth, c.tokens_per_image, c.tokens_per_image - 1
+    patch = c.patch_size**2 * c.in_chans * d
+    if c.pattention:
+        qkv, out, ffn = 3 * c.qkv_tokens * 2 * d, c.proj_tokens * 2 * d, c.ffn_tokens * 2 * d
+        biases = {"qkv": 0, "out": 0, "ffn": 0}
+    else:
+        hidden = int(d * c.mlp_ratio)
+        qkv, out, ffn = 3 * d * d, d * d, 2 * d * hidden
+        biases = {"qkv": 3 * d, "out": d, "ffn": hidden + d}
+    if flops:  # 2 per weight per token; attention over all tokens, both ways
+        per_image = {"embedding": 2 * patch * patches, "qkv": 2 * qkv * tokens * layers,
+                     "attention": 4 * tokens * d * tokens * layers, "out": 2 * out * tokens * layers,
+                     "ffn": 2 * ffn * tokens * layers, "norms": 0, "head": 2 * d * c.num_classes,
+                     "other": 0}  # fmt: skip
+        return {k: v // tokens for k, v in per_image.items()}
+    return {
+        "embedding": patch + d + d + tokens * d,  # patch projection and its bias, class token, positions
+        "qkv": layers * (qkv + biases["qkv"]),
+        "attention": 0,
+        "out": layers * (out + biases["out"]),
+        "ffn": layers * (ffn + biases["ffn"]),
+        "norms": layers * 4 * d * c.block_norm_parametric + 2 * d * c.final_norm_parametric,
+        "head": d * c.num_classes + c.num_classes,
+        "other": 0,
+    }
+
+
+register(
+    Architecture(
+        build=build_vit,
+        params=lambda c: _vit(c, flops=False),
+        flops=lambda c, seq_len: _vit(c, flops=True),
+        lookup_params=lambda c: (c.tokens_per_image + 1) * c.embed_dim,  # positions and the class token
+        width=lambda c: c.embed_dim,
+        depth=lambda c: c.depth,
+        outputs=lambda c: c.num_classes,
+        example_input=lambda c, seq_len: (torch.zeros(1, c.in_chans, c.img_size, c.img_size), c.tokens_per_image),
+        components=((r"^(patch_embed\.|cls_token|pos_embed)", "embedding"), (r"^head\.", "head")),
+    ),
+    PRESETS,
+)
 TIMM_NAMES = {
     "vit_tokenformer_base_patch16_224": "vit_tokenformer_b16",
     "vit_tokenformer_base_patch16_224_matched": "vit_tokenformer_b16_matched",

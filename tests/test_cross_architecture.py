@@ -8,13 +8,20 @@ import sys
 import pytest
 import torch
 
-from experiments import bench_training
-from experiments import cross_architecture as cross
-from experiments.runner import load_results, report, train
-from modules import get_config
-from modules.flops import counted_flops, counted_non_embedding_params, non_embedding_params, train_flops_per_token
-from modules.registry import build_from_config, preset_overrides
-from modules.transformer import STANDARD_PARAMETRISATION
+from scaling_axes.benchmarks import training as bench_training
+from scaling_axes.experiments.cross_architecture import setup as cross
+from scaling_axes.experiments.cross_architecture import table
+from scaling_axes.harness.runner import report, train
+from scaling_axes.harness.runs import load_results
+from scaling_axes.modules import get_config
+from scaling_axes.modules.flops import (
+    counted_flops,
+    counted_non_embedding_params,
+    non_embedding_params,
+    train_flops_per_token,
+)
+from scaling_axes.modules.registry import build_from_config, preset_overrides
+from scaling_axes.modules.transformer import STANDARD_PARAMETRISATION
 
 SHAPE_FIELDS = {"n_layer", "d_model", "n_head", "max_seq_len", "d_ff", "qkv_tokens", "proj_tokens", "ffn_tokens",
                 "rank", "d_value", "d_key", "head_dim", "value_embeddings", "attention_free_layers", "d_token",
@@ -101,7 +108,7 @@ def test_report_takes_each_best_lr_and_reads_the_curves_at_equal_flops():
     results = _fake_results("smoke", best_index)
     diverged = cross.make_run("smoke", "mot", "125m", cross.sweep("smoke", "mot")[0]).name
     results[diverged] = {"val_loss": None, "diverged": "non-finite training loss nan at step 3"}
-    rows = {(r.row, r.metric): r for r in cross.report("smoke", results)}
+    rows = {(r.row, r.metric): r for r in table.report("smoke", results)}
     for arch, index in best_index.items():
         lrs = cross.sweep("smoke", arch)
         best = rows[(f"{arch}_125m", "best_lr")]
@@ -123,7 +130,7 @@ def test_report_takes_each_best_lr_and_reads_the_curves_at_equal_flops():
 
 def test_no_equal_flops_reading_until_every_architecture_has_finished():
     results = _fake_results("smoke", dict.fromkeys(cross.ARCHITECTURES, 1), skip=("rmt",))
-    rows = cross.report("smoke", results)
+    rows = table.report("smoke", results)
     assert not [r for r in rows if r.metric == "val_loss_equal_flops"]
     assert {r.status for r in rows if r.row.startswith("rmt_") and r.table == "lr_sweep"} == {"not_run"}
 
@@ -131,13 +138,13 @@ def test_no_equal_flops_reading_until_every_architecture_has_finished():
 def test_a_diverging_sweep_point_is_recorded_and_a_plain_run_still_stops(tmp_path):
     run = cross.make_run("smoke", "transformer", "125m", 0.03)
     run = dataclasses.replace(run, budget=dataclasses.replace(run.budget, lr=1e4, warmup_steps=0))
-    done = train(cross.EXPERIMENT, "smoke", run, tmp_path)
+    done = train(table.EXPERIMENT, "smoke", run, tmp_path)
     assert done["val_loss"] is None and "non-finite training loss" in done["diverged"]
-    assert load_results(cross.EXPERIMENT, "smoke", tmp_path)[run.name] == done  # finished: never trained again
-    assert train(cross.EXPERIMENT, "smoke", run, tmp_path) == done
+    assert load_results(table.EXPERIMENT, "smoke", tmp_path)[run.name] == done  # finished: never trained again
+    assert train(table.EXPERIMENT, "smoke", run, tmp_path) == done
     plain = dataclasses.replace(run, name="plain", lr_sweep=False)
     with pytest.raises(FloatingPointError, match="non-finite training loss"):
-        train(cross.EXPERIMENT, "smoke", plain, tmp_path)
+        train(table.EXPERIMENT, "smoke", plain, tmp_path)
 
 
 def test_smoke_trains_and_reports_every_architecture(tmp_path, monkeypatch):
@@ -145,8 +152,8 @@ def test_smoke_trains_and_reports_every_architecture(tmp_path, monkeypatch):
     monkeypatch.setattr(cross, "LR_GRID", {a: (3e-3,) for a in cross.ARCHITECTURES})
     monkeypatch.setattr(cross, "SIZES", ("125m",))
     for run in cross.runs("smoke"):
-        train(cross.EXPERIMENT, "smoke", run, tmp_path / "runs")
-    path = report(cross.EXPERIMENT, "smoke", tmp_path / "runs", tmp_path / "results")
+        train(table.EXPERIMENT, "smoke", run, tmp_path / "runs")
+    path = report(table.EXPERIMENT, "smoke", tmp_path / "runs", tmp_path / "results")
     rows = list(csv.DictReader(path.open()))
     for arch in cross.ARCHITECTURES:
         measured = {
@@ -159,7 +166,7 @@ def test_smoke_trains_and_reports_every_architecture(tmp_path, monkeypatch):
 
 def test_training_benchmark_says_it_needs_a_gpu(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    monkeypatch.setattr(sys, "argv", ["experiments.bench_training"])
+    monkeypatch.setattr(sys, "argv", ["scaling_axes.benchmarks.training"])
     with pytest.raises(SystemExit, match="on a CUDA GPU and none is visible"):
         bench_training.main()
 
@@ -169,7 +176,7 @@ def test_training_benchmark_runs_every_variant_end_to_end_at_toy_sizes(monkeypat
     toy sizes, timings stubbed, so that every row and the derived columns are computed. One case fails on purpose
     (the RMT's compiled eager model, as it did on the H100) and is a row with its error; the MoT runs without the
     GPT-2 tokenizer file."""
-    from modules.rmt import RMT
+    from scaling_axes.modules.rmt import RMT
 
     tiny = cross.SHAPES["smoke"]["125m"]
     toy = [bench_training.Case(family, arch, cross.FAMILIES[arch], cross.overrides(arch, tiny, 8), 2, 8)
@@ -192,8 +199,8 @@ def test_training_benchmark_runs_every_variant_end_to_end_at_toy_sizes(monkeypat
     monkeypatch.setattr(bench_training, "get_available_flops", lambda device, dtype: 1e9)
     monkeypatch.setattr(bench_training, "compile_model", compile_or_fail)
     monkeypatch.setattr(bench_training, "load_tokenizer", no_tokenizer)
-    monkeypatch.setattr("datamodules.token_bytes.load_tokenizer", no_tokenizer)
-    monkeypatch.setattr(sys, "argv", ["experiments.bench_training", "--out", str(tmp_path / "bench.csv")])
+    monkeypatch.setattr("scaling_axes.modules.token_bytes.load_tokenizer", no_tokenizer)
+    monkeypatch.setattr(sys, "argv", ["scaling_axes.benchmarks.training", "--out", str(tmp_path / "bench.csv")])
     bench_training.main()
     with open(tmp_path / "bench.csv", newline="") as f:
         rows = list(csv.DictReader(f))
@@ -224,7 +231,7 @@ def test_the_training_benchmark_writes_its_csv_even_when_it_is_stopped(monkeypat
 
     monkeypatch.setattr(bench_training, "DEVICE", "cpu")
     monkeypatch.setattr(bench_training, "bench", stop)
-    monkeypatch.setattr(sys, "argv", ["experiments.bench_training", "--out", str(tmp_path / "bench.csv")])
+    monkeypatch.setattr(sys, "argv", ["scaling_axes.benchmarks.training", "--out", str(tmp_path / "bench.csv")])
     with pytest.raises(KeyboardInterrupt):
         bench_training.main()
     assert (tmp_path / "bench.csv").read_text().splitlines()[1].startswith("cpu,,,rmt_paper,,,,,eager,1.0")

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from datamodules.corpora import _split_bytes, open_split, prepare_corpus, read_token_shard
-from datamodules.text import FixedWindows, RandomWindowBatches, TextDataModule
-from datamodules.tokenizers import load_tokenizer
+from scaling_axes.datamodules.corpora import _split_bytes, open_split, prepare_corpus, read_token_shard
+from scaling_axes.datamodules.text import FixedWindows, RandomWindowBatches, TextDataModule
+from scaling_axes.modules.tokenizers import load_tokenizer
 
 
 def test_embedded_tokenizers_give_the_known_ids():
@@ -142,7 +142,7 @@ def enwik8_root(tmp_path_factory):
 
 
 def test_enwik8_standard_split_and_bits_per_byte_on_val_and_test(enwik8_root):
-    from modules.lm import LanguageModel
+    from scaling_axes.modules.lm import LanguageModel
 
     root, data = enwik8_root
     dm = TextDataModule("enwik8", seq_len=64, batch_size=4, val_windows=3, data_root=str(root))
@@ -294,7 +294,7 @@ def as_run_shards(tmp_path):
 def test_as_run_stream_equals_the_original_loader_loop(as_run_shards):
     """Every micro-batch of two ranks with two accumulation steps each, against the original's global batches, until
     the files run out; a run resumed at micro-batch 5 continues with the same batches."""
-    from datamodules.as_run import AsRunStream
+    from scaling_axes.datamodules.as_run import AsRunStream
 
     seq_len, global_batch, seed = 7, 4, 9090333
     expected = list(_original_generator(as_run_shards, seq_len, global_batch, seed))
@@ -312,7 +312,7 @@ def test_as_run_stream_equals_the_original_loader_loop(as_run_shards):
 
 
 def test_as_run_reads_int32_files_as_the_original_did(as_run_shards):
-    from datamodules.as_run import read_as_run
+    from scaling_axes.datamodules.as_run import read_as_run
 
     written = np.fromfile(as_run_shards[2], dtype=np.int32, offset=1024)
     as_read = read_as_run(as_run_shards[2])

@@ -11,14 +11,18 @@ import torch
 import torch.nn.functional as F
 from lm_eval.tasks import TaskManager
 
-from datamodules.tokenizers import Tokenizer
-from experiments import evaluate, lm_eval_tasks
-from experiments import rmt_table5_6_downstream as rmt_downstream
-from experiments import tokenformer_table1_zeroshot as table1
-from experiments.lm_eval_model import SuiteLM, load_checkpoint
-from experiments.runner import Budget, Run, write_config
-from modules import build_model
-from modules.official_weights import convert_official_state_dict, load_official_tokenformer, official_key_map
+from scaling_axes.experiments.rmt import table5_6_downstream as rmt_downstream
+from scaling_axes.experiments.tokenformer import table1_zeroshot as table1
+from scaling_axes.harness import evaluate, lm_eval_tasks
+from scaling_axes.harness.lm_eval_model import SuiteLM, load_checkpoint
+from scaling_axes.harness.runs import Budget, Run, write_config
+from scaling_axes.modules import build_model
+from scaling_axes.modules.official_weights import (
+    convert_official_state_dict,
+    load_official_tokenformer,
+    official_key_map,
+)
+from scaling_axes.modules.tokenizers import Tokenizer
 from tests.conftest import TINY_TOKENFORMER, TINY_TRANSFORMER
 
 WINDOW = 16
@@ -166,7 +170,7 @@ def test_corpus_perplexity_is_the_exponentiated_mean_token_loss(tmp_path, monkey
     monkeypatch.setenv("SCALING_AXES_DATA", str(tmp_path))
     model = build_model("transformer_rmt_49m", **{**TINY_TRANSFORMER, "vocab_size": 50257})
     ppl = evaluate.corpus_perplexity(model, "embedded_news", "gpt2", 16, max_windows=3, batch_size=2)
-    from datamodules.corpora import open_split, prepare_corpus
+    from scaling_axes.datamodules.corpora import open_split, prepare_corpus
 
     tokens, _ = open_split(prepare_corpus("embedded_news", "gpt2"), "val")
     losses = []
@@ -257,7 +261,7 @@ def test_rmt_tables_5_and_6_from_the_scaling_runs(monkeypatch, tmp_path) -> None
 
 
 def test_pile_and_the_evaluation_corpora_go_through_the_memmap_path_from_local_files(tmp_path) -> None:
-    from datamodules.corpora import open_split, prepare_corpus
+    from scaling_axes.datamodules.corpora import open_split, prepare_corpus
 
     documents = [{"text": f"Document {i} of the local Pile copy, with some words."} for i in range(2000)]
     for name in ("pile", "pile_10k", "wikitext"):
@@ -276,8 +280,8 @@ def test_pile_and_the_evaluation_corpora_go_through_the_memmap_path_from_local_f
 
 def test_table1_printed_averages_against_their_six_columns():
     """Two printed averages are not the mean of their row: Pythia-160M 40.1 (41.08), GPT-Neo 2.7B 56.5 (56.33)."""
-    from experiments import tokenformer_table1_zeroshot as table1
-    from experiments.results import published
+    from scaling_axes.experiments.tokenformer import table1_zeroshot as table1
+    from scaling_axes.harness.results import published
 
     rows = {r.row: r for r in table1.average_rows(published("tokenformer"))}
     assert {name for name, r in rows.items() if r.status == "differs"} == {"pythia_160m", "gpt_neo_2_7b"}

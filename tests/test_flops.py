@@ -3,17 +3,17 @@
 import pytest
 import torch
 
-from experiments.tokenformer_table3_params_flops import paper_params
-from modules import get_config, list_models
-from modules.flops import (
+from scaling_axes.experiments.tokenformer.table3_params_flops import paper_params
+from scaling_axes.modules import get_config, list_models
+from scaling_axes.modules.flops import (
     counted_flops,
     counted_non_embedding_params,
     formula_flops,
     formula_params,
     non_embedding_params,
 )
-from modules.registry import build_from_config
-from modules.vit_tokenformer import ViTConfig
+from scaling_axes.modules.registry import build_from_config
+from scaling_axes.modules.vit_tokenformer import ViTConfig
 
 
 @pytest.mark.parametrize("name", list_models())
@@ -48,7 +48,7 @@ def test_paper_table3_omits_the_factor_two_for_attention_pattentions(name):
 def test_table3_flop_column_and_totals_carry_the_same_erratum():
     """Tokenformer-150M (n = d = 768, 12 layers): N is 12 L d^2 = 84.9M as printed and 16 L d^2 = 113.2M in truth;
     the FLOP column (2 x parameters) and 2N + 2 n_layer n_ctx d follow; the FFN and every Transformer row agree."""
-    from experiments.tokenformer_table3_params_flops import _preset_rows
+    from scaling_axes.experiments.tokenformer.table3_params_flops import _preset_rows
 
     rows = {r.metric: r for r in _preset_rows("tokenformer_150m")}
     layers, d, context = 12, 768, 2048
@@ -68,7 +68,7 @@ def test_table3_flop_column_and_totals_carry_the_same_erratum():
 
 def test_tokenformer_flops_grow_slower_with_length_than_a_widened_transformer():
     """Fig. 5's claim: at fixed d the token-token cost rises less when the model grows by tokens."""
-    from modules.flops import train_flops_per_token
+    from scaling_axes.modules.flops import train_flops_per_token
 
     def slope(model):
         return train_flops_per_token(get_config(model), 65536) - train_flops_per_token(get_config(model), 512)

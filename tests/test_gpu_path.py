@@ -11,9 +11,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from experiments.runner import Budget, Run
-from experiments.training import ProgressLog, train_run
-from modules.registry import build_model
+from scaling_axes.harness.callbacks import ProgressLog
+from scaling_axes.harness.runs import Budget, Run
+from scaling_axes.harness.training import train_run
+from scaling_axes.modules.registry import build_model
 from tests.conftest import TINY_TOKENFORMER, TINY_TRANSFORMER
 
 TINY_RUN = {k: v for k, v in TINY_TRANSFORMER.items() if k != "vocab_size"}  # runs use the GPT-2 tokenizer
@@ -63,8 +64,8 @@ def test_fp16_mixed_with_a_fused_optimizer_is_still_refused_by_lightning() -> No
 
     from lightning.pytorch.plugins.precision import MixedPrecision
 
-    from modules.acceleration import clip_gradients
-    from modules.lm import LanguageModel
+    from scaling_axes.modules.acceleration import clip_gradients
+    from scaling_axes.modules.lm import LanguageModel
 
     module = LanguageModel("transformer_124m", model_overrides=TINY_TRANSFORMER, schedule_steps=2)
     plugin = MixedPrecision("16-mixed", "cpu", scaler=torch.amp.GradScaler("cpu"))
@@ -75,7 +76,7 @@ def test_fp16_mixed_with_a_fused_optimizer_is_still_refused_by_lightning() -> No
 
 
 def test_precision_defaults_to_bf16_mixed_on_cuda_and_32_true_on_the_cpu(monkeypatch) -> None:
-    from modules.acceleration import default_precision, wants_compile
+    from scaling_axes.modules.acceleration import default_precision, wants_compile
 
     assert default_precision("cpu") == "32-true"
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
@@ -153,8 +154,8 @@ def test_a_compiled_vit_tokenformer_gives_the_eager_logits_and_gradients() -> No
 
 @pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="kernel ops run on the CPU under the interpreter")
 def test_the_kernel_ops_pass_torch_library_opcheck() -> None:
-    import kernels.pattention as pattention
-    import kernels.rmt as rmt
+    import scaling_axes.kernels.pattention as pattention
+    import scaling_axes.kernels.rmt as rmt
 
     x, keys, values = torch.randn(7, 8), torch.randn(2 * 5, 8), torch.randn(2 * 5, 3)
     torch.library.opcheck(pattention.pattention_op, (x, keys, values, 2, math.sqrt(5), 1e-6))
@@ -209,7 +210,7 @@ def test_mfu_divides_by_the_peak_of_the_precision_the_run_computes_in(monkeypatc
 
     from lightning.pytorch.plugins.precision import MixedPrecision, Precision
 
-    from experiments.training import mfu_peak
+    from scaling_axes.harness.training import mfu_peak
 
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H100 80GB HBM3")
     monkeypatch.setattr("lightning.fabric.accelerators.cuda._is_ampere_or_later", lambda: True)
@@ -227,8 +228,8 @@ def test_the_lightning_cli_and_the_image_classifier_train_under_bf16_mixed_with_
     """The other training paths of the issue: the CLI (its defaults clip at 1.0) and a ViT run through the runner."""
     import dataclasses
 
-    from experiments import tokenformer_table2_imagenet as table2
-    from experiments.cli import cli_main
+    from scaling_axes.experiments.tokenformer import table2_imagenet as table2
+    from scaling_axes.harness.fit import cli_main
 
     monkeypatch.setattr("sys.argv", ["scaling-axes"])
     norms = GradientNorms()

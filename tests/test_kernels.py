@@ -7,11 +7,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import kernels.common
-import kernels.pattention as fused
-import kernels.rmt as fused_rmt
-from modules import build_model
-from modules.tokenformer import Pattention, normalize_scores
+import scaling_axes.kernels.common
+import scaling_axes.kernels.pattention as fused
+import scaling_axes.kernels.rmt as fused_rmt
+from scaling_axes.modules import build_model
+from scaling_axes.modules.tokenformer import Pattention, normalize_scores
 from tests.conftest import TINY_TOKENFORMER
 
 pytestmark = pytest.mark.skipif(
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.skipif(
 @pytest.fixture(autouse=True)
 def poisoned(monkeypatch):
     monkeypatch.setattr(
-        kernels.common,
+        scaling_axes.kernels.common,
         "alloc",
         lambda *shape, device, dtype=torch.float32: torch.full(shape, float("nan"), device=device, dtype=dtype),
     )
@@ -119,10 +119,10 @@ def test_mismatched_shapes_are_refused() -> None:
 def test_benchmark_says_it_needs_a_gpu(monkeypatch) -> None:
     import sys
 
-    from kernels import bench
+    from scaling_axes.benchmarks import kernels as bench
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    monkeypatch.setattr(sys, "argv", ["kernels.bench"])
+    monkeypatch.setattr(sys, "argv", ["scaling_axes.benchmarks.kernels"])
     with pytest.raises(SystemExit, match="on a CUDA GPU; none is visible"):
         bench.main()
 
@@ -225,7 +225,7 @@ def test_benchmark_runs_end_to_end_at_toy_sizes(monkeypatch, tmp_path) -> None:
     """No GPU here: the real benchmark path on the CPU at toy sizes, timings stubbed, to show every row runs."""
     import sys
 
-    from kernels import bench
+    from scaling_axes.benchmarks import kernels as bench
 
     monkeypatch.setattr(bench, "DEVICE", "cpu")
     monkeypatch.setattr(bench, "DTYPE", torch.float32)
@@ -257,7 +257,7 @@ def test_benchmark_runs_end_to_end_at_toy_sizes(monkeypatch, tmp_path) -> None:
     monkeypatch.setattr(torch, "compile", compile_and_fail_once)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda: "cpu (toy run)")
-    monkeypatch.setattr(sys, "argv", ["kernels.bench", "--out", str(tmp_path / "bench.csv")])
+    monkeypatch.setattr(sys, "argv", ["scaling_axes.benchmarks.kernels", "--out", str(tmp_path / "bench.csv")])
     bench.main()
     rows = (tmp_path / "bench.csv").read_text().splitlines()
     assert rows[0] == ",".join(bench.COLUMNS)

@@ -9,8 +9,8 @@ import pytest
 import torch
 from conftest import TINY_TOKENFORMER
 
-from modules.flops import lookup_tables
-from modules.lm import LanguageModel, warmup_cosine
+from scaling_axes.modules.flops import lookup_tables
+from scaling_axes.modules.lm import LanguageModel, warmup_cosine
 
 
 def test_warmup_then_cosine_to_the_floor():

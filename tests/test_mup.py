@@ -6,8 +6,8 @@ import math
 import pytest
 import torch
 
-from modules.lm import LanguageModel
-from modules.registry import build_model, get_config
+from scaling_axes.modules.lm import LanguageModel
+from scaling_axes.modules.registry import build_model, get_config
 
 SIGMA = 0.15
 
@@ -109,7 +109,7 @@ def test_table10_lecun_init_is_n_0_1_over_fan_in_for_every_matrix(preset, overri
 
 
 def test_table10_runs_take_lecun_init_and_no_mup_at_paper_scale():
-    from experiments import rmt_table10_variants as table10
+    from scaling_axes.experiments.rmt import table10_variants as table10
 
     for run in table10.runs("paper"):
         assert run.config.init == "lecun", run.name

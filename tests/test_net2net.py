@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-from experiments import progressive
-from modules import build_model, get_config
-from modules.net2net import widen
+from scaling_axes.experiments.tokenformer import progressive
+from scaling_axes.modules import build_model, get_config
+from scaling_axes.modules.net2net import widen
 
 SMALL = {"n_layer": 2, "vocab_size": 300}
 SPECS = {scale: progressive.scale_spec(scale)["transformer"] for scale in ("smoke", "small")}
@@ -95,7 +95,7 @@ def test_rotary_head_size_change_and_untied_to_tied_are_refused():
 def test_the_papers_net2net_embeds_the_old_weights_and_initialises_the_new_blocks():
     """Eq. 14's Net2Net: each old tensor fills the leading block of the wider one (Q, K and V each in its own third),
     the rest keeps a fresh init, so the function changes, unlike `widen`'s."""
-    from modules.net2net import widen_with_new_parameters
+    from scaling_axes.modules.net2net import widen_with_new_parameters
 
     small = _randomised(build_model("transformer_354m", **SPECS["smoke"][1])).double()
     big = widen_with_new_parameters(small, get_config("transformer_757m", **SPECS["smoke"][2]))

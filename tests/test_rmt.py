@@ -6,8 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from modules import build_model, get_config
-from modules.rmt import RMT, RMTAttention, alibi_bias
+from scaling_axes.modules import build_model, get_config
+from scaling_axes.modules.rmt import RMT, RMTAttention, alibi_bias
 
 TINY = {"n_layer": 2, "d_key": 6, "d_value": 5, "rank": 3, "d_ff": 16, "vocab_size": 41, "max_seq_len": 12}
 

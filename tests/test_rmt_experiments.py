@@ -2,13 +2,13 @@
 
 import pytest
 
-from experiments import rmt_fig1_resource_scaling as fig1
-from experiments import rmt_fig2_scaling_laws as fig2
-from experiments import rmt_setup
-from experiments import rmt_table1_2_moment_propagation as moments
-from experiments import rmt_table3_4_resources as table34
-from experiments import rmt_table7_formulas_and_table8_9_configs as table7
-from modules import get_config
+from scaling_axes.experiments.rmt import fig1_resource_scaling as fig1
+from scaling_axes.experiments.rmt import fig2_scaling_laws as fig2
+from scaling_axes.experiments.rmt import setup as rmt_setup
+from scaling_axes.experiments.rmt import table1_2_moment_propagation as moments
+from scaling_axes.experiments.rmt import table3_4_resources as table34
+from scaling_axes.experiments.rmt import table7_formulas_and_table8_9_configs as table7
+from scaling_axes.modules import get_config
 
 
 @pytest.mark.parametrize("model,tokens,expected", [
@@ -41,7 +41,7 @@ def test_errata_rows_show_the_corrections():
 
 def test_key_flops_itemised_in_the_appendix_equal_the_count():
     """App. A.2 itemises 6 N R D_k D_v (1 + 2L) key FLOPs; our per-token count of every storage/retrieval agrees."""
-    from modules.flops import formula_flops
+    from scaling_axes.modules.flops import formula_flops
 
     c = get_config("rmt_305m")
     flops = formula_flops(c, 512)
@@ -149,7 +149,9 @@ def test_curve_helpers():
     assert rmt_setup.first_crossing([(10, 4.0), (20, 3.0), (30, 2.0)], 2.5) == 25
     assert rmt_setup.first_crossing([(10, 2.0)], 2.5) == 10 and rmt_setup.first_crossing([(10, 4.0)], 3) is None
     assert rmt_setup.smoothed([(1, 3.0), (2, 1.0), (3, 2.0)], window=2) == [(1, 3.0), (2, 2.0), (3, 1.5)]
-    from experiments.training import training_clock  # a resumed run's clock restarts; stitched, it keeps counting
+    from scaling_axes.harness.training import (
+        training_clock,  # a resumed run's clock restarts; stitched, it keeps counting
+    )
 
     assert training_clock([(10, 5.0), (20, 10.0), (30, 2.0), (40, 7.0)]) == [(10, 5.0), (20, 10.0), (30, 12.0),
                                                                                 (40, 17.0)]  # fmt: skip
@@ -171,7 +173,7 @@ def test_tables_3_4_percentages_and_errata_from_the_papers_own_values():
 
 
 def test_scaling_plan_at_paper_scale(capsys):
-    from experiments.runner import main
+    from scaling_axes.harness.command import main
 
     main(fig2.EXPERIMENT, ["--scale", "paper", "--dry-run"])
     plan = capsys.readouterr().out
@@ -184,8 +186,8 @@ def test_scaling_plan_at_paper_scale(capsys):
 
 
 def test_downstream_hook_points_at_the_scaling_runs(tmp_path):
-    from experiments import rmt_setup
-    from experiments.runner import run_dir
+    from scaling_axes.experiments.rmt import setup as rmt_setup
+    from scaling_axes.harness.runs import run_dir
 
     paths = rmt_setup.downstream_checkpoints("paper", tmp_path)
     for run in table34.runs("paper"):
@@ -194,7 +196,7 @@ def test_downstream_hook_points_at_the_scaling_runs(tmp_path):
 
 def test_table10_reports_the_residual_stream_size_column():
     """768 for every Transformer-family row and D_k D_v = 2048 for the RMT (Table 10), from the paper-scale configs."""
-    from experiments import rmt_table10_variants as table10
+    from scaling_axes.experiments.rmt import table10_variants as table10
 
     rows = [r for r in table10.report("paper", {}) if r.metric == "residual_size"]
     assert {r.row: (r.ours, r.paper, r.status) for r in rows} == {
@@ -219,7 +221,7 @@ def test_fig2_reads_the_305m_rmt_at_its_own_chinchilla_budget():
 
 
 def test_section_4_4_savings_where_the_wide_residual_reaches_the_narrow_ones_loss():
-    from experiments import rmt_fig6_residual_scaling as fig6
+    from scaling_axes.experiments.rmt import fig6_residual_scaling as fig6
 
     n, r, d_v, layers, v, d_ff = 512, 12, 64, 12, 50257, 3072
     shared = n * r * (4 * v + layers * (4 * n * d_v + 3 * n + 4 * d_v * d_ff))

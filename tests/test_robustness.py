@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 import torch
 
-from datamodules.corpora import open_split, prepare_corpus
-from datamodules.text import TextDataModule
-from experiments.runner import Budget, Run
-from experiments.training import train_run
-from modules.atomic import atomic_write
+from scaling_axes.datamodules.corpora import open_split, prepare_corpus
+from scaling_axes.datamodules.text import TextDataModule
+from scaling_axes.harness.runs import Budget, Run
+from scaling_axes.harness.training import train_run
+from scaling_axes.io import atomic_write
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = {"n_layer": 2, "d_model": 32, "n_head": 4, "max_seq_len": 32}
@@ -38,7 +38,7 @@ def start(out: Path, steps: int, **trainer_options) -> subprocess.Popen:
     script = out.parent / f"{out.name}.py"
     script.write_text(
         "import sys\nfrom pathlib import Path\nfrom tests.test_robustness import tiny_run\n"
-        "from experiments.training import train_run\n"
+        "from scaling_axes.harness.training import train_run\n"
         f"train_run(tiny_run({steps}), Path(sys.argv[1]), accelerator='cpu', **{trainer_options!r})\n"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -82,7 +82,7 @@ def test_fsdp_computes_in_the_precision_asked_and_keeps_float32_master_weights(p
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
 
-    from modules.lm import LanguageModel
+    from scaling_axes.modules.lm import LanguageModel
 
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     try:
@@ -211,27 +211,27 @@ def _truncate_val(root: Path) -> None:
 
 
 def _load_misfit(tmp: Path) -> None:
-    from modules.lm import LanguageModel
+    from scaling_axes.modules.lm import LanguageModel
 
     torch.save({"token_embedding.weight": torch.zeros(3, 3)}, tmp / "final.pt")
     LanguageModel("transformer_124m", dict(TINY), init_weights=str(tmp / "final.pt"))
 
 
 def _front_door(*argv: str) -> None:
-    from experiments.__main__ import run_main
+    from scaling_axes.cli import run_main
 
-    run_main(list(argv))
+    run_main(["run", *argv])
 
 
 def _cases() -> list:
     """(id, action(news, tmp), exception type, message pattern naming the value and what is allowed)."""
-    from datamodules.corpora import check_tokenizer
-    from datamodules.tokenizers import load_tokenizer
-    from experiments.runner import find_run
-    from experiments.tokenformer_fig3_progressive_scaling import EXPERIMENT as FIG3
-    from experiments.training import _accumulation
-    from kernels import check_kernel
-    from modules import build_model, get_config
+    from scaling_axes.datamodules.corpora import check_tokenizer
+    from scaling_axes.experiments.tokenformer.fig3_progressive_scaling import EXPERIMENT as FIG3
+    from scaling_axes.harness.runs import find_run
+    from scaling_axes.harness.training import _accumulation
+    from scaling_axes.kernels import check_kernel
+    from scaling_axes.modules import build_model, get_config
+    from scaling_axes.modules.tokenizers import load_tokenizer
 
     gpt2 = ("embedded_news", "gpt2")
     return [
@@ -297,10 +297,9 @@ def test_bad_input_stops_with_a_message_naming_the_value_and_what_is_allowed(cas
 
 
 def test_the_plan_covers_every_experiment_without_training(capsys, tmp_path, monkeypatch) -> None:
-    from experiments.__main__ import plan
-    from experiments.all import all_experiments
-    from experiments.runner import dry_run, memory_estimate
-    from modules import get_config
+    from scaling_axes.cli import all_experiments, plan
+    from scaling_axes.harness.plan import dry_run, memory_estimate
+    from scaling_axes.modules import get_config
 
     monkeypatch.chdir(tmp_path)  # nothing may be written: no runs/ appears
     total = plan("paper", "h100", 0.4, 8)

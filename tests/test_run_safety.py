@@ -17,9 +17,11 @@ import numpy as np
 import pytest
 import torch
 
-from experiments.runner import Budget, Experiment, Run, main, train
-from experiments.training import train_run
-from modules.atomic import CorruptFileError, atomic_torch_save, atomic_write
+from scaling_axes.harness.command import main
+from scaling_axes.harness.runner import train
+from scaling_axes.harness.runs import Budget, Experiment, Run
+from scaling_axes.harness.training import train_run
+from scaling_axes.io import CorruptFileError, atomic_torch_save, atomic_write
 from tests.test_robustness import ROOT, TINY
 
 BUDGET = Budget(steps=12, batch_size=4, seq_len=32, lr=3e-3, warmup_steps=2, val_every=4, val_windows=8,
@@ -49,11 +51,11 @@ def crafted(tmp_path) -> tuple[Path, Path]:
 
 
 def test_no_loader_unpickles_a_crafted_file(crafted, tmp_path) -> None:
-    from experiments.grow import grow_checkpoint_cli
-    from experiments.lm_eval_model import load_checkpoint
-    from modules.lm import LanguageModel, load_lm_checkpoint
-    from modules.official_weights import load_official_tokenformer
-    from modules.registry import build_model
+    from scaling_axes.harness.grow import grow_checkpoint_cli
+    from scaling_axes.harness.lm_eval_model import load_checkpoint
+    from scaling_axes.modules.lm import LanguageModel, load_lm_checkpoint
+    from scaling_axes.modules.official_weights import load_official_tokenformer
+    from scaling_axes.modules.registry import build_model
 
     path, marker = crafted
     run_dir = tmp_path / "run"
@@ -87,7 +89,7 @@ def _run_script(out: Path, kill_hook: str | None = None, kill_step: int = 0) -> 
         from pathlib import Path
         import lightning as L
         from tests.test_run_safety import tiny
-        from experiments.training import train_run
+        from scaling_axes.harness.training import train_run
 
         class Die(L.Callback):
             def {kill_hook or "on_fit_end"}(self, trainer, *args):
@@ -166,8 +168,9 @@ def test_a_second_launch_of_a_run_is_refused_and_a_dead_holders_lock_is_taken_ov
     out = tmp_path / "r"
     out.mkdir()
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time\nfrom pathlib import Path\nfrom experiments.training import run_lock\n"
-         "with run_lock(Path(sys.argv[1])):\n    print('held', flush=True)\n    time.sleep(120)\n", str(out)],
+        [sys.executable, "-c", "import sys, time\nfrom pathlib import Path\n"
+         "from scaling_axes.harness.training import run_lock\nwith run_lock(Path(sys.argv[1])):\n"
+         "    print('held', flush=True)\n    time.sleep(120)\n", str(out)],
         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
@@ -236,9 +239,9 @@ def test_a_broken_checkpoint_names_the_file_and_what_to_do(tmp_path, size) -> No
 
 
 def test_broken_final_weights_done_json_and_meta_json_name_the_file(tmp_path, capsys) -> None:
-    from datamodules.corpora import open_split, prepare_corpus
-    from experiments.lm_eval_model import load_checkpoint
-    from experiments.runner import load_results
+    from scaling_axes.datamodules.corpora import open_split, prepare_corpus
+    from scaling_axes.harness.lm_eval_model import load_checkpoint
+    from scaling_axes.harness.runs import load_results
 
     run = tiny(4)
     experiment = _Single(run).experiment
@@ -267,7 +270,7 @@ def test_broken_final_weights_done_json_and_meta_json_name_the_file(tmp_path, ca
 
 @pytest.mark.parametrize("content", [b"", b"\xff\xfe\x00broken \xc3\x28 bytes"], ids=["empty", "not UTF-8"])
 def test_an_empty_or_undecodable_local_corpus_says_so(tmp_path, monkeypatch, content) -> None:
-    from datamodules.corpora import prepare_corpus
+    from scaling_axes.datamodules.corpora import prepare_corpus
 
     local = tmp_path / "data" / "openwebtext"
     local.mkdir(parents=True)
@@ -317,8 +320,8 @@ def test_every_command_line_number_is_range_checked(argv, message, capsys) -> No
 
 
 def test_devices_take_what_lightning_takes_and_configs_refuse_nan(capsys) -> None:
-    from experiments.runner import world_size
-    from modules.registry import get_config
+    from scaling_axes.harness.runs import world_size
+    from scaling_axes.modules.registry import get_config
 
     assert world_size({"devices": "0,1", "num_nodes": 2}) == 4 and world_size({"devices": [0, 3, 5]}) == 3
     assert world_size({"devices": "auto", "accelerator": "cpu"}) == 1 and world_size({"devices": "8"}) == 8
@@ -329,8 +332,8 @@ def test_devices_take_what_lightning_takes_and_configs_refuse_nan(capsys) -> Non
 
 
 def test_evaluation_shows_progress(tmp_path, capsys) -> None:
-    from experiments.evaluate import corpus_perplexity
-    from modules.registry import build_model
+    from scaling_axes.harness.evaluate import corpus_perplexity
+    from scaling_axes.modules.registry import build_model
 
     model = build_model("transformer_124m", **TINY)
     corpus_perplexity(model, "embedded_news", "gpt2", 32, max_windows=4, batch_size=2)
@@ -340,9 +343,9 @@ def test_evaluation_shows_progress(tmp_path, capsys) -> None:
 def test_lm_eval_cli_and_timm_work_as_their_users_call_them(monkeypatch) -> None:
     import timm
 
-    import modules.vit_tokenformer  # noqa: F401  (the documented import registers the names with timm)
-    from experiments import lm_eval as lm_eval_cli
-    from experiments.lm_eval_model import SuiteLM
+    import scaling_axes.modules.vit_tokenformer  # noqa: F401  (the documented import registers the names with timm)
+    from scaling_axes.harness import lm_eval as lm_eval_cli
+    from scaling_axes.harness.lm_eval_model import SuiteLM
 
     monkeypatch.setattr(sys, "argv", ["lm_eval", "--model", "scaling-axes", "--help"])
     with pytest.raises(SystemExit) as info:

@@ -8,13 +8,15 @@ import lightning as L
 import pytest
 import torch
 
-from experiments import tokenformer_fig3_progressive_scaling as fig3
-from experiments import tokenformer_table3_params_flops as table3
-from experiments import tokenformer_table8_variants as table8
-from experiments.results import COLUMNS, Row, write_report, write_rows
-from experiments.runner import Budget, Experiment, Run, find_run, main, train
-from experiments.training import train_run
-from modules.registry import build_from_config
+from scaling_axes.experiments.tokenformer import fig3_progressive_scaling as fig3
+from scaling_axes.experiments.tokenformer import table3_params_flops as table3
+from scaling_axes.experiments.tokenformer import table8_variants as table8
+from scaling_axes.harness.command import main
+from scaling_axes.harness.results import COLUMNS, Row, write_report, write_rows
+from scaling_axes.harness.runner import train
+from scaling_axes.harness.runs import Budget, Experiment, Run, find_run
+from scaling_axes.harness.training import train_run
+from scaling_axes.modules.registry import build_from_config
 from tests.test_robustness import assert_resumed_from
 
 TINY = {"n_layer": 2, "d_model": 32, "n_head": 4, "max_seq_len": 32}
@@ -132,7 +134,7 @@ def test_table3_shows_the_erratum_and_table8_matches_the_published_configs():
 
 
 def test_lightning_cli_trains_any_preset(tmp_path, monkeypatch):
-    from experiments.cli import cli_main
+    from scaling_axes.harness.fit import cli_main
 
     monkeypatch.setattr("sys.argv", ["scaling-axes"])  # pytest's own arguments are not the CLI's
     overrides = json.dumps({**TINY, "qkv_tokens": 8, "proj_tokens": 8, "ffn_tokens": 32})
@@ -159,8 +161,8 @@ def test_lightning_cli_trains_any_preset(tmp_path, monkeypatch):
     assert cli.model.model.config.qkv_tokens == 8
 
 
-@pytest.mark.parametrize("command", [["experiments.grow", "--help"],
-                                     ["experiments.tokenformer_table8_variants", "--list"]])  # fmt: skip
+@pytest.mark.parametrize("command", [["scaling_axes", "grow", "--help"], ["scaling_axes", "list"],
+                                     ["scaling_axes", "run", "tokenformer_table8_variants", "--list"]])  # fmt: skip
 def test_command_line_entry_points_start(command):
     import subprocess
     import sys
@@ -170,8 +172,8 @@ def test_command_line_entry_points_start(command):
 
 
 def test_fig6_and_fig7_plans_at_paper_scale(capsys):
-    from experiments import tokenformer_fig6_enwik8_continual as fig6
-    from experiments import tokenformer_fig7_net2net_scaling as fig7
+    from scaling_axes.experiments.tokenformer import fig6_enwik8_continual as fig6
+    from scaling_axes.experiments.tokenformer import fig7_net2net_scaling as fig7
 
     main(fig6.EXPERIMENT, ["--scale", "paper", "--dry-run"])
     plan = capsys.readouterr().out
@@ -191,8 +193,8 @@ def test_fig6_and_fig7_plans_at_paper_scale(capsys):
 
 
 def test_fig7_reports_the_families_parameter_match_counted_on_the_models():
-    from experiments import tokenformer_fig7_net2net_scaling as fig7
-    from modules import build_model
+    from scaling_axes.experiments.tokenformer import fig7_net2net_scaling as fig7
+    from scaling_axes.modules import build_model
 
     def count(name):
         with torch.device("meta"):
@@ -207,8 +209,8 @@ def test_fig7_reports_the_families_parameter_match_counted_on_the_models():
 
 
 def test_tokenformer_tables_carry_the_param_and_image_size_columns():
-    from experiments import tokenformer_table1_zeroshot as table1
-    from experiments import tokenformer_table2_imagenet as table2
+    from scaling_axes.experiments.tokenformer import table1_zeroshot as table1
+    from scaling_axes.experiments.tokenformer import table2_imagenet as table2
 
     sizes = {r.row: r for r in table2.report("paper", {}) if r.metric == "image_size"}
     assert len(sizes) == 6 and all(r.ours == r.paper == 224 and r.status == "match" for r in sizes.values())

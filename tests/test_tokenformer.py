@@ -6,10 +6,10 @@ import pytest
 import torch
 from conftest import TINY_TOKENFORMER
 
-from experiments.grow import grow_checkpoint_cli
-from modules import build_model, get_config
-from modules.lm import LanguageModel, load_lm_checkpoint, load_weights, save_lm_checkpoint
-from modules.tokenformer import Pattention, Tokenformer, grow
+from scaling_axes.harness.grow import grow_checkpoint_cli
+from scaling_axes.modules import build_model, get_config
+from scaling_axes.modules.lm import LanguageModel, load_lm_checkpoint, load_weights, save_lm_checkpoint
+from scaling_axes.modules.tokenformer import Pattention, Tokenformer, grow
 
 
 def _pattention(x, keys, values, tau=None):
@@ -197,10 +197,10 @@ def test_tpu_numerics_are_tanh_gelu_eps_scaled_logits_and_unit_embeddings():
 
 
 def test_paper_errata_on_tau_placement_steps_and_the_openwebtext_split():
-    from datamodules.corpora import OPENWEBTEXT_HELD_OUT
-    from experiments import tokenformer_table1_zeroshot as table1
-    from experiments import tokenformer_table3_params_flops as table3
-    from experiments.results import published
+    from scaling_axes.datamodules.corpora import OPENWEBTEXT_HELD_OUT
+    from scaling_axes.experiments.tokenformer import table1_zeroshot as table1
+    from scaling_axes.experiments.tokenformer import table3_params_flops as table3
+    from scaling_axes.harness.results import published
 
     tau = table3.tau_inside_row()  # Eqs. 4-5 as printed: tau inside the norm cancels
     assert tau.ours < 1e-12 and tau.status == "differs" and "moves the output by 2." in tau.note
@@ -210,7 +210,7 @@ def test_paper_errata_on_tau_placement_steps_and_the_openwebtext_split():
 
 
 def test_progressive_figure_draws_fig3_and_fig4_panels(tmp_path):
-    from experiments import tokenformer_fig3_progressive_scaling as fig3
+    from scaling_axes.experiments.tokenformer import fig3_progressive_scaling as fig3
 
     runs = fig3.runs("smoke")
     results = {

@@ -3,7 +3,7 @@
 import torch
 import torch.nn.functional as F
 
-from modules import build_model
+from scaling_axes.modules import build_model
 
 SMALL = {"n_layer": 3, "d_model": 16, "n_head": 2, "vocab_size": 30, "max_seq_len": 16}
 

@@ -7,12 +7,12 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
-from datamodules.imagenet import ImageNetDataModule, check_image_folder, load_image
-from modules import build_model, get_config
-from modules.classifier import ImageClassifier
-from modules.flops import counted_flops, counted_params, formula_flops, formula_params
-from modules.tokenformer import normalize_scores
-from modules.vit_tokenformer import TIMM_NAMES
+from scaling_axes.datamodules.imagenet import ImageNetDataModule, check_image_folder, load_image
+from scaling_axes.modules import build_model, get_config
+from scaling_axes.modules.classifier import ImageClassifier
+from scaling_axes.modules.flops import counted_flops, counted_params, formula_flops, formula_params
+from scaling_axes.modules.tokenformer import normalize_scores
+from scaling_axes.modules.vit_tokenformer import TIMM_NAMES
 
 TINY = {"img_size": 16, "patch_size": 8, "embed_dim": 32, "depth": 2, "num_heads": 2, "num_classes": 5,
         "qkv_tokens": 12, "proj_tokens": 10, "ffn_tokens": 40, "drop_path": 0.0}  # fmt: skip
@@ -148,9 +148,9 @@ def test_ema_follows_the_weights() -> None:
 def test_an_image_run_trains_through_the_runner(tmp_path) -> None:
     import dataclasses
 
-    from experiments import tokenformer_table2_imagenet as table2
-    from experiments.runner import Budget
-    from experiments.training import train_run
+    from scaling_axes.experiments.tokenformer import table2_imagenet as table2
+    from scaling_axes.harness.runs import Budget
+    from scaling_axes.harness.training import train_run
 
     run = next(r for r in table2.runs("smoke") if r.name == "vit_tokenformer_b16")
     run = dataclasses.replace(run, budget=Budget(steps=4, batch_size=8, seq_len=17, lr=1e-3, val_windows=20),
@@ -162,7 +162,7 @@ def test_an_image_run_trains_through_the_runner(tmp_path) -> None:
 
 
 def test_table4_has_the_papers_three_rows_and_its_two_steps() -> None:
-    from experiments import tokenformer_table4_softmax_ablation as table4
+    from scaling_axes.experiments.tokenformer import table4_softmax_ablation as table4
 
     runs = {r.name: r.config.normalization for r in table4.EXPERIMENT.runs("smoke")}
     assert runs == {"vit_tokenformer_b16_softmax": "softmax", "vit_tokenformer_b16_gelu_l1_norm": "gelu_l1_norm",
@@ -178,7 +178,7 @@ def test_table4_has_the_papers_three_rows_and_its_two_steps() -> None:
 
 def test_paper_budgets_follow_maes_recipe_per_size() -> None:
     """MAE's from-scratch recipe trains ViT-B 300 epochs and ViT-L 200 (313 steps of 4096 images each)."""
-    from experiments import tokenformer_table2_imagenet as table2
+    from scaling_axes.experiments.tokenformer import table2_imagenet as table2
 
     steps = {r.name: r.budget.steps for r in table2.EXPERIMENT.runs("paper")}
     assert {steps[n] for n in steps if "b16" in n} == {300 * 313} and {steps[n] for n in steps if "l16" in n} == {

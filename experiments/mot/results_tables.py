@@ -1,0 +1,47 @@
+"""MoT results tables: noop/noop (D_tok 1024) vs concat/noop 512/64 and 256/48 at 10,000 steps, with the errata.
+
+The article's three tables (validation over the last 100%, 50% and 10% of the curve, step 0 included, each tail
+starting at index int(n (1 - f)) as `plot_results.py` cuts it), every cell (mean and std, "fw" and "fm") under the
+label the script printed, ours computed the same way beside the published number; its "fw" column is FineMath
+whenever a fraction is set, and its "fm" column is then FineMath over the whole curve (MoT reference 6.1). Beside
+them the correctly labelled statistics, with the original run's own (from its results JSON, in
+`results/published/mot_original_curves.json`, which also reproduce every printed cell), the D_model / D_tok /
+D_byte columns, the parameter counts (454,496,326 / 430,366,918 / 416,969,510) and the step time in ms (the
+article's "[s]" is wrong).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from scaling_axes.experiments.mot import setup as mot_setup
+from scaling_axes.harness.results import line_figure
+from scaling_axes.harness.runs import Experiment, Run
+
+TABLE = "results_10k"
+ROWS = (("mot_noop_noop_1024", 1024, 1024), ("mot_concat_noop_512_64", 512, 64), ("mot_concat_noop_256_48", 256, 48))
+
+
+def runs(scale: str) -> list[Run]:
+    return [mot_setup.mot_run(scale, model, 10_000, d_token, d_byte) for model, d_token, d_byte in ROWS]
+
+
+def figure(scale: str, results: dict[str, dict], path: Path) -> None:
+    series = {
+        f"{run.name.removeprefix('mot_')} {name}": curve
+        for run in runs(scale)
+        if run.name in results
+        for name, curve in mot_setup.val_curves(run, results[run.name]).items()
+    }
+    line_figure(path, series, markers=False, xlabel="step", ylabel="validation loss (nats/token)",
+                title=f"MoT results tables: FineWeb and FineMath validation ({scale} scale)")  # fmt: skip
+
+
+EXPERIMENT = Experiment(
+    name="mot_results_tables",
+    description=__doc__.splitlines()[0],
+    runs=runs,
+    report=mot_setup.report(TABLE, runs, "nats/token"),
+    figure=figure,
+    plan_note=mot_setup.plan_note,
+)

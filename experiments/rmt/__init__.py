@@ -1,0 +1,1 @@
+"""The Residual Matrix Transformer paper's tables and figures, and their shared setup (`setup`)."""

@@ -1,0 +1,96 @@
+"""RMT Fig. 2: validation loss against compute (top panel) and parameters (bottom) for four Transformers and RMTs.
+
+Each model trains on its Table 8/9 budget (see `experiments.rmt.setup`). Reported per run: the validation loss on
+the held-out OpenWebText split, parameters, tokens and training FLOPs (3 x matmul FLOPs counted on the model);
+per family, the fitted power law loss = a * FLOPs^b when at least two runs have finished. As the paper's Fig. 2, the
+305M RMT is read at its own Chinchilla budget, 20 x its non-embedding parameters (4.03e9 tokens, interpolated on its
+validation curve), not at the 6.04e9 it trains to for Tables 3-4.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from scaling_axes.experiments.rmt import setup as rmt_setup
+from scaling_axes.experiments.rmt.setup import value_at
+from scaling_axes.harness.results import Row, compare, published, pyplot, save_figure, scale_note
+from scaling_axes.harness.runs import Experiment, Run
+
+LOSS_TOLERANCE = 0.02
+
+
+def runs(scale: str) -> list[Run]:
+    return [rmt_setup.scaling_run(model, scale) for model in rmt_setup.TRANSFORMERS + rmt_setup.RMTS]
+
+
+def read_tokens(run: Run, scale: str) -> float:
+    """Where Fig. 2 reads a run: its budget, or at paper scale its 20 x non-embedding budget when it ran past it."""
+    chinchilla = 20 * rmt_setup.table7_non_embedding(run.config)
+    return chinchilla if scale == "paper" and run.budget.tokens > 1.05 * chinchilla else run.budget.tokens
+
+
+def point(run: Run, done: dict, scale: str) -> dict[str, float] | None:
+    """Tokens, training FLOPs, parameters and validation loss of one run at its Fig. 2 reading, if it finished."""
+    if not done or not math.isfinite(done["val_loss"]):
+        return None
+    tokens = read_tokens(run, scale)
+    fraction = tokens / run.budget.tokens
+    loss = done["val_loss"] if fraction == 1 else value_at(done["val_loss_curve"], run.budget.steps * fraction)
+    return {"tokens": tokens, "train_flops": run.train_flops() * fraction, "params": done["params"], "val_loss": loss}
+
+
+def report(scale: str, results: dict[str, dict]) -> list[Row]:
+    paper = published("rmt")
+    rows = []
+    for run in runs(scale):
+        values = point(run, results.get(run.name, {}), scale)
+        tokens = read_tokens(run, scale)
+        early = tokens < run.budget.tokens
+        expected = paper.get(("table4", run.name, "dev_loss")) if scale == "paper" and not early else None
+        note = "; ".join(filter(None, (scale_note(scale), f"read at {tokens:.3g} tokens of {run.budget.tokens:.3g}"
+                                       if early else "")))  # fmt: skip
+        loss = values["val_loss"] if values else None
+        rows.append(Row("fig2", run.name, "val_loss", expected, loss, "nats/token", run.name,
+                        compare(expected, loss, LOSS_TOLERANCE), note))  # fmt: skip
+        rows.append(Row("fig2", run.name, "params", None, values and values["params"], "parameters", run.name,
+                        "measured" if values else "not_run"))  # fmt: skip
+        rows.append(Row("fig2", run.name, "train_flops", None, run.train_flops() * tokens / run.budget.tokens,
+                        "FLOPs", run.name))  # fmt: skip
+        rows.append(Row("fig2", run.name, "tokens", None, tokens, "tokens", run.name))
+    for family, points in _points(scale, results).items():
+        if len(points) >= 2:
+            exponent, _ = np.polyfit(np.log([p["train_flops"] for p in points]),
+                                     np.log([p["val_loss"] for p in points]), 1)  # fmt: skip
+            note = f"least squares on log-log over {len(points)} runs; {scale_note(scale)}".strip("; ")
+            rows.append(Row("fig2", family, "loss_vs_flops_exponent", None, float(exponent), "", status="measured",
+                            note=note))  # fmt: skip
+    return rows
+
+
+def _points(scale: str, results: dict[str, dict]) -> dict[str, list[dict[str, float]]]:
+    points: dict[str, list[dict[str, float]]] = {}
+    for run in runs(scale):
+        if (values := point(run, results.get(run.name, {}), scale)) is not None:
+            points.setdefault(rmt_setup.family(run.model), []).append(values)
+    return points
+
+
+def figure(scale: str, results: dict[str, dict], path: Path) -> None:
+    fig, axes = pyplot().subplots(2, 1, figsize=(6.5, 7))
+    for family, points in _points(scale, results).items():
+        for ax, x in zip(axes, ("train_flops", "params"), strict=True):
+            ordered = sorted(points, key=lambda p: p[x])
+            ax.plot([p[x] for p in ordered], [p["val_loss"] for p in ordered], "-o", label=family, markersize=4)
+    axes[0].set(xscale="log", yscale="log", xlabel="training FLOPs", ylabel="validation loss",
+                title=f"RMT Fig. 2: scaling ({scale} scale)")  # fmt: skip
+    axes[1].set(xscale="log", yscale="log", xlabel="model parameters", ylabel="validation loss")
+    save_figure(fig, path)
+
+
+EXPERIMENT = Experiment(
+    name="rmt_fig2_scaling_laws", description=__doc__.splitlines()[0], runs=runs, report=report, figure=figure,
+    run_group="rmt_scaling",
+)  # fmt: skip

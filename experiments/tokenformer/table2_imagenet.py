@@ -1,0 +1,47 @@
+"""Tokenformer Table 2: ImageNet-1k top-1 of ViT-B/16 and ViT-L/16 (timm) against ViT-Tokenformers at 109M / 407M
+and parameter-matched (dagger) at 86M / 307M, all supervised from scratch with MAE's recipe (`vit_setup`).
+
+The Dosovitskiy (384 px) and DeiT rows of the paper's table are cited numbers; they stay in
+`results/published/tokenformer.csv` and are not trained here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from scaling_axes.experiments.tokenformer import vit_setup
+from scaling_axes.harness.results import Row, pyplot, save_figure
+from scaling_axes.harness.runs import Experiment, Run
+
+MODELS = ("vit_b16", "vit_tokenformer_b16_matched", "vit_tokenformer_b16", "vit_l16", "vit_tokenformer_l16_matched",
+          "vit_tokenformer_l16")  # fmt: skip
+
+
+def runs(scale: str) -> list[Run]:
+    return [vit_setup.vit_run(scale, model, model) for model in MODELS]
+
+
+def report(scale: str, results: dict[str, dict]) -> list[Row]:
+    return [row for run in runs(scale) for row in vit_setup.accuracy_rows("table2", scale, run, results.get(run.name))]
+
+
+def figure(scale: str, results: dict[str, dict], path: Path) -> None:
+    """Top-1 against parameters, one point per trained model."""
+    fig, ax = pyplot().subplots(figsize=(6.5, 4.2))
+    for run in runs(scale):
+        if run.name in results and results[run.name].get("val_top1") is not None:
+            done = results[run.name]
+            ax.plot(done["params"], 100 * done["val_top1"], "o", label=run.name)
+    ax.set(xlabel="parameters", ylabel="top-1 (%)", title=f"Tokenformer Table 2: ImageNet ({scale} scale)")
+    save_figure(fig, path)
+
+
+EXPERIMENT = Experiment(
+    name="tokenformer_table2_imagenet",
+    description=__doc__.splitlines()[0],
+    runs=runs,
+    report=report,
+    figure=figure,
+    plan_note=vit_setup.plan_note,
+    run_group=vit_setup.GROUP,
+)

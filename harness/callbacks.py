@@ -1,0 +1,199 @@
+"""The Trainer's pieces for resumable runs: atomic checkpoints, a CSV log that survives resumption, checkpoints on
+a schedule and on a cluster's termination signal, and a one-line progress log for non-terminal stdout."""
+
+from __future__ import annotations
+
+import csv
+import functools
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+from lightning.fabric.loggers.logger import rank_zero_experiment
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.loggers import CSVLogger
+from lightning.pytorch.loggers.csv_logs import ExperimentWriter
+from lightning.pytorch.plugins.io import TorchCheckpointIO
+
+from scaling_axes.io import atomic_torch_save, atomic_write
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Checkpoints go to a temporary file and are renamed: a crash mid-write leaves the previous one intact."""
+
+    def save_checkpoint(self, checkpoint: dict, path, storage_options: Any | None = None) -> None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        atomic_torch_save(checkpoint, path)
+
+
+class _AppendingWriter(ExperimentWriter):
+    """Keeps an existing metrics.csv (Lightning's writer deletes it), so a resumed run appends to its history. A row
+    cut by a crash mid-write is dropped (its step is past the checkpoint, so the resumed run logs it again)."""
+
+    def _check_log_dir_exists(self) -> None:
+        path = Path(self.metrics_file_path)
+        if path.is_file():
+            self.metrics_keys = repair_metrics(path)
+
+
+def repair_metrics(path: Path) -> list[str]:
+    """Drop a last row that a kill cut short (no newline, or the wrong number of fields); return the header."""
+    text = path.read_text()
+    lines = text.splitlines(keepends=True)
+    header = next(csv.reader(lines[:1]), [])
+    if lines and (not lines[-1].endswith("\n") or len(next(csv.reader([lines[-1]]))) != len(header)):
+        print(f"{path}: dropped a row cut short by an interrupted write: {lines[-1].strip()[:80]!r}")
+        atomic_write(path, "".join(lines[:-1]))
+    return header
+
+
+class ResumableCSVLogger(CSVLogger):
+    """CSVLogger writing `<run dir>/metrics.csv`; after a resume, rows of steps past the checkpoint repeat."""
+
+    @property
+    @rank_zero_experiment
+    def experiment(self) -> ExperimentWriter:
+        if self._experiment is None:
+            self._experiment = _AppendingWriter(log_dir=self.log_dir)
+        return self._experiment
+
+
+class StepCheckpoint(ModelCheckpoint):
+    """`last.ckpt` every `every_n_train_steps`, overwritten in place (no `-vN` copies), written *after* the step's
+    validation when one runs at that step, with the metrics log flushed first: a run killed anywhere resumes with
+    every curve point the uninterrupted run has (Lightning's own save at batch end precedes the validation, which a
+    resume then skips)."""
+
+    def __init__(self, dirpath: Path, every_n_train_steps: int) -> None:
+        super().__init__(dirpath=dirpath, every_n_train_steps=every_n_train_steps, save_last=True, save_top_k=0,
+                         enable_version_counter=False)  # fmt: skip
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module, outputs, batch, batch_idx: int) -> None:
+        step_due = trainer.global_step % self._every_n_train_steps == 0
+        if step_due and not trainer.fit_loop.epoch_loop._should_accumulate() and validates_this_step(trainer):
+            self._defer_save_until_validation = True  # on_validation_end saves, after the metrics are logged
+            return
+        if step_due:
+            log_this_step(trainer)
+        super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
+
+    def _save_checkpoint(self, trainer: L.Trainer, filepath: str) -> None:
+        flush_logs(trainer)  # the curves up to this step are on disk before the checkpoint says they happened
+        super()._save_checkpoint(trainer, filepath)
+
+
+def validates_this_step(trainer: L.Trainer) -> bool:
+    """Whether Lightning runs a validation right after the step that just ended (its fit loop's own test)."""
+    return trainer.fit_loop.epoch_loop._should_check_val_fx(trainer.fit_loop._data_fetcher)
+
+
+def log_this_step(trainer: L.Trainer) -> None:
+    """Hand this step's training metrics to the loggers now: Lightning does it only after `on_train_batch_end`, where
+    checkpoints are saved, so a kill right after a save would lose the step's row for good (its row is then logged
+    twice, with the same values; the curves keep one)."""
+    trainer._logger_connector.update_train_step_metrics()
+
+
+def flush_logs(trainer: L.Trainer) -> None:
+    for logger in trainer.loggers:
+        logger.save()
+
+
+class CheckpointOnSignal(L.Callback):
+    """SIGTERM, SIGUSR1 (a scheduler's notice before preemption or the time limit) or Ctrl-C: finish the optimizer
+    step, write `last.ckpt`, stop. The run then ends without done.json, and rerunning the command resumes it exactly.
+
+    SIGTERM replaces Lightning's handler, which would stop mid-accumulation; SIGUSR1 still reaches Lightning's SLURM
+    handler (requeue) after this one. A second Ctrl-C stops at once. All ranks stop at the same step boundary.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.received, self.after_validation = path, None, False
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return  # signal handlers can only be set from the main thread
+        for sig in (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT):
+            previous = signal.getsignal(sig) if sig == signal.SIGUSR1 else None
+            signal.signal(sig, functools.partial(self._note, previous))
+
+    def _note(self, previous, signum: int, frame) -> None:
+        if signum == signal.SIGINT:
+            if self.received == "SIGINT":
+                raise KeyboardInterrupt  # the second Ctrl-C
+            print(f"Ctrl-C: checkpointing at the end of this step into {self.path}, then stopping (again to stop now)")
+        self.received = signal.Signals(signum).name
+        if callable(previous):
+            previous(signum, frame)
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module, outputs, batch, batch_idx: int) -> None:
+        if (batch_idx + 1) % trainer.accumulate_grad_batches:
+            return  # only between optimizer steps: a resumed run restarts at a step boundary
+        if not trainer.strategy.reduce_boolean_decision(self.received is not None, all=False):
+            return
+        if validates_this_step(trainer):
+            self.after_validation = True  # this step's validation first: a resume would skip it
+            return
+        log_this_step(trainer)
+        self._stop(trainer)
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self.after_validation and not trainer.sanity_checking:
+            self._stop(trainer)
+
+    def _stop(self, trainer: L.Trainer) -> None:
+        """Checkpoint and leave fit at once: `should_stop` would first run a validation the uninterrupted run does
+        not have."""
+        flush_logs(trainer)
+        trainer.save_checkpoint(self.path)
+        raise RunInterrupted(f"{self.received} at step {trainer.global_step}")
+
+
+class RunInterrupted(Exception):
+    """Raised out of `Trainer.fit` once `CheckpointOnSignal` has checkpointed."""
+
+
+class ProgressLog(L.Callback):
+    """Where stdout is not a terminal (a cluster job's log), one line every `every` optimizer steps: step, training
+    loss, lr, tokens/s (samples/s for a model that counts no tokens) and the time left; and one per validation.
+    On a terminal Lightning's progress bar does this."""
+
+    def __init__(self, every: int) -> None:
+        self.every, self.last_step = max(1, every), -1
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.start, self.start_step, self.samples = time.monotonic(), trainer.global_step, 0
+        self.start_tokens = getattr(pl_module, "tokens_seen", None)
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module, outputs, batch, batch_idx: int) -> None:
+        self.samples += len(batch[0]) * trainer.world_size
+        step = trainer.global_step
+        if step == self.last_step or (step % self.every and step != trainer.max_steps) or not trainer.is_global_zero:
+            return
+        self.last_step, seconds = step, max(time.monotonic() - self.start, 1e-9)
+        tokens = getattr(pl_module, "tokens_seen", None)
+        rate = f"{(tokens - self.start_tokens) / seconds:,.0f} tokens/s" if tokens is not None else (
+            f"{self.samples / seconds:,.1f} samples/s")  # fmt: skip
+        left = (trainer.max_steps - step) * seconds / max(1, step - self.start_step)
+        loss = trainer.callback_metrics.get("train/loss", outputs["loss"] if isinstance(outputs, dict) else outputs)
+        lr = trainer.optimizers[0].param_groups[0]["lr"]
+        print(f"step {step}/{trainer.max_steps}  loss {float(loss):.4f}  lr {lr:.3g}  {rate}  "
+              f"ETA {_clock(left)}", flush=True)  # fmt: skip
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.is_global_zero and not trainer.sanity_checking and "val/loss" in trainer.callback_metrics:
+            print(f"step {trainer.global_step}  val/loss {float(trainer.callback_metrics['val/loss']):.4f}", flush=True)
+
+
+def _clock(seconds: float) -> str:
+    minutes, seconds = divmod(int(seconds), 60)
+    return f"{minutes // 60}:{minutes % 60:02d}:{seconds:02d}"
+
+
+def progress(every: int) -> tuple[bool, list[L.Callback]]:
+    """(enable_progress_bar, callbacks): Lightning's bar on a terminal, else `ProgressLog` lines."""
+    return (True, []) if sys.stdout.isatty() else (False, [ProgressLog(every)])

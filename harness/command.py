@@ -1,0 +1,106 @@
+"""One experiment's command line: ``python -m scaling_axes run <experiment> --scale smoke|small|paper [--run RUN]
+[--report] [--list] [--dry-run]``. ``--run RUN`` trains exactly one run (what a cluster job launches under torchrun
+or srun); without it every missing run is trained in order, then the results table is rebuilt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from scaling_axes.harness.plan import GPUS, dry_run, print_plan
+from scaling_axes.harness.results import RESULTS_DIR, SCALES
+from scaling_axes.harness.runner import report, train
+from scaling_axes.harness.runs import RUNS_DIR, Experiment, find_run, world_size
+
+
+def _in_range(kind: type, low: float, high: float = math.inf, low_open: bool = False) -> Callable[[str], Any]:
+    """An argparse type: `kind(text)` within [low, high] (or (low, high] when `low_open`), or an error saying so."""
+
+    def parse(text: str) -> Any:
+        value = kind(text)
+        if not (low < value if low_open else low <= value) or value > high or value != value:
+            raise argparse.ArgumentTypeError(f"{value} is out of range {'(' if low_open else '['}{low:g}, {high:g}]")
+        return value
+
+    parse.__name__ = kind.__name__  # argparse says "invalid int value: 'two'"
+    return parse
+
+
+def _devices(text: str) -> str:
+    """--devices as Lightning takes it: 'auto', a count (-1: all), or a comma list of device indices ('0,1')."""
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if text == "auto" or (len(parts) == 1 and parts[0].lstrip("-").isdigit() and int(parts[0]) >= -1 and
+                          int(parts[0]) != 0) or (len(parts) > 1 and all(p.isdigit() for p in parts)):  # fmt: skip
+        return text
+    raise argparse.ArgumentTypeError(f"{text!r}: use 'auto', a device count (-1 for all) or indices such as '0,1'")
+
+
+def main(experiment: Experiment, argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog=f"python -m scaling_axes run {experiment.name}", description=experiment.description
+    )
+    parser.add_argument("--scale", choices=SCALES, default="smoke")
+    parser.add_argument("--run", help="train exactly this run")
+    parser.add_argument("--list", action="store_true", help="print the runs and exit")
+    parser.add_argument("--report", action="store_true", help="only rebuild the results table from finished runs")
+    parser.add_argument("--dry-run", action="store_true", help="print parameters, FLOPs and time; train nothing")
+    parser.add_argument("--out-dir", type=Path, default=Path("."),
+                        help="runs under OUT_DIR/runs, tables under OUT_DIR/results (default: here)")  # fmt: skip
+    parser.add_argument("--mfu", type=_in_range(float, 0, 1, low_open=True), default=0.4,
+                        help="assumed MFU for --dry-run, in (0, 1]")  # fmt: skip
+    parser.add_argument("--gpu", choices=sorted(GPUS), default="h100", help="the GPU --dry-run prices hours on")
+    parser.add_argument("--peak-tflops", type=_in_range(float, 0, low_open=True),
+                        help="per device, --dry-run (default: the --gpu's bf16 peak)")  # fmt: skip
+    parser.add_argument("--accelerator", default="auto")
+    parser.add_argument("--devices", type=_devices, default="auto",
+                        help="devices per node as Lightning takes them: 'auto', a count (-1: all), '0,1'")  # fmt: skip
+    parser.add_argument("--num-nodes", type=_in_range(int, 1), default=1)
+    parser.add_argument("--precision", default=None, help="Lightning precision (default: bf16-mixed on a CUDA GPU, "
+                        "32-true on the CPU)")  # fmt: skip
+    parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
+                        help="torch.compile the model (default: on a CUDA GPU)")  # fmt: skip
+    parser.add_argument("--strategy", default="auto", help="ddp, fsdp (one FSDP2 unit per block), or any Lightning's")
+    parser.add_argument("--force-new", action="store_true", help="move a run directory started with other "
+                        "settings aside (never deleted) and start the run over")  # fmt: skip
+    parser.add_argument("--micro-batch", type=_in_range(int, 1), help="sequences per device and pass; accumulation "
+                        "keeps the global batch (the data are the same however the batch is split)")  # fmt: skip
+    args = parser.parse_args(argv)
+
+    if args.list:
+        for run in experiment.runs(args.scale):
+            grown = f" (grown from {run.grow_from})" if run.grow_from else ""
+            print(f"{run.name:28s} {run.model:24s} {run.budget.tokens:>12.3e} tokens{grown}")
+        return
+    if args.dry_run:
+        devices = world_size({"devices": args.devices, "num_nodes": args.num_nodes, "accelerator": "cpu"})
+        peak = args.peak_tflops or GPUS[args.gpu]
+        plan = dry_run(experiment, args.scale, args.mfu, peak, devices, args.precision or "bf16-mixed")
+        print_plan(plan, args.mfu, peak, devices, args.gpu.upper())
+        if experiment.plan_note:
+            print(experiment.plan_note(args.scale))
+        return
+    if not args.report:
+        trainer_options = {
+            "accelerator": args.accelerator,
+            "devices": args.devices,
+            "num_nodes": args.num_nodes,
+            "precision": args.precision,
+            "strategy": args.strategy,
+            "compile": args.compile,
+        }
+        runs = [find_run(experiment, args.scale, args.run)] if args.run else experiment.runs(args.scale)
+        if args.micro_batch:
+            runs = [
+                dataclasses.replace(r, budget=dataclasses.replace(r.budget, micro_batch=args.micro_batch)) for r in runs
+            ]
+        for run in runs:
+            train(experiment, args.scale, run, args.out_dir / RUNS_DIR, args.force_new, **trainer_options)
+        if args.run:
+            return  # one cluster job trains one run; --report gathers them
+    path = report(experiment, args.scale, args.out_dir / RUNS_DIR, args.out_dir / RESULTS_DIR)
+    print(f"wrote {path}")

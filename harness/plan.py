@@ -1,0 +1,72 @@
+"""Plans before training: parameters, FLOPs, memory, GPU-hours of every run of an experiment (`--dry-run`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scaling_axes.harness.runs import Experiment
+from scaling_axes.modules.flops import formula_params, train_flops_per_token
+from scaling_axes.modules.registry import architecture_of
+
+GPUS = {"h100": 989.0, "h200": 989.0, "a100": 312.0, "l40s": 362.0}  # dense bf16 TFLOP/s per device (vendor peak)
+
+
+def memory_estimate(config: Any, micro_batch: int, seq_len: int, precision: str | None) -> float:
+    """Peak training memory per device in bytes, roughly: 16 bytes per parameter (fp32 weights, gradients, Adam's
+    two moments) plus activations kept for backward, about 34 x residual width values per token and layer (the
+    Korthikanti et al. count with flash attention) in the compute precision, plus the fp32 logits and their gradient."""
+    architecture = architecture_of(config)
+    params = sum(architecture.params(config).values())
+    width, layers, outputs = architecture.width(config), architecture.depth(config), architecture.outputs(config)
+    tokens = micro_batch * seq_len
+    activation_bytes = 2 if precision and ("16" in precision) else 4
+    return 16 * params + 34 * width * layers * tokens * activation_bytes + 8 * tokens * outputs
+
+
+def dry_run(
+    experiment: Experiment,
+    scale: str,
+    mfu: float,
+    peak_tflops: float,
+    devices: int,
+    precision: str | None = "bf16-mixed",
+) -> list[dict]:
+    """Per run: parameters, FLOPs per token, total training FLOPs, peak memory per device for its micro-batch, and
+    time and GPU-hours at `mfu` of `devices` x `peak_tflops`."""
+    plan = []
+    for run in experiment.runs(scale):
+        config, budget = run.config, run.budget
+        per_token = train_flops_per_token(config, budget.seq_len)
+        flops = per_token * budget.tokens  # = run.train_flops()
+        seconds = flops / (mfu * peak_tflops * 1e12 * devices)
+        micro = budget.micro_batch_on(devices)
+        plan.append(
+            {
+                "run": run.name,
+                "model": run.model,
+                "params": sum(formula_params(config).values()),
+                "train_flops_per_token": per_token,
+                "tokens": budget.tokens,
+                "steps": budget.steps,
+                "train_flops": flops,
+                "micro_batch": micro,
+                "memory_gib": memory_estimate(config, micro, budget.seq_len, precision) / 2**30,
+                "hours": seconds / 3600,
+                "gpu_hours": seconds * devices / 3600,
+            }
+        )
+    return plan
+
+
+def print_plan(plan: list[dict], mfu: float, peak: float, devices: int, gpu: str = "") -> None:
+    width = max([len(p["run"]) for p in plan] + [3])
+    print(f"{'run':{width}s} {'params':>15s} {'FLOPs/token':>12s} {'tokens':>10s} {'steps':>9s} {'FLOPs':>10s} "
+          f"{'micro':>5s} {'GiB/dev':>8s} {'hours':>9s} {'GPU-h':>10s}")  # fmt: skip
+    for p in plan:
+        print(
+            f"{p['run']:{width}s} {p['params']:>15,d} {p['train_flops_per_token']:>12.3e} {p['tokens']:>10.3e} "
+            f"{p['steps']:>9,d} {p['train_flops']:>10.3e} {p['micro_batch']:>5d} {p['memory_gib']:>8.1f} "
+            f"{p['hours']:>9.2f} {p['gpu_hours']:>10.1f}"
+        )
+    print(f"(time at {mfu:.0%} MFU of {devices} x {gpu or 'a device of'} {peak:g} TFLOP/s; training FLOPs = 3 x "
+          "forward matmul FLOPs; memory: 16 B/parameter + activations, an estimate)")  # fmt: skip

@@ -1,0 +1,226 @@
+"""Runs and where they live: `Budget`, `Run`, `Experiment`, and a run directory's bookkeeping (its fingerprint,
+config.yaml and done.json).
+
+A run trains into ``runs/<experiment>/<scale>/<run>/`` under the output root (the working directory, or
+``--out-dir``): Lightning checkpoints, ``metrics.csv`` (CSVLogger), ``config.yaml`` (the resolved config) and
+``done.json`` (final metrics). A run with ``done.json`` is never trained again; an interrupted one resumes from
+``checkpoints/last.ckpt``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+
+from scaling_axes.harness.results import Row
+from scaling_axes.io import CorruptFileError, atomic_write, read_json
+from scaling_axes.modules import get_config
+from scaling_axes.modules.acceleration import default_precision, on_cuda
+from scaling_axes.modules.flops import train_flops_per_token
+
+RUNS_DIR = Path("runs")
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+    """Training budget: `steps` optimizer steps of `batch_size` sequences (global) of `seq_len` tokens."""
+
+    steps: int
+    batch_size: int
+    seq_len: int
+    lr: float = 6e-4
+    warmup_steps: int = 0
+    min_lr_ratio: float = 0.1
+    val_every: int | None = None  # optimizer steps between validations (None: only at the end)
+    val_at_start: bool = False  # also validate the initial weights (step 0), as the MoT original did
+    val_windows: int | None = None  # validation windows per evaluation (None: the whole split)
+    micro_batch: int | None = None  # sequences per device and forward pass (None: batch_size / devices)
+    checkpoint_every: int = 1000
+    log_every: int | None = None  # optimizer steps between logged training losses (None: steps / 10, at most 50)
+
+    @property
+    def tokens(self) -> int:
+        return self.steps * self.batch_size * self.seq_len
+
+    def micro_batch_on(self, devices: int) -> int:
+        """Sequences per device and forward pass on `devices` devices: `micro_batch`, else the global batch split."""
+        return self.micro_batch or max(1, self.batch_size // devices)
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """One training run: a model preset (+ overrides), a corpus, a budget, optionally grown from another run."""
+
+    name: str
+    model: str
+    budget: Budget
+    overrides: dict[str, Any] = dataclasses.field(default_factory=dict)
+    corpus: str = "embedded_news"
+    tokenizer: str | None = None
+    grow_from: str | None = None  # a run of the same experiment whose final weights are grown into this model
+    grow_options: dict[str, Any] = dataclasses.field(default_factory=dict)  # see scaling_axes.harness.grow.grow_model
+    lm: dict[str, Any] = dataclasses.field(default_factory=dict)  # further LanguageModel arguments
+    data: dict[str, Any] = dataclasses.field(default_factory=dict)  # further TextDataModule arguments
+    seed: int = 1234  # initialisation; the data order has its own seed in the DataModule
+    lr_sweep: bool = False  # a learning-rate sweep point: a non-finite loss ends it as diverged, not the experiment
+
+    @property
+    def config(self):
+        return get_config(self.model, **self.overrides)
+
+    @property
+    def is_image(self) -> bool:
+        """A ViT run: trained by `modules.classifier` on `datamodules.imagenet` (`data` and `lm` go to those)."""
+        from scaling_axes.modules.vit_tokenformer import ViTConfig
+
+        return isinstance(self.config, ViTConfig)
+
+    def train_flops(self) -> int:
+        """Training FLOPs of this run alone: 3 x forward matmul FLOPs per token x tokens."""
+        return train_flops_per_token(self.config, self.budget.seq_len) * self.budget.tokens
+
+
+@dataclasses.dataclass(frozen=True)
+class Growth:
+    """A run starts from `weights`, grown from `source`'s final weights at `source_weights`."""
+
+    weights: Path
+    source: Run
+    source_weights: Path
+
+
+@dataclasses.dataclass(frozen=True)
+class Experiment:
+    """`runs(scale)` lists the runs; `report(scale, results)` turns finished runs (name -> done.json) into rows."""
+
+    name: str
+    description: str
+    runs: Callable[[str], list[Run]]
+    report: Callable[[str, dict[str, dict]], list[Row]]
+    figure: Callable[[str, dict[str, dict], Path], None] | None = None
+    plan_note: Callable[[str], str] | None = None  # printed by --list and --dry-run: how budgets were derived
+    run_group: str | None = None  # experiments with the same group share their runs (trained once)
+
+
+def run_dir(experiment: Experiment, scale: str, run: Run, runs_dir: Path = RUNS_DIR) -> Path:
+    return Path(runs_dir) / (experiment.run_group or experiment.name) / scale / run.name
+
+
+def find_run(experiment: Experiment, scale: str, name: str) -> Run:
+    runs = {r.name: r for r in experiment.runs(scale)}
+    if name not in runs:
+        raise KeyError(f"experiment {experiment.name} has no run {name!r} at scale {scale}; runs: {', '.join(runs)}")
+    return runs[name]
+
+
+def load_results(experiment: Experiment, scale: str, runs_dir: Path = RUNS_DIR) -> dict[str, dict]:
+    """name -> done.json of the finished runs; a broken done.json is skipped with a line saying why."""
+    results = {}
+    for run in experiment.runs(scale):
+        done = run_dir(experiment, scale, run, runs_dir) / "done.json"
+        if done.exists():
+            try:
+                results[run.name] = read_done(done)
+            except CorruptFileError as error:
+                print(f"skipping run {run.name} in the report: {error}")
+    return results
+
+
+def read_done(done: Path) -> dict:
+    return read_json(done, f"delete it and rerun the run's command to finish it again from {done.parent}")
+
+
+def resolve_options(options: dict[str, Any]) -> dict[str, Any]:
+    """Trainer options with the precision made explicit (bf16-mixed on a CUDA GPU, else 32-true), as recorded."""
+    options = dict(options)
+    if options.get("precision") is None:
+        options["precision"] = default_precision(str(options.get("accelerator") or "auto"))
+    return options
+
+
+def world_size(options: dict[str, Any]) -> int:
+    """Processes of a run: `devices` as Lightning takes it (an int, -1 or "auto" for all, a list or "0,1") x nodes."""
+    devices = options.get("devices", "auto")
+    if isinstance(devices, str) and "," in devices:
+        devices = [d for d in devices.split(",") if d.strip()]
+    if isinstance(devices, (list, tuple)):
+        count = len(devices)
+    elif devices in (None, "auto", -1, "-1"):
+        count = torch.cuda.device_count() if on_cuda(str(options.get("accelerator", "auto"))) else 1
+    else:
+        count = int(devices)
+    return max(1, count) * int(options.get("num_nodes") or 1)
+
+
+def fingerprint_fields(run: Run, options: dict[str, Any]) -> dict[str, Any]:
+    """Everything that changes a run's result: the run (preset, corpus, tokenizer, data and LanguageModel options,
+    budget, seed, growth; its overrides through the resolved model config, so two experiments that share a run may
+    spell them differently), the precision and the world layout (processes and micro-batch, which set the
+    accumulation and so the arithmetic)."""
+    processes = world_size(options)
+    declared = {k: v for k, v in dataclasses.asdict(run).items() if k not in ("overrides", "lr_sweep")}
+    return json.loads(json.dumps({
+        "run": declared, "model_config": dataclasses.asdict(run.config),
+        "precision": str(options.get("precision")), "world_size": processes,
+        "micro_batch": run.budget.micro_batch_on(processes)}, default=str))  # fmt: skip
+
+
+def fingerprint(fields: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def check_fingerprint(out: Path, fields: dict[str, Any]) -> None:
+    """Stop if `out` holds a run started with other settings, naming each field that differs."""
+    config = out / "config.yaml"
+    if not config.exists():
+        return
+    recorded = (yaml.safe_load(config.read_text()) or {}).get("fingerprinted")
+    if recorded is None or fingerprint(recorded) == fingerprint(fields):
+        return  # (a run from before fingerprints: not checked)
+    changes = [f"{key}: {old!r} -> {new!r}" for key, old, new in _differences(recorded, fields)]
+    raise SystemExit(
+        f"{out} holds a run started with other settings ({'; '.join(changes[:10])}). Rerun with its settings to "
+        "resume or keep it, or pass --force-new to move it aside and start over"
+    )
+
+
+def _differences(old: Any, new: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
+    if isinstance(old, dict) and isinstance(new, dict):
+        return [d for key in sorted(set(old) | set(new), key=str)
+                for d in _differences(old.get(key), new.get(key), f"{prefix}{key}.")]  # fmt: skip
+    return [] if old == new else [(prefix.rstrip("."), old, new)]
+
+
+def move_aside(out: Path) -> Path | None:
+    """--force-new: the old run directory is renamed, never overwritten; the run starts over in a fresh one."""
+    if not out.exists():
+        return None
+    aside = out.with_name(f"{out.name}.replaced-{time.strftime('%Y%m%d-%H%M%S')}")
+    out.rename(aside)
+    print(f"moved the earlier run {out} aside to {aside}; starting over")
+    return aside
+
+
+def write_config(run: Run, out: Path, trainer_options: dict, fields: dict[str, Any] | None = None) -> None:
+    fields = fields or fingerprint_fields(run, trainer_options)
+    config = {
+        "run": {k: v for k, v in dataclasses.asdict(run).items() if k != "budget"},
+        "budget": dataclasses.asdict(run.budget),
+        "model_config": dataclasses.asdict(run.config),
+        "model_class": type(run.config).__name__,
+        "trainer": trainer_options,
+        "command": " ".join(sys.argv),
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "fingerprint": fingerprint(fields),
+        "fingerprinted": fields,
+    }
+    atomic_write(out / "config.yaml", yaml.safe_dump(config, sort_keys=False))

@@ -1,0 +1,350 @@
+"""Train one `Run` with the Lightning Trainer: CSV logs, atomic checkpoints, resume, done.json."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import math
+import os
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from filelock import FileLock, Timeout
+from lightning.fabric.utilities.throughput import get_available_flops
+from lightning.pytorch.callbacks import ThroughputMonitor
+from lightning.pytorch.callbacks.throughput_monitor import _plugin_to_compute_dtype
+from lightning.pytorch.strategies import ModelParallelStrategy
+from lightning.pytorch.utilities import rank_zero_only
+from torch.distributed.tensor import DTensor
+
+from scaling_axes.datamodules.text import TextDataModule
+from scaling_axes.harness.callbacks import (
+    AtomicCheckpointIO,
+    CheckpointOnSignal,
+    ResumableCSVLogger,
+    RunInterrupted,
+    StepCheckpoint,
+    progress,
+)
+from scaling_axes.harness.runs import (
+    Growth,
+    Run,
+    check_fingerprint,
+    fingerprint_fields,
+    resolve_options,
+    world_size,
+    write_config,
+)
+from scaling_axes.io import atomic_torch_save, atomic_write, load_torch, read_json
+from scaling_axes.modules.lm import LanguageModel
+
+
+def _accumulation(run: Run, world_size: int) -> tuple[int, int]:
+    """(micro-batch, gradient accumulation) that keep the run's global batch on `world_size` devices."""
+    budget = run.budget
+    micro = budget.micro_batch_on(world_size)
+    if budget.batch_size % (micro * world_size):
+        raise ValueError(
+            f"global batch {budget.batch_size} of run {run.name} is not a multiple of micro-batch {micro} x "
+            f"{world_size} devices; set Budget.micro_batch to a divisor"
+        )
+    return micro, budget.batch_size // (micro * world_size)
+
+
+def build_trainer(run: Run, out: Path, world_size: int, extra_callbacks: list | None = None, **options: Any):
+    micro, accumulate = _accumulation(run, world_size)
+    budget = run.budget
+    val_every = (budget.val_every or budget.steps) * accumulate
+    options = {k: v for k, v in options.items() if v is not None}
+    log_every = budget.log_every or max(1, min(50, budget.steps // 10))
+    progress_bar, progress_callbacks = progress(log_every)
+    if options.get("strategy") == "fsdp":  # FSDP2 through LanguageModel.configure_model: one unit per block
+        options["strategy"] = ModelParallelStrategy(
+            data_parallel_size=world_size, tensor_parallel_size=1, save_distributed_checkpoint=False
+        )
+    trainer = L.Trainer(
+        max_steps=budget.steps,
+        accumulate_grad_batches=accumulate,
+        gradient_clip_val=run.lm.get("gradient_clip_val", 1.0),
+        val_check_interval=val_every,
+        check_val_every_n_epoch=None,
+        num_sanity_val_steps=0,
+        inference_mode=False,  # eval metrics reset inside inference mode would be unusable in the next fit
+        logger=ResumableCSVLogger(out, name="", version=""),
+        callbacks=[
+            StepCheckpoint(out / "checkpoints", budget.checkpoint_every),
+            ThroughputMonitor(
+                batch_size_fn=lambda batch: batch[0].shape[0],
+                length_fn=lambda batch: batch[0].shape[0] * budget.seq_len,  # tokens (an image's: its patches + 1)
+                window_size=max(2, min(100, budget.steps // 4)),
+            ),
+            CheckpointOnSignal(out / "checkpoints" / "last.ckpt"),
+            *progress_callbacks,
+            *(extra_callbacks or []),
+        ],
+        plugins=[AtomicCheckpointIO()],
+        log_every_n_steps=log_every,
+        enable_progress_bar=progress_bar,
+        enable_model_summary=False,
+        **options,
+    )
+    return trainer, micro
+
+
+def train_run(run: Run, out: Path, growth: Growth | None = None, extra_callbacks: list | None = None,
+              fingerprinted: dict | None = None, **options: Any) -> dict:  # fmt: skip
+    """Train `run` into `out`, resuming from `out/checkpoints/last.ckpt` if it exists; `growth` starts it from
+    grown weights. Language models and image classifiers (a ViT config) alike. `options` go to the Trainer, except
+    `compile` (the module's; None: on a CUDA GPU); `precision` defaults to bf16-mixed on a CUDA GPU, else 32-true.
+    One process per run directory (`run_lock`); `fingerprinted` (the runner's `fingerprint_fields`) must match what
+    `out` was started with."""
+    out.mkdir(parents=True, exist_ok=True)
+    options = resolve_options(options)
+    with run_lock(out):
+        fingerprinted = fingerprinted or fingerprint_fields(run, options)
+        check_fingerprint(out, fingerprinted)
+        check_writable(out)
+        write_config(run, out, options, fingerprinted)
+        return _train(run, out, growth, extra_callbacks, **options)
+
+
+def _train(run: Run, out: Path, growth: Growth | None, extra_callbacks: list | None, **options: Any) -> dict:
+    compile = options.pop("compile", None)
+    L.seed_everything(run.seed, workers=True)
+    trainer, micro = build_trainer(run, out, world_size(options), extra_callbacks, **options)
+    if run.is_image:
+        data, module = _image_task(run, micro, compile)
+    else:
+        data = TextDataModule(corpus=run.corpus, tokenizer=run.tokenizer, seq_len=run.budget.seq_len,
+                              batch_size=micro, val_windows=run.budget.val_windows, **run.data)  # fmt: skip
+        module = _language_model(run, growth.weights if growth else None, compile)
+    growth_metrics = out / "growth_metrics.json"
+    if growth is not None and not growth_metrics.exists():
+        atomic_write(growth_metrics, json.dumps(_measure_growth(trainer, data, module, growth)))
+    last = out / "checkpoints" / "last.ckpt"
+    started = time.time()
+    resume = resume_point(last)
+    if run.budget.val_at_start and resume is None:
+        trainer.validate(module, datamodule=data, verbose=False)  # logged at step 0: the curves start there
+    try:
+        trainer.fit(module, datamodule=data, ckpt_path=resume)
+    except RunInterrupted:
+        pass
+    if trainer.global_step < run.budget.steps:
+        raise SystemExit(
+            f"run {run.name} stopped at step {trainer.global_step} of {run.budget.steps} (a signal or an early stop); "
+            f"its checkpoint is {last}: rerun the same command to resume"
+        )
+    val_sets = [f"val/{name}/loss" for name in getattr(data, "val_names", [])]
+    accuracy = ["val/top1", "val/ema_top1"] if run.is_image else []
+    throughput = ("train/device/items_per_sec", "train/device/mfu")
+    curves = _curves(out / "metrics.csv", ("train/loss", "val/loss", "train/time", *throughput, *val_sets, *accuracy))
+    metrics = trainer.validate(module, datamodule=data, verbose=False)[0]  # after the curves: it repeats a point
+    if "test" in getattr(data, "splits", []):
+        metrics.update(trainer.test(module, datamodule=data, verbose=False)[0])
+    done = {
+        "run": run.name,
+        "model": run.model,
+        "steps": trainer.global_step,
+        "tokens": getattr(module, "tokens_seen", trainer.global_step * run.budget.tokens // run.budget.steps),
+        "params": sum(p.numel() for p in module.model.parameters()),
+        "train_flops": run.train_flops(),
+        **_final_metrics(metrics, run.is_image),
+        **(read_json(growth_metrics, f"delete {growth_metrics} and rerun") if growth is not None else {}),
+        "train_loss_curve": curves["train/loss"],
+        "val_loss_curve": curves["val/loss"],
+        **({"val_loss_curves": {c.split("/")[1]: curves[c] for c in val_sets}} if val_sets else {}),
+        **{f"{c.replace('val/', 'val_')}_curve": curves[c] for c in accuracy},
+        "train_time_curve": (clock := training_clock(curves["train/time"])),
+        "train_seconds": (clock or [(0, None)])[-1][1],
+        "step_ms": _step_ms(curves["train/time"]),
+        **_throughput(curves, trainer),
+        "wall_seconds_last_session": time.time() - started,
+    }
+    weights = full_state_dict(module.model)  # every rank takes part when the model is sharded
+    if trainer.is_global_zero:
+        atomic_torch_save(weights, out / "final.pt")
+        atomic_write(out / "done.json", json.dumps(done, indent=2))
+    return done
+
+
+def full_state_dict(model: torch.nn.Module) -> dict:
+    """The model's whole state dict on the CPU, gathered from the ranks when FSDP has sharded it."""
+    if not any(isinstance(p, DTensor) for p in model.parameters()):
+        return model.state_dict()
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+
+
+def _final_metrics(metrics: dict[str, float], image: bool) -> dict[str, float | None]:
+    if image:
+        return {k.replace("val/", "val_"): v for k, v in metrics.items() if k.startswith("val/")}
+    return {
+        "val_loss": metrics["val/loss"],
+        "val_ppl": math.exp(metrics["val/loss"]),
+        "val_bpb": metrics.get("val/bpb"),
+        "test_loss": metrics.get("test/loss"),
+        "test_bpb": metrics.get("test/bpb"),
+    }
+
+
+def _image_task(run: Run, micro: int, compile: bool | None = None):
+    """The ImageNet datamodule and the classifier for a ViT run; `Budget.val_windows` caps validation images."""
+    from scaling_axes.datamodules.imagenet import ImageNetDataModule
+    from scaling_axes.modules.classifier import ImageClassifier
+
+    budget, config = run.budget, run.config
+    data = ImageNetDataModule(img_size=config.img_size, batch_size=micro, max_val_images=budget.val_windows,
+                              seed=run.seed, **run.data)  # fmt: skip
+    module = ImageClassifier(model=run.model, model_overrides=dict(run.overrides), lr=budget.lr,
+                             min_lr=budget.lr * budget.min_lr_ratio, warmup_steps=budget.warmup_steps,
+                             schedule_steps=budget.steps, compile=compile, **{k: v for k, v in run.lm.items()
+                                                             if k != "gradient_clip_val"})  # fmt: skip
+    return data, module
+
+
+def _language_model(run: Run, weights: Path | None, compile: bool | None = None) -> LanguageModel:
+    budget = run.budget
+    return LanguageModel(
+        model=run.model,
+        model_overrides=dict(run.overrides),
+        lr=budget.lr,
+        min_lr_ratio=budget.min_lr_ratio,
+        warmup_steps=budget.warmup_steps,
+        schedule_steps=budget.steps,
+        init_weights=str(weights) if weights else None,
+        compile=compile,
+        **{k: v for k, v in run.lm.items() if k != "gradient_clip_val"},
+    )
+
+
+def _measure_growth(trainer: L.Trainer, data: TextDataModule, grown: LanguageModel, growth: Growth) -> dict:
+    """Validation loss on this run's data of the model before growth and right after it, before any training."""
+    source = _language_model(growth.source, growth.source_weights, compile=False)  # one validation: not worth it
+    before = trainer.validate(source, datamodule=data, verbose=False)[0]["val/loss"]
+    after = trainer.validate(grown, datamodule=data, verbose=False)[0]["val/loss"]
+    return {"val_loss_before_growth": before, "val_loss_after_growth": after}
+
+
+def _curves(metrics_csv: Path, columns: tuple[str, ...], max_points: int = 1000) -> dict[str, list]:
+    """Per column, (step, value) of a logged metric, the last entry per step (a resume repeats steps), at most
+    `max_points`, from one read of the CSV log. `train/time` is Lightning's ThroughputMonitor clock: seconds of
+    training in the latest session."""
+    with open(metrics_csv, newline="") as f:
+        rows = list(csv.DictReader(f))
+    curves = {}
+    for column in columns:
+        curve = sorted({int(r["step"]): float(r[column]) for r in rows if r.get(column)}.items())
+        curves[column] = curve[:: max(1, math.ceil(len(curve) / max_points))]
+    return curves
+
+
+def training_clock(times: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    """(step, seconds of training since step 0) across sessions. The ThroughputMonitor's clock restarts with each
+    session, so a later session continues from the last time logged before it (the interruption itself and the
+    steps it repeats are not counted)."""
+    clock: list[tuple[int, float]] = []
+    offset, last = 0.0, 0.0
+    for step, seconds in times:
+        if seconds < last:  # the clock restarted: a new session
+            offset = clock[-1][1]
+        clock.append((step, offset + seconds))
+        last = seconds
+    return clock
+
+
+def _step_ms(times: list[tuple[int, float]]) -> float | None:
+    """Milliseconds per optimizer step over the latest session's logged training clock (validation excluded)."""
+    session = times[-1:]
+    for step, seconds in reversed(times[:-1]):
+        if seconds >= session[0][1]:  # the clock restarted here: an earlier session
+            break
+        session.insert(0, (step, seconds))
+    if len(session) < 2:
+        return None
+    (first_step, first), (last_step, last) = session[0], session[-1]
+    return 1000 * (last - first) / (last_step - first_step)
+
+
+def _throughput(curves: dict[str, list], trainer: L.Trainer) -> dict[str, Any]:
+    """Training tokens per second (all devices) and MFU at the end of the run, from Lightning's ThroughputMonitor
+    (a rolling window of recent steps, validation excluded), the device they were measured on, the precision, and
+    the peak the MFU divides by (`mfu_peak`)."""
+    tokens, mfu = curves["train/device/items_per_sec"], curves["train/device/mfu"]
+    device = trainer.strategy.root_device
+    return {
+        "tokens_per_sec": tokens[-1][1] * trainer.world_size if tokens else None,
+        "mfu": mfu[-1][1] if mfu else None,
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else device.type,
+        "world_size": trainer.world_size,
+        "precision": trainer.precision,
+        **mfu_peak(trainer),
+    }
+
+
+def mfu_peak(trainer: L.Trainer) -> dict[str, Any]:
+    """The peak Lightning's ThroughputMonitor divides by for this Trainer's compute dtype: bf16 dense for bf16-mixed,
+    TF32 for 32-true where matmuls may use it, else FP32 (a 32-true MFU is against a peak ~15x lower than bf16's)."""
+    dtype = _plugin_to_compute_dtype(trainer.precision_plugin)
+    device = trainer.strategy.root_device
+    if device.type != "cuda":
+        return {"mfu_peak": f"none known for {device.type}", "mfu_peak_tflops": None}
+    name = {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(dtype, str(dtype).removeprefix("torch."))
+    if dtype == torch.float32 and torch.get_float32_matmul_precision() != "highest":
+        name = "tf32"
+    flops, gpu = get_available_flops(device, dtype), torch.cuda.get_device_name(device)
+    if flops is None:
+        return {"mfu_peak": f"none known for {gpu} in {name}", "mfu_peak_tflops": None}
+    return {"mfu_peak": f"{name} dense peak of {gpu}", "mfu_peak_tflops": flops / 1e12}
+
+
+def resume_point(last: Path) -> str | None:
+    """`last` if it exists and opens as a checkpoint (cheaply, memory-mapped), else None; a broken one stops the run
+    with what to do."""
+    if not last.exists():
+        return None
+    fix = "delete it and rerun to start the run over (no earlier checkpoint is kept), or restore it from a copy"
+    load_torch(last, fix, mmap=True)
+    return str(last)
+
+
+def check_writable(out: Path) -> None:
+    """Fail before any compute if the run's directories cannot take files."""
+    for directory in (out, out / "checkpoints"):
+        probe = directory / f".write-test-{os.getpid()}"
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as error:
+            raise PermissionError(f"cannot write in {directory} ({error.strerror}): make it writable or pass another "
+                                  "--out-dir, then rerun") from error  # fmt: skip
+
+
+@contextlib.contextmanager
+def run_lock(out: Path) -> Iterator[None]:
+    """One process trains a run directory at a time (rank 0 of a job holds the lock; its other ranks are its own).
+    The lock is an OS file lock, released when its holder dies, so a killed run's lock is simply taken over."""
+    if rank_zero_only.rank != 0:
+        yield
+        return
+    lock, owner = FileLock(out / ".lock"), out / ".lock.owner"
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        holder = owner.read_text().strip() if owner.exists() else "another process"
+        raise SystemExit(f"run {out} is being trained by {holder}; wait for it to finish or stop it (a second launch "
+                         "of the same run would clobber its checkpoints and logs)") from None  # fmt: skip
+    try:
+        atomic_write(owner, f"{socket.gethostname()} pid {os.getpid()} since {time.strftime('%Y-%m-%d %H:%M:%S')}")
+        yield
+    finally:
+        owner.unlink(missing_ok=True)
+        lock.release()

@@ -1,0 +1,3 @@
+from scaling_axes.cli import cli
+
+cli()

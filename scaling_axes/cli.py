@@ -1,0 +1,114 @@
+"""The suite's one command line: ``python -m scaling_axes <command>`` (installed as ``scaling-axes``).
+
+python -m scaling_axes list                                    # every experiment, one line each
+python -m scaling_axes plan [--scale paper] [--gpu h100] [--mfu 0.4] [--devices 8]
+python -m scaling_axes run rmt_fig2_scaling_laws --scale small  # one experiment (options: run NAME --help)
+python -m scaling_axes all --scale smoke                       # every experiment, then results/REPORT.md
+python -m scaling_axes report                                  # results/REPORT.md from the results CSVs
+python -m scaling_axes fit --model.model tokenformer_150m ...  # LightningCLI, for runs outside the tables
+python -m scaling_axes grow in.ckpt tokenformer_354m out.ckpt  # grow a checkpoint
+python -m scaling_axes eval | lm-eval | bench-kernels | bench-training [their own options]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+
+from scaling_axes import experiments
+from scaling_axes.harness.command import main
+from scaling_axes.harness.plan import GPUS, dry_run, print_plan
+from scaling_axes.harness.results import SCALES, write_report
+from scaling_axes.harness.runs import Experiment
+
+DELEGATED = {  # subcommands that parse their own arguments: module, function taking argv
+    "fit": ("scaling_axes.harness.fit", "fit_main"),
+    "grow": ("scaling_axes.harness.grow", "grow_checkpoint_cli"),
+    "eval": ("scaling_axes.harness.evaluate", "main"),
+    "lm-eval": ("scaling_axes.harness.lm_eval", "main"),
+    "bench-kernels": ("scaling_axes.benchmarks.kernels", "main"),
+    "bench-training": ("scaling_axes.benchmarks.training", "main"),
+}
+
+
+def all_experiments() -> list[Experiment]:
+    """Every module under `scaling_axes.experiments` that declares an EXPERIMENT, in experiment-name order."""
+    found = []
+    for info in pkgutil.walk_packages(experiments.__path__, f"{experiments.__name__}."):
+        experiment = getattr(importlib.import_module(info.name), "EXPERIMENT", None)
+        if isinstance(experiment, Experiment):
+            found.append(experiment)
+    return sorted(found, key=lambda e: e.name)
+
+
+def plan(scale: str, gpu: str, mfu: float, devices: int) -> float:
+    """Print every experiment's runs (no training) and return the total GPU-hours, each shared run counted once."""
+    hours: dict[tuple[str, str], float] = {}
+    for experiment in all_experiments():
+        runs = dry_run(experiment, scale, mfu, GPUS[gpu], devices)
+        if not runs:
+            continue
+        group = experiment.run_group or experiment.name
+        print(f"\n== {experiment.name}" + (f" (run group {group})" if experiment.run_group else ""))
+        print_plan(runs, mfu, GPUS[gpu], devices, gpu.upper())
+        hours.update({(group, r["run"]): r["gpu_hours"] for r in runs})
+    total = sum(hours.values())
+    print(f"\ntotal: {len(hours)} runs, {total:,.0f} {gpu.upper()}-hours at {mfu:.0%} MFU (shared runs counted once)")
+    return total
+
+
+def run_all(scale: str, report_only: bool) -> None:
+    for experiment in all_experiments():
+        print(f"== {experiment.name} ({scale})", flush=True)
+        main(experiment, ["--scale", scale, *(["--report"] if report_only else [])])
+    print(f"wrote {write_report()}")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m scaling_axes", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True, metavar="command")
+    commands.add_parser("list", help="print the experiments")
+    commands.add_parser("run", help="run one experiment; its options follow its name", add_help=False).add_argument(
+        "experiment")  # fmt: skip
+    plan_parser = commands.add_parser("plan", help="print every experiment's runs; train nothing")
+    plan_parser.add_argument("--scale", choices=SCALES, default="paper")
+    plan_parser.add_argument("--gpu", choices=sorted(GPUS), default="h100")
+    plan_parser.add_argument("--mfu", type=float, default=0.4)
+    plan_parser.add_argument("--devices", type=int, default=8)
+    all_parser = commands.add_parser("all", help="run every experiment at one scale, then write REPORT.md")
+    all_parser.add_argument("--scale", choices=SCALES, default="smoke")
+    all_parser.add_argument("--report", action="store_true", help="only rebuild the tables from finished runs")
+    commands.add_parser("report", help="rebuild results/REPORT.md from the results CSVs")
+    for name in DELEGATED:
+        commands.add_parser(name, help=f"its own options: python -m scaling_axes {name} --help")
+    return parser
+
+
+def run_main(argv: list[str]) -> None:
+    if argv and argv[0] in DELEGATED:
+        module, function = DELEGATED[argv[0]]
+        getattr(importlib.import_module(module), function)(argv[1:])
+        return
+    parser = _parser()
+    args, rest = parser.parse_known_args(argv)
+    if args.command != "run" and rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    if args.command == "list":
+        print("\n".join(f"{e.name:45s} {e.description}" for e in all_experiments()))
+    elif args.command == "plan":
+        plan(args.scale, args.gpu, args.mfu, args.devices)
+    elif args.command == "all":
+        run_all(args.scale, args.report)
+    elif args.command == "report":
+        print(f"wrote {write_report()}")
+    else:
+        by_name = {e.name: e for e in all_experiments()}
+        if args.experiment not in by_name:
+            parser.error(f"no experiment {args.experiment!r}; experiments: {', '.join(by_name)}")
+        main(by_name[args.experiment], rest)
+
+
+def cli() -> None:
+    run_main(sys.argv[1:])

@@ -1,0 +1,103 @@
+"""The suite's files on disk. Writes are atomic: a temporary file in the same directory, then a rename, so readers
+see old or new, never half; a write that fails (a full disk) names the file. Reads never unpickle code
+(`weights_only=True`) and a missing, truncated or corrupt file is an error that names the file and what to do."""
+
+from __future__ import annotations
+
+import csv
+import errno
+import importlib.util
+import io
+import json
+import os
+import pickle
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+def _temporary(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path.with_name(f".{path.name}.tmp{os.getpid()}")
+
+
+def _replace_with(path: str | Path, write: Callable[[Path], None]) -> None:
+    """`write` a temporary file, then rename it over `path`; on any failure the temporary file goes, `path` stays."""
+    path = Path(path)
+    tmp = _temporary(path)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except OSError as error:
+        if error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EROFS):
+            raise _unwritable(path, error.errno) from error
+        raise
+    except RuntimeError as error:  # torch.save's zip writer on a full disk: "unexpected pos ...", "file write failed"
+        if "unexpected pos" in str(error) or "write failed" in str(error):
+            raise _unwritable(path, errno.ENOSPC) from error
+        raise
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _unwritable(path: Path, code: int) -> OSError:
+    return OSError(code, f"could not write {path} ({os.strerror(code)}): free space or make its directory writable, "
+                   "then rerun the same command (a run resumes from its last checkpoint)")  # fmt: skip
+
+
+def atomic_write(path: str | Path, data: str | bytes) -> None:
+    _replace_with(path, lambda tmp: tmp.write_bytes(data.encode() if isinstance(data, str) else data))
+
+
+def atomic_torch_save(obj: Any, path: str | Path) -> None:
+    _replace_with(path, lambda tmp: torch.save(obj, tmp))
+
+
+class CorruptFileError(ValueError):
+    """A file of the suite's that cannot be read: the message names it and what to do."""
+
+
+def load_torch(path: str | Path, fix: str, mmap: bool = False) -> Any:
+    """`torch.load(path, weights_only=True)` onto the CPU: tensors and plain containers only, so a crafted file cannot
+    run code. `fix` says what to do if the file is unreadable; `mmap` maps the tensors instead of reading them (a
+    cheap check that a large checkpoint opens)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist; {fix}")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
+    except pickle.UnpicklingError as error:
+        first = str(error).splitlines()[0]
+        raise CorruptFileError(f"{path} holds more than tensors and plain data ({first}); the suite never writes such "
+                               f"files and will not run the code a pickle can carry. {fix}") from error  # fmt: skip
+    except (EOFError, RuntimeError, ValueError, OSError) as error:
+        raise CorruptFileError(f"{path} is truncated or corrupt ({type(error).__name__}: {error}); {fix}") from error
+
+
+def read_json(path: str | Path, fix: str) -> Any:
+    path = Path(path)
+    try:
+        return json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise CorruptFileError(f"{path} is truncated or corrupt ({error}); {fix}") from error
+
+
+def write_csv(path: Path, columns: tuple[str, ...], rows: list[dict]) -> str:
+    """Write rows (dicts keyed by `columns`) to `path` atomically; returns the CSV text."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, columns, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic_write(path, buffer.getvalue())
+    return buffer.getvalue()
+
+
+def package_file(package: str, relative: str) -> Path | None:
+    """Path of `relative` inside installed `package` (not imported), or None when the package is absent."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / relative
+    return path if path.exists() else None

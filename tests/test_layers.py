@@ -1,0 +1,118 @@
+"""The package's layering: one import name, imports that run one way, no cycles, files of readable size."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# lowest first; a module may import its own layer and those before it, never one after
+LAYERS = ("scaling_axes.io", "scaling_axes.kernels", "scaling_axes.modules", "scaling_axes.datamodules",
+          "scaling_axes.harness", "scaling_axes.experiments", "scaling_axes.benchmarks", "scaling_axes.cli",
+          "scaling_axes.__main__")  # fmt: skip
+FOLDERS = {"scaling_axes": "scaling_axes", "kernels": "scaling_axes.kernels", "modules": "scaling_axes.modules",
+           "datamodules": "scaling_axes.datamodules", "harness": "scaling_axes.harness",
+           "experiments": "scaling_axes.experiments", "benchmarks": "scaling_axes.benchmarks"}  # fmt: skip
+
+
+def _modules() -> dict[str, Path]:
+    """Dotted name -> file of every module the package installs."""
+    found = {}
+    for folder, package in FOLDERS.items():
+        for path in (ROOT / folder).rglob("*.py"):
+            parts = path.relative_to(ROOT / folder).with_suffix("").parts
+            name = ".".join((package, *parts)).removesuffix(".__init__")
+            found[name] = path
+    return found
+
+
+def _imports(name: str, path: Path) -> set[str]:
+    """Every scaling_axes module `name` imports, at the top or inside a function."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            base = node.module if node.level == 0 else ".".join([*name.split(".")[: -node.level], node.module])
+            out |= {base} | {f"{base}.{alias.name}" for alias in node.names}
+        elif isinstance(node, ast.Import):
+            out |= {alias.name for alias in node.names}
+    return {i for i in out if i.startswith("scaling_axes")}
+
+
+def _layer(module: str) -> int:
+    matches = [i for i, layer in enumerate(LAYERS) if module == layer or module.startswith(layer + ".")]
+    return matches[-1] if matches else -1  # the root package's __init__ and __main__ import nothing below cli
+
+
+def graph() -> dict[str, set[str]]:
+    modules = _modules()
+    return {name: {i for i in _imports(name, path) if i in modules and i != name} for name, path in modules.items()}
+
+
+def upward_imports(edges: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{a} -> {b}" for a, targets in edges.items() for b in targets if _layer(b) > _layer(a))
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected groups of more than one module (Tarjan)."""
+    index, low, stack, on_stack, found, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_imports_run_one_way_without_cycles():
+    edges = graph()
+    assert len(edges) > 60  # the walk found the package
+    assert upward_imports(edges) == []
+    assert cycles(edges) == []
+
+
+def test_the_check_sees_an_upward_import_and_a_cycle():
+    edges = {"scaling_axes.modules.lm": {"scaling_axes.harness.runs"}, "scaling_axes.harness.runs": set(),
+             "kernels.a": {"kernels.b"}, "kernels.b": {"kernels.a"}}  # fmt: skip
+    assert upward_imports(edges) == ["scaling_axes.modules.lm -> scaling_axes.harness.runs"]
+    assert cycles(edges) == [["kernels.a", "kernels.b"]]
+
+
+def test_files_stay_readable():
+    long = {str(p.relative_to(ROOT)): n for p in _modules().values() if (n := len(p.read_text().splitlines())) > 420}
+    assert long == {}
+
+
+def test_outside_the_checkout_only_scaling_axes_is_ours(tmp_path):
+    """`modules`, `kernels`, `experiments` ... are other PyPI packages' names: nothing of ours may answer to them."""
+    probe = (
+        "import importlib.util, json, scaling_axes.modules\n"
+        "names = ['modules', 'kernels', 'datamodules', 'experiments', 'harness', 'benchmarks']\n"
+        "found = {n: (s.origin or str(list(s.submodule_search_locations or []))) for n in names\n"
+        "         if (s := importlib.util.find_spec(n)) is not None}\n"
+        "print(json.dumps([scaling_axes.modules.__file__, found]))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, check=True)
+    ours, found = __import__("json").loads(result.stdout)
+    assert Path(ours).resolve().is_relative_to(ROOT)
+    assert {name: where for name, where in found.items() if str(ROOT) in where} == {}
