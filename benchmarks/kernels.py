@@ -5,7 +5,7 @@ Forward + backward in bf16, median of `--repeats` timings with CUDA events after
 * Pattention at the Tokenformer 150M / 450M / 1.5B widths (d = n_qkv = 768 / 1024 / 2048, and the FFN's n = 4d),
   tokens = 8 x 2048: (a) the eager module, (b) the eager module under `torch.compile`, (c) the fused Triton kernel,
   (d) an `nn.Linear` MLP d -> n -> d with the same matmul FLOPs; and the three Q/K/V Pattentions of a layer, eager
-  vs one grouped launch. Targets (issue 7): (c) at least 1.5x faster than (a) and within 1.15x of (d).
+  vs one grouped launch. Targets: (c) at least 1.5x faster than (a) and within 1.15x of (d).
 * The RMT-305M sublayers (D_k = D_v = 64, R = 16, D_FF = 4096), tokens = 16 x 512 (the paper's window): the
   attention and FF reads (norm + retrieval), the attention write (storage + residual add), and whole attention and
   FF sublayers, eager vs `torch.compile` vs fused. Target: the fused sublayer at least 2x faster than eager.

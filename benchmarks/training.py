@@ -18,7 +18,7 @@ Families (`--family`):
   and width (shapes as in `scaling_axes.experiments.cross_architecture.table`).
 * `cross_arch_125m`, `cross_arch_350m`: the cross-architecture experiment's paper shapes, 8 x 1024 tokens.
 
-Targets (issue 10): an RMT step at most 1.15x the Transformer's in `rmt_paper` (the paper measured 7.17 s against
+Targets: an RMT step at most 1.15x the Transformer's in `rmt_paper` (the paper measured 7.17 s against
 4.06 s per step, 1.77x; RMT reference section 4) and MFU of at least 45% for the Tokenformer-150M and Transformer
 steps of `tokenformer_150m`.
 """

@@ -241,6 +241,21 @@ def default_data_root() -> Path:
     return Path(os.environ.get("SCALING_AXES_DATA", "data"))
 
 
+def real_or_stand_in(scale: str, real: str, stand_in: str) -> str:
+    """The data a run at `scale` uses: `real` at paper scale; at small scale `real` when it is under the data root,
+    else `stand_in` (said once); `stand_in` at smoke scale."""
+    if scale == "paper" or (scale == "small" and (default_data_root() / real).exists()):
+        return real
+    if scale == "small":
+        _say_stand_in(real, stand_in)
+    return stand_in
+
+
+@functools.cache
+def _say_stand_in(real: str, stand_in: str) -> None:
+    print(f"small scale: {real} is not under {default_data_root()}/, so {stand_in} stands in for it")
+
+
 def corpus_dir(data_root: str | Path, corpus: str, tokenizer: str) -> Path:
     return Path(data_root) / corpus / tokenizer
 

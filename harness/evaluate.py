@@ -137,8 +137,9 @@ def zero_shot_rows(
             column = key if name == "lambada" else (name if metric == likely.get(task, "acc") else None)
             expected, ours = paper.get(column) if column else None, 100 * value if percent else value
             why = "" if name == "lambada" else f"the paper's {name} column is most likely {likely.get(task, 'acc')}"
-            rows.append(Row(table, row, key, expected, ours, "%" if percent else "ppl", run,
-                            compare(expected, ours, TOLERANCE), "; ".join(filter(None, (why, note)))))  # fmt: skip
+            rows.append(Row(table=table, row=row, metric=key, paper=expected, ours=ours, unit="%" if percent else "ppl",
+                            run=run, status=compare(expected, ours, TOLERANCE),
+                            note="; ".join(filter(None, (why, note)))))  # fmt: skip
     return rows
 
 

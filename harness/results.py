@@ -27,13 +27,15 @@ SCALES = ("smoke", "small", "paper")
 RESULTS_DIR = Path("results")
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Row:
+    """One result: `ours` beside the `paper`'s value of `metric` in `table`'s `row`, built by keyword."""
+
     table: str
     row: str
     metric: str
-    paper: float | None
-    ours: float | None
+    paper: float | None = None
+    ours: float | None = None
     unit: str = ""
     run: str = ""
     status: str = "analytic"

@@ -69,6 +69,7 @@ class Run:
     grow_from: str | None = None  # a run of the same experiment whose final weights are grown into this model
     grow_options: dict[str, Any] = dataclasses.field(default_factory=dict)  # see scaling_axes.harness.grow.grow_model
     lm: dict[str, Any] = dataclasses.field(default_factory=dict)  # further LanguageModel arguments
+    trainer: dict[str, Any] = dataclasses.field(default_factory=dict)  # Trainer settings (gradient_clip_val: 1.0)
     data: dict[str, Any] = dataclasses.field(default_factory=dict)  # further TextDataModule arguments
     seed: int = 1234  # initialisation; the data order has its own seed in the DataModule
     lr_sweep: bool = False  # a learning-rate sweep point: a non-finite loss ends it as diverged, not the experiment
@@ -76,13 +77,6 @@ class Run:
     @property
     def config(self):
         return get_config(self.model, **self.overrides)
-
-    @property
-    def is_image(self) -> bool:
-        """A ViT run: trained by `modules.classifier` on `datamodules.imagenet` (`data` and `lm` go to those)."""
-        from scaling_axes.modules.vit_tokenformer import ViTConfig
-
-        return isinstance(self.config, ViTConfig)
 
     def train_flops(self) -> int:
         """Training FLOPs of this run alone: 3 x forward matmul FLOPs per token x tokens."""

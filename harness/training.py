@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import json
 import math
 import os
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +72,7 @@ def build_trainer(run: Run, out: Path, world_size: int, extra_callbacks: list | 
     trainer = L.Trainer(
         max_steps=budget.steps,
         accumulate_grad_batches=accumulate,
-        gradient_clip_val=run.lm.get("gradient_clip_val", 1.0),
+        gradient_clip_val=run.trainer.get("gradient_clip_val", 1.0),
         val_check_interval=val_every,
         check_val_every_n_epoch=None,
         num_sanity_val_steps=0,
@@ -118,12 +119,8 @@ def _train(run: Run, out: Path, growth: Growth | None, extra_callbacks: list | N
     compile = options.pop("compile", None)
     L.seed_everything(run.seed, workers=True)
     trainer, micro = build_trainer(run, out, world_size(options), extra_callbacks, **options)
-    if run.is_image:
-        data, module = _image_task(run, micro, compile)
-    else:
-        data = TextDataModule(corpus=run.corpus, tokenizer=run.tokenizer, seq_len=run.budget.seq_len,
-                              batch_size=micro, val_windows=run.budget.val_windows, **run.data)  # fmt: skip
-        module = _language_model(run, growth.weights if growth else None, compile)
+    task = task_of(run)
+    data, module = task.data(run, micro), task.module(run, growth.weights if growth else None, compile)
     growth_metrics = out / "growth_metrics.json"
     if growth is not None and not growth_metrics.exists():
         atomic_write(growth_metrics, json.dumps(_measure_growth(trainer, data, module, growth)))
@@ -142,7 +139,7 @@ def _train(run: Run, out: Path, growth: Growth | None, extra_callbacks: list | N
             f"its checkpoint is {last}: rerun the same command to resume"
         )
     val_sets = [f"val/{name}/loss" for name in getattr(data, "val_names", [])]
-    accuracy = ["val/top1", "val/ema_top1"] if run.is_image else []
+    accuracy = list(task.accuracy_curves)
     throughput = ("train/device/items_per_sec", "train/device/mfu")
     curves = _curves(out / "metrics.csv", ("train/loss", "val/loss", "train/time", *throughput, *val_sets, *accuracy))
     metrics = trainer.validate(module, datamodule=data, verbose=False)[0]  # after the curves: it repeats a point
@@ -155,7 +152,7 @@ def _train(run: Run, out: Path, growth: Growth | None, extra_callbacks: list | N
         "tokens": getattr(module, "tokens_seen", trainer.global_step * run.budget.tokens // run.budget.steps),
         "params": sum(p.numel() for p in module.model.parameters()),
         "train_flops": run.train_flops(),
-        **_final_metrics(metrics, run.is_image),
+        **task.final_metrics(metrics),
         **(read_json(growth_metrics, f"delete {growth_metrics} and rerun") if growth is not None else {}),
         "train_loss_curve": curves["train/loss"],
         "val_loss_curve": curves["val/loss"],
@@ -183,9 +180,11 @@ def full_state_dict(model: torch.nn.Module) -> dict:
     return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
 
 
-def _final_metrics(metrics: dict[str, float], image: bool) -> dict[str, float | None]:
-    if image:
-        return {k.replace("val/", "val_"): v for k, v in metrics.items() if k.startswith("val/")}
+def _image_metrics(metrics: dict[str, float]) -> dict[str, float | None]:
+    return {k.replace("val/", "val_"): v for k, v in metrics.items() if k.startswith("val/")}
+
+
+def _text_metrics(metrics: dict[str, float]) -> dict[str, float | None]:
     return {
         "val_loss": metrics["val/loss"],
         "val_ppl": math.exp(metrics["val/loss"]),
@@ -195,19 +194,26 @@ def _final_metrics(metrics: dict[str, float], image: bool) -> dict[str, float | 
     }
 
 
-def _image_task(run: Run, micro: int, compile: bool | None = None):
-    """The ImageNet datamodule and the classifier for a ViT run; `Budget.val_windows` caps validation images."""
+def _image_data(run: Run, micro: int) -> L.LightningDataModule:
+    """ImageNet (or its stand-in); `Budget.val_windows` caps the validation images."""
     from scaling_axes.datamodules.imagenet import ImageNetDataModule
+
+    return ImageNetDataModule(img_size=run.config.img_size, batch_size=micro, max_val_images=run.budget.val_windows,
+                              seed=run.seed, **run.data)  # fmt: skip
+
+
+def _image_classifier(run: Run, weights: Path | None, compile: bool | None = None) -> L.LightningModule:
     from scaling_axes.modules.classifier import ImageClassifier
 
-    budget, config = run.budget, run.config
-    data = ImageNetDataModule(img_size=config.img_size, batch_size=micro, max_val_images=budget.val_windows,
-                              seed=run.seed, **run.data)  # fmt: skip
-    module = ImageClassifier(model=run.model, model_overrides=dict(run.overrides), lr=budget.lr,
-                             min_lr=budget.lr * budget.min_lr_ratio, warmup_steps=budget.warmup_steps,
-                             schedule_steps=budget.steps, compile=compile, **{k: v for k, v in run.lm.items()
-                                                             if k != "gradient_clip_val"})  # fmt: skip
-    return data, module
+    budget = run.budget
+    return ImageClassifier(model=run.model, model_overrides=dict(run.overrides), lr=budget.lr,
+                           min_lr=budget.lr * budget.min_lr_ratio, warmup_steps=budget.warmup_steps,
+                           schedule_steps=budget.steps, compile=compile, **run.lm)  # fmt: skip
+
+
+def _text_data(run: Run, micro: int) -> TextDataModule:
+    return TextDataModule(corpus=run.corpus, tokenizer=run.tokenizer, seq_len=run.budget.seq_len, batch_size=micro,
+                          val_windows=run.budget.val_windows, **run.data)  # fmt: skip
 
 
 def _language_model(run: Run, weights: Path | None, compile: bool | None = None) -> LanguageModel:
@@ -221,8 +227,30 @@ def _language_model(run: Run, weights: Path | None, compile: bool | None = None)
         schedule_steps=budget.steps,
         init_weights=str(weights) if weights else None,
         compile=compile,
-        **{k: v for k, v in run.lm.items() if k != "gradient_clip_val"},
+        **run.lm,
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """What kind of training a run is: its DataModule, its LightningModule (from grown weights when given), the
+    accuracy curves it logs, and the final metrics done.json keeps."""
+
+    data: Callable[[Run, int], L.LightningDataModule]
+    module: Callable[[Run, Path | None, bool | None], L.LightningModule]
+    accuracy_curves: tuple[str, ...]
+    final_metrics: Callable[[dict[str, float]], dict[str, float | None]]
+
+
+TEXT = Task(_text_data, _language_model, (), _text_metrics)
+IMAGE = Task(_image_data, _image_classifier, ("val/top1", "val/ema_top1"), _image_metrics)
+
+
+def task_of(run: Run) -> Task:
+    """A ViT run classifies images (`modules.classifier`); every other run is a language model."""
+    from scaling_axes.modules.vit_tokenformer import ViTConfig
+
+    return IMAGE if isinstance(run.config, ViTConfig) else TEXT
 
 
 def _measure_growth(trainer: L.Trainer, data: TextDataModule, grown: LanguageModel, growth: Growth) -> dict:

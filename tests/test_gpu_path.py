@@ -45,7 +45,7 @@ def test_bf16_mixed_trains_with_the_fused_adamw_and_clips_at_the_configured_norm
     """The Trainer and optimizer a CUDA run builds (fused AdamW, bf16-mixed, clipping on): two steps, each clipped."""
     clip = 0.05  # far below the raw norm of a fresh model
     budget = Budget(steps=2, batch_size=4, seq_len=32, lr=1e-3, val_windows=4, checkpoint_every=10)
-    run = Run("r", "transformer_124m", budget, dict(TINY_RUN), lm={"gradient_clip_val": clip})
+    run = Run("r", "transformer_124m", budget, dict(TINY_RUN), trainer={"gradient_clip_val": clip})
     norms = GradientNorms()
     train_run(run, tmp_path / "r", extra_callbacks=[norms], accelerator="cpu", precision="bf16-mixed")
     assert all(o.defaults["fused"] for o in norms.optimizers)
@@ -243,7 +243,7 @@ def test_the_lightning_cli_and_the_image_classifier_train_under_bf16_mixed_with_
     run = next(r for r in table2.runs("smoke") if r.name == "vit_tokenformer_b16")
     budget = Budget(steps=2, batch_size=8, seq_len=17, lr=1e-3, val_windows=8)
     data = {**run.data, "root": str(tmp_path / "digits")}
-    run = dataclasses.replace(run, budget=budget, data=data, lm={"gradient_clip_val": 0.01})
+    run = dataclasses.replace(run, budget=budget, data=data, trainer={"gradient_clip_val": 0.01})
     train_run(run, tmp_path / "vit", extra_callbacks=[norms], accelerator="cpu", precision="bf16-mixed")
     assert all(o.defaults["fused"] for o in norms.optimizers) and min(norms.raw) > 0.01
     assert all(0.01 * 0.999 <= n <= 0.01 * 1.001 for n in norms.clipped)

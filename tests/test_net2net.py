@@ -8,7 +8,7 @@ from scaling_axes.modules import build_model, get_config
 from scaling_axes.modules.net2net import widen
 
 SMALL = {"n_layer": 2, "vocab_size": 300}
-SPECS = {scale: progressive.scale_spec(scale)["transformer"] for scale in ("smoke", "small")}
+SPECS = {scale: progressive.scale_spec(scale).transformer for scale in ("smoke", "small")}
 PAIRS = [  # (source preset, overrides), (target preset, overrides): every pair the experiments grow through
     (("transformer_354m", SMALL), ("transformer_757m", SMALL)),  # the paper's pair: 1024 -> 1536, 16 -> 24 heads
     (("transformer_757m", SMALL), ("transformer_1_4b", SMALL)),  # 1536 -> 2048, 24 -> 32 heads

@@ -109,13 +109,18 @@ def test_report_before_any_run_marks_rows_not_run(tmp_path):
 
 
 def test_results_csv_has_the_design_columns_and_report_md(tmp_path):
-    write_rows("demo", "smoke", [Row("t", "r", "m", 1.0, 2.0, status="differs", note="a, b")], tmp_path)
+    write_rows(
+        "demo",
+        "smoke",
+        [Row(table="t", row="r", metric="m", paper=1.0, ours=2.0, status="differs", note="a, b")],
+        tmp_path,
+    )
     with open(tmp_path / "smoke" / "demo.csv") as f:
         rows = list(csv.DictReader(f))
     assert tuple(rows[0]) == COLUMNS and rows[0]["note"] == "a, b" and rows[0]["scale"] == "smoke"
     assert "## demo (smoke scale)" in write_report(tmp_path).read_text()
     with pytest.raises(ValueError, match="status='ok'"):
-        Row("t", "r", "m", 1.0, 2.0, status="ok")
+        Row(table="t", row="r", metric="m", paper=1.0, ours=2.0, status="ok")
 
 
 def test_table3_shows_the_erratum_and_table8_matches_the_published_configs():

@@ -92,8 +92,9 @@ def sweep_rows(scale: str, arch: str, size: str, results: dict[str, dict]) -> li
         run = make_run(scale, arch, size, lr)
         done = results.get(run.name)
         why = f"diverged: {done['diverged']}" if done and done.get("diverged") else scale_note(scale)
-        rows.append(Row("lr_sweep", f"{arch}_{size}", f"val_loss_at_lr_{lr:g}", None, done and done["val_loss"],
-                        "nats/token", run.name, "not_run" if done is None else "measured", why))  # fmt: skip
+        rows.append(Row(table="lr_sweep", row=f"{arch}_{size}", metric=f"val_loss_at_lr_{lr:g}", paper=None,
+                        ours=done and done["val_loss"], unit="nats/token", run=run.name,
+                        status="not_run" if done is None else "measured", note=why))  # fmt: skip
     return rows
 
 
@@ -103,10 +104,10 @@ def shape_rows(scale: str, arch: str, size: str, params: dict[str, int]) -> list
     vs = params[arch] / params["transformer"] - 1
     per_token = train_flops_per_token(run.config, run.budget.seq_len)
     return [
-        Row("cross_arch", f"{arch}_{size}", "non_embedding_params", None, params[arch], "parameters",
-            note=f"{vs:+.2%} vs the Transformer (matched within {MATCH_TOLERANCE:.0%})"),
-        Row("cross_arch", f"{arch}_{size}", "train_flops_per_token", None, per_token, "FLOPs",
-            note="3 x forward matmul FLOPs of this architecture"),
+        Row(table="cross_arch", row=f"{arch}_{size}", metric="non_embedding_params", paper=None, ours=params[arch],
+            unit="parameters", note=f"{vs:+.2%} vs the Transformer (matched within {MATCH_TOLERANCE:.0%})"),
+        Row(table="cross_arch", row=f"{arch}_{size}", metric="train_flops_per_token", paper=None, ours=per_token,
+            unit="FLOPs", note="3 x forward matmul FLOPs of this architecture"),
     ]  # fmt: skip
 
 
@@ -125,7 +126,10 @@ def trained_rows(scale: str, arch: str, size: str, winner: tuple[Run, dict] | No
     of all rows of this size; MFUs of different precisions divide by different peaks and the note says so."""
     name, note = f"{arch}_{size}", scale_note(scale)
     if winner is None:
-        return [Row("cross_arch", name, "val_loss_equal_tokens", None, None, "nats/token", status="not_run")]
+        return [
+            Row(table="cross_arch", row=name, metric="val_loss_equal_tokens", paper=None, ours=None, unit="nats/token",
+                status="not_run")
+        ]  # fmt: skip
     run, done = winner
     lrs = sweep(scale, arch)
     edge = " (at the edge of the sweep: widen LR_GRID)" if run.budget.lr in (lrs[0], lrs[-1]) else ""
@@ -133,17 +137,19 @@ def trained_rows(scale: str, arch: str, size: str, winner: tuple[Run, dict] | No
     mfu = done.get("mfu")
 
     def measured(metric: str, value: float | None, unit: str = "", why: str = note) -> Row:
-        return Row("cross_arch", name, metric, None, value, unit, run.name, "measured", why)
+        return Row(table="cross_arch", row=name, metric=metric, paper=None, ours=value, unit=unit, run=run.name,
+                   status="measured", note=why)  # fmt: skip
 
     rows = [
         measured("best_lr", run.budget.lr, why=f"of {', '.join(f'{lr:g}' for lr in lrs)}{edge}"),
         measured("params", done["params"], "parameters", "all, counted on the model"),
         measured("tokens", done["tokens"], "tokens", ""),
-        Row("cross_arch", name, "train_flops", None, run.train_flops(), "FLOPs", run.name, "analytic"),
+        Row(table="cross_arch", row=name, metric="train_flops", paper=None, ours=run.train_flops(), unit="FLOPs",
+            run=run.name, status="analytic"),
         measured("val_loss_equal_tokens", done["val_loss"], "nats/token"),
         measured("tokens_per_sec", done.get("tokens_per_sec"), "tokens/s", f"training clock on {device}; {note}"),
-        Row("cross_arch", name, "mfu", None, mfu, "", run.name, "not_run" if mfu is None else "measured",
-            mfu_note(done, device, precisions)),
+        Row(table="cross_arch", row=name, metric="mfu", paper=None, ours=mfu, unit="", run=run.name,
+            status="not_run" if mfu is None else "measured", note=mfu_note(done, device, precisions)),
     ]  # fmt: skip
     if equal_flops is not None:
         read = equal_flops / run.train_flops()

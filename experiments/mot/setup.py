@@ -16,20 +16,21 @@ pair; both with `data_path="fixed"` (the stand-ins are text, not shard files). N
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 from collections.abc import Callable
 
 import numpy as np
 
-from scaling_axes.datamodules.corpora import default_data_root
+from scaling_axes.datamodules.corpora import real_or_stand_in
 from scaling_axes.harness.results import Row, compare, published, published_file, scale_note
 from scaling_axes.harness.runs import Budget, Run
 
 SEEDS = {10_000: 9090333, 100_000: 773322}  # the 10k tables' runs and the 100k mixout runs
 TOLERANCE = 0.02
 ORIGINAL_CURVES = published_file("mot_original_curves.json")
-LM = {"optimizer": "muon", "schedule": "constant_then_linear", "cooldown_fraction": 0.6, "gradient_clip_val": None}
+LM = {"optimizer": "muon", "schedule": "constant_then_linear", "cooldown_fraction": 0.6}
 FRACTIONS = (1.0, 0.5, 0.1)  # the article's "last 100% / 50% / 10% of the loss curve"
 VAL_SETS = ("fineweb", "finemath")
 
@@ -38,31 +39,43 @@ def corpora(scale: str) -> tuple[str, str]:
     """(FineWeb's, FineMath's) corpus at this scale; the paper's FineWeb is the 100BT llm.c shards."""
     if scale == "paper":
         return "fineweb_100bt", "finemath"
-    present = all((default_data_root() / c).exists() for c in ("fineweb", "finemath"))
-    return ("fineweb", "finemath") if scale == "small" and present else ("embedded_news", "embedded_wiki")
+    return real_or_stand_in(scale, "fineweb", "embedded_news"), real_or_stand_in(scale, "finemath", "embedded_wiki")
+
+
+@dataclasses.dataclass(frozen=True)
+class Shrunk:
+    """A scale below the paper's: a smaller backbone (heads of 64, one attention-free layer in the middle as the
+    original's), byte and token widths scaled with d_model, 16 bytes per token kept, and a short budget."""
+
+    n_layer: int
+    d_model: int
+    budget: Budget
+
+
+SHRUNK = {
+    "smoke": Shrunk(6, 128, Budget(steps=30, batch_size=8, seq_len=64, val_every=3, val_windows=8, checkpoint_every=10,
+                                   val_at_start=True)),
+    "small": Shrunk(8, 512, Budget(steps=1500, batch_size=32, seq_len=512, val_every=75, val_windows=64,
+                                   checkpoint_every=250, val_at_start=True)),
+}  # fmt: skip
 
 
 def budget(scale: str, steps: int) -> Budget:
-    """The paper's `steps` (10k or 100k), or the smoke and small budgets."""
-    if scale == "paper":
-        return Budget(steps=steps, batch_size=512, seq_len=1024, val_every=250 if steps <= 10_000 else 1000,
-                      micro_batch=64, checkpoint_every=500, val_at_start=True)  # fmt: skip
-    if scale == "small":
-        return Budget(steps=1500, batch_size=32, seq_len=512, val_every=75, val_windows=64, checkpoint_every=250,
-                      val_at_start=True)  # fmt: skip
-    return Budget(steps=30, batch_size=8, seq_len=64, val_every=3, val_windows=8, checkpoint_every=10,
-                  val_at_start=True)  # fmt: skip
+    """The paper's `steps` (10k or 100k), or the scale's `SHRUNK` budget."""
+    if scale != "paper":
+        return SHRUNK[scale].budget
+    return Budget(steps=steps, batch_size=512, seq_len=1024, val_every=250 if steps <= 10_000 else 1000,
+                  micro_batch=64, checkpoint_every=500, val_at_start=True)  # fmt: skip
 
 
 def shrunk(scale: str, d_token: int, d_byte: int) -> dict:
-    """Overrides for the smoke (6 x 128, heads of 64) and small (8 x 512) backbones; byte and token widths scale with
-    d_model, bytes per token stay 16."""
+    """Overrides for the `SHRUNK` backbones."""
     if scale == "paper":
         return {}
-    d_model, layers = (128, 6) if scale == "smoke" else (512, 8)
-    ratio = d_model / 1024
-    return {"n_layer": layers, "d_model": d_model, "n_head": d_model // 64, "head_dim": 64, "byte_head_dim": 64,
-            "attention_free_layers": (layers // 2 - 1,), "max_seq_len": budget(scale, 0).seq_len,
+    s = SHRUNK[scale]
+    ratio = s.d_model / 1024
+    return {"n_layer": s.n_layer, "d_model": s.d_model, "n_head": s.d_model // 64, "head_dim": 64,
+            "byte_head_dim": 64, "attention_free_layers": (s.n_layer // 2 - 1,), "max_seq_len": s.budget.seq_len,
             "d_token": round(d_token * ratio), "d_byte": max(1, round(d_byte * ratio))}  # fmt: skip
 
 
@@ -71,7 +84,7 @@ def mot_run(scale: str, model: str, steps: int, d_token: int, d_byte: int) -> Ru
     data = {"extra_corpora": (finemath,), "order": "epoch", "data_path": "as_run" if scale == "paper" else "fixed",
             "seed": SEEDS[steps]}  # the original shuffled its files with the run's seed  # fmt: skip
     return Run(model, model, budget(scale, steps), shrunk(scale, d_token, d_byte), corpus=fineweb, tokenizer="gpt2",
-               lm=LM, seed=SEEDS[steps], data=data)  # fmt: skip
+               lm=LM, trainer={"gradient_clip_val": None}, seed=SEEDS[steps], data=data)  # fmt: skip
 
 
 def val_curves(run: Run, done: dict) -> dict[str, list[tuple[int, float]]]:
@@ -126,13 +139,17 @@ def loss_rows(table: str, scale: str, run: Run, done: dict | None, unit: str) ->
     then correctly labelled (the original run's own curves vs ours); then the final values."""
     note = scale_note(scale)
     if done is None:
-        return [Row(table, run.name, "val_loss", None, None, unit, run.name, "not_run", note)]
+        return [
+            Row(table=table, row=run.name, metric="val_loss", paper=None, ours=None, unit=unit, run=run.name,
+                status="not_run", note=note)
+        ]  # fmt: skip
     paper, original = published("mot"), original_curves(table, run.model)
     ours = {name: [loss for _, loss in curve] for name, curve in val_curves(run, done).items()}
 
     def row(metric: str, expected: float | None, value: float, what: str) -> Row:
         status = compare(expected, value, TOLERANCE) if scale == "paper" else "measured"
-        return Row(table, run.name, metric, expected, value, unit, run.name, status, f"{what}; {note}".strip("; "))
+        return Row(table=table, row=run.name, metric=metric, paper=expected, ours=value, unit=unit, run=run.name,
+                   status=status, note=f"{what}; {note}".strip("; "))  # fmt: skip
 
     rows = []
     for fraction in FRACTIONS:
@@ -164,8 +181,9 @@ def original_rows(table: str, model: str) -> list[Row]:
             expected = paper.get((table, model, f"published_{key}_last_{pct}"))
             if expected is not None:
                 status = "match" if abs(value - expected) <= 0.005 + 1e-9 else "differs"
-                rows.append(Row(table, model, f"published_{key}_last_{pct}_from_original_curves", expected, value,
-                                status=status, note=_printed_label(key.split("_")[1], fraction)))  # fmt: skip
+                rows.append(Row(table=table, row=model, metric=f"published_{key}_last_{pct}_from_original_curves",
+                                paper=expected, ours=value, status=status,
+                                note=_printed_label(key.split("_")[1], fraction)))  # fmt: skip
     return rows
 
 
@@ -197,19 +215,27 @@ def size_rows(table: str, scale: str, run: Run, done: dict | None) -> list[Row]:
     params = sum(formula_params(run.config).values())
     expected = paper.get((table, run.name, "params"))
     count_note = "" if scale == "paper" else f"of the {scale} model; the preset {run.model} has the published count"
-    rows = [Row(table, run.name, "params", expected if scale == "paper" else None, params, "parameters", run.name,
-                compare(expected, params, 0.0) if scale == "paper" else "analytic", count_note)]  # fmt: skip
+    rows = [
+        Row(table=table, row=run.name, metric="params", paper=expected if scale == "paper" else None, ours=params,
+            unit="parameters", run=run.name, status=compare(expected, params, 0.0) if scale == "paper" else "analytic",
+            note=count_note)
+    ]  # fmt: skip
     preset = get_config(run.model)  # the published columns describe the preset; smaller scales shrink it
-    settings = {"d_model": preset.d_model, "d_token": preset.d_token, "d_byte": preset.d_byte,
-                "n_layer_out": preset.byte_layers_out, "seed": run.seed}  # fmt: skip
+    settings = {
+        "d_model": preset.d_model,
+        "d_token": preset.d_token,
+        "d_byte": preset.d_byte,
+        "n_layer_out": preset.byte_layers_out,
+        "seed": run.seed,
+    }
     for metric, value in settings.items():
         if (expected := paper.get((table, run.name, metric))) is not None:
-            rows.append(Row(table, run.name, metric, expected, value, run=run.name,
+            rows.append(Row(table=table, row=run.name, metric=metric, paper=expected, ours=value, run=run.name,
                             status=compare(expected, value, 0.0), note=f"the preset {run.model}'s"))  # fmt: skip
     step_ms = done and done.get("step_ms")
     expected = paper.get((table, run.name, "step_ms"))
     status = "not_run" if step_ms is None else compare(expected, step_ms, 0.1) if scale == "paper" else "measured"
     hardware = "8 x H100 in the paper; ours on the hardware it ran on"
-    rows.append(Row(table, run.name, "step_ms", expected, step_ms, "ms", run.name, status,
-                    f"{hardware}; {note}".strip("; ")))  # fmt: skip
+    rows.append(Row(table=table, row=run.name, metric="step_ms", paper=expected, ours=step_ms, unit="ms", run=run.name,
+                    status=status, note=f"{hardware}; {note}".strip("; ")))  # fmt: skip
     return rows

@@ -79,7 +79,8 @@ def claim_rows() -> list[Row]:
             status = ("match" if value < expected else "differs") if bound else compare(expected, value, 0.01)
             if status == "differs" and metric == "train_flops_v_only":
                 note = "erratum: " + note + ", gives this, not ~94%: the paper's FLOPs use two formulas"
-            rows.append(Row("sec3_1", key, f"{metric}_increase", expected, value, "%", status=status, note=note))
+            rows.append(Row(table="sec3_1", row=key, metric=f"{metric}_increase", paper=expected, ours=value, unit="%",
+                            status=status, note=note))  # fmt: skip
     return rows
 
 
@@ -90,7 +91,8 @@ def report(scale: str, results: dict[str, dict]) -> list[Row]:
             for metric in ("params", "train_flops_per_token"):
                 formula, counted = _measure(family, residual)[metric]
                 note = "formula = count" if formula == counted else f"formula {formula} differs from the count"
-                rows.append(Row("fig1", f"{family}_residual{residual}", metric, None, counted, note=note,
+                rows.append(Row(table="fig1", row=f"{family}_residual{residual}", metric=metric, paper=None,
+                                ours=counted, note=note,
                                 unit="parameters" if metric == "params" else "FLOPs"))  # fmt: skip
     return rows
 

@@ -53,20 +53,22 @@ def report(scale: str, results: dict[str, dict]) -> list[Row]:
         note = "; ".join(filter(None, (scale_note(scale), f"read at {tokens:.3g} tokens of {run.budget.tokens:.3g}"
                                        if early else "")))  # fmt: skip
         loss = values["val_loss"] if values else None
-        rows.append(Row("fig2", run.name, "val_loss", expected, loss, "nats/token", run.name,
-                        compare(expected, loss, LOSS_TOLERANCE), note))  # fmt: skip
-        rows.append(Row("fig2", run.name, "params", None, values and values["params"], "parameters", run.name,
-                        "measured" if values else "not_run"))  # fmt: skip
-        rows.append(Row("fig2", run.name, "train_flops", None, run.train_flops() * tokens / run.budget.tokens,
-                        "FLOPs", run.name))  # fmt: skip
-        rows.append(Row("fig2", run.name, "tokens", None, tokens, "tokens", run.name))
+        rows.append(Row(table="fig2", row=run.name, metric="val_loss", paper=expected, ours=loss, unit="nats/token",
+                        run=run.name, status=compare(expected, loss, LOSS_TOLERANCE), note=note))  # fmt: skip
+        rows.append(Row(table="fig2", row=run.name, metric="params", paper=None, ours=values and values["params"],
+                        unit="parameters", run=run.name, status="measured" if values else "not_run"))  # fmt: skip
+        rows.append(Row(table="fig2", row=run.name, metric="train_flops", paper=None,
+                        ours=run.train_flops() * tokens / run.budget.tokens, unit="FLOPs", run=run.name))  # fmt: skip
+        rows.append(
+            Row(table="fig2", row=run.name, metric="tokens", paper=None, ours=tokens, unit="tokens", run=run.name)
+        )
     for family, points in _points(scale, results).items():
         if len(points) >= 2:
             exponent, _ = np.polyfit(np.log([p["train_flops"] for p in points]),
                                      np.log([p["val_loss"] for p in points]), 1)  # fmt: skip
             note = f"least squares on log-log over {len(points)} runs; {scale_note(scale)}".strip("; ")
-            rows.append(Row("fig2", family, "loss_vs_flops_exponent", None, float(exponent), "", status="measured",
-                            note=note))  # fmt: skip
+            rows.append(Row(table="fig2", row=family, metric="loss_vs_flops_exponent", paper=None, ours=float(exponent),
+                            unit="", status="measured", note=note))  # fmt: skip
     return rows
 
 

@@ -47,10 +47,13 @@ def report(scale: str, results: dict[str, dict]) -> list[Row]:
         done = results.get(run.name)
         residual = run.config.d_key * run.config.d_value
         status = "measured" if done else "not_run"
-        rows.append(Row("fig6", run.name, "val_loss", None, done and done["val_loss"], "nats/token", run.name, status,
-                        f"residual {residual}; {note}".strip("; ")))  # fmt: skip
-        rows.append(Row("fig6", run.name, "params", None, done and done["params"], "parameters", run.name, status))
-        rows.append(Row("fig6", run.name, "train_flops", None, run.train_flops(), "FLOPs", run.name))
+        rows.append(Row(table="fig6", row=run.name, metric="val_loss", paper=None, ours=done and done["val_loss"],
+                        unit="nats/token", run=run.name, status=status,
+                        note=f"residual {residual}; {note}".strip("; ")))  # fmt: skip
+        rows.append(Row(table="fig6", row=run.name, metric="params", paper=None, ours=done and done["params"],
+                        unit="parameters", run=run.name, status=status))  # fmt: skip
+        rows.append(Row(table="fig6", row=run.name, metric="train_flops", paper=None, ours=run.train_flops(),
+                        unit="FLOPs", run=run.name))  # fmt: skip
     return rows + section_4_4_rows(scale, results)
 
 
@@ -67,8 +70,8 @@ def section_4_4_rows(scale: str, results: dict[str, dict]) -> list[Row]:
     implied = -percent_change(1, (1 - paper[(*key, "tokens_saving_percent")] / 100) * paper_ratio)
     expected = paper[(*key, "flops_saving_percent")]
     note = f"the paper's 25% fewer tokens x its formula's per-token FLOP ratio {paper_ratio:.4f} (D_k 64 / D_k 12)"
-    rows = [Row(*key, "flops_saving_implied_by_tokens_saving", expected, implied, "%",
-                status=compare(expected, implied, 0.05), note=note)]  # fmt: skip
+    rows = [Row(table=key[0], row=key[1], metric="flops_saving_implied_by_tokens_saving", paper=expected, ours=implied,
+                unit="%", status=compare(expected, implied, 0.05), note=note)]  # fmt: skip
     small, wide = results.get(GPT2_SMALL), results.get(WIDEST)
     step = wide and small and first_crossing(wide.get("val_loss_curve") or [], small["val_loss"])
     note = scale_note(scale)
@@ -76,8 +79,9 @@ def section_4_4_rows(scale: str, results: dict[str, dict]) -> list[Row]:
         saving = -percent_change(1, step / by_name[WIDEST].budget.steps * ratio) if step else None
         status = "not_run" if not (small and wide) else "differs" if saving is None else "measured" if note else (
             "match" if abs(saving - paper[(*key, metric)]) <= SAVINGS_TOLERANCE else "differs")  # fmt: skip
-        rows.append(Row(*key, metric, paper[(*key, metric)], saving, "%", WIDEST, status,
-                        note or "where D_k 64's validation curve first reaches D_k 12's final loss"))  # fmt: skip
+        rows.append(Row(table=key[0], row=key[1], metric=metric, paper=paper[(*key, metric)], ours=saving, unit="%",
+                        run=WIDEST, status=status,
+                        note=note or "where D_k 64's validation curve first reaches D_k 12's final loss"))  # fmt: skip
     return rows
 
 

@@ -12,13 +12,14 @@ Smoke and small scales shrink every model (same family, same options) and are ne
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from scaling_axes.datamodules.corpora import default_data_root
+from scaling_axes.datamodules.corpora import real_or_stand_in
 from scaling_axes.harness.results import published
 from scaling_axes.harness.runs import Budget, Run
 from scaling_axes.modules.rmt import RMTConfig
@@ -128,33 +129,55 @@ def schedule(steps: int, batch: int, seq_len: int, lr: float, micro_batch: int |
                   checkpoint_every=max(10, steps // 20))  # fmt: skip
 
 
+@dataclasses.dataclass(frozen=True)
+class Shrunk:
+    """A scale below the paper's: both families shrunk, four sizes each, on a short budget. The RMT's rank R times
+    D_v is the matching Transformer's width."""
+
+    n_layer: int
+    widths: tuple[int, int, int, int]  # the Transformers' d_model
+    n_head: int | None  # None: heads of 64
+    ranks: tuple[int, int, int, int]  # the RMTs' R
+    d_value: int
+    d_key: int
+    seq_len: int
+    steps: int
+    batch: int
+    lr: float | None  # None: the family's paper lr
+    own_mup_proxy: bool  # the model is its own muP proxy (width ratio 1)
+
+
+# smoke uses the code's lr 1e-2 for every family (at a lower lr 20 steps barely move the RMT from its tiny initial
+# signal) and its own muP proxy (at widths of 32-96 the paper's proxy of 256 would multiply the hidden lr by up to 8)
+SHRUNK = {
+    "smoke": Shrunk(n_layer=2, widths=(32, 48, 64, 96), n_head=4, ranks=(2, 3, 4, 6), d_value=16, d_key=8, seq_len=64,
+                    steps=20, batch=8, lr=1e-2, own_mup_proxy=True),
+    "small": Shrunk(n_layer=6, widths=(192, 256, 384, 512), n_head=None, ranks=(6, 8, 12, 16), d_value=32, d_key=32,
+                    seq_len=256, steps=1500, batch=32, lr=None, own_mup_proxy=False),
+}  # fmt: skip
+
+
 def short_schedule(scale: str, lr: float) -> Budget:
-    """The smoke and small budgets: 20 steps of 8 x 64 tokens, or 1500 of 32 x 256; smoke uses the code's lr 1e-2
-    for every family, since at a lower lr 20 steps barely move the RMT from its tiny initial signal."""
-    return schedule(20, 8, 64, 1e-2) if scale == "smoke" else schedule(1500, 32, 256, lr)
+    """The smoke or small budget (`SHRUNK`), at the scale's lr if it sets one, else `lr`."""
+    shrunk = SHRUNK[scale]
+    return schedule(shrunk.steps, shrunk.batch, shrunk.seq_len, shrunk.lr or lr)
 
 
 def shrunk(model: str, scale: str, size: int) -> dict[str, Any]:
     """Overrides that shrink `model` (size index 0-3 within its family) for the smoke and small scales."""
-    tiny = scale == "smoke"
+    s = SHRUNK[scale]
     if family(model) == "transformer":
-        d = (32, 48, 64, 96)[size] if tiny else (192, 256, 384, 512)[size]
-        shape = {"n_layer": 2 if tiny else 6, "d_model": d, "n_head": 4 if tiny else d // 64,
-                 "max_seq_len": 64 if tiny else 256}  # fmt: skip
-        # smoke: the model is its own muP proxy (width ratio 1): at widths of 32-96 the paper's proxy of 256 would
-        # multiply the hidden lr by up to 8 on a 20-step pipeline check
-        proxy = {"mup_base_width": d, "mup_base_head_dim": d // 4, "mup_base_ffn": 4 * d} if tiny else {}
+        d = s.widths[size]
+        shape = {"n_layer": s.n_layer, "d_model": d, "n_head": s.n_head or d // 64, "max_seq_len": s.seq_len}
+        proxy = {"mup_base_width": d, "mup_base_head_dim": d // 4, "mup_base_ffn": 4 * d} if s.own_mup_proxy else {}
         return {**shape, **proxy}
-    rank = (2, 3, 4, 6)[size] if tiny else (6, 8, 12, 16)[size]  # R D_v = the matching Transformer's D
-    d_value = 16 if tiny else 32
-    return {"n_layer": 2 if tiny else 6, "d_value": d_value, "rank": rank, "d_ff": 4 * rank * d_value,
-            "d_key": 8 if tiny else 32, "max_seq_len": 64 if tiny else 256}  # fmt: skip
+    rank = s.ranks[size]
+    return {"n_layer": s.n_layer, "d_value": s.d_value, "rank": rank, "d_ff": 4 * rank * s.d_value, "d_key": s.d_key,
+            "max_seq_len": s.seq_len}  # fmt: skip
 
 
 def corpus(scale: str) -> str:
-    if scale == "paper" or (scale == "small" and (default_data_root() / "openwebtext").exists()):
-        return "openwebtext"
-    return "embedded_news"
+    return real_or_stand_in(scale, "openwebtext", "embedded_news")
 
 
 def scaling_run(model: str, scale: str) -> Run:

@@ -72,15 +72,17 @@ def report(scale: str, results: dict[str, dict]) -> list[Row]:
         train_loss = final_train_loss(done)
         expected = paper.get(("table10", run.name, "train_loss"))
         note = below_paper if scale != "paper" else "LeCun init, untuned (App. C.4)"
-        rows.append(Row("table10", run.name, "train_loss", expected, train_loss, "nats/token", run.name,
-                        compare(expected, train_loss, LOSS_TOLERANCE),
-                        f"{note}; smoothed end of the logged train loss".strip("; ")))  # fmt: skip
-        rows.append(Row("table10", run.name, "val_loss", None, done.get("val_loss"), "nats/token", run.name,
-                        "measured" if done else "not_run", below_paper))  # fmt: skip
+        rows.append(Row(table="table10", row=run.name, metric="train_loss", paper=expected, ours=train_loss,
+                        unit="nats/token", run=run.name, status=compare(expected, train_loss, LOSS_TOLERANCE),
+                        note=f"{note}; smoothed end of the logged train loss".strip("; ")))  # fmt: skip
+        rows.append(Row(table="table10", row=run.name, metric="val_loss", paper=None, ours=done.get("val_loss"),
+                        unit="nats/token", run=run.name, status="measured" if done else "not_run",
+                        note=below_paper))  # fmt: skip
         expected_params = paper.get(("table10", run.name, "params"))
         params = done.get("params")
         status = compare(expected_params, params, 0.02) if scale == "paper" else ("measured" if done else "not_run")
-        rows.append(Row("table10", run.name, "params", expected_params, params, "parameters", run.name, status))
+        rows.append(Row(table="table10", row=run.name, metric="params", paper=expected_params, ours=params,
+                        unit="parameters", run=run.name, status=status))  # fmt: skip
         rows.append(residual_row(run, paper, scale))
     return rows
 
@@ -91,8 +93,8 @@ def residual_row(run: Run, paper: dict, scale: str) -> Row:
     size = architecture_of(config).width(config)
     expected = paper.get(("table10", run.name, "residual_size"))
     status = compare(expected, size, 0.0) if scale == "paper" else "analytic"
-    return Row("table10", run.name, "residual_size", expected, size, "values", run.name, status,
-               "" if scale == "paper" else scale_note(scale))  # fmt: skip
+    return Row(table="table10", row=run.name, metric="residual_size", paper=expected, ours=size, unit="values",
+               run=run.name, status=status, note="" if scale == "paper" else scale_note(scale))  # fmt: skip
 
 
 def figure(scale: str, results: dict[str, dict], path: Path) -> None:

@@ -120,8 +120,10 @@ def table2_rows(paper: dict, draws: int = 16) -> list[Row]:
             note = f"Table 1, Xavier, fan {operation.fan_in} -> {operation.fan_out}"
             if status == "differs":
                 note += "; " + _erratum(name, metric, printed)
-            rows.append(Row("table2", name, metric, printed, form, status=status, note=note))
-            rows.append(Row("table2", name, f"{metric}_measured", form, values[direction],
+            rows.append(
+                Row(table="table2", row=name, metric=metric, paper=printed, ours=form, status=status, note=note)
+            )
+            rows.append(Row(table="table2", row=name, metric=f"{metric}_measured", paper=form, ours=values[direction],
                             status=compare(form, values[direction], TOLERANCE),
                             note=f"paper column: our closed form; measured at Xavier init, mean of {draws} draws, "
                             f"float64, within {TOLERANCE:.0%}"))  # fmt: skip
@@ -137,22 +139,37 @@ def table1_rows(draws: int = 64) -> list[Row]:
         for direction, form in zip(("forward", "backward"), operation.closed_form(), strict=True):
             mean = values[f"{direction}_mean"]
             status = "match" if abs(mean) < TOLERANCE else "differs"
-            rows.append(Row("table1", name, f"{direction}_mean_over_std", 0.0, mean, status=status,
+            rows.append(Row(table="table1", row=name, metric=f"{direction}_mean_over_std", paper=0.0, ours=mean,
+                            status=status,
                             note=f"inputs: mean {INPUT_MEAN:g}, var 1; match if |mean| < {TOLERANCE} std"))  # fmt: skip
-            rows.append(Row("table1", name, f"{direction}_variance_over_power", form, values[direction],
-                            status=compare(form, values[direction], TOLERANCE),
-                            note="Var(out) / (sigma^2 + mu^2): the paper column is Table 1's fan x sigma_w^2 "
-                            f"(Xavier, fan {operation.fan_in} -> {operation.fan_out})"))  # fmt: skip
+            rows.append(
+                Row(
+                    table="table1",
+                    row=name,
+                    metric=f"{direction}_variance_over_power",
+                    paper=form,
+                    ours=values[direction],
+                    status=compare(form, values[direction], TOLERANCE),
+                    note="Var(out) / (sigma^2 + mu^2): the paper column is Table 1's fan x sigma_w^2 "
+                    f"(Xavier, fan {operation.fan_in} -> {operation.fan_out})",
+                )
+            )
     return rows
 
 
 def retrieval_keys_row(paper: dict) -> Row:
     """Table 2's Q/K/V backward with Table 1's R in place of the 3R keys it used."""
     as_written = TABLE2["attn_retrieval_rmt"].closed_form(keys_backward=RANK)[1]
-    return Row("table2", "attn_retrieval_rmt", "backward_variance_ratio_table1_as_written",
-               paper[("table2", "attn_storage_rmt", "backward_variance_ratio")], as_written, status="differs",
-               note="erratum: Table 1 writes R sigma_w^2 for a retrieval's backward; with R = 16 (not the 3R = 48 "
-               "fused Q/K/V keys) Xavier gives this, not the printed 0.86")  # fmt: skip
+    return Row(
+        table="table2",
+        row="attn_retrieval_rmt",
+        metric="backward_variance_ratio_table1_as_written",
+        paper=paper[("table2", "attn_storage_rmt", "backward_variance_ratio")],
+        ours=as_written,
+        status="differs",
+        note="erratum: Table 1 writes R sigma_w^2 for a retrieval's backward; with R = 16 (not the 3R = 48 "
+        "fused Q/K/V keys) Xavier gives this, not the printed 0.86",
+    )
 
 
 def report(scale: str, results: dict[str, dict]) -> list[Row]:

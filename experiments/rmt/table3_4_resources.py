@@ -66,8 +66,8 @@ def _table4(run: Run, done: dict, paper: dict, note: str) -> list[Row]:
         status = compare(expected if trained else None, ours, TOLERANCE) if done else "not_run"
         hardware = "paper: A100; ours: this run's machine" if "seconds" in metric else ""
         smoothing = "mean of the last 10 logged train losses (at most 5% of them)" if metric == "train_loss" else ""
-        rows.append(Row("table4", run.name, metric, expected, ours, unit, run.name, status,
-                        "; ".join(filter(None, (note, hardware, smoothing)))))  # fmt: skip
+        rows.append(Row(table="table4", row=run.name, metric=metric, paper=expected, ours=ours, unit=unit, run=run.name,
+                        status=status, note="; ".join(filter(None, (note, hardware, smoothing)))))  # fmt: skip
     return rows
 
 
@@ -92,20 +92,30 @@ def _table3(transformer: Run, rmt: Run, results: dict[str, dict], paper: dict, n
     threshold_paper = paper[("table3", TRANSFORMER, "min_train_loss")]
     found = _reached(transformer, rmt, results)
     if found is None:
-        return [Row("table3", TRANSFORMER, "min_train_loss", threshold_paper, None, "nats/token", status="not_run")]
+        return [
+            Row(table="table3", row=TRANSFORMER, metric="min_train_loss", paper=threshold_paper, ours=None,
+                unit="nats/token", status="not_run")
+        ]  # fmt: skip
     threshold, before, after = found
-    rows = [Row("table3", TRANSFORMER, "min_train_loss", threshold_paper if not note else None, threshold,
-                "nats/token", transformer.name, compare(threshold_paper if not note else None, threshold, TOLERANCE),
-                "; ".join(filter(None, (note, "minimum of the smoothed train loss: the threshold"))))]  # fmt: skip
+    rows = [
+        Row(table="table3", row=TRANSFORMER, metric="min_train_loss", paper=threshold_paper if not note else None,
+            ours=threshold, unit="nats/token", run=transformer.name,
+            status=compare(threshold_paper if not note else None, threshold, TOLERANCE),
+            note="; ".join(filter(None, (note, "minimum of the smoothed train loss: the threshold"))))
+    ]  # fmt: skip
     if not after:
         missed = f"the RMT never reached {threshold:.4f}; {note}".strip("; ")
-        return [*rows, Row("table3", REACHED, "tokens", paper[("table3", REACHED, "tokens")], None, "tokens",
-                           status="measured" if note else "differs", note=missed)]  # fmt: skip
+        return [
+            *rows,
+            Row(table="table3", row=REACHED, metric="tokens", paper=paper[("table3", REACHED, "tokens")], ours=None,
+                unit="tokens", status="measured" if note else "differs", note=missed),
+        ]  # fmt: skip
     for metric in METRICS:
         for name, values in ((TRANSFORMER, before), (REACHED, after)):
             expected = paper[("table3", name, metric)]
             status = compare(None if note else expected, values[metric], TOLERANCE)  # targets only at paper scale
-            rows.append(Row("table3", name, metric, expected, values[metric], UNITS[metric], rmt.name, status, note))
+            rows.append(Row(table="table3", row=name, metric=metric, paper=expected, ours=values[metric],
+                            unit=UNITS[metric], run=rmt.name, status=status, note=note))  # fmt: skip
         rows.append(_percent_row("table3", metric, before, after, paper, note))
     return rows
 
@@ -117,7 +127,7 @@ def _percent_row(table: str, metric: str, before: dict, after: dict, paper: dict
         "match" if abs(ours - expected) <= PERCENT_TOLERANCE else "differs")  # fmt: skip
     if (table, metric) == ("table4", "train_seconds"):
         note += "; the printed +43% is +77% by the paper's own values (erratum row)"
-    return Row(table, "percent_diff", metric, expected, ours, "%", status=status,
+    return Row(table=table, row="percent_diff", metric=metric, paper=expected, ours=ours, unit="%", status=status,
                note=f"RMT vs Transformer; {note}".strip("; "))  # fmt: skip
 
 
@@ -132,12 +142,14 @@ def paper_arithmetic_rows(paper: dict) -> list[Row]:
         note = f"from the paper's own values {before:.3g} -> {after:.3g}"
         if status == "differs":
             note += f"; erratum: {printed:g}% is the saving relative to the RMT, 1 - {before:.3g} / {after:.3g}"
-        rows.append(Row(table, "percent_diff_paper_values", metric, printed, ours, "%", status=status, note=note))
+        rows.append(Row(table=table, row="percent_diff_paper_values", metric=metric, paper=printed, ours=ours, unit="%",
+                        status=status, note=note))  # fmt: skip
     saving = -percent_change(paper[("table4", TRANSFORMER, "train_flops")], paper[("table4", RMT, "train_flops")])
-    rows.append(Row("sec4_2", "rmt_vs_transformer", "flop_efficiency_same_tokens_percent",
-                    paper[("sec4_2", "rmt_vs_transformer", "flop_efficiency_same_tokens_percent")], saving, "%",
-                    status="match", note="erratum (citation): §4.2 credits this to Table 3; it is Table 4's "
-                    "8.45e18 vs 1.18e19 at 6B tokens"))  # fmt: skip
+    rows.append(Row(table="sec4_2", row="rmt_vs_transformer", metric="flop_efficiency_same_tokens_percent",
+                    paper=paper[("sec4_2", "rmt_vs_transformer", "flop_efficiency_same_tokens_percent")], ours=saving,
+                    unit="%", status="match",
+                    note="erratum (citation): §4.2 credits this to Table 3; it is Table 4's 8.45e18 vs 1.18e19 at 6B "
+                    "tokens"))  # fmt: skip
     return rows
 
 
@@ -153,7 +165,8 @@ def section_4_2_rows(paper: dict) -> list[Row]:
     for (row, metric), ours in claims.items():
         expected = paper[("sec4_2", row, metric)]
         status = "match" if abs(ours - expected) <= PERCENT_TOLERANCE else "differs"
-        rows.append(Row("sec4_2", row, metric, expected, ours, "%", status=status, note="App. A counts of the presets"))
+        rows.append(Row(table="sec4_2", row=row, metric=metric, paper=expected, ours=ours, unit="%", status=status,
+                        note="App. A counts of the presets"))  # fmt: skip
     return rows
 
 

@@ -33,13 +33,18 @@ def _rows(run: Run, result: dict, scale: str) -> list[Row]:
     table6 = {m: v for (t, m), v in paper.items() if t == "table6"}
     task_rows = zero_shot_rows("table6", run.name, result, table6, {}, run.name, note)
     lambada = [r for r in task_rows if r.metric == "lambada_ppl"]
-    rows = [Row("table5", run.name, r.metric, paper.get(("table5", "lambada_ppl")), r.ours, r.unit, run.name,
-                compare(paper.get(("table5", "lambada_ppl")), r.ours, TOLERANCE), r.note) for r in lambada]  # fmt: skip
+    rows = [
+        Row(table="table5", row=run.name, metric=r.metric, paper=paper.get(("table5", "lambada_ppl")), ours=r.ours,
+            unit=r.unit, run=run.name, status=compare(paper.get(("table5", "lambada_ppl")), r.ours, TOLERANCE),
+            note=r.note)
+        for r in lambada
+    ]  # fmt: skip
     for metric, value in result["perplexity"].items():
         expected = paper.get(("table5", metric))
         where = "512-token non-overlapping windows" if scale == "paper" else "embedded news standing in"
-        rows.append(Row("table5", run.name, metric, expected, value, "ppl", run.name,
-                        compare(expected, value, TOLERANCE), "; ".join(filter(None, (where, note)))))  # fmt: skip
+        rows.append(Row(table="table5", row=run.name, metric=metric, paper=expected, ours=value, unit="ppl",
+                        run=run.name, status=compare(expected, value, TOLERANCE),
+                        note="; ".join(filter(None, (where, note)))))  # fmt: skip
     return rows + [r for r in task_rows if not r.metric.startswith("lambada")]
 
 
@@ -50,7 +55,8 @@ def report(scale: str, results: dict[str, dict]) -> list[Row]:
     for run in runs(scale):
         weights = checkpoints[run.name]
         if run.name not in results or not weights.exists():
-            rows.append(Row("table6", run.name, "piqa_acc", None, None, "%", run.name, "not_run", scale_note(scale)))
+            rows.append(Row(table="table6", row=run.name, metric="piqa_acc", paper=None, ours=None, unit="%",
+                            run=run.name, status="not_run", note=scale_note(scale)))  # fmt: skip
             continue
         result = evaluate_cached(weights.parent / "eval.json", lambda w=weights: SuiteLM(checkpoint=str(w.parent)),
                                  scale, corpora, weights_fingerprint(weights))  # fmt: skip

@@ -46,18 +46,23 @@ def _preset_rows(name: str, paper: dict) -> list[Row]:
     counted = train_flops_per_token(c, SEQ) * tokens
     compatible = train_flops(c, tokens, compatible=True)
     return [
-        Row(table, name, "params", label, params, "parameters", status=compare(label, params, LABEL_TOLERANCE),
+        Row(table=table, row=name, metric="params", paper=label, ours=params, unit="parameters",
+            status=compare(label, params, LABEL_TOLERANCE),
             note="paper: rounded size label; ours: counted (LayerNorm gains and biases included)"),
-        Row(table, name, "params_table7_printed", table7_params(c, printed=True), params, "parameters",
-            status="differs", note="erratum: Table 7 counts the vocabulary once, as if tied; the models are untied"),
-        Row(table, name, "params_reported_formula", None, table7_params(c, printed=False), "parameters",
+        Row(table=table, row=name, metric="params_table7_printed", paper=table7_params(c, printed=True), ours=params,
+            unit="parameters", status="differs",
+            note="erratum: Table 7 counts the vocabulary once, as if tied; the models are untied"),
+        Row(table=table, row=name, metric="params_reported_formula", paper=None, ours=table7_params(c, printed=False),
+            unit="parameters",
             note="App. A count with 2V and the position table: what the reported sizes follow"),
-        Row(table, name, "train_flops_paper_compatible", published_flops, compatible, "FLOPs",
+        Row(table=table, row=name, metric="train_flops_paper_compatible", paper=published_flops, ours=compatible,
+            unit="FLOPs",
             status=compare(published_flops, compatible, FLOP_TOLERANCE) if published_flops else "analytic",
             note=f"3 x Table 7 forward with V-only (un)embedding terms, {tokens:.3g} tokens"),
-        Row(table, name, "train_flops_corrected", None, train_flops(c, tokens, compatible=False), "FLOPs",
+        Row(table=table, row=name, metric="train_flops_corrected", paper=None,
+            ours=train_flops(c, tokens, compatible=False), unit="FLOPs",
             note="erratum: (un)embedding matmuls 4NVD / 4NVRD_v and key FLOPs 6(1+2L) as itemised in App. A.2"),
-        Row(table, name, "train_flops_counted", None, counted, "FLOPs",
+        Row(table=table, row=name, metric="train_flops_counted", paper=None, ours=counted, unit="FLOPs",
             note="3 x matmul FLOPs counted on the model (dense attention square, embedding storage included)"),
     ]  # fmt: skip
 
@@ -68,20 +73,21 @@ def _errata_rows(paper: dict) -> list[Row]:
         ("rmt_206m", "d_value", paper[("table9", "rmt_206m", "d_value_printed")], get_config("rmt_206m").d_value),
         ("rmt_305m", "d_key", paper[("table9", "rmt_305m", "d_key_printed")], get_config("rmt_305m").d_key),
     ]
-    rows = [Row("table9", name, metric, printed, ours, status="differs",
+    rows = [Row(table="table9", row=name, metric=metric, paper=printed, ours=ours, status="differs",
                 note="erratum: garbled row (the Transformer's D in the D_k cell); corrected per reference section 4")
             for name, metric, printed, ours in garbled]  # fmt: skip
     as_printed = get_config("rmt_206m", d_key=896, d_value=48)
-    rows.append(Row("table9", "rmt_206m", "params_as_printed", 206e6, table7_params(as_printed, printed=False),
-                    "parameters", status="differs",
+    rows.append(Row(table="table9", row="rmt_206m", metric="params_as_printed", paper=206e6,
+                    ours=table7_params(as_printed, printed=False), unit="parameters", status="differs",
                     note="D_k 896 / D_v 48 as printed cannot give 206M parameters"))  # fmt: skip
     spread = [table7_forward_flops(get_config(name), compatible=True) for name in FIG6]
-    rows.append(Row("fig6", "rmt_residual_dk6_to_dk64", "flops_spread", 0.01, max(spread) / min(spread) - 1,
-                    "fraction", status="differs",
+    rows.append(Row(table="fig6", row="rmt_residual_dk6_to_dk64", metric="flops_spread", paper=0.01,
+                    ours=max(spread) / min(spread) - 1, unit="fraction", status="differs",
                     note="paper: FLOPs differ by <1% in the Fig. 6 family; its own formula gives this"))  # fmt: skip
-    rows.append(Row("table10", "transformer_variants", "train_tokens", 1.6e9, 5000 * 64 * 512, "tokens",
-                    status="differs", note="App. C.4: 5000 steps x batch 64 x 512 tokens is not 1.6B tokens; "
-                    "Fig. 5's FLOPs fit about 50K steps"))  # fmt: skip
+    rows.append(Row(table="table10", row="transformer_variants", metric="train_tokens", paper=1.6e9,
+                    ours=5000 * 64 * 512, unit="tokens", status="differs",
+                    note="App. C.4: 5000 steps x batch 64 x 512 tokens is not 1.6B tokens; Fig. 5's FLOPs fit "
+                    "about 50K steps"))  # fmt: skip
     return rows
 
 
@@ -91,15 +97,26 @@ def mup_rows(paper: dict) -> list[Row]:
     for field in ("input_multiplier", "attention_multiplier", "output_multiplier", "init_std", "mup_base_width",
                   "mup_base_head_dim", "mup_base_ffn"):  # fmt: skip
         expected, ours = paper[("appC_2_1", "transformer_mup", field)], getattr(config, field)
-        rows.append(Row("appC_2_1", "transformer_mup", field, expected, ours, status=compare(expected, ours, 0.0)))
+        rows.append(Row(table="appC_2_1", row="transformer_mup", metric=field, paper=expected, ours=ours,
+                        status=compare(expected, ours, 0.0)))  # fmt: skip
     lr = paper[("appC_2_1", "transformer_mup", "lr")]
-    rows.append(Row("appC_2_1", "transformer_mup", "lr", lr, PAPER_LR["transformer"], status=compare(lr, PAPER_LR[
-        "transformer"], 0.0), note="the lr every Transformer run of Figs. 2-4 and Tables 3-6 uses"))  # fmt: skip
+    rows.append(Row(table="appC_2_1", row="transformer_mup", metric="lr", paper=lr, ours=PAPER_LR["transformer"],
+                    status=compare(lr, PAPER_LR["transformer"], 0.0),
+                    note="the lr every Transformer run of Figs. 2-4 and Tables 3-6 uses"))  # fmt: skip
     bound = paper[("appC_2_1", "search_range", "alpha_upper_bound")]
     for field in ("input_multiplier", "output_multiplier"):
-        rows.append(Row("appC_2_1", "transformer_mup", f"{field}_within_search_range", bound, getattr(config, field),
-                        status="differs", note="erratum: the selected value lies outside the interval App. C.2.1 "
-                        "says it was sampled from (probably [0.1, 10])"))  # fmt: skip
+        rows.append(
+            Row(
+                table="appC_2_1",
+                row="transformer_mup",
+                metric=f"{field}_within_search_range",
+                paper=bound,
+                ours=getattr(config, field),
+                status="differs",
+                note="erratum: the selected value lies outside the interval App. C.2.1 "
+                "says it was sampled from (probably [0.1, 10])",
+            )
+        )
     return rows
 
 
@@ -108,8 +125,8 @@ def _table3_row(paper: dict) -> Row:
     key = ("table3", "rmt_305m_to_transformer_best")
     flops = train_flops(get_config("rmt_305m"), paper[(*key, "tokens")], compatible=True)
     expected = paper[(*key, "train_flops")]
-    return Row("table3", key[1], "train_flops_paper_compatible", expected, flops, "FLOPs",
-               status=compare(expected, flops, FLOP_TOLERANCE), note="3.55e9 tokens")  # fmt: skip
+    return Row(table="table3", row=key[1], metric="train_flops_paper_compatible", paper=expected, ours=flops,
+               unit="FLOPs", status=compare(expected, flops, FLOP_TOLERANCE), note="3.55e9 tokens")  # fmt: skip
 
 
 def report(scale: str, results: dict[str, dict]) -> list[Row]:

@@ -23,17 +23,15 @@ from scaling_axes.harness.runs import Run
 
 def runs(scale: str) -> list[Run]:
     spec = progressive.scale_spec(scale)
-    full = ("300b" if scale == "paper" else "full", spec["full"])
-    common = {"corpus": spec["corpus"], "tokenizer": "neox"}
+    full = ("300b" if scale == "paper" else "full", spec.full)
+    common = {"corpus": spec.corpus, "tokenizer": "neox"}
     tokenformers = [f"tokenformer_{size}" for size in SIZES]
     transformers = [f"transformer_{size}" for size in SIZES]
-    grown = progressive.growth_chains(
-        tokenformers, spec["tokenformer"], full, spec["stage"], TOKENFORMER_GROWTH, **common
-    )
-    grown += progressive.ablation_chain(tokenformers, spec["tokenformer"], full, spec["stage"], PINNED_TAU_GROWTH,
+    grown = progressive.growth_chains(tokenformers, spec.tokenformer, full, spec.stage, TOKENFORMER_GROWTH, **common)
+    grown += progressive.ablation_chain(tokenformers, spec.tokenformer, full, spec.stage, PINNED_TAU_GROWTH,
                                         "pinned", **common)  # fmt: skip
-    scratch = progressive.scratch_runs(transformers[:1], spec["transformer"][:1], dict([full]), **common)
-    scratch += progressive.scratch_runs(transformers[1:], spec["transformer"][1:], dict([full, *spec["stage"].items()]),
+    scratch = progressive.scratch_runs(transformers[:1], spec.transformer[:1], dict([full]), **common)
+    scratch += progressive.scratch_runs(transformers[1:], spec.transformer[1:], dict([full, *spec.stage.items()]),
                                         **common)  # fmt: skip
     return grown + scratch
 

@@ -31,17 +31,8 @@ def report(scale: str, results: dict[str, dict]) -> list[Row]:
         for length in LENGTHS:
             config = get_config(model)
             attention, total = 3 * formula_flops(config, length)["attention"], train_flops_per_token(config, length)
-            rows.append(
-                Row(
-                    "fig5",
-                    model,
-                    f"train_flops_per_token@{length}",
-                    None,
-                    total,
-                    "FLOPs",
-                    note=f"token-token attention {attention / total:.1%} of it",
-                )
-            )
+            rows.append(Row(table="fig5", row=model, metric=f"train_flops_per_token@{length}", paper=None, ours=total,
+                            unit="FLOPs", note=f"token-token attention {attention / total:.1%} of it"))  # fmt: skip
     return rows
 
 

@@ -3,11 +3,11 @@
 The Tokenformer grows 2140 -> 4850 parameter tokens (paper appendix E) with the paper's zero-initialised new keys
 and tau recomputed from the new counts, as the paper's runs (the official code); two extra rows show what the
 paper's claim that growth "preserves the distribution" depends on: random new keys (the released code) and tau
-pinned to the old counts (the exact variant). The Transformer grows 354M -> 757M by Net2Net twice:
-function-preserving (a stronger baseline than the paper's) and as the paper's Eq. 14 describes it, the new blocks
-freshly initialised (`_net2net_new_parameters`). Every grown model trains the paper's 2,204 steps on enwik8 (GPT-NeoX
-tokens of the XML) at a constant lr of 6e-4 with a fresh AdamW. Reported: the validation loss on enwik8 of the 354M
-model and of the grown one before any training, the final losses, bits per byte on enwik8's validation and test
+pinned to the old counts (the exact variant). The Transformer grows 354M -> 757M by Net2Net twice: function-
+preserving (a stronger baseline than the paper's) and as the paper's Eq. 14 describes it, the new blocks freshly
+initialised (`net2net.widen_with_new_parameters`). Every grown model trains the paper's 2,204 steps on enwik8 (GPT-
+NeoX tokens of the XML) at a constant lr of 6e-4 with a fresh AdamW. Reported: the validation loss on enwik8 of the
+354M model and of the grown one before any training, the final losses, bits per byte on enwik8's validation and test
 splits, and the loss curves.
 
 The paper gives the steps, not the batch: at the pre-training batch of 512 x 1024 the 2,204 steps would pass over
@@ -23,7 +23,7 @@ import dataclasses
 import math
 from pathlib import Path
 
-from scaling_axes.datamodules.corpora import default_data_root, train_tokens
+from scaling_axes.datamodules.corpora import real_or_stand_in, train_tokens
 from scaling_axes.experiments.tokenformer import progressive
 from scaling_axes.experiments.tokenformer.progressive import (
     NET2NET_GROWTH,
@@ -51,12 +51,12 @@ def _spec(scale: str) -> tuple[dict, Budget, str, Budget]:
     """(progressive spec, pre-training budget, continual corpus, continual budget) for a scale."""
     spec = progressive.scale_spec(scale)
     if scale == "smoke":
-        return spec, spec["full"], "embedded_wiki", dataclasses.replace(
-            spec["full"], steps=15, warmup_steps=0, min_lr_ratio=1.0, log_every=1)  # fmt: skip
+        return spec, spec.full, "embedded_wiki", dataclasses.replace(
+            spec.full, steps=15, warmup_steps=0, min_lr_ratio=1.0, log_every=1)  # fmt: skip
     constant = {"warmup_steps": 0, "min_lr_ratio": 1.0, "log_every": 1}
     if scale == "small":
-        corpus = "enwik8" if (default_data_root() / "enwik8").exists() else "embedded_wiki"
-        return spec, spec["full"], corpus, _epoch(corpus, dataclasses.replace(spec["full"], val_every=20, **constant))
+        corpus = real_or_stand_in(scale, "enwik8", "embedded_wiki")
+        return spec, spec.full, corpus, _epoch(corpus, dataclasses.replace(spec.full, val_every=20, **constant))
     steps = int(published("tokenformer")[("fig6", "continual", "steps")])
     batch = max(1, round(train_tokens("enwik8", "neox")[0] / (steps * 1024)))  # one epoch in the paper's steps
     continual = progressive.paper_budget(steps, batch_size=batch, micro_batch=batch, lr=6e-4, val_every=100,
@@ -76,17 +76,17 @@ def plan_note(scale: str) -> str:
 
 def runs(scale: str) -> list[Run]:
     spec, pretrain, corpus, continual = _spec(scale)
-    owt = {"corpus": spec["corpus"], "tokenizer": "neox"}
+    owt = {"corpus": spec.corpus, "tokenizer": "neox"}
     result = [
-        Run("tokenformer_354m_owt", "tokenformer_354m", pretrain, spec["tokenformer"][1], **owt),
-        Run("transformer_354m_owt", "transformer_354m", pretrain, spec["transformer"][1], **owt),
+        Run("tokenformer_354m_owt", "tokenformer_354m", pretrain, spec.tokenformer[1], **owt),
+        Run("transformer_354m_owt", "transformer_354m", pretrain, spec.transformer[1], **owt),
     ]
     enwik8 = {"corpus": corpus, "tokenizer": "neox"}
     for suffix, growth in VARIANTS.items():
-        result.append(Run(f"tokenformer_757m_{suffix}", "tokenformer_757m", continual, spec["tokenformer"][2],
+        result.append(Run(f"tokenformer_757m_{suffix}", "tokenformer_757m", continual, spec.tokenformer[2],
                           grow_from="tokenformer_354m_owt", grow_options=growth, **enwik8))  # fmt: skip
     for suffix, growth in (("net2net", NET2NET_GROWTH), ("net2net_new_parameters", PAPER_NET2NET_GROWTH)):
-        result.append(Run(f"transformer_757m_enwik8_{suffix}", "transformer_757m", continual, spec["transformer"][2],
+        result.append(Run(f"transformer_757m_enwik8_{suffix}", "transformer_757m", continual, spec.transformer[2],
                           grow_from="transformer_354m_owt", grow_options=growth, **enwik8))  # fmt: skip
     return result
 
@@ -112,7 +112,8 @@ def report(scale: str, results: dict[str, dict]) -> list[Row]:
             value = None if done is None else done.get(key)
             status = "not_run" if done is None else "measured"
             detail = f"{note}; grown with {run.grow_options}" if run.grow_from else note
-            rows.append(Row("fig6", run.name, metric, None, value, unit, run.name, status, detail.strip("; ")))
+            rows.append(Row(table="fig6", row=run.name, metric=metric, paper=None, ours=value, unit=unit, run=run.name,
+                            status=status, note=detail.strip("; ")))  # fmt: skip
     return rows
 
 

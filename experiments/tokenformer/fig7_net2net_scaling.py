@@ -28,15 +28,15 @@ from scaling_axes.harness.runs import Run
 
 def runs(scale: str) -> list[Run]:
     spec = progressive.scale_spec(scale)
-    first = ("300b", spec["full"]) if scale == "paper" else ("full", spec["full"])
-    stages = {"30b": spec["stage"]["30b"]} if scale == "paper" else spec["stage"]
-    common = {"corpus": spec["corpus"], "tokenizer": "neox"}
+    first = ("300b", spec.full) if scale == "paper" else ("full", spec.full)
+    stages = {"30b": spec.stage["30b"]} if scale == "paper" else spec.stage
+    common = {"corpus": spec.corpus, "tokenizer": "neox"}
     result = []
     for family, growth in (("tokenformer", TOKENFORMER_GROWTH), ("transformer", NET2NET_GROWTH)):
         models = [f"{family}_{size}" for size in SIZES[1:]]
-        result += progressive.growth_chains(models, spec[family][1:], first, stages, growth, **common)
+        result += progressive.growth_chains(models, getattr(spec, family)[1:], first, stages, growth, **common)
     transformers = [f"transformer_{size}" for size in SIZES[1:]]  # the paper's Net2Net (Eq. 14) beside the exact one
-    result += progressive.ablation_chain(transformers, spec["transformer"][1:], first, stages, PAPER_NET2NET_GROWTH,
+    result += progressive.ablation_chain(transformers, spec.transformer[1:], first, stages, PAPER_NET2NET_GROWTH,
                                          "newparams", **common)  # fmt: skip
     return result
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from scaling_axes.datamodules.corpora import default_data_root
+from scaling_axes.datamodules.corpora import real_or_stand_in
 from scaling_axes.harness.results import Row, compare, published, pyplot, save_figure, scale_note
 from scaling_axes.harness.runs import Budget, Experiment, Run
 from scaling_axes.modules import get_config
@@ -38,42 +38,63 @@ def paper_steps() -> dict[str, int]:
 PPL_TOLERANCE = 0.03  # relative; the paper's values are read off plots to about +-0.2 perplexity
 
 
-def scale_spec(scale: str) -> dict:
-    """The paper's OpenWebText setting per scale: overrides per size in SIZES for each family, the full and the
-    per-stage budgets, the corpus. Smoke and small shrink the models; their numbers are no reproduction."""
-    if scale == "smoke":
-        tiny = {"n_layer": 2, "d_model": 64, "n_head": 4, "max_seq_len": 64}
-        full = Budget(steps=30, batch_size=8, seq_len=64, lr=3e-3, warmup_steps=3, val_windows=32, checkpoint_every=10)
-        return {
-            "tokenformer": [
-                {**tiny, "qkv_tokens": n, "proj_tokens": n, "ffn_tokens": 4 * n} for n in (16, 32, 64, 128)
-            ],
-            # heads of 16 whose count follows the width, as App. E grows them
-            "transformer": [{**tiny, "d_model": d, "n_head": d // 16} for d in (32, 48, 64, 96)],
-            "full": full,
-            "stage": {"short": dataclasses.replace(full, steps=8, warmup_steps=1)},
-            "corpus": "embedded_news",
-        }
-    if scale == "small":
-        base = {"n_layer": 6, "d_model": 384, "n_head": 6, "max_seq_len": 256}
-        full = Budget(steps=2000, batch_size=64, seq_len=256, warmup_steps=100, val_every=500, val_windows=256)
-        return {
-            "tokenformer": [
-                {**base, "qkv_tokens": n, "proj_tokens": n, "ffn_tokens": 4 * n} for n in (96, 256, 576, 1152)
-            ],
-            "transformer": [{**base, "d_model": d, "n_head": d // 64} for d in (256, 384, 576, 768)],
-            "full": full,
-            "stage": {"short": dataclasses.replace(full, steps=500, warmup_steps=25, val_every=250)},
-            "corpus": "openwebtext" if (default_data_root() / "openwebtext").exists() else "embedded_news",
-        }
-    steps = paper_steps()
-    return {
-        "tokenformer": [{} for _ in SIZES],
-        "transformer": [{} for _ in SIZES],
-        "full": paper_budget(steps.pop("300b")),
-        "stage": {label: paper_budget(count) for label, count in steps.items()},
-        "corpus": "openwebtext",
-    }
+@dataclasses.dataclass(frozen=True)
+class Shrunk:
+    """A scale below the paper's: both families on one small shape (the Tokenformers' token counts and the
+    Transformers' widths per size, in SIZES order; heads of `head_size`, their count following the width, as App. E
+    grows them), a from-scratch budget and one short growth stage."""
+
+    shape: dict[str, int]
+    tokens: tuple[int, int, int, int]
+    widths: tuple[int, int, int, int]
+    head_size: int
+    full: Budget
+    stage: Budget
+
+
+SHRUNK = {
+    "smoke": Shrunk(
+        shape={"n_layer": 2, "d_model": 64, "n_head": 4, "max_seq_len": 64}, tokens=(16, 32, 64, 128),
+        widths=(32, 48, 64, 96), head_size=16,
+        full=Budget(steps=30, batch_size=8, seq_len=64, lr=3e-3, warmup_steps=3, val_windows=32, checkpoint_every=10),
+        stage=Budget(steps=8, batch_size=8, seq_len=64, lr=3e-3, warmup_steps=1, val_windows=32, checkpoint_every=10),
+    ),
+    "small": Shrunk(
+        shape={"n_layer": 6, "d_model": 384, "n_head": 6, "max_seq_len": 256}, tokens=(96, 256, 576, 1152),
+        widths=(256, 384, 576, 768), head_size=64,
+        full=Budget(steps=2000, batch_size=64, seq_len=256, warmup_steps=100, val_every=500, val_windows=256),
+        stage=Budget(steps=500, batch_size=64, seq_len=256, warmup_steps=25, val_every=250, val_windows=256),
+    ),
+}  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """The OpenWebText setting at one scale: per-size overrides of each family (SIZES order), the from-scratch
+    budget, the growth-stage budgets by label, and the corpus."""
+
+    tokenformer: tuple[dict[str, Any], ...]
+    transformer: tuple[dict[str, Any], ...]
+    full: Budget
+    stage: dict[str, Budget]
+    corpus: str
+
+
+def scale_spec(scale: str) -> Setting:
+    """The paper's setting, or a `SHRUNK` one (whose numbers are no reproduction)."""
+    if scale == "paper":
+        steps = paper_steps()
+        full = paper_budget(steps.pop("300b"))
+        stages = {label: paper_budget(count) for label, count in steps.items()}
+        return Setting(({},) * len(SIZES), ({},) * len(SIZES), full, stages, corpus="openwebtext")
+    s = SHRUNK[scale]
+    return Setting(
+        tokenformer=tuple({**s.shape, "qkv_tokens": n, "proj_tokens": n, "ffn_tokens": 4 * n} for n in s.tokens),
+        transformer=tuple({**s.shape, "d_model": d, "n_head": d // s.head_size} for d in s.widths),
+        full=s.full,
+        stage={"short": s.stage},
+        corpus=real_or_stand_in(scale, "openwebtext", "embedded_news"),
+    )
 
 
 def paper_budget(steps: int, **changes: Any) -> Budget:
@@ -157,15 +178,19 @@ def rows(table: str, runs: list[Run], results: dict[str, dict], scale: str, pape
         ppl = done.get("val_ppl")
         expected = paper.get((table, run.name, "val_ppl"))
         status = compare(expected, ppl, PPL_TOLERANCE)
-        out.append(Row(table, run.name, "val_ppl", expected, ppl, "perplexity", run.name, status, note))
-        out.append(Row(table, run.name, "train_flops_stage", None, run.train_flops(), "FLOPs", run.name))
+        out.append(Row(table=table, row=run.name, metric="val_ppl", paper=expected, ours=ppl, unit="perplexity",
+                       run=run.name, status=status, note=note))  # fmt: skip
+        out.append(Row(table=table, row=run.name, metric="train_flops_stage", paper=None, ours=run.train_flops(),
+                       unit="FLOPs", run=run.name))  # fmt: skip
         if "val_loss_after_growth" in done:
             change = done["val_loss_after_growth"] - done["val_loss_before_growth"]
-            out.append(Row(table, run.name, "val_loss_change_at_growth", None, change, "nats/token", run.name,
-                           "measured", f"{growth_note(run)}; {note}".strip("; ")))  # fmt: skip
+            out.append(Row(table=table, row=run.name, metric="val_loss_change_at_growth", paper=None, ours=change,
+                           unit="nats/token", run=run.name, status="measured",
+                           note=f"{growth_note(run)}; {note}".strip("; ")))  # fmt: skip
         if run.grow_from:
             cumulative = sum(r.train_flops() for r in chain(run, by_name))
-            out.append(Row(table, run.name, "train_flops_cumulative", None, cumulative, "FLOPs", run.name,
+            out.append(Row(table=table, row=run.name, metric="train_flops_cumulative", paper=None, ours=cumulative,
+                           unit="FLOPs", run=run.name,
                            note="this stage plus every stage it was grown from"))  # fmt: skip
     return out
 
@@ -178,8 +203,9 @@ def parameter_match_rows(table: str) -> list[Row]:
         tokenformer, transformer = (sum(formula_params(get_config(f"{f}_{size}")).values())
                                     for f in ("tokenformer", "transformer"))  # fmt: skip
         note = f"{transformer:,} vs tokenformer_{size} {tokenformer:,} parameters (paper presets)"
-        out.append(Row(table, f"transformer_{size}", "params_vs_tokenformer", None, transformer / tokenformer - 1,
-                       "fraction", f"transformer_{size}", "measured", note))  # fmt: skip
+        out.append(Row(table=table, row=f"transformer_{size}", metric="params_vs_tokenformer", paper=None,
+                       ours=transformer / tokenformer - 1, unit="fraction", run=f"transformer_{size}",
+                       status="measured", note=note))  # fmt: skip
     return out
 
 

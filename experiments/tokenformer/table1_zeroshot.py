@@ -74,9 +74,8 @@ def _model_rows(row: str, result: dict, paper: dict[str, float], run: str, note:
 
 
 def _row(row: str, metric: str, paper: float | None, ours: float | None, unit: str, run: str, notes) -> Row:
-    return Row(
-        "table1", row, metric, paper, ours, unit, run, compare(paper, ours, TOLERANCE), "; ".join(filter(None, notes))
-    )
+    return Row(table="table1", row=row, metric=metric, paper=paper, ours=ours, unit=unit, run=run,
+               status=compare(paper, ours, TOLERANCE), note="; ".join(filter(None, notes)))  # fmt: skip
 
 
 def _table1_row(paper: dict[tuple[str, str, str], float], row: str) -> dict[str, float]:
@@ -87,7 +86,7 @@ def _cited_rows(paper: dict[tuple[str, str, str], float]) -> list[Row]:
     """The other models' numbers, and every row's #Param label (the presets' counts are Table 8's rows)."""
     units = {"params": "parameters", "pile_ppl": "ppl", "lambada_ppl": "ppl"}
     return [
-        Row(table, row, metric, value, None, units.get(metric, "%"), status="cited",
+        Row(table=table, row=row, metric=metric, paper=value, ours=None, unit=units.get(metric, "%"), status="cited",
             note="the paper's #Param label; Table 8 counts the presets" if metric == "params"
             else "the paper's number for a model this suite does not build")
         for (table, row, metric), value in paper.items()
@@ -107,17 +106,25 @@ def average_rows(paper: dict[tuple[str, str, str], float]) -> list[Row]:
         mean = statistics.mean(paper[("table1", row, column)] for column in PRINTED_COLUMNS)
         agrees = abs(mean - printed) <= 0.05 + 1e-9  # the columns and the average are printed to 0.1
         note = "mean of the six printed columns" + ("" if agrees else "; erratum: the printed average is not it")
-        rows.append(Row("table1", row, "average_of_printed_columns", printed, mean, "%",
-                        status="match" if agrees else "differs", note=note))  # fmt: skip
+        rows.append(Row(table="table1", row=row, metric="average_of_printed_columns", paper=printed, ours=mean,
+                        unit="%", status="match" if agrees else "differs", note=note))  # fmt: skip
     return rows
 
 
 def steps_row(paper: dict[tuple[str, str, str], float]) -> Row:
     """App. F's step count for the Pile models beside the released configs' (the budget every run here takes)."""
     printed = paper[("appF", "pile_models", "train_steps")]
-    return Row("appF", "pile_models", "train_steps", printed, PILE.steps, "steps", status="differs",
-               note="erratum: App. F prints 14,300; the released configs and model cards train 143,000 steps "
-               "(about 300B tokens)")  # fmt: skip
+    return Row(
+        table="appF",
+        row="pile_models",
+        metric="train_steps",
+        paper=printed,
+        ours=PILE.steps,
+        unit="steps",
+        status="differs",
+        note="erratum: App. F prints 14,300; the released configs and model cards train 143,000 steps "
+        "(about 300B tokens)",
+    )
 
 
 def report(scale: str, results: dict[str, dict]) -> list[Row]:
@@ -128,7 +135,8 @@ def report(scale: str, results: dict[str, dict]) -> list[Row]:
     rows = [*_cited_rows(paper), *average_rows(paper), steps_row(paper)]
     for run in runs(scale):
         if run.name not in results:
-            rows.append(Row("table1", run.name, "lambada_acc", None, None, "%", run.name, "not_run", note))
+            rows.append(Row(table="table1", row=run.name, metric="lambada_acc", paper=None, ours=None, unit="%",
+                            run=run.name, status="not_run", note=note))  # fmt: skip
             continue
         out = run_dir(EXPERIMENT, scale, run)
         result = evaluate_cached(out / "eval.json", lambda out=out: SuiteLM(checkpoint=str(out)), scale, pile,
@@ -139,7 +147,8 @@ def report(scale: str, results: dict[str, dict]) -> list[Row]:
         source = official_source(preset, scale)
         if source is None:
             missing = f"released weights not at {default_data_root()}/official/... and the hub is not used"
-            rows.append(Row("table1", f"{preset}_official", "lambada_acc", None, None, "%", "", "not_run", missing))
+            rows.append(Row(table="table1", row=f"{preset}_official", metric="lambada_acc", paper=None, ours=None,
+                            unit="%", run="", status="not_run", note=missing))  # fmt: skip
             continue
         out = Path(RUNS_DIR) / EXPERIMENT.name / scale / f"official_{preset}"
         fingerprint = weights_fingerprint(Path(source)) if Path(source).exists() else source

@@ -49,11 +49,12 @@ def _component_rows(name: str, component: str, printed: int | None, params: int,
                          for paper, ours in ((printed, params), (paper_flops, forward)))  # fmt: skip
         notes = ("paper formula leaves out biases" if statuses[0] == "analytic" and printed else "", "")
     return [
-        Row("table3", name, f"params_{component}", printed, params, "parameters", status=statuses[0], note=notes[0]),
-        Row("table3", name, f"forward_flops_per_token_{component}", paper_flops, forward, "FLOPs", status=statuses[1],
-            note=f"{notes[1]}; context {context}".strip("; ")),
-        Row("table3", name, f"train_flops_per_token_{component}", None, 3 * forward, "FLOPs",
-            note=f"context {context}"),
+        Row(table="table3", row=name, metric=f"params_{component}", paper=printed, ours=params, unit="parameters",
+            status=statuses[0], note=notes[0]),
+        Row(table="table3", row=name, metric=f"forward_flops_per_token_{component}", paper=paper_flops, ours=forward,
+            unit="FLOPs", status=statuses[1], note=f"{notes[1]}; context {context}".strip("; ")),
+        Row(table="table3", row=name, metric=f"train_flops_per_token_{component}", paper=None, ours=3 * forward,
+            unit="FLOPs", note=f"context {context}"),
     ]  # fmt: skip
 
 
@@ -80,12 +81,14 @@ def _total_rows(name: str, config, printed: dict[str, int], params: dict[str, in
     note = "erratum: the missing x2 of Q/K/V and output carries into N and 2N" if erratum else ""
     n_printed = sum(printed.values())
     return [
-        Row("table3", name, "params_non_embedding_n", n_printed, blocks, "parameters", status=status, note=note),
-        Row("table3", name, "forward_flops_per_token_2n_plus_attention", 2 * n_printed + attention,
-            2 * blocks + attention, "FLOPs", status=status, note=f"{note}; context {config.max_seq_len}".strip("; ")),
-        Row("table3", name, "params_total", None, sum(params.values()), "parameters"),
-        Row("table3", name, "train_flops_per_token_total", None, 3 * sum(flops.values()), "FLOPs",
-            note=f"counted, dense attention square; context {config.max_seq_len}"),
+        Row(table="table3", row=name, metric="params_non_embedding_n", paper=n_printed, ours=blocks, unit="parameters",
+            status=status, note=note),
+        Row(table="table3", row=name, metric="forward_flops_per_token_2n_plus_attention",
+            paper=2 * n_printed + attention, ours=2 * blocks + attention, unit="FLOPs", status=status,
+            note=f"{note}; context {config.max_seq_len}".strip("; ")),
+        Row(table="table3", row=name, metric="params_total", paper=None, ours=sum(params.values()), unit="parameters"),
+        Row(table="table3", row=name, metric="train_flops_per_token_total", paper=None, ours=3 * sum(flops.values()),
+            unit="FLOPs", note=f"counted, dense attention square; context {config.max_seq_len}"),
     ]  # fmt: skip
 
 
@@ -98,11 +101,11 @@ def tau_inside_row() -> Row:
     without = torch.nn.functional.gelu(scores / torch.linalg.vector_norm(scores, dim=-1, keepdim=True))
     outside = normalize_scores(scores, "l2_norm_gelu", scores.shape[-1])
     return Row(
-        "eq4",
-        "tau_inside_l2_norm",
-        "max_change_from_tau",
-        None,
-        (inside - without).abs().max().item(),
+        table="eq4",
+        row="tau_inside_l2_norm",
+        metric="max_change_from_tau",
+        paper=None,
+        ours=(inside - without).abs().max().item(),
         status="differs",
         note="erratum: with tau inside the norm (Eqs. 4-5 as printed) tau changes nothing; "
         f"outside (App. A Eq. 17, the code) it moves the output by {(outside - without).abs().max():.3f}",

@@ -27,13 +27,14 @@ def step_rows(scale: str, results: dict[str, dict]) -> list[Row]:
     for step, (before, after) in STEPS.items():
         expected = paper[("table4", step, "top1_delta")]
         if not all(results.get(name, {}).get("val_top1") is not None for name in (before, after)):
-            rows.append(Row("table4", step, "top1_delta", expected, None, "points", status="not_run"))
+            rows.append(Row(table="table4", row=step, metric="top1_delta", paper=expected, ours=None, unit="points",
+                            status="not_run"))  # fmt: skip
             continue
         delta = 100 * (results[after]["val_top1"] - results[before]["val_top1"])
         status = "measured" if scale != "paper" else (
             "match" if abs(delta - expected) <= STEP_TOLERANCE else "differs")  # fmt: skip
-        rows.append(Row("table4", step, "top1_delta", expected, delta, "points", status=status,
-                        note=f"{after} - {before}; {scale_note(scale)}".strip("; ")))  # fmt: skip
+        rows.append(Row(table="table4", row=step, metric="top1_delta", paper=expected, ours=delta, unit="points",
+                        status=status, note=f"{after} - {before}; {scale_note(scale)}".strip("; ")))  # fmt: skip
     return rows
 
 

@@ -33,20 +33,11 @@ def report(scale: str, results: dict[str, dict]) -> list[Row]:
             expected = paper.get(("table8", name, metric))
             if expected is not None:
                 status = "match" if value == expected else "differs"
-                rows.append(Row("table8", name, metric, expected, value, status=status))
+                rows.append(Row(table="table8", row=name, metric=metric, paper=expected, ours=value, status=status))
         exact = paper.get(("table8", name, "params_exact"))
         if exact is not None:
-            rows.append(
-                Row(
-                    "table8",
-                    name,
-                    "params_exact",
-                    exact,
-                    params,
-                    "parameters",
-                    status="match" if params == exact else "differs",
-                )
-            )
+            rows.append(Row(table="table8", row=name, metric="params_exact", paper=exact, ours=params,
+                            unit="parameters", status="match" if params == exact else "differs"))  # fmt: skip
         label = paper.get(("table8", name, "params"))
         status = (
             "analytic" if label is None else ("match" if abs(params - label) <= LABEL_TOLERANCE * label else "differs")
@@ -60,7 +51,8 @@ def report(scale: str, results: dict[str, dict]) -> list[Row]:
         note = f"{shape}{tokens} pos={config.position} tied={config.tie_embeddings}; paper gives a rounded label"
         if status == "differs":
             note += f": {params / label - 1:+.1%} from it"
-        rows.append(Row("table8", name, "params", label, params, "parameters", status=status, note=note))
+        rows.append(Row(table="table8", row=name, metric="params", paper=label, ours=params, unit="parameters",
+                        status=status, note=note))  # fmt: skip
     return rows
 
 

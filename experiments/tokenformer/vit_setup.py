@@ -13,9 +13,10 @@ Smoke scale: 2-block, 64-wide ViTs on 32 px crops of the embedded MNIST digits (
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
-from scaling_axes.datamodules.corpora import default_data_root
+from scaling_axes.datamodules.corpora import real_or_stand_in
 from scaling_axes.harness.results import Row, compare, published, scale_note
 from scaling_axes.harness.runs import Budget, Experiment, Run
 
@@ -25,32 +26,49 @@ GROUP = "tokenformer_imagenet"
 TOLERANCE = 0.005  # top-1 within half a point (relative) counts as a match
 
 
+@dataclasses.dataclass(frozen=True)
+class Shrunk:
+    """A scale below the paper's: the same families and options on a smaller ViT (B and L widths and heads), with
+    slots that scale with the width, and a short budget."""
+
+    widths: tuple[int, int]  # B, L
+    heads: tuple[int, int]
+    depth: int
+    img_size: int
+    patch_size: int
+    budget: Budget  # seq_len set per model (its patches + 1)
+
+
+SHRUNK = {
+    "smoke": Shrunk(widths=(64, 96), heads=(2, 2), depth=2, img_size=32, patch_size=8,
+                    budget=Budget(steps=100, batch_size=32, seq_len=0, lr=1e-3, warmup_steps=10, min_lr_ratio=0.01,
+                                  val_every=20, val_windows=200, checkpoint_every=50)),
+    # small: 4x the MAE rule's 1e-4 x 256/256: short runs tolerate (and need) a higher lr
+    "small": Shrunk(widths=(384, 512), heads=(6, 8), depth=6, img_size=224, patch_size=16,
+                    budget=Budget(steps=2000, batch_size=256, seq_len=0, lr=4e-4, warmup_steps=200, min_lr_ratio=0.01,
+                                  val_every=200, val_windows=5000, checkpoint_every=500)),
+}  # fmt: skip
+
+
 def budget(scale: str, tokens_per_image: int, epochs: int = EPOCHS["b16"]) -> Budget:
-    if scale == "paper":
-        steps_per_epoch = math.ceil(IMAGENET_TRAIN / 4096)
-        return Budget(steps=epochs * steps_per_epoch, batch_size=4096, seq_len=tokens_per_image, lr=1.6e-3,
-                      warmup_steps=20 * steps_per_epoch, min_lr_ratio=1e-5 / 1.6e-3, val_every=5 * steps_per_epoch,
-                      micro_batch=128, checkpoint_every=steps_per_epoch)  # fmt: skip
-    if scale == "small":
-        # 4x the MAE rule's 1e-4 x 256/256: short runs tolerate (and need) a higher lr
-        return Budget(steps=2000, batch_size=256, seq_len=tokens_per_image, lr=4e-4, warmup_steps=200,
-                      min_lr_ratio=0.01, val_every=200, val_windows=5000, checkpoint_every=500)  # fmt: skip
-    return Budget(steps=100, batch_size=32, seq_len=tokens_per_image, lr=1e-3, warmup_steps=10, min_lr_ratio=0.01,
-                  val_every=20, val_windows=200, checkpoint_every=50)  # fmt: skip
+    if scale != "paper":
+        return dataclasses.replace(SHRUNK[scale].budget, seq_len=tokens_per_image)
+    steps_per_epoch = math.ceil(IMAGENET_TRAIN / 4096)
+    return Budget(steps=epochs * steps_per_epoch, batch_size=4096, seq_len=tokens_per_image, lr=1.6e-3,
+                  warmup_steps=20 * steps_per_epoch, min_lr_ratio=1e-5 / 1.6e-3, val_every=5 * steps_per_epoch,
+                  micro_batch=128, checkpoint_every=steps_per_epoch)  # fmt: skip
 
 
 def shrunk(scale: str, model: str) -> dict:
-    """Smoke and small overrides: same family and options, 32 px digits or a 6 x 384 ViT; slots scale with width."""
+    """Smoke and small overrides (`SHRUNK`): 32 px digits or a 6 x 384 ViT; slots scale with width."""
     if scale == "paper":
         return {}
-    large, matched = "l16" in model, "matched" in model
-    if scale == "smoke":
-        width, depth, heads, size, patch = (96 if large else 64), 2, 2, 32, 8
-    else:
-        width, depth, heads, size, patch = (512 if large else 384), 6, 6 if not large else 8, 224, 16
-    slots = round(width * (0.75 if matched else 0.95))  # B/16: 573 and 729 slots at width 768
-    overrides = {"embed_dim": width, "depth": depth, "num_heads": heads, "img_size": size, "patch_size": patch}
-    if scale == "smoke" or not (default_data_root() / "imagenet").exists():
+    s, large = SHRUNK[scale], "l16" in model
+    width = s.widths[large]
+    slots = round(width * (0.75 if "matched" in model else 0.95))  # B/16: 573 and 729 slots at width 768
+    overrides = {"embed_dim": width, "depth": s.depth, "num_heads": s.heads[large], "img_size": s.img_size,
+                 "patch_size": s.patch_size}  # fmt: skip
+    if real_or_stand_in(scale, "imagenet", "embedded digits") != "imagenet":
         overrides["num_classes"] = 10
     if model.startswith("vit_tokenformer"):
         overrides |= {"qkv_tokens": slots, "proj_tokens": slots, "ffn_tokens": 4 * slots}
@@ -62,7 +80,7 @@ def vit_run(scale: str, name: str, model: str, **overrides) -> Run:
     from scaling_axes.modules import get_config
 
     tokens = get_config(model, **config_overrides).tokens_per_image
-    imagenet = scale == "paper" or (scale == "small" and (default_data_root() / "imagenet").exists())
+    imagenet = real_or_stand_in(scale, "imagenet", "embedded digits") == "imagenet"
     ema = 0.9999 if scale == "paper" else 0.99
     epochs = EPOCHS["l16" if "l16" in model else "b16"]
     return Run(name, model, budget(scale, tokens, epochs), config_overrides, lm={"ema_decay": ema},
@@ -80,20 +98,23 @@ def accuracy_rows(table: str, scale: str, run: Run, done: dict | None) -> list[R
     paper, note = published("tokenformer"), scale_note(scale)
     params = sum(formula_params(run.config).values())
     expected = paper.get((table, run.name, "params"))
-    rows = [Row(table, run.name, "params", expected if scale == "paper" else None, params, "parameters", run.name,
-                compare(expected, params, 0.01) if scale == "paper" else "analytic",
-                "" if scale == "paper" else f"of the {scale} model")]  # fmt: skip
+    rows = [
+        Row(table=table, row=run.name, metric="params", paper=expected if scale == "paper" else None, ours=params,
+            unit="parameters", run=run.name, status=compare(expected, params, 0.01) if scale == "paper" else "analytic",
+            note="" if scale == "paper" else f"of the {scale} model")
+    ]  # fmt: skip
     size = paper.get((table, run.name, "image_size"))
     if size is not None and scale == "paper":
-        rows.append(Row(table, run.name, "image_size", size, run.config.img_size, "px", run.name,
-                        "match" if run.config.img_size == size else "differs"))  # fmt: skip
+        rows.append(Row(table=table, row=run.name, metric="image_size", paper=size, ours=run.config.img_size, unit="px",
+                        run=run.name, status="match" if run.config.img_size == size else "differs"))  # fmt: skip
     for metric in ("top1", "ema_top1", "top5"):
         ours = done and done.get(f"val_{metric}")
         ours = None if ours is None else 100 * ours
         expected = paper.get((table, run.name, "top1")) if metric in ("top1", "ema_top1") else None
         status = compare(expected, ours, TOLERANCE) if scale == "paper" else ("measured" if ours is not None
                                                                              else "not_run")  # fmt: skip
-        rows.append(Row(table, run.name, metric, expected, ours, "%", run.name, status, note))
+        rows.append(Row(table=table, row=run.name, metric=metric, paper=expected, ours=ours, unit="%", run=run.name,
+                        status=status, note=note))  # fmt: skip
     return rows
 
 
