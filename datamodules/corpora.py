@@ -36,6 +36,7 @@ class Corpus:
     load: Callable[[Path], Documents]  # data_root -> split -> documents (a `datasets.Dataset` with "text") or bytes
     train_bytes: int | None = None  # known size of the raw training split, for estimates before it is prepared
     proxy: str | None = None  # a corpus of the same kind whose bytes per token stand in for the estimate
+    embedded: bool = False  # ships with an installed package: prepared on demand, offline
 
 
 def _text_dataset(texts: list[str]):
@@ -230,8 +231,8 @@ CORPORA = {
                 root / "wikitext", "Salesforce/wikitext", "wikitext-103-raw-v1", "test", one_document=True
             ),
         ),
-        Corpus("embedded_news", "gpt2", f"gensim {LEE_NEWS}", _load_embedded_news),
-        Corpus("embedded_wiki", "bytes", f"gensim {WIKI_XML}", _load_embedded_wiki),
+        Corpus("embedded_news", "gpt2", f"gensim {LEE_NEWS}", _load_embedded_news, embedded=True),
+        Corpus("embedded_wiki", "bytes", f"gensim {WIKI_XML}", _load_embedded_wiki, embedded=True),
     )
 }
 
@@ -239,21 +240,6 @@ CORPORA = {
 def default_data_root() -> Path:
     """Where corpora live: $SCALING_AXES_DATA, else ./data."""
     return Path(os.environ.get("SCALING_AXES_DATA", "data"))
-
-
-def real_or_stand_in(scale: str, real: str, stand_in: str) -> str:
-    """The data a run at `scale` uses: `real` at paper scale; at small scale `real` when it is under the data root,
-    else `stand_in` (said once); `stand_in` at smoke scale."""
-    if scale == "paper" or (scale == "small" and (default_data_root() / real).exists()):
-        return real
-    if scale == "small":
-        _say_stand_in(real, stand_in)
-    return stand_in
-
-
-@functools.cache
-def _say_stand_in(real: str, stand_in: str) -> None:
-    print(f"small scale: {real} is not under {default_data_root()}/, so {stand_in} stands in for it")
 
 
 def corpus_dir(data_root: str | Path, corpus: str, tokenizer: str) -> Path:
@@ -344,6 +330,8 @@ def train_tokens(corpus: str, tokenizer: str | None = None, data_root: str | Pat
     spec = CORPORA[corpus]
     tokenizer = tokenizer or spec.default_tokenizer
     meta = corpus_dir(data_root or default_data_root(), corpus, tokenizer) / "meta.json"
+    if spec.embedded and not meta.exists():
+        prepare_corpus(corpus, tokenizer, data_root)
     if meta.exists():
         return read_meta(meta.parent)["splits"]["train"]["tokens"], "counted"
     if spec.train_bytes is None or spec.proxy is None:

@@ -67,6 +67,8 @@ def main(experiment: Experiment, argv: list[str] | None = None) -> None:
     parser.add_argument("--strategy", default="auto", help="ddp, fsdp (one FSDP2 unit per block), or any Lightning's")
     parser.add_argument("--force-new", action="store_true", help="move a run directory started with other "
                         "settings aside (never deleted) and start the run over")  # fmt: skip
+    parser.add_argument("--allow-repeats", action="store_true", help="train runs that pass over their data more often "
+                        "than the experiment allows (their rows are marked as memorisation)")  # fmt: skip
     parser.add_argument("--micro-batch", type=_in_range(int, 1), help="sequences per device and pass; accumulation "
                         "keeps the global batch (the data are the same however the batch is split)")  # fmt: skip
     args = parser.parse_args(argv)
@@ -99,7 +101,8 @@ def main(experiment: Experiment, argv: list[str] | None = None) -> None:
                 dataclasses.replace(r, budget=dataclasses.replace(r.budget, micro_batch=args.micro_batch)) for r in runs
             ]
         for run in runs:
-            train(experiment, args.scale, run, args.out_dir / RUNS_DIR, args.force_new, **trainer_options)
+            train(experiment, args.scale, run, args.out_dir / RUNS_DIR, args.force_new, args.allow_repeats,
+                  **trainer_options)  # fmt: skip
         if args.run:
             return  # one cluster job trains one run; --report gathers them
     path = report(experiment, args.scale, args.out_dir / RUNS_DIR, args.out_dir / RESULTS_DIR)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from scaling_axes.harness.runs import Experiment
+from scaling_axes.harness.runs import Experiment, Run
+from scaling_axes.harness.training import task_of
 from scaling_axes.modules.flops import formula_params, train_flops_per_token
 from scaling_axes.modules.registry import architecture_of
 
@@ -47,6 +49,7 @@ def dry_run(
                 "params": sum(formula_params(config).values()),
                 "train_flops_per_token": per_token,
                 "tokens": budget.tokens,
+                "epochs": _epochs(run),
                 "steps": budget.steps,
                 "train_flops": flops,
                 "micro_batch": micro,
@@ -58,15 +61,26 @@ def dry_run(
     return plan
 
 
+def _epochs(run: Run) -> float:
+    """Passes over the run's training data (nan when its corpus is neither prepared nor estimable here)."""
+    try:
+        return task_of(run).epochs(run)[0]
+    except FileNotFoundError:
+        return math.nan
+
+
 def print_plan(plan: list[dict], mfu: float, peak: float, devices: int, gpu: str = "") -> None:
     width = max([len(p["run"]) for p in plan] + [3])
-    print(f"{'run':{width}s} {'params':>15s} {'FLOPs/token':>12s} {'tokens':>10s} {'steps':>9s} {'FLOPs':>10s} "
-          f"{'micro':>5s} {'GiB/dev':>8s} {'hours':>9s} {'GPU-h':>10s}")  # fmt: skip
+    print(f"{'run':{width}s} {'params':>15s} {'FLOPs/token':>12s} {'tokens':>10s} {'epochs':>7s} {'steps':>9s} "
+          f"{'FLOPs':>10s} {'micro':>5s} {'GiB/dev':>8s} {'minutes':>9s} {'GPU-h':>10s}")  # fmt: skip
     for p in plan:
         print(
             f"{p['run']:{width}s} {p['params']:>15,d} {p['train_flops_per_token']:>12.3e} {p['tokens']:>10.3e} "
-            f"{p['steps']:>9,d} {p['train_flops']:>10.3e} {p['micro_batch']:>5d} {p['memory_gib']:>8.1f} "
-            f"{p['hours']:>9.2f} {p['gpu_hours']:>10.1f}"
+            f"{p['epochs']:>7.2f} {p['steps']:>9,d} {p['train_flops']:>10.3e} {p['micro_batch']:>5d} "
+            f"{p['memory_gib']:>8.1f} {60 * p['hours']:>9.1f} {p['gpu_hours']:>10.1f}"
         )
     print(f"(time at {mfu:.0%} MFU of {devices} x {gpu or 'a device of'} {peak:g} TFLOP/s; training FLOPs = 3 x "
-          "forward matmul FLOPs; memory: 16 B/parameter + activations, an estimate)")  # fmt: skip
+          "forward matmul FLOPs; memory: 16 B/parameter + activations, an estimate; epochs: passes over the run's "
+          "training data)")  # fmt: skip
+    total = sum(p["hours"] for p in plan)
+    print(f"total: {len(plan)} runs, {60 * total:,.1f} minutes on {devices} x {gpu or 'the device'} at {mfu:.0%} MFU")

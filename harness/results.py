@@ -3,8 +3,9 @@
 Every experiment writes rows ``experiment, table, row, metric, paper, ours, unit, scale, run, status, note`` to
 ``results/<scale>/<experiment>.csv``. Status: ``match`` (ours within the stated tolerance of the paper's),
 ``differs``, ``not_run`` (the run has not finished), ``analytic`` (ours is a formula or a count, not a training
-result), ``measured`` (a training result the paper gives no number for) and ``cited`` (a paper's number for a model
-this suite does not build, such as the Pythia rows of a comparison table, shown for reference only).
+result), ``measured`` (a training result the paper gives no number for), ``cited`` (a paper's number for a model
+this suite does not build, such as the Pythia rows of a comparison table, shown for reference only), and for a
+paper's claims (metric ``claim``, see `harness.claims`) ``claim_holds``, ``claim_fails`` or ``insufficient``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from typing import Any
 from scaling_axes.io import atomic_write
 
 COLUMNS = ("experiment", "table", "row", "metric", "paper", "ours", "unit", "scale", "run", "status", "note")
-STATUSES = ("match", "differs", "not_run", "analytic", "measured", "cited")
+STATUSES = ("match", "differs", "not_run", "analytic", "measured", "cited", "claim_holds", "claim_fails",
+            "insufficient")  # fmt: skip
 SCALES = ("smoke", "small", "paper")
 # Where outputs go, one rule: `runs/` and `results/` under the output root, the working directory unless a command
 # is given --out-dir. The papers' numbers are package data (`scaling_axes.published`, the checkout's
@@ -144,6 +146,7 @@ def write_report(results_dir: Path = RESULTS_DIR) -> Path:
     for scale in SCALES:  # later scales overwrite earlier ones
         for path in sorted((results_dir / scale).glob("*.csv")):
             latest[path.stem] = path
+    tables = {path.stem: _read(path) for path in latest.values()}
     lines = [
         "# Results",
         "",
@@ -151,10 +154,10 @@ def write_report(results_dir: Path = RESULTS_DIR) -> Path:
         "largest scale that has run. **smoke** results come from tiny models on the embedded data: they prove the",
         "pipeline and are never a reproduction. Paper numbers and their sources: `results/published/`.",
         "",
+        *_claims_table(tables),
     ]
     for name, path in sorted(latest.items()):
-        with open(path, newline="") as f:
-            rows = list(csv.DictReader(f))
+        rows = tables[name]
         scale = rows[0]["scale"] if rows else path.parent.name
         lines += [f"## {name} ({scale} scale)", ""]
         if (path.with_suffix(".png")).exists():
@@ -172,3 +175,25 @@ def write_report(results_dir: Path = RESULTS_DIR) -> Path:
     report = results_dir / "REPORT.md"
     atomic_write(report, "\n".join(lines))
     return report
+
+
+def _read(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _claims_table(tables: dict[str, list[dict[str, str]]]) -> list[str]:
+    """Every paper claim, its statement, the scale it was judged at and its status: the report's first table."""
+    claims = [(name, r) for name, rows in sorted(tables.items()) for r in rows if r["metric"] == "claim"]
+    if not claims:
+        return []
+    lines = [
+        "## Claims",
+        "",
+        "| experiment | claim | scale | status | margin | how judged |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, r in claims:
+        statement, _, how = r["note"].partition(" | ")
+        lines.append(f"| {name} | {statement} | {r['scale']} | {r['status']} | {r['ours']} {r['unit']} | {how} |")
+    return [*lines, ""]

@@ -7,9 +7,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from scaling_axes.harness.results import RESULTS_DIR, write_report, write_rows
+from scaling_axes.datamodules.corpora import default_data_root
+from scaling_axes.harness.results import RESULTS_DIR, Row, write_report, write_rows
 from scaling_axes.harness.runs import (
     RUNS_DIR,
+    SMALL_MAX_EPOCHS,
     Experiment,
     Growth,
     Run,
@@ -22,14 +24,42 @@ from scaling_axes.harness.runs import (
     resolve_options,
     run_dir,
 )
-from scaling_axes.harness.training import train_run
+from scaling_axes.harness.training import task_of, train_run
 from scaling_axes.io import atomic_torch_save, atomic_write, load_torch
 
 
+def epoch_limit(experiment: Experiment, scale: str) -> float:
+    return experiment.max_epochs if scale == "paper" else max(SMALL_MAX_EPOCHS, experiment.max_epochs)
+
+
+def data_epochs(experiment: Experiment, scale: str, run: Run, allow_repeats: bool = False) -> float | None:
+    """Passes `run` makes over its training data. Above the limit (the experiment's `max_epochs` at paper scale, at
+    least SMALL_MAX_EPOCHS at small) it stops here with what to do, unless `allow_repeats`; smoke scale, a pipeline
+    check, is exempt (None)."""
+    if scale == "smoke":
+        return None
+    try:
+        epochs, what = task_of(run).epochs(run)
+    except FileNotFoundError as unknown:  # a corpus downloaded on first use: its size is known once prepared
+        print(f"run {run.name}: passes over its data not checked before the corpus is prepared ({unknown})")
+        return None
+    limit = epoch_limit(experiment, scale)
+    if epochs > limit and not allow_repeats:
+        raise SystemExit(
+            f"run {run.name} would pass over {what} {epochs:.1f} times, above {experiment.name}'s limit of "
+            f"{limit:g} at {scale} scale: its numbers would measure memorisation. Put the real corpus "
+            f"under {default_data_root()}/ (see the README's Data section), shorten the run, or pass --allow-repeats "
+            "to train it anyway (its result rows are then marked)"
+        )
+    return epochs
+
+
 def train(experiment: Experiment, scale: str, run: Run, runs_dir: Path = RUNS_DIR, force_new: bool = False,
-          **trainer_options: Any) -> dict:  # fmt: skip
-    """Train `run` to its budget (resuming if interrupted) and return its done.json contents. A run directory started
-    with other settings stops this (see `check_fingerprint`) unless `force_new` moves it aside."""
+          allow_repeats: bool = False, **trainer_options: Any) -> dict:  # fmt: skip
+    """Train `run` to its budget (resuming if interrupted) and return its done.json contents. A run above its data
+    budget stops first (`data_epochs`); a run directory started with other settings stops this (see
+    `check_fingerprint`) unless `force_new` moves it aside."""
+    epochs = data_epochs(experiment, scale, run, allow_repeats)
     out = run_dir(experiment, scale, run, runs_dir)
     trainer_options = resolve_options(trainer_options)
     fields = fingerprint_fields(run, trainer_options)
@@ -44,14 +74,18 @@ def train(experiment: Experiment, scale: str, run: Run, runs_dir: Path = RUNS_DI
         source = find_run(experiment, scale, run.grow_from)
         source_dir = run_dir(experiment, scale, source, runs_dir)
         if not (source_dir / "done.json").exists():
-            train(experiment, scale, source, runs_dir, **trainer_options)
+            train(experiment, scale, source, runs_dir, allow_repeats=allow_repeats, **trainer_options)
         run, growth = grown_run(source, source_dir, run, out)
     try:
-        return train_run(run, out, growth, fingerprinted=fields, **trainer_options)
+        done = train_run(run, out, growth, fingerprinted=fields, **trainer_options)
     except FloatingPointError as error:
         if not run.lr_sweep:
             raise
         return diverged(run, out, error)
+    if epochs is not None and epochs > epoch_limit(experiment, scale):  # allowed: in done.json, and so in its rows
+        done = {**done, "data_epochs": epochs, "repeats_allowed": True}
+        atomic_write(out / "done.json", json.dumps(done, indent=2))
+    return done
 
 
 def diverged(run: Run, out: Path, error: FloatingPointError) -> dict:
@@ -88,8 +122,20 @@ def report(experiment: Experiment, scale: str, runs_dir: Path = RUNS_DIR, result
     """Rebuild `results/<scale>/<experiment>.csv` (and its figure) from finished runs, then REPORT.md."""
     results_dir = Path(results_dir or RESULTS_DIR)
     results = load_results(experiment, scale, runs_dir)
-    path = write_rows(experiment.name, scale, experiment.report(scale, results), results_dir)
+    path = write_rows(experiment.name, scale, mark_repeats(experiment.report(scale, results), results), results_dir)
     if experiment.figure is not None:
         experiment.figure(scale, results, path.with_suffix(".png"))
     write_report(results_dir)
     return path
+
+
+def mark_repeats(rows: list[Row], results: dict[str, dict]) -> list[Row]:
+    """Rows of runs trained past their data budget (--allow-repeats) say so in their note."""
+    out = []
+    for row in rows:
+        done = results.get(row.run, {})
+        if done.get("repeats_allowed"):
+            mark = f"data repeated {done['data_epochs']:.1f} times (--allow-repeats): memorisation, not a result"
+            row = dataclasses.replace(row, note=f"{row.note}; {mark}" if row.note else mark)
+        out.append(row)
+    return out

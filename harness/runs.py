@@ -21,6 +21,7 @@ from typing import Any
 import torch
 import yaml
 
+from scaling_axes.datamodules.corpora import train_tokens
 from scaling_axes.harness.results import Row
 from scaling_axes.io import CorruptFileError, atomic_write, read_json
 from scaling_axes.modules import get_config
@@ -54,6 +55,28 @@ class Budget:
     def micro_batch_on(self, devices: int) -> int:
         """Sequences per device and forward pass on `devices` devices: `micro_batch`, else the global batch split."""
         return self.micro_batch or max(1, self.batch_size // devices)
+
+
+SMALL_MAX_EPOCHS = 2.0  # small scale on a stand-in corpus: 1-2 passes, so validation loss still means something
+
+
+def within_epochs(budget: Budget, corpus: str, tokenizer: str | None, epochs: float = SMALL_MAX_EPOCHS) -> Budget:
+    """`budget` cut to at most `epochs` passes over `corpus`'s training tokens: fewer steps, with the warmup,
+    validation and checkpoint intervals in proportion; unchanged when it fits."""
+    tokens, _ = train_tokens(corpus, tokenizer)
+    steps = min(budget.steps, int(epochs * tokens / (budget.batch_size * budget.seq_len)))
+    if steps == budget.steps:
+        return budget
+    if steps < 10:
+        raise ValueError(f"{corpus} ({tokens:,} tokens) holds fewer than 10 steps of {budget.batch_size} x "
+                         f"{budget.seq_len} in {epochs:g} epochs; use a smaller batch or a bigger corpus")  # fmt: skip
+
+    def scaled(interval: int | None) -> int | None:
+        return None if interval is None else max(1, interval * steps // budget.steps)
+
+    return dataclasses.replace(budget, steps=steps, warmup_steps=scaled(budget.warmup_steps) or 0,
+                               val_every=scaled(budget.val_every), checkpoint_every=scaled(budget.checkpoint_every),
+                               log_every=scaled(budget.log_every))  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,6 +126,8 @@ class Experiment:
     figure: Callable[[str, dict[str, dict], Path], None] | None = None
     plan_note: Callable[[str], str] | None = None  # printed by --list and --dry-run: how budgets were derived
     run_group: str | None = None  # experiments with the same group share their runs (trained once)
+    max_epochs: float = 1.0  # passes over a run's training data allowed at small and paper scale (the paper's own
+    # repeats where it repeats data); more measures memorisation and needs --allow-repeats
 
 
 def run_dir(experiment: Experiment, scale: str, run: Run, runs_dir: Path = RUNS_DIR) -> Path:

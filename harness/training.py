@@ -24,6 +24,7 @@ from lightning.pytorch.strategies import ModelParallelStrategy
 from lightning.pytorch.utilities import rank_zero_only
 from torch.distributed.tensor import DTensor
 
+from scaling_axes.datamodules.corpora import train_tokens
 from scaling_axes.datamodules.text import TextDataModule
 from scaling_axes.harness.callbacks import (
     AtomicCheckpointIO,
@@ -231,19 +232,36 @@ def _language_model(run: Run, weights: Path | None, compile: bool | None = None)
     )
 
 
+def _text_epochs(run: Run) -> tuple[float, str]:
+    tokens, how = train_tokens(run.corpus, run.tokenizer)
+    asked = run.budget.tokens
+    return asked / tokens, f"{run.corpus} ({tokens:,} training tokens, {how}; the run asks {asked:,})"
+
+
+def _image_epochs(run: Run) -> tuple[float, str]:
+    from scaling_axes.datamodules.imagenet import EMBEDDED_TRAIN_IMAGES, IMAGENET_TRAIN_IMAGES
+
+    embedded = run.data.get("source", "embedded") == "embedded"
+    images = EMBEDDED_TRAIN_IMAGES if embedded else IMAGENET_TRAIN_IMAGES
+    seen = run.budget.steps * run.budget.batch_size
+    name = "the embedded digits" if embedded else "ImageNet-1k"
+    return seen / images, f"{name} ({images:,} training images; the run asks {seen:,})"
+
+
 @dataclasses.dataclass(frozen=True)
 class Task:
     """What kind of training a run is: its DataModule, its LightningModule (from grown weights when given), the
-    accuracy curves it logs, and the final metrics done.json keeps."""
+    accuracy curves it logs, the final metrics done.json keeps, and how many passes over its data it makes."""
 
     data: Callable[[Run, int], L.LightningDataModule]
     module: Callable[[Run, Path | None, bool | None], L.LightningModule]
     accuracy_curves: tuple[str, ...]
     final_metrics: Callable[[dict[str, float]], dict[str, float | None]]
+    epochs: Callable[[Run], tuple[float, str]]  # (passes over the training split, what the data and the ask are)
 
 
-TEXT = Task(_text_data, _language_model, (), _text_metrics)
-IMAGE = Task(_image_data, _image_classifier, ("val/top1", "val/ema_top1"), _image_metrics)
+TEXT = Task(_text_data, _language_model, (), _text_metrics, _text_epochs)
+IMAGE = Task(_image_data, _image_classifier, ("val/top1", "val/ema_top1"), _image_metrics, _image_epochs)
 
 
 def task_of(run: Run) -> Task:

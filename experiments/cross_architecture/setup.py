@@ -8,7 +8,7 @@ import dataclasses
 from typing import Any
 
 from scaling_axes.experiments.rmt import setup as rmt_setup
-from scaling_axes.harness.runs import Budget, Run
+from scaling_axes.harness.runs import Budget, Run, within_epochs
 from scaling_axes.modules.flops import non_embedding_params
 from scaling_axes.modules.transformer import STANDARD_PARAMETRISATION
 
@@ -82,8 +82,10 @@ def budget(scale: str, size: str, lr: float) -> Budget:
         batch, seq = 512, 1024
         steps = round(20 * SHAPES[scale][size].target / (batch * seq))
         return rmt_setup.schedule(steps, batch, seq, lr, micro_batch=8)
-    short = rmt_setup.schedule(300, 32, 1024, lr) if scale == "small" else rmt_setup.schedule(8, 4, 64, lr)
-    return dataclasses.replace(short, val_windows=128 if scale == "small" else 8)  # validation: a fraction of training
+    if scale == "smoke":
+        return dataclasses.replace(rmt_setup.schedule(8, 4, 64, lr), val_windows=8)
+    small = dataclasses.replace(rmt_setup.schedule(300, 32, 1024, lr), val_windows=128)  # a fraction of training
+    return within_epochs(small, rmt_setup.corpus(scale), "gpt2")
 
 
 def sweep(scale: str, arch: str) -> tuple[float, ...]:

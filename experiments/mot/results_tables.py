@@ -15,7 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from scaling_axes.experiments.mot import setup as mot_setup
-from scaling_axes.harness.results import line_figure
+from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, judge
+from scaling_axes.harness.results import Row, line_figure
 from scaling_axes.harness.runs import Experiment, Run
 
 TABLE = "results_10k"
@@ -37,11 +38,29 @@ def figure(scale: str, results: dict[str, dict], path: Path) -> None:
                 title=f"MoT results tables: FineWeb and FineMath validation ({scale} scale)")  # fmt: skip
 
 
+def claim_rows(scale: str, results: dict[str, dict]) -> list[Row]:
+    """The article's claim: a concat mixin beats the noop/noop baseline on FineWeb validation loss at equal steps
+    (the end of training)."""
+    by_name = {run.name: run for run in runs(scale)}
+    baseline, rows = ROWS[0][0], []
+
+    def final(name: str) -> float:
+        return mot_setup.val_curves(by_name[name], results[name])["fineweb"][-1][1]
+
+    for concat, _, _ in ROWS[1:]:
+        margins = [final(baseline) - final(concat)] if baseline in results and concat in results else []
+        rows.append(judge(TABLE, f"{concat}_vs_{baseline}", "concat beats noop on FineWeb validation loss at equal "
+                          "steps", scale, margins, LOSS_NOISE_FLOOR, "nats/token"))  # fmt: skip
+    return rows
+
+
+_REPORT = mot_setup.report(TABLE, runs, "nats/token")
+
 EXPERIMENT = Experiment(
     name="mot_results_tables",
     description=__doc__.splitlines()[0],
     runs=runs,
-    report=mot_setup.report(TABLE, runs, "nats/token"),
+    report=lambda scale, results: [*_REPORT(scale, results), *claim_rows(scale, results)],
     figure=figure,
     plan_note=mot_setup.plan_note,
 )

@@ -23,9 +23,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from scaling_axes.datamodules.corpora import real_or_stand_in
+from scaling_axes.datamodules.stand_ins import real_or_stand_in
 from scaling_axes.harness.results import Row, compare, published, published_file, scale_note
-from scaling_axes.harness.runs import Budget, Run
+from scaling_axes.harness.runs import Budget, Run, within_epochs
 
 SEEDS = {10_000: 9090333, 100_000: 773322}  # the 10k tables' runs and the 100k mixout runs
 TOLERANCE = 0.02
@@ -39,7 +39,8 @@ def corpora(scale: str) -> tuple[str, str]:
     """(FineWeb's, FineMath's) corpus at this scale; the paper's FineWeb is the 100BT llm.c shards."""
     if scale == "paper":
         return "fineweb_100bt", "finemath"
-    return real_or_stand_in(scale, "fineweb", "embedded_news"), real_or_stand_in(scale, "finemath", "embedded_wiki")
+    fineweb = real_or_stand_in(scale, "fineweb", "embedded_news")
+    return fineweb, real_or_stand_in(scale, "finemath", "embedded_wiki", small_stand_in="embedded_news")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,8 +63,10 @@ SHRUNK = {
 
 def budget(scale: str, steps: int) -> Budget:
     """The paper's `steps` (10k or 100k), or the scale's `SHRUNK` budget."""
-    if scale != "paper":
+    if scale == "smoke":
         return SHRUNK[scale].budget
+    if scale == "small":
+        return within_epochs(SHRUNK[scale].budget, corpora(scale)[0], "gpt2")
     return Budget(steps=steps, batch_size=512, seq_len=1024, val_every=250 if steps <= 10_000 else 1000,
                   micro_batch=64, checkpoint_every=500, val_at_start=True)  # fmt: skip
 

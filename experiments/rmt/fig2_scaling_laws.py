@@ -16,6 +16,7 @@ import numpy as np
 
 from scaling_axes.experiments.rmt import setup as rmt_setup
 from scaling_axes.experiments.rmt.setup import value_at
+from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, judge
 from scaling_axes.harness.results import Row, compare, published, pyplot, save_figure, scale_note
 from scaling_axes.harness.runs import Experiment, Run
 
@@ -62,6 +63,7 @@ def report(scale: str, results: dict[str, dict]) -> list[Row]:
         rows.append(
             Row(table="fig2", row=run.name, metric="tokens", paper=None, ours=tokens, unit="tokens", run=run.name)
         )
+    rows += claim_rows(scale, results)
     for family, points in _points(scale, results).items():
         if len(points) >= 2:
             exponent, _ = np.polyfit(np.log([p["train_flops"] for p in points]),
@@ -69,6 +71,23 @@ def report(scale: str, results: dict[str, dict]) -> list[Row]:
             note = f"least squares on log-log over {len(points)} runs; {scale_note(scale)}".strip("; ")
             rows.append(Row(table="fig2", row=family, metric="loss_vs_flops_exponent", paper=None, ours=float(exponent),
                             unit="", status="measured", note=note))  # fmt: skip
+    return rows
+
+
+def claim_rows(scale: str, results: dict[str, dict]) -> list[Row]:
+    """Fig. 2's claim, per size: the RMT's validation loss below the Transformer's at equal training FLOPs (each
+    curve read at the smaller of the two runs' FLOPs)."""
+    by_name, rows = {run.name: run for run in runs(scale)}, []
+    for transformer, rmt in zip(rmt_setup.TRANSFORMERS, rmt_setup.RMTS, strict=True):
+        margins = []
+        if transformer in results and rmt in results:
+            flops = min(by_name[transformer].train_flops(), by_name[rmt].train_flops())
+            loss = {name: value_at(results[name]["val_loss_curve"],
+                                   by_name[name].budget.steps * flops / by_name[name].train_flops())
+                    for name in (transformer, rmt)}  # fmt: skip
+            margins = [loss[transformer] - loss[rmt]]
+        rows.append(judge("fig2", f"{rmt}_vs_{transformer}", "the RMT reaches a lower loss than the Transformer at "
+                          "equal training FLOPs", scale, margins, LOSS_NOISE_FLOOR, "nats/token"))  # fmt: skip
     return rows
 
 

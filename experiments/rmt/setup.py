@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from scaling_axes.datamodules.corpora import real_or_stand_in
+from scaling_axes.datamodules.stand_ins import real_or_stand_in
 from scaling_axes.harness.results import published
-from scaling_axes.harness.runs import Budget, Run
+from scaling_axes.harness.runs import Budget, Run, within_epochs
 from scaling_axes.modules.rmt import RMTConfig
 from scaling_axes.modules.transformer import TransformerConfig
 
@@ -158,9 +158,11 @@ SHRUNK = {
 
 
 def short_schedule(scale: str, lr: float) -> Budget:
-    """The smoke or small budget (`SHRUNK`), at the scale's lr if it sets one, else `lr`."""
+    """The smoke or small budget (`SHRUNK`), at the scale's lr if it sets one, else `lr`; small fits its corpus
+    (`within_epochs`)."""
     shrunk = SHRUNK[scale]
-    return schedule(shrunk.steps, shrunk.batch, shrunk.seq_len, shrunk.lr or lr)
+    budget = schedule(shrunk.steps, shrunk.batch, shrunk.seq_len, shrunk.lr or lr)
+    return within_epochs(budget, corpus(scale), "gpt2") if scale == "small" else budget
 
 
 def shrunk(model: str, scale: str, size: int) -> dict[str, Any]:

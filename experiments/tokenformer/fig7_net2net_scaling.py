@@ -23,6 +23,8 @@ from scaling_axes.experiments.tokenformer.progressive import (
     SIZES,
     TOKENFORMER_GROWTH,
 )
+from scaling_axes.harness.claims import lower_loss
+from scaling_axes.harness.results import Row
 from scaling_axes.harness.runs import Run
 
 
@@ -41,10 +43,21 @@ def runs(scale: str) -> list[Run]:
     return result
 
 
+def claims(scale: str, results: dict[str, dict]) -> list[Row]:
+    """Fig. 7's claim at every grown size: the Tokenformer grown by tokens ends below the Transformer grown by
+    Net2Net (the exact Net2Net; the paper's Eq. 14 variant is a second row at the first stage budget)."""
+    label = "30b" if scale == "paper" else "short"
+    statement = "progressive scaling by parameter tokens beats Net2Net (final validation loss at each size)"
+    pairs = [(f"tokenformer_{size}_{label}", f"transformer_{size}_{net2net}")
+             for size in SIZES[2:] for net2net in (label, f"{label}newparams")]  # fmt: skip
+    return [lower_loss("fig7", statement, scale, tokens, net2net, results) for tokens, net2net in pairs]
+
+
 EXPERIMENT = progressive.experiment(
     "tokenformer_fig7_net2net_scaling",
     __doc__.splitlines()[0],
     "fig7",
     runs,
     "Tokenformer vs Net2Net progressive scaling",
+    claims,
 )

@@ -11,9 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from scaling_axes.datamodules.corpora import real_or_stand_in
+from scaling_axes.datamodules.stand_ins import real_or_stand_in
 from scaling_axes.harness.results import Row, compare, published, pyplot, save_figure, scale_note
-from scaling_axes.harness.runs import Budget, Experiment, Run
+from scaling_axes.harness.runs import Budget, Experiment, Run, within_epochs
 from scaling_axes.modules import get_config
 from scaling_axes.modules.flops import formula_params
 
@@ -87,13 +87,16 @@ def scale_spec(scale: str) -> Setting:
         full = paper_budget(steps.pop("300b"))
         stages = {label: paper_budget(count) for label, count in steps.items()}
         return Setting(({},) * len(SIZES), ({},) * len(SIZES), full, stages, corpus="openwebtext")
-    s = SHRUNK[scale]
+    s, corpus = SHRUNK[scale], real_or_stand_in(scale, "openwebtext", "embedded_news")
+    full, stage = s.full, s.stage
+    if scale == "small":  # each run within two passes over its corpus
+        full, stage = within_epochs(full, corpus, "neox"), within_epochs(stage, corpus, "neox")
     return Setting(
         tokenformer=tuple({**s.shape, "qkv_tokens": n, "proj_tokens": n, "ffn_tokens": 4 * n} for n in s.tokens),
         transformer=tuple({**s.shape, "d_model": d, "n_head": d // s.head_size} for d in s.widths),
-        full=s.full,
-        stage={"short": s.stage},
-        corpus=real_or_stand_in(scale, "openwebtext", "embedded_news"),
+        full=full,
+        stage={"short": stage},
+        corpus=corpus,
     )
 
 
@@ -209,15 +212,21 @@ def parameter_match_rows(table: str) -> list[Row]:
     return out
 
 
-def experiment(name: str, description: str, table: str, runs: Callable[[str], list[Run]], title: str) -> Experiment:
+Claims = Callable[[str, dict[str, dict]], list[Row]]
+
+
+def experiment(name: str, description: str, table: str, runs: Callable[[str], list[Run]], title: str,
+               claims: Claims = lambda scale, results: []) -> Experiment:  # fmt: skip
     """A progressive-scaling experiment: rows of `table` beside the Tokenformer paper's, the two families' parameter
-    match, and the perplexity figure."""
+    match, its `claims`, and the perplexity figure."""
     return Experiment(
         name=name,
         description=description,
         runs=runs,
         report=lambda scale, results: (
-            rows(table, runs(scale), results, scale, published("tokenformer")) + parameter_match_rows(table)
+            rows(table, runs(scale), results, scale, published("tokenformer"))
+            + parameter_match_rows(table)
+            + claims(scale, results)
         ),
         figure=lambda scale, results, path: figure(f"{title} ({scale} scale)", runs(scale), results, path),
     )

@@ -21,6 +21,7 @@ import statistics
 from pathlib import Path
 
 from scaling_axes.datamodules.corpora import default_data_root
+from scaling_axes.datamodules.stand_ins import real_or_stand_in
 from scaling_axes.harness.evaluate import (
     TOLERANCE,
     evaluate_cached,
@@ -30,7 +31,7 @@ from scaling_axes.harness.evaluate import (
 )
 from scaling_axes.harness.lm_eval_model import SuiteLM
 from scaling_axes.harness.results import Row, compare, published, scale_note
-from scaling_axes.harness.runs import RUNS_DIR, Budget, Experiment, Run, run_dir
+from scaling_axes.harness.runs import RUNS_DIR, Budget, Experiment, Run, run_dir, within_epochs
 from scaling_axes.modules.official_weights import OFFICIAL_REPOS
 
 PRESETS = tuple(OFFICIAL_REPOS)
@@ -50,7 +51,9 @@ def runs(scale: str) -> list[Run]:
     if scale == "paper":
         return [Run(p, p, PILE, corpus="pile", tokenizer="neox") for p in PRESETS]
     overrides, budget = SHRUNK[scale]
-    return [Run(PRESETS[0], PRESETS[0], budget, overrides, corpus="embedded_news", tokenizer="neox")]
+    corpus = real_or_stand_in(scale, "pile", "embedded_news")
+    budget = within_epochs(budget, corpus, "neox") if scale == "small" else budget
+    return [Run(PRESETS[0], PRESETS[0], budget, overrides, corpus=corpus, tokenizer="neox")]
 
 
 def official_source(preset: str, scale: str) -> str | None:

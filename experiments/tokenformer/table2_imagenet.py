@@ -44,4 +44,5 @@ EXPERIMENT = Experiment(
     figure=figure,
     plan_note=vit_setup.plan_note,
     run_group=vit_setup.GROUP,
+    max_epochs=vit_setup.MAX_EPOCHS,
 )

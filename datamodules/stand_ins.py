@@ -1,0 +1,25 @@
+"""Which corpus a run trains on at each scale: the paper's, or an embedded stand-in when it is not on disk."""
+
+from __future__ import annotations
+
+import functools
+
+from scaling_axes.datamodules.corpora import default_data_root
+
+SMALL_STAND_IN = "embedded_wiki"  # the largest embedded corpus (about 1.7M GPT-2 tokens): what small falls back to
+
+
+def real_or_stand_in(scale: str, real: str, stand_in: str, small_stand_in: str = SMALL_STAND_IN) -> str:
+    """The data a run at `scale` uses: `real` at paper scale; at small scale `real` when it is under the data root,
+    else `small_stand_in` (said once); `stand_in` at smoke scale."""
+    if scale == "paper" or (scale == "small" and (default_data_root() / real).exists()):
+        return real
+    if scale == "small":
+        _say_stand_in(real, small_stand_in)
+        return small_stand_in
+    return stand_in
+
+
+@functools.cache
+def _say_stand_in(real: str, stand_in: str) -> None:
+    print(f"small scale: {real} is not under {default_data_root()}/, so {stand_in} stands in for it")

@@ -1,0 +1,108 @@
+"""Data-budget honesty and claims as results: the epoch guard, small runs sized to their data, claim judging, and
+REPORT.md opening with the claims."""
+
+import csv
+import math
+
+import pytest
+
+from scaling_axes.cli import all_experiments
+from scaling_axes.harness.claims import judge
+from scaling_axes.harness.command import main
+from scaling_axes.harness.plan import dry_run
+from scaling_axes.harness.results import Row, write_report, write_rows
+from scaling_axes.harness.runner import data_epochs, epoch_limit
+from scaling_axes.harness.runs import Budget, Experiment, Run
+from scaling_axes.harness.training import task_of
+
+NEWS_BYTES = 323_453  # embedded_news, byte tokens of its training split
+TINY = {"n_layer": 1, "d_model": 32, "n_head": 4, "max_seq_len": 256, "vocab_size": 512}
+
+
+def _experiment(steps: int) -> Experiment:
+    """One tiny byte-level Transformer run on embedded_news, `steps` x 64 x 256 tokens, reporting its final loss."""
+    run = Run("r", "transformer_124m", Budget(steps=steps, batch_size=64, seq_len=256, val_windows=4), TINY,
+              corpus="embedded_news", tokenizer="bytes")  # fmt: skip
+    return Experiment("budget_test", "the epoch guard", lambda scale: [run],
+                      lambda scale, results: [Row(table="t", row="r", metric="val_loss", run="r", status="measured",
+                                                  ours=results.get("r", {}).get("val_loss"))])  # fmt: skip
+
+
+def test_epochs_count_the_passes_over_the_training_split():
+    run = _experiment(10).runs("small")[0]
+    assert task_of(run).epochs(run)[0] == pytest.approx(10 * 64 * 256 / NEWS_BYTES)
+
+
+def test_an_over_budget_run_is_refused_with_what_to_do_and_allowed_with_its_rows_marked(tmp_path):
+    over = _experiment(44)  # 2.23 passes over embedded_news: above small's limit of 2
+    message = (r"would pass over embedded_news \(323,453 training tokens, counted; the run asks 720,896\) 2\.2 times, "
+               r"above budget_test's limit of 2 at small scale.*--allow-repeats")  # fmt: skip
+    with pytest.raises(SystemExit, match=message):
+        main(over, ["--scale", "small", "--out-dir", str(tmp_path)])
+    assert not (tmp_path / "runs").exists()  # refused before anything was written
+    assert data_epochs(over, "smoke", over.runs("smoke")[0]) is None  # smoke, a pipeline check, is exempt
+    main(over, ["--scale", "small", "--out-dir", str(tmp_path), "--allow-repeats"])
+    with open(tmp_path / "results" / "small" / "budget_test.csv", newline="") as f:
+        (row,) = list(csv.DictReader(f))
+    assert "data repeated 2.2 times (--allow-repeats): memorisation, not a result" in row["note"]
+
+
+def test_small_scale_on_embedded_data_stays_within_two_passes():
+    """Text runs within two passes over their stand-in corpus; image runs within what the paper itself repeats."""
+    for experiment in all_experiments():
+        for planned, run in zip(dry_run(experiment, "small", 0.4, 989.0, 1), experiment.runs("small"), strict=True):
+            assert not math.isnan(planned["epochs"]), (experiment.name, run.name)
+            limit = 2.0 if task_of(run).accuracy_curves == () else epoch_limit(experiment, "small")
+            assert planned["epochs"] <= limit, (experiment.name, run.name, planned["epochs"])
+
+
+@pytest.mark.parametrize(
+    ("scale", "margins", "status"),
+    [
+        ("small", [0.10], "claim_holds"),  # one seed, far beyond the noise floor
+        ("small", [-0.10], "claim_fails"),
+        ("small", [0.01], "insufficient"),  # within twice the floor from one seed
+        ("small", [0.012, 0.010, 0.011], "claim_holds"),  # three seeds: their own spread is the noise
+        ("small", [], "insufficient"),  # nothing finished
+        ("smoke", [0.5], "insufficient"),  # smoke never judges a claim
+    ],
+)
+def test_claims_are_judged_against_the_noise(scale, margins, status):
+    row = judge("fig2", "rmt_vs_transformer", "lower loss at equal FLOPs", scale, margins, 0.02, "nats/token")
+    assert row.status == status and row.metric == "claim"
+    assert row.note.startswith("lower loss at equal FLOPs | ")
+
+
+def test_the_report_opens_with_the_claims(tmp_path):
+    claim = judge("fig2", "rmt_vs_transformer", "lower loss at equal FLOPs", "small", [0.1], 0.02, "nats/token")
+    rows = [Row(table="fig2", row="a", metric="val_loss", ours=3.0, status="measured"), claim]
+    write_rows("rmt_fig2_scaling_laws", "small", rows, tmp_path)
+    report = write_report(tmp_path).read_text()
+    claims, per_experiment = report.index("## Claims"), report.index("## rmt_fig2_scaling_laws")
+    assert claims < per_experiment
+    assert "| rmt_fig2_scaling_laws | lower loss at equal FLOPs | small | claim_holds | 0.1 nats/token |" in report
+
+
+@pytest.mark.parametrize(("rmt_loss", "status"), [(3.8, "claim_holds"), (4.2, "claim_fails"), (3.995, "insufficient")])
+def test_rmt_fig2_claim_from_synthetic_runs(rmt_loss, status):
+    from scaling_axes.experiments.rmt import fig2_scaling_laws as fig2
+
+    runs = {r.name: r for r in fig2.runs("small")}
+    flat = {"transformer_rmt_49m": 4.0, "rmt_46m": rmt_loss}  # flat curves: equal FLOPs reads the same loss
+    results = {name: {"val_loss_curve": [(0, loss), (runs[name].budget.steps, loss)]} for name, loss in flat.items()}
+    (row,) = [r for r in fig2.claim_rows("small", results) if r.row == "rmt_46m_vs_transformer_rmt_49m"]
+    assert row.status == status and row.ours == pytest.approx(4.0 - rmt_loss)
+
+
+@pytest.mark.parametrize(("concat_loss", "status"), [(3.0, "claim_holds"), (3.5, "claim_fails")])
+def test_mot_claim_from_synthetic_runs(concat_loss, status):
+    from scaling_axes.experiments.mot import results_tables
+
+    finals = {"mot_noop_noop_1024": 3.2, "mot_concat_noop_512_64": concat_loss, "mot_concat_noop_256_48": 3.2}
+    results = {}
+    for run in results_tables.runs("small"):
+        curves = {c: [(0, 9.0), (100, finals[run.name])] for c in (run.corpus, *run.data["extra_corpora"])}
+        results[run.name] = {"val_loss_curves": curves}
+    rows = {r.row: r for r in results_tables.claim_rows("small", results)}
+    assert rows["mot_concat_noop_512_64_vs_mot_noop_noop_1024"].status == status
+    assert rows["mot_concat_noop_256_48_vs_mot_noop_noop_1024"].status == "insufficient"  # equal: within the noise
