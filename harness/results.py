@@ -190,10 +190,11 @@ def _claims_table(tables: dict[str, list[dict[str, str]]]) -> list[str]:
     lines = [
         "## Claims",
         "",
-        "| experiment | claim | scale | status | margin | how judged |",
+        "| experiment: row | claim | scale | status | margin | how judged |",
         "|---|---|---|---|---|---|",
     ]
     for name, r in claims:
         statement, _, how = r["note"].partition(" | ")
-        lines.append(f"| {name} | {statement} | {r['scale']} | {r['status']} | {r['ours']} {r['unit']} | {how} |")
+        cells = (f"{name}: {r['row']}", statement, r["scale"], r["status"], f"{r['ours']} {r['unit']}", how)
+        lines.append("| " + " | ".join(cells) + " |")
     return [*lines, ""]
