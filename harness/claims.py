@@ -28,14 +28,18 @@ def judge(
     margins: list[float],
     noise_floor: float,
     unit: str = "",
+    fails_because: str | None = None,
 ) -> Row:
-    """The claim `statement`, measured by `margins` (one per seed; positive: the claim holds)."""
+    """The claim `statement`, measured by `margins` (one per seed; positive: the claim holds). `fails_because`: a
+    part of the claim that the runs already contradict whatever the margin (a cost that is not lower)."""
     margin = statistics.mean(margins) if margins else None
     noise = statistics.stdev(margins) if len(margins) > 1 else noise_floor
     if margin is None:
         status, why = "insufficient", "the runs it needs have not finished"
     elif scale == "smoke":
         status, why = "insufficient", "smoke scale proves the pipeline, not a claim"
+    elif fails_because:
+        status, why = "claim_fails", fails_because
     elif abs(margin) <= 2 * noise and len(margins) < 2:
         status, why = "insufficient", "within twice the noise from one seed: run a second seed"
     else:

@@ -109,3 +109,26 @@ def test_mot_claim_from_synthetic_runs(concat_loss, status):
     rows = {r.row: r for r in results_tables.claim_rows("small", results)}
     assert rows["mot_concat_noop_512_64_vs_mot_noop_noop_1024"].status == status
     assert rows["mot_concat_noop_256_48_vs_mot_noop_noop_1024"].status == "insufficient"  # equal: within the noise
+
+
+def test_a_claim_whose_cost_part_fails_fails_whatever_the_loss():
+    from scaling_axes.experiments.tokenformer import fig3_progressive_scaling as fig3
+
+    results = {"transformer_1_4b_full": {"val_loss": 4.0}, "tokenformer_1_4b_short": {"val_loss": 3.0}}
+    (row,) = fig3.claims("small", results)  # the small plan's grown chain costs 1.9x the from-scratch run
+    assert row.status == "claim_fails" and "cost 1.90x the FLOPs" in row.note
+    (paper,) = [r for r in fig3.claims("paper", {}) if r.row.startswith("tokenformer_1_4b_30b")]
+    assert "(here 0.28x)" in paper.note  # the paper's plan: 6e5 + 3 x 6e4 steps of smaller models
+
+
+@pytest.mark.parametrize(
+    ("nonparametric", "status"), [(0.81, "claim_holds"), (0.80, "insufficient"), (0.785, "claim_fails")]
+)
+def test_an_as_good_as_claim_allows_its_tolerance(nonparametric, status):
+    """Margin = the difference + 0.5 points: +1.5 holds; +0.5 is within twice the 0.3-point floor; -1.0 fails."""
+    from scaling_axes.experiments.tokenformer import table5_layernorm_ablation as table5
+
+    results = {"vit_tokenformer_b16": {"val_top1": nonparametric},
+               "vit_tokenformer_b16_parametric_ln": {"val_top1": 0.80}}  # fmt: skip
+    (row,) = table5.claim_rows("small", results)
+    assert row.status == status

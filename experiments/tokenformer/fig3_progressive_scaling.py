@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from scaling_axes.experiments.tokenformer import progressive
 from scaling_axes.experiments.tokenformer.progressive import PINNED_TAU_GROWTH, SIZES, TOKENFORMER_GROWTH
+from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, judge
+from scaling_axes.harness.results import Row
 from scaling_axes.harness.runs import Run
 
 
@@ -36,6 +38,29 @@ def runs(scale: str) -> list[Run]:
     return grown + scratch
 
 
+def claims(scale: str, results: dict[str, dict]) -> list[Row]:
+    """Fig. 3's claim, per stage budget: the grown 1.4B reaches the from-scratch 1.4B's validation loss (margin: the
+    from-scratch loss minus the grown one) on fewer cumulative training FLOPs (else it fails)."""
+    by_name, rows = {r.name: r for r in runs(scale)}, []
+    scratch = f"transformer_1_4b_{'300b' if scale == 'paper' else 'full'}"
+    for label in progressive.scale_spec(scale).stage:
+        grown = f"tokenformer_1_4b_{label}"
+        done = [results.get(name, {}).get("val_loss") for name in (scratch, grown)]
+        cost = sum(r.train_flops() for r in progressive.chain(by_name[grown], by_name))
+        ratio = cost / by_name[scratch].train_flops()
+        statement = f"growth reaches the from-scratch 1.4B loss at a fraction of its training FLOPs (here {ratio:.2f}x)"
+        fails = f"the grown chain cost {ratio:.2f}x the FLOPs" if ratio >= 1 else None
+        margins = [done[0] - done[1]] if None not in done else []
+        rows.append(judge("fig3", f"{grown}_vs_{scratch}", statement, scale, margins, LOSS_NOISE_FLOOR, "nats/token",
+                          fails_because=fails))  # fmt: skip
+    return rows
+
+
 EXPERIMENT = progressive.experiment(
-    "tokenformer_fig3_progressive_scaling", __doc__.splitlines()[0], "fig3", runs, "Tokenformer progressive scaling"
+    "tokenformer_fig3_progressive_scaling",
+    __doc__.splitlines()[0],
+    "fig3",
+    runs,
+    "Tokenformer progressive scaling",
+    claims,
 )
