@@ -45,6 +45,7 @@ from scaling_axes.harness.runs import (
 )
 from scaling_axes.io import atomic_torch_save, atomic_write, load_torch, read_json
 from scaling_axes.modules.lm import LanguageModel
+from scaling_axes.modules.vit_tokenformer import ViTConfig
 
 
 def _accumulation(run: Run, world_size: int) -> tuple[int, int]:
@@ -266,8 +267,6 @@ IMAGE = Task(_image_data, _image_classifier, ("val/top1", "val/ema_top1"), _imag
 
 def task_of(run: Run) -> Task:
     """A ViT run classifies images (`modules.classifier`); every other run is a language model."""
-    from scaling_axes.modules.vit_tokenformer import ViTConfig
-
     return IMAGE if isinstance(run.config, ViTConfig) else TEXT
 
 

@@ -238,6 +238,5 @@ def decoder_flops(c: DecoderConfig, seq_len: int, qkv: int, out: int, ffn: int) 
 
 def decoder_lookup_params(c: DecoderConfig) -> int:
     """The token and position tables and the untied head: what a non-embedding count of a `DecoderLM` leaves out."""
-    return c.vocab_size * c.d_model * (1 + (not c.tie_embeddings)) + (
-        c.max_seq_len * c.d_model if c.position == "learned" else 0
-    )
+    tables = decoder_params(c, qkv=0, out=0, ffn=0)
+    return tables["embedding"] + tables["head"]
