@@ -1,6 +1,7 @@
 """One experiment's command line: ``python -m scaling_axes run <experiment> --scale smoke|small|paper [--run RUN]
-[--report] [--list] [--dry-run]``. ``--run RUN`` trains exactly one run (what a cluster job launches under torchrun
-or srun); without it every missing run is trained in order, then the results table is rebuilt.
+[--seeds N] [--report] [--list] [--dry-run]``. ``--run RUN`` trains exactly one run (what a cluster job launches
+under torchrun or srun; `<run>_seed<k>` is its repeat at seed k); without it every missing run is trained in order,
+then the results table is rebuilt.
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from scaling_axes.harness.plan import GPUS, dry_run, print_plan
+from scaling_axes.harness.plan import GPUS, MEASURED_MFU, MEASURED_MFU_SOURCE, RUN_OVERHEAD_S, dry_run, print_plan
 from scaling_axes.harness.results import RESULTS_DIR, SCALES
 from scaling_axes.harness.runner import report, train
-from scaling_axes.harness.runs import RUNS_DIR, Experiment, find_run, world_size
+from scaling_axes.harness.runs import RUNS_DIR, Experiment, find_run, with_seeds, world_size
 
 
 def _in_range(kind: type, low: float, high: float = math.inf, low_open: bool = False) -> Callable[[str], Any]:
@@ -51,8 +52,11 @@ def main(experiment: Experiment, argv: list[str] | None = None) -> None:
     parser.add_argument("--dry-run", action="store_true", help="print parameters, FLOPs and time; train nothing")
     parser.add_argument("--out-dir", type=Path, default=Path("."),
                         help="runs under OUT_DIR/runs, tables under OUT_DIR/results (default: here)")  # fmt: skip
-    parser.add_argument("--mfu", type=_in_range(float, 0, 1, low_open=True), default=0.4,
-                        help="assumed MFU for --dry-run, in (0, 1]")  # fmt: skip
+    parser.add_argument("--mfu", type=_in_range(float, 0, 1, low_open=True), default=MEASURED_MFU,
+                        help=f"MFU for --dry-run (default {MEASURED_MFU:g}: {MEASURED_MFU_SOURCE})")  # fmt: skip
+    parser.add_argument("--overhead-s", type=_in_range(float, 0), default=RUN_OVERHEAD_S,
+                        help=f"fixed seconds per run for --dry-run (default {RUN_OVERHEAD_S:g}: start-up, data, "
+                        "validation)")  # fmt: skip
     parser.add_argument("--gpu", choices=sorted(GPUS), default="h100", help="the GPU --dry-run prices hours on")
     parser.add_argument("--peak-tflops", type=_in_range(float, 0, low_open=True),
                         help="per device, --dry-run (default: the --gpu's bf16 peak)")  # fmt: skip
@@ -63,26 +67,29 @@ def main(experiment: Experiment, argv: list[str] | None = None) -> None:
     parser.add_argument("--precision", default=None, help="Lightning precision (default: bf16-mixed on a CUDA GPU, "
                         "32-true on the CPU)")  # fmt: skip
     parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
-                        help="torch.compile the model (default: on a CUDA GPU)")  # fmt: skip
+                        help="torch.compile the model (default: on a GPU, runs of 2000 steps or more)")  # fmt: skip
     parser.add_argument("--strategy", default="auto", help="ddp, fsdp (one FSDP2 unit per block), or any Lightning's")
     parser.add_argument("--force-new", action="store_true", help="move a run directory started with other "
                         "settings aside (never deleted) and start the run over")  # fmt: skip
     parser.add_argument("--allow-repeats", action="store_true", help="train runs that pass over their data more often "
                         "than the experiment allows (their rows are marked as memorisation)")  # fmt: skip
+    parser.add_argument("--seeds", type=_in_range(int, 1), default=1, help="train every run at seeds 1..SEEDS "
+                        "(repeats are <run>_seed<k>; the claims judge their margins against their spread)")  # fmt: skip
     parser.add_argument("--micro-batch", type=_in_range(int, 1), help="sequences per device and pass; accumulation "
                         "keeps the global batch (the data are the same however the batch is split)")  # fmt: skip
     args = parser.parse_args(argv)
 
     if args.list:
-        for run in experiment.runs(args.scale):
+        for run in with_seeds(experiment.runs(args.scale), args.seeds):
             grown = f" (grown from {run.grow_from})" if run.grow_from else ""
             print(f"{run.name:28s} {run.model:24s} {run.budget.tokens:>12.3e} tokens{grown}")
         return
     if args.dry_run:
         devices = world_size({"devices": args.devices, "num_nodes": args.num_nodes, "accelerator": "cpu"})
         peak = args.peak_tflops or GPUS[args.gpu]
-        plan = dry_run(experiment, args.scale, args.mfu, peak, devices, args.precision or "bf16-mixed")
-        print_plan(plan, args.mfu, peak, devices, args.gpu.upper())
+        plan = dry_run(experiment, args.scale, args.mfu, peak, devices, args.precision or "bf16-mixed", args.seeds,
+                       args.overhead_s)  # fmt: skip
+        print_plan(plan, args.mfu, peak, devices, args.gpu.upper(), args.overhead_s)
         if experiment.plan_note:
             print(experiment.plan_note(args.scale))
         return
@@ -96,6 +103,7 @@ def main(experiment: Experiment, argv: list[str] | None = None) -> None:
             "compile": args.compile,
         }
         runs = [find_run(experiment, args.scale, args.run)] if args.run else experiment.runs(args.scale)
+        runs = with_seeds(runs, args.seeds)
         if args.micro_batch:
             runs = [
                 dataclasses.replace(r, budget=dataclasses.replace(r.budget, micro_batch=args.micro_batch)) for r in runs

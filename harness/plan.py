@@ -5,10 +5,17 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from scaling_axes.harness.runs import Experiment, Run
+from scaling_axes.harness.runs import Experiment, Run, with_seeds
 from scaling_axes.harness.training import task_of
 from scaling_axes.modules.flops import formula_params, train_flops_per_token
 from scaling_axes.modules.registry import architecture_of
+
+# The whole-step MFU of a bf16 training step, torch.compile'd, measured on an H100 80GB (torch 2.11): the lowest of
+# the suite's presets measured (the RMT paper's Transformer-405M, 16 x 512; Tokenformer-150M was 23%,
+# transformer_124m 30%; issue 23's table). `python -m scaling_axes bench-training` measures them on your GPU.
+MEASURED_MFU = 0.20
+MEASURED_MFU_SOURCE = "Transformer-405M step measured on an H100, bf16, compiled"
+RUN_OVERHEAD_S = 20.0  # per run, an estimate: start-up, data, first steps and validations, without torch.compile
 
 GPUS = {"h100": 989.0, "h200": 989.0, "a100": 312.0, "l40s": 362.0}  # dense bf16 TFLOP/s per device (vendor peak)
 
@@ -32,15 +39,18 @@ def dry_run(
     peak_tflops: float,
     devices: int,
     precision: str | None = "bf16-mixed",
+    seeds: int = 1,
+    overhead_s: float = RUN_OVERHEAD_S,
 ) -> list[dict]:
     """Per run: parameters, FLOPs per token, total training FLOPs, peak memory per device for its micro-batch, and
-    time and GPU-hours at `mfu` of `devices` x `peak_tflops`."""
+    time and GPU-hours at `mfu` of `devices` x `peak_tflops` plus `overhead_s` a run; every run at seeds
+    1..`seeds`."""
     plan = []
-    for run in experiment.runs(scale):
+    for run in with_seeds(experiment.runs(scale), seeds):
         config, budget = run.config, run.budget
         per_token = train_flops_per_token(config, budget.seq_len)
         flops = per_token * budget.tokens  # = run.train_flops()
-        seconds = flops / (mfu * peak_tflops * 1e12 * devices)
+        seconds = flops / (mfu * peak_tflops * 1e12 * devices) + overhead_s
         micro = budget.micro_batch_on(devices)
         plan.append(
             {
@@ -69,7 +79,8 @@ def _epochs(run: Run) -> float:
         return math.nan
 
 
-def print_plan(plan: list[dict], mfu: float, peak: float, devices: int, gpu: str = "") -> None:
+def print_plan(plan: list[dict], mfu: float, peak: float, devices: int, gpu: str = "",
+               overhead_s: float = RUN_OVERHEAD_S) -> None:  # fmt: skip
     width = max([len(p["run"]) for p in plan] + [3])
     print(f"{'run':{width}s} {'params':>15s} {'FLOPs/token':>12s} {'tokens':>10s} {'epochs':>7s} {'steps':>9s} "
           f"{'FLOPs':>10s} {'micro':>5s} {'GiB/dev':>8s} {'minutes':>9s} {'GPU-h':>10s}")  # fmt: skip
@@ -79,7 +90,9 @@ def print_plan(plan: list[dict], mfu: float, peak: float, devices: int, gpu: str
             f"{p['epochs']:>7.2f} {p['steps']:>9,d} {p['train_flops']:>10.3e} {p['micro_batch']:>5d} "
             f"{p['memory_gib']:>8.1f} {60 * p['hours']:>9.1f} {p['gpu_hours']:>10.1f}"
         )
-    print(f"(time at {mfu:.0%} MFU of {devices} x {gpu or 'a device of'} {peak:g} TFLOP/s; training FLOPs = 3 x "
+    source = f": {MEASURED_MFU_SOURCE}" if mfu == MEASURED_MFU else ""
+    print(f"(time at {mfu:.0%} MFU{source} of {devices} x {gpu or 'a device of'} {peak:g} TFLOP/s, plus "
+          f"{overhead_s:g} s a run; training FLOPs = 3 x "
           "forward matmul FLOPs; memory: 16 B/parameter + activations, an estimate; epochs: passes over the run's "
           "training data)")  # fmt: skip
     total = sum(p["hours"] for p in plan)

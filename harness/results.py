@@ -50,7 +50,9 @@ class Row:
 
 def scale_note(scale: str) -> str:
     """The note every trained row below paper scale carries: it is never a reproduction."""
-    return "" if scale == "paper" else f"{scale} scale: shrunken models, pipeline check only, not a reproduction"
+    if scale == "smoke":
+        return "smoke scale: tiny models on a few thousand tokens, a pipeline check, not a reproduction"
+    return "" if scale == "paper" else f"{scale} scale: shrunken models and budgets, not a reproduction"
 
 
 def compare(paper: float | None, ours: float | None, rel_tol: float) -> str:

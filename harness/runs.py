@@ -62,8 +62,12 @@ SMALL_MAX_EPOCHS = 2.0  # small scale on a stand-in corpus: 1-2 passes, so valid
 
 def within_epochs(budget: Budget, corpus: str, tokenizer: str | None, epochs: float = SMALL_MAX_EPOCHS) -> Budget:
     """`budget` cut to at most `epochs` passes over `corpus`'s training tokens: fewer steps, with the warmup,
-    validation and checkpoint intervals in proportion; unchanged when it fits."""
-    tokens, _ = train_tokens(corpus, tokenizer)
+    validation and checkpoint intervals in proportion; unchanged when it fits, or when `corpus` is on disk but not
+    yet prepared (its size is unknown until then; the epoch guard checks the run once it is)."""
+    try:
+        tokens, _ = train_tokens(corpus, tokenizer)
+    except FileNotFoundError:
+        return budget
     steps = min(budget.steps, int(epochs * tokens / (budget.batch_size * budget.seq_len)))
     if steps == budget.steps:
         return budget
@@ -130,28 +134,62 @@ class Experiment:
     # repeats where it repeats data); more measures memorisation and needs --allow-repeats
 
 
+SEED_SUFFIX = "_seed"  # a run's repeat at its k-th seed is `<run>_seed<k>` (k >= 2; the run itself is seed 1)
+
+
+def seed_run(run: Run, k: int) -> Run:
+    """`run` at its k-th seed: initialisation and data order shifted by k - 1, grown from its source's k-th seed."""
+    if k == 1:
+        return run
+    grow_from = None if run.grow_from is None else f"{run.grow_from}{SEED_SUFFIX}{k}"
+    return dataclasses.replace(run, name=f"{run.name}{SEED_SUFFIX}{k}", seed=run.seed + k - 1, grow_from=grow_from)
+
+
+def with_seeds(runs: list[Run], seeds: int) -> list[Run]:
+    """`runs` at seeds 1..`seeds`, seed by seed (a grown run after its source at the same seed)."""
+    return [seed_run(run, k) for k in range(1, seeds + 1) for run in runs]
+
+
 def run_dir(experiment: Experiment, scale: str, run: Run, runs_dir: Path = RUNS_DIR) -> Path:
     return Path(runs_dir) / (experiment.run_group or experiment.name) / scale / run.name
 
 
 def find_run(experiment: Experiment, scale: str, name: str) -> Run:
     runs = {r.name: r for r in experiment.runs(scale)}
+    base, _, k = name.rpartition(SEED_SUFFIX)
+    if name not in runs and base in runs and k.isdigit() and int(k) >= 2:
+        return seed_run(runs[base], int(k))
     if name not in runs:
-        raise KeyError(f"experiment {experiment.name} has no run {name!r} at scale {scale}; runs: {', '.join(runs)}")
+        raise KeyError(f"experiment {experiment.name} has no run {name!r} at scale {scale}; runs: {', '.join(runs)} "
+                       f"(and each at seed k >= 2 as <run>{SEED_SUFFIX}<k>)")  # fmt: skip
     return runs[name]
 
 
 def load_results(experiment: Experiment, scale: str, runs_dir: Path = RUNS_DIR) -> dict[str, dict]:
-    """name -> done.json of the finished runs; a broken done.json is skipped with a line saying why."""
+    """name -> done.json of the finished runs, each with `seed_runs` {k: done.json} of its finished repeats at
+    further seeds (`--seeds`); a broken done.json is skipped with a line saying why."""
     results = {}
     for run in experiment.runs(scale):
-        done = run_dir(experiment, scale, run, runs_dir) / "done.json"
-        if done.exists():
-            try:
-                results[run.name] = read_done(done)
-            except CorruptFileError as error:
-                print(f"skipping run {run.name} in the report: {error}")
+        out = run_dir(experiment, scale, run, runs_dir)
+        if (done := _read_finished(out / "done.json", run.name)) is None:
+            continue
+        seed_runs = {}
+        for path in out.parent.glob(f"{run.name}{SEED_SUFFIX}*/done.json"):
+            k = path.parent.name.removeprefix(f"{run.name}{SEED_SUFFIX}")
+            if k.isdigit() and (repeat := _read_finished(path, path.parent.name)) is not None:
+                seed_runs[int(k)] = repeat
+        results[run.name] = {**done, "seed_runs": dict(sorted(seed_runs.items()))} if seed_runs else done
     return results
+
+
+def _read_finished(done: Path, name: str) -> dict | None:
+    if not done.exists():
+        return None
+    try:
+        return read_done(done)
+    except CorruptFileError as error:
+        print(f"skipping run {name} in the report: {error}")
+        return None
 
 
 def read_done(done: Path) -> dict:

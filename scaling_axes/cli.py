@@ -1,7 +1,7 @@
 """The suite's one command line: ``python -m scaling_axes <command>`` (installed as ``scaling-axes``).
 
 python -m scaling_axes list                                    # every experiment, one line each
-python -m scaling_axes plan [--scale paper] [--gpu h100] [--mfu 0.4] [--devices 8]
+python -m scaling_axes plan [--scale paper] [--gpu h100] [--mfu 0.2] [--devices 8]
 python -m scaling_axes run rmt_fig2_scaling_laws --scale small  # one experiment (options: run NAME --help)
 python -m scaling_axes all --scale smoke                       # every experiment, then results/REPORT.md
 python -m scaling_axes report                                  # results/REPORT.md from the results CSVs
@@ -19,7 +19,7 @@ import sys
 
 from scaling_axes import experiments
 from scaling_axes.harness.command import main
-from scaling_axes.harness.plan import GPUS, dry_run, print_plan
+from scaling_axes.harness.plan import GPUS, MEASURED_MFU, dry_run, print_plan
 from scaling_axes.harness.results import SCALES, write_report
 from scaling_axes.harness.runs import Experiment
 
@@ -75,7 +75,7 @@ def _parser() -> argparse.ArgumentParser:
     plan_parser = commands.add_parser("plan", help="print every experiment's runs; train nothing")
     plan_parser.add_argument("--scale", choices=SCALES, default="paper")
     plan_parser.add_argument("--gpu", choices=sorted(GPUS), default="h100")
-    plan_parser.add_argument("--mfu", type=float, default=0.4)
+    plan_parser.add_argument("--mfu", type=float, default=MEASURED_MFU)
     plan_parser.add_argument("--devices", type=int, default=8)
     all_parser = commands.add_parser("all", help="run every experiment at one scale, then write REPORT.md")
     all_parser.add_argument("--scale", choices=SCALES, default="smoke")

@@ -310,5 +310,6 @@ def test_the_plan_covers_every_experiment_without_training(capsys, tmp_path, mon
     config = get_config("tokenformer_150m")  # 16 B/param + 34 x d x layers x tokens x 2 B + fp32 logits and grads
     expected = 16 * 151_881_216 + 34 * 768 * 12 * 8 * 2048 * 2 + 8 * 8 * 2048 * 50304
     assert memory_estimate(config, 8, 2048, "bf16-mixed") == expected
-    (row,) = [r for r in dry_run(trained[0], "paper", 0.5, 1000.0, 4) if r["run"] == trained[0].runs("paper")[0].name]
-    assert row["gpu_hours"] == pytest.approx(row["train_flops"] / (0.5 * 1000e12) / 3600)
+    first = trained[0].runs("paper")[0].name
+    (row,) = [r for r in dry_run(trained[0], "paper", 0.5, 1000.0, 4, overhead_s=90.0) if r["run"] == first]
+    assert row["gpu_hours"] == pytest.approx(row["train_flops"] / (0.5 * 1000e12) / 3600 + 4 * 90 / 3600)

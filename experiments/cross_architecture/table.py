@@ -46,6 +46,7 @@ from scaling_axes.experiments.cross_architecture.setup import (
     runs,
     sweep,
 )
+from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, as_good_as, lower_loss
 from scaling_axes.harness.results import Row, pyplot, save_figure, scale_note
 from scaling_axes.harness.runs import Experiment, Run
 from scaling_axes.modules.flops import train_flops_per_token
@@ -83,6 +84,33 @@ def report(scale: str, results: dict[str, dict]) -> list[Row]:
             rows += sweep_rows(scale, arch, size, results)
             rows += shape_rows(scale, arch, size, params)
             rows += trained_rows(scale, arch, size, winners[arch], equal_flops, precisions)
+        rows += claim_rows(scale, size, winners, results)
+    return rows
+
+
+AS_GOOD_AS_LOSS = 0.05  # nats/token: "as good as" for the Tokenformer's loss against the Transformer's
+CLAIMS = (  # (architecture, against, each paper's claim, as restated on this common footing)
+    ("rmt", "transformer", "the RMT reaches a lower loss than the Transformer (RMT paper)"),
+    ("mot", "mot_backbone", "the byte mixin lowers its backbone's loss (MoT)"),
+)
+
+
+def claim_rows(scale: str, size: str, winners: dict[str, tuple[Run, dict] | None],
+               results: dict[str, dict]) -> list[Row]:  # fmt: skip
+    """Each paper's claim against its baseline at equal tokens, best learning rate each (per seed), and the ranking
+    the runs give."""
+    name = {arch: winner[0].name if winner else f"{arch}_{size}" for arch, winner in winners.items()}
+    rows = [lower_loss("cross_arch", statement, scale, name[arch], name[against], results)
+            for arch, against, statement in CLAIMS]  # fmt: skip
+    rows.append(as_good_as("cross_arch", "Tokenformer is as good as the Transformer at its parameters (Tokenformer "
+                           "paper)", scale, name["tokenformer"], name["transformer"], results, AS_GOOD_AS_LOSS,
+                           "val_loss", -1.0, LOSS_NOISE_FLOOR, "nats/token"))  # fmt: skip
+    finished = sorted((done["val_loss"], arch) for arch, (_, done) in ((a, w) for a, w in winners.items() if w))
+    ranking = " < ".join(f"{arch} {loss:.3f}" for loss, arch in finished)
+    rows.append(Row(table="cross_arch", row=f"ranking_{size}", metric="val_loss_order", paper=None, ours=None,
+                    status="measured" if finished else "not_run",
+                    note=f"{ranking} (validation loss at equal tokens, best lr, seed 1); {scale_note(scale)}"
+                    .strip("; ")))  # fmt: skip
     return rows
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from scaling_axes.experiments.mot import setup as mot_setup
-from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, judge
+from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, judge, paired_margins
 from scaling_axes.harness.results import Row, line_figure
 from scaling_axes.harness.runs import Experiment, Run
 
@@ -44,11 +44,12 @@ def claim_rows(scale: str, results: dict[str, dict]) -> list[Row]:
     by_name = {run.name: run for run in runs(scale)}
     baseline, rows = ROWS[0][0], []
 
-    def final(name: str) -> float:
-        return mot_setup.val_curves(by_name[name], results[name])["fineweb"][-1][1]
+    def final(name: str, done: dict) -> float:
+        return mot_setup.val_curves(by_name[name], done)["fineweb"][-1][1]
 
     for concat, _, _ in ROWS[1:]:
-        margins = [final(baseline) - final(concat)] if baseline in results and concat in results else []
+        margins = paired_margins(results, (baseline, concat), lambda b, c, concat=concat: final(baseline, b) -
+                                 final(concat, c))  # fmt: skip
         rows.append(judge(TABLE, f"{concat}_vs_{baseline}", "concat beats noop on FineWeb validation loss at equal "
                           "steps", scale, margins, LOSS_NOISE_FLOOR, "nats/token"))  # fmt: skip
     return rows

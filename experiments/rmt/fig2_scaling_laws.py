@@ -9,6 +9,7 @@ validation curve), not at the 6.04e9 it trains to for Tables 3-4.
 
 from __future__ import annotations
 
+import functools
 import math
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import numpy as np
 
 from scaling_axes.experiments.rmt import setup as rmt_setup
 from scaling_axes.experiments.rmt.setup import value_at
-from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, judge
+from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, judge, paired_margins
 from scaling_axes.harness.results import Row, compare, published, pyplot, save_figure, scale_note
 from scaling_axes.harness.runs import Experiment, Run
 
@@ -79,16 +80,19 @@ def claim_rows(scale: str, results: dict[str, dict]) -> list[Row]:
     curve read at the smaller of the two runs' FLOPs)."""
     by_name, rows = {run.name: run for run in runs(scale)}, []
     for transformer, rmt in zip(rmt_setup.TRANSFORMERS, rmt_setup.RMTS, strict=True):
-        margins = []
-        if transformer in results and rmt in results:
-            flops = min(by_name[transformer].train_flops(), by_name[rmt].train_flops())
-            loss = {name: value_at(results[name]["val_loss_curve"],
-                                   by_name[name].budget.steps * flops / by_name[name].train_flops())
-                    for name in (transformer, rmt)}  # fmt: skip
-            margins = [loss[transformer] - loss[rmt]]
+        pair = by_name[transformer], by_name[rmt]
+        margins = paired_margins(results, (transformer, rmt), functools.partial(_loss_gap_at_equal_flops, *pair))
         rows.append(judge("fig2", f"{rmt}_vs_{transformer}", "the RMT reaches a lower loss than the Transformer at "
                           "equal training FLOPs", scale, margins, LOSS_NOISE_FLOOR, "nats/token"))  # fmt: skip
     return rows
+
+
+def _loss_gap_at_equal_flops(transformer: Run, rmt: Run, t_done: dict, r_done: dict) -> float:
+    """The Transformer's validation loss minus the RMT's, each curve read at the smaller run's training FLOPs."""
+    flops = min(transformer.train_flops(), rmt.train_flops())
+    return value_at(t_done["val_loss_curve"], transformer.budget.steps * flops / transformer.train_flops()) - value_at(
+        r_done["val_loss_curve"], rmt.budget.steps * flops / rmt.train_flops()
+    )
 
 
 def _points(scale: str, results: dict[str, dict]) -> dict[str, list[dict[str, float]]]:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from scaling_axes.experiments.rmt import setup as rmt_setup
 from scaling_axes.experiments.rmt.setup import first_crossing, percent_change, table7_forward_flops
+from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, judge, metric_margin, paired_margins
 from scaling_axes.harness.results import Row, compare, line_figure, published, scale_note
 from scaling_axes.harness.runs import Experiment, Run
 from scaling_axes.modules import get_config
@@ -22,6 +23,8 @@ from scaling_axes.modules.rmt import RMTConfig
 D_KEYS = (6, 12, 24, 32, 48, 64)
 GPT2_SMALL, WIDEST = "rmt_residual_dk12", "rmt_residual_dk64"  # residual 768 and 4096 (§4.4)
 SAVINGS_TOLERANCE = 1.0  # percentage points
+THRESHOLD = "rmt_residual_dk32"  # the D_k the paper goes on to use at this size (Table 10)
+BARELY = 0.25  # "barely matters" above the threshold: less than this fraction of the gain up to it
 SMOKE_D_KEYS = (2, 4, 6, 8, 12, 16)
 
 
@@ -54,7 +57,26 @@ def report(scale: str, results: dict[str, dict]) -> list[Row]:
                         unit="parameters", run=run.name, status=status))  # fmt: skip
         rows.append(Row(table="fig6", row=run.name, metric="train_flops", paper=None, ours=run.train_flops(),
                         unit="FLOPs", run=run.name))  # fmt: skip
-    return rows + section_4_4_rows(scale, results)
+    return rows + section_4_4_rows(scale, results) + claim_rows(scale, results)
+
+
+def claim_rows(scale: str, results: dict[str, dict]) -> list[Row]:
+    """Fig. 6's claim: the loss falls as the residual grows to a threshold (D_k 32 here) and D_k barely matters
+    above it (D_k 32 -> 64 gains less than BARELY of what D_k 6 -> 32 gained). Margins per seed."""
+    smallest, widest = runs(scale)[0].name, WIDEST
+    loss = metric_margin("val_loss", scale_by=-1.0)
+
+    def barely(low: dict, threshold: dict, wide: dict) -> float | None:
+        gains = loss(threshold, low), loss(wide, threshold)
+        return None if None in gains else BARELY * gains[0] - gains[1]
+
+    return [
+        judge("fig6", f"{THRESHOLD}_vs_{smallest}", "a larger residual lowers the loss up to the threshold", scale,
+              paired_margins(results, (THRESHOLD, smallest), loss), LOSS_NOISE_FLOOR, "nats/token"),
+        judge("fig6", f"{widest}_vs_{THRESHOLD}", f"above the threshold D_k barely matters (the gain to the widest "
+              f"under {BARELY:g} x the gain to the threshold)", scale,
+              paired_margins(results, (smallest, THRESHOLD, widest), barely), LOSS_NOISE_FLOOR, "nats/token"),
+    ]  # fmt: skip
 
 
 def _flops_ratio(small: RMTConfig, wide: RMTConfig) -> float:

@@ -12,10 +12,12 @@ loss (the paper's column), the validation loss and the parameters.
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 from scaling_axes.experiments.rmt import setup as rmt_setup
 from scaling_axes.experiments.rmt.setup import final_train_loss
+from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, judge, paired_margins
 from scaling_axes.harness.results import Row, compare, published, pyplot, save_figure, scale_note
 from scaling_axes.harness.runs import Experiment, Run
 from scaling_axes.modules.registry import architecture_of
@@ -84,7 +86,22 @@ def report(scale: str, results: dict[str, dict]) -> list[Row]:
         rows.append(Row(table="table10", row=run.name, metric="params", paper=expected_params, ours=params,
                         unit="parameters", run=run.name, status=status))  # fmt: skip
         rows.append(residual_row(run, paper, scale))
-    return rows
+    return rows + claim_rows(scale, results)
+
+
+def claim_rows(scale: str, results: dict[str, dict]) -> list[Row]:
+    """Table 10's ordering: each row's final train loss below the next one's in the paper's order (lowest first),
+    one claim per neighbouring pair. Margins per seed."""
+    paper = published("rmt")
+    ordered = sorted(MODELS, key=lambda name: paper[("table10", name, "train_loss")])
+
+    def gap(lower: dict, higher: dict) -> float | None:
+        losses = final_train_loss(lower), final_train_loss(higher)
+        return None if None in losses else losses[1] - losses[0]
+
+    return [judge("table10", f"{lower}_vs_{higher}", f"{lower} ends at a lower train loss than {higher} (the paper's "
+                  "order)", scale, paired_margins(results, (lower, higher), gap), LOSS_NOISE_FLOOR, "nats/token")
+            for lower, higher in itertools.pairwise(ordered)]  # fmt: skip
 
 
 def residual_row(run: Run, paper: dict, scale: str) -> Row:

@@ -12,6 +12,7 @@ whatever machine ran the run (the paper's are A100 seconds). Figs. 3-4: train lo
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from scaling_axes.experiments.rmt import setup as rmt_setup
@@ -24,7 +25,7 @@ from scaling_axes.experiments.rmt.setup import (
     smoothed,
     value_at,
 )
-from scaling_axes.harness.claims import judge
+from scaling_axes.harness.claims import judge, paired_margins
 from scaling_axes.harness.results import Row, compare, published, pyplot, save_figure, scale_note
 from scaling_axes.harness.runs import Experiment, Run
 from scaling_axes.modules import get_config
@@ -180,17 +181,34 @@ def report(scale: str, results: dict[str, dict]) -> list[Row]:
         whole = [_whole_run(r, results[r.name]) for r in (transformer, rmt)]
         rows += [_percent_row("table4", m, *whole, paper, note) for m in ("train_flops", "train_seconds")]
     return [*rows, *_table3(transformer, rmt, results, paper, note), *paper_arithmetic_rows(paper),
-            *section_4_2_rows(paper), claim_row(scale, transformer, rmt, results)]  # fmt: skip
+            *section_4_2_rows(paper), *claim_rows(scale, transformer, rmt, results)]  # fmt: skip
 
 
-def claim_row(scale: str, transformer: Run, rmt: Run, results: dict[str, dict]) -> Row:
-    """Table 3's claim: the RMT reaches the Transformer's (smoothed minimum) train loss on fewer tokens. Margin: the
-    fraction of the Transformer's tokens saved (-1 when the RMT never reaches it); the crossing is located to a few
-    logged steps, hence a noise floor of 5%."""
-    reached = _reached(transformer, rmt, results)
-    margins = [] if reached is None else [1 - reached[2]["tokens"] / reached[1]["tokens"] if reached[2] else -1.0]
-    return judge("table3", f"{rmt.name}_vs_{transformer.name}", "the RMT reaches the Transformer's loss on fewer "
-                 "training tokens", scale, margins, 0.05, "fraction of tokens saved")  # fmt: skip
+RESOURCES = {  # resource -> its table, the noise floor (the crossing is located to a few logged steps; parameters are
+    # counted exactly) and its words
+    "tokens": ("table3", 0.05, "training tokens"),
+    "train_flops": ("table4", 0.05, "training FLOPs"),
+    "params": ("table4", 0.0, "parameters"),
+}
+
+
+def claim_rows(scale: str, transformer: Run, rmt: Run, results: dict[str, dict]) -> list[Row]:
+    """Tables 3/4's claim: the RMT reaches the Transformer's (smoothed minimum) train loss on fewer tokens, fewer
+    training FLOPs and with fewer parameters. Margin per resource and seed: the fraction of the Transformer's saved
+    at the crossing (-1 when the RMT never reaches the loss)."""
+
+    def saved(resource: str) -> Callable[[dict, dict], float | None]:
+        def margin(t_done: dict, r_done: dict) -> float | None:
+            reached = _reached(transformer, rmt, {transformer.name: t_done, rmt.name: r_done})
+            if reached is None or (reached[2] and None in (reached[1][resource], reached[2][resource])):
+                return None
+            return 1 - reached[2][resource] / reached[1][resource] if reached[2] else -1.0
+
+        return margin
+
+    return [judge(table, f"{rmt.name}_vs_{transformer.name}_{resource}", f"the RMT reaches the Transformer's loss "
+                  f"with fewer {words}", scale, paired_margins(results, (transformer.name, rmt.name), saved(resource)),
+                  noise, "fraction saved") for resource, (table, noise, words) in RESOURCES.items()]  # fmt: skip
 
 
 def figure(scale: str, results: dict[str, dict], path: Path) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from scaling_axes.experiments.tokenformer import progressive
 from scaling_axes.experiments.tokenformer.progressive import PINNED_TAU_GROWTH, SIZES, TOKENFORMER_GROWTH
-from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, judge
+from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, judge, metric_margin, paired_margins
 from scaling_axes.harness.results import Row
 from scaling_axes.harness.runs import Run
 
@@ -45,12 +45,11 @@ def claims(scale: str, results: dict[str, dict]) -> list[Row]:
     scratch = f"transformer_1_4b_{'300b' if scale == 'paper' else 'full'}"
     for label in progressive.scale_spec(scale).stage:
         grown = f"tokenformer_1_4b_{label}"
-        done = [results.get(name, {}).get("val_loss") for name in (scratch, grown)]
         cost = sum(r.train_flops() for r in progressive.chain(by_name[grown], by_name))
         ratio = cost / by_name[scratch].train_flops()
         statement = f"growth reaches the from-scratch 1.4B loss at a fraction of its training FLOPs (here {ratio:.2f}x)"
         fails = f"the grown chain cost {ratio:.2f}x the FLOPs" if ratio >= 1 else None
-        margins = [done[0] - done[1]] if None not in done else []
+        margins = paired_margins(results, (grown, scratch), metric_margin("val_loss", scale_by=-1.0))
         rows.append(judge("fig3", f"{grown}_vs_{scratch}", statement, scale, margins, LOSS_NOISE_FLOOR, "nats/token",
                           fails_because=fails))  # fmt: skip
     return rows

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 from scaling_axes.experiments.tokenformer import vit_setup
-from scaling_axes.harness.claims import TOP1_NOISE_FLOOR, judge
+from scaling_axes.harness.claims import TOP1_NOISE_FLOOR, judge, metric_margin, paired_margins
 from scaling_axes.harness.results import Row, published, scale_note
 
 VARIANTS = {"vit_tokenformer_b16_softmax": "softmax", "vit_tokenformer_b16_gelu_l1_norm": "gelu_l1_norm",
@@ -42,8 +42,7 @@ def step_rows(scale: str, results: dict[str, dict]) -> list[Row]:
 def claim_rows(scale: str, results: dict[str, dict]) -> list[Row]:
     """Table 4's claim: GeLU + L2 norm beats softmax in top-1."""
     ours, softmax = "vit_tokenformer_b16", "vit_tokenformer_b16_softmax"
-    done = [results.get(name, {}).get("val_top1") for name in (ours, softmax)]
-    margins = [100 * (done[0] - done[1])] if None not in done else []
+    margins = paired_margins(results, (ours, softmax), metric_margin("val_top1", scale_by=100.0))
     return [judge("table4", f"{ours}_vs_softmax", "GeLU + L2 normalisation beats softmax in ImageNet top-1", scale,
                   margins, TOP1_NOISE_FLOOR, "points")]  # fmt: skip
 

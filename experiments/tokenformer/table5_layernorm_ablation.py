@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from scaling_axes.experiments.tokenformer import vit_setup
-from scaling_axes.harness.claims import TOP1_NOISE_FLOOR, judge
+from scaling_axes.harness.claims import as_good_as
 from scaling_axes.harness.results import Row
 
 VARIANTS = {"vit_tokenformer_b16": False, "vit_tokenformer_b16_parametric_ln": True}
@@ -19,11 +19,9 @@ AS_GOOD_AS = 0.5  # points of top-1: "as good as" read as no worse than this
 
 def claim_rows(scale: str, results: dict[str, dict]) -> list[Row]:
     """Table 5's claim: non-parametric block LayerNorms are as good as parametric ones (top-1 no more than
-    AS_GOOD_AS points below). Margin: the difference plus that tolerance."""
-    done = [results.get(name, {}).get("val_top1") for name in VARIANTS]
-    margins = [100 * (done[0] - done[1]) + AS_GOOD_AS] if None not in done else []
-    statement = f"non-parametric LayerNorm is as good as parametric (top-1 within {AS_GOOD_AS} points)"
-    return [judge("table5", "non_parametric_vs_parametric_ln", statement, scale, margins, TOP1_NOISE_FLOOR, "points")]
+    AS_GOOD_AS points below)."""
+    return [as_good_as("table5", "non-parametric LayerNorm is as good as parametric in top-1", scale, *VARIANTS,
+                       results, AS_GOOD_AS)]  # fmt: skip
 
 
 _ABLATION = vit_setup.ablation(

@@ -1,0 +1,169 @@
+"""Every paper claim judged from synthetic result rows (holds, fails, insufficient), repeats at further seeds
+(`--seeds`) paired seed by seed, and the small plans sized to about 10 minutes on an H100 with the real corpora."""
+
+import pytest
+
+from scaling_axes.cli import all_experiments
+from scaling_axes.harness.claims import judge, paired_margins
+from scaling_axes.harness.command import main
+from scaling_axes.harness.plan import MEASURED_MFU, dry_run
+from scaling_axes.harness.results import Row
+from scaling_axes.harness.runs import Budget, Experiment, Run, find_run, load_results, seed_run, with_seeds
+from scaling_axes.harness.training import COMPILE_MIN_STEPS, compile_by_default
+
+TINY = {"n_layer": 1, "d_model": 32, "n_head": 4, "max_seq_len": 64, "vocab_size": 512}
+
+
+@pytest.mark.parametrize(
+    ("margins", "status", "why"),
+    [
+        ([0.03, -0.01], "insufficient", "train more (--seeds 3)"),  # mean 0.01 within 2 x its standard error 0.028
+        ([0.05, 0.04], "claim_holds", ""),  # mean 0.045, standard error 0.005
+        ([0.035, 0.005, 0.035, 0.005], "claim_holds", ""),  # beyond 2 standard errors (0.017), not 2 spreads (0.035)
+        ([-0.05, -0.04], "claim_fails", ""),
+        ([0.01], "insufficient", "train a second seed (--seeds 2)"),  # one seed, within twice the 0.02 floor
+    ],
+)
+def test_seeds_judge_a_margin_against_its_standard_error(margins, status, why):
+    row = judge("fig2", "a_vs_b", "a beats b", "small", margins, 0.02, "nats/token")
+    assert row.status == status and why in row.note
+    assert f"({len(margins)} seed" in row.note
+
+
+def _tiny_experiment() -> Experiment:
+    budget = Budget(steps=3, batch_size=4, seq_len=64, val_windows=2)
+    runs = [Run(name, "transformer_124m", budget, {**TINY, "d_model": width}, corpus="embedded_news",
+                tokenizer="bytes") for name, width in (("wide", 48), ("narrow", 32))]  # fmt: skip
+
+    def report(scale: str, results: dict[str, dict]) -> list[Row]:
+        margins = paired_margins(results, ("wide", "narrow"), lambda w, n: n["val_loss"] - w["val_loss"])
+        return [judge("t", "wide_vs_narrow", "wider is better", scale, margins, 0.02)]
+
+    return Experiment("seeds_test", "repeats at further seeds", lambda scale: runs, report)
+
+
+def test_seeds_train_repeats_that_the_claims_pair_seed_by_seed(tmp_path):
+    experiment = _tiny_experiment()
+    main(experiment, ["--scale", "small", "--out-dir", str(tmp_path), "--seeds", "2"])
+    results = load_results(experiment, "small", tmp_path / "runs")
+    assert set(results) == {"wide", "narrow"}  # the repeats hang under their run, the report's rows stay as they were
+    first, second = results["wide"], results["wide"]["seed_runs"][2]
+    assert second["val_loss"] != first["val_loss"]  # another initialisation and data order
+    (row,) = experiment.report("small", results)
+    assert "(2 seeds)" in row.note
+    expected = [results["narrow"]["val_loss"] - first["val_loss"],
+                results["narrow"]["seed_runs"][2]["val_loss"] - second["val_loss"]]  # fmt: skip
+    assert paired_margins(results, ("wide", "narrow"), lambda w, n: n["val_loss"] - w["val_loss"]) == expected
+    del results["narrow"]["seed_runs"]  # a seed that one side lacks is left out, not paired with another
+    assert len(paired_margins(results, ("wide", "narrow"), lambda w, n: 0.0)) == 1
+
+
+def test_a_repeat_is_the_run_at_another_seed_grown_from_its_source_at_that_seed():
+    budget = Budget(steps=3, batch_size=4, seq_len=64)
+    source, grown = Run("small", "transformer_124m", budget), Run("big", "transformer_124m", budget, grow_from="small")
+    assert [r.name for r in with_seeds([source, grown], 2)] == ["small", "big", "small_seed2", "big_seed2"]
+    repeat = seed_run(grown, 3)
+    assert (repeat.name, repeat.seed, repeat.grow_from) == ("big_seed3", grown.seed + 2, "small_seed3")
+    experiment = Experiment("e", "", lambda scale: [source, grown], lambda scale, results: [])
+    assert find_run(experiment, "small", "big_seed2") == seed_run(grown, 2)  # what a cluster job names with --run
+    with pytest.raises(KeyError, match="<run>_seed<k>"):
+        find_run(experiment, "small", "big_seed1")
+
+
+def test_short_runs_train_eager_unless_asked():
+    short, long = (Run("r", "transformer_124m", Budget(steps=s, batch_size=1, seq_len=8))
+                   for s in (COMPILE_MIN_STEPS - 1, COMPILE_MIN_STEPS))  # fmt: skip
+    assert compile_by_default(short, None) is False and compile_by_default(short, True) is True
+    assert compile_by_default(long, None) is None  # the module's own default: on a CUDA GPU
+
+
+def test_small_plans_fit_about_ten_minutes_on_an_h100_with_the_real_corpora(tmp_path, monkeypatch):
+    """With the papers' corpora under the data root (present, not yet prepared), each experiment's small plan takes
+    at most 15 minutes at the measured MFU plus the per-run overhead."""
+    for corpus in ("openwebtext", "fineweb", "finemath", "enwik8", "pile", "imagenet"):
+        (tmp_path / corpus).mkdir()
+    monkeypatch.setenv("SCALING_AXES_DATA", str(tmp_path))
+    for experiment in all_experiments():
+        plan = dry_run(experiment, "small", MEASURED_MFU, 989.0, 1)
+        minutes = 60 * sum(p["hours"] for p in plan)
+        assert minutes <= 15, (experiment.name, minutes)
+        assert all(p["run"] in {r.name for r in experiment.runs("small")} for p in plan)
+
+
+@pytest.mark.parametrize(("matched_top1", "status"), [(0.81, "claim_holds"), (0.80, "insufficient"),
+                                                      (0.785, "claim_fails")])  # fmt: skip
+def test_table2_vit_tokenformer_as_good_as_the_vit_at_its_parameters(matched_top1, status):
+    """Margin = the difference + 0.5 points (ViT at 80.0): +1.5 holds, +0.5 is within twice the 0.3-point floor,
+    -1.0 fails."""
+    from scaling_axes.experiments.tokenformer import table2_imagenet as table2
+
+    results = {"vit_b16": {"val_top1": 0.80}, "vit_tokenformer_b16_matched": {"val_top1": matched_top1}}
+    rows = {r.row: r for r in table2.claim_rows("small", results)}
+    assert rows["vit_tokenformer_b16_matched_vs_vit_b16"].status == status
+    assert rows["vit_tokenformer_b16_matched_vs_vit_b16"].ours == pytest.approx(100 * (matched_top1 - 0.80) + 0.5)
+    assert rows["vit_tokenformer_l16_matched_vs_vit_l16"].status == "insufficient"  # not run
+
+
+@pytest.mark.parametrize(
+    ("losses", "falls", "barely"),
+    [
+        ((4.0, 3.5, 3.45), "claim_holds", "claim_holds"),  # 0.5 gained up to D_k 32, then 0.05 < 0.25 x 0.5
+        ((4.0, 3.5, 3.2), "claim_holds", "claim_fails"),  # D_k 64 still gains 0.3
+        ((3.5, 3.6, 3.6), "claim_fails", "insufficient"),  # the residual did not help: no gain to compare with
+    ],
+)
+def test_rmt_fig6_loss_falls_to_a_threshold_and_barely_moves_above_it(losses, falls, barely):
+    from scaling_axes.experiments.rmt import fig6_residual_scaling as fig6
+
+    names = ("rmt_residual_dk6", "rmt_residual_dk32", "rmt_residual_dk64")
+    results = {name: {"val_loss": loss} for name, loss in zip(names, losses, strict=True)}
+    rows = {r.row: r.status for r in fig6.claim_rows("small", results)}
+    assert rows == {"rmt_residual_dk32_vs_rmt_residual_dk6": falls, "rmt_residual_dk64_vs_rmt_residual_dk32": barely}
+
+
+def test_rmt_table10_ordering_is_claimed_pair_by_pair_in_the_papers_order():
+    from scaling_axes.experiments.rmt import table10_variants as table10
+
+    train = {"rmt_134m": 3.3, "highway_transformer_191m": 3.5, "transformer_rmt_160m": 3.4,
+             "hierarchical_aggregation_165m": 3.6, "depthwise_lstm_233m": 3.7}  # fmt: skip
+    results = {name: {"train_loss_curve": [(i, loss) for i in range(1, 30)]} for name, loss in train.items()}
+    rows = {r.row: r.status for r in table10.claim_rows("small", results)}
+    assert rows == {  # the paper: RMT 3.38 < Highway 3.41 < Transformer 3.43 < hierarchical 3.47 < LSTM 3.54
+        "rmt_134m_vs_highway_transformer_191m": "claim_holds",
+        "highway_transformer_191m_vs_transformer_rmt_160m": "claim_fails",  # here the Transformer beat the Highway
+        "transformer_rmt_160m_vs_hierarchical_aggregation_165m": "claim_holds",
+        "hierarchical_aggregation_165m_vs_depthwise_lstm_233m": "claim_holds",
+    }
+
+
+def test_rmt_tables_3_4_claim_fewer_tokens_flops_and_parameters():
+    from scaling_axes.experiments.rmt import table3_4_resources as table34
+
+    transformer, rmt = table34.runs("small")
+    steps = rmt.budget.steps
+    results = {transformer.name: {"train_loss_curve": [(s, 5.0 - s / steps) for s in range(1, steps + 1)],
+                                  "params": 400},
+               rmt.name: {"train_loss_curve": [(s, 5.0 - 2 * s / steps) for s in range(1, steps + 1)],
+                          "params": 300}}  # fmt: skip
+    rows = {r.row.rsplit("_", 1)[-1]: r for r in table34.report("small", results) if r.metric == "claim"}
+    assert {k: r.status for k, r in rows.items()} == {"tokens": "claim_holds", "flops": "claim_holds",
+                                                       "params": "claim_holds"}  # fmt: skip
+    assert rows["tokens"].ours == pytest.approx(0.5, abs=0.02)  # reaches the loss in about half the steps
+    assert rows["params"].ours == pytest.approx(0.25)
+
+
+def test_cross_architecture_claims_and_ranking_use_each_best_learning_rate():
+    from scaling_axes.experiments.cross_architecture import setup, table
+
+    losses = {"transformer": 4.0, "tokenformer": 4.1, "rmt": 3.9, "mot": 3.7, "mot_backbone": 3.8}
+    results = {}
+    for arch, loss in losses.items():
+        for lr, worse in zip(setup.sweep("small", arch), (0.5, 0.0, 0.3), strict=True):
+            run = setup.make_run("small", arch, "125m", lr)
+            results[run.name] = {"val_loss": loss + worse, "val_loss_curve": [], "steps": run.budget.steps,
+                                 "params": 1, "tokens": run.budget.tokens}  # fmt: skip
+    rows = {r.row: r for r in table.report("small", results) if r.row.endswith(("125m", "_125m_lr0.001"))
+            or r.metric in ("claim", "val_loss_order")}  # fmt: skip
+    claims = {name.split("_lr")[0]: r.status for name, r in rows.items() if r.metric == "claim" and "125m" in name}
+    assert claims == {"rmt_125m": "claim_holds", "mot_125m": "claim_holds", "tokenformer_125m": "claim_fails"}
+    assert rows["ranking_125m"].note.startswith("mot 3.700 < mot_backbone 3.800 < rmt 3.900 < transformer 4.000")
