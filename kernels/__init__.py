@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 from typing import Literal
 
+import torch
 from torch import Tensor
 
 Kernel = Literal["auto", "triton", "torch"]
@@ -20,8 +21,26 @@ def check_kernel(kernel: str) -> None:
         raise ValueError(f"kernel={kernel!r}; allowed: {', '.join(KERNELS)}")
 
 
-def use_triton(kernel: str, x: Tensor) -> bool:
-    """`triton` always (on the CPU only under TRITON_INTERPRET=1), `torch` never, `auto` on CUDA with Triton."""
+# kernel="auto" runs a family's fused ops only on the GPUs where they were measured faster than eager PyTorch under
+# torch.compile (`python -m scaling_axes bench-kernels` -> results/bench_kernels.csv, and the README's table);
+# anywhere else eager, which torch.compile fuses. Names as torch.cuda.get_device_name gives them.
+MEASURED_FASTER: dict[str, frozenset[str]] = {
+    # the bf16 GEMMs + fused-pass kernel is not measured yet; the fp32 kernel it replaced ran 3-10x slower than eager
+    # on an H100 80GB (torch 2.11), and compiled eager beat eager by 1.4-1.6x
+    "pattention": frozenset(),
+    # a whole RMT-305M bf16 step on an H100 80GB (torch 2.11): 134 ms fused, 162 ms eager (compiled eager crashed)
+    "rmt": frozenset({"NVIDIA H100 80GB HBM3"}),
+}
+
+
+def use_triton(kernel: str, x: Tensor, family: str) -> bool:
+    """`triton` always (on the CPU only under TRITON_INTERPRET=1), `torch` never, `auto` on a CUDA GPU where
+    `family`'s fused ops were measured fastest (`MEASURED_FASTER`)."""
     if kernel == "auto":
-        return x.is_cuda and HAS_TRITON
+        return x.is_cuda and HAS_TRITON and _device_name(x.device.index) in MEASURED_FASTER[family]
     return kernel == "triton"
+
+
+@torch.compiler.assume_constant_result
+def _device_name(index: int | None) -> str:
+    return torch.cuda.get_device_name(index)

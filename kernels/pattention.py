@@ -1,19 +1,23 @@
 """Fused Pattention, ``GELU(sqrt(tau) * S / (||S||_row + eps)) V`` with ``S = X K^T`` (Tokenformer Eq. 3-4).
 
-The eager module runs matmul, norm, divide, GELU, matmul and keeps every n-wide intermediate for backward. Here:
+The three products of each direction are cuBLAS GEMMs in the input's dtype (bf16 and fp16 on tensor cores, fp32
+accumulation); what lies between them, the row norm, scaling and GELU, and their gradient, is one memory-bound
+Triton pass over input-dtype tiles, in fp32 registers:
 
-* forward: one GEMM for S (materialised once), then one Triton kernel per block of rows that reads its S rows
-  twice (row norm, then normalise + GELU + multiply by V) and writes the output and the row norm, nothing n-wide;
-* backward: saved are X, K, V and the row norms only. S is recomputed by a GEMM; a Triton kernel recomputes the
-  normalised and GELU scores, forms dG = dY V^T blockwise, reduces the row dot D = sum_j dA_j S_j (the only other
-  per-row state the normalisation's gradient needs) and writes dS and G; three GEMMs give dX, dK and dV:
-  dS = c/(r+eps) dA - c S D / (r (r+eps)^2), with A = c S / (r+eps) and dA = dG GELU'(A).
+* forward: S = X K^T; a kernel reads each block of rows of S twice (the norm, then the normalised GELU) and writes
+  G = GELU(A), A = c S / (||S|| + eps), and the fp32 row norms; Y = G V.
+* backward: dG = dY V^T; a kernel reads S and dG twice (the row dot D = sum_j dA_j S_j, then dS) and writes dS and
+  G, recomputed: dS = c/(r+eps) dA - c S D / (r (r+eps)^2), dA = dG GELU'(A); then dX = dS K, dK = dS^T X and
+  dV = G^T dY.
 
-`pattention(x, keys, values, tau_tokens, eps)` takes any leading shape and fp32 / bf16 / fp16 inputs (the kernel
-accumulates in fp32); sizes need not be multiples of the blocks. `grouped_pattention` runs G Pattentions of the same
-input and shape (a layer's Q, K and V) as one launch: one GEMM for all G score matrices, a third grid axis for the
-groups, the outputs written side by side (the concatenation the attention wants), and in backward one GEMM for dX
-that also sums the G contributions. Runs on CUDA, or anywhere under TRITON_INTERPRET=1.
+Saved for backward: X, K, V, S (a GEMM to recompute) and the fp32 row norms. Nothing of size [tokens, n] is ever
+fp32 in memory, and no product takes fp32 operands unless the inputs are fp32.
+
+`pattention(x, keys, values, tau_tokens, eps)` takes any leading shape and fp32 / bf16 / fp16 inputs; sizes need not
+be multiples of the blocks. `grouped_pattention` runs G Pattentions of one input and shape (a layer's Q, K and V)
+together: one GEMM for all G score matrices, a group axis in each Triton grid, one batched GEMM for the G outputs
+(written side by side, the concatenation the attention wants) and in backward one GEMM for dX that also sums the G
+contributions. Runs on CUDA, or anywhere under TRITON_INTERPRET=1.
 
 Forward and backward are `torch.library` custom ops (`scaling_axes::pattention`, `..._backward`) with fake
 implementations and an autograd formula, so `torch.compile` calls them inside its graphs instead of tracing a raw
@@ -31,9 +35,9 @@ import triton.language as tl
 from torch import Tensor
 
 from scaling_axes.kernels import common
-from scaling_axes.kernels.common import compute_dtype, dot, dot_dtype
+from scaling_axes.kernels.common import compute_dtype
 
-BLOCK_M, BLOCK_N, BLOCK_D = 32, 32, 32
+BLOCK_M, BLOCK_N = 16, 128  # rows per program; score columns per step of its two passes
 
 
 @triton.jit
@@ -47,161 +51,130 @@ def _gelu_grad(a):
 
 
 @triton.jit
-def _forward_kernel(S, V, Y, R, M, N, D_OUT, scale, eps, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                    BLOCK_D: tl.constexpr, DOT_DTYPE: tl.constexpr):  # fmt: skip
-    """Group g, rows [m0, m0 + BLOCK_M), output columns [d0, d0 + BLOCK_D): Y_g = GELU(scale S_g / (||S_g|| + eps)) V_g.
+def _factor(norm, scale, eps):
+    """c / (r + eps), with padding and all-zero rows (r + eps = 0) given 0 scores, not 0 / 0."""
+    return scale / tl.where(norm + eps > 0, norm + eps, 1.0)
 
-    S is [M, G N] and Y [M, G D_OUT] (group g in columns g N... and g D_OUT...), V is [G N, D_OUT], R is [G, M].
-    """
-    group, groups = tl.program_id(2), tl.num_programs(2)
-    S, V, Y, R = S + group * N, V + group * N * D_OUT, Y + group * D_OUT, R + group * M
-    stride_s, stride_y = groups * N, groups * D_OUT
+
+@triton.jit
+def _forward_kernel(S, G, R, M, N, s_row, s_group, g_row, g_group, scale, eps, BLOCK_M: tl.constexpr,
+                    BLOCK_N: tl.constexpr):  # fmt: skip
+    """Group g (program axis 1), rows [m0, m0 + BLOCK_M): the rows' norms into R [G, M], then
+    G = GELU(c S / (r + eps))."""
+    group = tl.program_id(1)
+    S, G, R = S + group * s_group, G + group * g_group, R + group * M
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-    cols = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
-    row_ok, col_ok = rows < M, cols < D_OUT
+    row_ok = rows < M
     sumsq = tl.zeros((BLOCK_M,), dtype=tl.float32)
     for n0 in range(0, N, BLOCK_N):
-        slots = n0 + tl.arange(0, BLOCK_N)
-        s = tl.load(
-            S + rows[:, None] * stride_s + slots[None, :], mask=row_ok[:, None] & (slots[None, :] < N), other=0.0
-        )
+        cols = n0 + tl.arange(0, BLOCK_N)
+        mask = row_ok[:, None] & (cols[None, :] < N)
+        s = tl.load(S + rows[:, None] * s_row + cols[None, :], mask=mask, other=0.0).to(tl.float32)
         sumsq += tl.sum(s * s, axis=1)
     norm = tl.sqrt(sumsq)
-    factor = scale / tl.where(row_ok & (norm + eps > 0), norm + eps, 1.0)  # padding and all-zero rows: no 0 / 0
-    acc = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
+    factor = _factor(norm, scale, eps)
     for n0 in range(0, N, BLOCK_N):
-        slots = n0 + tl.arange(0, BLOCK_N)
-        slot_ok = slots < N
-        s = tl.load(S + rows[:, None] * stride_s + slots[None, :], mask=row_ok[:, None] & slot_ok[None, :], other=0.0)
+        cols = n0 + tl.arange(0, BLOCK_N)
+        mask = row_ok[:, None] & (cols[None, :] < N)
+        s = tl.load(S + rows[:, None] * s_row + cols[None, :], mask=mask, other=0.0).to(tl.float32)
         g = _gelu(s * factor[:, None])
-        v = tl.load(V + slots[:, None] * D_OUT + cols[None, :], mask=slot_ok[:, None] & col_ok[None, :], other=0.0)
-        acc += dot(g, v, DOT_DTYPE)
-    tl.store(Y + rows[:, None] * stride_y + cols[None, :], acc, mask=row_ok[:, None] & col_ok[None, :])
-    tl.store(R + rows, norm, mask=row_ok & (tl.program_id(1) == 0))
+        tl.store(G + rows[:, None] * g_row + cols[None, :], g.to(G.dtype.element_ty), mask=mask)
+    tl.store(R + rows, norm, mask=row_ok)
 
 
 @triton.jit
-def _score_grad_block(
-    S,
-    V,
-    DY,
-    rows,
-    slots,
-    row_ok,
-    slot_ok,
-    factor,
-    stride_s,
-    stride_y,
-    D_OUT,
-    BLOCK_D: tl.constexpr,
-    DOT_DTYPE: tl.constexpr,
-):
-    """For one [rows, slots] block: S, A = factor S, G = GELU(A) and dA = (dY V^T) GELU'(A)."""
-    s = tl.load(S + rows[:, None] * stride_s + slots[None, :], mask=row_ok[:, None] & slot_ok[None, :], other=0.0)
-    a = s * factor[:, None]
-    d_g = tl.zeros(s.shape, dtype=tl.float32)
-    for d0 in range(0, D_OUT, BLOCK_D):
-        cols = d0 + tl.arange(0, BLOCK_D)
-        col_ok = cols < D_OUT
-        dy = tl.load(DY + rows[:, None] * stride_y + cols[None, :], mask=row_ok[:, None] & col_ok[None, :], other=0.0)
-        v = tl.load(V + slots[:, None] * D_OUT + cols[None, :], mask=slot_ok[:, None] & col_ok[None, :], other=0.0)
-        d_g += dot(dy, tl.trans(v), DOT_DTYPE)
-    return s, _gelu(a), d_g * _gelu_grad(a)
-
-
-@triton.jit
-def _backward_kernel(S, V, DY, R, DS, G, M, N, D_OUT, scale, eps, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                     BLOCK_D: tl.constexpr, DOT_DTYPE: tl.constexpr):  # fmt: skip
-    """Group g, rows [m0, m0 + BLOCK_M): the row dot D in a first pass over the slots, then dS and G in a second.
-
-    Layouts as in the forward; DS and G are [M, G N] like S, DY is [M, G D_OUT] like Y.
-    """
-    group, groups = tl.program_id(1), tl.num_programs(1)
-    S, DS, G, R = S + group * N, DS + group * N, G + group * N, R + group * M
-    V, DY = V + group * N * D_OUT, DY + group * D_OUT
-    stride_s, stride_y = groups * N, groups * D_OUT
+def _backward_kernel(S, DG, R, DS, G, M, N, s_row, s_group, dg_row, dg_group, g_row, g_group, scale, eps,
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):  # fmt: skip
+    """Group g, rows [m0, m0 + BLOCK_M): the row dot D over the scores in a first pass, then dS (S's layout) and G
+    (recomputed) in a second."""
+    group = tl.program_id(1)
+    S, DS, R = S + group * s_group, DS + group * s_group, R + group * M
+    DG, G = DG + group * dg_group, G + group * g_group
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < M
     norm = tl.load(R + rows, mask=row_ok, other=1.0)
-    factor = scale / tl.where(norm + eps > 0, norm + eps, 1.0)
+    factor = _factor(norm, scale, eps)
     row_dot = tl.zeros((BLOCK_M,), dtype=tl.float32)
     for n0 in range(0, N, BLOCK_N):
-        slots = n0 + tl.arange(0, BLOCK_N)
-        s, g, d_a = _score_grad_block(
-            S, V, DY, rows, slots, row_ok, slots < N, factor, stride_s, stride_y, D_OUT, BLOCK_D, DOT_DTYPE
-        )
-        row_dot += tl.sum(d_a * s, axis=1)
+        cols = n0 + tl.arange(0, BLOCK_N)
+        mask = row_ok[:, None] & (cols[None, :] < N)
+        s = tl.load(S + rows[:, None] * s_row + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        d_g = tl.load(DG + rows[:, None] * dg_row + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        row_dot += tl.sum(d_g * _gelu_grad(s * factor[:, None]) * s, axis=1)
     # the norm's share of the gradient; a zero row (norm 0) has none
     through_norm = tl.where(norm > 0, scale * row_dot / (tl.maximum(norm, 1e-30) * (norm + eps) * (norm + eps)), 0.0)
     for n0 in range(0, N, BLOCK_N):
-        slots = n0 + tl.arange(0, BLOCK_N)
-        slot_ok = slots < N
-        s, g, d_a = _score_grad_block(
-            S, V, DY, rows, slots, row_ok, slot_ok, factor, stride_s, stride_y, D_OUT, BLOCK_D, DOT_DTYPE
-        )
-        d_s = factor[:, None] * d_a - through_norm[:, None] * s
-        mask = row_ok[:, None] & slot_ok[None, :]
-        tl.store(DS + rows[:, None] * stride_s + slots[None, :], d_s, mask=mask)
-        tl.store(G + rows[:, None] * stride_s + slots[None, :], g, mask=mask)
+        cols = n0 + tl.arange(0, BLOCK_N)
+        mask = row_ok[:, None] & (cols[None, :] < N)
+        s = tl.load(S + rows[:, None] * s_row + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        d_g = tl.load(DG + rows[:, None] * dg_row + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        a = s * factor[:, None]
+        d_s = factor[:, None] * d_g * _gelu_grad(a) - through_norm[:, None] * s
+        tl.store(DS + rows[:, None] * s_row + cols[None, :], d_s.to(DS.dtype.element_ty), mask=mask)
+        tl.store(G + rows[:, None] * g_row + cols[None, :], _gelu(a).to(G.dtype.element_ty), mask=mask)
+
+
+def _per_group(t: Tensor, groups: int) -> Tensor:
+    """[M, G k] (the groups side by side) -> [G, M, k], a view."""
+    return t.view(t.shape[0], groups, -1).transpose(0, 1)
 
 
 @torch.library.custom_op("scaling_axes::pattention", mutates_args=())
 def pattention_op(
     x: Tensor, keys: Tensor, values: Tensor, groups: int, scale: float, eps: float
-) -> tuple[Tensor, Tensor]:
-    """x [M, d_in]; keys [G n, d_in] and values [G n, d_out], the G groups stacked -> (out [M, G d_out] in x's dtype,
-    fp32 row norms [G, M]). An op that `torch.compile` calls as it is (a raw Triton launch cannot be traced)."""
-    scores = (x @ keys.T).float().contiguous()
-    rows, slots, d_out = scores.shape[0], keys.shape[0] // groups, values.shape[1]
-    out = common.alloc(rows, groups * d_out, device=x.device)
+) -> tuple[Tensor, Tensor, Tensor]:
+    """x [M, d_in]; keys [G n, d_in] and values [G n, d_out], the G groups stacked, all of one dtype -> (out
+    [M, G d_out], the scores S [M, G n] kept for backward, fp32 row norms [G, M])."""
+    scores = x @ keys.T
+    rows, slots, d_out = x.shape[0], keys.shape[0] // groups, values.shape[1]
+    gelu_scores = common.alloc(groups, rows, slots, device=x.device, dtype=x.dtype)
     norms = common.alloc(groups, rows, device=x.device)
-    grid = (triton.cdiv(rows, BLOCK_M), triton.cdiv(d_out, BLOCK_D), groups)
-    _forward_kernel[grid](scores, values.contiguous(), out, norms, rows, slots, d_out, scale, eps, BLOCK_M=BLOCK_M,
-                          BLOCK_N=BLOCK_N, BLOCK_D=BLOCK_D, DOT_DTYPE=dot_dtype(x.dtype))  # fmt: skip
-    return out.to(x.dtype), norms
+    _forward_kernel[(triton.cdiv(rows, BLOCK_M), groups)](
+        scores, gelu_scores, norms, rows, slots, scores.stride(0), slots, slots, rows * slots, scale, eps,
+        BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
+    )  # fmt: skip
+    out = torch.bmm(gelu_scores, values.view(groups, slots, d_out))
+    return out.transpose(0, 1).reshape(rows, groups * d_out), scores, norms
 
 
 @pattention_op.register_fake
-def _(x: Tensor, keys: Tensor, values: Tensor, groups: int, scale: float, eps: float) -> tuple[Tensor, Tensor]:
+def _(x: Tensor, keys: Tensor, values: Tensor, groups: int, scale: float, eps: float) -> tuple[Tensor, Tensor, Tensor]:
     rows = x.shape[0]
-    return x.new_empty(rows, groups * values.shape[1]), x.new_empty(groups, rows, dtype=torch.float32)
+    return (x.new_empty(rows, groups * values.shape[1]), x.new_empty(rows, keys.shape[0]),
+            x.new_empty(groups, rows, dtype=torch.float32))  # fmt: skip
 
 
 @torch.library.custom_op("scaling_axes::pattention_backward", mutates_args=())
-def pattention_backward_op(x: Tensor, keys: Tensor, values: Tensor, norms: Tensor, d_out: Tensor, groups: int,
-                           scale: float, eps: float) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
-    """(dx, d_keys, d_values) of `pattention_op` from the saved x, keys, values and row norms."""
-    slots, d_value = keys.shape[0] // groups, values.shape[1]
-    scores = (x @ keys.T).float().contiguous()
-    rows = scores.shape[0]
-    d_scores = common.alloc(*scores.shape, device=x.device)
-    gelu_scores = common.alloc(*scores.shape, device=x.device)
+def pattention_backward_op(x: Tensor, keys: Tensor, values: Tensor, scores: Tensor, norms: Tensor, d_out: Tensor,
+                           groups: int, scale: float, eps: float) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
+    """(dx, d_keys, d_values) of `pattention_op` from the saved x, keys, values, scores and row norms."""
+    rows, slots, d_value = x.shape[0], keys.shape[0] // groups, values.shape[1]
+    d_out = _per_group(d_out.to(x.dtype), groups)  # [G, M, d_out]
+    d_gelu = torch.bmm(d_out, values.view(groups, slots, d_value).transpose(1, 2))  # [G, M, n]
+    d_scores = common.alloc(rows, groups * slots, device=x.device, dtype=x.dtype)
+    gelu_scores = common.alloc(groups, rows, slots, device=x.device, dtype=x.dtype)
     _backward_kernel[(triton.cdiv(rows, BLOCK_M), groups)](
-        scores, values.contiguous(), d_out.contiguous(), norms, d_scores, gelu_scores, rows, slots, d_value, scale,
-        eps, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_D=BLOCK_D, DOT_DTYPE=dot_dtype(x.dtype),
+        scores, d_gelu, norms, d_scores, gelu_scores, rows, slots, scores.stride(0), slots, slots, rows * slots,
+        slots, rows * slots, scale, eps, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
     )  # fmt: skip
-    d_x = (d_scores @ keys.float()).to(x.dtype)  # sums the G groups' contributions
-    d_keys = (d_scores.T @ x.float()).to(keys.dtype)
-    per_group = gelu_scores.view(rows, groups, slots).permute(1, 2, 0)
-    d_values = per_group @ d_out.float().view(rows, groups, d_value).transpose(0, 1)
-    return d_x, d_keys, d_values.reshape(values.shape).to(values.dtype)
+    d_values = torch.bmm(gelu_scores.transpose(1, 2), d_out)  # [G, n, d_out]
+    return d_scores @ keys, d_scores.T @ x, d_values.reshape(values.shape)  # dX sums the G groups' contributions
 
 
 @pattention_backward_op.register_fake
-def _(x: Tensor, keys: Tensor, values: Tensor, norms: Tensor, d_out: Tensor, groups: int, scale: float,
-      eps: float) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
+def _(x: Tensor, keys: Tensor, values: Tensor, scores: Tensor, norms: Tensor, d_out: Tensor, groups: int,
+      scale: float, eps: float) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
     return torch.empty_like(x), torch.empty_like(keys), torch.empty_like(values)
 
 
-def _save_for_backward(ctx, inputs: tuple, output: tuple[Tensor, Tensor]) -> None:
+def _save_for_backward(ctx, inputs: tuple, output: tuple[Tensor, Tensor, Tensor]) -> None:
     x, keys, values, ctx.groups, ctx.scale, ctx.eps = inputs
-    ctx.save_for_backward(x, keys, values, output[1])
-    ctx.mark_non_differentiable(output[1])
+    ctx.save_for_backward(x, keys, values, output[1], output[2])
+    ctx.mark_non_differentiable(output[1], output[2])
 
 
-def _backward(ctx, d_out: Tensor, _d_norms: Tensor) -> tuple:
-    x, keys, values, norms = ctx.saved_tensors
-    grads = pattention_backward_op(x, keys, values, norms, d_out, ctx.groups, ctx.scale, ctx.eps)
+def _backward(ctx, d_out: Tensor, _d_scores: Tensor, _d_norms: Tensor) -> tuple:
+    grads = pattention_backward_op(*ctx.saved_tensors, d_out, ctx.groups, ctx.scale, ctx.eps)
     return *grads, None, None, None
 
 
@@ -229,7 +202,7 @@ def grouped_pattention(
     dtype = compute_dtype(x)
     stacked_keys, stacked_values = (keys[0], values[0]) if len(keys) == 1 else (torch.cat(keys), torch.cat(values))
     flat = x.reshape(-1, x.shape[-1]).to(dtype)
-    out, _ = pattention_op(flat, stacked_keys.to(dtype), stacked_values.to(dtype), len(keys), scale, eps)
+    out, _, _ = pattention_op(flat, stacked_keys.to(dtype), stacked_values.to(dtype), len(keys), scale, eps)
     return out.reshape(*x.shape[:-1], len(keys) * value_shape[1])
 
 

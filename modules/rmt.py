@@ -7,13 +7,14 @@ one product fused with the residual add (`torch.addmm` / `torch.baddbmm`); there
 
 * Embedding (Eq. 18-19): X0 = sum_h w_E^(h) (x) W_E^(h)[token] + sum_h w_P^(h) (x) W_P^(h)[position].
 * Attention (Eq. 20-22): R heads of size D_v; q, k, v of head h read with r_Q^(h), r_K^(h), r_V^(h); the head
-  outputs are stored with w_O^(h). Attention in fp32 with logits scaled by 1/sqrt(D_v) and by 1/(layer + 1).
+  outputs are stored with w_O^(h). Logits scaled by 1/sqrt(D_v) and by 1/(layer + 1); the paper's fp32 attention is
+  `attention_fp32=True` (off by default, as for the Transformer: see TransformerConfig).
 * Feed-forward (Eq. 23-25): R retrievals concatenated (D_v * R), W1, GELU, W2, split into R data vectors, stored.
 * Unembedding (Eq. 26-27): R retrievals concatenated, one (D_v * R) x V matrix (the R matrices W_U^(h) side by
   side). No biases, no weight tying.
 
 `kernel` (as Tokenformer's): `triton` runs each sublayer's norm + retrieval as one fused kernel and its storage +
-residual add as another (`kernels/rmt.py`); `auto` picks it on CUDA.
+residual add as another (`kernels/rmt.py`); `auto` picks it where it was measured faster (`kernels.MEASURED_FASTER`).
 
 Defaults follow the paper: pre-LayerNorm over the whole D_k * D_v matrix (eps 1e-6, an elementwise weight and, as
 App. C.1 says "we do not use any bias terms", no bias unless `norm_bias`),
@@ -62,6 +63,7 @@ class RMTConfig:
     attention_alpha: float = 1.0
     output_alpha: float = 1.0
     inverse_layer_scaling: bool = True
+    attention_fp32: bool = False
     kernel: Kernel = "auto"
 
     def __post_init__(self) -> None:
@@ -102,7 +104,7 @@ def store(x: Tensor, data: Tensor, keys: Tensor) -> Tensor:
 def normed_retrieval(x: Tensor, norm: MatrixNorm, keys: Tensor, kernel: str, heads_first: bool) -> Tensor:
     """retrieve(norm(x), keys) -> [B, T, D_v, n]; `heads_first`: stored n-major, so that q, k, v are [B, R, T, D_v]
     views with unit last stride. With the fused kernel the normalised matrix is never written to memory."""
-    if use_triton(kernel, x):
+    if use_triton(kernel, x, "rmt"):
         from scaling_axes.kernels.rmt import norm_retrieve
 
         return norm_retrieve(x, keys, norm.weight, norm.bias, norm.eps, norm.layernorm, heads_first)
@@ -134,7 +136,7 @@ class Storage(nn.Module):
         self.kernel = kernel
 
     def forward(self, x: Tensor, data: Tensor) -> Tensor:
-        if use_triton(self.kernel, x):
+        if use_triton(self.kernel, x, "rmt"):
             from scaling_axes.kernels.rmt import store as fused_store
 
             return fused_store(x, data, self.keys)
@@ -195,7 +197,7 @@ class HeadStorage(Storage):
     """Stores the R head outputs [B, R, T, D_v] into x with one batched product (fused with the add)."""
 
     def forward(self, x: Tensor, heads: Tensor) -> Tensor:
-        if use_triton(self.kernel, x):
+        if use_triton(self.kernel, x, "rmt"):
             return super().forward(x, heads.permute(0, 2, 3, 1))  # the kernel reads any strides
         batch, rank, seq, d_value = heads.shape
         data = heads.reshape(batch, rank, seq * d_value).transpose(1, 2)
@@ -212,10 +214,11 @@ class RMTAttention(nn.Module):
         self.out = HeadStorage(config.rank, config.d_key, config.kernel)
         layer_scale = 1 / (layer + 1) if config.inverse_layer_scaling else 1.0
         self.scale = config.attention_alpha / math.sqrt(config.d_value) * layer_scale
+        self.upcast = config.attention_fp32
 
     def forward(self, x: Tensor, norm: MatrixNorm, bias: Tensor | None) -> Tensor:
         q, k, v = self.qkv(x, norm)
-        return self.out(x, causal_attention(q, k, v, scale=self.scale, upcast=True, bias=bias).to(x.dtype))
+        return self.out(x, causal_attention(q, k, v, scale=self.scale, upcast=self.upcast, bias=bias).to(x.dtype))
 
 
 class RMTFeedForward(nn.Module):

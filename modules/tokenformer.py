@@ -109,7 +109,7 @@ class Pattention(nn.Module):
 
     def fused(self, x: Tensor) -> bool:
         """Whether forward(x) runs the Triton kernel (only `l2_norm_gelu` with the exact GELU has one)."""
-        return self.normalization == "l2_norm_gelu" and self.gelu == "none" and use_triton(self.kernel, x)
+        return self.normalization == "l2_norm_gelu" and self.gelu == "none" and use_triton(self.kernel, x, "pattention")
 
     def forward(self, x: Tensor) -> Tensor:
         if self.fused(x):

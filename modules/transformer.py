@@ -47,8 +47,10 @@ class TransformerConfig(DecoderConfig):
     d_model / n_head, and otherwise fixes the attention width n_head * head_dim whatever d_model (RMT Fig. 1 varies
     the residual size D alone).
 
-    The RMT paper's stability tweaks (from Mistral's GPT-2 runs): `attention_fp32` computes attention in fp32 and
-    `inverse_layer_scaling` divides the logits of layer i (0-based) by i + 1.
+    The RMT paper's stability tweaks (from Mistral's GPT-2 runs): `attention_fp32` computes attention in fp32 (the
+    paper's "attention upcasting"; off in every preset: SDPA's flash/cuDNN kernels in bf16 already accumulate QK^T
+    and keep the softmax statistics in fp32, and the fp32 path held the RMT-paper Transformer at 10-11% MFU at
+    8 x 2048 tokens on an H100) and `inverse_layer_scaling` divides the logits of layer i (0-based) by i + 1.
 
     `mup`: the maximal-update parametrisation as the RMT code implements it (reference rmt.md section 2, "Table 8 of
     the muP paper"), relative to a proxy of width `mup_base_width`, head size `mup_base_head_dim` and FFN
@@ -162,12 +164,12 @@ class Transformer(DecoderLM):
 
 _TOKENFORMER_PAPER_TRANSFORMER = TransformerConfig(position="none", max_seq_len=1024)
 # RMT paper, Table 8 and App. C.1: GPT-2 tokenizer, learned positions over 512 tokens, untied, no biases (the
-# LayerNorms' included, as the RMT's), pre-LN with eps 1e-6, attention upcasting and inverse layer scaling (z-loss
-# 1e-4 is the LanguageModel's).
+# LayerNorms' included, as the RMT's), pre-LN with eps 1e-6 and inverse layer scaling (z-loss 1e-4 is the
+# LanguageModel's); its attention upcasting is `attention_fp32=True` (see TransformerConfig).
 # muP with the values tuned for it (App. C.2.1): init std 0.15, alpha_in 9.76, alpha_attn 0.25, alpha_out 5.52.
 _RMT_PAPER_TRANSFORMER = TransformerConfig(
     vocab_size=50257, max_seq_len=512, position="learned", tie_embeddings=False, bias=False, norm_bias=False,
-    norm_eps=1e-6, attention_fp32=True, inverse_layer_scaling=True, mup=True, init_std=0.15, input_multiplier=9.76,
+    norm_eps=1e-6, inverse_layer_scaling=True, mup=True, init_std=0.15, input_multiplier=9.76,
     attention_multiplier=0.25, output_multiplier=5.52,
 )  # fmt: skip
 

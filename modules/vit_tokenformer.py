@@ -49,9 +49,7 @@ class ViTConfig:
     proj_tokens: int = 768
     ffn_tokens: int = 3072
     normalization: Normalization = "l2_norm_gelu"
-    kernel: Kernel = (
-        "auto"  # Pattention: fused Triton on CUDA, eager PyTorch elsewhere (scaling_axes.modules.tokenformer)
-    )
+    kernel: Kernel = "auto"  # Pattention: fused Triton where measured faster, else eager PyTorch (scaling_axes.kernels)
     block_norm_parametric: bool = False
     final_norm_parametric: bool = True
     init_std: float = 0.02

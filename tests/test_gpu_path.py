@@ -159,8 +159,8 @@ def test_the_kernel_ops_pass_torch_library_opcheck() -> None:
 
     x, keys, values = torch.randn(7, 8), torch.randn(2 * 5, 8), torch.randn(2 * 5, 3)
     torch.library.opcheck(pattention.pattention_op, (x, keys, values, 2, math.sqrt(5), 1e-6))
-    norms = pattention.pattention_op(x, keys, values, 2, math.sqrt(5), 1e-6)[1]
-    args = (x, keys, values, norms, torch.randn(7, 6), 2, math.sqrt(5), 1e-6)
+    _, scores, norms = pattention.pattention_op(x, keys, values, 2, math.sqrt(5), 1e-6)
+    args = (x, keys, values, scores, norms, torch.randn(7, 6), 2, math.sqrt(5), 1e-6)
     torch.library.opcheck(pattention.pattention_backward_op, args)
     matrix = torch.randn(2, 3, 5, 6, requires_grad=True)
     weight, bias, retrieval = torch.randn(5, 6), torch.randn(5, 6), torch.randn(6, 4)
@@ -247,3 +247,16 @@ def test_the_lightning_cli_and_the_image_classifier_train_under_bf16_mixed_with_
     train_run(run, tmp_path / "vit", extra_callbacks=[norms], accelerator="cpu", precision="bf16-mixed")
     assert all(o.defaults["fused"] for o in norms.optimizers) and min(norms.raw) > 0.01
     assert all(0.01 * 0.999 <= n <= 0.01 * 1.001 for n in norms.clipped)
+
+
+def test_auto_runs_a_kernel_family_only_on_a_gpu_where_it_was_measured_faster(monkeypatch) -> None:
+    from types import SimpleNamespace
+
+    import scaling_axes.kernels as kernels
+
+    monkeypatch.setattr(kernels, "_device_name", lambda index: "NVIDIA H100 80GB HBM3")
+    h100 = SimpleNamespace(is_cuda=True, device=SimpleNamespace(index=0))
+    assert kernels.use_triton("auto", h100, "rmt") and not kernels.use_triton("auto", h100, "pattention")
+    monkeypatch.setattr(kernels, "_device_name", lambda index: "NVIDIA A100-SXM4-80GB")  # measured nowhere: eager
+    assert not kernels.use_triton("auto", h100, "rmt")
+    assert not kernels.use_triton("auto", torch.zeros(1), "rmt") and kernels.use_triton("triton", torch.zeros(1), "rmt")

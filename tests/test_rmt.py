@@ -140,11 +140,13 @@ def test_bad_rmt_config_is_named():
         build_model("rmt_46m", **TINY, document_mask=True)(torch.zeros(1, 3, dtype=torch.long))
 
 
-def test_rmt_paper_transformer_uses_inverse_layer_scaling_in_fp32():
+def test_rmt_paper_transformer_uses_inverse_layer_scaling_and_fp32_attention_on_request():
     model = build_model("transformer_rmt_49m", n_layer=3, vocab_size=50, d_model=16, n_head=2).double()
     attn = model.blocks[2].attn
     scale = 0.25 * math.sqrt(32) / 8 / 3  # muP's alpha_attn sqrt(base head) / d_head, then layer 2's 1 / 3
-    assert attn.upcast and attn.scale == pytest.approx(scale)
+    assert not attn.upcast and attn.scale == pytest.approx(scale)  # bf16 SDPA by default (flash keeps fp32 stats)
+    assert build_model("transformer_rmt_49m", n_layer=1, attention_fp32=True).blocks[0].attn.upcast
+    assert build_model("rmt_46m", n_layer=1, attention_fp32=True).blocks[0].attn.upcast
     x = torch.randn(1, 5, 16, dtype=torch.float64)
     q, k, v = (t.view(1, 5, 2, 8).transpose(1, 2) for t in attn.qkv(x).split(16, -1))
     logits = (q @ k.transpose(-1, -2) * scale).masked_fill(torch.ones(5, 5).triu(1).bool(), -math.inf)
