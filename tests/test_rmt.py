@@ -140,13 +140,25 @@ def test_bad_rmt_config_is_named():
         build_model("rmt_46m", **TINY, document_mask=True)(torch.zeros(1, 3, dtype=torch.long))
 
 
-def test_rmt_paper_transformer_uses_inverse_layer_scaling_and_fp32_attention_on_request():
+def test_rmt_paper_transformer_uses_inverse_layer_scaling_and_fp32_attention_on_request(monkeypatch):
     model = build_model("transformer_rmt_49m", n_layer=3, vocab_size=50, d_model=16, n_head=2).double()
     attn = model.blocks[2].attn
     scale = 0.25 * math.sqrt(32) / 8 / 3  # muP's alpha_attn sqrt(base head) / d_head, then layer 2's 1 / 3
     assert not attn.upcast and attn.scale == pytest.approx(scale)  # bf16 SDPA by default (flash keeps fp32 stats)
     assert build_model("transformer_rmt_49m", n_layer=1, attention_fp32=True).blocks[0].attn.upcast
-    assert build_model("rmt_46m", n_layer=1, attention_fp32=True).blocks[0].attn.upcast
+
+    import scaling_axes.modules.rmt as rmt_module
+
+    asked, attention = [], rmt_module.causal_attention
+
+    def recorded(*args, upcast: bool, **kwargs):
+        asked.append(upcast)
+        return attention(*args, upcast=upcast, **kwargs)
+
+    monkeypatch.setattr(rmt_module, "causal_attention", recorded)
+    for fp32 in (False, True):
+        build_model("rmt_46m", **TINY, attention_fp32=fp32)(torch.zeros(1, 4, dtype=torch.long))
+    assert asked == [False, False, True, True]  # each of the two layers, as configured
     x = torch.randn(1, 5, 16, dtype=torch.float64)
     q, k, v = (t.view(1, 5, 2, 8).transpose(1, 2) for t in attn.qkv(x).split(16, -1))
     logits = (q @ k.transpose(-1, -2) * scale).masked_fill(torch.ones(5, 5).triu(1).bool(), -math.inf)
