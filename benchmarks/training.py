@@ -17,25 +17,30 @@ Families (`--family`):
 * `tokenformer_150m`: Tokenformer-150M (12 x 768, 8 x 2048 tokens) and the Transformer, RMT and MoT at its depth
   and width (shapes as in `scaling_axes.experiments.cross_architecture.table`).
 * `cross_arch_125m`, `cross_arch_350m`: the cross-architecture experiment's paper shapes, 8 x 1024 tokens.
+* `gpt2_124m`: `transformer_124m` and a plain nanoGPT-style GPT-2 (`benchmarks/nanogpt_reference.py`), 16 x 1024.
 
 Targets: an RMT step at most 1.15x the Transformer's in `rmt_paper` (the paper measured 7.17 s against
 4.06 s per step, 1.77x; RMT reference section 4) and MFU of at least 45% for the Tokenformer-150M and Transformer
-steps of `tokenformer_150m`.
+steps of `tokenformer_150m`; the compiled `transformer_124m` step within 5% of the compiled nanoGPT-style one.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 from lightning.fabric.utilities.throughput import get_available_flops
+from torch import Tensor, nn
 
+from scaling_axes.benchmarks import nanogpt_reference
 from scaling_axes.benchmarks.common import failure, time_ms
 from scaling_axes.experiments.cross_architecture import setup as cross
 from scaling_axes.io import write_csv
+from scaling_axes.modules import get_config
 from scaling_axes.modules.acceleration import compile_model
 from scaling_axes.modules.flops import train_flops_per_token
 from scaling_axes.modules.lm import LanguageModel
@@ -45,7 +50,7 @@ DEVICE, DTYPE = "cuda", torch.bfloat16  # (the test runs it tiny on the CPU to s
 COLUMNS = ("gpu", "torch", "precision", "family", "architecture", "model", "params", "tokens_per_step", "variant",
            "step_ms", "tokens_per_s", "tflops", "mfu", "mfu_peak_tflops", "peak_memory_gib", "vs_transformer_best",
            "note", "error")  # fmt: skip
-RMT_TARGET, MFU_TARGET = 1.15, 0.45
+RMT_TARGET, MFU_TARGET, NANOGPT_TARGET = 1.15, 0.45, 1.05
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,12 +78,23 @@ def cases() -> list[Case]:
     found += [Case(f"cross_arch_{size}", arch, cross.FAMILIES[arch],
                    cross.overrides(arch, cross.SHAPES["paper"][size], 1024), 8, 1024)
               for size in cross.SIZES for arch in cross.ARCHITECTURES]  # fmt: skip
+    found += [Case("gpt2_124m", "transformer", "transformer_124m", {}, 16, 1024),
+              Case("gpt2_124m", "nanogpt", "nanogpt_reference", {}, 16, 1024)]  # fmt: skip
     return found
 
 
-def build(case: Case, variant: str) -> tuple[LanguageModel, torch.optim.Optimizer]:
+Step = tuple[Callable[[Tensor, Tensor], Tensor], nn.Module, torch.optim.Optimizer, Any]  # loss, model, optimizer,
+# the config whose FLOPs it runs
+
+
+def build(case: Case, variant: str) -> Step:
     """The LightningModule as training builds it (its fused AdamW and parameter groups, compiled in place as
-    `compile=True` does), on the device."""
+    `compile=True` does), on the device; or the nanoGPT-style reference."""
+    if case.architecture == "nanogpt":
+        model = nanogpt_reference.GPT(seq=case.seq_len).to(DEVICE)
+        if variant == "compiled":
+            compile_model(model)
+        return model, model, nanogpt_reference.optimizer(model), get_config("transformer_124m")  # its matmuls
     overrides = dict(case.overrides)
     if case.architecture in ("tokenformer", "rmt"):
         overrides["kernel"] = "triton" if variant.endswith("fused") else "torch"
@@ -89,7 +105,12 @@ def build(case: Case, variant: str) -> tuple[LanguageModel, torch.optim.Optimize
     optimizer = module.configure_optimizers()["optimizer"]
     if variant.startswith("compiled"):
         compile_model(module.model)
-    return module, optimizer
+
+    def loss(inputs: Tensor, targets: Tensor) -> Tensor:
+        ce, z = module.loss(inputs, targets)
+        return ce + module.hparams.z_loss * z
+
+    return loss, module, optimizer, module.model.config
 
 
 def gpt2_tokenizer_present() -> bool:
@@ -101,15 +122,13 @@ def gpt2_tokenizer_present() -> bool:
 
 
 def measure(case: Case, variant: str, repeats: int) -> dict[str, Any]:
-    module, optimizer = build(case, variant)
-    vocab = module.model.config.vocab_size
-    tokens = torch.randint(0, min(vocab, 50257), (case.batch, case.seq_len + 1), device=DEVICE)
+    loss_of, module, optimizer, config = build(case, variant)
+    tokens = torch.randint(0, min(config.vocab_size, 50257), (case.batch, case.seq_len + 1), device=DEVICE)
     inputs, targets = tokens[:, :-1], tokens[:, 1:]
 
     def step() -> None:
         with torch.autocast(torch.device(DEVICE).type, dtype=DTYPE, enabled=DTYPE != torch.float32):
-            ce, z = module.loss(inputs, targets)
-            loss = ce + module.hparams.z_loss * z
+            loss = loss_of(inputs, targets)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(module.parameters(), 1.0)
         optimizer.step()
@@ -119,10 +138,10 @@ def measure(case: Case, variant: str, repeats: int) -> dict[str, Any]:
         torch.cuda.reset_peak_memory_stats()
     ms = time_ms(step, repeats)
     per_step = case.batch * case.seq_len
-    flops = train_flops_per_token(module.model.config, case.seq_len) * per_step
+    flops = train_flops_per_token(config, case.seq_len) * per_step
     peak = get_available_flops(torch.device(DEVICE), DTYPE)
     memory = torch.cuda.max_memory_allocated() / 2**30 if DEVICE == "cuda" else None
-    synthetic = getattr(module.model.config, "byte_table", "") == "synthetic"
+    synthetic = getattr(config, "byte_table", "") == "synthetic"
     return {"params": sum(p.numel() for p in module.parameters()), "tokens_per_step": per_step,
             "step_ms": round(ms, 3), "tokens_per_s": round(per_step / ms * 1000), "tflops": round(flops / ms / 1e9, 1),
             "mfu": round(flops / ms * 1000 / peak, 4) if peak else None,
@@ -143,7 +162,7 @@ def against_transformer(rows: list[dict]) -> None:
 
 
 def targets(rows: list[dict]) -> list[str]:
-    """One line per issue-10 target: the value measured, the target, met or not."""
+    """One line per target: the value measured, the target, met or not."""
     lines = []
     rmt = [r.get("vs_transformer_best") for r in rows if r["family"] == "rmt_paper" and r["architecture"] == "rmt"]
     rmt = [ratio for ratio in rmt if ratio is not None]
@@ -158,6 +177,13 @@ def targets(rows: list[dict]) -> list[str]:
         if mfus:
             verdict = "met" if max(mfus) >= MFU_TARGET else "NOT met"
             lines.append(f"{arch} at Tokenformer-150M shapes, best MFU {max(mfus):.1%} (target >= 45%): {verdict}")
+    compiled = {r["architecture"]: r["step_ms"] for r in rows
+                if r["family"] == "gpt2_124m" and r["variant"] == "compiled" and r.get("step_ms")}  # fmt: skip
+    if {"transformer", "nanogpt"} <= set(compiled):
+        ratio = compiled["transformer"] / compiled["nanogpt"]
+        verdict = "met" if ratio <= NANOGPT_TARGET else "NOT met"
+        lines.append(f"transformer_124m step / nanoGPT-style GPT-2 step, compiled, {ratio:.3f} (target <= "
+                     f"{NANOGPT_TARGET}): {verdict}")  # fmt: skip
     return lines
 
 

@@ -183,7 +183,8 @@ def test_training_benchmark_runs_every_variant_end_to_end_at_toy_sizes(monkeypat
            for family, archs in (("rmt_paper", ("transformer", "rmt")),
                                  ("tokenformer_150m", ("tokenformer", "transformer", "mot")))
            for arch in archs]  # fmt: skip
-    timings = iter([4.0, 3.0, 6.0, 5.0, 4.0, 8.0, 7.0, 6.0, 5.5, 2.0, 1.5, 9.0, 9.0])
+    toy.append(bench_training.Case("gpt2_124m", "nanogpt", "nanogpt_reference", {}, 2, 8))
+    timings = iter([4.0, 3.0, 6.0, 5.0, 4.0, 8.0, 7.0, 6.0, 5.5, 2.0, 1.5, 9.0, 9.0, 3.0, 2.5])
 
     def compile_or_fail(model):
         if isinstance(model, RMT) and model.config.kernel == "torch":
@@ -214,7 +215,8 @@ def test_training_benchmark_runs_every_variant_end_to_end_at_toy_sizes(monkeypat
             continue
         ms, tokens = float(r["step_ms"]), int(r["tokens_per_step"])
         assert int(r["tokens_per_s"]) == round(tokens / ms * 1000)
-        config = get_config(r["model"], **next(c.overrides for c in toy if c.architecture == r["architecture"]))
+        overrides = next(c.overrides for c in toy if c.architecture == r["architecture"])
+        config = get_config("transformer_124m" if r["architecture"] == "nanogpt" else r["model"], **overrides)
         assert float(r["mfu"]) == pytest.approx(train_flops_per_token(config, 8) * tokens / ms * 1000 / 1e9, rel=1e-3)
         assert r["precision"] == "bf16-mixed" and r["torch"] == torch.__version__
     synthetic = {r["note"] for r in rows if r["architecture"] == "mot"}
@@ -247,3 +249,17 @@ def test_benchmark_targets_say_met_or_not():
     assert "1.770" in lines[0] and lines[0].endswith("NOT met")
     assert lines[1].startswith("tokenformer") and lines[1].endswith(": met")
     assert lines[2].startswith("transformer") and lines[2].endswith("NOT met")
+
+
+def test_the_nanogpt_yardstick_has_transformer_124m_shape_and_judges_its_target():
+    """Same matrices as `transformer_124m` (which has no position table): its count plus the 1024 x 768 learned
+    positions; and the compiled-step ratio against it is judged at 5%."""
+    from scaling_axes.benchmarks import nanogpt_reference
+    from scaling_axes.modules import build_model
+
+    reference = sum(p.numel() for p in nanogpt_reference.GPT().parameters())
+    assert reference == sum(p.numel() for p in build_model("transformer_124m").parameters()) + 1024 * 768
+    rows = [{"family": "gpt2_124m", "architecture": arch, "variant": "compiled", "step_ms": ms}
+            for arch, ms in (("transformer", 37.5), ("nanogpt", 36.1))]  # fmt: skip
+    assert bench_training.targets(rows) == ["transformer_124m step / nanoGPT-style GPT-2 step, compiled, 1.039 "
+                                            "(target <= 1.05): met"]  # fmt: skip
