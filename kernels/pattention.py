@@ -27,6 +27,7 @@ Triton launch.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 
 import torch
@@ -37,7 +38,14 @@ from torch import Tensor
 from scaling_axes.kernels import common
 from scaling_axes.kernels.common import compute_dtype
 
-BLOCK_M, BLOCK_N = 16, 128  # rows per program; score columns per step of its two passes
+
+def _blocks() -> list[triton.Config]:
+    """Rows per program (BLOCK_M) and score columns per step of its two passes (BLOCK_N): chosen per n by timing
+    them on the GPU (Triton's autotuner, once per n); one under the interpreter, which cannot time."""
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        return [triton.Config({"BLOCK_M": 16, "BLOCK_N": 128})]
+    return [triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w) for m in (4, 8, 16) for n in (128, 256)
+            for w in (4, 8)]  # fmt: skip
 
 
 @triton.jit
@@ -56,6 +64,7 @@ def _factor(norm, scale, eps):
     return scale / tl.where(norm + eps > 0, norm + eps, 1.0)
 
 
+@triton.autotune(_blocks(), key=["N"])
 @triton.jit
 def _forward_kernel(S, G, R, M, N, s_row, s_group, g_row, g_group, scale, eps, BLOCK_M: tl.constexpr,
                     BLOCK_N: tl.constexpr):  # fmt: skip
@@ -82,6 +91,7 @@ def _forward_kernel(S, G, R, M, N, s_row, s_group, g_row, g_group, scale, eps, B
     tl.store(R + rows, norm, mask=row_ok)
 
 
+@triton.autotune(_blocks(), key=["N"])
 @triton.jit
 def _backward_kernel(S, DG, R, DS, G, M, N, s_row, s_group, dg_row, dg_group, g_row, g_group, scale, eps,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):  # fmt: skip
@@ -129,10 +139,9 @@ def pattention_op(
     rows, slots, d_out = x.shape[0], keys.shape[0] // groups, values.shape[1]
     gelu_scores = common.alloc(groups, rows, slots, device=x.device, dtype=x.dtype)
     norms = common.alloc(groups, rows, device=x.device)
-    _forward_kernel[(triton.cdiv(rows, BLOCK_M), groups)](
-        scores, gelu_scores, norms, rows, slots, scores.stride(0), slots, slots, rows * slots, scale, eps,
-        BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
-    )  # fmt: skip
+    _forward_kernel[lambda blocks: (triton.cdiv(rows, blocks["BLOCK_M"]), groups)](
+        scores, gelu_scores, norms, rows, slots, scores.stride(0), slots, slots, rows * slots, scale, eps
+    )
     out = torch.bmm(gelu_scores, values.view(groups, slots, d_out))
     return out.transpose(0, 1).reshape(rows, groups * d_out), scores, norms
 
@@ -153,9 +162,9 @@ def pattention_backward_op(x: Tensor, keys: Tensor, values: Tensor, scores: Tens
     d_gelu = torch.bmm(d_out, values.view(groups, slots, d_value).transpose(1, 2))  # [G, M, n]
     d_scores = common.alloc(rows, groups * slots, device=x.device, dtype=x.dtype)
     gelu_scores = common.alloc(groups, rows, slots, device=x.device, dtype=x.dtype)
-    _backward_kernel[(triton.cdiv(rows, BLOCK_M), groups)](
+    _backward_kernel[lambda blocks: (triton.cdiv(rows, blocks["BLOCK_M"]), groups)](
         scores, d_gelu, norms, d_scores, gelu_scores, rows, slots, scores.stride(0), slots, slots, rows * slots,
-        slots, rows * slots, scale, eps, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
+        slots, rows * slots, scale, eps,
     )  # fmt: skip
     d_values = torch.bmm(gelu_scores.transpose(1, 2), d_out)  # [G, n, d_out]
     return d_scores @ keys, d_scores.T @ x, d_values.reshape(values.shape)  # dX sums the G groups' contributions
