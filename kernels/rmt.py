@@ -1,8 +1,8 @@
 """Fused residual-matrix operations of the RMT (reference `rmt.md` section 7; paper App. E names runtime its limit).
 
 The residual is X [B, T, D_v, D_k] (D_k innermost). Eagerly, a sublayer's read is a norm over the whole matrix
-(write Xn, read it back) then one GEMM, and its write is a GEMM plus an add. Here each is one kernel, one program per
-token, the token's D_v x D_k matrix one tile:
+(write Xn, read it back) then one GEMM, and its write is a GEMM plus an add. Here each is one kernel, each token's
+D_v x D_k matrix one tile:
 
 * `norm_retrieve(x, keys, weight, bias, eps, layernorm, heads_first)`: LayerNorm or RMSNorm (elementwise weight,
   optional bias) over the matrix, then the contraction with all n retrieval keys [D_k, n] (Eq. 20, 23, 26). The
@@ -12,7 +12,8 @@ token, the token's D_v x D_k matrix one tile:
   the normalised tile, writes dX, and sums the key, weight and bias gradients of its tokens (a second, tiny
   reduction over the blocks finishes them; deterministic, no atomics).
 * `store(x, data, keys)`: x + sum_h data[..., h] (x) keys[h] (Eq. 22, 25) in one pass, reading X once and writing
-  the new residual once; `data` may be any strided [B, T, D_v, R] view (the attention's [B, R, T, D_v] heads).
+  the new residual once, a few tokens per program (their rows stacked into one product; how many is timed per shape
+  on the GPU); `data` may be any strided [B, T, D_v, R] view (the attention's [B, R, T, D_v] heads).
   Its backward is two GEMMs (dX is the incoming gradient itself).
 
 fp32, bf16 and fp16 (fp32 statistics and accumulation); D_v, D_k, n, R need not be powers of two (tiles are padded
@@ -22,6 +23,8 @@ that give the real strides and autograd formulas, so `torch.compile` calls them 
 """
 
 from __future__ import annotations
+
+import os
 
 import torch
 import triton
@@ -233,17 +236,30 @@ def norm_retrieve(
     return norm_retrieve_op(x, keys, weight.contiguous(), bias, eps, layernorm, heads_first)[0]
 
 
+def _store_tokens() -> list[triton.Config]:
+    """Tokens per program of the store (their D_v rows stacked into one product), chosen per shape by timing on the
+    GPU (Triton's autotuner); two under the interpreter, which cannot time, so the tests cover several tokens."""
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        return [triton.Config({"TOKENS": 2})]
+    return [triton.Config({"TOKENS": t}, num_warps=w) for t in (1, 2, 4, 8) for w in (4, 8)]
+
+
+@triton.autotune(_store_tokens(), key=["D_V", "D_K", "R"])
 @triton.jit
-def _store_kernel(X, DATA, K, OUT, T, D_V, D_K, R, s_b, s_t, s_v, s_r, DOT_DTYPE: tl.constexpr,
-                  BLOCK_V: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_R: tl.constexpr):  # fmt: skip
-    """One token: OUT = X + DATA @ K, DATA [D_v, R] read through its strides, K [R, D_k]."""
-    token = tl.program_id(0).to(tl.int64)  # token x D_v x D_k outgrows int32 at large batches
-    v, k, r = tl.arange(0, BLOCK_V), tl.arange(0, BLOCK_K), tl.arange(0, BLOCK_R)
-    data_offsets = (token // T) * s_b + (token % T) * s_t + v[:, None] * s_v + r[None, :] * s_r
-    data = tl.load(DATA + data_offsets, mask=(v[:, None] < D_V) & (r[None, :] < R), other=0.0)
+def _store_kernel(X, DATA, K, OUT, TOTAL, T, D_V, D_K, R, s_b, s_t, s_v, s_r, DOT_DTYPE: tl.constexpr,
+                  BLOCK_V: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_R: tl.constexpr,
+                  TOKENS: tl.constexpr):  # fmt: skip
+    """TOKENS tokens: OUT = X + DATA @ K for each, DATA [D_v, R] read through its strides, K [R, D_k]; the tokens'
+    D_v rows are stacked as the rows of one [TOKENS BLOCK_V, BLOCK_R] x [BLOCK_R, BLOCK_K] product."""
+    rows = tl.arange(0, TOKENS * BLOCK_V)
+    token = tl.program_id(0).to(tl.int64) * TOKENS + rows // BLOCK_V  # int64: token x D_v x D_k outgrows int32
+    v, k, r = rows % BLOCK_V, tl.arange(0, BLOCK_K), tl.arange(0, BLOCK_R)
+    row_ok = (v < D_V) & (token < TOTAL)
+    data_offsets = (token // T)[:, None] * s_b + (token % T)[:, None] * s_t + v[:, None] * s_v + r[None, :] * s_r
+    data = tl.load(DATA + data_offsets, mask=row_ok[:, None] & (r[None, :] < R), other=0.0)
     keys = tl.load(K + r[:, None] * D_K + k[None, :], mask=(r[:, None] < R) & (k[None, :] < D_K), other=0.0)
-    mask = (v[:, None] < D_V) & (k[None, :] < D_K)
-    offsets = token * D_V * D_K + v[:, None] * D_K + k[None, :]
+    mask = row_ok[:, None] & (k[None, :] < D_K)
+    offsets = (token * D_V + v)[:, None] * D_K + k[None, :]
     x = tl.load(X + offsets, mask=mask, other=0.0).to(tl.float32)
     tl.store(OUT + offsets, x + dot(data, keys, DOT_DTYPE), mask=mask)
 
@@ -255,8 +271,9 @@ def store_op(x: Tensor, data: Tensor, keys: Tensor) -> Tensor:
     rank = keys.shape[0]
     blocks = _tiles(d_value, d_key, rank)
     out = common.alloc(*x.shape, device=x.device, dtype=x.dtype)
-    _store_kernel[(batch * seq,)](
-        x, data, keys, out, seq, d_value, d_key, rank, *data.stride(), DOT_DTYPE=dot_dtype(x.dtype),
+    tokens = batch * seq
+    _store_kernel[lambda meta: (triton.cdiv(tokens, meta["TOKENS"]),)](
+        x, data, keys, out, tokens, seq, d_value, d_key, rank, *data.stride(), DOT_DTYPE=dot_dtype(x.dtype),
         BLOCK_V=blocks["BLOCK_V"], BLOCK_K=blocks["BLOCK_K"], BLOCK_R=blocks["BLOCK_N"],
     )  # fmt: skip
     return out
