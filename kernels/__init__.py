@@ -28,7 +28,8 @@ MEASURED_FASTER: dict[str, frozenset[str]] = {
     # the bf16 GEMMs + fused-pass kernel is not measured yet; the fp32 kernel it replaced ran 3-10x slower than eager
     # on an H100 80GB (torch 2.11), and compiled eager beat eager by 1.4-1.6x
     "pattention": frozenset(),
-    # a whole RMT-305M bf16 step on an H100 80GB (torch 2.11): 134 ms fused, 162 ms eager (compiled eager crashed)
+    # a whole RMT-305M bf16 step on an H100 80GB (torch 2.11): 134 ms fused, 162 ms eager (compiled eager crashed);
+    # one token per program then, a configuration the autotuned read and store still try
     "rmt": frozenset({"NVIDIA H100 80GB HBM3"}),
 }
 

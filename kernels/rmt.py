@@ -8,7 +8,8 @@ D_v x D_k matrix one tile:
   optional bias) over the matrix, then the contraction with all n retrieval keys [D_k, n] (Eq. 20, 23, 26). The
   normalised matrix lives in registers only; saved for backward are X and the per-token mean and 1/std. The result
   is [B, T, D_v, n], laid out n-major (`heads_first`: q, k, v become [B, R, T, D_v] views with no copy, as the
-  attention wants) or n-innermost (the FF's W1 input). Backward is one kernel per block of tokens: it recomputes
+  attention wants) or n-innermost (the FF's W1 input). A few tokens per program, how many timed per shape on the
+  GPU. Backward is one kernel per block of tokens: it recomputes
   the normalised tile, writes dX, and sums the key, weight and bias gradients of its tokens (a second, tiny
   reduction over the blocks finishes them; deterministic, no atomics).
 * `store(x, data, keys)`: x + sum_h data[..., h] (x) keys[h] (Eq. 22, 25) in one pass, reading X once and writing
@@ -42,6 +43,15 @@ def _block(size: int) -> int:
     return max(16, triton.next_power_of_2(size))
 
 
+def _tokens_per_program() -> list[triton.Config]:
+    """Tokens per program of the read and the store (their D_v rows stacked into one product), chosen per shape by
+    timing on the GPU (Triton's autotuner); two under the interpreter, which cannot time, so that the tests cover
+    several tokens and a partial last block."""
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        return [triton.Config({"TOKENS": 2})]
+    return [triton.Config({"TOKENS": t}, num_warps=w) for t in (1, 2, 4, 8) for w in (4, 8)]
+
+
 @triton.jit
 def _load_matrix(X, token, v, k, D_V, D_K):
     """The token's D_v x D_k matrix as a zero-padded fp32 [BLOCK_V, BLOCK_K] tile, and its mask."""
@@ -60,27 +70,45 @@ def _normalize(x, mask, mean, rstd, W, Bias, v, k, D_K, HAS_BIAS: tl.constexpr):
     return xhat, w, xn
 
 
+@triton.autotune(_tokens_per_program(), key=["D_V", "D_K", "N"])
 @triton.jit
-def _norm_retrieve_kernel(X, W, Bias, K, OUT, MEAN, RSTD, T, D_V, D_K, N, eps, so_b, so_t, so_v, so_n,
+def _norm_retrieve_kernel(X, W, Bias, K, OUT, MEAN, RSTD, TOTAL, T, D_V, D_K, N, eps, so_b, so_t, so_v, so_n,
                           LAYERNORM: tl.constexpr, HAS_BIAS: tl.constexpr, DOT_DTYPE: tl.constexpr,
-                          BLOCK_V: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr):  # fmt: skip
-    """One token: mean (LayerNorm; 0 for RMSNorm) and 1/std over its matrix, the normalised tile, and its
-    product with the keys written in OUT's strides."""
-    token = tl.program_id(0).to(tl.int64)  # token x D_v x D_k outgrows int32 at large batches
-    v, k, n = tl.arange(0, BLOCK_V), tl.arange(0, BLOCK_K), tl.arange(0, BLOCK_N)
-    x, mask = _load_matrix(X, token, v, k, D_V, D_K)
+                          BLOCK_V: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr,
+                          TOKENS: tl.constexpr):  # fmt: skip
+    """TOKENS tokens, their D_v rows stacked: per token the mean (LayerNorm; 0 for RMSNorm) and 1/std over its
+    matrix, then the normalised rows' product with the keys, written in OUT's strides."""
+    rows = tl.arange(0, TOKENS * BLOCK_V)
+    first = tl.program_id(0).to(tl.int64) * TOKENS  # int64: token x D_v x D_k outgrows int32 at large batches
+    token, v, k, n = first + rows // BLOCK_V, rows % BLOCK_V, tl.arange(0, BLOCK_K), tl.arange(0, BLOCK_N)
+    mask = ((v < D_V) & (token < TOTAL))[:, None] & (k[None, :] < D_K)
+    x = tl.load(X + (token * D_V + v)[:, None] * D_K + k[None, :], mask=mask, other=0.0).to(tl.float32)
     count = D_V * D_K
-    mean = tl.sum(tl.sum(x, axis=1), axis=0) / count
+    mean = _per_token(tl.sum(x, axis=1), TOKENS, BLOCK_V) / count
     if not LAYERNORM:
         mean = mean * 0.0
-    centred = tl.where(mask, x - mean, 0.0)
-    rstd = 1.0 / tl.sqrt(tl.sum(tl.sum(centred * centred, axis=1), axis=0) / count + eps)
-    tl.store(MEAN + token, mean)
-    tl.store(RSTD + token, rstd)
-    _, _, xn = _normalize(x, mask, mean, rstd, W, Bias, v, k, D_K, HAS_BIAS)
+    centred = tl.where(mask, x - _per_row(mean, TOKENS, BLOCK_V)[:, None], 0.0)
+    rstd = 1.0 / tl.sqrt(_per_token(tl.sum(centred * centred, axis=1), TOKENS, BLOCK_V) / count + eps)
+    tokens = first + tl.arange(0, TOKENS)
+    tl.store(MEAN + tokens, mean, mask=tokens < TOTAL)
+    tl.store(RSTD + tokens, rstd, mask=tokens < TOTAL)
+    _, _, xn = _normalize(x, mask, _per_row(mean, TOKENS, BLOCK_V)[:, None], _per_row(rstd, TOKENS, BLOCK_V)[:, None],
+                          W, Bias, v, k, D_K, HAS_BIAS)  # fmt: skip
     keys = tl.load(K + k[:, None] * N + n[None, :], mask=(k[:, None] < D_K) & (n[None, :] < N), other=0.0)
-    offsets = (token // T) * so_b + (token % T) * so_t + v[:, None] * so_v + n[None, :] * so_n
-    tl.store(OUT + offsets, dot(xn, keys, DOT_DTYPE), mask=(v[:, None] < D_V) & (n[None, :] < N))
+    offsets = (token // T)[:, None] * so_b + (token % T)[:, None] * so_t + v[:, None] * so_v + n[None, :] * so_n
+    tl.store(OUT + offsets, dot(xn, keys, DOT_DTYPE), mask=((v < D_V) & (token < TOTAL))[:, None] & (n[None, :] < N))
+
+
+@triton.jit
+def _per_token(row_values, TOKENS: tl.constexpr, BLOCK_V: tl.constexpr):
+    """[TOKENS BLOCK_V] per-row values -> [TOKENS] sums over each token's rows."""
+    return tl.sum(tl.reshape(row_values, (TOKENS, BLOCK_V)), axis=1)
+
+
+@triton.jit
+def _per_row(token_values, TOKENS: tl.constexpr, BLOCK_V: tl.constexpr):
+    """[TOKENS] per-token values -> [TOKENS BLOCK_V], each token's value on each of its rows."""
+    return tl.reshape(tl.broadcast_to(token_values[:, None], (TOKENS, BLOCK_V)), (TOKENS * BLOCK_V,))
 
 
 @triton.jit
@@ -140,8 +168,8 @@ def norm_retrieve_op(x: Tensor, keys: Tensor, weight: Tensor, bias: Tensor | Non
     n, tokens, blocks = keys.shape[1], batch * seq, _tiles(d_value, d_key, keys.shape[1])
     out = _retrieved(x, n, heads_first, common.alloc)
     mean, rstd = common.alloc(tokens, device=x.device), common.alloc(tokens, device=x.device)
-    _norm_retrieve_kernel[(tokens,)](
-        x, weight, bias if bias is not None else weight, keys, out, mean, rstd, seq, d_value, d_key, n, eps,
+    _norm_retrieve_kernel[lambda meta: (triton.cdiv(tokens, meta["TOKENS"]),)](
+        x, weight, bias if bias is not None else weight, keys, out, mean, rstd, tokens, seq, d_value, d_key, n, eps,
         *out.stride(), LAYERNORM=layernorm, HAS_BIAS=bias is not None, DOT_DTYPE=dot_dtype(x.dtype), **blocks,
     )  # fmt: skip
     return out, mean, rstd
@@ -236,15 +264,7 @@ def norm_retrieve(
     return norm_retrieve_op(x, keys, weight.contiguous(), bias, eps, layernorm, heads_first)[0]
 
 
-def _store_tokens() -> list[triton.Config]:
-    """Tokens per program of the store (their D_v rows stacked into one product), chosen per shape by timing on the
-    GPU (Triton's autotuner); two under the interpreter, which cannot time, so the tests cover several tokens."""
-    if os.environ.get("TRITON_INTERPRET") == "1":
-        return [triton.Config({"TOKENS": 2})]
-    return [triton.Config({"TOKENS": t}, num_warps=w) for t in (1, 2, 4, 8) for w in (4, 8)]
-
-
-@triton.autotune(_store_tokens(), key=["D_V", "D_K", "R"])
+@triton.autotune(_tokens_per_program(), key=["D_V", "D_K", "R"])
 @triton.jit
 def _store_kernel(X, DATA, K, OUT, TOTAL, T, D_V, D_K, R, s_b, s_t, s_v, s_r, DOT_DTYPE: tl.constexpr,
                   BLOCK_V: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_R: tl.constexpr,

@@ -333,8 +333,8 @@ def test_the_kernel_benchmark_judges_each_target_from_its_rows() -> None:
 
 def test_on_a_gpu_the_memory_bound_kernels_time_several_block_choices(monkeypatch) -> None:
     """Under the interpreter each kernel has one configuration (it cannot time); on a GPU the autotuner times each."""
-    assert len(fused._blocks()) == 1 and len(fused_rmt._store_tokens()) == 1
+    assert len(fused._blocks()) == 1 and len(fused_rmt._tokens_per_program()) == 1
     monkeypatch.delenv("TRITON_INTERPRET")
-    blocks, tokens = fused._blocks(), fused_rmt._store_tokens()
+    blocks, tokens = fused._blocks(), fused_rmt._tokens_per_program()
     assert len({(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]) for c in blocks}) >= 6
     assert sorted({c.kwargs["TOKENS"] for c in tokens}) == [1, 2, 4, 8]
