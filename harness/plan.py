@@ -90,7 +90,7 @@ def print_plan(plan: list[dict], mfu: float, peak: float, devices: int, gpu: str
             f"{p['epochs']:>7.2f} {p['steps']:>9,d} {p['train_flops']:>10.3e} {p['micro_batch']:>5d} "
             f"{p['memory_gib']:>8.1f} {60 * p['hours']:>9.1f} {p['gpu_hours']:>10.1f}"
         )
-    source = f": {MEASURED_MFU_SOURCE}" if mfu == MEASURED_MFU else ""
+    source = f" ({MEASURED_MFU_SOURCE})" if mfu == MEASURED_MFU else ""
     print(f"(time at {mfu:.0%} MFU{source} of {devices} x {gpu or 'a device of'} {peak:g} TFLOP/s, plus "
           f"{overhead_s:g} s a run; training FLOPs = 3 x "
           "forward matmul FLOPs; memory: 16 B/parameter + activations, an estimate; epochs: passes over the run's "
