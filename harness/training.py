@@ -118,8 +118,8 @@ def train_run(run: Run, out: Path, growth: Growth | None = None, extra_callbacks
 
 
 # torch.compile costs tens of seconds per model and saved 24 ms a step on an H100 (Transformer-405M, 118 -> 94 ms,
-# issue 23): it pays off from a few thousand steps; the ~70 s per short run measured at small scale (issue 22) were
-# mostly compiling
+# issue 23): it pays off from a few thousand steps; most of the ~70 s per short run seen at small scale (issue 22)
+# was likely compiling (inferred, not timed)
 COMPILE_MIN_STEPS = 2000
 
 

@@ -27,12 +27,17 @@ def alloc(*shape: int, device: torch.device, dtype: torch.dtype = torch.float32)
     return torch.empty(*shape, device=device, dtype=dtype)
 
 
+def interpreted() -> bool:
+    """Whether Triton runs its kernels in the interpreter (TRITON_INTERPRET=1): on the CPU, in numpy, untimeable."""
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
 def dot_dtype(dtype: torch.dtype) -> tl.dtype:
     """Operand dtype of the kernels' products: half inputs on tensor cores, fp32 exactly (IEEE, not TF32).
 
     The interpreter (numpy) multiplies bf16 tiles wrongly, so under TRITON_INTERPRET=1 bf16 products run in fp32.
     """
-    if dtype == torch.bfloat16 and os.environ.get("TRITON_INTERPRET") == "1":
+    if dtype == torch.bfloat16 and interpreted():
         return tl.float32
     return _TRITON_DTYPES[dtype]
 

@@ -27,7 +27,6 @@ Triton launch.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Sequence
 
 import torch
@@ -42,7 +41,7 @@ from scaling_axes.kernels.common import compute_dtype
 def _blocks() -> list[triton.Config]:
     """Rows per program (BLOCK_M) and score columns per step of its two passes (BLOCK_N): chosen per n by timing
     them on the GPU (Triton's autotuner, once per n); one under the interpreter, which cannot time."""
-    if os.environ.get("TRITON_INTERPRET") == "1":
+    if common.interpreted():
         return [triton.Config({"BLOCK_M": 16, "BLOCK_N": 128})]
     return [triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w) for m in (4, 8, 16) for n in (128, 256)
             for w in (4, 8)]  # fmt: skip

@@ -25,8 +25,6 @@ that give the real strides and autograd formulas, so `torch.compile` calls them 
 
 from __future__ import annotations
 
-import os
-
 import torch
 import triton
 import triton.language as tl
@@ -47,7 +45,7 @@ def _tokens_per_program() -> list[triton.Config]:
     """Tokens per program of the read and the store (their D_v rows stacked into one product), chosen per shape by
     timing on the GPU (Triton's autotuner); two under the interpreter, which cannot time, so that the tests cover
     several tokens and a partial last block."""
-    if os.environ.get("TRITON_INTERPRET") == "1":
+    if common.interpreted():
         return [triton.Config({"TOKENS": 2})]
     return [triton.Config({"TOKENS": t}, num_warps=w) for t in (1, 2, 4, 8) for w in (4, 8)]
 
@@ -87,13 +85,13 @@ def _norm_retrieve_kernel(X, W, Bias, K, OUT, MEAN, RSTD, TOTAL, T, D_V, D_K, N,
     mean = _per_token(tl.sum(x, axis=1), TOKENS, BLOCK_V) / count
     if not LAYERNORM:
         mean = mean * 0.0
-    centred = tl.where(mask, x - _per_row(mean, TOKENS, BLOCK_V)[:, None], 0.0)
+    row_mean = _per_row(mean, TOKENS, BLOCK_V)[:, None]
+    centred = tl.where(mask, x - row_mean, 0.0)
     rstd = 1.0 / tl.sqrt(_per_token(tl.sum(centred * centred, axis=1), TOKENS, BLOCK_V) / count + eps)
     tokens = first + tl.arange(0, TOKENS)
     tl.store(MEAN + tokens, mean, mask=tokens < TOTAL)
     tl.store(RSTD + tokens, rstd, mask=tokens < TOTAL)
-    _, _, xn = _normalize(x, mask, _per_row(mean, TOKENS, BLOCK_V)[:, None], _per_row(rstd, TOKENS, BLOCK_V)[:, None],
-                          W, Bias, v, k, D_K, HAS_BIAS)  # fmt: skip
+    _, _, xn = _normalize(x, mask, row_mean, _per_row(rstd, TOKENS, BLOCK_V)[:, None], W, Bias, v, k, D_K, HAS_BIAS)
     keys = tl.load(K + k[:, None] * N + n[None, :], mask=(k[:, None] < D_K) & (n[None, :] < N), other=0.0)
     offsets = (token // T)[:, None] * so_b + (token % T)[:, None] * so_t + v[:, None] * so_v + n[None, :] * so_n
     tl.store(OUT + offsets, dot(xn, keys, DOT_DTYPE), mask=((v < D_V) & (token < TOTAL))[:, None] & (n[None, :] < N))

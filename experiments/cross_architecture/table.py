@@ -105,7 +105,7 @@ def claim_rows(scale: str, size: str, winners: dict[str, tuple[Run, dict] | None
     rows.append(as_good_as("cross_arch", "Tokenformer is as good as the Transformer at its parameters (Tokenformer "
                            "paper)", scale, name["tokenformer"], name["transformer"], results, AS_GOOD_AS_LOSS,
                            "val_loss", -1.0, LOSS_NOISE_FLOOR, "nats/token"))  # fmt: skip
-    finished = sorted((done["val_loss"], arch) for arch, (_, done) in ((a, w) for a, w in winners.items() if w))
+    finished = sorted((winner[1]["val_loss"], arch) for arch, winner in winners.items() if winner)
     ranking = " < ".join(f"{arch} {loss:.3f}" for loss, arch in finished)
     rows.append(Row(table="cross_arch", row=f"ranking_{size}", metric="val_loss_order", paper=None, ours=None,
                     status="measured" if finished else "not_run",
