@@ -5,10 +5,12 @@ A step is what `--precision bf16-mixed` training runs: `LanguageModel.loss` unde
 clipping at 1.0 and the fused AdamW step on float32 master weights; the median of `--repeats` CUDA-event timings
 after warm-up, peak memory from `torch.cuda.max_memory_allocated`, random token ids. Variants: `eager` (PyTorch
 ops), `fused` (the Triton kernels of `kernels/`, for the architectures that have them: Tokenformer and RMT),
-`compiled` (`torch.compile` of the eager model) and `compiled_fused` (the kernels as ops inside the compiled graph:
-what training runs by default on a GPU). A case that fails is a row with its `error`, and the others go on; the CSV
-is written whatever happens. The MoT runs on random ids; without the GPT-2 tokenizer file its byte tables are
-synthetic (same shapes and padding, random bytes; the `note` says so). MFU = training FLOPs per token (3 x forward
+`compiled` (`LanguageModel.compile_training`: the eager model and, apart, its loss) and `compiled_fused` (the kernels
+as ops inside the compiled graph: what training runs by default on a GPU). The z-loss is the one the case's
+experiment trains with (1e-4 in the RMT paper's and the cross-architecture runs, none in Tokenformer's or nanoGPT's).
+A case that fails is a row with its `error`, and the others go on; the CSV is written whatever happens. The MoT
+runs on random ids; without the GPT-2 tokenizer file its byte tables are synthetic (same shapes and padding, random
+bytes; the `note` says so). MFU = training FLOPs per token (3 x forward
 matmul FLOPs, counted per architecture) x tokens/s / the GPU's dense bf16 peak as Lightning knows it
 (`mfu_peak_tflops`).
 
@@ -39,6 +41,7 @@ from torch import Tensor, nn
 from scaling_axes.benchmarks import nanogpt_reference
 from scaling_axes.benchmarks.common import failure, time_ms
 from scaling_axes.experiments.cross_architecture import setup as cross
+from scaling_axes.experiments.rmt import setup as rmt
 from scaling_axes.io import write_csv
 from scaling_axes.modules import get_config
 from scaling_axes.modules.acceleration import compile_model
@@ -61,6 +64,7 @@ class Case:
     overrides: dict[str, Any]
     batch: int
     seq_len: int
+    z_loss: float  # as the experiment that trains it: the RMT paper's and the cross-architecture runs' 1e-4, else 0
 
     @property
     def variants(self) -> tuple[str, ...]:
@@ -70,16 +74,18 @@ class Case:
 
 def cases() -> list[Case]:
     width_of_150m = dataclasses.replace(cross.SHAPES["paper"]["125m"], n_layer=12)  # 12 x 768, as Tokenformer-150M
-    found = [Case("rmt_paper", "transformer", "transformer_rmt_405m", {}, 16, 512),
-             Case("rmt_paper", "rmt", "rmt_305m", {}, 16, 512),
-             Case("tokenformer_150m", "tokenformer", "tokenformer_150m", {}, 8, 2048)]  # fmt: skip
-    found += [Case("tokenformer_150m", arch, cross.FAMILIES[arch], cross.overrides(arch, width_of_150m, 2048), 8, 2048)
+    rmt_z, cross_z = rmt.lm_options(rmt.PAPER_LR["rmt"])["z_loss"], cross.LM["z_loss"]
+    found = [Case("rmt_paper", "transformer", "transformer_rmt_405m", {}, 16, 512, rmt_z),
+             Case("rmt_paper", "rmt", "rmt_305m", {}, 16, 512, rmt_z),
+             Case("tokenformer_150m", "tokenformer", "tokenformer_150m", {}, 8, 2048, 0.0)]  # fmt: skip
+    found += [Case("tokenformer_150m", arch, cross.FAMILIES[arch], cross.overrides(arch, width_of_150m, 2048), 8, 2048,
+                   0.0)
               for arch in ("transformer", "rmt", "mot")]  # fmt: skip
     found += [Case(f"cross_arch_{size}", arch, cross.FAMILIES[arch],
-                   cross.overrides(arch, cross.SHAPES["paper"][size], 1024), 8, 1024)
+                   cross.overrides(arch, cross.SHAPES["paper"][size], 1024), 8, 1024, cross_z)
               for size in cross.SIZES for arch in cross.ARCHITECTURES]  # fmt: skip
-    found += [Case("gpt2_124m", "transformer", "transformer_124m", {}, 16, 1024),
-              Case("gpt2_124m", "nanogpt", "nanogpt_reference", {}, 16, 1024)]  # fmt: skip
+    found += [Case("gpt2_124m", "transformer", "transformer_124m", {}, 16, 1024, 0.0),
+              Case("gpt2_124m", "nanogpt", "nanogpt_reference", {}, 16, 1024, 0.0)]  # fmt: skip
     return found
 
 
@@ -100,11 +106,12 @@ def build(case: Case, variant: str) -> Step:
         overrides["kernel"] = "triton" if variant.endswith("fused") else "torch"
     if case.architecture == "mot" and not gpt2_tokenizer_present():
         overrides["byte_table"] = "synthetic"
-    module = LanguageModel(model=case.model, model_overrides=overrides, schedule_steps=1, warmup_steps=0, z_loss=1e-4)
+    module = LanguageModel(model=case.model, model_overrides=overrides, schedule_steps=1, warmup_steps=0,
+                           z_loss=case.z_loss)  # fmt: skip
     module = module.to(DEVICE)
     optimizer = module.configure_optimizers()["optimizer"]
     if variant.startswith("compiled"):
-        compile_model(module.model)
+        module.compile_training()
 
     def loss(inputs: Tensor, targets: Tensor) -> Tensor:
         ce, z = module.loss(inputs, targets)

@@ -56,7 +56,8 @@ class LanguageModel(L.LightningModule):
             the MoT runs' five coefficient triples; "torch": `torch.optim.Muon`).
         schedule: "warmup_cosine", or "constant_then_linear" (no warmup, linear to 0 over the last
             `cooldown_fraction`).
-        compile: `torch.compile` the model (the Triton kernels are ops it calls); None: on a CUDA GPU.
+        compile: `torch.compile` the model (the Triton kernels are ops it calls) and its loss (`compile_training`);
+            None: on a CUDA GPU.
         lr_scaled_decay: a model's per-parameter lr multipliers (`lr_scales()`, e.g. muP's) scale its decay too, as
             torch's AdamW does (lr x wd); False keeps lr x wd the same for every parameter, as the RMT code's
             decay 1e-4 x schedule, which its muP lr scaling does not touch.
@@ -101,6 +102,7 @@ class LanguageModel(L.LightningModule):
         self.val_names: list[str] = []
         self.tokens_seen = 0
         self.flops_per_batch: int | None = None  # read by Lightning's ThroughputMonitor for MFU
+        self.loss_terms = loss_terms  # compiled by `compile_training`
 
     def forward(self, idx: Tensor) -> Tensor:
         return self.model(idx)
@@ -124,10 +126,7 @@ class LanguageModel(L.LightningModule):
         """(cross-entropy, z-loss term) of the model on `inputs` against next-token `targets`."""
         if hasattr(self.model, "loss_targets"):
             targets = self.model.loss_targets(targets)
-        logits = self(inputs).float()
-        ce = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
-        z = torch.logsumexp(logits, dim=-1).pow(2).mean() if self.hparams.z_loss else logits.new_zeros(())
-        return ce, z
+        return self.loss_terms(self(inputs), targets, bool(self.hparams.z_loss))
 
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
         inputs, targets = batch
@@ -177,7 +176,15 @@ class LanguageModel(L.LightningModule):
         if self.device_mesh is not None:
             self._shard()
         if wants_compile(self.hparams.compile, self.trainer.strategy.root_device):
-            compile_model(self.model)
+            self.compile_training()
+
+    def compile_training(self) -> None:
+        """`torch.compile` the model in place (checkpoint keys unchanged) and, apart, the loss on its logits: left
+        eager, the fp32 cast, log-softmax and log-partition are each a pass over [tokens, vocab] fp32 forward and
+        backward, compiled one or two over the half-precision logits (nanoGPT compiles its loss with its model)."""
+        compile_model(self.model)
+        if self.loss_terms is loss_terms:  # validate() after fit() configures the model again
+            self.loss_terms = torch.compile(loss_terms)
 
     def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None) -> None:
         clip_gradients(self, optimizer, gradient_clip_val, gradient_clip_algorithm)
@@ -249,6 +256,15 @@ class LanguageModel(L.LightningModule):
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         self.tokens_seen = checkpoint.get("tokens_seen", 0)
+
+
+def loss_terms(logits: Tensor, targets: Tensor, with_z: bool) -> tuple[Tensor, Tensor]:
+    """(cross-entropy, z-loss term: the squared log-partition's mean, PaLM) of `logits` [..., vocab] against
+    `targets`, in fp32; the z term is 0 unless `with_z`."""
+    logits = logits.float()
+    ce = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
+    z = torch.logsumexp(logits, dim=-1).pow(2).mean() if with_z else logits.new_zeros(())
+    return ce, z
 
 
 def warmup_cosine(step: int, warmup: int, total: int, floor: float) -> float:

@@ -20,6 +20,7 @@ from scaling_axes.modules.flops import (
     non_embedding_params,
     train_flops_per_token,
 )
+from scaling_axes.modules.lm import loss_terms
 from scaling_axes.modules.registry import build_from_config, preset_overrides
 from scaling_axes.modules.transformer import STANDARD_PARAMETRISATION
 
@@ -179,11 +180,11 @@ def test_training_benchmark_runs_every_variant_end_to_end_at_toy_sizes(monkeypat
     from scaling_axes.modules.rmt import RMT
 
     tiny = cross.SHAPES["smoke"]["125m"]
-    toy = [bench_training.Case(family, arch, cross.FAMILIES[arch], cross.overrides(arch, tiny, 8), 2, 8)
+    toy = [bench_training.Case(family, arch, cross.FAMILIES[arch], cross.overrides(arch, tiny, 8), 2, 8, 1e-4)
            for family, archs in (("rmt_paper", ("transformer", "rmt")),
                                  ("tokenformer_150m", ("tokenformer", "transformer", "mot")))
            for arch in archs]  # fmt: skip
-    toy.append(bench_training.Case("gpt2_124m", "nanogpt", "nanogpt_reference", {}, 2, 8))
+    toy.append(bench_training.Case("gpt2_124m", "nanogpt", "nanogpt_reference", {}, 2, 8, 0.0))
     timings = iter([4.0, 3.0, 6.0, 5.0, 4.0, 8.0, 7.0, 6.0, 5.5, 2.0, 1.5, 9.0, 9.0, 3.0, 2.5])
 
     def compile_or_fail(model):
@@ -198,7 +199,10 @@ def test_training_benchmark_runs_every_variant_end_to_end_at_toy_sizes(monkeypat
     monkeypatch.setattr(bench_training, "cases", lambda: toy)
     monkeypatch.setattr(bench_training, "time_ms", lambda step, repeats: step() or next(timings))
     monkeypatch.setattr(bench_training, "get_available_flops", lambda device, dtype: 1e9)
-    monkeypatch.setattr(bench_training, "compile_model", compile_or_fail)
+    monkeypatch.setattr(bench_training, "compile_model", compile_or_fail)  # the nanoGPT-style model's
+    monkeypatch.setattr("scaling_axes.modules.lm.compile_model", compile_or_fail)
+    compiled_losses = []
+    monkeypatch.setattr(torch, "compile", lambda fn: compiled_losses.append(fn) or fn)
     monkeypatch.setattr(bench_training, "load_tokenizer", no_tokenizer)
     monkeypatch.setattr("scaling_axes.modules.token_bytes.load_tokenizer", no_tokenizer)
     monkeypatch.setattr(sys, "argv", ["scaling_axes.benchmarks.training", "--out", str(tmp_path / "bench.csv")])
@@ -219,6 +223,8 @@ def test_training_benchmark_runs_every_variant_end_to_end_at_toy_sizes(monkeypat
         config = get_config("transformer_124m" if r["architecture"] == "nanogpt" else r["model"], **overrides)
         assert float(r["mfu"]) == pytest.approx(train_flops_per_token(config, 8) * tokens / ms * 1000 / 1e9, rel=1e-3)
         assert r["precision"] == "bf16-mixed" and r["torch"] == torch.__version__
+    compiled = [r for r in rows if r["variant"].startswith("compiled") and r["architecture"] != "nanogpt"]
+    assert compiled_losses == [loss_terms] * sum(not r["error"] for r in compiled)  # the loss with its model
     synthetic = {r["note"] for r in rows if r["architecture"] == "mot"}
     assert synthetic == {"synthetic byte tables (no GPT-2 tokenizer file)"}
     rmt_fused = next(r for r in rows if r["architecture"] == "rmt" and r["variant"] == "fused")

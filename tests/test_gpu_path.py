@@ -57,6 +57,22 @@ def test_bf16_mixed_trains_with_the_fused_adamw_and_clips_at_the_configured_norm
     assert "train/grad_norm" in (tmp_path / "r" / "metrics.csv").read_text().splitlines()[0]
 
 
+def test_a_compiled_bf16_mixed_run_trains_and_validates_to_the_eager_runs_losses(tmp_path) -> None:
+    """What a GPU run does by default, through Lightning: the model and its loss compiled (`compile_training`, from
+    `configure_model`), training and then validation under inference mode with other shapes. Its loss curves equal
+    the eager run's to bf16-mixed's rounding."""
+    budget = Budget(steps=4, batch_size=4, seq_len=32, lr=1e-3, val_windows=6, checkpoint_every=2)
+    done = {}
+    for compile in (False, True):
+        run = Run("r", "transformer_124m", budget, dict(TINY_RUN))
+        done[compile] = train_run(run, tmp_path / str(compile), accelerator="cpu", precision="bf16-mixed",
+                                  compile=compile)  # fmt: skip
+    for curve in ("train_loss_curve", "val_loss_curve"):
+        assert len(done[True][curve]) == len(done[False][curve]) >= 1
+        for (step, loss), (eager_step, eager_loss) in zip(done[True][curve], done[False][curve], strict=True):
+            assert step == eager_step and loss == pytest.approx(eager_loss, rel=1e-4)
+
+
 def test_fp16_mixed_with_a_fused_optimizer_is_still_refused_by_lightning() -> None:
     """fp16 keeps a scaler: clipping scaled gradients inside a fused step would be wrong, and Lightning says so (its
     16-mixed is CUDA-only, so the module's Trainer is a stand-in holding the real fp16 plugin)."""
@@ -134,6 +150,33 @@ def test_the_compiled_model_gives_the_eager_loss_and_gradients_under_bf16_autoca
 
 def _relative_error(value: torch.Tensor, reference: torch.Tensor) -> float:
     return (value - reference).norm() / reference.norm().clamp_min(1e-6)
+
+
+def test_compile_training_compiles_the_loss_beside_the_model_and_it_equals_float64() -> None:
+    """The loss on the logits is compiled too (eager, its fp32 cast, log-softmax and log-partition were separate
+    passes over [tokens, vocab] in fp32, forward and backward; nanoGPT compiles its loss with its model): compiled,
+    from bf16 logits, the cross-entropy and the z term equal float64 ones to 1e-5 and the logits' gradient to bf16's
+    rounding (a loss computed in bf16 is off by ~1e-3)."""
+    from scaling_axes.modules.lm import LanguageModel, loss_terms
+
+    module = LanguageModel("transformer_124m", model_overrides=TINY_TRANSFORMER | {"vocab_size": 97}, z_loss=1e-4)
+    module.compile_training()
+    compiled = module.loss_terms
+    module.compile_training()  # validate() after fit() configures the model again: nothing is wrapped twice
+    assert getattr(compiled, "_torchdynamo_orig_callable", None) is loss_terms and module.loss_terms is compiled
+    assert module.model._compiled_call_impl is not None
+    torch._dynamo.reset()
+    logits = (torch.randn(2, 5, 97) * 3).to(torch.bfloat16).requires_grad_()
+    targets = torch.randint(0, 97, (2, 5))
+    ce, z = compiled(logits, targets, True)
+    (ce + 0.1 * z).backward()
+    exact = logits.detach().double().requires_grad_()
+    ce64, z64 = F.cross_entropy(exact.view(-1, 97), targets.view(-1)), exact.logsumexp(-1).pow(2).mean()
+    (ce64 + 0.1 * z64).backward()
+    assert ce.dtype == z.dtype == torch.float32
+    assert ce.item() == pytest.approx(ce64.item(), rel=1e-5) and z.item() == pytest.approx(z64.item(), rel=1e-5)
+    assert _relative_error(logits.grad.double(), exact.grad) <= 1e-2
+    assert compiled(logits, targets, False)[1].item() == 0.0
 
 
 def test_a_compiled_vit_tokenformer_gives_the_eager_logits_and_gradients() -> None:
