@@ -179,9 +179,9 @@ class LanguageModel(L.LightningModule):
             self.compile_training()
 
     def compile_training(self) -> None:
-        """`torch.compile` the model in place (checkpoint keys unchanged) and, apart, the loss on its logits: left
-        eager, the fp32 cast, log-softmax and log-partition are each a pass over [tokens, vocab] fp32 forward and
-        backward, compiled one or two over the half-precision logits (nanoGPT compiles its loss with its model)."""
+        """`torch.compile` the model in place (checkpoint keys unchanged) and, separately, `loss_terms`: eager, the
+        loss's fp32 cast, log-softmax and log-partition each make a pass over the [tokens, vocab] logits in fp32,
+        forward and backward; compiled, they fuse into one or two (nanoGPT compiles its loss with its model)."""
         compile_model(self.model)
         if self.loss_terms is loss_terms:  # validate() after fit() configures the model again
             self.loss_terms = torch.compile(loss_terms)
