@@ -98,7 +98,7 @@ class Run:
     lm: dict[str, Any] = dataclasses.field(default_factory=dict)  # further LanguageModel arguments
     trainer: dict[str, Any] = dataclasses.field(default_factory=dict)  # Trainer settings (gradient_clip_val: 1.0)
     data: dict[str, Any] = dataclasses.field(default_factory=dict)  # further TextDataModule arguments
-    seed: int = 1234  # initialisation; the data order has its own seed in the DataModule
+    seed: int = 1234  # initialisation, and the data order unless `data` names a seed of its own
     lr_sweep: bool = False  # a learning-rate sweep point: a non-finite loss ends it as diverged, not the experiment
 
     @property
@@ -138,11 +138,14 @@ SEED_SUFFIX = "_seed"  # a run's repeat at its k-th seed is `<run>_seed<k>` (k >
 
 
 def seed_run(run: Run, k: int) -> Run:
-    """`run` at its k-th seed: initialisation and data order shifted by k - 1, grown from its source's k-th seed."""
+    """`run` at its k-th seed: initialisation and data order shifted by k - 1 (a data seed of its own too, as the
+    MoT runs pin theirs), grown from its source's k-th seed."""
     if k == 1:
         return run
     grow_from = None if run.grow_from is None else f"{run.grow_from}{SEED_SUFFIX}{k}"
-    return dataclasses.replace(run, name=f"{run.name}{SEED_SUFFIX}{k}", seed=run.seed + k - 1, grow_from=grow_from)
+    data = {**run.data, "seed": run.data["seed"] + k - 1} if "seed" in run.data else run.data
+    return dataclasses.replace(run, name=f"{run.name}{SEED_SUFFIX}{k}", seed=run.seed + k - 1, grow_from=grow_from,
+                               data=data)  # fmt: skip
 
 
 def with_seeds(runs: list[Run], seeds: int) -> list[Run]:

@@ -226,8 +226,9 @@ def _image_classifier(run: Run, weights: Path | None, compile: bool | None = Non
 
 
 def _text_data(run: Run, micro: int) -> TextDataModule:
+    data = {"seed": run.seed, **run.data}  # the data order follows the run's seed unless the run pins its own
     return TextDataModule(corpus=run.corpus, tokenizer=run.tokenizer, seq_len=run.budget.seq_len, batch_size=micro,
-                          val_windows=run.budget.val_windows, **run.data)  # fmt: skip
+                          val_windows=run.budget.val_windows, **data)  # fmt: skip
 
 
 def _language_model(run: Run, weights: Path | None, compile: bool | None = None) -> LanguageModel:
