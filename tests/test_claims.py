@@ -189,19 +189,26 @@ def test_rmt_table10_claim_fails_where_the_rmt_is_not_the_smaller_model(monkeypa
     assert {r.status for r in rows} == {"claim_fails"} and "no fewer parameters" in rows[0].note
 
 
-def test_rmt_tables_3_4_claim_fewer_tokens_flops_and_parameters():
+def test_rmt_tables_3_4_claim_fewer_tokens_counted_flops_and_parameters_and_table_4s_lower_loss():
+    """The RMT reaches the Transformer's minimum at half its steps: half the tokens saved, the counted FLOPs saved in
+    proportion to the two models' counted FLOPs (the paper's formula a row beside), and a lower loss at the end."""
     from scaling_axes.experiments.rmt import table3_4_resources as table34
 
     transformer, rmt = table34.runs("small")
     steps = rmt.budget.steps
     results = {transformer.name: {"train_loss_curve": [(s, 5.0 - s / steps) for s in range(1, steps + 1)],
-                                  "params": 400},
+                                  "params": 400, "val_loss": 4.0},
                rmt.name: {"train_loss_curve": [(s, 5.0 - 2 * s / steps) for s in range(1, steps + 1)],
-                          "params": 300}}  # fmt: skip
-    rows = {r.row.rsplit("_", 1)[-1]: r for r in table34.report("small", results) if r.metric == "claim"}
-    assert {k: r.status for k, r in rows.items()} == {"tokens": "claim_holds", "flops": "claim_holds",
-                                                       "params": "claim_holds"}  # fmt: skip
+                          "params": 300, "val_loss": 3.0}}  # fmt: skip
+    rows = {r.row.removeprefix(f"{rmt.name}_vs_{transformer.name}_"): r for r in table34.report("small", results)
+            if r.metric in ("claim", "flops_saved_fraction")}  # fmt: skip
+    assert {k: r.status for k, r in rows.items()} == {
+        "tokens": "claim_holds", "counted_flops": "claim_holds", "params": "claim_holds",
+        "flops_paper_formula": "measured", f"{rmt.name}_vs_{transformer.name}": "claim_holds"}  # fmt: skip
     assert rows["tokens"].ours == pytest.approx(0.5, abs=0.02)  # reaches the loss in about half the steps
+    counted = 1 - 0.5 * rmt.train_flops() / transformer.train_flops()
+    assert rows["counted_flops"].ours == pytest.approx(counted, abs=0.02)
+    assert rows["flops_paper_formula"].ours != pytest.approx(rows["counted_flops"].ours, abs=1e-3)
     assert rows["params"].ours == pytest.approx(0.25)
 
 
