@@ -134,11 +134,12 @@ def lower_loss(table: str, statement: str, scale: str, winner: str, loser: str, 
 
 def as_good_as(table: str, statement: str, scale: str, candidate: str, reference: str, results: dict[str, dict],
                tolerance: float, key: str = "val_top1", scale_by: float = 100.0, noise_floor: float = TOP1_NOISE_FLOOR,
-               unit: str = "points") -> Row:  # fmt: skip
+               unit: str = "points", fails_because: str | None = None) -> Row:  # fmt: skip
     """The claim that run `candidate` is as good as `reference`: its `key` (x `scale_by`; higher is better) no more
-    than `tolerance` below. Margin: the difference plus the tolerance, per seed."""
+    than `tolerance` below. Margin: the difference plus the tolerance, per seed. `fails_because`: as `judge`'s."""
     difference = metric_margin(key, scale_by)
     margins = paired_margins(results, (candidate, reference),
                              lambda c, r: None if (d := difference(c, r)) is None else d + tolerance)  # fmt: skip
-    return judge(table, f"{candidate}_vs_{reference}", f"{statement} (within {tolerance:g} {unit})", scale, margins,
-                 noise_floor, unit, runs=(candidate, reference))  # fmt: skip
+    within = f" (within {tolerance:g} {unit})" if tolerance else ""
+    return judge(table, f"{candidate}_vs_{reference}", f"{statement}{within}", scale, margins, noise_floor, unit,
+                 fails_because, runs=(candidate, reference))  # fmt: skip

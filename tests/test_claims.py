@@ -139,6 +139,18 @@ def test_table2_vit_tokenformer_as_good_as_the_vit_at_its_parameters(matched_top
     assert rows["vit_tokenformer_l16_matched_vs_vit_l16"].status == "insufficient"  # not run
 
 
+def test_table2_larger_vit_tokenformers_beat_the_vit():
+    """109M / 407M above their ViTs, with no tolerance: +1 point holds, -1 fails."""
+    from scaling_axes.experiments.tokenformer import table2_imagenet as table2
+
+    results = {"vit_b16": {"val_top1": 0.80}, "vit_tokenformer_b16": {"val_top1": 0.81},
+               "vit_l16": {"val_top1": 0.82}, "vit_tokenformer_l16": {"val_top1": 0.81}}  # fmt: skip
+    rows = {r.row: r for r in table2.claim_rows("small", results)}
+    assert rows["vit_tokenformer_b16_vs_vit_b16"].status == "claim_holds"
+    assert rows["vit_tokenformer_l16_vs_vit_l16"].status == "claim_fails"
+    assert "within" not in rows["vit_tokenformer_b16_vs_vit_b16"].note.split(" | ")[0]
+
+
 def test_rmt_fig6_claims_a_monotonic_fall_and_section_4_4s_savings():
     """Each D_k below the next smaller one (D_k 48 here above D_k 32: that pair fails), and D_k 64 reaching D_k 12's
     final loss halfway through its budget: half the tokens saved, and half the counted FLOPs times their ratio."""

@@ -218,4 +218,8 @@ def test_progressive_figure_draws_fig3_and_fig4_panels(tmp_path):
     }
     fig3.EXPERIMENT.figure("smoke", results, tmp_path / "fig.png")
     assert (tmp_path / "fig.png").stat().st_size > 20_000
-    assert {r.name.rsplit("_", 1)[1] for r in runs if r.grow_from} == {"short", "shortpinned"}  # Fig. 4's stage budgets
+    assert {r.name.rsplit("_", 1)[1] for r in runs if r.grow_from} == {
+        "short",
+        "shortpinned",
+        "shortrandom",
+    }  # Fig. 4's stage budgets

@@ -23,6 +23,7 @@ def runs(scale: str) -> list[Run]:
 
 
 MATCHED = {"vit_tokenformer_b16_matched": "vit_b16", "vit_tokenformer_l16_matched": "vit_l16"}  # dagger -> ViT
+LARGER = {"vit_tokenformer_b16": "vit_b16", "vit_tokenformer_l16": "vit_l16"}  # 109M / 407M -> ViT
 AS_GOOD_AS = 0.5  # points of top-1: the paper's daggered rows sit 0.2 below (B) and 0.4 above (L) their ViTs
 
 
@@ -32,9 +33,12 @@ def report(scale: str, results: dict[str, dict]) -> list[Row]:
 
 
 def claim_rows(scale: str, results: dict[str, dict]) -> list[Row]:
-    """Table 2's claim: a ViT-Tokenformer with the ViT's parameters (dagger) is as good as the ViT in top-1."""
+    """Table 2's claims: a ViT-Tokenformer with the ViT's parameters (dagger) is as good as the ViT in top-1, and
+    the larger ViT-Tokenformers (109M, 407M) are above their ViTs (the paper: 82.5 vs 82.3, 83.1 vs 82.6)."""
     statement = "ViT-Tokenformer at the ViT's parameters is as good as the ViT in top-1"
-    return [as_good_as("table2", statement, scale, ours, vit, results, AS_GOOD_AS) for ours, vit in MATCHED.items()]
+    matched = [as_good_as("table2", statement, scale, ours, vit, results, AS_GOOD_AS) for ours, vit in MATCHED.items()]
+    above = "the larger ViT-Tokenformer beats the ViT in top-1"
+    return matched + [as_good_as("table2", above, scale, ours, vit, results, 0.0) for ours, vit in LARGER.items()]
 
 
 def figure(scale: str, results: dict[str, dict], path: Path) -> None:
