@@ -16,7 +16,7 @@ from typing import Any
 from scaling_axes.harness.plan import GPUS, MEASURED_MFU, MEASURED_MFU_SOURCE, RUN_OVERHEAD_S, dry_run, print_plan
 from scaling_axes.harness.results import RESULTS_DIR, SCALES
 from scaling_axes.harness.runner import report, train
-from scaling_axes.harness.runs import RUNS_DIR, Experiment, find_run, with_seeds, world_size
+from scaling_axes.harness.runs import RUNS_DIR, Experiment, default_runs, find_run, with_seeds, world_size
 
 
 def _in_range(kind: type, low: float, high: float = math.inf, low_open: bool = False) -> Callable[[str], Any]:
@@ -82,6 +82,7 @@ def main(experiment: Experiment, argv: list[str] | None = None) -> None:
     if args.list:
         for run in with_seeds(experiment.runs(args.scale), args.seeds):
             grown = f" (grown from {run.grow_from})" if run.grow_from else ""
+            grown += " (on request: --run names it)" if run.on_request else ""
             print(f"{run.name:28s} {run.model:24s} {run.budget.tokens:>12.3e} tokens{grown}")
         return
     if args.dry_run:
@@ -102,7 +103,7 @@ def main(experiment: Experiment, argv: list[str] | None = None) -> None:
             "strategy": args.strategy,
             "compile": args.compile,
         }
-        runs = [find_run(experiment, args.scale, args.run)] if args.run else experiment.runs(args.scale)
+        runs = [find_run(experiment, args.scale, args.run)] if args.run else default_runs(experiment, args.scale)
         runs = with_seeds(runs, args.seeds)
         if args.micro_batch:
             runs = [

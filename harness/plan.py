@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from scaling_axes.harness.runs import Experiment, Run, with_seeds
+from scaling_axes.harness.runs import Experiment, Run, default_runs, with_seeds
 from scaling_axes.harness.training import task_of
 from scaling_axes.modules.flops import formula_params, train_flops_per_token
 from scaling_axes.modules.registry import architecture_of
@@ -46,7 +46,7 @@ def dry_run(
     time and GPU-hours at `mfu` of `devices` x `peak_tflops` plus `overhead_s` a run; every run at seeds
     1..`seeds`."""
     plan = []
-    for run in with_seeds(experiment.runs(scale), seeds):
+    for run in with_seeds(default_runs(experiment, scale), seeds):
         config, budget = run.config, run.budget
         per_token = train_flops_per_token(config, budget.seq_len)
         flops = per_token * budget.tokens  # = run.train_flops()

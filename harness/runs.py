@@ -100,6 +100,7 @@ class Run:
     data: dict[str, Any] = dataclasses.field(default_factory=dict)  # further TextDataModule arguments
     seed: int = 1234  # initialisation, and the data order unless `data` names a seed of its own
     lr_sweep: bool = False  # a learning-rate sweep point: a non-finite loss ends it as diverged, not the experiment
+    on_request: bool = False  # trained only when named (`--run`): another reading of the paper, not the default
 
     @property
     def config(self):
@@ -151,6 +152,11 @@ def seed_run(run: Run, k: int) -> Run:
 def with_seeds(runs: list[Run], seeds: int) -> list[Run]:
     """`runs` at seeds 1..`seeds`, seed by seed (a grown run after its source at the same seed)."""
     return [seed_run(run, k) for k in range(1, seeds + 1) for run in runs]
+
+
+def default_runs(experiment: Experiment, scale: str) -> list[Run]:
+    """The runs an experiment trains when none is named: all but those trained `on_request`."""
+    return [run for run in experiment.runs(scale) if not run.on_request]
 
 
 def run_dir(experiment: Experiment, scale: str, run: Run, runs_dir: Path = RUNS_DIR) -> Path:
@@ -227,7 +233,7 @@ def fingerprint_fields(run: Run, options: dict[str, Any]) -> dict[str, Any]:
     spell them differently), the precision and the world layout (processes and micro-batch, which set the
     accumulation and so the arithmetic)."""
     processes = world_size(options)
-    declared = {k: v for k, v in dataclasses.asdict(run).items() if k not in ("overrides", "lr_sweep")}
+    declared = {k: v for k, v in dataclasses.asdict(run).items() if k not in ("overrides", "lr_sweep", "on_request")}
     return json.loads(json.dumps({
         "run": declared, "model_config": dataclasses.asdict(run.config),
         "precision": str(options.get("precision")), "world_size": processes,

@@ -221,3 +221,22 @@ def test_tokenformer_tables_carry_the_param_and_image_size_columns():
     assert len(sizes) == 6 and all(r.ours == r.paper == 224 and r.status == "match" for r in sizes.values())
     labels = {r.row: r.paper for r in table1.report("smoke", {}) if r.metric == "params"}
     assert len(labels) == 13 and labels["pythia_160m"] == 160e6 and labels["tokenformer_1_5b"] == 1.5e9
+
+
+def test_fig6_batch_512_reading_is_an_erratum_row_and_runs_only_on_request(capsys):
+    """App. E's one pass vs 2,204 steps x 512 x 1,024 tokens (~43 passes of enwik8): an erratum row; the batch-512
+    runs exist at paper scale, are listed, found by --run, and left out of what a plain run or a plan trains."""
+    from scaling_axes.experiments.tokenformer import fig6_enwik8_continual as fig6
+    from scaling_axes.harness.plan import dry_run
+    from scaling_axes.harness.runs import default_runs
+
+    row = fig6.erratum_row("paper")
+    assert row.status == "differs" and row.paper == 1 and 40 < row.ours < 47
+    requested = {r.name for r in fig6.runs("paper") if r.on_request}
+    assert requested == {"tokenformer_757m_enwik8_batch512", "transformer_757m_enwik8_net2net_batch512"}
+    assert requested.isdisjoint(r.name for r in default_runs(fig6.EXPERIMENT, "paper"))
+    assert requested.isdisjoint(p["run"] for p in dry_run(fig6.EXPERIMENT, "paper", 0.4, 989.0, 8))
+    assert find_run(fig6.EXPERIMENT, "paper", "tokenformer_757m_enwik8_batch512").budget.batch_size == 512
+    main(fig6.EXPERIMENT, ["--scale", "paper", "--list"])
+    assert "tokenformer_757m_enwik8_batch512" in capsys.readouterr().out
+    assert not any(r.on_request for r in fig6.runs("small"))
