@@ -69,18 +69,20 @@ def test_table1_means_vanish_and_the_mean_squared_terms_count():
 
 
 def test_table2_printed_values_and_their_errata():
+    """As printed in our version: every ATTN row and the FF Transformer rows equal Table 1's closed forms (the earlier
+    PDF's swapped ATTN rows are only a note); the RMT's FF rows print 1 / 1 against 0.4 / 1.6 and 1.6 / 0.4."""
     rows = {(r.row, r.metric): r for r in moments.table2_rows(moments.published("rmt"), draws=1)}
     ratios = ("forward_variance_ratio", "backward_variance_ratio")
-    for model in ("rmt", "transformer"):  # the FF Transformer rows are as printed; the ATTN rows are swapped
-        for op, other in (("storage", "retrieval"), ("retrieval", "storage")):
-            for metric in ratios:
-                printed, swapped = rows[(f"attn_{op}_{model}", metric)], rows[(f"attn_{other}_{model}", metric)]
-                assert printed.status == "differs" and printed.paper == pytest.approx(swapped.ours, abs=0.01)
-                assert "labels are swapped" in printed.note
-            assert all(rows[(f"ff_{op}_transformer", m)].status == "match" for m in ratios)
+    printed = {("attn_storage_rmt", 0.4, 1.6), ("attn_retrieval_rmt", 1.14, 0.86), ("attn_storage_transformer", 1, 1),
+               ("attn_retrieval_transformer", 0.5, 1.5), ("ff_storage_transformer", 1.6, 0.4),
+               ("ff_retrieval_transformer", 0.4, 1.6)}  # fmt: skip
+    for name, forward, backward in printed:
+        assert (rows[(name, ratios[0])].paper, rows[(name, ratios[1])].paper) == (forward, backward)
+        assert all(rows[(name, m)].status == "match" for m in ratios), name
     storage, retrieval = (tuple(rows[(f"ff_{op}_rmt", m)].ours for m in ratios) for op in ("storage", "retrieval"))
     assert storage == pytest.approx((0.4, 1.6)) and retrieval == pytest.approx((1.6, 0.4))  # printed: 1 / 1
-    assert all(rows[(f"ff_{op}_rmt", m)].paper == 1 for op in ("storage", "retrieval") for m in ratios)
+    assert all(rows[(f"ff_{op}_rmt", m)].paper == 1 and rows[(f"ff_{op}_rmt", m)].status == "differs"
+               for op in ("storage", "retrieval") for m in ratios)  # fmt: skip
     keys = moments.retrieval_keys_row(moments.published("rmt"))
     assert keys.paper == 0.86 and keys.ours == pytest.approx(2 * 16 / (64 + 48))  # Table 1's R, not 3R
 
