@@ -260,3 +260,21 @@ def test_a_repeat_at_another_seed_draws_its_text_in_another_order(tmp_path):
     assert not torch.equal(first_batch(run), first_batch(seed_run(run, 2)))
     pinned = Run("m", "transformer_124m", run.budget, TINY, data={"seed": 9090333})
     assert seed_run(pinned, 3).data["seed"] == 9090335
+
+
+def test_rmt_tables_5_6_claim_lower_perplexity_and_higher_accuracy_per_metric():
+    from scaling_axes.experiments.rmt import table5_6_downstream as downstream
+
+    def row(run: str, metric: str, ours: float) -> Row:
+        return Row(table="t", row=run, metric=metric, ours=ours, status="measured")
+
+    rows = [row("transformer_rmt_405m", "lambada_ppl", 61.34), row("rmt_305m", "lambada_ppl", 25.21),
+            row("transformer_rmt_405m", "piqa_acc", 61.9), row("rmt_305m", "piqa_acc", 65.9),
+            row("transformer_rmt_405m", "arc_challenge_acc", 20.6), row("rmt_305m", "arc_challenge_acc", 19.7),
+            row("transformer_rmt_405m", "hellaswag_acc_norm", 30.0), row("rmt_305m", "hellaswag_acc_norm", 29.0),
+            row("rmt_305m", "winogrande_acc", 52.5)]  # fmt: skip
+    claims = {r.row.removeprefix("rmt_305m_vs_transformer_rmt_405m_"): r for r in downstream.claim_rows("small", rows)}
+    assert set(claims) == {"lambada_ppl", "piqa_acc", "arc_challenge_acc"}  # acc only; both models needed
+    assert claims["lambada_ppl"].ours == pytest.approx(math.log(61.34 / 25.21))
+    assert claims["lambada_ppl"].status == claims["piqa_acc"].status == "claim_holds"  # 4 points > 2 x sqrt 2 x 1
+    assert claims["arc_challenge_acc"].status == "insufficient"  # -0.9 points: within 2 x sqrt 2 x 1 point

@@ -13,8 +13,11 @@ reproduction.
 
 from __future__ import annotations
 
+import math
+
 from scaling_axes.experiments.rmt import setup as rmt_setup
 from scaling_axes.experiments.rmt.setup import RMT, TRANSFORMER
+from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, judge
 from scaling_axes.harness.evaluate import TOLERANCE, evaluate_cached, weights_fingerprint, zero_shot_rows
 from scaling_axes.harness.lm_eval_model import SuiteLM
 from scaling_axes.harness.results import Row, compare, published, scale_note
@@ -61,7 +64,29 @@ def report(scale: str, results: dict[str, dict]) -> list[Row]:
         result = evaluate_cached(weights.parent / "eval.json", lambda w=weights: SuiteLM(checkpoint=str(w.parent)),
                                  scale, corpora, weights_fingerprint(weights))  # fmt: skip
         rows += _rows(run, result, scale)
-    return rows
+    return rows + claim_rows(scale, rows)
+
+
+ACCURACY_NOISE_FLOOR = 1.0  # points: the sampling error of one model's accuracy on a task of 1-2k items (assumed)
+
+
+def claim_rows(scale: str, rows: list[Row]) -> list[Row]:
+    """Tables 5-6's claim, per metric: the RMT has the lower perplexity (margin: the difference of the log
+    perplexities, in nats) and the higher accuracy (acc, the paper's likelier column) than the Transformer. Seed 1
+    only: the evaluation reads seed 1's weights."""
+    value = {(r.row, r.metric): r.ours for r in rows if r.ours is not None}
+    claims = []
+    for metric in sorted({m for _, m in value if m.endswith(("_ppl", "_acc"))}):
+        if (RMT, metric) not in value or (TRANSFORMER, metric) not in value:
+            continue
+        rmt, transformer = value[(RMT, metric)], value[(TRANSFORMER, metric)]
+        perplexity = metric.endswith("_ppl")
+        margin = math.log(transformer / rmt) if perplexity else rmt - transformer
+        claims.append(judge("table5" if perplexity else "table6", f"{RMT}_vs_{TRANSFORMER}_{metric}",
+                            f"the RMT has the {'lower' if perplexity else 'higher'} {metric}", scale, [margin],
+                            LOSS_NOISE_FLOOR if perplexity else ACCURACY_NOISE_FLOOR,
+                            "nats" if perplexity else "points", runs=(RMT, TRANSFORMER)))  # fmt: skip
+    return claims
 
 
 EXPERIMENT = Experiment(
