@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from scaling_axes.harness.runner import chain_epochs
 from scaling_axes.harness.runs import Experiment, Run, default_runs, with_seeds
-from scaling_axes.harness.training import task_of
 from scaling_axes.modules.flops import formula_params, train_flops_per_token
 from scaling_axes.modules.registry import architecture_of
 
@@ -59,7 +59,7 @@ def dry_run(
                 "params": sum(formula_params(config).values()),
                 "train_flops_per_token": per_token,
                 "tokens": budget.tokens,
-                "epochs": _epochs(run),
+                "epochs": _epochs(experiment, scale, run),
                 "steps": budget.steps,
                 "train_flops": flops,
                 "micro_batch": micro,
@@ -71,10 +71,11 @@ def dry_run(
     return plan
 
 
-def _epochs(run: Run) -> float:
-    """Passes over the run's training data (nan when its corpus is neither prepared nor estimable here)."""
+def _epochs(experiment: Experiment, scale: str, run: Run) -> float:
+    """Passes over the run's training data, its growth chain's on the same data included (nan when its corpus is
+    neither prepared nor estimable here)."""
     try:
-        return task_of(run).epochs(run)[0]
+        return chain_epochs(experiment, scale, run)[0]
     except FileNotFoundError:
         return math.nan
 

@@ -33,13 +33,14 @@ def epoch_limit(experiment: Experiment, scale: str) -> float:
 
 
 def data_epochs(experiment: Experiment, scale: str, run: Run, allow_repeats: bool = False) -> float | None:
-    """Passes `run` makes over its training data. Above the limit (the experiment's `max_epochs` at paper scale, at
-    least SMALL_MAX_EPOCHS at small) it stops here with what to do, unless `allow_repeats`; smoke scale, a pipeline
-    check, is exempt (None)."""
+    """Passes `run` makes over its training data, its growth chain's passes over the same data included (a grown
+    model has seen what its sources saw). Above the limit (the experiment's `max_epochs` at paper scale, at least
+    SMALL_MAX_EPOCHS at small) it stops here with what to do, unless `allow_repeats`; smoke scale, a pipeline check,
+    is exempt (None)."""
     if scale == "smoke":
         return None
     try:
-        epochs, what = task_of(run).epochs(run)
+        epochs, what = chain_epochs(experiment, scale, run)
     except FileNotFoundError as unknown:  # a corpus downloaded on first use: its size is known once prepared
         print(f"run {run.name}: passes over its data not checked before the corpus is prepared ({unknown})")
         return None
@@ -52,6 +53,19 @@ def data_epochs(experiment: Experiment, scale: str, run: Run, allow_repeats: boo
             "to train it anyway (its result rows are then marked)"
         )
     return epochs
+
+
+def chain_epochs(experiment: Experiment, scale: str, run: Run) -> tuple[float, str]:
+    """(passes, what) of `run` and of every run it grows from that trained on the same data (corpus and
+    tokenizer)."""
+    epochs, what = task_of(run).epochs(run)
+    source, sources = run, []
+    while source.grow_from:
+        source = find_run(experiment, scale, source.grow_from)
+        if (source.corpus, source.tokenizer, source.data) == (run.corpus, run.tokenizer, run.data):
+            epochs += task_of(source).epochs(source)[0]
+            sources.append(source.name)
+    return epochs, what + (f", cumulative over its growth chain ({', '.join(sources)})" if sources else "")
 
 
 def train(experiment: Experiment, scale: str, run: Run, runs_dir: Path = RUNS_DIR, force_new: bool = False,

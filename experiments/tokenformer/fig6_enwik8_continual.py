@@ -36,7 +36,7 @@ from scaling_axes.experiments.tokenformer.progressive import (
 )
 from scaling_axes.harness.claims import lower_loss
 from scaling_axes.harness.results import Row, line_figure, published, scale_note
-from scaling_axes.harness.runs import Budget, Experiment, Run
+from scaling_axes.harness.runs import Budget, Experiment, Run, within_epochs
 
 VARIANTS = {  # run suffix -> grow options
     "enwik8": TOKENFORMER_GROWTH,
@@ -60,7 +60,12 @@ def _spec(scale: str) -> tuple[dict, Budget, str, Budget]:
     constant = {"warmup_steps": 0, "min_lr_ratio": 1.0, "log_every": 1}
     if scale == "small":
         corpus = real_or_stand_in(scale, "enwik8", "embedded_wiki")
-        return spec, spec.full, corpus, _epoch(corpus, dataclasses.replace(spec.full, val_every=20, **constant))
+        continual = _epoch(corpus, dataclasses.replace(spec.full, val_every=20, **constant))
+        if corpus != spec.corpus:
+            return spec, spec.full, corpus, continual
+        # one stand-in for both would make the "new data" old: pre-train on the embedded news instead
+        spec = dataclasses.replace(spec, corpus="embedded_news")
+        return spec, within_epochs(dataclasses.replace(spec.full, batch_size=8), spec.corpus, "neox"), corpus, continual
     steps = int(published("tokenformer")[("fig6", "continual", "steps")])
     batch = max(1, round(train_tokens("enwik8", "neox")[0] / (steps * 1024)))  # one epoch in the paper's steps
     continual = progressive.paper_budget(steps, batch_size=batch, micro_batch=batch, lr=6e-4, val_every=100,

@@ -13,7 +13,7 @@ from typing import Any
 
 from scaling_axes.datamodules.stand_ins import real_or_stand_in
 from scaling_axes.harness.results import Row, compare, published, pyplot, save_figure, scale_note
-from scaling_axes.harness.runs import Budget, Experiment, Run, within_epochs
+from scaling_axes.harness.runs import SMALL_MAX_EPOCHS, Budget, Experiment, Run, within_epochs
 from scaling_axes.modules import get_config
 from scaling_axes.modules.flops import formula_params
 
@@ -87,8 +87,9 @@ def scale_spec(scale: str) -> Setting:
         return Setting(({},) * len(SIZES), ({},) * len(SIZES), full, stages, corpus="openwebtext")
     s, corpus = SHRUNK[scale], real_or_stand_in(scale, "openwebtext", "embedded_news")
     full, stage = s.full, s.stage
-    if scale == "small":  # each run within two passes over its corpus
-        full, stage = within_epochs(full, corpus, "neox"), within_epochs(stage, corpus, "neox")
+    if scale == "small":  # a whole growth chain (the first run and a stage per size) within two passes of its corpus
+        chain = full.tokens + (len(SIZES) - 1) * stage.tokens
+        full, stage = (within_epochs(b, corpus, "neox", SMALL_MAX_EPOCHS * b.tokens / chain) for b in (full, stage))
     return Setting(
         tokenformer=tuple({**s.shape, "qkv_tokens": n, "proj_tokens": n, "ffn_tokens": 4 * n} for n in s.tokens),
         transformer=tuple({**s.shape, "d_model": d, "n_head": d // s.head_size} for d in s.widths),
