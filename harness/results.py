@@ -5,7 +5,9 @@ Every experiment writes rows ``experiment, table, row, metric, paper, ours, unit
 ``differs``, ``not_run`` (the run has not finished), ``analytic`` (ours is a formula or a count, not a training
 result), ``measured`` (a training result the paper gives no number for), ``cited`` (a paper's number for a model
 this suite does not build, such as the Pythia rows of a comparison table, shown for reference only), and for a
-paper's claims (metric ``claim``, see `harness.claims`) ``claim_holds``, ``claim_fails`` or ``insufficient``.
+paper's claims (metric ``claim``, see `harness.claims`) ``claim_holds``, ``claim_fails`` or ``insufficient``; a row
+whose runs passed over their data more often than allowed (``--allow-repeats``) is ``memorisation``, and one whose runs
+on disk were trained with other settings than the code now declares is ``stale``, whatever it was judged.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from scaling_axes.io import atomic_write
 
 COLUMNS = ("experiment", "table", "row", "metric", "paper", "ours", "unit", "scale", "run", "status", "note")
 STATUSES = ("match", "differs", "not_run", "analytic", "measured", "cited", "claim_holds", "claim_fails",
-            "insufficient")  # fmt: skip
+            "insufficient", "memorisation", "stale")  # fmt: skip
 SCALES = ("smoke", "small", "paper")
 # Where outputs go, one rule: `runs/` and `results/` under the output root, the working directory unless a command
 # is given --out-dir. The papers' numbers are package data (`scaling_axes.published`, the checkout's

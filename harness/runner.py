@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from scaling_axes.datamodules.corpora import default_data_root
+from scaling_axes.datamodules.corpora import CORPORA, default_data_root
+from scaling_axes.harness.claims import seeds_of
 from scaling_axes.harness.results import RESULTS_DIR, Row, write_report, write_rows
 from scaling_axes.harness.runs import (
     RUNS_DIR,
@@ -136,20 +137,44 @@ def report(experiment: Experiment, scale: str, runs_dir: Path = RUNS_DIR, result
     """Rebuild `results/<scale>/<experiment>.csv` (and its figure) from finished runs, then REPORT.md."""
     results_dir = Path(results_dir or RESULTS_DIR)
     results = load_results(experiment, scale, runs_dir)
-    path = write_rows(experiment.name, scale, mark_repeats(experiment.report(scale, results), results), results_dir)
+    rows = data_caveats(experiment.report(scale, results), results, experiment.runs(scale))
+    path = write_rows(experiment.name, scale, rows, results_dir)
     if experiment.figure is not None:
         experiment.figure(scale, results, path.with_suffix(".png"))
     write_report(results_dir)
     return path
 
 
-def mark_repeats(rows: list[Row], results: dict[str, dict]) -> list[Row]:
-    """Rows of runs trained past their data budget (--allow-repeats) say so in their note."""
+def data_caveats(rows: list[Row], results: dict[str, dict], runs: list[Run]) -> list[Row]:
+    """What the data behind each row can support. A row whose runs (a claim's: every run it compares, at every
+    seed) passed over their data more often than allowed (--allow-repeats) is `memorisation`; one whose runs on disk
+    no longer match their declaration is `stale`; both say why. A claim also names the data it was judged on, and
+    says when that is an embedded stand-in for the paper's corpus."""
+    by_name = {run.name: run for run in runs}
     out = []
     for row in rows:
-        done = results.get(row.run, {})
-        if done.get("repeats_allowed"):
-            mark = f"data repeated {done['data_epochs']:.1f} times (--allow-repeats): memorisation, not a result"
-            row = dataclasses.replace(row, note=f"{row.note}; {mark}" if row.note else mark)
-        out.append(row)
+        names = [name for name in row.run.split(",") if name]
+        finished = [done for name in names for done in seeds_of(results.get(name)).values()]
+        notes, status = [], row.status
+        if row.metric == "claim" and names:
+            notes.append(f"data: {', '.join(dict.fromkeys(data_of(by_name[n]) for n in names if n in by_name))}")
+        if repeated := [f"{d['run']} {d['data_epochs']:.1f}" for d in finished if d.get("repeats_allowed")]:
+            status = "memorisation"
+            notes.append(f"passes over the data (--allow-repeats): {', '.join(repeated)}; memorisation, not a result")
+        if stale := [f"{d['run']} ({d['stale']})" for d in finished if d.get("stale")]:
+            status = "stale"
+            notes.append(f"stale: trained with other settings than declared now: {'; '.join(stale)}; retrain "
+                         "(--force-new) or restore the declaration")  # fmt: skip
+        note = "; ".join(filter(None, (row.note, *notes)))
+        out.append(dataclasses.replace(row, status=status, note=note) if notes else row)
     return out
+
+
+def data_of(run: Run) -> str:
+    """The data a run trains on, in words: the corpus and tokenizer (or images), and whether it stands in."""
+    if task_of(run).accuracy_curves:
+        embedded = run.data.get("source", "embedded") == "embedded"
+        return "the embedded MNIST digits, standing in for ImageNet-1k" if embedded else "ImageNet-1k"
+    corpus = CORPORA[run.corpus]
+    tokens = run.tokenizer or corpus.default_tokenizer
+    return f"{run.corpus}/{tokens}" + (" (an embedded stand-in, not the paper's corpus)" if corpus.embedded else "")

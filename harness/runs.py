@@ -182,13 +182,41 @@ def load_results(experiment: Experiment, scale: str, runs_dir: Path = RUNS_DIR) 
         out = run_dir(experiment, scale, run, runs_dir)
         if (done := _read_finished(out / "done.json", run.name)) is None:
             continue
+        done = _with_staleness(done, run, out)
         seed_runs = {}
         for path in out.parent.glob(f"{run.name}{SEED_SUFFIX}*/done.json"):
             k = path.parent.name.removeprefix(f"{run.name}{SEED_SUFFIX}")
             if k.isdigit() and (repeat := _read_finished(path, path.parent.name)) is not None:
-                seed_runs[int(k)] = repeat
+                seed_runs[int(k)] = _with_staleness(repeat, seed_run(run, int(k)), path.parent)
         results[run.name] = {**done, "seed_runs": dict(sorted(seed_runs.items()))} if seed_runs else done
     return results
+
+
+def _with_staleness(done: dict, run: Run, out: Path) -> dict:
+    """`done` with `stale` (what changed) when the run in `out` was trained with other settings than `run` declares
+    now: a changed preset, budget or corpus makes its numbers someone else's."""
+    stale = staleness(run, out)
+    return {**done, "stale": stale} if stale else done
+
+
+def staleness(run: Run, out: Path) -> str | None:
+    """The fields in which `out`'s recorded fingerprint differs from `run` as declared now, with the trainer settings
+    and micro-batch it was trained with (those are the launch's, not the code's); None when they agree or nothing
+    was recorded."""
+    try:
+        recorded = yaml.safe_load((out / "config.yaml").read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return None
+    if not isinstance(recorded, dict) or not isinstance(recorded.get("fingerprinted"), dict):
+        return None
+    micro = (recorded.get("budget") or {}).get("micro_batch")
+    declared = dataclasses.replace(run, budget=dataclasses.replace(run.budget, micro_batch=micro))
+    now = {
+        **fingerprint_fields(declared, recorded.get("trainer") or {}),
+        "world_size": recorded["fingerprinted"].get("world_size"),
+    }  # "auto" devices count where it trained
+    changes = _differences(recorded["fingerprinted"], now)
+    return "; ".join(f"{key}: {old!r} -> {new!r}" for key, old, new in changes[:5]) or None
 
 
 def _read_finished(done: Path, name: str) -> dict | None:

@@ -1,6 +1,7 @@
 """Every paper claim judged from synthetic result rows (holds, fails, insufficient), repeats at further seeds
 (`--seeds`) paired seed by seed, and the small plans sized to about 10 minutes on an H100 with the real corpora."""
 
+import dataclasses
 import math
 
 import pytest
@@ -72,7 +73,7 @@ def _tiny_experiment() -> Experiment:
 
     def report(scale: str, results: dict[str, dict]) -> list[Row]:
         margins = paired_margins(results, ("wide", "narrow"), lambda w, n: n["val_loss"] - w["val_loss"])
-        return [judge("t", "wide_vs_narrow", "wider is better", scale, margins, 0.02)]
+        return [judge("t", "wide_vs_narrow", "wider is better", scale, margins, 0.02, runs=("wide", "narrow"))]
 
     return Experiment("seeds_test", "repeats at further seeds", lambda scale: runs, report)
 
@@ -91,6 +92,31 @@ def test_seeds_train_repeats_that_the_claims_pair_seed_by_seed(tmp_path):
     assert paired_margins(results, ("wide", "narrow"), lambda w, n: n["val_loss"] - w["val_loss"]) == expected
     del results["narrow"]["seed_runs"]  # a seed that one side lacks is left out, not paired with another
     assert len(paired_margins(results, ("wide", "narrow"), lambda w, n: 0.0)) == 1
+
+
+def test_a_claim_says_what_its_data_can_show_memorisation_and_staleness(tmp_path):
+    """A claim names the data it was judged on (a stand-in says so); runs trained past their data budget make it
+    `memorisation`, whatever it was judged; runs whose declaration changed since they trained make it `stale`,
+    naming the field."""
+    from scaling_axes.harness.runner import data_caveats
+
+    experiment = _tiny_experiment()
+    main(experiment, ["--scale", "small", "--out-dir", str(tmp_path)])
+    results = load_results(experiment, "small", tmp_path / "runs")
+    runs = experiment.runs("small")
+    (claim,) = data_caveats(experiment.report("small", results), results, runs)
+    assert "data: embedded_news/bytes (an embedded stand-in, not the paper's corpus)" in claim.note
+    assert claim.status not in ("memorisation", "stale")
+    repeated = {**results, "wide": {**results["wide"], "repeats_allowed": True, "data_epochs": 3.0}}
+    (claim,) = data_caveats(experiment.report("small", repeated), repeated, runs)
+    assert claim.status == "memorisation" and "wide 3.0; memorisation, not a result" in claim.note
+    changed = [dataclasses.replace(r, budget=dataclasses.replace(r.budget, lr=1e-3)) if r.name == "wide" else r
+               for r in runs]  # fmt: skip
+    edited = Experiment(experiment.name, "", lambda scale: changed, experiment.report)
+    stale = load_results(edited, "small", tmp_path / "runs")
+    assert "run.budget.lr: 0.0006 -> 0.001" in stale["wide"]["stale"] and "stale" not in stale["narrow"]
+    (claim,) = data_caveats(edited.report("small", stale), stale, changed)
+    assert claim.status == "stale" and "retrain (--force-new)" in claim.note
 
 
 def test_a_repeat_is_the_run_at_another_seed_grown_from_its_source_at_that_seed():
@@ -166,10 +192,12 @@ def test_rmt_fig6_claims_a_monotonic_fall_and_section_4_4s_savings():
     assert equal.status == "claim_holds" and equal.ours == pytest.approx(0.07)
     monotonic = {row: r.status for row, r in rows.items() if r.table == "fig6"}
     assert monotonic == {
-        "rmt_residual_dk12_vs_rmt_residual_dk6": "claim_holds", "rmt_residual_dk24_vs_rmt_residual_dk12": "claim_holds",
-        "rmt_residual_dk32_vs_rmt_residual_dk24": "claim_holds", "rmt_residual_dk48_vs_rmt_residual_dk32": "claim_fails",
+        "rmt_residual_dk12_vs_rmt_residual_dk6": "claim_holds",
+        "rmt_residual_dk24_vs_rmt_residual_dk12": "claim_holds",
+        "rmt_residual_dk32_vs_rmt_residual_dk24": "claim_holds",
+        "rmt_residual_dk48_vs_rmt_residual_dk32": "claim_fails",
         "rmt_residual_dk64_vs_rmt_residual_dk48": "claim_holds",
-    }  # fmt: skip
+    }
     pair = "rmt_residual_dk64_vs_rmt_residual_dk12"
     tokens, flops = rows[f"{pair}_tokens"], rows[f"{pair}_flops"]
     ratio = runs["rmt_residual_dk64"].train_flops() / runs["rmt_residual_dk12"].train_flops()

@@ -44,7 +44,8 @@ def test_an_over_budget_run_is_refused_with_what_to_do_and_allowed_with_its_rows
     main(over, ["--scale", "small", "--out-dir", str(tmp_path), "--allow-repeats"])
     with open(tmp_path / "results" / "small" / "budget_test.csv", newline="") as f:
         (row,) = list(csv.DictReader(f))
-    assert "data repeated 2.2 times (--allow-repeats): memorisation, not a result" in row["note"]
+    assert row["status"] == "memorisation"
+    assert "passes over the data (--allow-repeats): r 2.2; memorisation, not a result" in row["note"]
 
 
 def test_the_epoch_guard_counts_a_growth_chain_on_the_same_data():
