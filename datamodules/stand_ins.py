@@ -7,13 +7,17 @@ import functools
 from scaling_axes.datamodules.corpora import default_data_root
 
 SMALL_STAND_IN = "embedded_wiki"  # the largest embedded corpus (about 1.7M GPT-2 tokens): what small falls back to
+CPU_TOKENIZER = "wiki_bpe2048"  # the cpu scale's tokenizer: a BPE trained on SMALL_STAND_IN's training split
 
 
 def real_or_stand_in(scale: str, real: str, stand_in: str, small_stand_in: str = SMALL_STAND_IN) -> str:
     """The data a run at `scale` uses: `real` at paper scale; at small scale `real` when it is under the data root,
-    else `small_stand_in` (said once); `stand_in` at smoke scale."""
+    else `small_stand_in` (said once); `small_stand_in` at cpu scale, whose models are sized to it; `stand_in` at
+    smoke scale."""
     if scale == "paper" or (scale == "small" and (default_data_root() / real).exists()):
         return real
+    if scale == "cpu":  # sized to the embedded data whatever is on disk
+        return small_stand_in
     if scale == "small":
         _say_stand_in(real, small_stand_in)
         return small_stand_in
@@ -23,3 +27,8 @@ def real_or_stand_in(scale: str, real: str, stand_in: str, small_stand_in: str =
 @functools.cache
 def _say_stand_in(real: str, stand_in: str) -> None:
     print(f"small scale: {real} is not under {default_data_root()}/, so {stand_in} stands in for it")
+
+
+def tokenizer_at(scale: str, tokenizer: str) -> str:
+    """The tokenizer a run at `scale` uses: the paper's, or at cpu scale the BPE trained on its corpus."""
+    return CPU_TOKENIZER if scale == "cpu" else tokenizer

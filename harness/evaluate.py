@@ -89,24 +89,25 @@ def corpus_perplexity(
     return math.exp(total / count)
 
 
-SMOKE_DOCUMENTS, SMOKE_WINDOWS = 50, 16
+LIMITED = {"smoke": (50, 16), "cpu": (200, 64)}  # scale -> (documents per task, perplexity windows)
 
 
 def evaluate_cached(
     eval_json: Path, make_lm: Callable[[], SuiteLM], scale: str, perplexity: dict[str, str], fingerprint: str
 ) -> dict:
     """The zero-shot tasks and by-hand perplexities (label -> corpus) of one model, kept in `eval_json` and
-    recomputed only when `fingerprint` (which weights were evaluated) changes. Smoke scale: offline, the first
-    50 documents per task, 16 perplexity windows, and a LAMBADA-format stand-in when no LAMBADA file exists."""
+    recomputed only when `fingerprint` (which weights were evaluated) changes. Smoke and cpu scale (`LIMITED`):
+    offline, the first documents of each task, a few perplexity windows, and a LAMBADA-format stand-in when no
+    LAMBADA file exists."""
     cached = json.loads(eval_json.read_text()) if eval_json.exists() else {}
     if cached.get("fingerprint") == fingerprint:
         return cached
-    lm, smoke = make_lm(), scale == "smoke"
+    lm, smoke = make_lm(), scale in LIMITED
+    documents, windows = LIMITED.get(scale, (None, None))
     offline = smoke or hub_unreachable()
     lambada = lm_eval_tasks.lambada_file()
     if offline and smoke and not lambada.exists():
         lambada = lm_eval_tasks.lambada_stand_in()
-    windows = SMOKE_WINDOWS if smoke else None
     perplexities = {  # once per corpus: at smoke scale several labels stand on the same one
         corpus: corpus_perplexity(lm.model, corpus, lm.tokenizer.name, lm.max_length, max_windows=windows)
         for corpus in set(perplexity.values())
@@ -114,9 +115,9 @@ def evaluate_cached(
     result = {
         "fingerprint": fingerprint,
         "offline": offline,
-        "documents_per_task": SMOKE_DOCUMENTS if smoke else "all",
+        "documents_per_task": documents or "all",
         "lambada_source": str(lambada) if offline else "EleutherAI/lambada_openai",
-        "tasks": zero_shot(lm, list(lm_eval_tasks.TASKS), offline, SMOKE_DOCUMENTS if smoke else None, lambada=lambada),
+        "tasks": zero_shot(lm, list(lm_eval_tasks.TASKS), offline, documents, lambada=lambada),
         "perplexity": {label: perplexities[corpus] for label, corpus in perplexity.items()},
     }
     atomic_write(eval_json, json.dumps(result, indent=2))

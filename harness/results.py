@@ -24,7 +24,7 @@ from scaling_axes.io import atomic_write
 COLUMNS = ("experiment", "table", "row", "metric", "paper", "ours", "unit", "scale", "run", "status", "note")
 STATUSES = ("match", "differs", "not_run", "analytic", "measured", "cited", "claim_holds", "claim_fails",
             "insufficient", "memorisation", "stale")  # fmt: skip
-SCALES = ("smoke", "small", "paper")
+SCALES = ("smoke", "cpu", "small", "paper")  # in order of size
 # Where outputs go, one rule: `runs/` and `results/` under the output root, the working directory unless a command
 # is given --out-dir. The papers' numbers are package data (`scaling_axes.published`, the checkout's
 # results/published/), so an installed wheel reads them wherever it runs.
@@ -54,6 +54,11 @@ def scale_note(scale: str) -> str:
     """The note every trained row below paper scale carries: it is never a reproduction."""
     if scale == "smoke":
         return "smoke scale: tiny models on a few thousand tokens, a pipeline check, not a reproduction"
+    if scale == "cpu":
+        return (
+            "cpu scale: models of 10^4-10^5 parameters and a 2,048-token BPE trained on the 6 MB embedded "
+            "Wikipedia excerpt, each run at most one pass over it, on 2 CPU cores; not a reproduction"
+        )
     return "" if scale == "paper" else f"{scale} scale: shrunken models and budgets, not a reproduction"
 
 

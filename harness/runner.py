@@ -30,7 +30,9 @@ from scaling_axes.io import atomic_torch_save, atomic_write, load_torch
 
 
 def epoch_limit(experiment: Experiment, scale: str) -> float:
-    return experiment.max_epochs if scale == "paper" else max(SMALL_MAX_EPOCHS, experiment.max_epochs)
+    """Passes a run may make: the experiment's own at paper and cpu scale (sized to their data), at least
+    SMALL_MAX_EPOCHS at small (shrunk budgets on whatever corpus is there)."""
+    return max(SMALL_MAX_EPOCHS, experiment.max_epochs) if scale == "small" else experiment.max_epochs
 
 
 def data_epochs(experiment: Experiment, scale: str, run: Run, allow_repeats: bool = False) -> float | None:

@@ -36,6 +36,7 @@ from scaling_axes.modules.token_bytes import (
     synthetic_token_byte_table,
     token_byte_table,
 )
+from scaling_axes.modules.tokenizers import TOKENIZERS
 
 MaskKind = Literal["causal", "within_token"]
 
@@ -59,14 +60,14 @@ class MoTConfig(ModdedGPTConfig):
     byte_window_tokens: int = 8
     byte_head_dim: int = 128
     eot_token: int = 50256
-    byte_table: Literal["gpt2", "synthetic"] = "gpt2"  # synthetic: random bytes, for timing without the tokenizer
+    byte_table: str = "gpt2"  # the tokenizer whose tokens' bytes are mixed in, or "synthetic": random bytes (timing)
     cross_attn_output_norm: bool = False  # this suite's earlier variant: RMS-norm the cross-attention's output
 
     def __post_init__(self) -> None:
         super().__post_init__()
         for field, allowed in (("mixin", ("noop", "concat", "cross_attn")), ("mixout", ("noop", "split", "copy")),
                                ("byte_mask", ("causal", "within_token")),
-                               ("byte_table", ("gpt2", "synthetic"))):  # fmt: skip
+                               ("byte_table", ("synthetic", *TOKENIZERS))):  # fmt: skip
             if getattr(self, field) not in allowed:
                 raise ValueError(f"{field}={getattr(self, field)!r}; allowed: {', '.join(allowed)}")
         if self.mixin == "noop" and self.d_token != self.d_model:
@@ -84,7 +85,8 @@ class MoTConfig(ModdedGPTConfig):
 
     @property
     def byte_vocab(self) -> ByteVocabulary:
-        return byte_vocabulary(self.byte_vocabulary, synthetic=self.byte_table == "synthetic")
+        synthetic = self.byte_table == "synthetic"
+        return byte_vocabulary(self.byte_vocabulary, synthetic, None if synthetic else self.byte_table)
 
     @property
     def byte_window(self) -> int:
@@ -260,10 +262,12 @@ class MixtureOfTokenizers(ModdedGPT):
 
     def _table(self, padding: str) -> Tensor:
         c = self.config
-        build = synthetic_token_byte_table if c.byte_table == "synthetic" else token_byte_table
-        table = build(c.byte_vocabulary, c.bytes_per_token, padding)
+        if c.byte_table == "synthetic":
+            table = synthetic_token_byte_table(c.byte_vocabulary, c.bytes_per_token, padding)
+        else:
+            table = token_byte_table(c.byte_vocabulary, c.bytes_per_token, padding, c.byte_table)
         if table.shape[0] != c.vocab_size:
-            raise ValueError(f"byte tables cover GPT-2's {table.shape[0]} tokens; vocab_size={c.vocab_size}")
+            raise ValueError(f"byte tables cover {c.byte_table}'s {table.shape[0]} tokens; vocab_size={c.vocab_size}")
         return table.long().to(torch.get_default_device())  # meta under a meta-device build (FLOP counts)
 
     def param_groups(self) -> dict[str, list[nn.Parameter]]:

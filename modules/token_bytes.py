@@ -1,4 +1,5 @@
-"""The bytes of GPT-2 tokens for the Mixture of Tokenizers: fixed slots per token, and pulling across tokens.
+"""The bytes of a tokenizer's tokens (GPT-2's, as the Mixture of Tokenizers ran, or any byte-level tokenizer of the
+suite) for the Mixture of Tokenizers: fixed slots per token, and pulling across tokens.
 
 Each token id maps to `bytes_per_token` slots (MoT reference section 1.2): the input table is left-padded and keeps
 a long token's *last* slots, the target table is right-padded and keeps its *first* slots; end-of-text fills every
@@ -54,10 +55,10 @@ class ByteVocabulary:
         return -(-self.size // 128) * 128
 
 
-@functools.lru_cache(maxsize=2)
-def _gpt2_token_texts(vocabulary: str) -> tuple[tuple[int, ...], ...]:
-    """Per GPT-2 token id, its symbols in `vocabulary` (end-of-text excluded: it has its own id)."""
-    tok = load_tokenizer("gpt2")
+@functools.lru_cache(maxsize=4)
+def _token_texts(vocabulary: str, tokenizer: str = "gpt2") -> tuple[tuple[int, ...], ...]:
+    """Per token id of `tokenizer`, its symbols in `vocabulary` (end-of-text excluded: it has its own id)."""
+    tok = load_tokenizer(tokenizer)
     ids = range(tok.vocab_size)
     if vocabulary == "utf8":
         return tuple(tuple(tok.decode_bytes([i])) for i in ids)
@@ -66,30 +67,30 @@ def _gpt2_token_texts(vocabulary: str) -> tuple[tuple[int, ...], ...]:
     return tuple(tuple(alphabet[c] for c in text) for text in texts)
 
 
-def byte_vocabulary(name: str, synthetic: bool = False) -> ByteVocabulary:
-    """The vocabulary `name`; `synthetic` gives its size without reading the tokenizer (see
-    `synthetic_token_byte_table`)."""
+def byte_vocabulary(name: str, synthetic: bool = False, tokenizer: str = "gpt2") -> ByteVocabulary:
+    """The vocabulary `name` (of `tokenizer`'s decodes, for `chars`); `synthetic` gives its size without reading the
+    tokenizer (see `synthetic_token_byte_table`)."""
     if name == "utf8":
         return ByteVocabulary("utf8", 256)
     if name == "chars" and synthetic:
         return ByteVocabulary("chars", GPT2_CHARS)
     if name == "chars":
-        texts = _gpt2_token_texts("chars")
+        texts = _token_texts("chars", tokenizer)
         return ByteVocabulary("chars", 1 + max(max(t, default=0) for t in texts))
     raise KeyError(f"unknown byte vocabulary {name!r}; available: {', '.join(VOCABULARIES)}")
 
 
 @functools.lru_cache(maxsize=8)
-def token_byte_table(vocabulary: str, bytes_per_token: int, padding: Padding) -> Tensor:
-    """[50257, bytes_per_token] byte ids of every GPT-2 token: `left` padding keeps the last slots (input table),
-    `right` the first (target table)."""
+def token_byte_table(vocabulary: str, bytes_per_token: int, padding: Padding, tokenizer: str = "gpt2") -> Tensor:
+    """[tokens, bytes_per_token] byte ids of every token of `tokenizer`: `left` padding keeps the last slots (input
+    table), `right` the first (target table)."""
     if padding not in ("left", "right"):
         raise ValueError(f"padding={padding!r}; allowed: 'left' (input table), 'right' (target table)")
-    vocab, eot_token = byte_vocabulary(vocabulary), load_tokenizer("gpt2").eot_id
+    texts = _token_texts(vocabulary, tokenizer)
+    vocab, eot_token = byte_vocabulary(vocabulary, tokenizer=tokenizer), load_tokenizer(tokenizer).eot_id
     # on the CPU whatever the default device: the cached table outlives a meta-device model build
-    table = torch.full((len(_gpt2_token_texts(vocabulary)), bytes_per_token), vocab.pad_id, dtype=torch.int16,
-                       device="cpu")  # fmt: skip
-    for token, symbols in enumerate(_gpt2_token_texts(vocabulary)):
+    table = torch.full((len(texts), bytes_per_token), vocab.pad_id, dtype=torch.int16, device="cpu")
+    for token, symbols in enumerate(texts):
         kept = symbols[-bytes_per_token:] if padding == "left" else symbols[:bytes_per_token]
         if kept:
             start = bytes_per_token - len(kept) if padding == "left" else 0

