@@ -20,9 +20,10 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
+from scaling_axes.datamodules.corpus_bpe import raw_blocks, train_corpus_bpe
 from scaling_axes.datamodules.embedded import LEE_NEWS, WIKI_XML, require_package_file
 from scaling_axes.io import atomic_write, default_data_root, read_json
-from scaling_axes.modules.tokenizers import CORPUS_BPES, EOT, corpus_bpe_file, load_tokenizer
+from scaling_axes.modules.tokenizers import CORPUS_BPES, corpus_bpe_file, load_tokenizer
 
 SPLITS = ("train", "val", "test")
 Documents = dict[str, "datasets.Dataset | bytes | list[Path]"]  # noqa: F821 (datasets is imported lazily; list: token shards)
@@ -256,8 +257,9 @@ def prepare_corpus(
     out = corpus_dir(data_root, corpus, tokenizer)
     if (out / "meta.json").exists():
         return out
-    if tokenizer in CORPUS_BPES and tokenizer_path is None:
-        train_corpus_bpe(tokenizer, data_root)
+    if tokenizer in CORPUS_BPES and tokenizer_path is None and not corpus_bpe_file(tokenizer).exists():
+        trained_on = CORPUS_BPES[tokenizer][0]
+        train_corpus_bpe(tokenizer, trained_on, CORPORA[trained_on].load(data_root)["train"])
     tok = load_tokenizer(tokenizer, tokenizer_path)
     dtype = np.uint16 if tok.vocab_size <= 2**16 else np.uint32
     out.mkdir(parents=True, exist_ok=True)
@@ -291,36 +293,6 @@ def prepare_corpus(
     return out
 
 
-def train_corpus_bpe(name: str, data_root: str | Path | None = None) -> Path:
-    """Train corpus BPE `name` (`CORPUS_BPES`: its corpus and vocabulary) on that corpus's training split once:
-    byte-level, as GPT-2's, with <|endoftext|> as its only special token; kept at `corpus_bpe_file(name)`. The
-    validation and test splits are never seen. Deterministic: the same corpus gives the same merges."""
-    from tokenizers import Tokenizer as HFTokenizer
-    from tokenizers import decoders, models, pre_tokenizers, trainers
-
-    path = corpus_bpe_file(name)
-    if path.exists():
-        return path
-    corpus, vocab_size = CORPUS_BPES[name]
-    train = CORPORA[corpus].load(Path(data_root or default_data_root()))["train"]
-    texts = _raw_blocks(train) if isinstance(train, bytes) else (row["text"] for row in train)
-    tok = HFTokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[EOT], show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())  # fmt: skip
-    tok.train_from_iterator(texts, trainer)
-    atomic_write(path, tok.to_str())
-    print(f"trained tokenizer {name} on {corpus}'s training split ({vocab_size} ids) -> {path}")
-    return path
-
-
-def _raw_blocks(data: bytes) -> list[str]:
-    """A raw document (enwik8's XML) as UTF-8 text in blocks of 256 lines."""
-    lines = data.decode("utf-8", errors="replace").splitlines(keepends=True)
-    return ["".join(lines[i : i + 256]) for i in range(0, len(lines), 256)]
-
-
 def _tokenize(documents, tokenizer: str, tokenizer_path: str | None, eot_id: int | None):
     def encode(batch: dict) -> dict:
         ids = load_tokenizer(tokenizer, tokenizer_path).encode_batch(batch["text"])
@@ -340,7 +312,7 @@ def _tokenize_raw(data: bytes, tok) -> Iterator[np.ndarray]:
     if tok.name == "bytes":
         yield np.frombuffer(data, dtype=np.uint8)
         return
-    blocks = _raw_blocks(data)
+    blocks = raw_blocks(data)
     for start in range(0, len(blocks), 64):
         yield np.concatenate([np.asarray(ids, dtype=np.int64) for ids in tok.encode_batch(blocks[start : start + 64])])
 

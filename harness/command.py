@@ -18,6 +18,8 @@ from scaling_axes.harness.results import RESULTS_DIR, SCALES
 from scaling_axes.harness.runner import report, train
 from scaling_axes.harness.runs import RUNS_DIR, Experiment, default_runs, find_run, with_seeds, world_size
 
+DEFAULT_SEEDS = {"cpu": 3}  # a scale sized to run every claim at three seeds
+
 
 def _in_range(kind: type, low: float, high: float = math.inf, low_open: bool = False) -> Callable[[str], Any]:
     """An argparse type: `kind(text)` within [low, high] (or (low, high] when `low_open`), or an error saying so."""
@@ -73,11 +75,13 @@ def main(experiment: Experiment, argv: list[str] | None = None) -> None:
                         "settings aside (never deleted) and start the run over")  # fmt: skip
     parser.add_argument("--allow-repeats", action="store_true", help="train runs that pass over their data more often "
                         "than the experiment allows (their rows are marked as memorisation)")  # fmt: skip
-    parser.add_argument("--seeds", type=_in_range(int, 1), default=1, help="train every run at seeds 1..SEEDS "
-                        "(repeats are <run>_seed<k>; the claims judge their margins against their spread)")  # fmt: skip
+    parser.add_argument("--seeds", type=_in_range(int, 1), default=None, help="train every run at seeds 1..SEEDS "
+                        "(repeats are <run>_seed<k>; the claims judge their margins against their spread; default: "
+                        "3 at cpu scale, which is sized for them, else 1)")  # fmt: skip
     parser.add_argument("--micro-batch", type=_in_range(int, 1), help="sequences per device and pass; accumulation "
                         "keeps the global batch (the data are the same however the batch is split)")  # fmt: skip
     args = parser.parse_args(argv)
+    args.seeds = args.seeds or DEFAULT_SEEDS.get(args.scale, 1)
 
     if args.list:
         for run in with_seeds(experiment.runs(args.scale), args.seeds):

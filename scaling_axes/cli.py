@@ -14,8 +14,15 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
+import platform
+import subprocess
 import sys
+import time
+from pathlib import Path
+
+import torch
 
 from scaling_axes import experiments
 from scaling_axes.harness.command import main
@@ -60,10 +67,27 @@ def plan(scale: str, gpu: str, mfu: float, devices: int) -> float:
 
 
 def run_all(scale: str, report_only: bool) -> None:
+    """Every experiment at `scale` (at paper scale a cluster launches runs one by one instead), then REPORT.md and
+    `results/<scale>/REPORT.md`, which names the machine, the commit and how long this took."""
+    started = time.time()
     for experiment in all_experiments():
         print(f"== {experiment.name} ({scale})", flush=True)
         main(experiment, ["--scale", scale, *(["--report"] if report_only else [])])
     print(f"wrote {write_report()}")
+    minutes = "reports rebuilt only" if report_only else f"{(time.time() - started) / 60:.1f} minutes in this call"
+    print(f"wrote {write_report(scale=scale, header=machine_header(minutes))}")
+
+
+def machine_header(minutes: str) -> tuple[str, ...]:
+    """Where and from what the results came: the machine, torch, the commit, the time."""
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                            cwd=Path(__file__).parent).stdout.strip() or "unknown (not a git checkout)"  # fmt: skip
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True,
+                           cwd=Path(__file__).parent).stdout.strip()  # fmt: skip
+    device = torch.cuda.get_device_name() if torch.cuda.is_available() else f"CPU, {os.cpu_count()} cores"
+    return (f"Machine: {platform.machine()} {device}; {platform.python_implementation()} "
+            f"{platform.python_version()}, torch {torch.__version__}. Commit {commit}"
+            f"{' with uncommitted changes' if dirty else ''}. {time.strftime('%Y-%m-%d')}, {minutes}.", "")  # fmt: skip
 
 
 def _parser() -> argparse.ArgumentParser:

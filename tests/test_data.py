@@ -344,3 +344,30 @@ def test_datamodule_as_run_serves_the_original_stream_from_the_corpora_shards(tm
     missing = TextDataModule("embedded_news", data_root=str(tmp_path), data_path="as_run")
     with pytest.raises(FileNotFoundError, match=r"llm\.c token shards; embedded_news"):
         missing.prepare_data()
+
+
+def test_the_corpus_bpe_is_trained_on_its_training_split_deterministically_and_decodes_to_bytes(tmp_path, monkeypatch):
+    """wiki_bpe2048: 2,048 ids, <|endoftext|> = 0, trained when a corpus is first prepared with it; the same split
+    gives the same file; text and bytes round-trip; the MoT's byte table of each token is its decoded bytes."""
+    from scaling_axes.modules.token_bytes import token_byte_table
+    from scaling_axes.modules.tokenizers import corpus_bpe_file
+
+    load_tokenizer.cache_clear()
+    monkeypatch.setenv("SCALING_AXES_DATA", str(tmp_path / "a"))
+    with pytest.raises(FileNotFoundError, match="preparing a corpus with it trains it"):
+        load_tokenizer("wiki_bpe2048")
+    meta = json.loads((prepare_corpus("embedded_wiki", "wiki_bpe2048") / "meta.json").read_text())
+    assert (meta["vocab_size"], meta["eot_id"]) == (2048, 0) and meta["splits"]["train"]["tokens"] > 2_000_000
+    first = corpus_bpe_file("wiki_bpe2048").read_text()
+    tok = load_tokenizer("wiki_bpe2048")
+    text = "The [[Anarchism]] page, ünïcode 日本 &amp; 1234"
+    ids = tok.encode(text)
+    assert tok.decode(ids) == text and tok.decode_bytes(ids) == text.encode("utf-8") and len(ids) < len(text)
+    table = token_byte_table("utf8", 16, "right", "wiki_bpe2048")
+    for token in ids:
+        raw = list(tok.decode_bytes([token]))[:16]
+        assert table[token, : len(raw)].tolist() == raw and set(table[token, len(raw) :].tolist()) <= {256}
+    monkeypatch.setenv("SCALING_AXES_DATA", str(tmp_path / "b"))
+    prepare_corpus("embedded_wiki", "wiki_bpe2048")
+    assert corpus_bpe_file("wiki_bpe2048").read_text() == first
+    load_tokenizer.cache_clear()

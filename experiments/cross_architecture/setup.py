@@ -7,9 +7,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from scaling_axes.datamodules.stand_ins import CPU_TOKENIZER, tokenizer_at
 from scaling_axes.experiments.rmt import setup as rmt_setup
 from scaling_axes.harness.runs import Budget, Run, within_epochs
 from scaling_axes.modules.flops import non_embedding_params
+from scaling_axes.modules.tokenizers import CORPUS_BPE_EOT_ID
 from scaling_axes.modules.transformer import STANDARD_PARAMETRISATION
 
 FAMILIES = {
@@ -26,6 +28,7 @@ LR_GRID = {"transformer": (3e-4, 1e-3, 3e-3), "tokenformer": (3e-4, 1e-3, 3e-3),
            "mot": (3e-4, 1e-3, 3e-3), "mot_backbone": (3e-4, 1e-3, 3e-3)}  # fmt: skip
 
 SMOKE_LR_FACTOR = 10  # tiny models on a dozen steps barely move at the paper-scale rates
+CPU_LR_FACTOR = 3  # widths of 64-96 on 300 steps take larger steps too
 
 MATCH_TOLERANCE = 0.03
 
@@ -52,6 +55,8 @@ SHAPES = {  # the sizes keep their paper-scale names when shrunk
               "350m": Shape(6, 384, 64, 24, 64, (96, 18), 350e6)},
     "smoke": {"125m": Shape(2, 64, 16, 8, 16, (16, 1), 125e6),
               "350m": Shape(2, 96, 16, 12, 16, (24, 2), 350e6)},
+    "cpu": {"125m": Shape(2, 64, 16, 8, 64, (16, 2), 125e6),
+            "350m": Shape(2, 96, 16, 12, 96, (24, 3), 350e6)},
 }  # fmt: skip
 
 SIZES = ("125m", "350m")
@@ -84,18 +89,24 @@ def budget(scale: str, size: str, lr: float) -> Budget:
         return rmt_setup.schedule(steps, batch, seq, lr, micro_batch=8)
     if scale == "smoke":
         return dataclasses.replace(rmt_setup.schedule(8, 4, 64, lr), val_windows=8)
+    if scale == "cpu":  # 0.28 passes of the Wikipedia excerpt
+        return dataclasses.replace(rmt_setup.schedule(300, 16, 128, lr), val_every=50, val_windows=64)
     small = dataclasses.replace(rmt_setup.schedule(300, 32, 1024, lr), val_windows=128)  # a fraction of training
     return within_epochs(small, rmt_setup.corpus(scale), "gpt2")
 
 
 def sweep(scale: str, arch: str) -> tuple[float, ...]:
-    return tuple(round(lr * SMOKE_LR_FACTOR, 12) for lr in LR_GRID[arch]) if scale == "smoke" else LR_GRID[arch]
+    factor = {"smoke": SMOKE_LR_FACTOR, "cpu": CPU_LR_FACTOR}.get(scale, 1)
+    return tuple(round(lr * factor, 12) for lr in LR_GRID[arch])
 
 
 def make_run(scale: str, arch: str, size: str, lr: float) -> Run:
     b = budget(scale, size, lr)
-    return Run(f"{arch}_{size}_lr{lr:g}", FAMILIES[arch], b, overrides(arch, SHAPES[scale][size], b.seq_len),
-               corpus=rmt_setup.corpus(scale), tokenizer="gpt2", lm=LM, lr_sweep=True)  # fmt: skip
+    shape = {**overrides(arch, SHAPES[scale][size], b.seq_len), **rmt_setup.vocabulary(scale)}
+    if scale == "cpu" and arch == "mot":
+        shape |= {"eot_token": CORPUS_BPE_EOT_ID, "byte_table": CPU_TOKENIZER, "byte_vocabulary": "utf8"}
+    return Run(f"{arch}_{size}_lr{lr:g}", FAMILIES[arch], b, shape, corpus=rmt_setup.corpus(scale),
+               tokenizer=tokenizer_at(scale, "gpt2"), lm=LM, lr_sweep=True)  # fmt: skip
 
 
 def runs(scale: str) -> list[Run]:

@@ -23,9 +23,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from scaling_axes.datamodules.stand_ins import real_or_stand_in
+from scaling_axes.datamodules.stand_ins import CPU_TOKENIZER, real_or_stand_in, tokenizer_at
 from scaling_axes.harness.results import Row, compare, published, published_file, scale_note
 from scaling_axes.harness.runs import Budget, Run, within_epochs
+from scaling_axes.modules.tokenizers import CORPUS_BPE_EOT_ID, CORPUS_BPES
 
 SEEDS = {10_000: 9090333, 100_000: 773322}  # the 10k tables' runs and the 100k mixout runs
 TOLERANCE = 0.02
@@ -58,12 +59,14 @@ SHRUNK = {
                                    val_at_start=True)),
     "small": Shrunk(8, 512, Budget(steps=1500, batch_size=32, seq_len=512, val_every=75, val_windows=64,
                                    checkpoint_every=250, val_at_start=True)),
+    "cpu": Shrunk(4, 64, Budget(steps=300, batch_size=16, seq_len=128, val_every=30, val_windows=32,
+                                val_at_start=True)),  # 0.28 passes of the Wikipedia excerpt
 }  # fmt: skip
 
 
 def budget(scale: str, steps: int) -> Budget:
     """The paper's `steps` (10k or 100k), or the scale's `SHRUNK` budget."""
-    if scale == "smoke":
+    if scale in ("smoke", "cpu"):
         return SHRUNK[scale].budget
     if scale == "small":
         return within_epochs(SHRUNK[scale].budget, corpora(scale)[0], "gpt2")
@@ -77,17 +80,26 @@ def shrunk(scale: str, d_token: int, d_byte: int) -> dict:
         return {}
     s = SHRUNK[scale]
     ratio = s.d_model / 1024
+    bpe = {
+        "vocab_size": CORPUS_BPES[CPU_TOKENIZER][1],
+        "eot_token": CORPUS_BPE_EOT_ID,
+        "byte_table": CPU_TOKENIZER,
+        "byte_vocabulary": "utf8",
+    }  # UTF-8 bytes: the BPE has no original character table
     return {"n_layer": s.n_layer, "d_model": s.d_model, "n_head": s.d_model // 64, "head_dim": 64,
             "byte_head_dim": 64, "attention_free_layers": (s.n_layer // 2 - 1,), "max_seq_len": s.budget.seq_len,
-            "d_token": round(d_token * ratio), "d_byte": max(1, round(d_byte * ratio))}  # fmt: skip
+            "value_embeddings": min(3, s.n_layer // 2),
+            "d_token": round(d_token * ratio), "d_byte": max(1, round(d_byte * ratio)),
+            **(bpe if scale == "cpu" else {})}  # fmt: skip
 
 
 def mot_run(scale: str, model: str, steps: int, d_token: int, d_byte: int) -> Run:
     fineweb, finemath = corpora(scale)
     data = {"extra_corpora": (finemath,), "order": "epoch", "data_path": "as_run" if scale == "paper" else "fixed",
             "seed": SEEDS[steps]}  # the original shuffled its files with the run's seed  # fmt: skip
-    return Run(model, model, budget(scale, steps), shrunk(scale, d_token, d_byte), corpus=fineweb, tokenizer="gpt2",
-               lm=LM, trainer={"gradient_clip_val": None}, seed=SEEDS[steps], data=data)  # fmt: skip
+    return Run(model, model, budget(scale, steps), shrunk(scale, d_token, d_byte), corpus=fineweb,
+               tokenizer=tokenizer_at(scale, "gpt2"), lm=LM, trainer={"gradient_clip_val": None}, seed=SEEDS[steps],
+               data=data)  # fmt: skip
 
 
 def val_curves(run: Run, done: dict) -> dict[str, list[tuple[int, float]]]:

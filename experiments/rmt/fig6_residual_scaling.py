@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
+from scaling_axes.datamodules.stand_ins import tokenizer_at
 from scaling_axes.experiments.rmt import setup as rmt_setup
 from scaling_axes.experiments.rmt.setup import first_crossing, percent_change, table7_forward_flops
 from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, as_good_as, judge, lower_loss, paired_margins
@@ -54,7 +55,7 @@ def runs(scale: str) -> list[Run]:
 def _run(scale: str, name: str, model: str, overrides: dict) -> Run:
     paper = scale == "paper"
     budget = rmt_setup.schedule(50_000, 64, rmt_setup.SEQ, 1e-2) if paper else rmt_setup.short_schedule(scale, 1e-2)
-    return Run(name, model, budget, overrides, corpus=rmt_setup.corpus(scale), tokenizer="gpt2",
+    return Run(name, model, budget, overrides, corpus=rmt_setup.corpus(scale), tokenizer=tokenizer_at(scale, "gpt2"),
                lm=rmt_setup.lm_options(budget.lr))  # fmt: skip
 
 

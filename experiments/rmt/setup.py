@@ -19,10 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from scaling_axes.datamodules.stand_ins import real_or_stand_in
+from scaling_axes.datamodules.stand_ins import CPU_TOKENIZER, real_or_stand_in, tokenizer_at
 from scaling_axes.harness.results import published
 from scaling_axes.harness.runs import Budget, Run, within_epochs
 from scaling_axes.modules.rmt import RMTConfig
+from scaling_axes.modules.tokenizers import CORPUS_BPES
 from scaling_axes.modules.transformer import TransformerConfig
 
 TRANSFORMERS = ("transformer_rmt_49m", "transformer_rmt_160m", "transformer_rmt_260m", "transformer_rmt_405m")
@@ -154,6 +155,9 @@ SHRUNK = {
                     steps=20, batch=8, lr=1e-2, own_mup_proxy=True),
     "small": Shrunk(n_layer=6, widths=(192, 256, 384, 512), n_head=None, ranks=(6, 8, 12, 16), d_value=32, d_key=32,
                     seq_len=256, steps=3000, batch=32, lr=None, own_mup_proxy=False),
+    # cpu: 0.28 passes of the embedded Wikipedia in wiki_bpe2048 tokens per run; residual 256 = 2.7-8 x the width
+    "cpu": Shrunk(n_layer=2, widths=(32, 48, 64, 96), n_head=4, ranks=(2, 3, 4, 6), d_value=16, d_key=16, seq_len=128,
+                  steps=300, batch=16, lr=1e-2, own_mup_proxy=True),
 }  # fmt: skip
 
 
@@ -172,10 +176,15 @@ def shrunk(model: str, scale: str, size: int) -> dict[str, Any]:
         d = s.widths[size]
         shape = {"n_layer": s.n_layer, "d_model": d, "n_head": s.n_head or d // 64, "max_seq_len": s.seq_len}
         proxy = {"mup_base_width": d, "mup_base_head_dim": d // 4, "mup_base_ffn": 4 * d} if s.own_mup_proxy else {}
-        return {**shape, **proxy}
+        return {**shape, **proxy, **vocabulary(scale)}
     rank = s.ranks[size]
     return {"n_layer": s.n_layer, "d_value": s.d_value, "rank": rank, "d_ff": 4 * rank * s.d_value, "d_key": s.d_key,
-            "max_seq_len": s.seq_len}  # fmt: skip
+            "max_seq_len": s.seq_len, **vocabulary(scale)}  # fmt: skip
+
+
+def vocabulary(scale: str) -> dict[str, int]:
+    """The vocabulary override of a scale whose tokenizer is not the paper's (cpu: wiki_bpe2048)."""
+    return {"vocab_size": CORPUS_BPES[CPU_TOKENIZER][1]} if scale == "cpu" else {}
 
 
 def corpus(scale: str) -> str:
@@ -194,7 +203,15 @@ def scaling_run(model: str, scale: str) -> Run:
     else:
         size = (TRANSFORMERS if kind == "transformer" else RMTS).index(model)
         budget, overrides = short_schedule(scale, lr), shrunk(model, scale, size)
-    return Run(model, model, budget, overrides, corpus=corpus(scale), tokenizer="gpt2", lm=lm_options(budget.lr))
+    return Run(
+        model,
+        model,
+        budget,
+        overrides,
+        corpus=corpus(scale),
+        tokenizer=tokenizer_at(scale, "gpt2"),
+        lm=lm_options(budget.lr),
+    )
 
 
 def downstream_checkpoints(scale: str, runs_dir=None) -> dict[str, Path]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from scaling_axes.datamodules.stand_ins import tokenizer_at
 from scaling_axes.experiments.rmt import setup as rmt_setup
 from scaling_axes.experiments.rmt.setup import final_train_loss
 from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, judge, paired_margins
@@ -32,21 +33,17 @@ MODELS = {  # run name (the paper's row) -> preset
 }
 LOSS_TOLERANCE = 0.02
 RMT = "rmt_134m"
+SHRUNK = {"smoke": (3, 48, 64), "cpu": (3, 48, 128), "small": (6, 256, 256)}  # n_layer (3 stages), d_model, seq
 
 
 def _overrides(model: str, scale: str) -> dict:
     if scale == "paper":
         return {"init": "lecun", **_untuned(model)}
+    layers, width, seq_len = SHRUNK[scale]
     if model.startswith("rmt"):
-        return {**rmt_setup.shrunk(model, scale, 1), "n_layer": 3 if scale == "smoke" else 6}
-    tiny = scale == "smoke"
-    return {
-        **_untuned(model),
-        "n_layer": 3 if tiny else 6,
-        "d_model": 48 if tiny else 256,
-        "n_head": 4,
-        "max_seq_len": 64 if tiny else 256,
-    }
+        return {**rmt_setup.shrunk(model, scale, 1), "n_layer": layers}
+    return {**_untuned(model), "n_layer": layers, "d_model": width, "n_head": 4, "max_seq_len": seq_len,
+            **rmt_setup.vocabulary(scale)}  # fmt: skip
 
 
 def _untuned(model: str) -> dict:
@@ -60,8 +57,8 @@ def runs(scale: str) -> list[Run]:
     else:
         budget = rmt_setup.short_schedule(scale, 1e-2)
     return [
-        Run(name, model, budget, _overrides(model, scale), corpus=rmt_setup.corpus(scale), tokenizer="gpt2",
-            lm=rmt_setup.lm_options(budget.lr))
+        Run(name, model, budget, _overrides(model, scale), corpus=rmt_setup.corpus(scale),
+            tokenizer=tokenizer_at(scale, "gpt2"), lm=rmt_setup.lm_options(budget.lr))
         for name, model in MODELS.items()
     ]  # fmt: skip
 

@@ -31,7 +31,7 @@ from scaling_axes.harness.runs import Run
 def runs(scale: str) -> list[Run]:
     spec = progressive.scale_spec(scale)
     full = ("300b" if scale == "paper" else "full", spec.full)
-    common = {"corpus": spec.corpus, "tokenizer": "neox"}
+    common = {"corpus": spec.corpus, "tokenizer": spec.tokenizer}
     tokenformers = [f"tokenformer_{size}" for size in SIZES]
     transformers = [f"transformer_{size}" for size in SIZES]
     grown = progressive.growth_chains(tokenformers, spec.tokenformer, full, spec.stage, TOKENFORMER_GROWTH, **common)

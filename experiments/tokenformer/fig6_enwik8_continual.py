@@ -26,7 +26,7 @@ import math
 from pathlib import Path
 
 from scaling_axes.datamodules.corpora import train_tokens
-from scaling_axes.datamodules.stand_ins import real_or_stand_in
+from scaling_axes.datamodules.stand_ins import real_or_stand_in, tokenizer_at
 from scaling_axes.experiments.tokenformer import progressive
 from scaling_axes.experiments.tokenformer.progressive import (
     NET2NET_GROWTH,
@@ -45,9 +45,9 @@ VARIANTS = {  # run suffix -> grow options
 }
 
 
-def _epoch(corpus: str, budget: Budget) -> Budget:
+def _epoch(corpus: str, budget: Budget, tokenizer: str = "neox") -> Budget:
     """`budget` with steps for one pass over `corpus`'s training split (counted, or estimated before it exists)."""
-    tokens, _ = train_tokens(corpus, "neox")
+    tokens, _ = train_tokens(corpus, tokenizer)
     return dataclasses.replace(budget, steps=math.ceil(tokens / (budget.batch_size * budget.seq_len)))
 
 
@@ -58,6 +58,9 @@ def _spec(scale: str) -> tuple[dict, Budget, str, Budget]:
         return spec, spec.full, "embedded_wiki", dataclasses.replace(
             spec.full, steps=15, warmup_steps=0, min_lr_ratio=1.0, log_every=1)  # fmt: skip
     constant = {"warmup_steps": 0, "min_lr_ratio": 1.0, "log_every": 1}
+    if scale == "cpu":  # pre-trained on the Wikipedia excerpt, continued on the news: new data, one pass of it
+        news = dataclasses.replace(spec.full, val_every=10, val_windows=16, **constant)
+        return spec, spec.full, "embedded_news", _epoch("embedded_news", news, spec.tokenizer)
     if scale == "small":
         corpus = real_or_stand_in(scale, "enwik8", "embedded_wiki")
         continual = _epoch(corpus, dataclasses.replace(spec.full, val_every=20, **constant))
@@ -77,7 +80,7 @@ def plan_note(scale: str) -> str:
     _, _, corpus, continual = _spec(scale)
     if scale == "smoke":
         return f"continual runs: {continual.steps} steps on {corpus}"
-    tokens, how = train_tokens(corpus, "neox")
+    tokens, how = train_tokens(corpus, tokenizer_at(scale, "neox"))
     seen = continual.steps * continual.batch_size * continual.seq_len
     return (f"continual runs: {continual.steps:,} steps x {continual.batch_size} x {continual.seq_len} = "
             f"{seen / tokens:.2f} epochs of {corpus} ({tokens:,} tokens, {how})")  # fmt: skip
@@ -85,12 +88,12 @@ def plan_note(scale: str) -> str:
 
 def runs(scale: str) -> list[Run]:
     spec, pretrain, corpus, continual = _spec(scale)
-    owt = {"corpus": spec.corpus, "tokenizer": "neox"}
+    owt = {"corpus": spec.corpus, "tokenizer": spec.tokenizer}
     result = [
         Run("tokenformer_354m_owt", "tokenformer_354m", pretrain, spec.tokenformer[1], **owt),
         Run("transformer_354m_owt", "transformer_354m", pretrain, spec.transformer[1], **owt),
     ]
-    enwik8 = {"corpus": corpus, "tokenizer": "neox"}
+    enwik8 = {"corpus": corpus, "tokenizer": spec.tokenizer}
     for suffix, growth in VARIANTS.items():
         result.append(Run(f"tokenformer_757m_{suffix}", "tokenformer_757m", continual, spec.tokenformer[2],
                           grow_from="tokenformer_354m_owt", grow_options=growth, **enwik8))  # fmt: skip

@@ -32,7 +32,7 @@ def runs(scale: str) -> list[Run]:
     spec = progressive.scale_spec(scale)
     first = ("300b", spec.full) if scale == "paper" else ("full", spec.full)
     stages = {"30b": spec.stage["30b"]} if scale == "paper" else spec.stage
-    common = {"corpus": spec.corpus, "tokenizer": "neox"}
+    common = {"corpus": spec.corpus, "tokenizer": spec.tokenizer}
     result = []
     for family, growth in (("tokenformer", TOKENFORMER_GROWTH), ("transformer", NET2NET_GROWTH)):
         models = [f"{family}_{size}" for size in SIZES[1:]]

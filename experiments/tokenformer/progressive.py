@@ -11,11 +11,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from scaling_axes.datamodules.stand_ins import real_or_stand_in
+from scaling_axes.datamodules.stand_ins import CPU_TOKENIZER, real_or_stand_in, tokenizer_at
 from scaling_axes.harness.results import Row, compare, published, pyplot, save_figure, scale_note
 from scaling_axes.harness.runs import SMALL_MAX_EPOCHS, Budget, Experiment, Run, within_epochs
 from scaling_axes.modules import get_config
 from scaling_axes.modules.flops import formula_params
+from scaling_axes.modules.tokenizers import CORPUS_BPES
 
 SIZES = ("124m", "354m", "757m", "1_4b")
 TOKENFORMER_GROWTH = {"new_keys": "zero", "pin_tau": False}  # as the paper ran it: zero keys, tau follows n
@@ -57,6 +58,13 @@ SHRUNK = {
         full=Budget(steps=30, batch_size=8, seq_len=64, lr=3e-3, warmup_steps=3, val_windows=32, checkpoint_every=10),
         stage=Budget(steps=8, batch_size=8, seq_len=64, lr=3e-3, warmup_steps=1, val_windows=32, checkpoint_every=10),
     ),
+    # cpu: the paper's 1 : 10 budgets of a first run and a growth stage, the chain (first run + 3 stages) 0.61 passes
+    "cpu": Shrunk(
+        shape={"n_layer": 2, "d_model": 64, "n_head": 4, "max_seq_len": 128}, tokens=(16, 48, 112, 224),
+        widths=(32, 48, 64, 96), head_size=16,
+        full=Budget(steps=500, batch_size=16, seq_len=128, lr=3e-3, warmup_steps=25, val_every=100, val_windows=64),
+        stage=Budget(steps=50, batch_size=16, seq_len=128, lr=3e-3, warmup_steps=3, val_every=25, val_windows=64),
+    ),
     "small": Shrunk(
         shape={"n_layer": 6, "d_model": 384, "n_head": 6, "max_seq_len": 256}, tokens=(96, 256, 576, 1152),
         widths=(256, 384, 576, 768), head_size=64,
@@ -76,6 +84,7 @@ class Setting:
     full: Budget
     stage: dict[str, Budget]
     corpus: str
+    tokenizer: str = "neox"
 
 
 def scale_spec(scale: str) -> Setting:
@@ -90,12 +99,16 @@ def scale_spec(scale: str) -> Setting:
     if scale == "small":  # a whole growth chain (the first run and a stage per size) within two passes of its corpus
         chain = full.tokens + (len(SIZES) - 1) * stage.tokens
         full, stage = (within_epochs(b, corpus, "neox", SMALL_MAX_EPOCHS * b.tokens / chain) for b in (full, stage))
+    vocabulary = {"vocab_size": CORPUS_BPES[CPU_TOKENIZER][1]} if scale == "cpu" else {}
     return Setting(
-        tokenformer=tuple({**s.shape, "qkv_tokens": n, "proj_tokens": n, "ffn_tokens": 4 * n} for n in s.tokens),
-        transformer=tuple({**s.shape, "d_model": d, "n_head": d // s.head_size} for d in s.widths),
+        tokenformer=tuple(
+            {**s.shape, **vocabulary, "qkv_tokens": n, "proj_tokens": n, "ffn_tokens": 4 * n} for n in s.tokens
+        ),
+        transformer=tuple({**s.shape, **vocabulary, "d_model": d, "n_head": d // s.head_size} for d in s.widths),
         full=full,
         stage={"short": stage},
         corpus=corpus,
+        tokenizer=tokenizer_at(scale, "neox"),
     )
 
 
