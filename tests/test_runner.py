@@ -232,6 +232,7 @@ def test_fig6_batch_512_reading_is_an_erratum_row_and_runs_only_on_request(capsy
 
     row = fig6.erratum_row("paper")
     assert row.status == "differs" and row.paper == 1 and 40 < row.ours < 47
+    assert row in fig6.report("paper", {})
     requested = {r.name for r in fig6.runs("paper") if r.on_request}
     assert requested == {"tokenformer_757m_enwik8_batch512", "transformer_757m_enwik8_net2net_batch512"}
     assert requested.isdisjoint(r.name for r in default_runs(fig6.EXPERIMENT, "paper"))

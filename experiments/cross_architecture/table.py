@@ -40,10 +40,10 @@ import numpy as np
 from scaling_axes.experiments.cross_architecture.setup import (
     ARCHITECTURES,
     MATCH_TOLERANCE,
-    SIZES,
     make_run,
     matched,
     runs,
+    sizes,
     sweep,
 )
 from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, as_good_as, lower_loss
@@ -74,7 +74,7 @@ def loss_at(curve: list[tuple[float, float]], flops: float) -> float:
 
 def report(scale: str, results: dict[str, dict]) -> list[Row]:
     rows = []
-    for size in SIZES:
+    for size in sizes(scale):
         winners = {a: best(scale, a, size, results) for a in ARCHITECTURES}
         spent = [run.train_flops() for run, _ in filter(None, winners.values())]
         equal_flops = min(spent) if len(spent) == len(ARCHITECTURES) else None
@@ -196,7 +196,7 @@ def trained_rows(scale: str, arch: str, size: str, winner: tuple[Run, dict] | No
 def figure(scale: str, results: dict[str, dict], path: Path) -> None:
     """Validation loss against training FLOPs, best lr each: a colour per architecture, a line style per size."""
     fig, ax = pyplot().subplots(figsize=(7, 4.5))
-    for size, style in zip(SIZES, ("-", "--"), strict=False):
+    for size, style in zip(sizes(scale), ("-", "--"), strict=False):
         for colour, arch in enumerate(ARCHITECTURES):
             winner = best(scale, arch, size, results)
             if winner is not None:
@@ -209,7 +209,7 @@ def figure(scale: str, results: dict[str, dict], path: Path) -> None:
 
 def plan_note(scale: str) -> str:
     lines = ["non-embedding parameters per size (matched within 3% of the Transformer's):"]
-    for size in SIZES:
+    for size in sizes(scale):
         params = matched(scale, size)
         lines.append(f"  {size}: " + ", ".join(f"{a} {p:,d} ({p / params['transformer'] - 1:+.1%})"
                                                for a, p in params.items()))  # fmt: skip

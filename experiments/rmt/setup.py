@@ -155,9 +155,9 @@ SHRUNK = {
                     steps=20, batch=8, lr=1e-2, own_mup_proxy=True),
     "small": Shrunk(n_layer=6, widths=(192, 256, 384, 512), n_head=None, ranks=(6, 8, 12, 16), d_value=32, d_key=32,
                     seq_len=256, steps=3000, batch=32, lr=None, own_mup_proxy=False),
-    # cpu: 0.28 passes of the embedded Wikipedia in wiki_bpe2048 tokens per run; residual 256 = 2.7-8 x the width
+    # cpu: 0.24 passes of the embedded Wikipedia in wiki_bpe2048 tokens per run; residual 256 = 2.7-8 x the width
     "cpu": Shrunk(n_layer=2, widths=(32, 48, 64, 96), n_head=4, ranks=(2, 3, 4, 6), d_value=16, d_key=16, seq_len=128,
-                  steps=300, batch=16, lr=1e-2, own_mup_proxy=True),
+                  steps=250, batch=16, lr=1e-2, own_mup_proxy=True),
 }  # fmt: skip
 
 
