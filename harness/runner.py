@@ -176,7 +176,9 @@ def data_of(run: Run) -> str:
     """The data a run trains on, in words: the corpus and tokenizer (or images), and whether it stands in."""
     if task_of(run).accuracy_curves:
         embedded = run.data.get("source", "embedded") == "embedded"
-        return "the embedded MNIST digits, standing in for ImageNet-1k" if embedded else "ImageNet-1k"
+        return ("the embedded MNIST digits, standing in for ImageNet-1k: evidence on digits at this size, not on "
+                "ImageNet" if embedded else "ImageNet-1k")  # fmt: skip
     corpus = CORPORA[run.corpus]
     tokens = run.tokenizer or corpus.default_tokenizer
-    return f"{run.corpus}/{tokens}" + (" (an embedded stand-in, not the paper's corpus)" if corpus.embedded else "")
+    stand_in = " (an embedded stand-in, not the paper's corpus: evidence at this size on this data, not at the paper's)"
+    return f"{run.corpus}/{tokens}" + (stand_in if corpus.embedded else "")

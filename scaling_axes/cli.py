@@ -28,7 +28,8 @@ from scaling_axes import experiments
 from scaling_axes.harness.command import main
 from scaling_axes.harness.plan import GPUS, MEASURED_MFU, dry_run, print_plan
 from scaling_axes.harness.results import SCALES, write_report
-from scaling_axes.harness.runs import Experiment
+from scaling_axes.harness.runs import RUNS_DIR, Experiment
+from scaling_axes.io import read_json
 
 DELEGATED = {  # subcommands that parse their own arguments: module, function taking argv
     "fit": ("scaling_axes.harness.fit", "fit_main"),
@@ -74,8 +75,11 @@ def run_all(scale: str, report_only: bool) -> None:
         print(f"== {experiment.name} ({scale})", flush=True)
         main(experiment, ["--scale", scale, *(["--report"] if report_only else [])])
     print(f"wrote {write_report()}")
-    minutes = "reports rebuilt only" if report_only else f"{(time.time() - started) / 60:.1f} minutes in this call"
-    print(f"wrote {write_report(scale=scale, header=machine_header(minutes))}")
+    dones = [read_json(p, "") for p in Path(RUNS_DIR).glob(f"*/{scale}/*/done.json")]
+    trained = sum(d.get("wall_seconds_last_session") or 0 for d in dones) / 60
+    this_call = "reports rebuilt" if report_only else f"{(time.time() - started) / 60:.1f} minutes in this call"
+    timing = f"{this_call}; the {len(dones)} runs' own wall time {trained:.1f} minutes in all (their last sessions)"
+    print(f"wrote {write_report(scale=scale, header=machine_header(timing))}")
 
 
 def machine_header(minutes: str) -> tuple[str, ...]:

@@ -63,7 +63,7 @@ def official_source(preset: str, scale: str) -> str | None:
     local = default_data_root() / "official" / OFFICIAL_REPOS[preset].split("/")[1] / "pytorch_model.bin"
     if local.exists():
         return str(local)
-    return None if scale == "smoke" or hub_unreachable() else OFFICIAL_REPOS[preset]
+    return None if scale in ("smoke", "cpu") or hub_unreachable() else OFFICIAL_REPOS[preset]
 
 
 def _model_rows(row: str, result: dict, paper: dict[str, float], run: str, note: str, pile_note: str) -> list[Row]:
