@@ -86,12 +86,13 @@ def machine_header(minutes: str) -> tuple[str, ...]:
     """Where and from what the results came: the machine, torch, the commit, the time."""
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                             cwd=Path(__file__).parent).stdout.strip() or "unknown (not a git checkout)"  # fmt: skip
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True,
-                           cwd=Path(__file__).parent).stdout.strip()  # fmt: skip
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!results"],
+                           capture_output=True, text=True, cwd=Path(__file__).parent.parent).stdout.strip()  # fmt: skip
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else f"CPU, {os.cpu_count()} cores"
     return (f"Machine: {platform.machine()} {device}; {platform.python_implementation()} "
             f"{platform.python_version()}, torch {torch.__version__}. Commit {commit}"
-            f"{' with uncommitted changes' if dirty else ''}. {time.strftime('%Y-%m-%d')}, {minutes}.", "")  # fmt: skip
+            f"{' with uncommitted code changes' if dirty else ''}. {time.strftime('%Y-%m-%d')}, {minutes}.",
+            "")  # fmt: skip
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -105,7 +105,9 @@ def test_a_claim_says_what_its_data_can_show_memorisation_and_staleness(tmp_path
     results = load_results(experiment, "small", tmp_path / "runs")
     runs = experiment.runs("small")
     (claim,) = data_caveats(experiment.report("small", results), results, runs)
-    assert "data: embedded_news/bytes (an embedded stand-in, not the paper's corpus)" in claim.note
+    assert (
+        "data: embedded_news/bytes (an embedded stand-in, not the paper's corpus: evidence at this size" in claim.note
+    )
     assert claim.status not in ("memorisation", "stale")
     repeated = {**results, "wide": {**results["wide"], "repeats_allowed": True, "data_epochs": 3.0}}
     (claim,) = data_caveats(experiment.report("small", repeated), repeated, runs)
@@ -306,3 +308,6 @@ def test_rmt_tables_5_6_claim_lower_perplexity_and_higher_accuracy_per_metric():
     assert claims["lambada_ppl"].ours == pytest.approx(math.log(61.34 / 25.21))
     assert claims["lambada_ppl"].status == claims["piqa_acc"].status == "claim_holds"  # 4 points > 2 x sqrt 2 x 1
     assert claims["arc_challenge_acc"].status == "insufficient"  # -0.9 points: within 2 x sqrt 2 x 1 point
+    assert downstream.accuracy_floor("cpu") == pytest.approx(50 / math.sqrt(200))  # 200 documents a task there
+    cpu = {r.row.removeprefix("rmt_305m_vs_transformer_rmt_405m_"): r for r in downstream.claim_rows("cpu", rows)}
+    assert cpu["piqa_acc"].status == "insufficient"  # 4 points: within 2 x sqrt 2 x 3.5

@@ -18,7 +18,7 @@ import math
 from scaling_axes.experiments.rmt import setup as rmt_setup
 from scaling_axes.experiments.rmt.setup import RMT, TRANSFORMER
 from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, judge
-from scaling_axes.harness.evaluate import TOLERANCE, evaluate_cached, weights_fingerprint, zero_shot_rows
+from scaling_axes.harness.evaluate import LIMITED, TOLERANCE, evaluate_cached, weights_fingerprint, zero_shot_rows
 from scaling_axes.harness.lm_eval_model import SuiteLM
 from scaling_axes.harness.results import Row, compare, published, scale_note
 from scaling_axes.harness.runs import Experiment, Run
@@ -70,6 +70,13 @@ def report(scale: str, results: dict[str, dict]) -> list[Row]:
 ACCURACY_NOISE_FLOOR = 1.0  # points: the sampling error of one model's accuracy on a task of 1-2k items (assumed)
 
 
+def accuracy_floor(scale: str) -> float:
+    """One model's accuracy noise in points: a binomial's at worst (p = 1/2) over the documents a limited scale
+    scores (`LIMITED`: 3.5 points at 200), else ACCURACY_NOISE_FLOOR."""
+    documents = LIMITED.get(scale, (None,))[0]
+    return 100 * 0.5 / math.sqrt(documents) if documents else ACCURACY_NOISE_FLOOR
+
+
 def claim_rows(scale: str, rows: list[Row]) -> list[Row]:
     """Tables 5-6's claim, per metric: the RMT has the lower perplexity (margin: the difference of the log
     perplexities, in nats) and the higher accuracy (acc, the paper's likelier column) than the Transformer. Seed 1
@@ -84,7 +91,7 @@ def claim_rows(scale: str, rows: list[Row]) -> list[Row]:
         margin = math.log(transformer / rmt) if perplexity else rmt - transformer
         claims.append(judge("table5" if perplexity else "table6", f"{RMT}_vs_{TRANSFORMER}_{metric}",
                             f"the RMT has the {'lower' if perplexity else 'higher'} {metric}", scale, [margin],
-                            LOSS_NOISE_FLOOR if perplexity else ACCURACY_NOISE_FLOOR,
+                            LOSS_NOISE_FLOOR if perplexity else accuracy_floor(scale),
                             "nats" if perplexity else "points", runs=(RMT, TRANSFORMER)))  # fmt: skip
     return claims
 
