@@ -182,8 +182,8 @@ def write_report(results_dir: Path = RESULTS_DIR, scale: str | None = None, head
     ]
     for name, path in sorted(latest.items()):
         rows = tables[name]
-        scale = rows[0]["scale"] if rows else path.parent.name
-        lines += [f"## {name} ({scale} scale)", ""]
+        shown = rows[0]["scale"] if rows else path.parent.name
+        lines += [f"## {name} ({shown} scale)", ""]
         if (path.with_suffix(".png")).exists():
             lines += [f"![{name}]({path.stem if scale else f'{path.parent.name}/{path.stem}'}.png)", ""]
         lines += [

@@ -199,3 +199,14 @@ def test_an_as_good_as_claim_allows_its_tolerance(nonparametric, status):
                "vit_tokenformer_b16_parametric_ln": {"val_top1": 0.80}}  # fmt: skip
     (row,) = table5.claim_rows("small", results)
     assert row.status == status
+
+
+def test_a_scale_report_sits_under_its_scale_and_the_overall_one_at_the_top(tmp_path):
+    """`results/<scale>/REPORT.md` (its header, the scale's scope, the claims first) beside `results/REPORT.md`."""
+    claim = judge("fig2", "rmt_vs_transformer", "lower loss at equal FLOPs", "cpu", [0.1], 0.02, "nats/token")
+    write_rows("rmt_fig2_scaling_laws", "cpu", [claim], tmp_path)
+    assert write_report(tmp_path) == tmp_path / "REPORT.md"
+    path = write_report(tmp_path, scale="cpu", header=("Machine: test.", ""))
+    assert path == tmp_path / "cpu" / "REPORT.md"
+    text = path.read_text()
+    assert text.index("Machine: test.") < text.index("What this can show") < text.index("## Claims")
