@@ -2,8 +2,9 @@
 
 A Tokenformer is trained from scratch at the first size, then grown stage by stage (zero-initialised new keys,
 random new values, tau following the new token count as the paper's runs did, so growth moves the function a little:
-measured per stage as `val_loss_change_at_growth`), each stage trained on far fewer tokens. An ablation chain at the
-first stage budget pins tau (exact growth; see `modules.tokenformer.grow`). Transformers are trained from scratch at
+measured per stage as `val_loss_change_at_growth`), each stage trained on far fewer tokens. Two more chains at the
+first stage budget: tau pinned (exact growth; see `modules.tokenformer.grow`) and random new keys (the released GPU
+and TPU code's initialisation; the paper says zero). Transformers are trained from scratch at
 every size with the full budget and with the per-stage budget. Reported: validation perplexity per stage, and
 training compute per stage and cumulated along the growth chain, in FLOPs: the paper's x-axis is TPU-v4 hours, and it
 gives no rate to convert them (the TPU code's throughput is not reported), so its cost axis is not reproduced.
