@@ -12,14 +12,13 @@ from scaling_axes.modules.tokenizers import CORPUS_BPES, EOT, corpus_bpe_file
 
 def train_corpus_bpe(name: str, corpus: str, train_split: bytes | Iterable[dict]) -> Path:
     """Train corpus BPE `name` (its vocabulary in `CORPUS_BPES`) on `corpus`'s training split (raw bytes, or rows
-    with "text") once: byte-level, as GPT-2's, with <|endoftext|> as its only special token (id 0); kept at
-    `corpus_bpe_file(name)`. The validation and test splits are never seen. The same split gives the same merges."""
+    with "text"): byte-level, as GPT-2's, with <|endoftext|> as its only special token (id 0); written to
+    `corpus_bpe_file(name)` (`prepare_corpus` trains it when that file is missing). The validation and test splits
+    are never seen. The same split gives the same merges."""
     from tokenizers import Tokenizer as HFTokenizer
     from tokenizers import decoders, models, pre_tokenizers, trainers
 
     path = corpus_bpe_file(name)
-    if path.exists():
-        return path
     texts = raw_blocks(train_split) if isinstance(train_split, bytes) else (row["text"] for row in train_split)
     tok = HFTokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)

@@ -102,13 +102,13 @@ def evaluate_cached(
     cached = json.loads(eval_json.read_text()) if eval_json.exists() else {}
     if cached.get("fingerprint") == fingerprint:
         return cached
-    lm, smoke = make_lm(), scale in LIMITED
+    lm, limited = make_lm(), scale in LIMITED
     documents, windows = LIMITED.get(scale, (None, None))
-    offline = smoke or hub_unreachable()
+    offline = limited or hub_unreachable()
     lambada = lm_eval_tasks.lambada_file()
-    if offline and smoke and not lambada.exists():
+    if offline and limited and not lambada.exists():
         lambada = lm_eval_tasks.lambada_stand_in()
-    perplexities = {  # once per corpus: at smoke scale several labels stand on the same one
+    perplexities = {  # once per corpus: below paper scale several labels stand on the same one
         corpus: corpus_perplexity(lm.model, corpus, lm.tokenizer.name, lm.max_length, max_windows=windows)
         for corpus in set(perplexity.values())
     }

@@ -75,7 +75,10 @@ def run_all(scale: str, report_only: bool) -> None:
         print(f"== {experiment.name} ({scale})", flush=True)
         main(experiment, ["--scale", scale, *(["--report"] if report_only else [])])
     print(f"wrote {write_report()}")
-    dones = [read_json(p, "") for p in Path(RUNS_DIR).glob(f"*/{scale}/*/done.json")]
+    dones = [
+        read_json(p, "delete it and rerun the run's command to finish it again")
+        for p in Path(RUNS_DIR).glob(f"*/{scale}/*/done.json")
+    ]
     trained = sum(d.get("wall_seconds_last_session") or 0 for d in dones) / 60
     this_call = "reports rebuilt" if report_only else f"{(time.time() - started) / 60:.1f} minutes in this call"
     timing = f"{this_call}; the {len(dones)} runs' own wall time {trained:.1f} minutes in all (their last sessions)"
@@ -84,10 +87,13 @@ def run_all(scale: str, report_only: bool) -> None:
 
 def machine_header(minutes: str) -> tuple[str, ...]:
     """Where and from what the results came: the machine, torch, the commit, the time."""
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=Path(__file__).parent).stdout.strip() or "unknown (not a git checkout)"  # fmt: skip
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!results"],
-                           capture_output=True, text=True, cwd=Path(__file__).parent.parent).stdout.strip()  # fmt: skip
+    checkout = Path(__file__).parent.parent
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], capture_output=True, text=True, cwd=checkout).stdout.strip()
+
+    commit = git("rev-parse", "--short", "HEAD") or "unknown (not a git checkout)"
+    dirty = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!results")
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else f"CPU, {os.cpu_count()} cores"
     return (f"Machine: {platform.machine()} {device}; {platform.python_implementation()} "
             f"{platform.python_version()}, torch {torch.__version__}. Commit {commit}"

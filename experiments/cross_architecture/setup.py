@@ -7,11 +7,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from scaling_axes.datamodules.stand_ins import CPU_TOKENIZER, tokenizer_at
+from scaling_axes.datamodules.stand_ins import byte_table_at, tokenizer_at, vocabulary_at
 from scaling_axes.experiments.rmt import setup as rmt_setup
 from scaling_axes.harness.runs import Budget, Run, within_epochs
 from scaling_axes.modules.flops import non_embedding_params
-from scaling_axes.modules.tokenizers import CORPUS_BPE_EOT_ID
 from scaling_axes.modules.transformer import STANDARD_PARAMETRISATION
 
 FAMILIES = {
@@ -106,9 +105,8 @@ def sweep(scale: str, arch: str) -> tuple[float, ...]:
 
 def make_run(scale: str, arch: str, size: str, lr: float) -> Run:
     b = budget(scale, size, lr)
-    shape = {**overrides(arch, SHAPES[scale][size], b.seq_len), **rmt_setup.vocabulary(scale)}
-    if scale == "cpu" and arch == "mot":
-        shape |= {"eot_token": CORPUS_BPE_EOT_ID, "byte_table": CPU_TOKENIZER, "byte_vocabulary": "utf8"}
+    shape = {**overrides(arch, SHAPES[scale][size], b.seq_len), **vocabulary_at(scale),
+             **(byte_table_at(scale) if arch == "mot" else {})}  # fmt: skip
     return Run(f"{arch}_{size}_lr{lr:g}", FAMILIES[arch], b, shape, corpus=rmt_setup.corpus(scale),
                tokenizer=tokenizer_at(scale, "gpt2"), lm=LM, lr_sweep=True)  # fmt: skip
 

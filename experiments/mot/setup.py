@@ -23,10 +23,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from scaling_axes.datamodules.stand_ins import CPU_TOKENIZER, real_or_stand_in, tokenizer_at
+from scaling_axes.datamodules.stand_ins import byte_table_at, real_or_stand_in, tokenizer_at, vocabulary_at
 from scaling_axes.harness.results import Row, compare, published, published_file, scale_note
 from scaling_axes.harness.runs import Budget, Run, within_epochs
-from scaling_axes.modules.tokenizers import CORPUS_BPE_EOT_ID, CORPUS_BPES
 
 SEEDS = {10_000: 9090333, 100_000: 773322}  # the 10k tables' runs and the 100k mixout runs
 TOLERANCE = 0.02
@@ -80,17 +79,11 @@ def shrunk(scale: str, d_token: int, d_byte: int) -> dict:
         return {}
     s = SHRUNK[scale]
     ratio = s.d_model / 1024
-    bpe = {
-        "vocab_size": CORPUS_BPES[CPU_TOKENIZER][1],
-        "eot_token": CORPUS_BPE_EOT_ID,
-        "byte_table": CPU_TOKENIZER,
-        "byte_vocabulary": "utf8",
-    }  # UTF-8 bytes: the BPE has no original character table
     return {"n_layer": s.n_layer, "d_model": s.d_model, "n_head": s.d_model // 64, "head_dim": 64,
             "byte_head_dim": 64, "attention_free_layers": (s.n_layer // 2 - 1,), "max_seq_len": s.budget.seq_len,
             "value_embeddings": min(3, s.n_layer // 2),
             "d_token": round(d_token * ratio), "d_byte": max(1, round(d_byte * ratio)),
-            **(bpe if scale == "cpu" else {})}  # fmt: skip
+            **vocabulary_at(scale), **byte_table_at(scale)}  # fmt: skip
 
 
 def mot_run(scale: str, model: str, steps: int, d_token: int, d_byte: int) -> Run:

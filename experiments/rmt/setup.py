@@ -19,11 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from scaling_axes.datamodules.stand_ins import CPU_TOKENIZER, real_or_stand_in, tokenizer_at
+from scaling_axes.datamodules.stand_ins import real_or_stand_in, tokenizer_at, vocabulary_at
 from scaling_axes.harness.results import published
 from scaling_axes.harness.runs import Budget, Run, within_epochs
 from scaling_axes.modules.rmt import RMTConfig
-from scaling_axes.modules.tokenizers import CORPUS_BPES
 from scaling_axes.modules.transformer import TransformerConfig
 
 TRANSFORMERS = ("transformer_rmt_49m", "transformer_rmt_160m", "transformer_rmt_260m", "transformer_rmt_405m")
@@ -176,15 +175,10 @@ def shrunk(model: str, scale: str, size: int) -> dict[str, Any]:
         d = s.widths[size]
         shape = {"n_layer": s.n_layer, "d_model": d, "n_head": s.n_head or d // 64, "max_seq_len": s.seq_len}
         proxy = {"mup_base_width": d, "mup_base_head_dim": d // 4, "mup_base_ffn": 4 * d} if s.own_mup_proxy else {}
-        return {**shape, **proxy, **vocabulary(scale)}
+        return {**shape, **proxy, **vocabulary_at(scale)}
     rank = s.ranks[size]
     return {"n_layer": s.n_layer, "d_value": s.d_value, "rank": rank, "d_ff": 4 * rank * s.d_value, "d_key": s.d_key,
-            "max_seq_len": s.seq_len, **vocabulary(scale)}  # fmt: skip
-
-
-def vocabulary(scale: str) -> dict[str, int]:
-    """The vocabulary override of a scale whose tokenizer is not the paper's (cpu: wiki_bpe2048)."""
-    return {"vocab_size": CORPUS_BPES[CPU_TOKENIZER][1]} if scale == "cpu" else {}
+            "max_seq_len": s.seq_len, **vocabulary_at(scale)}  # fmt: skip
 
 
 def corpus(scale: str) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scaling_axes.datamodules.stand_ins import tokenizer_at
+from scaling_axes.datamodules.stand_ins import tokenizer_at, vocabulary_at
 from scaling_axes.experiments.rmt import setup as rmt_setup
 from scaling_axes.experiments.rmt.setup import final_train_loss
 from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, judge, paired_margins
@@ -43,7 +43,7 @@ def _overrides(model: str, scale: str) -> dict:
     if model.startswith("rmt"):
         return {**rmt_setup.shrunk(model, scale, 1), "n_layer": layers}
     return {**_untuned(model), "n_layer": layers, "d_model": width, "n_head": 4, "max_seq_len": seq_len,
-            **rmt_setup.vocabulary(scale)}  # fmt: skip
+            **vocabulary_at(scale)}  # fmt: skip
 
 
 def _untuned(model: str) -> dict:

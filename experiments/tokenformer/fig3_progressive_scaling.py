@@ -94,14 +94,14 @@ def claims(scale: str, results: dict[str, dict]) -> list[Row]:
 def growth_claims(scale: str, results: dict[str, dict]) -> list[Row]:
     """The paper's zero-initialised growth preserves the function: at every growth with zero new keys, the
     validation loss moves by less than PRESERVED (tau pinned: exact; tau following n, as the paper's runs: not)."""
+
+    def preserved(done: dict) -> float | None:
+        before, after = done.get("val_loss_before_growth"), done.get("val_loss_after_growth")
+        return None if None in (before, after) else PRESERVED - abs(after - before)
+
     rows = []
     for run in runs(scale):
         if run.grow_from and run.grow_options.get("new_keys") == "zero":
-
-            def preserved(done: dict) -> float | None:
-                before, after = done.get("val_loss_before_growth"), done.get("val_loss_after_growth")
-                return None if None in (before, after) else PRESERVED - abs(after - before)
-
             margins = paired_margins(results, (run.name,), preserved)
             rows.append(judge("fig3", f"{run.name}_growth", f"zero-initialised growth preserves the function "
                               f"({progressive.growth_note(run)}; |validation loss change| under {PRESERVED:g})",

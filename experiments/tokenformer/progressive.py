@@ -11,12 +11,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from scaling_axes.datamodules.stand_ins import CPU_TOKENIZER, real_or_stand_in, tokenizer_at
+from scaling_axes.datamodules.stand_ins import real_or_stand_in, tokenizer_at, vocabulary_at
 from scaling_axes.harness.results import Row, compare, published, pyplot, save_figure, scale_note
 from scaling_axes.harness.runs import SMALL_MAX_EPOCHS, Budget, Experiment, Run, within_epochs
 from scaling_axes.modules import get_config
 from scaling_axes.modules.flops import formula_params
-from scaling_axes.modules.tokenizers import CORPUS_BPES
 
 SIZES = ("124m", "354m", "757m", "1_4b")
 TOKENFORMER_GROWTH = {"new_keys": "zero", "pin_tau": False}  # as the paper ran it: zero keys, tau follows n
@@ -99,7 +98,7 @@ def scale_spec(scale: str) -> Setting:
     if scale == "small":  # a whole growth chain (the first run and a stage per size) within two passes of its corpus
         chain = full.tokens + (len(SIZES) - 1) * stage.tokens
         full, stage = (within_epochs(b, corpus, "neox", SMALL_MAX_EPOCHS * b.tokens / chain) for b in (full, stage))
-    vocabulary = {"vocab_size": CORPUS_BPES[CPU_TOKENIZER][1]} if scale == "cpu" else {}
+    vocabulary = vocabulary_at(scale)
     return Setting(
         tokenformer=tuple(
             {**s.shape, **vocabulary, "qkv_tokens": n, "proj_tokens": n, "ffn_tokens": 4 * n} for n in s.tokens
