@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
-from scaling_axes.datamodules.corpora import LLMC_MAGIC
+from scaling_axes.datamodules.local_files import LLMC_MAGIC
 
 HEADER_INTS = 256
 

@@ -13,16 +13,26 @@ import functools
 import hashlib
 import json
 import os
+import shutil
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
+from filelock import FileLock
 from tqdm.auto import tqdm
 
 from scaling_axes.datamodules.corpus_bpe import raw_blocks, train_corpus_bpe
 from scaling_axes.datamodules.embedded import LEE_NEWS, WIKI_XML, require_package_file
-from scaling_axes.io import atomic_write, default_data_root, read_json
+from scaling_axes.datamodules.local_files import checked_ids, holds_data, local_documents, read_token_shard
+from scaling_axes.io import (
+    CorruptFileError,
+    atomic_write,
+    default_data_root,
+    read_json,
+    remove_temporaries,
+    temporary_path,
+)
 from scaling_axes.modules.tokenizers import CORPUS_BPES, corpus_bpe_file, load_tokenizer
 
 SPLITS = ("train", "val", "test")
@@ -66,36 +76,20 @@ def _split_bytes(data: bytes, valid: int, test: int) -> Documents:
 
 
 def _local_or_hub(local: Path, hub: str, config: str | None, split: str):
-    """The texts of local files under `local` (.jsonl/.json/.parquet/.txt with a "text" field, searched
-    recursively), else the hub dataset's `split`."""
+    """The documents of `split` in the local files under `local` (`datamodules.local_files`: saved datasets, hub
+    snapshots, .jsonl(.zst/.gz), .parquet, .txt), else the hub dataset's `split`."""
     import datasets
 
-    files = sorted(p for p in local.rglob("*") if p.suffix in (".jsonl", ".json", ".parquet", ".txt"))
-    if files:
-        return _local_texts(local, files)
+    local_split = "validation" if split == "val" else split
+    if (documents := local_documents(local, local_split)) is not None:
+        return documents
     try:
         return datasets.load_dataset(hub, name=config, split=split)
     except Exception as err:
         raise FileNotFoundError(
-            f"no local files in {local} (.jsonl/.json/.parquet/.txt with a 'text' field) and loading {hub}"
-            f"{f' ({config})' if config else ''} {split} from the hub failed: {err}"
+            f"no local corpus in {local} (a save_to_disk folder, or .parquet/.jsonl(.zst/.gz)/.json/.txt files with a "
+            f"'text' field) and loading {hub}{f' ({config})' if config else ''} {split} from the hub failed: {err}"
         ) from err
-
-
-def _local_texts(local: Path, files: list[Path]):
-    """The local files as one dataset; unreadable or empty files stop with what to fix (the hub is not tried)."""
-    import datasets
-
-    builder = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".txt": "text"}[files[0].suffix]
-    try:
-        texts = datasets.load_dataset(builder, data_files=[str(f) for f in files], split="train")
-    except Exception as err:
-        raise ValueError(f"could not read the local corpus files under {local} ({type(err).__name__}: {err}); they "
-                         "must be UTF-8 .txt, or .jsonl/.json/.parquet with a 'text' field") from err  # fmt: skip
-    if len(texts) == 0 or "text" not in texts.column_names or not any(t.strip() for t in texts["text"][:1000]):
-        raise ValueError(f"the local corpus files under {local} ({', '.join(f.name for f in files[:5])}) hold no "
-                         "text; put the corpus there or remove them to use the hub")  # fmt: skip
-    return texts
 
 
 def _hub_text(local: Path, hub: str, config: str | None, val_fraction: float, seed: int) -> Documents:
@@ -123,27 +117,6 @@ OPENWEBTEXT_HELD_OUT = 0.05  # both papers hold out 5% of OpenWebText's document
 def _load_openwebtext(root: Path) -> Documents:
     """OpenWebText with the paper's random 5% validation split; local files under `<root>/openwebtext/` first."""
     return _hub_text(root / "openwebtext", "Skylion007/openwebtext", None, OPENWEBTEXT_HELD_OUT, 2357)
-
-
-LLMC_MAGIC = 20240520
-
-
-def read_token_shard(path: Path) -> np.ndarray:
-    """An llm.c token shard: a 256 x int32 header (magic 20240520, version, token count), then the tokens, read in
-    the dtype the file was written in (uint16 for llm.c's GPT-2 shards, int32 for the MoT FineMath files), which its
-    size gives away. The original MoT loader read the int32 files as uint16 (MoT reference 6.3)."""
-    header = np.fromfile(path, dtype=np.int32, count=256)
-    if len(header) < 256 or header[0] != LLMC_MAGIC:
-        found = header[0] if len(header) else "nothing"
-        raise ValueError(f"{path} is not an llm.c token shard: magic {found}, expected {LLMC_MAGIC}")
-    count, payload = int(header[2]), path.stat().st_size - header.nbytes
-    itemsize = payload // count if count > 0 and payload % count == 0 else 0
-    if itemsize not in (2, 4):
-        raise ValueError(
-            f"{path}: the header says {count} tokens but {payload} bytes follow it; neither uint16 nor int32 fits"
-        )
-    return np.memmap(path, dtype=np.uint16 if itemsize == 2 else np.int32, mode="r", offset=header.nbytes,
-                     shape=(count,))  # fmt: skip
 
 
 def _token_shards(local: Path, train_glob: str, val_glob: str) -> Documents | None:
@@ -176,21 +149,20 @@ def _load_finemath(root: Path) -> Documents:
     return shards or _hub_text(local, "HuggingFaceTB/finemath", "finemath-4plus", 0.001, 2357)
 
 
+ENWIK8_BYTES, ENWIK8_HELD_OUT = 10**8, 5_000_000  # the standard 90M / 5M / 5M split
+
+
 def _load_enwik8(root: Path) -> Documents:
     """enwik8 (first 10^8 bytes of the 2006 English Wikipedia XML), standard 90M / 5M / 5M split."""
-    for path in (
-        root / "enwik8" / "enwik8",
-        root / "enwik8" / "enwik8.zip",
-        root / "enwik8.zip",
-        root / "enwik8",
-    ):
+    for path in (root / "enwik8" / "enwik8", root / "enwik8" / "enwik8.zip", root / "enwik8.zip"):
         if path.is_file():
             data = zipfile.ZipFile(path).read("enwik8") if path.suffix == ".zip" else path.read_bytes()
-            if len(data) != 10**8:
-                raise ValueError(f"{path} holds {len(data):,} bytes; enwik8 has exactly 100,000,000")
-            return _split_bytes(data, 5_000_000, 5_000_000)
+            if len(data) != ENWIK8_BYTES:
+                raise ValueError(f"{path} holds {len(data):,} bytes; enwik8 has exactly {ENWIK8_BYTES:,}")
+            return _split_bytes(data, ENWIK8_HELD_OUT, ENWIK8_HELD_OUT)
     raise FileNotFoundError(
         f"enwik8 not found under {root}; put http://mattmahoney.net/dc/enwik8.zip at {root / 'enwik8' / 'enwik8.zip'}"
+        f" (or the unzipped file at {root / 'enwik8'})"
     )
 
 
@@ -248,7 +220,9 @@ def prepare_corpus(
     data_root: str | Path | None = None,
     tokenizer_path: str | None = None,
 ) -> Path:
-    """Tokenize `corpus` into memmaps once; returns the directory holding `meta.json` and `<split>.bin`."""
+    """Tokenize `corpus` into memmaps once; returns the directory holding `meta.json` and `<split>.bin`. One process
+    prepares a corpus at a time (a file lock beside the data root's corpora; the others wait, then read its result);
+    a preparation that fails leaves no folder behind, so an absent corpus still reads as absent."""
     if corpus not in CORPORA:
         raise KeyError(f"unknown corpus {corpus!r}; available: {', '.join(CORPORA)}")
     spec = CORPORA[corpus]
@@ -257,30 +231,57 @@ def prepare_corpus(
     out = corpus_dir(data_root, corpus, tokenizer)
     if (out / "meta.json").exists():
         return out
+    data_root.mkdir(parents=True, exist_ok=True)
+    with FileLock(data_root / f".{corpus}.{tokenizer}.lock"):
+        if (out / "meta.json").exists():  # another process prepared it while this one waited
+            return out
+        _file_into_folder(data_root / corpus)
+        created = [d for d in (out.parent, out) if not d.exists()]
+        try:
+            remove_temporaries(out)  # left by a killed preparation: this process holds the lock
+            _prepare(spec, out, tokenizer, data_root, tokenizer_path)
+        except BaseException:
+            for directory in reversed(created):
+                shutil.rmtree(directory, ignore_errors=True)
+            raise
+    return out
+
+
+def _file_into_folder(path: Path) -> None:
+    """A raw corpus as one file where its folder goes (the unzipped `data/enwik8`) moves into that folder, beside
+    the tokens prepared from it."""
+    if path.is_file():
+        moving = path.with_name(f".{path.name}.moving")
+        path.rename(moving)
+        path.mkdir()
+        moving.rename(path / path.name)
+        print(f"moved {path} into {path / path.name}: its prepared tokens go into {path}/<tokenizer>/")
+
+
+def _prepare(spec: Corpus, out: Path, tokenizer: str, data_root: Path, tokenizer_path: str | None) -> None:
     if tokenizer in CORPUS_BPES and tokenizer_path is None and not corpus_bpe_file(tokenizer).exists():
         trained_on = CORPUS_BPES[tokenizer][0]
         train_corpus_bpe(tokenizer, trained_on, CORPORA[trained_on].load(data_root)["train"])
     tok = load_tokenizer(tokenizer, tokenizer_path)
     dtype = np.uint16 if tok.vocab_size <= 2**16 else np.uint32
+    loaded = spec.load(data_root)  # before any folder is made: a corpus that is not there leaves none
     out.mkdir(parents=True, exist_ok=True)
     splits = {}
-    for split, documents in spec.load(data_root).items():
+    for split, documents in loaded.items():
         if isinstance(documents, bytes):
             chunks, num_docs, num_bytes = _tokenize_raw(documents, tok), 1, len(documents)
         elif isinstance(documents, list):  # token shards: GPT-2 ids already
             if tokenizer != "gpt2":
-                raise ValueError(f"{corpus}: the local token shards hold GPT-2 ids; tokenizer={tokenizer!r} needs text")
-            chunks, num_docs, num_bytes = (
-                (_checked_ids(read_token_shard(p), tok.vocab_size, p) for p in documents),
-                None,
-                None,
-            )
+                raise ValueError(f"{spec.name}: the local token shards hold GPT-2 ids; tokenizer={tokenizer!r} needs "
+                                 "text")  # fmt: skip
+            chunks = (checked_ids(read_token_shard(p), tok.vocab_size, p) for p in documents)
+            num_docs, num_bytes = None, None
         else:
             chunks, num_docs, num_bytes = _tokenize(documents, tokenizer, tokenizer_path, tok.eot_id)
         num_tokens, checksum = _write_tokens(out / f"{split}.bin", chunks, dtype)
         splits[split] = {"tokens": num_tokens, "documents": num_docs, "bytes": num_bytes, "blake2b": checksum}
     meta = {
-        "corpus": corpus,
+        "corpus": spec.name,
         "source": spec.source,
         "tokenizer": tokenizer,
         "tokenizer_source": tok.source,
@@ -290,7 +291,11 @@ def prepare_corpus(
         "splits": splits,
     }
     atomic_write(out / "meta.json", json.dumps(meta, indent=2))
-    return out
+
+
+def on_disk(corpus: str, data_root: str | Path | None = None) -> bool:
+    """Whether `corpus` is under the data root: its raw files, or tokens prepared from them."""
+    return holds_data(Path(data_root or default_data_root()) / corpus)
 
 
 def _tokenize(documents, tokenizer: str, tokenizer_path: str | None, eot_id: int | None):
@@ -317,12 +322,6 @@ def _tokenize_raw(data: bytes, tok) -> Iterator[np.ndarray]:
         yield np.concatenate([np.asarray(ids, dtype=np.int64) for ids in tok.encode_batch(blocks[start : start + 64])])
 
 
-def _checked_ids(ids: np.ndarray, vocab_size: int, path: Path) -> np.ndarray:
-    if len(ids) and (int(ids.max()) >= vocab_size or int(ids.min()) < 0):
-        raise ValueError(f"{path} holds ids outside 0..{vocab_size - 1}: not a GPT-2 token shard")
-    return ids
-
-
 def train_tokens(corpus: str, tokenizer: str | None = None, data_root: str | Path | None = None) -> tuple[int, str]:
     """Tokens in `corpus`'s training split and how that is known: counted once prepared, else estimated."""
     spec = CORPORA[corpus]
@@ -344,7 +343,7 @@ def train_tokens(corpus: str, tokenizer: str | None = None, data_root: str | Pat
 
 def _write_tokens(path: Path, chunks: Iterator[np.ndarray], dtype) -> tuple[int, str]:
     """Write the token file; returns its token count and checksum (blake2b of its bytes)."""
-    tmp, count, digest = path.with_suffix(".bin.tmp"), 0, hashlib.blake2b(digest_size=16)
+    tmp, count, digest = temporary_path(path), 0, hashlib.blake2b(digest_size=16)
     with open(tmp, "wb") as f, tqdm(desc=f"tokenizing into {path}", unit=" tokens", unit_scale=True) as progress:
         for chunk in chunks:
             data = np.asarray(chunk).astype(dtype).tobytes()
@@ -391,7 +390,16 @@ def open_split(directory: Path, split: str) -> tuple[np.memmap, dict]:
 
 
 def read_meta(directory: Path) -> dict:
-    return read_json(directory / "meta.json", f"delete {directory} to tokenize the corpus again")
+    """A prepared corpus's meta.json, checked to hold what the suite writes there."""
+    fix = f"delete {directory} to tokenize the corpus again"
+    meta = read_json(directory / "meta.json", fix)
+    splits = meta.get("splits") if isinstance(meta, dict) else None
+    missing = [k for k in ("tokenizer", "vocab_size", "dtype", "splits") if not isinstance(meta, dict) or k not in meta]
+    counted = isinstance(splits, dict) and all(isinstance(s, dict) and "tokens" in s for s in splits.values())
+    if missing or not counted:
+        what = f"lacks {', '.join(missing)}" if missing else "has splits without token counts"
+        raise CorruptFileError(f"{directory / 'meta.json'} {what}: not a meta.json the suite wrote; {fix}")
+    return meta
 
 
 def check_tokenizer(directory: Path, tokenizer: str, tokenizer_path: str | None = None) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 
-from scaling_axes.datamodules.corpora import default_data_root
+from scaling_axes.datamodules.corpora import default_data_root, on_disk
 from scaling_axes.modules.tokenizers import CORPUS_BPE_EOT_ID, CORPUS_BPES
 
 SMALL_STAND_IN = "embedded_wiki"  # the largest embedded corpus (about 1.7M GPT-2 tokens): what small falls back to
@@ -12,10 +12,10 @@ CPU_TOKENIZER = "wiki_bpe2048"  # the cpu scale's tokenizer: a BPE trained on SM
 
 
 def real_or_stand_in(scale: str, real: str, stand_in: str, small_stand_in: str = SMALL_STAND_IN) -> str:
-    """The data a run at `scale` uses: `real` at paper scale; at small scale `real` when it is under the data root,
+    """The data a run at `scale` uses: `real` at paper scale; at small scale `real` when its files are under the data root,
     else `small_stand_in` (said once); `small_stand_in` at cpu scale, whose models are sized to it; `stand_in` at
     smoke scale."""
-    if scale == "paper" or (scale == "small" and (default_data_root() / real).exists()):
+    if scale == "paper" or (scale == "small" and on_disk(real)):
         return real
     if scale == "cpu":  # sized to the embedded data whatever is on disk
         return small_stand_in

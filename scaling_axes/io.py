@@ -11,22 +11,37 @@ import io
 import json
 import os
 import pickle
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 
+TEMPORARY = re.compile(r"^\..+\.tmp\d+$")  # `.<name>.tmp<pid>`: what `temporary_path` names
 
-def _temporary(path: Path) -> Path:
+
+def temporary_path(path: Path) -> Path:
+    """Where `path` is written before its rename: a hidden name in the same directory, unique to this process."""
     path.parent.mkdir(parents=True, exist_ok=True)
     return path.with_name(f".{path.name}.tmp{os.getpid()}")
+
+
+def remove_temporaries(directory: Path) -> list[Path]:
+    """Delete the temporary files that writes killed mid-way left in `directory`; call it only while holding the lock
+    on what writes there (a live writer's file would go too). Returns what was removed."""
+    found = [p for p in directory.glob(".*.tmp*") if TEMPORARY.match(p.name) and p.is_file()]
+    for path in found:
+        path.unlink(missing_ok=True)
+    if found:
+        print(f"removed {len(found)} temporary file(s) that an interrupted write left in {directory}")
+    return found
 
 
 def _replace_with(path: str | Path, write: Callable[[Path], None]) -> None:
     """`write` a temporary file, then rename it over `path`; on any failure the temporary file goes, `path` stays."""
     path = Path(path)
-    tmp = _temporary(path)
+    tmp = temporary_path(path)
     try:
         write(tmp)
         os.replace(tmp, path)
@@ -55,7 +70,11 @@ def atomic_torch_save(obj: Any, path: str | Path) -> None:
     _replace_with(path, lambda tmp: torch.save(obj, tmp))
 
 
-class CorruptFileError(ValueError):
+class SuiteError(Exception):
+    """An error whose message says what was wrong and what to do: the command line prints it as one line."""
+
+
+class CorruptFileError(SuiteError, ValueError):
     """A file of the suite's that cannot be read: the message names it and what to do."""
 
 
@@ -72,8 +91,9 @@ def load_torch(path: str | Path, fix: str, mmap: bool = False) -> Any:
         first = str(error).splitlines()[0]
         raise CorruptFileError(f"{path} holds more than tensors and plain data ({first}); the suite never writes such "
                                f"files and will not run the code a pickle can carry. {fix}") from error  # fmt: skip
-    except (EOFError, RuntimeError, ValueError, OSError) as error:
-        raise CorruptFileError(f"{path} is truncated or corrupt ({type(error).__name__}: {error}); {fix}") from error
+    except Exception as error:  # whatever a damaged zip or pickle stream raises: the file is the problem
+        first = (str(error).splitlines() or [""])[0]
+        raise CorruptFileError(f"{path} is truncated or corrupt ({type(error).__name__}: {first}); {fix}") from error
 
 
 def read_json(path: str | Path, fix: str) -> Any:

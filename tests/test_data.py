@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from scaling_axes.datamodules.corpora import _split_bytes, open_split, prepare_corpus, read_token_shard
+from scaling_axes.datamodules.corpora import _split_bytes, open_split, prepare_corpus
+from scaling_axes.datamodules.local_files import read_token_shard
 from scaling_axes.datamodules.text import FixedWindows, RandomWindowBatches, TextDataModule
 from scaling_axes.modules.tokenizers import load_tokenizer
 
@@ -242,7 +243,7 @@ def test_finemath_and_fineweb_from_local_text_files_in_the_hub_format(tmp_path):
     tokens = np.concatenate([np.asarray(open_split(directory, s)[0]) for s in ("train", "val")])
     texts = load_tokenizer("gpt2").decode([int(t) for t in tokens]).split("<|endoftext|>")[:-1]
     assert sorted(texts) == sorted(docs)
-    with pytest.raises(FileNotFoundError, match=r"no local files in .*fineweb_100bt.*HuggingFaceFW/fineweb"):
+    with pytest.raises(FileNotFoundError, match=r"no local corpus in .*fineweb_100bt.*HuggingFaceFW/fineweb"):
         prepare_corpus("fineweb_100bt", data_root=tmp_path)
 
 
