@@ -27,6 +27,7 @@ import torch
 from torch import Tensor, nn
 
 from scaling_axes.benchmarks.common import failure, time_ms
+from scaling_axes.harness.arguments import in_range
 from scaling_axes.io import write_csv
 from scaling_axes.modules.registry import get_config, replace_config
 from scaling_axes.modules.rmt import RMTAttention, RMTFeedForward, matrix_norm
@@ -155,7 +156,7 @@ def targets(rows: list[dict]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=50)
+    parser.add_argument("--repeats", type=in_range(int, 1), default=50)
     parser.add_argument("--out", type=Path, default=Path("results/bench_kernels.csv"))
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():

@@ -42,6 +42,7 @@ from scaling_axes.benchmarks import nanogpt_reference
 from scaling_axes.benchmarks.common import failure, time_ms
 from scaling_axes.experiments.cross_architecture import setup as cross
 from scaling_axes.experiments.rmt import setup as rmt
+from scaling_axes.harness.arguments import in_range
 from scaling_axes.io import write_csv
 from scaling_axes.modules import get_config
 from scaling_axes.modules.acceleration import compile_model
@@ -221,7 +222,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--family", action="append", choices=sorted({c.family for c in cases()}),
                         help="only these families (repeatable; default: all)")  # fmt: skip
-    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--repeats", type=in_range(int, 1), default=20)
     parser.add_argument("--out", type=Path, default=Path("results/bench_training.csv"))
     args = parser.parse_args(argv)
     if DEVICE == "cuda" and not torch.cuda.is_available():

@@ -12,9 +12,9 @@ CPU_TOKENIZER = "wiki_bpe2048"  # the cpu scale's tokenizer: a BPE trained on SM
 
 
 def real_or_stand_in(scale: str, real: str, stand_in: str, small_stand_in: str = SMALL_STAND_IN) -> str:
-    """The data a run at `scale` uses: `real` at paper scale; at small scale `real` when its files are under the data root,
-    else `small_stand_in` (said once); `small_stand_in` at cpu scale, whose models are sized to it; `stand_in` at
-    smoke scale."""
+    """The data a run at `scale` uses: `real` at paper scale; at small scale `real` when its files are under the data
+    root (an empty folder is not the corpus), else `small_stand_in` (said once); `small_stand_in` at cpu scale, whose
+    models are sized to it; `stand_in` at smoke scale."""
     if scale == "paper" or (scale == "small" and on_disk(real)):
         return real
     if scale == "cpu":  # sized to the embedded data whatever is on disk

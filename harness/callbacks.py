@@ -23,11 +23,12 @@ from scaling_axes.io import atomic_torch_save, atomic_write
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
-    """Checkpoints go to a temporary file and are renamed: a crash mid-write leaves the previous one intact."""
+    """Checkpoints go to a temporary file and are renamed: a crash mid-write leaves the previous one intact. Each
+    carries a blake2b checksum file (`<name>.blake2b`)."""
 
     def save_checkpoint(self, checkpoint: dict, path, storage_options: Any | None = None) -> None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        atomic_torch_save(checkpoint, path)
+        atomic_torch_save(checkpoint, path, checksum=True)  # verified on resume: a flipped byte is not resumed
 
 
 class _AppendingWriter(ExperimentWriter):

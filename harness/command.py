@@ -8,39 +8,17 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
+from scaling_axes.harness.arguments import device_spec, in_range
 from scaling_axes.harness.plan import GPUS, MEASURED_MFU, MEASURED_MFU_SOURCE, RUN_OVERHEAD_S, dry_run, print_plan
 from scaling_axes.harness.results import RESULTS_DIR, SCALES
 from scaling_axes.harness.runner import report, train
 from scaling_axes.harness.runs import RUNS_DIR, Experiment, default_runs, find_run, with_seeds, world_size
+from scaling_axes.harness.training import check_trainer_settings
+from scaling_axes.io import check_directory
 
 DEFAULT_SEEDS = {"cpu": 3}  # a scale sized to run every claim at three seeds
-
-
-def _in_range(kind: type, low: float, high: float = math.inf, low_open: bool = False) -> Callable[[str], Any]:
-    """An argparse type: `kind(text)` within [low, high] (or (low, high] when `low_open`), or an error saying so."""
-
-    def parse(text: str) -> Any:
-        value = kind(text)
-        if not (low < value if low_open else low <= value) or value > high or value != value:
-            raise argparse.ArgumentTypeError(f"{value} is out of range {'(' if low_open else '['}{low:g}, {high:g}]")
-        return value
-
-    parse.__name__ = kind.__name__  # argparse says "invalid int value: 'two'"
-    return parse
-
-
-def _devices(text: str) -> str:
-    """--devices as Lightning takes it: 'auto', a count (-1: all), or a comma list of device indices ('0,1')."""
-    parts = [p.strip() for p in text.split(",") if p.strip()]
-    if text == "auto" or (len(parts) == 1 and parts[0].lstrip("-").isdigit() and int(parts[0]) >= -1 and
-                          int(parts[0]) != 0) or (len(parts) > 1 and all(p.isdigit() for p in parts)):  # fmt: skip
-        return text
-    raise argparse.ArgumentTypeError(f"{text!r}: use 'auto', a device count (-1 for all) or indices such as '0,1'")
 
 
 def main(experiment: Experiment, argv: list[str] | None = None) -> None:
@@ -54,18 +32,18 @@ def main(experiment: Experiment, argv: list[str] | None = None) -> None:
     parser.add_argument("--dry-run", action="store_true", help="print parameters, FLOPs and time; train nothing")
     parser.add_argument("--out-dir", type=Path, default=Path("."),
                         help="runs under OUT_DIR/runs, tables under OUT_DIR/results (default: here)")  # fmt: skip
-    parser.add_argument("--mfu", type=_in_range(float, 0, 1, low_open=True), default=MEASURED_MFU,
+    parser.add_argument("--mfu", type=in_range(float, 0, 1, low_open=True), default=MEASURED_MFU,
                         help=f"MFU for --dry-run (default {MEASURED_MFU:g}: {MEASURED_MFU_SOURCE})")  # fmt: skip
-    parser.add_argument("--overhead-s", type=_in_range(float, 0), default=RUN_OVERHEAD_S,
+    parser.add_argument("--overhead-s", type=in_range(float, 0), default=RUN_OVERHEAD_S,
                         help=f"fixed seconds per run for --dry-run (default {RUN_OVERHEAD_S:g}: start-up, data, "
                         "validation)")  # fmt: skip
     parser.add_argument("--gpu", choices=sorted(GPUS), default="h100", help="the GPU --dry-run prices hours on")
-    parser.add_argument("--peak-tflops", type=_in_range(float, 0, low_open=True),
+    parser.add_argument("--peak-tflops", type=in_range(float, 0, low_open=True),
                         help="per device, --dry-run (default: the --gpu's bf16 peak)")  # fmt: skip
     parser.add_argument("--accelerator", default="auto")
-    parser.add_argument("--devices", type=_devices, default="auto",
+    parser.add_argument("--devices", type=device_spec, default="auto",
                         help="devices per node as Lightning takes them: 'auto', a count (-1: all), '0,1'")  # fmt: skip
-    parser.add_argument("--num-nodes", type=_in_range(int, 1), default=1)
+    parser.add_argument("--num-nodes", type=in_range(int, 1), default=1)
     parser.add_argument("--precision", default=None, help="Lightning precision (default: bf16-mixed on a CUDA GPU, "
                         "32-true on the CPU)")  # fmt: skip
     parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
@@ -75,10 +53,10 @@ def main(experiment: Experiment, argv: list[str] | None = None) -> None:
                         "settings aside (never deleted) and start the run over")  # fmt: skip
     parser.add_argument("--allow-repeats", action="store_true", help="train runs that pass over their data more often "
                         "than the experiment allows (their rows are marked as memorisation)")  # fmt: skip
-    parser.add_argument("--seeds", type=_in_range(int, 1), default=None, help="train every run at seeds 1..SEEDS "
+    parser.add_argument("--seeds", type=in_range(int, 1), default=None, help="train every run at seeds 1..SEEDS "
                         "(repeats are <run>_seed<k>; the claims judge their margins against their spread; default: "
                         "3 at cpu scale, which is sized for them, else 1)")  # fmt: skip
-    parser.add_argument("--micro-batch", type=_in_range(int, 1), help="sequences per device and pass; accumulation "
+    parser.add_argument("--micro-batch", type=in_range(int, 1), help="sequences per device and pass; accumulation "
                         "keeps the global batch (the data are the same however the batch is split)")  # fmt: skip
     args = parser.parse_args(argv)
     args.seeds = args.seeds or DEFAULT_SEEDS.get(args.scale, 1)
@@ -98,6 +76,7 @@ def main(experiment: Experiment, argv: list[str] | None = None) -> None:
         if experiment.plan_note:
             print(experiment.plan_note(args.scale))
         return
+    check_directory(args.out_dir, "--out-dir")
     if not args.report:
         trainer_options = {
             "accelerator": args.accelerator,
@@ -107,6 +86,7 @@ def main(experiment: Experiment, argv: list[str] | None = None) -> None:
             "strategy": args.strategy,
             "compile": args.compile,
         }
+        check_trainer_settings(trainer_options)  # Lightning's refusal now, not after the first run's data and model
         runs = [find_run(experiment, args.scale, args.run)] if args.run else default_runs(experiment, args.scale)
         runs = with_seeds(runs, args.seeds)
         if args.micro_batch:

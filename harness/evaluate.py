@@ -28,6 +28,7 @@ from tqdm.auto import tqdm
 from scaling_axes.datamodules.corpora import default_data_root, prepare_corpus
 from scaling_axes.datamodules.text import FixedWindows
 from scaling_axes.harness import lm_eval_tasks
+from scaling_axes.harness.arguments import in_range
 from scaling_axes.harness.lm_eval_model import SuiteLM
 from scaling_axes.harness.results import Row, compare
 from scaling_axes.io import atomic_write
@@ -55,7 +56,8 @@ def zero_shot(
     task_manager, names = None, {task: task for task in tasks}
     if offline:
         root = Path(data_root or default_data_root())
-        directory = lm_eval_tasks.offline_tasks(root / "lm_eval_tasks", lambada or lm_eval_tasks.lambada_file(root))
+        directory = lm_eval_tasks.offline_tasks(lm_eval_tasks.offline_tasks_dir(root),
+                                                lambada or lm_eval_tasks.lambada_file(root), tasks)  # fmt: skip
         task_manager = TaskManager(include_path=str(directory))
         names = {task: lm_eval_tasks.offline_name(task) for task in tasks}
     output = lm_eval.simple_evaluate(model=lm, tasks=list(names.values()), task_manager=task_manager, num_fewshot=0,
@@ -158,10 +160,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tokenizer", help="default: the run's, or neox for Tokenformer presets")
     parser.add_argument("--tasks", default=",".join(lm_eval_tasks.TASKS))
     parser.add_argument("--offline", action="store_true", default=hub_unreachable())
-    parser.add_argument("--limit", type=int, help="documents per task (default: all)")
+    parser.add_argument("--limit", type=in_range(int, 1), help="documents per task (default: all)")
     parser.add_argument("--perplexity", default="", help="comma-separated corpora for by-hand perplexity")
-    parser.add_argument("--seq-len", type=int, help="perplexity window (default: the model's length)")
-    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--seq-len", type=in_range(int, 1), help="perplexity window (default: the model's length)")
+    parser.add_argument("--batch-size", type=in_range(int, 1), default=8)
     parser.add_argument("--device")
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
     args = parser.parse_args(argv)

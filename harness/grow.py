@@ -13,6 +13,7 @@ from typing import Any
 
 from torch import nn
 
+from scaling_axes.harness.arguments import in_range
 from scaling_axes.modules import get_config
 from scaling_axes.modules.lm import load_lm_checkpoint, save_lm_checkpoint
 from scaling_axes.modules.registry import architecture_of, preset_overrides
@@ -54,7 +55,8 @@ def grow_checkpoint_cli(argv: list[str] | None = None) -> None:
         action="store_true",
         help="Tokenformer: keep tau (exact growth with zero keys); default: tau from the new n, as the paper",
     )
-    parser.add_argument("--noise", type=float, default=0.0, help="Transformer: relative noise on widened weights")
+    parser.add_argument("--noise", type=in_range(float, 0), default=0.0,
+                        help="Transformer: relative noise on widened weights")  # fmt: skip
     parser.add_argument(
         "--net2net",
         choices=("exact", "new_parameters"),

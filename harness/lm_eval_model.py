@@ -19,7 +19,6 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-import yaml
 from lm_eval.api.model import TemplateLM
 from lm_eval.api.registry import register_model
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
@@ -27,36 +26,57 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from scaling_axes.datamodules.corpora import CORPORA
-from scaling_axes.io import load_torch
+from scaling_axes.harness.runs import read_config
+from scaling_axes.io import CorruptFileError, load_torch
 from scaling_axes.modules import build_model
 from scaling_axes.modules.tokenizers import Tokenizer, load_tokenizer
 
 
-def load_checkpoint(path: str | Path) -> tuple[nn.Module, str]:
-    """(model with trained weights, tokenizer name) from a run directory, its ``final.pt`` or a Lightning ckpt."""
+def load_checkpoint(path: str | Path) -> tuple[nn.Module, Tokenizer]:
+    """(model with trained weights, its tokenizer) from a run directory of the runner, its ``final.pt``, or a
+    Lightning ``.ckpt`` of the runner or of `fit` (LightningCLI), which carries its model's and its data's settings."""
     path = Path(path)
-    if path.suffix == ".ckpt":  # <run dir>/checkpoints/<name>.ckpt
-        run = _run_config(path.parent.parent)
-        checkpoint = load_torch(path, "pass a checkpoint that a run of the suite wrote")
-        hparams = checkpoint["hyper_parameters"]
+    if path.suffix == ".ckpt":
+        fix = "pass a checkpoint that a run of the suite or `python -m scaling_axes fit` wrote"
+        checkpoint = load_torch(path, fix)
+        hparams = checkpoint.get("hyper_parameters") if isinstance(checkpoint, dict) else None
+        if not isinstance(hparams, dict) or "model" not in hparams:
+            raise CorruptFileError(f"{path} names no model in its hyper_parameters: not a checkpoint of the suite's "
+                                   f"LanguageModel; {fix}")  # fmt: skip
         model = build_model(hparams["model"], **(hparams.get("model_overrides") or {}))
         state = {k.removeprefix("model."): v for k, v in checkpoint["state_dict"].items() if k.startswith("model.")}
+        data = checkpoint.get("datamodule_hyper_parameters") or _run_config(path.parent.parent)
     else:
-        weights = path / "final.pt" if path.is_dir() else path
-        if not weights.exists():
-            raise FileNotFoundError(f"no trained weights at {weights}: train the run first (it writes final.pt)")
-        run = _run_config(weights.parent)
-        model = build_model(run["model"], **(run.get("overrides") or {}))
-        state = load_torch(weights, f"delete {weights.parent / 'done.json'} and rerun the run to write it again")
-    model.load_state_dict(state)
-    return model, run.get("tokenizer") or CORPORA[run["corpus"]].default_tokenizer
+        path = path / "final.pt" if path.is_dir() else path
+        if not path.exists():
+            raise FileNotFoundError(f"no trained weights at {path}: train the run first (it writes final.pt)")
+        data = _run_config(path.parent)
+        model = build_model(data["model"], **(data.get("overrides") or {}))
+        fix = f"delete {path.parent / 'done.json'} and rerun the run to write it again"
+        state = load_torch(path, fix)
+    load_weights(model, state, path, fix)
+    name = data.get("tokenizer") or CORPORA[data["corpus"]].default_tokenizer
+    return model, load_tokenizer(name, data.get("tokenizer_path") or (data.get("data") or {}).get("tokenizer_path"))
+
+
+def load_weights(model: nn.Module, state: object, path: Path, fix: str) -> None:
+    """`state` (read from `path`) into `model`, or an error naming the file when it is not the model's weights."""
+    try:
+        model.load_state_dict(state)
+    except (RuntimeError, TypeError, AttributeError) as error:
+        first = (str(error).splitlines() or [""])[0]
+        raise CorruptFileError(f"{path} does not hold weights of {type(model).__name__} ({first}); {fix}") from error
 
 
 def _run_config(run_dir: Path) -> dict:
-    config = run_dir / "config.yaml"
-    if not config.exists():
-        raise FileNotFoundError(f"{config} not found: a checkpoint must sit in a run directory of the runner")
-    return yaml.safe_load(config.read_text())["run"]
+    if not (run_dir / "config.yaml").exists():
+        raise FileNotFoundError(f"{run_dir / 'config.yaml'} not found: weights must sit in a run directory of the "
+                                "runner, or be a Lightning .ckpt that names its model")  # fmt: skip
+    run = read_config(run_dir).get("run")
+    if not isinstance(run, dict) or "model" not in run:
+        raise CorruptFileError(f"{run_dir / 'config.yaml'} names no run model: not a run's config.yaml; restore it "
+                               "or rerun the run")  # fmt: skip
+    return run
 
 
 @register_model("scaling-axes")
@@ -76,8 +96,8 @@ class SuiteLM(TemplateLM):
     ) -> None:
         super().__init__()
         if checkpoint is not None:
-            model, tokenizer_name = load_checkpoint(checkpoint)
-            tokenizer = tokenizer or tokenizer_name
+            model, trained_with = load_checkpoint(checkpoint)
+            tokenizer = tokenizer or trained_with
         elif isinstance(model, str):
             name, model = model, build_model(model)
             if official_weights is not None:

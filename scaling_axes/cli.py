@@ -23,13 +23,15 @@ import time
 from pathlib import Path
 
 import torch
+from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
 from scaling_axes import experiments
+from scaling_axes.harness.arguments import in_range
 from scaling_axes.harness.command import main
 from scaling_axes.harness.plan import GPUS, MEASURED_MFU, dry_run, print_plan
 from scaling_axes.harness.results import SCALES, write_report
 from scaling_axes.harness.runs import RUNS_DIR, Experiment
-from scaling_axes.io import read_json
+from scaling_axes.io import SuiteError, read_json
 
 DELEGATED = {  # subcommands that parse their own arguments: module, function taking argv
     "fit": ("scaling_axes.harness.fit", "fit_main"),
@@ -102,7 +104,9 @@ def machine_header(minutes: str) -> tuple[str, ...]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m scaling_axes", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m scaling_axes", description=__doc__.splitlines()[0],
+                                     epilog="Errors print as one line (exit status 2); --debug, anywhere on the "
+                                     "line, shows their traceback.")  # fmt: skip
     commands = parser.add_subparsers(dest="command", required=True, metavar="command")
     commands.add_parser("list", help="print the experiments")
     commands.add_parser("run", help="run one experiment; its options follow its name", add_help=False).add_argument(
@@ -110,8 +114,8 @@ def _parser() -> argparse.ArgumentParser:
     plan_parser = commands.add_parser("plan", help="print every experiment's runs; train nothing")
     plan_parser.add_argument("--scale", choices=SCALES, default="paper")
     plan_parser.add_argument("--gpu", choices=sorted(GPUS), default="h100")
-    plan_parser.add_argument("--mfu", type=float, default=MEASURED_MFU)
-    plan_parser.add_argument("--devices", type=int, default=8)
+    plan_parser.add_argument("--mfu", type=in_range(float, 0, 1, low_open=True), default=MEASURED_MFU)
+    plan_parser.add_argument("--devices", type=in_range(int, 1), default=8)
     all_parser = commands.add_parser("all", help="run every experiment at one scale, then write REPORT.md")
     all_parser.add_argument("--scale", choices=SCALES, default="smoke")
     all_parser.add_argument("--report", action="store_true", help="only rebuild the tables from finished runs")
@@ -145,5 +149,27 @@ def run_main(argv: list[str]) -> None:
         main(by_name[args.experiment], rest)
 
 
-def cli() -> None:
-    run_main(sys.argv[1:])
+ONE_LINE = (SuiteError, KeyError, ValueError, OSError, MisconfigurationException)  # what the suite raises for what
+# a user gave it (a name, a file, a setting), each message naming the fix; anything else is a bug: its traceback shows
+
+
+def cli(argv: list[str] | None = None) -> None:
+    """The command line: the suite's errors as one line on stderr, exit status 2; `--debug` (anywhere) shows the
+    traceback instead."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    try:
+        run_main([a for a in argv if a != "--debug"])
+    except SystemExit as stop:
+        if debug or not isinstance(stop.code, str):
+            raise  # argparse's usage errors (already exit 2) and clean exits
+        _fail(stop.code)
+    except ONE_LINE as error:
+        if debug:
+            raise
+        _fail(error.args[0] if isinstance(error, KeyError) and error.args else str(error))
+
+
+def _fail(message: str) -> None:
+    print(f"error: {' '.join(str(message).split())} (--debug shows the traceback)", file=sys.stderr)
+    raise SystemExit(2)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import errno
+import hashlib
 import importlib.util
 import io
 import json
@@ -38,12 +39,15 @@ def remove_temporaries(directory: Path) -> list[Path]:
     return found
 
 
-def _replace_with(path: str | Path, write: Callable[[Path], None]) -> None:
-    """`write` a temporary file, then rename it over `path`; on any failure the temporary file goes, `path` stays."""
+def _replace_with(path: str | Path, write: Callable[[Path], None], before_rename: Callable | None = None) -> None:
+    """`write` a temporary file, then rename it over `path`; on any failure the temporary file goes, `path` stays.
+    `before_rename(tmp, path)` runs on the finished temporary file."""
     path = Path(path)
     tmp = temporary_path(path)
     try:
         write(tmp)
+        if before_rename is not None:
+            before_rename(tmp, path)
         os.replace(tmp, path)
     except OSError as error:
         if error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EROFS):
@@ -66,8 +70,40 @@ def atomic_write(path: str | Path, data: str | bytes) -> None:
     _replace_with(path, lambda tmp: tmp.write_bytes(data.encode() if isinstance(data, str) else data))
 
 
-def atomic_torch_save(obj: Any, path: str | Path) -> None:
-    _replace_with(path, lambda tmp: torch.save(obj, tmp))
+def atomic_torch_save(obj: Any, path: str | Path, checksum: bool = False) -> None:
+    """`torch.save` atomically; with `checksum` its blake2b goes into `<path>.blake2b` first (`verify_checksum`)."""
+    _replace_with(path, lambda tmp: torch.save(obj, tmp), _record_checksum if checksum else None)
+
+
+def file_digest(path: Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "blake2b").hexdigest()
+
+
+def checksum_file(path: Path) -> Path:
+    return path.with_name(f"{path.name}.blake2b")
+
+
+def _record_checksum(tmp: Path, path: Path) -> None:
+    """Before `tmp` replaces `path`: the checksum file lists its digest and the last two before it, so a kill on
+    either side of the rename leaves a file whose digest is listed."""
+    sidecar = checksum_file(path)
+    try:
+        earlier = json.loads(sidecar.read_text())["blake2b"] if sidecar.exists() else []
+    except (ValueError, KeyError, TypeError):  # a damaged checksum file lists nothing earlier
+        earlier = []
+    atomic_write(sidecar, json.dumps({"blake2b": [file_digest(tmp), *earlier][:3]}))
+
+
+def verify_checksum(path: Path, fix: str) -> None:
+    """Stop if `path`'s bytes are not what was written (its checksum file lists no matching digest); a file written
+    without one (before checksums) is not checked."""
+    sidecar = checksum_file(path)
+    if not sidecar.exists():
+        return
+    if file_digest(path) not in read_json(sidecar, fix).get("blake2b", []):
+        raise CorruptFileError(f"{path} does not match the checksum written with it ({sidecar.name}): its bytes "
+                               f"changed after it was written; {fix}")  # fmt: skip
 
 
 class SuiteError(Exception):
@@ -94,6 +130,21 @@ def load_torch(path: str | Path, fix: str, mmap: bool = False) -> Any:
     except Exception as error:  # whatever a damaged zip or pickle stream raises: the file is the problem
         first = (str(error).splitlines() or [""])[0]
         raise CorruptFileError(f"{path} is truncated or corrupt ({type(error).__name__}: {first}); {fix}") from error
+
+
+def check_directory(path: Path, what: str) -> None:
+    """Stop before any compute unless `path` is a directory this process can write in (made if missing); `what` names
+    the option or setting it came from."""
+    if path.exists() and not path.is_dir():
+        raise SuiteError(f"{what} {path} is a file, not a directory: pass a directory (it is made if missing)")
+    probe = path / f".write-test-{os.getpid()}"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as error:
+        raise SuiteError(f"cannot write in {path} ({error.strerror}): make it writable or pass another "
+                         f"{what}, then rerun") from error  # fmt: skip
 
 
 def read_json(path: str | Path, fix: str) -> Any:

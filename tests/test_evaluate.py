@@ -142,7 +142,7 @@ def test_checkpoints_load_from_a_run_directory_its_weights_or_a_lightning_checkp
     torch.save(ckpt, out / "checkpoints" / "last.ckpt")
     for path in (out, out / "final.pt", out / "checkpoints" / "last.ckpt"):
         loaded, tokenizer = load_checkpoint(path)
-        assert tokenizer == "gpt2"  # embedded_news's default
+        assert tokenizer.name == "gpt2"  # embedded_news's default
         torch.testing.assert_close(loaded(idx), model(idx))
     with pytest.raises(FileNotFoundError, match="train the run first"):
         load_checkpoint(tmp_path / "tiny" / "missing.pt")

@@ -151,7 +151,7 @@ def test_curve_helpers():
     assert rmt_setup.first_crossing([(10, 4.0), (20, 3.0), (30, 2.0)], 2.5) == 25
     assert rmt_setup.first_crossing([(10, 2.0)], 2.5) == 10 and rmt_setup.first_crossing([(10, 4.0)], 3) is None
     assert rmt_setup.smoothed([(1, 3.0), (2, 1.0), (3, 2.0)], window=2) == [(1, 3.0), (2, 2.0), (3, 1.5)]
-    from scaling_axes.harness.training import (
+    from scaling_axes.harness.curves import (
         training_clock,  # a resumed run's clock restarts; stitched, it keeps counting
     )
 

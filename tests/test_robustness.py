@@ -251,7 +251,7 @@ def _cases() -> list:
         ("unknown tokenizer", lambda news, tmp: load_tokenizer("llama"), KeyError,
          "unknown tokenizer 'llama'; available: gpt2"),
         ("missing dataset", lambda news, tmp: prepare_corpus("pile_10k", data_root=tmp), FileNotFoundError,
-         "no local files in .*pile_10k .* from the hub failed"),
+         "no local corpus in .*pile_10k .* from the hub failed"),
         ("corpus not prepared", lambda news, tmp: open_split(tmp, "train"), FileNotFoundError,
          "meta.json missing: prepare the corpus first"),
         ("unknown split", lambda news, tmp: open_split(news.joinpath(*gpt2), "dev"), KeyError,
