@@ -51,9 +51,9 @@ def load_checkpoint(path: str | Path) -> tuple[nn.Module, Tokenizer]:
         if not path.exists():
             raise FileNotFoundError(f"no trained weights at {path}: train the run first (it writes final.pt)")
         data = _run_config(path.parent)
-        model = build_model(data["model"], **(data.get("overrides") or {}))
         fix = f"delete {path.parent / 'done.json'} and rerun the run to write it again"
         state = load_torch(path, fix)
+        model = build_model(data["model"], **(data.get("overrides") or {}))
     load_weights(model, state, path, fix)
     name = data.get("tokenizer") or CORPORA[data["corpus"]].default_tokenizer
     return model, load_tokenizer(name, data.get("tokenizer_path") or (data.get("data") or {}).get("tokenizer_path"))

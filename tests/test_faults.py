@@ -1,0 +1,224 @@
+"""The holes fault injection found: --force-new racing a live run or restarting a requeued one, flipped checkpoint
+bytes, temporaries of killed writes, malformed run files, what the fingerprint covers, and the command line's
+one-line errors (exit status 2, `--debug` for the traceback) checked before any compute."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from scaling_axes.cli import cli
+from scaling_axes.harness.command import main
+from scaling_axes.harness.lm_eval_model import load_checkpoint
+from scaling_axes.harness.runner import train
+from scaling_axes.harness.runs import Experiment, Run, fingerprint_changes, fingerprint_fields, resolve_options
+from scaling_axes.harness.training import train_run
+from scaling_axes.io import CorruptFileError, SuiteError
+from tests.test_robustness import ROOT, TINY
+from tests.test_run_safety import _stop_at, tiny
+
+
+def _experiment(*runs: Run) -> Experiment:
+    return Experiment("safety", "test", lambda scale: list(runs), lambda scale, results: [])
+
+
+def _holding_the_lock(out: Path) -> subprocess.Popen:
+    """Another process that holds `out`'s run lock (as a live training would) until killed."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nfrom pathlib import Path\n"
+         "from scaling_axes.harness.training import run_lock\nwith run_lock(Path(sys.argv[1])):\n"
+         "    print('held', flush=True)\n    time.sleep(120)\n", str(out)],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert holder.stdout.readline().strip() == "held"
+    return holder
+
+
+def test_force_new_refuses_while_another_process_trains_the_run(tmp_path) -> None:
+    out = tmp_path / "safety" / "smoke" / "r"
+    with pytest.raises(SystemExit):
+        train_run(tiny(), out, extra_callbacks=[_stop_at(3)], accelerator="cpu")
+    holder = _holding_the_lock(out)
+    try:
+        other = Run("r", "transformer_124m", tiny().budget, {**TINY, "n_layer": 3})
+        with pytest.raises(SystemExit, match=rf"is being trained by \S+ pid {holder.pid}"):
+            train(_experiment(other), "smoke", other, tmp_path, force_new=True, accelerator="cpu")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert sorted(p.name for p in out.parent.iterdir() if not p.name.startswith(".")) == ["r"]  # nothing moved
+    assert not (out / "done.json").exists()
+
+
+def test_a_requeued_force_new_resumes_a_run_whose_settings_match(tmp_path, capsys) -> None:
+    out = tmp_path / "safety" / "smoke" / "r"
+    with pytest.raises(SystemExit):
+        train_run(tiny(), out, extra_callbacks=[_stop_at(5)], accelerator="cpu")
+    capsys.readouterr()
+    done = train(_experiment(tiny()), "smoke", tiny(), tmp_path, force_new=True, accelerator="cpu")
+    assert done["steps"] == 12 and [p.name for p in out.parent.iterdir() if not p.name.startswith(".")] == ["r"]
+    resumed = capsys.readouterr().out
+    assert "step 12/12" in resumed and "step 1/12" not in resumed  # resumed from its checkpoint, not restarted
+    train(_experiment(tiny()), "smoke", tiny(), tmp_path, force_new=True, accelerator="cpu")  # finished: kept
+    assert "finished earlier" in capsys.readouterr().out and not list(out.parent.glob("r.replaced-*"))
+
+
+def test_flipped_bytes_in_a_checkpoint_are_not_resumed(tmp_path) -> None:
+    out = tmp_path / "r"
+    with pytest.raises(SystemExit):
+        train_run(tiny(), out, extra_callbacks=[_stop_at(5)], accelerator="cpu")
+    last = out / "checkpoints" / "last.ckpt"
+    data = bytearray(last.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # one bit pattern in the tensors' bytes: the archive itself still opens
+    last.write_bytes(bytes(data))
+    torch.load(last, weights_only=True)
+    with pytest.raises(CorruptFileError, match=rf"{last} does not match the checksum written with it .*delete it"):
+        train_run(tiny(), out, accelerator="cpu")
+
+
+def test_temporaries_left_by_killed_writes_are_removed_on_the_next_start(tmp_path) -> None:
+    out = tmp_path / "r"
+    (out / "checkpoints").mkdir(parents=True)
+    left = [out / "checkpoints" / ".last.ckpt.tmp4242", out / ".done.json.tmp4242", out / ".metrics.csv.tmp17"]
+    for path in left:
+        path.write_bytes(b"\0" * 64)
+    kept = out / "notes.tmp.txt"  # not a temporary of the suite's
+    kept.write_text("mine")
+    train_run(tiny(4), out, accelerator="cpu")
+    assert not any(p.exists() for p in left) and kept.exists()
+
+
+@pytest.mark.parametrize("text", ["run: [unclosed", "- a list, not a mapping", "fingerprinted: 3"])
+def test_a_malformed_config_yaml_names_the_file_and_the_fix(tmp_path, text) -> None:
+    out = tmp_path / "r"
+    out.mkdir()
+    (out / "config.yaml").write_text(text)
+    with pytest.raises(CorruptFileError, match=rf"{out / 'config.yaml'} .*restore it, or pass --force-new"):
+        train_run(tiny(4), out, accelerator="cpu")
+    (out / "final.pt").write_bytes(b"")
+    with pytest.raises(CorruptFileError, match=rf"{out / 'config.yaml'}"):
+        load_checkpoint(out)
+
+
+@pytest.mark.parametrize("content", [b"hello world", b"PK\x03\x04 not a zip", "a list"], ids=["text", "zip", "list"])
+def test_a_garbage_final_pt_names_the_file_whatever_loading_raises(tmp_path, content) -> None:
+    run = tiny(4)
+    train(_experiment(run), "smoke", run, tmp_path, accelerator="cpu")
+    final = tmp_path / "safety" / "smoke" / "r" / "final.pt"
+    if content == "a list":
+        torch.save([1, 2, 3], final)
+    else:
+        final.write_bytes(content)
+    with pytest.raises(CorruptFileError, match=rf"{final} (is truncated or corrupt|does not hold weights).*rerun"):
+        load_checkpoint(final.parent)
+
+
+def test_the_fingerprint_covers_compile_strategy_and_accelerator_and_spares_older_runs(tmp_path) -> None:
+    out = tmp_path / "r"
+    with pytest.raises(SystemExit):
+        train_run(tiny(), out, extra_callbacks=[_stop_at(3)], accelerator="cpu")
+    for options, change in (({"compile": True}, "compile: False -> True"),
+                            ({"strategy": "ddp"}, "strategy: 'single_device' -> 'ddp'"),
+                            ({"accelerator": "cuda"}, "accelerator: 'cpu' -> 'cuda'")):  # fmt: skip
+        fields = fingerprint_fields(tiny(), resolve_options({"accelerator": "cpu", **options}))
+        assert fingerprint_changes(out, fields) == [change]
+    config = yaml.safe_load((out / "config.yaml").read_text())
+    for field in ("accelerator", "strategy", "compile"):
+        del config["fingerprinted"][field]  # a run from before these fields
+    (out / "config.yaml").write_text(yaml.safe_dump(config))
+    assert fingerprint_changes(out, fingerprint_fields(tiny(), resolve_options({"compile": True}))) == []
+
+
+def test_the_writability_check_comes_before_the_lock(tmp_path) -> None:
+    out = tmp_path / "r"
+    out.write_text("a file where the run directory belongs")
+    with pytest.raises(SuiteError, match=rf"--out-dir {out} is a file, not a directory"):
+        train_run(tiny(4), out, accelerator="cpu")
+    assert not (tmp_path / ".r.lock").exists()
+
+
+def test_each_run_of_a_multi_run_experiment_is_named_before_it_trains(tmp_path, capsys) -> None:
+    runs = [Run(name, "transformer_124m", tiny(2).budget, dict(TINY)) for name in ("first", "second")]
+    main(_experiment(*runs), ["--out-dir", str(tmp_path), "--accelerator", "cpu"])
+    out = capsys.readouterr().out
+    first, second = out.index("training run first"), out.index("training run second")
+    assert first < out.index("step 2/2") < second  # the name precedes its training
+
+
+def _cli(capsys, *argv: str) -> str:
+    with pytest.raises(SystemExit) as stop:
+        cli(list(argv))
+    assert stop.value.code == 2, stop.value.code
+    err = capsys.readouterr().err.strip()
+    return err.splitlines()[-1] if err else ""
+
+
+def test_the_command_line_prints_the_suites_errors_as_one_line_and_exits_2(tmp_path, capsys, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("")
+    fig2 = ("run", "rmt_fig2_scaling_laws")
+    cases = {
+        (*fig2, "--run", "rmt_9b"): "no run 'rmt_9b' at scale smoke; runs: ",
+        (*fig2, "--out-dir", "afile"): "--out-dir afile is a file, not a directory: pass a directory",
+        (*fig2, "--out-dir", "afile/sub"): "cannot write in afile/sub .*make it writable or pass another --out-dir",
+        (*fig2, "--precision", "fp9"): "Lightning refuses these Trainer settings \\(--precision fp9\\): Precision",
+        (*fig2, "--strategy", "nonsense"): "Lightning refuses these Trainer settings \\(--strategy nonsense\\)",
+        ("eval", "--checkpoint", "missing"): "no trained weights at missing: train the run first",
+        ("eval", "--checkpoint", "afile"): "afile is truncated or corrupt .*rerun",
+        ("plan", "--mfu", "2"): "argument --mfu: 2.0 is out of range \\(0, 1\\]",
+        ("plan", "--devices", "0"): "argument --devices: 0 is out of range \\[1, inf\\]",
+        ("eval", "--model", "x", "--limit", "0"): "argument --limit: 0 is out of range",
+    }
+    (tmp_path / "config.yaml").write_text("run: {model: transformer_124m, corpus: embedded_news}")
+    for argv, message in cases.items():
+        line = _cli(capsys, *argv)
+        assert re.search(message, line), (argv, line)
+        assert "Traceback" not in line
+    assert not (tmp_path / "runs").exists()  # every refusal came before any compute
+    with pytest.raises(KeyError, match="rmt_9b"):
+        cli(["--debug", *fig2, "--run", "rmt_9b"])  # --debug: the exception itself, with its traceback
+
+
+def test_offline_evaluation_asks_only_for_the_tasks_requested(tmp_path, monkeypatch) -> None:
+    """piqa offline, no LAMBADA file anywhere: it runs (it used to demand LAMBADA); LAMBADA asked for is refused."""
+    from scaling_axes.harness import lm_eval_tasks
+    from scaling_axes.harness.lm_eval import with_offline_tasks
+
+    monkeypatch.setenv("SCALING_AXES_DATA", str(tmp_path / "data"))
+    directory = lm_eval_tasks.offline_tasks(tmp_path / "tasks", tmp_path / "missing.jsonl", ["piqa"])
+    assert sorted(p.name for p in directory.iterdir()) == ["piqa_offline.yaml"]
+    with pytest.raises(FileNotFoundError, match="offline LAMBADA needs"):
+        lm_eval_tasks.offline_tasks(tmp_path / "tasks", tmp_path / "missing.jsonl", ["lambada_openai"])
+    argv = with_offline_tasks(["--model", "scaling-axes", "--tasks", "piqa_offline,hellaswag_offline"])
+    written = tmp_path / "data" / "lm_eval_tasks"
+    assert argv[-2:] == ["--include_path", str(written)]
+    assert sorted(p.name for p in written.iterdir()) == ["hellaswag_offline.yaml", "piqa_offline.yaml"]
+    assert with_offline_tasks(["--tasks", "piqa"]) == ["--tasks", "piqa"]  # lm-eval's own tasks: untouched
+    mine = ["--tasks=piqa_offline", "--include_path", "elsewhere"]
+    assert with_offline_tasks(mine) == mine
+
+
+def test_a_checkpoint_of_fit_is_evaluable(tmp_path, monkeypatch) -> None:
+    """`python -m scaling_axes fit` (LightningCLI) writes lightning_logs/version_0/checkpoints/*.ckpt, with no run
+    config.yaml of the runner beside it: eval and lm-eval read its model and tokenizer from the checkpoint."""
+    from scaling_axes.harness.fit import fit_main
+    from scaling_axes.harness.lm_eval_model import SuiteLM
+
+    monkeypatch.chdir(tmp_path)
+    overrides = json.dumps({k: v for k, v in TINY.items() if k != "vocab_size"})
+    fit_main(["--model.model", "transformer_124m", "--model.model_overrides", overrides, "--data.seq_len", "32",
+              "--data.batch_size", "2", "--trainer.max_steps", "2", "--trainer.limit_val_batches", "1",
+              "--trainer.accelerator", "cpu", "--data.data_root", str(tmp_path / "data")])  # fmt: skip
+    (ckpt,) = (tmp_path / "lightning_logs").rglob("*.ckpt")
+    model, tokenizer = load_checkpoint(ckpt)
+    assert tokenizer.name == "gpt2" and model.config.n_layer == TINY["n_layer"]
+    state = torch.load(ckpt, weights_only=True)["state_dict"]
+    assert all(torch.equal(v, state[f"model.{k}"]) for k, v in model.state_dict().items())
+    lm = SuiteLM(checkpoint=str(ckpt))
+    assert lm.tokenizer.name == "gpt2" and lm.max_length == TINY["max_seq_len"]
