@@ -184,6 +184,9 @@ def _train(run: Run, out: Path, growth: Growth | None, extra_callbacks: list | N
             f"run {run.name} stopped at step {trainer.global_step} of {run.budget.steps} (a signal or an early stop); "
             f"its checkpoint is {last}: rerun the same command to resume"
         )
+    # fit counts its epoch as finished only after the last step's checkpoint: saved again, a run killed before
+    # done.json resumes at the epoch where the uninterrupted run logs its final validation and test rows
+    trainer.save_checkpoint(last)
     val_sets = [f"val/{name}/loss" for name in getattr(data, "val_names", [])]
     accuracy = list(task.accuracy_curves)
     monitored = ("train/device/items_per_sec", "train/device/mfu")

@@ -79,9 +79,10 @@ def test_no_loader_unpickles_a_crafted_file(crafted, tmp_path) -> None:
         assert not marker.exists(), f"{name} ran the pickle's code"
 
 
-def _run_script(out: Path, kill_hook: str | None = None, kill_step: int = 0) -> subprocess.CompletedProcess:
+def _run_script(out: Path, kill_hook: str | None = None, kill_step: int = 0, when: str = "True"
+                ) -> subprocess.CompletedProcess:  # fmt: skip
     """Train `tiny()` into `out` in a fresh process; with `kill_hook`, the process dies (os._exit, as kill -9 leaves
-    it) at that hook of step `kill_step`."""
+    it) at that hook of step `kill_step` (if `when`, an expression of `trainer`, holds)."""
     script = out.parent / f"{out.name}-{kill_hook}.py"
     script.write_text(
         textwrap.dedent(f"""
@@ -93,7 +94,7 @@ def _run_script(out: Path, kill_hook: str | None = None, kill_step: int = 0) -> 
 
         class Die(L.Callback):
             def {kill_hook or "on_fit_end"}(self, trainer, *args):
-                if {kill_hook is not None} and trainer.global_step == {kill_step}:
+                if {kill_hook is not None} and trainer.global_step == {kill_step} and {when}:
                     os._exit(9)
 
         train_run(tiny(), Path(sys.argv[1]), extra_callbacks=[Die()], accelerator="cpu")
@@ -385,3 +386,22 @@ def test_experiments_sharing_a_run_may_spell_its_overrides_differently(tmp_path,
     train(first, "smoke", plain, tmp_path, accelerator="cpu")
     train(second, "smoke", spelled, tmp_path, accelerator="cpu")
     assert "finished earlier" in capsys.readouterr().out
+
+
+def _final_rows(out: Path) -> list[dict]:
+    """metrics.csv's rows of the final validation and test, without the clock columns."""
+    with open(out / "metrics.csv", newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r.get("test/loss") or (r.get("val/loss") and not r.get("train/loss"))]
+    return [{k: v for k, v in r.items() if "time" not in k} for r in rows]
+
+
+def test_a_run_killed_after_its_last_step_logs_its_final_rows_as_the_uninterrupted_run(tmp_path) -> None:
+    """Killed in the final validation, after fit ended and before done.json: the resumed session trains nothing and
+    logs the final validation and test at the same step and epoch, with the same values."""
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    assert _run_script(whole).returncode == 0
+    assert _run_script(cut, "on_validation_start", 12, "trainer.state.fn == 'validate'").returncode == 9
+    assert _run_script(cut).returncode == 0
+    assert _final_rows(cut)[-2:] == _final_rows(whole)[-2:] and len(_final_rows(whole)) >= 2
+    done = {name: json.loads((d / "done.json").read_text()) for name, d in (("whole", whole), ("cut", cut))}
+    assert (done["cut"]["val_loss"], done["cut"]["test_loss"]) == (done["whole"]["val_loss"], done["whole"]["test_loss"])
