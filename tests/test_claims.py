@@ -12,8 +12,17 @@ from scaling_axes.harness.claims import judge, paired_margins, t_critical
 from scaling_axes.harness.command import main
 from scaling_axes.harness.plan import MEASURED_MFU, dry_run
 from scaling_axes.harness.results import Row
-from scaling_axes.harness.runs import Budget, Experiment, Run, find_run, load_results, seed_run, with_seeds
-from scaling_axes.harness.training import COMPILE_MIN_STEPS, compile_by_default
+from scaling_axes.harness.runs import (
+    COMPILE_MIN_STEPS,
+    Budget,
+    Experiment,
+    Run,
+    compile_by_default,
+    find_run,
+    load_results,
+    seed_run,
+    with_seeds,
+)
 
 TINY = {"n_layer": 1, "d_model": 32, "n_head": 4, "max_seq_len": 64, "vocab_size": 512}
 
