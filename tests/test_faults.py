@@ -222,3 +222,32 @@ def test_a_checkpoint_of_fit_is_evaluable(tmp_path, monkeypatch) -> None:
     assert all(torch.equal(v, state[f"model.{k}"]) for k, v in model.state_dict().items())
     lm = SuiteLM(checkpoint=str(ckpt))
     assert lm.tokenizer.name == "gpt2" and lm.max_length == TINY["max_seq_len"]
+
+
+def test_every_command_line_number_is_range_checked() -> None:
+    """The README promises it: no option anywhere parses a bare int or float (each goes through `in_range`)."""
+    unchecked = {
+        str(path.relative_to(ROOT)): found
+        for folder in ("harness", "benchmarks", "scaling_axes", "experiments")
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        if (found := re.findall(r"add_argument\([^)]*type=(?:int|float)\b", path.read_text()))
+    }
+    assert unchecked == {}
+
+
+def test_a_corpus_is_prepared_by_one_process_while_the_others_wait(tmp_path) -> None:
+    import threading
+
+    from filelock import FileLock
+
+    from scaling_axes.datamodules.corpora import prepare_corpus
+
+    held = FileLock(tmp_path / ".embedded_news.gpt2.lock")  # as another process preparing it would hold it
+    held.acquire()
+    waiter = threading.Thread(target=prepare_corpus, args=("embedded_news", "gpt2", tmp_path))
+    waiter.start()
+    waiter.join(timeout=2)
+    assert waiter.is_alive() and not (tmp_path / "embedded_news").exists()  # waiting, writing nothing
+    held.release()
+    waiter.join(timeout=120)
+    assert (tmp_path / "embedded_news" / "gpt2" / "meta.json").exists()

@@ -183,7 +183,7 @@ def test_a_second_launch_of_a_run_is_refused_and_a_dead_holders_lock_is_taken_ov
         holder.kill()
         holder.wait()
     assert train_run(tiny(4), out, accelerator="cpu")["steps"] == 4  # the dead holder's lock is taken over
-    assert not (out / ".lock.owner").exists()
+    assert not (out.parent / f".{out.name}.lock.owner").exists() and (out.parent / f".{out.name}.lock").exists()
 
 
 def test_a_metrics_log_cut_mid_row_is_repaired_and_the_curves_are_whole(tmp_path) -> None:
