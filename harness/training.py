@@ -176,7 +176,7 @@ def _train(run: Run, out: Path, growth: Growth | None, extra_callbacks: list | N
     if run.budget.val_at_start and resume is None:
         trainer.validate(module, datamodule=data, verbose=False)  # logged at step 0: the curves start there
     try:
-        trainer.fit(module, datamodule=data, ckpt_path=resume)
+        trainer.fit(module, datamodule=data, ckpt_path=resume, weights_only=True)  # checked as such by resume_point
     except RunInterrupted:
         pass
     if trainer.global_step < run.budget.steps:
