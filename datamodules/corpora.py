@@ -29,6 +29,7 @@ from scaling_axes.io import (
     CorruptFileError,
     atomic_write,
     default_data_root,
+    file_digest,
     read_json,
     remove_temporaries,
     temporary_path,
@@ -358,11 +359,7 @@ def _write_tokens(path: Path, chunks: Iterator[np.ndarray], dtype) -> tuple[int,
 @functools.lru_cache(maxsize=64)
 def _verify_checksum(path: Path, size: int, mtime_ns: int, expected: str) -> None:
     """Once per process and file version: the token file's bytes against meta.json's checksum."""
-    digest = hashlib.blake2b(digest_size=16)
-    with open(path, "rb") as f:
-        while block := f.read(1 << 24):
-            digest.update(block)
-    if digest.hexdigest() != expected:
+    if file_digest(path) != expected:
         raise ValueError(f"{path} does not match the checksum in {path.parent / 'meta.json'}: its content changed "
                          f"after it was written; delete {path.parent} to tokenize the corpus again")  # fmt: skip
 

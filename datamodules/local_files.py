@@ -46,7 +46,7 @@ def _walk(local: Path) -> tuple[list[Path], list[Path]]:
             saved.append(folder)
             continue
         for path in folder.iterdir():
-            if path.name.startswith(".") or ".tmp" in path.name:
+            if path.name.startswith("."):  # hidden, as the suite's temporary files are
                 continue
             if path.is_dir():
                 pending.append(path)
