@@ -39,13 +39,14 @@ def _walk(local: Path) -> tuple[list[Path], list[Path]]:
     pending = [local] if local.is_dir() else []
     while pending:
         folder = pending.pop()
-        names = {p.name for p in folder.iterdir()}
+        entries = list(folder.iterdir())
+        names = {p.name for p in entries}
         if folder != local and "meta.json" in names:
             continue  # a folder the suite prepared (tokens and meta.json), never a source
         if any(name in names for name in SAVED):
             saved.append(folder)
             continue
-        for path in folder.iterdir():
+        for path in entries:
             if path.name.startswith("."):  # hidden, as the suite's temporary files are
                 continue
             if path.is_dir():
@@ -85,7 +86,7 @@ def local_documents(local: Path, split: str):
             found = sorted({name for name in named.values() if name})
             raise FileNotFoundError(f"the files under {local} are named for the splits {', '.join(found)}, none for "
                                     f"{split!r}, which this corpus reads; add its files or rename them")  # fmt: skip
-    return _with_text(_data_files(files, local), local)
+    return _data_files(files, local)  # each format's part checked for text as it is read
 
 
 def _saved(folder: Path, split: str):

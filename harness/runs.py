@@ -204,10 +204,10 @@ def staleness(run: Run, out: Path) -> str | None:
     and micro-batch it was trained with (those are the launch's, not the code's); None when they agree or nothing
     was recorded."""
     try:
-        recorded = yaml.safe_load((out / "config.yaml").read_text()) or {}
-    except (OSError, yaml.YAMLError):
+        recorded = read_config(out)
+    except (OSError, CorruptFileError):
         return None
-    if not isinstance(recorded, dict) or not isinstance(recorded.get("fingerprinted"), dict):
+    if not isinstance(recorded.get("fingerprinted"), dict):
         return None
     micro = (recorded.get("budget") or {}).get("micro_batch")
     declared = dataclasses.replace(run, budget=dataclasses.replace(run.budget, micro_batch=micro))

@@ -3,11 +3,7 @@ bytes, temporaries of killed writes, malformed run files, what the fingerprint c
 one-line errors (exit status 2, `--debug` for the traceback) checked before any compute."""
 
 import json
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -21,37 +17,21 @@ from scaling_axes.harness.runs import Experiment, Run, fingerprint_changes, fing
 from scaling_axes.harness.training import train_run
 from scaling_axes.io import CorruptFileError, SuiteError
 from tests.test_robustness import ROOT, TINY
-from tests.test_run_safety import _stop_at, tiny
+from tests.test_run_safety import _stop_at, lock_held_elsewhere, tiny
 
 
 def _experiment(*runs: Run) -> Experiment:
     return Experiment("safety", "test", lambda scale: list(runs), lambda scale, results: [])
 
 
-def _holding_the_lock(out: Path) -> subprocess.Popen:
-    """Another process that holds `out`'s run lock (as a live training would) until killed."""
-    holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time\nfrom pathlib import Path\n"
-         "from scaling_axes.harness.training import run_lock\nwith run_lock(Path(sys.argv[1])):\n"
-         "    print('held', flush=True)\n    time.sleep(120)\n", str(out)],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    assert holder.stdout.readline().strip() == "held"
-    return holder
-
-
 def test_force_new_refuses_while_another_process_trains_the_run(tmp_path) -> None:
     out = tmp_path / "safety" / "smoke" / "r"
     with pytest.raises(SystemExit):
         train_run(tiny(), out, extra_callbacks=[_stop_at(3)], accelerator="cpu")
-    holder = _holding_the_lock(out)
-    try:
+    with lock_held_elsewhere(out) as holder:
         other = Run("r", "transformer_124m", tiny().budget, {**TINY, "n_layer": 3})
         with pytest.raises(SystemExit, match=rf"is being trained by \S+ pid {holder.pid}"):
             train(_experiment(other), "smoke", other, tmp_path, force_new=True, accelerator="cpu")
-    finally:
-        holder.kill()
-        holder.wait()
     assert sorted(p.name for p in out.parent.iterdir() if not p.name.startswith(".")) == ["r"]  # nothing moved
     assert not (out / "done.json").exists()
 

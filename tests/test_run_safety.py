@@ -1,6 +1,7 @@
 """Runs that cannot be hijacked, clobbered or silently changed: no unpickling of untrusted files, resume exact in
 every curve, one process per run, config fingerprints, and every fault naming its file and the fix."""
 
+import contextlib
 import csv
 import errno
 import json
@@ -10,6 +11,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import lightning as L
@@ -165,9 +167,9 @@ def test_ctrl_c_checkpoints_at_the_step_boundary_and_says_how_to_resume(tmp_path
     assert train_run(tiny(), out, accelerator="cpu")["steps"] == 12
 
 
-def test_a_second_launch_of_a_run_is_refused_and_a_dead_holders_lock_is_taken_over(tmp_path) -> None:
-    out = tmp_path / "r"
-    out.mkdir()
+@contextlib.contextmanager
+def lock_held_elsewhere(out: Path) -> Iterator[subprocess.Popen]:
+    """Another process that holds `out`'s run lock (as a live training would) until the block ends, then dies."""
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys, time\nfrom pathlib import Path\n"
          "from scaling_axes.harness.training import run_lock\nwith run_lock(Path(sys.argv[1])):\n"
@@ -176,12 +178,19 @@ def test_a_second_launch_of_a_run_is_refused_and_a_dead_holders_lock_is_taken_ov
     )  # fmt: skip
     try:
         assert holder.stdout.readline().strip() == "held"
-        with pytest.raises(SystemExit, match=rf"is being trained by \S+ pid {holder.pid} since"):
-            train_run(tiny(), out, accelerator="cpu")
-        assert not (out / "metrics.csv").exists()
+        yield holder
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_second_launch_of_a_run_is_refused_and_a_dead_holders_lock_is_taken_over(tmp_path) -> None:
+    out = tmp_path / "r"
+    out.mkdir()
+    with lock_held_elsewhere(out) as holder:
+        with pytest.raises(SystemExit, match=rf"is being trained by \S+ pid {holder.pid} since"):
+            train_run(tiny(), out, accelerator="cpu")
+        assert not (out / "metrics.csv").exists()
     assert train_run(tiny(4), out, accelerator="cpu")["steps"] == 4  # the dead holder's lock is taken over
     assert not (out.parent / f".{out.name}.lock.owner").exists() and (out.parent / f".{out.name}.lock").exists()
 
