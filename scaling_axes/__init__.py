@@ -1,6 +1,8 @@
 """scaling-axes: Tokenformer, the Residual Matrix Transformer and Mixture of Tokenizers reproduced in one suite.
 
-Layers, each importing only from those before it: `scaling_axes.io` (atomic files, CSV) <- `kernels` (Triton) <-
-`modules` (models, LightningModules) <- `datamodules` <- `harness` (runner, training, results, evaluation) <-
-`experiments` (one module per paper table or figure) <- `benchmarks` <- `cli`.
+One package whose folders are its import names. Layers, each importing only from those before it: `io` (atomic
+files, CSV) <- `kernels` (Triton) <- `datamodules.tokenizers` and `datamodules.token_bytes` <- `modules` (the
+registry and FLOP counts, then `architectures`, then `growth`) <- `modules.tasks` (LightningModules, optimisers) and
+`datamodules` (corpora, LightningDataModules) <- `harness` (scales, runs, training, results, evaluation) <-
+`experiments` (one module per paper table or figure, and each paper's recipes) <- `benchmarks` <- `cli`.
 """

@@ -26,11 +26,12 @@ import torch
 from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
 from scaling_axes import experiments
-from scaling_axes.harness.arguments import in_range
+from scaling_axes.harness.arguments import in_range, scale_argument
 from scaling_axes.harness.command import main
 from scaling_axes.harness.plan import GPUS, MEASURED_MFU, dry_run, print_plan
-from scaling_axes.harness.results import SCALES, write_report
+from scaling_axes.harness.results import write_report
 from scaling_axes.harness.runs import RUNS_DIR, Experiment
+from scaling_axes.harness.scales import PAPER, SCALES, SMOKE, Scale
 from scaling_axes.io import SuiteError, read_json
 
 DELEGATED = {  # subcommands that parse their own arguments: module, function taking argv
@@ -53,7 +54,7 @@ def all_experiments() -> list[Experiment]:
     return sorted(found, key=lambda e: e.name)
 
 
-def plan(scale: str, gpu: str, mfu: float, devices: int) -> float:
+def plan(scale: Scale, gpu: str, mfu: float, devices: int) -> float:
     """Print every experiment's runs (no training) and return the total GPU-hours, each shared run counted once."""
     hours: dict[tuple[str, str], float] = {}
     for experiment in all_experiments():
@@ -69,17 +70,17 @@ def plan(scale: str, gpu: str, mfu: float, devices: int) -> float:
     return total
 
 
-def run_all(scale: str, report_only: bool) -> None:
+def run_all(scale: Scale, report_only: bool) -> None:
     """Every experiment at `scale` (at paper scale a cluster launches runs one by one instead), then REPORT.md and
     `results/<scale>/REPORT.md`, which names the machine, the commit and how long this took."""
     started = time.time()
     for experiment in all_experiments():
         print(f"== {experiment.name} ({scale})", flush=True)
-        main(experiment, ["--scale", scale, *(["--report"] if report_only else [])])
+        main(experiment, ["--scale", scale.name, *(["--report"] if report_only else [])])
     print(f"wrote {write_report()}")
     dones = [
         read_json(p, "delete it and rerun the run's command to finish it again")
-        for p in Path(RUNS_DIR).glob(f"*/{scale}/*/done.json")
+        for p in Path(RUNS_DIR).glob(f"*/{scale.name}/*/done.json")
     ]
     trained = sum(d.get("wall_seconds_last_session") or 0 for d in dones) / 60
     this_call = "reports rebuilt" if report_only else f"{(time.time() - started) / 60:.1f} minutes in this call"
@@ -112,12 +113,12 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("run", help="run one experiment; its options follow its name", add_help=False).add_argument(
         "experiment")  # fmt: skip
     plan_parser = commands.add_parser("plan", help="print every experiment's runs; train nothing")
-    plan_parser.add_argument("--scale", choices=SCALES, default="paper")
+    plan_parser.add_argument("--scale", type=scale_argument, choices=SCALES.values(), default=PAPER)
     plan_parser.add_argument("--gpu", choices=sorted(GPUS), default="h100")
     plan_parser.add_argument("--mfu", type=in_range(float, 0, 1, low_open=True), default=MEASURED_MFU)
     plan_parser.add_argument("--devices", type=in_range(int, 1), default=8)
     all_parser = commands.add_parser("all", help="run every experiment at one scale, then write REPORT.md")
-    all_parser.add_argument("--scale", choices=SCALES, default="smoke")
+    all_parser.add_argument("--scale", type=scale_argument, choices=SCALES.values(), default=SMOKE)
     all_parser.add_argument("--report", action="store_true", help="only rebuild the tables from finished runs")
     commands.add_parser("report", help="rebuild results/REPORT.md from the results CSVs")
     for name in DELEGATED:

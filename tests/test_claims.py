@@ -23,6 +23,7 @@ from scaling_axes.harness.runs import (
     seed_run,
     with_seeds,
 )
+from scaling_axes.harness.scales import CPU, SMALL
 
 TINY = {"n_layer": 1, "d_model": 32, "n_head": 4, "max_seq_len": 64, "vocab_size": 512}
 
@@ -43,7 +44,7 @@ TINY = {"n_layer": 1, "d_model": 32, "n_head": 4, "max_seq_len": 64, "vocab_size
     ],
 )
 def test_seeds_judge_a_margin_against_student_t_and_the_floor(margins, status, why):
-    row = judge("fig2", "a_vs_b", "a beats b", "small", margins, 0.02, "nats/token", runs=("a", "b"))
+    row = judge("fig2", "a_vs_b", "a beats b", SMALL, margins, 0.02, "nats/token", runs=("a", "b"))
     assert row.status == status and why in row.note
     assert f"({len(margins)} seed" in row.note and row.run == "a,b"
 
@@ -71,7 +72,7 @@ def test_a_false_claim_holds_or_fails_at_most_five_percent_of_the_time(seeds):
     floor, draws = 0.02, 4000
     margins = torch.randn(draws, seeds, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     margins = margins * math.sqrt(2) * floor
-    called = sum(judge("t", "r", "s", "small", m.tolist(), floor).status != "insufficient" for m in margins)
+    called = sum(judge("t", "r", "s", SMALL, m.tolist(), floor).status != "insufficient" for m in margins)
     assert called / draws <= 0.06, called / draws
 
 
@@ -90,11 +91,11 @@ def _tiny_experiment() -> Experiment:
 def test_seeds_train_repeats_that_the_claims_pair_seed_by_seed(tmp_path):
     experiment = _tiny_experiment()
     main(experiment, ["--scale", "small", "--out-dir", str(tmp_path), "--seeds", "2"])
-    results = load_results(experiment, "small", tmp_path / "runs")
+    results = load_results(experiment, SMALL, tmp_path / "runs")
     assert set(results) == {"wide", "narrow"}  # the repeats hang under their run, the report's rows stay as they were
     first, second = results["wide"], results["wide"]["seed_runs"][2]
     assert second["val_loss"] != first["val_loss"]  # another initialisation and data order
-    (row,) = experiment.report("small", results)
+    (row,) = experiment.report(SMALL, results)
     assert "(2 seeds" in row.note
     expected = [results["narrow"]["val_loss"] - first["val_loss"],
                 results["narrow"]["seed_runs"][2]["val_loss"] - second["val_loss"]]  # fmt: skip
@@ -111,35 +112,35 @@ def test_a_claim_says_what_its_data_can_show_memorisation_and_staleness(tmp_path
 
     experiment = _tiny_experiment()
     main(experiment, ["--scale", "small", "--out-dir", str(tmp_path)])
-    results = load_results(experiment, "small", tmp_path / "runs")
-    runs = experiment.runs("small")
-    (claim,) = data_caveats(experiment.report("small", results), results, runs)
+    results = load_results(experiment, SMALL, tmp_path / "runs")
+    runs = experiment.runs(SMALL)
+    (claim,) = data_caveats(experiment.report(SMALL, results), results, runs)
     assert (
         "data: embedded_news/bytes (an embedded stand-in, not the paper's corpus: evidence at this size" in claim.note
     )
     assert claim.status not in ("memorisation", "stale")
     repeated = {**results, "wide": {**results["wide"], "repeats_allowed": True, "data_epochs": 3.0}}
-    (claim,) = data_caveats(experiment.report("small", repeated), repeated, runs)
+    (claim,) = data_caveats(experiment.report(SMALL, repeated), repeated, runs)
     assert claim.status == "memorisation" and "wide 3.0; memorisation, not a result" in claim.note
     changed = [dataclasses.replace(r, budget=dataclasses.replace(r.budget, lr=1e-3)) if r.name == "wide" else r
                for r in runs]  # fmt: skip
     edited = Experiment(experiment.name, "", lambda scale: changed, experiment.report)
-    stale = load_results(edited, "small", tmp_path / "runs")
+    stale = load_results(edited, SMALL, tmp_path / "runs")
     assert "run.budget.lr: 0.0006 -> 0.001" in stale["wide"]["stale"] and "stale" not in stale["narrow"]
-    (claim,) = data_caveats(edited.report("small", stale), stale, changed)
+    (claim,) = data_caveats(edited.report(SMALL, stale), stale, changed)
     assert claim.status == "stale" and "retrain (--force-new)" in claim.note
 
 
 def test_a_repeat_is_the_run_at_another_seed_grown_from_its_source_at_that_seed():
     budget = Budget(steps=3, batch_size=4, seq_len=64)
     source, grown = Run("small", "transformer_124m", budget), Run("big", "transformer_124m", budget, grow_from="small")
-    assert [r.name for r in with_seeds([source, grown], 2)] == ["small", "big", "small_seed2", "big_seed2"]
+    assert [r.name for r in with_seeds([source, grown], 2)] == [SMALL, "big", "small_seed2", "big_seed2"]
     repeat = seed_run(grown, 3)
     assert (repeat.name, repeat.seed, repeat.grow_from) == ("big_seed3", grown.seed + 2, "small_seed3")
     experiment = Experiment("e", "", lambda scale: [source, grown], lambda scale, results: [])
-    assert find_run(experiment, "small", "big_seed2") == seed_run(grown, 2)  # what a cluster job names with --run
+    assert find_run(experiment, SMALL, "big_seed2") == seed_run(grown, 2)  # what a cluster job names with --run
     with pytest.raises(KeyError, match="<run>_seed<k>"):
-        find_run(experiment, "small", "big_seed1")
+        find_run(experiment, SMALL, "big_seed1")
 
 
 def test_short_runs_train_eager_unless_asked():
@@ -156,10 +157,10 @@ def test_small_plans_fit_about_ten_minutes_on_an_h100_with_the_real_corpora(tmp_
         (tmp_path / corpus).mkdir()
     monkeypatch.setenv("SCALING_AXES_DATA", str(tmp_path))
     for experiment in all_experiments():
-        plan = dry_run(experiment, "small", MEASURED_MFU, 989.0, 1)
+        plan = dry_run(experiment, SMALL, MEASURED_MFU, 989.0, 1)
         minutes = 60 * sum(p["hours"] for p in plan)
         assert minutes <= 15, (experiment.name, minutes)
-        assert all(p["run"] in {r.name for r in experiment.runs("small")} for p in plan)
+        assert all(p["run"] in {r.name for r in experiment.runs(SMALL)} for p in plan)
 
 
 @pytest.mark.parametrize(("matched_top1", "status"), [(0.81, "claim_holds"), (0.80, "insufficient"),
@@ -170,7 +171,7 @@ def test_table2_vit_tokenformer_as_good_as_the_vit_at_its_parameters(matched_top
     from scaling_axes.experiments.tokenformer import table2_imagenet as table2
 
     results = {"vit_b16": {"val_top1": 0.80}, "vit_tokenformer_b16_matched": {"val_top1": matched_top1}}
-    rows = {r.row: r for r in table2.claim_rows("small", results)}
+    rows = {r.row: r for r in table2.claim_rows(SMALL, results)}
     assert rows["vit_tokenformer_b16_matched_vs_vit_b16"].status == status
     assert rows["vit_tokenformer_b16_matched_vs_vit_b16"].ours == pytest.approx(100 * (matched_top1 - 0.80) + 0.5)
     assert rows["vit_tokenformer_l16_matched_vs_vit_l16"].status == "insufficient"  # not run
@@ -182,7 +183,7 @@ def test_table2_larger_vit_tokenformers_beat_the_vit():
 
     results = {"vit_b16": {"val_top1": 0.80}, "vit_tokenformer_b16": {"val_top1": 0.81},
                "vit_l16": {"val_top1": 0.82}, "vit_tokenformer_l16": {"val_top1": 0.81}}  # fmt: skip
-    rows = {r.row: r for r in table2.claim_rows("small", results)}
+    rows = {r.row: r for r in table2.claim_rows(SMALL, results)}
     assert rows["vit_tokenformer_b16_vs_vit_b16"].status == "claim_holds"
     assert rows["vit_tokenformer_l16_vs_vit_l16"].status == "claim_fails"
     assert "within" not in rows["vit_tokenformer_b16_vs_vit_b16"].note.split(" | ")[0]
@@ -193,12 +194,12 @@ def test_rmt_fig6_claims_a_monotonic_fall_and_section_4_4s_savings():
     final loss halfway through its budget: half the tokens saved, and half the counted FLOPs times their ratio."""
     from scaling_axes.experiments.rmt import fig6_residual_scaling as fig6
 
-    runs = {run.name: run for run in fig6.runs("small")}
+    runs = {run.name: run for run in fig6.runs(SMALL)}
     losses = dict(zip(runs, (4.0, 3.8, 3.6, 3.4, 3.5, 3.0, 3.82), strict=True))  # the last: the Transformer
     steps = runs["rmt_residual_dk64"].budget.steps
     results = {name: {"val_loss": loss, "val_loss_curve": [(0, 9.0), (steps // 2, 3.8), (steps, loss)]}
                for name, loss in losses.items()}  # fmt: skip
-    rows = {r.row: r for r in fig6.claim_rows("small", results)}
+    rows = {r.row: r for r in fig6.claim_rows(SMALL, results)}
     equal = rows.pop("rmt_residual_dk12_vs_transformer_rmt_160m")  # 0.02 better, within 0.05: margin 0.07
     assert equal.status == "claim_holds" and equal.ours == pytest.approx(0.07)
     monotonic = {row: r.status for row, r in rows.items() if r.table == "fig6"}
@@ -224,7 +225,7 @@ def test_rmt_table10_claims_the_rmt_lowest_against_each_variant_directly():
     train = {"rmt_134m": 3.3, "highway_transformer_191m": 3.6, "transformer_rmt_160m": 3.7,
              "hierarchical_aggregation_165m": 3.6, "depthwise_lstm_233m": 3.1}  # fmt: skip
     results = {name: {"train_loss_curve": [(i, loss) for i in range(1, 30)]} for name, loss in train.items()}
-    rows = {r.row: r.status for r in table10.claim_rows("small", results)}
+    rows = {r.row: r.status for r in table10.claim_rows(SMALL, results)}
     assert rows == {
         "rmt_134m_vs_transformer_rmt_160m": "claim_holds",
         "rmt_134m_vs_highway_transformer_191m": "claim_holds",
@@ -238,7 +239,7 @@ def test_rmt_table10_claim_fails_where_the_rmt_is_not_the_smaller_model(monkeypa
 
     monkeypatch.setattr(table10, "_params", lambda run: 10**9 if run.name == "rmt_134m" else 1)
     results = {name: {"train_loss_curve": [(1, 3.0 if name == "rmt_134m" else 4.0)]} for name in table10.MODELS}
-    rows = table10.claim_rows("small", results)
+    rows = table10.claim_rows(SMALL, results)
     assert {r.status for r in rows} == {"claim_fails"} and "no fewer parameters" in rows[0].note
 
 
@@ -247,13 +248,13 @@ def test_rmt_tables_3_4_claim_fewer_tokens_counted_flops_and_parameters_and_tabl
     proportion to the two models' counted FLOPs (the paper's formula a row beside), and a lower loss at the end."""
     from scaling_axes.experiments.rmt import table3_4_resources as table34
 
-    transformer, rmt = table34.runs("small")
+    transformer, rmt = table34.runs(SMALL)
     steps = rmt.budget.steps
     results = {transformer.name: {"train_loss_curve": [(s, 5.0 - s / steps) for s in range(1, steps + 1)],
                                   "params": 400, "val_loss": 4.0},
                rmt.name: {"train_loss_curve": [(s, 5.0 - 2 * s / steps) for s in range(1, steps + 1)],
                           "params": 300, "val_loss": 3.0}}  # fmt: skip
-    rows = {r.row.removeprefix(f"{rmt.name}_vs_{transformer.name}_"): r for r in table34.report("small", results)
+    rows = {r.row.removeprefix(f"{rmt.name}_vs_{transformer.name}_"): r for r in table34.report(SMALL, results)
             if r.metric in ("claim", "flops_saved_fraction")}  # fmt: skip
     assert {k: r.status for k, r in rows.items()} == {
         "tokens": "claim_holds", "counted_flops": "claim_holds", "params": "claim_holds",
@@ -271,11 +272,11 @@ def test_cross_architecture_claims_and_ranking_use_each_best_learning_rate():
     losses = {"transformer": 4.0, "tokenformer": 4.2, "rmt": 3.9, "mot": 3.7, "mot_backbone": 3.8}
     results = {}
     for arch, loss in losses.items():
-        for lr, worse in zip(setup.sweep("small", arch), (0.5, 0.0, 0.3), strict=True):
-            run = setup.make_run("small", arch, "125m", lr)
+        for lr, worse in zip(setup.sweep(SMALL, arch), (0.5, 0.0, 0.3), strict=True):
+            run = setup.make_run(SMALL, arch, "125m", lr)
             results[run.name] = {"val_loss": loss + worse, "val_loss_curve": [], "steps": run.budget.steps,
                                  "params": 1, "tokens": run.budget.tokens}  # fmt: skip
-    rows = {r.row: r for r in table.report("small", results) if r.row.endswith(("125m", "_125m_lr0.001"))
+    rows = {r.row: r for r in table.report(SMALL, results) if r.row.endswith(("125m", "_125m_lr0.001"))
             or r.metric in ("claim", "val_loss_order")}  # fmt: skip
     claims = {name.split("_lr")[0]: r.status for name, r in rows.items() if r.metric == "claim" and "125m" in name}
     assert claims == {"rmt_125m": "claim_holds", "mot_125m": "claim_holds", "tokenformer_125m": "claim_fails"}
@@ -312,11 +313,11 @@ def test_rmt_tables_5_6_claim_lower_perplexity_and_higher_accuracy_per_metric():
             row("transformer_rmt_405m", "arc_challenge_acc", 20.6), row("rmt_305m", "arc_challenge_acc", 19.7),
             row("transformer_rmt_405m", "hellaswag_acc_norm", 30.0), row("rmt_305m", "hellaswag_acc_norm", 29.0),
             row("rmt_305m", "winogrande_acc", 52.5)]  # fmt: skip
-    claims = {r.row.removeprefix("rmt_305m_vs_transformer_rmt_405m_"): r for r in downstream.claim_rows("small", rows)}
+    claims = {r.row.removeprefix("rmt_305m_vs_transformer_rmt_405m_"): r for r in downstream.claim_rows(SMALL, rows)}
     assert set(claims) == {"lambada_ppl", "piqa_acc", "arc_challenge_acc"}  # acc only; both models needed
     assert claims["lambada_ppl"].ours == pytest.approx(math.log(61.34 / 25.21))
     assert claims["lambada_ppl"].status == claims["piqa_acc"].status == "claim_holds"  # 4 points > 2 x sqrt 2 x 1
     assert claims["arc_challenge_acc"].status == "insufficient"  # -0.9 points: within 2 x sqrt 2 x 1 point
-    assert downstream.accuracy_floor("cpu") == pytest.approx(50 / math.sqrt(200))  # 200 documents a task there
-    cpu = {r.row.removeprefix("rmt_305m_vs_transformer_rmt_405m_"): r for r in downstream.claim_rows("cpu", rows)}
+    assert downstream.accuracy_floor(CPU) == pytest.approx(50 / math.sqrt(200))  # 200 documents a task there
+    cpu = {r.row.removeprefix("rmt_305m_vs_transformer_rmt_405m_"): r for r in downstream.claim_rows(CPU, rows)}
     assert cpu["piqa_acc"].status == "insufficient"  # 4 points: within 2 x sqrt 2 x 3.5

@@ -11,18 +11,20 @@ import torch
 from scaling_axes.benchmarks import training as bench_training
 from scaling_axes.experiments.cross_architecture import setup as cross
 from scaling_axes.experiments.cross_architecture import table
+from scaling_axes.experiments.cross_architecture.recipes import recipe_at
 from scaling_axes.harness.runner import report, train
 from scaling_axes.harness.runs import load_results
+from scaling_axes.harness.scales import CPU, PAPER, SMALL, SMOKE
 from scaling_axes.modules import get_config
+from scaling_axes.modules.architectures.transformer import STANDARD_PARAMETRISATION
 from scaling_axes.modules.flops import (
     counted_flops,
     counted_non_embedding_params,
     non_embedding_params,
     train_flops_per_token,
 )
-from scaling_axes.modules.lm import loss_terms
 from scaling_axes.modules.registry import build_from_config, preset_overrides
-from scaling_axes.modules.transformer import STANDARD_PARAMETRISATION
+from scaling_axes.modules.tasks.lm import loss_terms
 
 SHAPE_FIELDS = {"n_layer", "d_model", "n_head", "max_seq_len", "d_ff", "qkv_tokens", "proj_tokens", "ffn_tokens",
                 "rank", "d_value", "d_key", "head_dim", "value_embeddings", "attention_free_layers", "d_token",
@@ -30,7 +32,7 @@ SHAPE_FIELDS = {"n_layer", "d_model", "n_head", "max_seq_len", "d_ff", "qkv_toke
 
 
 @pytest.mark.parametrize("size", cross.SIZES)
-@pytest.mark.parametrize("scale", ["smoke", "small", "paper"])
+@pytest.mark.parametrize("scale", [SMOKE, SMALL, PAPER])
 def test_non_embedding_parameters_match_within_three_percent_counted_on_the_models(scale, size):
     counted = {}
     for arch in cross.ARCHITECTURES:
@@ -39,8 +41,8 @@ def test_non_embedding_parameters_match_within_three_percent_counted_on_the_mode
             counted[arch] = counted_non_embedding_params(build_from_config(config))
         assert counted[arch] == non_embedding_params(config), arch
     assert max(counted.values()) / min(counted.values()) - 1 <= cross.MATCH_TOLERANCE
-    if scale == "paper":  # and they are the sizes the experiment is named after
-        assert all(abs(p / cross.SHAPES[scale][size].target - 1) < 0.03 for p in counted.values())
+    if scale is PAPER:  # and they are the sizes the experiment is named after
+        assert all(abs(p / recipe_at(scale).shapes[size].target - 1) < 0.03 for p in counted.values())
 
 
 def test_non_embedding_count_is_the_rmt_papers():
@@ -53,7 +55,7 @@ def test_non_embedding_count_is_the_rmt_papers():
 @pytest.mark.parametrize("arch", cross.ARCHITECTURES)
 def test_shapes_change_only_shape_fields_of_each_family(arch):
     """...and, for the Transformer, its parametrisation: standard, as every other row (the Table 8 preset is muP)."""
-    config = cross.make_run("paper", arch, "350m", 1e-3).config
+    config = cross.make_run(PAPER, arch, "350m", 1e-3).config
     parametrisation = set(STANDARD_PARAMETRISATION) if arch == "transformer" else set()
     assert set(preset_overrides(cross.FAMILIES[arch], config)) <= SHAPE_FIELDS | parametrisation
 
@@ -61,11 +63,11 @@ def test_shapes_change_only_shape_fields_of_each_family(arch):
 @pytest.mark.parametrize("size", cross.SIZES)
 def test_true_flops_per_token_equal_the_count_on_each_model(size):
     for arch in cross.ARCHITECTURES:
-        config = cross.make_run("paper", arch, size, 1e-3).config
+        config = cross.make_run(PAPER, arch, size, 1e-3).config
         assert train_flops_per_token(config, 1024) == 3 * sum(counted_flops(config, 1024).values()), arch
 
 
-@pytest.mark.parametrize("scale", ["smoke", "small", "paper"])
+@pytest.mark.parametrize("scale", [SMOKE, SMALL, PAPER])
 def test_every_run_sees_the_same_tokens_and_schedule_but_its_lr(scale):
     runs = cross.runs(scale)
     assert len({r.name for r in runs}) == len(runs) == 2 * sum(len(cross.sweep(scale, a)) for a in cross.ARCHITECTURES)
@@ -77,7 +79,7 @@ def test_every_run_sees_the_same_tokens_and_schedule_but_its_lr(scale):
         budgets = {dataclasses.replace(r.budget, lr=0.0) for r in runs if f"_{size}_" in r.name}
         assert len(budgets) == 1  # same tokens and schedule within a size
     assert all(r.lr_sweep and r.tokenizer == "gpt2" for r in runs)
-    if scale == "paper":
+    if scale is PAPER:
         assert {r.budget.seq_len for r in runs} == {1024} and {r.corpus for r in runs} == {"openwebtext"}
         assert {r.budget.tokens for r in runs if "_125m_" in r.name} == {round(2.5e9 / 524288) * 524288}
 
@@ -106,18 +108,18 @@ def _fake_results(scale, best_index, skip=()):
 
 def test_report_takes_each_best_lr_and_reads_the_curves_at_equal_flops():
     best_index = {"transformer": 1, "tokenformer": 0, "rmt": 2, "mot": 1, "mot_backbone": 1}
-    results = _fake_results("smoke", best_index)
-    diverged = cross.make_run("smoke", "mot", "125m", cross.sweep("smoke", "mot")[0]).name
+    results = _fake_results(SMOKE, best_index)
+    diverged = cross.make_run(SMOKE, "mot", "125m", cross.sweep(SMOKE, "mot")[0]).name
     results[diverged] = {"val_loss": None, "diverged": "non-finite training loss nan at step 3"}
-    rows = {(r.row, r.metric): r for r in table.report("smoke", results)}
+    rows = {(r.row, r.metric): r for r in table.report(SMOKE, results)}
     for arch, index in best_index.items():
-        lrs = cross.sweep("smoke", arch)
+        lrs = cross.sweep(SMOKE, arch)
         best = rows[(f"{arch}_125m", "best_lr")]
         assert best.ours == lrs[index]
         assert ("edge of the sweep" in best.note) == (index in (0, len(lrs) - 1))
-    assert "diverged" in rows[("mot_125m", f"val_loss_at_lr_{cross.sweep('smoke', 'mot')[0]:g}")].note
+    assert "diverged" in rows[("mot_125m", f"val_loss_at_lr_{cross.sweep(SMOKE, 'mot')[0]:g}")].note
     for size in cross.SIZES:
-        winners = {a: cross.make_run("smoke", a, size, cross.sweep("smoke", a)[i]) for a, i in best_index.items()}
+        winners = {a: cross.make_run(SMOKE, a, size, cross.sweep(SMOKE, a)[i]) for a, i in best_index.items()}
         flops = min(r.train_flops() for r in winners.values())
         assert {r.train_flops() for r in winners.values()} != {flops}  # the architectures' FLOPs differ
         for arch, run in winners.items():
@@ -130,32 +132,32 @@ def test_report_takes_each_best_lr_and_reads_the_curves_at_equal_flops():
 
 
 def test_no_equal_flops_reading_until_every_architecture_has_finished():
-    results = _fake_results("smoke", dict.fromkeys(cross.ARCHITECTURES, 1), skip=("rmt",))
-    rows = table.report("smoke", results)
+    results = _fake_results(SMOKE, dict.fromkeys(cross.ARCHITECTURES, 1), skip=("rmt",))
+    rows = table.report(SMOKE, results)
     assert not [r for r in rows if r.metric == "val_loss_equal_flops"]
     assert {r.status for r in rows if r.row.startswith("rmt_") and r.table == "lr_sweep"} == {"not_run"}
 
 
 def test_a_diverging_sweep_point_is_recorded_and_a_plain_run_still_stops(tmp_path):
-    run = cross.make_run("smoke", "transformer", "125m", 0.03)
+    run = cross.make_run(SMOKE, "transformer", "125m", 0.03)
     run = dataclasses.replace(run, budget=dataclasses.replace(run.budget, lr=1e4, warmup_steps=0))
-    done = train(table.EXPERIMENT, "smoke", run, tmp_path)
+    done = train(table.EXPERIMENT, SMOKE, run, tmp_path)
     assert done["val_loss"] is None and "non-finite training loss" in done["diverged"]
-    loaded = load_results(table.EXPERIMENT, "smoke", tmp_path)[run.name]  # the declared run has lr 0.03: stale
+    loaded = load_results(table.EXPERIMENT, SMOKE, tmp_path)[run.name]  # the declared run has lr 0.03: stale
     assert loaded.pop("stale").startswith("run.budget.lr: 10000.0 -> 0.03") and loaded == done
-    assert train(table.EXPERIMENT, "smoke", run, tmp_path) == done
+    assert train(table.EXPERIMENT, SMOKE, run, tmp_path) == done
     plain = dataclasses.replace(run, name="plain", lr_sweep=False)
     with pytest.raises(FloatingPointError, match="non-finite training loss"):
-        train(table.EXPERIMENT, "smoke", plain, tmp_path)
+        train(table.EXPERIMENT, SMOKE, plain, tmp_path)
 
 
 def test_smoke_trains_and_reports_every_architecture(tmp_path, monkeypatch):
     """One lr per architecture and one size, for time: the CSV has both losses for each, and the figure is drawn."""
     monkeypatch.setattr(cross, "LR_GRID", {a: (3e-3,) for a in cross.ARCHITECTURES})
     monkeypatch.setattr(cross, "SIZES", ("125m",))
-    for run in cross.runs("smoke"):
-        train(table.EXPERIMENT, "smoke", run, tmp_path / "runs")
-    path = report(table.EXPERIMENT, "smoke", tmp_path / "runs", tmp_path / "results")
+    for run in cross.runs(SMOKE):
+        train(table.EXPERIMENT, SMOKE, run, tmp_path / "runs")
+    path = report(table.EXPERIMENT, SMOKE, tmp_path / "runs", tmp_path / "results")
     rows = list(csv.DictReader(path.open()))
     for arch in cross.ARCHITECTURES:
         measured = {
@@ -178,9 +180,9 @@ def test_training_benchmark_runs_every_variant_end_to_end_at_toy_sizes(monkeypat
     toy sizes, timings stubbed, so that every row and the derived columns are computed. One case fails on purpose
     (the RMT's compiled eager model, as it did on the H100) and is a row with its error; the MoT runs without the
     GPT-2 tokenizer file."""
-    from scaling_axes.modules.rmt import RMT
+    from scaling_axes.modules.architectures.rmt import RMT
 
-    tiny = cross.SHAPES["smoke"]["125m"]
+    tiny = cross.SHAPES[SMOKE]["125m"]
     toy = [bench_training.Case(family, arch, cross.FAMILIES[arch], cross.overrides(arch, tiny, 8), 2, 8, 1e-4)
            for family, archs in (("rmt_paper", ("transformer", "rmt")),
                                  ("tokenformer_150m", ("tokenformer", "transformer", "mot")))
@@ -195,17 +197,17 @@ def test_training_benchmark_runs_every_variant_end_to_end_at_toy_sizes(monkeypat
     def no_tokenizer(name, path=None):
         raise FileNotFoundError("GPT-2 tokenizer file not found")
 
-    monkeypatch.setattr(bench_training, "DEVICE", "cpu")
+    monkeypatch.setattr(bench_training, "DEVICE", CPU)
     monkeypatch.setattr(bench_training, "DTYPE", torch.float32)
     monkeypatch.setattr(bench_training, "cases", lambda: toy)
     monkeypatch.setattr(bench_training, "time_ms", lambda step, repeats: step() or next(timings))
     monkeypatch.setattr(bench_training, "get_available_flops", lambda device, dtype: 1e9)
     monkeypatch.setattr(bench_training, "compile_model", compile_or_fail)  # the nanoGPT-style model's
-    monkeypatch.setattr("scaling_axes.modules.lm.compile_model", compile_or_fail)
+    monkeypatch.setattr("scaling_axes.modules.tasks.lm.compile_model", compile_or_fail)
     compiled_losses = []
     monkeypatch.setattr(torch, "compile", lambda fn: compiled_losses.append(fn) or fn)
     monkeypatch.setattr(bench_training, "load_tokenizer", no_tokenizer)
-    monkeypatch.setattr("scaling_axes.modules.token_bytes.load_tokenizer", no_tokenizer)
+    monkeypatch.setattr("scaling_axes.datamodules.token_bytes.load_tokenizer", no_tokenizer)
     monkeypatch.setattr(sys, "argv", ["scaling_axes.benchmarks.training", "--out", str(tmp_path / "bench.csv")])
     bench_training.main()
     with open(tmp_path / "bench.csv", newline="") as f:
@@ -238,7 +240,7 @@ def test_the_training_benchmark_writes_its_csv_even_when_it_is_stopped(monkeypat
         rows.append({"gpu": "cpu", "family": "rmt_paper", "variant": "eager", "step_ms": 1.0})
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(bench_training, "DEVICE", "cpu")
+    monkeypatch.setattr(bench_training, "DEVICE", CPU)
     monkeypatch.setattr(bench_training, "bench", stop)
     monkeypatch.setattr(sys, "argv", ["scaling_axes.benchmarks.training", "--out", str(tmp_path / "bench.csv")])
     with pytest.raises(KeyboardInterrupt):

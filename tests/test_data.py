@@ -12,7 +12,7 @@ import torch
 from scaling_axes.datamodules.corpora import _split_bytes, open_split, prepare_corpus
 from scaling_axes.datamodules.local_files import read_token_shard
 from scaling_axes.datamodules.text import FixedWindows, RandomWindowBatches, TextDataModule
-from scaling_axes.modules.tokenizers import load_tokenizer
+from scaling_axes.datamodules.tokenizers import load_tokenizer
 
 
 def test_embedded_tokenizers_give_the_known_ids():
@@ -143,7 +143,7 @@ def enwik8_root(tmp_path_factory):
 
 
 def test_enwik8_standard_split_and_bits_per_byte_on_val_and_test(enwik8_root):
-    from scaling_axes.modules.lm import LanguageModel
+    from scaling_axes.modules.tasks.lm import LanguageModel
 
     root, data = enwik8_root
     dm = TextDataModule("enwik8", seq_len=64, batch_size=4, val_windows=3, data_root=str(root))
@@ -350,8 +350,8 @@ def test_datamodule_as_run_serves_the_original_stream_from_the_corpora_shards(tm
 def test_the_corpus_bpe_is_trained_on_its_training_split_deterministically_and_decodes_to_bytes(tmp_path, monkeypatch):
     """wiki_bpe2048: 2,048 ids, <|endoftext|> = 0, trained when a corpus is first prepared with it; the same split
     gives the same file; text and bytes round-trip; the MoT's byte table of each token is its decoded bytes."""
-    from scaling_axes.modules.token_bytes import token_byte_table
-    from scaling_axes.modules.tokenizers import corpus_bpe_file
+    from scaling_axes.datamodules.token_bytes import token_byte_table
+    from scaling_axes.datamodules.tokenizers import corpus_bpe_file
 
     load_tokenizer.cache_clear()
     monkeypatch.setenv("SCALING_AXES_DATA", str(tmp_path / "a"))

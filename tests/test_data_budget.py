@@ -13,6 +13,7 @@ from scaling_axes.harness.plan import dry_run
 from scaling_axes.harness.results import Row, write_report, write_rows
 from scaling_axes.harness.runner import data_epochs, epoch_limit
 from scaling_axes.harness.runs import Budget, Experiment, Run
+from scaling_axes.harness.scales import CPU, PAPER, SMALL, SMOKE
 from scaling_axes.harness.training import task_of
 
 NEWS_BYTES = 323_453  # embedded_news, byte tokens of its training split
@@ -29,7 +30,7 @@ def _experiment(steps: int) -> Experiment:
 
 
 def test_epochs_count_the_passes_over_the_training_split():
-    run = _experiment(10).runs("small")[0]
+    run = _experiment(10).runs(SMALL)[0]
     assert task_of(run).epochs(run)[0] == pytest.approx(10 * 64 * 256 / NEWS_BYTES)
 
 
@@ -40,7 +41,7 @@ def test_an_over_budget_run_is_refused_with_what_to_do_and_allowed_with_its_rows
     with pytest.raises(SystemExit, match=message):
         main(over, ["--scale", "small", "--out-dir", str(tmp_path)])
     assert not (tmp_path / "runs").exists()  # refused before anything was written
-    assert data_epochs(over, "smoke", over.runs("smoke")[0]) is None  # smoke, a pipeline check, is exempt
+    assert data_epochs(over, SMOKE, over.runs(SMOKE)[0]) is None  # smoke, a pipeline check, is exempt
     main(over, ["--scale", "small", "--out-dir", str(tmp_path), "--allow-repeats"])
     with open(tmp_path / "results" / "small" / "budget_test.csv", newline="") as f:
         (row,) = list(csv.DictReader(f))
@@ -56,33 +57,33 @@ def test_the_epoch_guard_counts_a_growth_chain_on_the_same_data():
     grown = Run("grown", "transformer_124m", Budget(steps=20, batch_size=64, seq_len=256), TINY,
                 corpus="embedded_news", tokenizer="bytes", grow_from="source")  # fmt: skip
     experiment = Experiment("chain_test", "", lambda scale: [source, grown], lambda scale, results: [])
-    assert data_epochs(experiment, "small", source) == pytest.approx(24 * 64 * 256 / NEWS_BYTES)
+    assert data_epochs(experiment, SMALL, source) == pytest.approx(24 * 64 * 256 / NEWS_BYTES)
     with pytest.raises(SystemExit, match=r"cumulative over its growth chain \(source\)"):
-        data_epochs(experiment, "small", grown)
-    assert data_epochs(experiment, "small", grown, allow_repeats=True) == pytest.approx(44 * 64 * 256 / NEWS_BYTES)
+        data_epochs(experiment, SMALL, grown)
+    assert data_epochs(experiment, SMALL, grown, allow_repeats=True) == pytest.approx(44 * 64 * 256 / NEWS_BYTES)
     elsewhere = Run("source", "transformer_124m", budget, TINY, corpus="embedded_wiki", tokenizer="bytes")
     experiment = Experiment("chain_test", "", lambda scale: [elsewhere, grown], lambda scale, results: [])
-    assert data_epochs(experiment, "small", grown) == pytest.approx(20 * 64 * 256 / NEWS_BYTES)
+    assert data_epochs(experiment, SMALL, grown) == pytest.approx(20 * 64 * 256 / NEWS_BYTES)
 
 
 def test_small_scale_on_embedded_data_stays_within_two_passes():
     """Text runs within two passes over their stand-in corpus; image runs within what the paper itself repeats."""
     for experiment in all_experiments():
-        for planned, run in zip(dry_run(experiment, "small", 0.4, 989.0, 1), experiment.runs("small"), strict=True):
+        for planned, run in zip(dry_run(experiment, SMALL, 0.4, 989.0, 1), experiment.runs(SMALL), strict=True):
             assert not math.isnan(planned["epochs"]), (experiment.name, run.name)
-            limit = 2.0 if task_of(run).accuracy_curves == () else epoch_limit(experiment, "small")
+            limit = 2.0 if task_of(run).accuracy_curves == () else epoch_limit(experiment, SMALL)
             assert planned["epochs"] <= limit, (experiment.name, run.name, planned["epochs"])
 
 
 @pytest.mark.parametrize(
     ("scale", "margins", "status"),
     [
-        ("small", [0.10], "claim_holds"),  # one seed, far beyond the noise floor
-        ("small", [-0.10], "claim_fails"),
-        ("small", [0.05], "insufficient"),  # within twice the margin's floor (sqrt 2 x 0.02) from one seed
-        ("small", [0.30, 0.25, 0.28], "claim_holds"),  # three seeds: their own spread and the floor are the noise
-        ("small", [], "insufficient"),  # nothing finished
-        ("smoke", [0.5], "insufficient"),  # smoke never judges a claim
+        (SMALL, [0.10], "claim_holds"),  # one seed, far beyond the noise floor
+        (SMALL, [-0.10], "claim_fails"),
+        (SMALL, [0.05], "insufficient"),  # within twice the margin's floor (sqrt 2 x 0.02) from one seed
+        (SMALL, [0.30, 0.25, 0.28], "claim_holds"),  # three seeds: their own spread and the floor are the noise
+        (SMALL, [], "insufficient"),  # nothing finished
+        (SMOKE, [0.5], "insufficient"),  # smoke never judges a claim
     ],
 )
 def test_claims_are_judged_against_the_noise(scale, margins, status):
@@ -92,9 +93,9 @@ def test_claims_are_judged_against_the_noise(scale, margins, status):
 
 
 def test_the_report_opens_with_the_claims(tmp_path):
-    claim = judge("fig2", "rmt_vs_transformer", "lower loss at equal FLOPs", "small", [0.1], 0.02, "nats/token")
+    claim = judge("fig2", "rmt_vs_transformer", "lower loss at equal FLOPs", SMALL, [0.1], 0.02, "nats/token")
     rows = [Row(table="fig2", row="a", metric="val_loss", ours=3.0, status="measured"), claim]
-    write_rows("rmt_fig2_scaling_laws", "small", rows, tmp_path)
+    write_rows("rmt_fig2_scaling_laws", SMALL, rows, tmp_path)
     report = write_report(tmp_path).read_text()
     claims, per_experiment = report.index("## Claims"), report.index("## rmt_fig2_scaling_laws")
     assert claims < per_experiment
@@ -111,7 +112,7 @@ def test_rmt_fig2_claim_reads_finished_schedules_against_the_transformer_frontie
     a reading at the RMT's FLOPs inside the Transformer's schedule would have taken for its loss."""
     from scaling_axes.experiments.rmt import fig2_scaling_laws as fig2
 
-    runs = {r.name: r for r in fig2.runs("small")}
+    runs = {r.name: r for r in fig2.runs(SMALL)}
 
     def finished(name: str, loss: float) -> dict:
         steps = runs[name].budget.steps
@@ -119,12 +120,12 @@ def test_rmt_fig2_claim_reads_finished_schedules_against_the_transformer_frontie
 
     frontier = {name: 10 * runs[name].train_flops() ** -0.05 for name in runs}
     results = {name: finished(name, frontier[name] - (below if name.startswith("rmt") else 0.0)) for name in runs}
-    rows = {r.row: r for r in fig2.claim_rows("small", results)}
+    rows = {r.row: r for r in fig2.claim_rows(SMALL, results)}
     assert {r.status for r in rows.values()} == {status}
     assert rows["rmt_46m_vs_transformers"].ours == pytest.approx(below, abs=1e-9)  # below the smallest: extrapolated
     assert rows["rmt_305m_vs_transformers"].ours == pytest.approx(below, abs=1e-9)
     del results["transformer_rmt_160m"]  # a claim needs all its runs finished at a seed
-    assert fig2.claim_rows("small", results)[0].status == "insufficient"
+    assert fig2.claim_rows(SMALL, results)[0].status == "insufficient"
 
 
 @pytest.mark.parametrize(("concat_loss", "status"), [(3.0, "claim_holds"), (3.5, "claim_fails")])
@@ -136,12 +137,12 @@ def test_mot_claim_from_synthetic_runs(concat_loss, status):
     finals = {"mot_noop_noop_1024": 3.2, "mot_concat_noop_512_64": concat_loss, "mot_concat_noop_256_48": 3.2}
     step_ms = {"mot_noop_noop_1024": 100.0, "mot_concat_noop_512_64": 101.0, "mot_concat_noop_256_48": 110.0}
     results = {}
-    for run in results_tables.runs("small"):
+    for run in results_tables.runs(SMALL):
         fineweb, finemath = run.corpus, *run.data["extra_corpora"]
         math_loss = 3.1 if run.name == "mot_concat_noop_512_64" else 3.2
         curves = {fineweb: [(0, 9.0), (100, finals[run.name])], finemath: [(0, 9.0), (100, math_loss)]}
         results[run.name] = {"val_loss_curves": curves, "step_ms": step_ms[run.name]}
-    rows = {r.row: r for r in results_tables.claim_rows("small", results)}
+    rows = {r.row: r for r in results_tables.claim_rows(SMALL, results)}
     assert rows["mot_concat_noop_512_64_vs_mot_noop_noop_1024_fineweb"].status == status
     assert rows["mot_concat_noop_256_48_vs_mot_noop_noop_1024_fineweb"].status == "insufficient"  # within the noise
     assert rows["mot_concat_noop_512_64_vs_mot_noop_noop_1024_finemath"].status == "claim_holds"
@@ -153,12 +154,12 @@ def test_a_claim_whose_cost_part_fails_fails_whatever_the_loss():
     from scaling_axes.experiments.tokenformer import fig3_progressive_scaling as fig3
 
     results = {"transformer_1_4b_full": {"val_loss": 4.0}, "tokenformer_1_4b_short": {"val_loss": 3.0}}
-    rows = {(r.row, r.metric): r for r in fig3.claims("small", results)}
+    rows = {(r.row, r.metric): r for r in fig3.claims(SMALL, results)}
     pair = "tokenformer_1_4b_short_vs_transformer_1_4b_full"
     row = rows[(pair, "claim")]  # the small plan's grown chain costs 0.69x the from-scratch run
     assert row.status == "claim_fails" and "cost 0.69x the FLOPs, above 0.5x" in row.note
     assert rows[(pair, "cost_ratio_vs_scratch")].ours == pytest.approx(0.69, abs=0.005)
-    paper = [r for r in fig3.claims("paper", {}) if r.row.startswith("tokenformer_1_4b_30b") and r.metric == "claim"]
+    paper = [r for r in fig3.claims(PAPER, {}) if r.row.startswith("tokenformer_1_4b_30b") and r.metric == "claim"]
     assert "(here 0.28x; the paper ~0.33x)" in paper[0].note  # the paper's plan: 6e5 + 3 x 6e4 steps of smaller models
 
 
@@ -170,7 +171,7 @@ def test_fig3_claims_comparable_loss_not_a_lower_one(grown, status):
 
     results = {"transformer_1_4b_300b": {"val_loss": 2.45}, "tokenformer_1_4b_30b": {"val_loss": grown},
                "transformer_1_4b_30b": {"val_loss": 2.75}}  # fmt: skip
-    rows = {(r.table, r.row): r for r in fig3.claims("paper", results) if r.metric == "claim"}
+    rows = {(r.table, r.row): r for r in fig3.claims(PAPER, results) if r.metric == "claim"}
     assert rows[("fig3", "tokenformer_1_4b_30b_vs_transformer_1_4b_300b")].status == status
     equal_tokens = rows[("table6", "tokenformer_1_4b_30b_vs_transformer_1_4b_30b")]  # Fig. 4 / Table 6
     assert equal_tokens.status == "claim_holds"
@@ -181,7 +182,7 @@ def test_fig3_judges_whether_zero_initialised_growth_preserves_the_function():
 
     results = {"tokenformer_354m_shortpinned": {"val_loss_before_growth": 5.0, "val_loss_after_growth": 5.00001},
                "tokenformer_354m_short": {"val_loss_before_growth": 5.0, "val_loss_after_growth": 5.3}}  # fmt: skip
-    rows = {r.row: r for r in fig3.growth_claims("small", results)}
+    rows = {r.row: r for r in fig3.growth_claims(SMALL, results)}
     assert rows["tokenformer_354m_shortpinned_growth"].status == "claim_holds"
     assert rows["tokenformer_354m_short_growth"].status == "claim_fails"
     assert "tau follows the new n" in rows["tokenformer_354m_short_growth"].note
@@ -197,16 +198,16 @@ def test_an_as_good_as_claim_allows_its_tolerance(nonparametric, status):
 
     results = {"vit_tokenformer_b16": {"val_top1": nonparametric},
                "vit_tokenformer_b16_parametric_ln": {"val_top1": 0.80}}  # fmt: skip
-    (row,) = table5.claim_rows("small", results)
+    (row,) = table5.claim_rows(SMALL, results)
     assert row.status == status
 
 
 def test_a_scale_report_sits_under_its_scale_and_the_overall_one_at_the_top(tmp_path):
     """`results/<scale>/REPORT.md` (its header, the scale's scope, the claims first) beside `results/REPORT.md`."""
-    claim = judge("fig2", "rmt_vs_transformer", "lower loss at equal FLOPs", "cpu", [0.1], 0.02, "nats/token")
-    write_rows("rmt_fig2_scaling_laws", "cpu", [claim], tmp_path)
+    claim = judge("fig2", "rmt_vs_transformer", "lower loss at equal FLOPs", CPU, [0.1], 0.02, "nats/token")
+    write_rows("rmt_fig2_scaling_laws", CPU, [claim], tmp_path)
     assert write_report(tmp_path) == tmp_path / "REPORT.md"
-    path = write_report(tmp_path, scale="cpu", header=("Machine: test.", ""))
+    path = write_report(tmp_path, scale=CPU, header=("Machine: test.", ""))
     assert path == tmp_path / "cpu" / "REPORT.md"
     text = path.read_text()
     assert text.index("Machine: test.") < text.index("What this can show") < text.index("## Claims")

@@ -11,18 +11,19 @@ import torch
 import torch.nn.functional as F
 from lm_eval.tasks import TaskManager
 
+from scaling_axes.datamodules.tokenizers import Tokenizer
 from scaling_axes.experiments.rmt import table5_6_downstream as rmt_downstream
 from scaling_axes.experiments.tokenformer import table1_zeroshot as table1
 from scaling_axes.harness import evaluate, lm_eval_tasks
 from scaling_axes.harness.lm_eval_model import SuiteLM, load_checkpoint
 from scaling_axes.harness.runs import Budget, Run, write_config
+from scaling_axes.harness.scales import PAPER
 from scaling_axes.modules import build_model
-from scaling_axes.modules.official_weights import (
+from scaling_axes.modules.architectures.official_weights import (
     convert_official_state_dict,
     load_official_tokenformer,
     official_key_map,
 )
-from scaling_axes.modules.tokenizers import Tokenizer
 from tests.conftest import TINY_TOKENFORMER, TINY_TRANSFORMER
 
 WINDOW = 16
@@ -231,7 +232,7 @@ def test_table1_puts_each_paper_number_on_its_likely_metric_and_averages_those(m
     monkeypatch.setattr(table1, "evaluate_cached", lambda *a, **k: FAKE_RESULT)
     monkeypatch.setattr(table1, "weights_fingerprint", lambda path: "x")
     monkeypatch.setattr(table1, "official_source", lambda preset, scale: None)
-    rows = table1.report("paper", {p: {} for p in table1.PRESETS})
+    rows = table1.report(PAPER, {p: {} for p in table1.PRESETS})
     ours = {(r.row, r.metric): r for r in rows}
     hellaswag, hellaswag_acc = (
         ours[("tokenformer_150m", "hellaswag_acc_norm")],
@@ -251,7 +252,7 @@ def test_rmt_tables_5_and_6_from_the_scaling_runs(monkeypatch, tmp_path) -> None
     weights = {name: tmp_path / "final.pt" for name in ("transformer_rmt_405m", "rmt_305m")}
     monkeypatch.setattr(rmt_downstream.rmt_setup, "downstream_checkpoints", lambda scale: weights)
     (tmp_path / "final.pt").touch()
-    rows = {(r.table, r.row, r.metric): r for r in rmt_downstream.report("paper", {"rmt_305m": {}})}
+    rows = {(r.table, r.row, r.metric): r for r in rmt_downstream.report(PAPER, {"rmt_305m": {}})}
     assert rows[("table5", "rmt_305m", "lambada_ppl")].paper == 25.21
     assert rows[("table5", "rmt_305m", "wikitext_ppl")].ours == 70.0
     assert rows[("table6", "rmt_305m", "piqa_acc")].paper == 63.7

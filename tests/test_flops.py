@@ -5,6 +5,7 @@ import torch
 
 from scaling_axes.experiments.tokenformer.table3_params_flops import paper_params
 from scaling_axes.modules import get_config, list_models
+from scaling_axes.modules.architectures.vit_tokenformer import ViTConfig
 from scaling_axes.modules.flops import (
     counted_flops,
     counted_non_embedding_params,
@@ -13,7 +14,6 @@ from scaling_axes.modules.flops import (
     non_embedding_params,
 )
 from scaling_axes.modules.registry import build_from_config
-from scaling_axes.modules.vit_tokenformer import ViTConfig
 
 
 @pytest.mark.parametrize("name", list_models())

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 
 from scaling_axes.harness.callbacks import ProgressLog
 from scaling_axes.harness.runs import Budget, Run
+from scaling_axes.harness.scales import SMOKE
 from scaling_axes.harness.training import train_run
 from scaling_axes.modules.registry import build_model
 from tests.conftest import TINY_TOKENFORMER, TINY_TRANSFORMER
@@ -80,8 +81,8 @@ def test_fp16_mixed_with_a_fused_optimizer_is_still_refused_by_lightning() -> No
 
     from lightning.pytorch.plugins.precision import MixedPrecision
 
-    from scaling_axes.modules.acceleration import clip_gradients
-    from scaling_axes.modules.lm import LanguageModel
+    from scaling_axes.modules.tasks.acceleration import clip_gradients
+    from scaling_axes.modules.tasks.lm import LanguageModel
 
     module = LanguageModel("transformer_124m", model_overrides=TINY_TRANSFORMER, schedule_steps=2)
     plugin = MixedPrecision("16-mixed", "cpu", scaler=torch.amp.GradScaler("cpu"))
@@ -92,7 +93,7 @@ def test_fp16_mixed_with_a_fused_optimizer_is_still_refused_by_lightning() -> No
 
 
 def test_precision_defaults_to_bf16_mixed_on_cuda_and_32_true_on_the_cpu(monkeypatch) -> None:
-    from scaling_axes.modules.acceleration import default_precision, wants_compile
+    from scaling_axes.modules.tasks.acceleration import default_precision, wants_compile
 
     assert default_precision("cpu") == "32-true"
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
@@ -157,7 +158,7 @@ def test_compile_training_compiles_the_loss_beside_the_model_and_it_equals_float
     passes over [tokens, vocab] in fp32, forward and backward; nanoGPT compiles its loss with its model): compiled,
     from bf16 logits, the cross-entropy and the z term equal float64 ones to 1e-5 and the logits' gradient to bf16's
     rounding (a loss computed in bf16 is off by ~1e-3)."""
-    from scaling_axes.modules.lm import LanguageModel, loss_terms
+    from scaling_axes.modules.tasks.lm import LanguageModel, loss_terms
 
     module = LanguageModel("transformer_124m", model_overrides=TINY_TRANSFORMER | {"vocab_size": 97}, z_loss=1e-4)
     module.compile_training()
@@ -283,7 +284,7 @@ def test_the_lightning_cli_and_the_image_classifier_train_under_bf16_mixed_with_
     assert cli.trainer.gradient_clip_val == 1.0 and cli.trainer.optimizers[0].defaults["fused"]
     assert cli.trainer.global_step == 2 and "train/grad_norm" in cli.trainer.logged_metrics
 
-    run = next(r for r in table2.runs("smoke") if r.name == "vit_tokenformer_b16")
+    run = next(r for r in table2.runs(SMOKE) if r.name == "vit_tokenformer_b16")
     budget = Budget(steps=2, batch_size=8, seq_len=17, lr=1e-3, val_windows=8)
     data = {**run.data, "root": str(tmp_path / "digits")}
     run = dataclasses.replace(run, budget=budget, data=data, trainer={"gradient_clip_val": 0.01})

@@ -6,23 +6,32 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# lowest first; a module may import its own layer and those before it, never one after
-LAYERS = ("scaling_axes.io", "scaling_axes.kernels", "scaling_axes.modules", "scaling_axes.datamodules",
-          "scaling_axes.harness", "scaling_axes.experiments", "scaling_axes.benchmarks", "scaling_axes.cli",
-          "scaling_axes.__main__")  # fmt: skip
-FOLDERS = {"scaling_axes": "scaling_axes", "kernels": "scaling_axes.kernels", "modules": "scaling_axes.modules",
-           "datamodules": "scaling_axes.datamodules", "harness": "scaling_axes.harness",
-           "experiments": "scaling_axes.experiments", "benchmarks": "scaling_axes.benchmarks"}  # fmt: skip
+PACKAGE = ROOT / "scaling_axes"
+# lowest first; a module may import its own layer and those before it, never one after. Tokenization is the bottom
+# of the data layer, below the models (the Mixture of Tokenizers is defined by a tokenizer's bytes); the training
+# tasks and the rest of the data layer are one level: neither imports the other.
+LAYERS = (
+    ("scaling_axes.io",),
+    ("scaling_axes.kernels",),
+    ("scaling_axes.datamodules.tokenizers", "scaling_axes.datamodules.token_bytes"),
+    ("scaling_axes.modules.registry", "scaling_axes.modules.flops"),
+    ("scaling_axes.modules.architectures",),
+    ("scaling_axes.modules.growth",),
+    ("scaling_axes.modules", "scaling_axes.modules.tasks", "scaling_axes.datamodules"),
+    ("scaling_axes.harness",),
+    ("scaling_axes.experiments",),
+    ("scaling_axes.benchmarks",),
+    ("scaling_axes.cli",),
+    ("scaling_axes.__main__",),
+)
 
 
 def _modules() -> dict[str, Path]:
-    """Dotted name -> file of every module the package installs."""
+    """Dotted name -> file of every module the package installs: its folders are its import names."""
     found = {}
-    for folder, package in FOLDERS.items():
-        for path in (ROOT / folder).rglob("*.py"):
-            parts = path.relative_to(ROOT / folder).with_suffix("").parts
-            name = ".".join((package, *parts)).removesuffix(".__init__")
-            found[name] = path
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        found[".".join(parts).removesuffix(".__init__")] = path
     return found
 
 
@@ -39,8 +48,11 @@ def _imports(name: str, path: Path) -> set[str]:
 
 
 def _layer(module: str) -> int:
-    matches = [i for i, layer in enumerate(LAYERS) if module == layer or module.startswith(layer + ".")]
-    return matches[-1] if matches else -1  # the root package's __init__ and __main__ import nothing below cli
+    """The index of the layer whose longest prefix names `module` (-1: the root package's own __init__)."""
+    prefixes = [
+        (len(p), i) for i, layer in enumerate(LAYERS) for p in layer if module == p or module.startswith(p + ".")
+    ]
+    return max(prefixes)[1] if prefixes else -1
 
 
 def graph() -> dict[str, set[str]]:
@@ -92,9 +104,9 @@ def test_imports_run_one_way_without_cycles():
 
 
 def test_the_check_sees_an_upward_import_and_a_cycle():
-    edges = {"scaling_axes.modules.lm": {"scaling_axes.harness.runs"}, "scaling_axes.harness.runs": set(),
+    edges = {"scaling_axes.modules.tasks.lm": {"scaling_axes.harness.runs"}, "scaling_axes.harness.runs": set(),
              "kernels.a": {"kernels.b"}, "kernels.b": {"kernels.a"}}  # fmt: skip
-    assert upward_imports(edges) == ["scaling_axes.modules.lm -> scaling_axes.harness.runs"]
+    assert upward_imports(edges) == ["scaling_axes.modules.tasks.lm -> scaling_axes.harness.runs"]
     assert cycles(edges) == [["kernels.a", "kernels.b"]]
 
 

@@ -10,7 +10,7 @@ import torch
 from conftest import TINY_TOKENFORMER
 
 from scaling_axes.modules.flops import lookup_tables
-from scaling_axes.modules.lm import LanguageModel, warmup_cosine
+from scaling_axes.modules.tasks.lm import LanguageModel, warmup_cosine
 
 
 def test_warmup_then_cosine_to_the_floor():

@@ -10,9 +10,9 @@ import pytest
 
 from scaling_axes.datamodules import corpora
 from scaling_axes.datamodules.corpora import on_disk, open_split, prepare_corpus
-from scaling_axes.datamodules.stand_ins import real_or_stand_in
+from scaling_axes.datamodules.tokenizers import load_tokenizer
+from scaling_axes.harness.scales import SMALL
 from scaling_axes.io import CorruptFileError
-from scaling_axes.modules.tokenizers import load_tokenizer
 
 DOCS = [f"Document {i}: a line,\nand a second line of document {i}." for i in range(40)]
 
@@ -97,9 +97,9 @@ def test_a_failed_preparation_leaves_no_folder_to_hide_the_stand_in(tmp_path, mo
     with pytest.raises(FileNotFoundError, match="no local corpus"):
         prepare_corpus("openwebtext", "gpt2")  # the hub is unreachable in the tests
     assert not (tmp_path / "openwebtext").exists() and not on_disk("openwebtext")
-    assert real_or_stand_in("small", "openwebtext", "embedded_news") == "embedded_wiki"
+    assert SMALL.corpus("openwebtext", "embedded_news") == "embedded_wiki"
     (tmp_path / "openwebtext").mkdir()  # an empty folder (made by hand, or by an older version) is not the corpus
-    assert real_or_stand_in("small", "openwebtext", "embedded_news") == "embedded_wiki"
+    assert SMALL.corpus("openwebtext", "embedded_news") == "embedded_wiki"
     (tmp_path / "openwebtext" / "part0.jsonl").write_bytes(_jsonl(DOCS))
     monkeypatch.setattr(corpora, "_write_tokens", lambda *a: (_ for _ in ()).throw(OSError(28, "No space left")))
     with pytest.raises(OSError, match="No space left"):  # fails mid-way, after its folder was made

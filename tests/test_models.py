@@ -8,11 +8,11 @@ import torch
 from conftest import TINY_TRANSFORMER
 
 from scaling_axes.modules import build_model, get_config, list_models
+from scaling_axes.modules.architectures.layers import RotaryEmbedding
 from scaling_axes.modules.flops import counted_params, formula_params
-from scaling_axes.modules.layers import RotaryEmbedding
 
 # Tokenformer: the official training log (150M) and the reference's arithmetic from the official configs.
-# Transformer: the shapes recorded in modules/transformer.py.
+# Transformer: the shapes recorded in modules/architectures/transformer.py.
 EXACT_COUNTS = {
     "tokenformer_150m": 151_881_216,
     "tokenformer_450m": 454_166_528,
@@ -42,7 +42,7 @@ EXACT_COUNTS = {
     "rmt_residual_dk32": 134_291_072,
     "rmt_residual_dk48": 134_331_072,
     "rmt_residual_dk64": 134_371_072,
-    # the residual-path variants of the RMT paper's Table 10 (modules/variants.py)
+    # the residual-path variants of the RMT paper's Table 10 (modules/architectures/variants.py)
     "highway_transformer_191m": 190_853_376,
     "depthwise_lstm_233m": 233_311_488,
     "hierarchical_aggregation_165m": 164_902_656,

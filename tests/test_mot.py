@@ -9,11 +9,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from scaling_axes.datamodules.token_bytes import pull_from_left, pull_from_right, token_byte_table
+from scaling_axes.harness.scales import CPU
 from scaling_axes.modules import build_model, get_config
+from scaling_axes.modules.architectures.mot import byte_mask, windowed_attention
 from scaling_axes.modules.flops import counted_flops, counted_params, formula_flops, formula_params
-from scaling_axes.modules.mot import byte_mask, windowed_attention
-from scaling_axes.modules.optim import MuonWithAdam, constant_then_linear, speedrun_lrs
-from scaling_axes.modules.token_bytes import pull_from_left, pull_from_right, token_byte_table
+from scaling_axes.modules.tasks.optim import MuonWithAdam, constant_then_linear, speedrun_lrs
 
 BACKBONE = {"n_layer": 6, "d_model": 64, "n_head": 2, "head_dim": 32, "attention_free_layers": (2,), "max_seq_len": 32}
 TINY = {**BACKBONE, "byte_head_dim": 16}
@@ -194,11 +195,11 @@ def test_byte_masks_equal_a_dense_reference() -> None:
 def test_flex_attention_and_masked_sdpa_agree() -> None:
     from torch.nn.attention.flex_attention import flex_attention
 
-    from scaling_axes.modules.mot import _flex_block_mask
+    from scaling_axes.modules.architectures.mot import _flex_block_mask
 
     q, k, v = torch.randn(3, 2, 2, 256, 16).unbind(0)
     for kind in ("causal", "within_token"):
-        block = _flex_block_mask(256, 16, 128, kind, "cpu")
+        block = _flex_block_mask(256, 16, 128, kind, CPU)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             flex = flex_attention(q, k, v, block_mask=block, scale=0.12)
@@ -266,7 +267,7 @@ def _newton_schulz_reference(g: torch.Tensor, coefficients) -> torch.Tensor:
 
 @pytest.mark.parametrize("shape", [(24, 40), (40, 24)])
 def test_newton_schulz_follows_the_records_per_iteration_coefficients(shape) -> None:
-    from scaling_axes.modules.optim import RECORD_COEFFICIENTS, TORCH_COEFFICIENTS, newton_schulz
+    from scaling_axes.modules.tasks.optim import RECORD_COEFFICIENTS, TORCH_COEFFICIENTS, newton_schulz
 
     g = torch.randn(shape, generator=torch.Generator().manual_seed(0))
     ours = newton_schulz(g, RECORD_COEFFICIENTS).double()
@@ -280,7 +281,7 @@ def test_newton_schulz_follows_the_records_per_iteration_coefficients(shape) -> 
 
 def test_record_muon_with_torchs_triple_steps_as_torch_muon() -> None:
     """Our Muon's momentum, decay, shape scaling and orientation equal torch.optim.Muon's when both use one triple."""
-    from scaling_axes.modules.optim import TORCH_COEFFICIENTS, Muon
+    from scaling_axes.modules.tasks.optim import TORCH_COEFFICIENTS, Muon
 
     generator = torch.Generator().manual_seed(1)
     weights = [torch.randn(16, 48, generator=generator), torch.randn(48, 16, generator=generator)]
@@ -298,7 +299,7 @@ def test_record_muon_with_torchs_triple_steps_as_torch_muon() -> None:
 
 
 def test_muon_with_adam_uses_the_record_schedule_by_default() -> None:
-    from scaling_axes.modules.optim import RECORD_COEFFICIENTS, Muon
+    from scaling_axes.modules.tasks.optim import RECORD_COEFFICIENTS, Muon
 
     groups = build_model("mot_concat_noop_256_48", **TINY_BYTES).param_groups()
     optimizer = MuonWithAdam(groups, speedrun_lrs(64))

@@ -6,8 +6,9 @@ import math
 import pytest
 import torch
 
-from scaling_axes.modules.lm import LanguageModel
+from scaling_axes.harness.scales import PAPER
 from scaling_axes.modules.registry import build_model, get_config
+from scaling_axes.modules.tasks.lm import LanguageModel
 
 SIGMA = 0.15
 
@@ -111,6 +112,6 @@ def test_table10_lecun_init_is_n_0_1_over_fan_in_for_every_matrix(preset, overri
 def test_table10_runs_take_lecun_init_and_no_mup_at_paper_scale():
     from scaling_axes.experiments.rmt import table10_variants as table10
 
-    for run in table10.runs("paper"):
+    for run in table10.runs(PAPER):
         assert run.config.init == "lecun", run.name
         assert not getattr(run.config, "mup", False), run.name

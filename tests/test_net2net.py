@@ -4,11 +4,12 @@ import pytest
 import torch
 
 from scaling_axes.experiments.tokenformer import progressive
+from scaling_axes.harness import scales
 from scaling_axes.modules import build_model, get_config
-from scaling_axes.modules.net2net import widen
+from scaling_axes.modules.growth.net2net import widen
 
 SMALL = {"n_layer": 2, "vocab_size": 300}
-SPECS = {scale: progressive.scale_spec(scale).transformer for scale in ("smoke", "small")}
+SPECS = {scale: progressive.scale_spec(scale).transformer for scale in (scales.SMOKE, scales.SMALL)}
 PAIRS = [  # (source preset, overrides), (target preset, overrides): every pair the experiments grow through
     (("transformer_354m", SMALL), ("transformer_757m", SMALL)),  # the paper's pair: 1024 -> 1536, 16 -> 24 heads
     (("transformer_757m", SMALL), ("transformer_1_4b", SMALL)),  # 1536 -> 2048, 24 -> 32 heads
@@ -95,10 +96,10 @@ def test_rotary_head_size_change_and_untied_to_tied_are_refused():
 def test_the_papers_net2net_embeds_the_old_weights_and_initialises_the_new_blocks():
     """Eq. 14's Net2Net: each old tensor fills the leading block of the wider one (Q, K and V each in its own third),
     the rest keeps a fresh init, so the function changes, unlike `widen`'s."""
-    from scaling_axes.modules.net2net import widen_with_new_parameters
+    from scaling_axes.modules.growth.net2net import widen_with_new_parameters
 
-    small = _randomised(build_model("transformer_354m", **SPECS["smoke"][1])).double()
-    big = widen_with_new_parameters(small, get_config("transformer_757m", **SPECS["smoke"][2]))
+    small = _randomised(build_model("transformer_354m", **SPECS[scales.SMOKE][1])).double()
+    big = widen_with_new_parameters(small, get_config("transformer_757m", **SPECS[scales.SMOKE][2]))
     for name, tensor in small.state_dict().items():
         wide = big.state_dict()[name]
         if ".attn.qkv." in name:  # [q; k; v]: the leading rows of each third

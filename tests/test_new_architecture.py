@@ -9,6 +9,7 @@ from torch import Tensor, nn
 
 from scaling_axes.harness.plan import dry_run
 from scaling_axes.harness.runs import Budget, Experiment, Run
+from scaling_axes.harness.scales import SMOKE
 from scaling_axes.harness.training import train_run
 from scaling_axes.modules import get_config
 from scaling_axes.modules.flops import counted_flops, counted_params, formula_flops, formula_params
@@ -80,7 +81,7 @@ def test_a_registered_architecture_has_its_formulas_checked_against_the_model():
 def test_a_registered_architecture_is_planned_and_trained(tmp_path):
     run = Run("mlp", "test_mlp_only_tiny", BUDGET, tokenizer="bytes")
     experiment = Experiment("test_new_architecture", "recipe", lambda scale: [run], lambda scale, results: [])
-    (planned,) = dry_run(experiment, "smoke", 0.4, 989.0, 1)
+    (planned,) = dry_run(experiment, SMOKE, 0.4, 989.0, 1)
     assert planned["params"] == sum(formula_params(run.config).values())
     done = train_run(run, tmp_path / "mlp", accelerator="cpu", devices=1)
     assert 0 < done["val_loss"] < 7.0  # log(512) = 6.24 at init: it trained and validated

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from scaling_axes.modules import build_model, get_config
-from scaling_axes.modules.rmt import RMT, RMTAttention, alibi_bias
+from scaling_axes.modules.architectures.rmt import RMT, RMTAttention, alibi_bias
 
 TINY = {"n_layer": 2, "d_key": 6, "d_value": 5, "rank": 3, "d_ff": 16, "vocab_size": 41, "max_seq_len": 12}
 
@@ -147,7 +147,7 @@ def test_rmt_paper_transformer_uses_inverse_layer_scaling_and_fp32_attention_on_
     assert not attn.upcast and attn.scale == pytest.approx(scale)  # bf16 SDPA by default (flash keeps fp32 stats)
     assert build_model("transformer_rmt_49m", n_layer=1, attention_fp32=True).blocks[0].attn.upcast
 
-    import scaling_axes.modules.rmt as rmt_module
+    import scaling_axes.modules.architectures.rmt as rmt_module
 
     asked, attention = [], rmt_module.causal_attention
 

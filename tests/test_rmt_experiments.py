@@ -8,6 +8,7 @@ from scaling_axes.experiments.rmt import setup as rmt_setup
 from scaling_axes.experiments.rmt import table1_2_moment_propagation as moments
 from scaling_axes.experiments.rmt import table3_4_resources as table34
 from scaling_axes.experiments.rmt import table7_formulas_and_table8_9_configs as table7
+from scaling_axes.harness.scales import PAPER, SMOKE
 from scaling_axes.modules import get_config
 
 
@@ -28,7 +29,7 @@ def test_printed_rmt_formula_with_its_v_dv_term_would_not():
 
 
 def test_errata_rows_show_the_corrections():
-    rows = {(r.row, r.metric): r for r in table7.report("smoke", {})}
+    rows = {(r.row, r.metric): r for r in table7.report(SMOKE, {})}
     assert rows[("rmt_206m", "d_key")].paper == 896 and rows[("rmt_206m", "d_key")].ours == 48
     assert rows[("rmt_305m", "d_key")].ours == 64
     assert rows[("rmt_206m", "params_as_printed")].ours < 160e6  # D_k 896, D_v 48 cannot be 206M
@@ -88,7 +89,7 @@ def test_table2_printed_values_and_their_errata():
 
 
 def test_fig1_formulas_equal_counts_and_only_the_residual_grows():
-    rows = {(r.row, r.metric): r for r in fig1.report("smoke", {}) if r.table == "fig1"}
+    rows = {(r.row, r.metric): r for r in fig1.report(SMOKE, {}) if r.table == "fig1"}
     assert all(r.note == "formula = count" for r in rows.values())
     rmt = [rows[(f"rmt_residual{n}", "params")].ours for n in fig1.RESIDUALS]
     transformer = [rows[(f"transformer_residual{n}", "params")].ours for n in fig1.RESIDUALS]
@@ -125,7 +126,7 @@ def _line(start, slope, steps=46_082, every=50):
 def test_table3_locates_the_train_loss_threshold_between_logged_steps():
     """Linear train losses logged every 50 steps: the trailing mean of 10 points lags 225 steps, so the RMT's
     smoothed loss reaches the Transformer's smoothed minimum at an exactly known step."""
-    transformer, rmt = table34.runs("paper")
+    transformer, rmt = table34.runs(PAPER)
     steps = rmt.budget.steps
     threshold = 6.0 - 6e-5 * (steps - steps % 50 - 225)  # the Transformer's smoothed minimum, at its last point
     crossing = (5.5 - threshold) / 1e-4 + 225
@@ -135,7 +136,7 @@ def test_table3_locates_the_train_loss_threshold_between_logged_steps():
         rmt.name: {"val_loss": 2.91, "params": 305e6, "train_seconds": 3.3e5, "steps": steps,
                    "train_loss_curve": _line(5.5, 1e-4), "train_time_curve": [(s, 7.0 * s) for s, _ in _line(0, 0)]},
     }  # fmt: skip
-    rows = {(r.row, r.metric): r for r in table34.report("paper", results) if r.table == "table3"}
+    rows = {(r.row, r.metric): r for r in table34.report(PAPER, results) if r.table == "table3"}
     assert rows[("transformer_rmt_405m", "min_train_loss")].ours == pytest.approx(threshold)
     reached = "rmt_305m_to_transformer_best"
     assert rows[(reached, "tokens")].ours == pytest.approx(rmt.budget.tokens * crossing / steps)
@@ -160,7 +161,7 @@ def test_curve_helpers():
 
 
 def test_tables_3_4_percentages_and_errata_from_the_papers_own_values():
-    rows = {(r.table, r.row, r.metric): r for r in table34.report("smoke", {})}
+    rows = {(r.table, r.row, r.metric): r for r in table34.report(SMOKE, {})}
     time = rows[("table4", "percent_diff_paper_values", "train_seconds")]
     assert time.paper == 43 and time.ours == pytest.approx(100 * (3.30e5 / 1.86e5 - 1)) and time.status == "differs"
     assert "erratum" in time.note and 100 * (1 - 1.86 / 3.30) == pytest.approx(43, abs=1)
@@ -181,7 +182,7 @@ def test_scaling_plan_at_paper_scale(capsys):
     plan = capsys.readouterr().out
     for steps in ("6,470", "51,880", "46,082", "4,333"):
         assert steps in plan
-    run = {r.name: r for r in fig2.runs("paper")}["rmt_305m"]
+    run = {r.name: r for r in fig2.runs(PAPER)}["rmt_305m"]
     assert run.budget.warmup_steps == 46_082 // 20 and run.budget.min_lr_ratio == 0.1
     assert run.lm["z_loss"] == 1e-4 and run.lm["weight_decay"] == pytest.approx(1e-4 / 1e-2)
     assert run.corpus == "openwebtext" and run.tokenizer == "gpt2" and run.budget.seq_len == 512
@@ -191,34 +192,34 @@ def test_downstream_hook_points_at_the_scaling_runs(tmp_path):
     from scaling_axes.experiments.rmt import setup as rmt_setup
     from scaling_axes.harness.runs import run_dir
 
-    paths = rmt_setup.downstream_checkpoints("paper", tmp_path)
-    for run in table34.runs("paper"):
-        assert paths[run.name] == run_dir(table34.EXPERIMENT, "paper", run, tmp_path) / "final.pt"
+    paths = rmt_setup.downstream_checkpoints(PAPER, tmp_path)
+    for run in table34.runs(PAPER):
+        assert paths[run.name] == run_dir(table34.EXPERIMENT, PAPER, run, tmp_path) / "final.pt"
 
 
 def test_table10_reports_the_residual_stream_size_column():
     """768 for every Transformer-family row and D_k D_v = 2048 for the RMT (Table 10), from the paper-scale configs."""
     from scaling_axes.experiments.rmt import table10_variants as table10
 
-    rows = [r for r in table10.report("paper", {}) if r.metric == "residual_size"]
+    rows = [r for r in table10.report(PAPER, {}) if r.metric == "residual_size"]
     assert {r.row: (r.ours, r.paper, r.status) for r in rows} == {
         "transformer_rmt_160m": (768, 768, "match"), "rmt_134m": (2048, 2048, "match"),
         "highway_transformer_191m": (768, 768, "match"), "depthwise_lstm_233m": (768, 768, "match"),
         "hierarchical_aggregation_165m": (768, 768, "match")}  # fmt: skip
-    assert {r.status for r in table10.report("smoke", {}) if r.metric == "residual_size"} == {"analytic"}
+    assert {r.status for r in table10.report(SMOKE, {}) if r.metric == "residual_size"} == {"analytic"}
 
 
 def test_fig2_reads_the_305m_rmt_at_its_own_chinchilla_budget():
-    runs = {r.name: r for r in fig2.runs("paper")}
+    runs = {r.name: r for r in fig2.runs(PAPER)}
     rmt = runs["rmt_305m"]
     tokens = 20 * (2 * 24 * 16 * 64 * 4096 + 2 * 16 * 64 * 73)  # 20 x App. A's non-embedding parameters
-    assert fig2.read_tokens(rmt, "paper") == tokens == pytest.approx(4.03e9, rel=1e-3)
-    assert all(fig2.read_tokens(r, "paper") == r.budget.tokens for n, r in runs.items() if n != "rmt_305m")
+    assert fig2.read_tokens(rmt, PAPER) == tokens == pytest.approx(4.03e9, rel=1e-3)
+    assert all(fig2.read_tokens(r, PAPER) == r.budget.tokens for n, r in runs.items() if n != "rmt_305m")
     done = {"val_loss": 2.91, "params": 305e6, "val_loss_curve": [(0, 4.0), (rmt.budget.steps, 2.0)]}
-    point = fig2.point(rmt, done, "paper")
+    point = fig2.point(rmt, done, PAPER)
     assert point["val_loss"] == pytest.approx(4.0 - 2.0 * tokens / rmt.budget.tokens)
     assert point["train_flops"] == pytest.approx(rmt.train_flops() * tokens / rmt.budget.tokens)
-    row = next(r for r in fig2.report("paper", {"rmt_305m": done}) if r.run == "rmt_305m" and r.metric == "val_loss")
+    row = next(r for r in fig2.report(PAPER, {"rmt_305m": done}) if r.run == "rmt_305m" and r.metric == "val_loss")
     assert row.paper is None and "read at" in row.note  # Table 4's 2.91 is at 6.04e9, not at this point
 
 
@@ -228,7 +229,7 @@ def test_section_4_4_savings_where_the_wide_residual_reaches_the_narrow_ones_los
     n, r, d_v, layers, v, d_ff = 512, 12, 64, 12, 50257, 3072
     shared = n * r * (4 * v + layers * (4 * n * d_v + 3 * n + 4 * d_v * d_ff))
     ratio = (6 * n * r * 64 * d_v * (1 + layers) + shared) / (6 * n * r * 12 * d_v * (1 + layers) + shared)
-    rows = {r.metric: r for r in fig6.section_4_4_rows("paper", {})}
+    rows = {r.metric: r for r in fig6.section_4_4_rows(PAPER, {})}
     implied = rows["flops_saving_implied_by_tokens_saving"]  # 23% follows from 25% at this per-token FLOP ratio
     assert implied.ours == pytest.approx(100 * (1 - 0.75 * ratio)) and implied.status == "match"
     assert rows["tokens_saving_percent"].status == "not_run"
@@ -237,14 +238,14 @@ def test_section_4_4_savings_where_the_wide_residual_reaches_the_narrow_ones_los
         "rmt_residual_dk12": {"val_loss": 3.43},
         "rmt_residual_dk64": {"val_loss": 3.36, "val_loss_curve": [(0, 9.0), (30_000, 3.5), (45_000, 3.4)]},
     }
-    rows = {r.metric: r for r in fig6.section_4_4_rows("paper", results)}
+    rows = {r.metric: r for r in fig6.section_4_4_rows(PAPER, results)}
     crossing = 30_000 + 15_000 * (3.5 - 3.43) / 0.1  # linear between the two evaluations
     assert rows["tokens_saving_percent"].ours == pytest.approx(100 * (1 - crossing / steps))
     assert rows["flops_saving_percent"].ours == pytest.approx(100 * (1 - crossing / steps * ratio))
 
 
 def test_mup_values_are_app_c21s_and_two_lie_outside_its_search_range():
-    rows = [r for r in table7.report("smoke", {}) if r.table == "appC_2_1"]
+    rows = [r for r in table7.report(SMOKE, {}) if r.table == "appC_2_1"]
     values = [r for r in rows if not r.metric.endswith("_within_search_range")]
     assert len(values) == 8 and all(r.status == "match" for r in values)  # the presets carry the published values
     outside = [r for r in rows if r.metric.endswith("_within_search_range")]

@@ -20,6 +20,7 @@ import torch
 from scaling_axes.datamodules.corpora import open_split, prepare_corpus
 from scaling_axes.datamodules.text import TextDataModule
 from scaling_axes.harness.runs import Budget, Run
+from scaling_axes.harness.scales import PAPER
 from scaling_axes.harness.training import train_run
 from scaling_axes.io import atomic_write
 
@@ -82,7 +83,7 @@ def test_fsdp_computes_in_the_precision_asked_and_keeps_float32_master_weights(p
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
 
-    from scaling_axes.modules.lm import LanguageModel
+    from scaling_axes.modules.tasks.lm import LanguageModel
 
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     try:
@@ -211,7 +212,7 @@ def _truncate_val(root: Path) -> None:
 
 
 def _load_misfit(tmp: Path) -> None:
-    from scaling_axes.modules.lm import LanguageModel
+    from scaling_axes.modules.tasks.lm import LanguageModel
 
     torch.save({"token_embedding.weight": torch.zeros(3, 3)}, tmp / "final.pt")
     LanguageModel("transformer_124m", dict(TINY), init_weights=str(tmp / "final.pt"))
@@ -226,12 +227,12 @@ def _front_door(*argv: str) -> None:
 def _cases() -> list:
     """(id, action(news, tmp), exception type, message pattern naming the value and what is allowed)."""
     from scaling_axes.datamodules.corpora import check_tokenizer
+    from scaling_axes.datamodules.tokenizers import load_tokenizer
     from scaling_axes.experiments.tokenformer.fig3_progressive_scaling import EXPERIMENT as FIG3
     from scaling_axes.harness.runs import find_run
     from scaling_axes.harness.training import _accumulation
     from scaling_axes.kernels import check_kernel
     from scaling_axes.modules import build_model, get_config
-    from scaling_axes.modules.tokenizers import load_tokenizer
 
     gpt2 = ("embedded_news", "gpt2")
     return [
@@ -269,7 +270,7 @@ def _cases() -> list:
         ("global batch not divisible",
          lambda news, tmp: _accumulation(Run("r", "rmt_46m", Budget(3, 6, 8, micro_batch=4)), 1), ValueError,
          "global batch 6 of run r is not a multiple of micro-batch 4"),
-        ("unknown run", lambda news, tmp: find_run(FIG3, "paper", "tokenformer_9b"), KeyError,
+        ("unknown run", lambda news, tmp: find_run(FIG3, PAPER, "tokenformer_9b"), KeyError,
          "has no run 'tokenformer_9b' at scale paper; runs: .*tokenformer_124m"),
         ("init weights that do not fit", lambda news, tmp: _load_misfit(tmp), ValueError,
          "final.pt does not fit Transformer: missing blocks\\.0\\.attn_norm\\.weight"),
@@ -302,14 +303,14 @@ def test_the_plan_covers_every_experiment_without_training(capsys, tmp_path, mon
     from scaling_axes.modules import get_config
 
     monkeypatch.chdir(tmp_path)  # nothing may be written: no runs/ appears
-    total = plan("paper", "h100", 0.4, 8)
+    total = plan(PAPER, "h100", 0.4, 8)
     printed = capsys.readouterr().out
-    trained = [e for e in all_experiments() if e.runs("paper")]
+    trained = [e for e in all_experiments() if e.runs(PAPER)]
     assert all(f"== {e.name}" in printed for e in trained) and not (tmp_path / "runs").exists()
     assert f"{total:,.0f} H100-hours" in printed
     config = get_config("tokenformer_150m")  # 16 B/param + 34 x d x layers x tokens x 2 B + fp32 logits and grads
     expected = 16 * 151_881_216 + 34 * 768 * 12 * 8 * 2048 * 2 + 8 * 8 * 2048 * 50304
     assert memory_estimate(config, 8, 2048, "bf16-mixed") == expected
-    first = trained[0].runs("paper")[0].name
-    (row,) = [r for r in dry_run(trained[0], "paper", 0.5, 1000.0, 4, overhead_s=90.0) if r["run"] == first]
+    first = trained[0].runs(PAPER)[0].name
+    (row,) = [r for r in dry_run(trained[0], PAPER, 0.5, 1000.0, 4, overhead_s=90.0) if r["run"] == first]
     assert row["gpu_hours"] == pytest.approx(row["train_flops"] / (0.5 * 1000e12) / 3600 + 4 * 90 / 3600)

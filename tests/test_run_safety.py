@@ -22,6 +22,7 @@ import torch
 from scaling_axes.harness.command import main
 from scaling_axes.harness.runner import train
 from scaling_axes.harness.runs import Budget, Experiment, Run
+from scaling_axes.harness.scales import SMOKE
 from scaling_axes.harness.training import train_run
 from scaling_axes.io import CorruptFileError, SuiteError, atomic_torch_save, atomic_write
 from tests.test_robustness import ROOT, TINY
@@ -55,9 +56,9 @@ def crafted(tmp_path) -> tuple[Path, Path]:
 def test_no_loader_unpickles_a_crafted_file(crafted, tmp_path) -> None:
     from scaling_axes.harness.grow import grow_checkpoint_cli
     from scaling_axes.harness.lm_eval_model import load_checkpoint
-    from scaling_axes.modules.lm import LanguageModel, load_lm_checkpoint
-    from scaling_axes.modules.official_weights import load_official_tokenformer
+    from scaling_axes.modules.architectures.official_weights import load_official_tokenformer
     from scaling_axes.modules.registry import build_model
+    from scaling_axes.modules.tasks.lm import LanguageModel, load_lm_checkpoint
 
     path, marker = crafted
     run_dir = tmp_path / "run"
@@ -262,7 +263,7 @@ def test_broken_final_weights_done_json_and_meta_json_name_the_file(tmp_path, ca
     with pytest.raises(CorruptFileError, match=rf"{final} is truncated or corrupt"):
         load_checkpoint(out)
     (out / "done.json").write_text('{"run": "r", "val_lo')
-    assert load_results(experiment, "smoke", tmp_path) == {}
+    assert load_results(experiment, SMOKE, tmp_path) == {}
     assert "skipping run r in the report" in capsys.readouterr().out
     with pytest.raises(CorruptFileError, match=r"done.json is truncated or corrupt .*delete it and rerun"):
         train(experiment, "smoke", run, tmp_path, accelerator="cpu")
@@ -353,7 +354,7 @@ def test_evaluation_shows_progress(tmp_path, capsys) -> None:
 def test_lm_eval_cli_and_timm_work_as_their_users_call_them(monkeypatch) -> None:
     import timm
 
-    import scaling_axes.modules.vit_tokenformer  # noqa: F401  (the documented import registers the names with timm)
+    import scaling_axes.modules.architectures.vit_tokenformer  # noqa: F401  (the documented import registers the names with timm)
     from scaling_axes.harness import lm_eval as lm_eval_cli
     from scaling_axes.harness.lm_eval_model import SuiteLM
 

@@ -15,6 +15,7 @@ from scaling_axes.harness.command import main
 from scaling_axes.harness.results import COLUMNS, Row, write_report, write_rows
 from scaling_axes.harness.runner import train
 from scaling_axes.harness.runs import Budget, Experiment, Run, find_run
+from scaling_axes.harness.scales import PAPER, SMALL, SMOKE
 from scaling_axes.harness.training import train_run
 from scaling_axes.modules.registry import build_from_config
 from tests.test_robustness import assert_resumed_from
@@ -58,7 +59,7 @@ def test_interrupted_run_resumes_to_the_same_final_loss(tmp_path):
 @pytest.mark.parametrize("family", ["tokenformer", "transformer"])
 def test_grown_run_starts_from_the_grown_weights(tmp_path, family):
     if family == "tokenformer":
-        source = _run("small")
+        source = _run(SMALL)
         big = Run(
             "big",
             "tokenformer_354m",
@@ -88,7 +89,7 @@ def test_grown_run_starts_from_the_grown_weights(tmp_path, family):
 
 def test_unknown_run_is_named():
     with pytest.raises(KeyError, match=r"no run 'tokenformer_9b_full'.*tokenformer_124m_full"):
-        find_run(fig3.EXPERIMENT, "smoke", "tokenformer_9b_full")
+        find_run(fig3.EXPERIMENT, SMOKE, "tokenformer_9b_full")
 
 
 def test_list_and_dry_run_at_paper_scale(capsys):
@@ -101,7 +102,7 @@ def test_list_and_dry_run_at_paper_scale(capsys):
 
 
 def test_report_before_any_run_marks_rows_not_run(tmp_path):
-    rows = fig3.EXPERIMENT.report("paper", {})
+    rows = fig3.EXPERIMENT.report(PAPER, {})
     ppl = [r for r in rows if r.metric == "val_ppl"]
     assert ppl and all(r.status == "not_run" for r in ppl)
     tokenformer_1_4b = next(r for r in ppl if r.row == "tokenformer_1_4b_30b")
@@ -111,7 +112,7 @@ def test_report_before_any_run_marks_rows_not_run(tmp_path):
 def test_results_csv_has_the_design_columns_and_report_md(tmp_path):
     write_rows(
         "demo",
-        "smoke",
+        SMOKE,
         [Row(table="t", row="r", metric="m", paper=1.0, ours=2.0, status="differs", note="a, b")],
         tmp_path,
     )
@@ -124,13 +125,13 @@ def test_results_csv_has_the_design_columns_and_report_md(tmp_path):
 
 
 def test_table3_shows_the_erratum_and_table8_matches_the_published_configs():
-    rows = table3.report("smoke", {})
+    rows = table3.report(SMOKE, {})
     erratum = [r for r in rows if r.status == "differs"]
     components = [r for r in erratum if r.metric.endswith(("_qkv", "_out"))]
     assert components and all(r.ours == 2 * r.paper for r in components)  # the missing x2 (issue #12)
     totals = {r.metric for r in erratum} - {r.metric for r in components}
     assert totals == {"params_non_embedding_n", "forward_flops_per_token_2n_plus_attention", "max_change_from_tau"}
-    variants = table8.report("smoke", {})
+    variants = table8.report(SMOKE, {})
     off = [(r.row, r.metric) for r in variants if r.status not in ("match", "analytic")]
     # the "1.5B" label is 5.8% below the released 1,587,219,456; the tied 24 x 2048 Transformer is 6.3% below "1.4B"
     assert off == [("tokenformer_1_5b", "params"), ("transformer_1_4b", "params")]
@@ -186,13 +187,13 @@ def test_fig6_and_fig7_plans_at_paper_scale(capsys):
         assert params in plan
     assert "60,000" in plan  # section 4.1's 6e4 steps of pre-training
     assert "2,204 steps x 12 x 1024 = 1.02 epochs of enwik8" in plan  # Fig. 6's steps, taken as one epoch
-    runs = {r.name: r for r in fig6.runs("paper")}
+    runs = {r.name: r for r in fig6.runs(PAPER)}
     assert runs["tokenformer_757m_enwik8_random_keys"].grow_options["new_keys"] == "random"
     assert runs["tokenformer_757m_enwik8_pinned_tau"].grow_options["pin_tau"] is True
     assert runs["tokenformer_757m_enwik8"].grow_options["pin_tau"] is False  # tau follows n, as the paper
     assert runs["transformer_757m_enwik8_net2net"].budget.lr == 6e-4
     assert runs["transformer_757m_enwik8_net2net"].budget.min_lr_ratio == 1.0  # constant lr
-    chains = {r.name: r.grow_from for r in fig7.runs("paper")}
+    chains = {r.name: r.grow_from for r in fig7.runs(PAPER)}
     assert chains["transformer_1_4b_30b"] == "transformer_757m_30b"
     assert chains["tokenformer_757m_30b"] == "tokenformer_354m_300b"
 
@@ -205,7 +206,7 @@ def test_fig7_reports_the_families_parameter_match_counted_on_the_models():
         with torch.device("meta"):
             return sum(p.numel() for p in build_model(name).parameters())
 
-    rows = {r.row: r for r in fig7.EXPERIMENT.report("paper", {}) if r.metric == "params_vs_tokenformer"}
+    rows = {r.row: r for r in fig7.EXPERIMENT.report(PAPER, {}) if r.metric == "params_vs_tokenformer"}
     assert set(rows) == {f"transformer_{size}" for size in ("124m", "354m", "757m", "1_4b")}
     for size in ("124m", "354m", "757m", "1_4b"):
         expected = count(f"transformer_{size}") / count(f"tokenformer_{size}") - 1
@@ -217,9 +218,9 @@ def test_tokenformer_tables_carry_the_param_and_image_size_columns():
     from scaling_axes.experiments.tokenformer import table1_zeroshot as table1
     from scaling_axes.experiments.tokenformer import table2_imagenet as table2
 
-    sizes = {r.row: r for r in table2.report("paper", {}) if r.metric == "image_size"}
+    sizes = {r.row: r for r in table2.report(PAPER, {}) if r.metric == "image_size"}
     assert len(sizes) == 6 and all(r.ours == r.paper == 224 and r.status == "match" for r in sizes.values())
-    labels = {r.row: r.paper for r in table1.report("smoke", {}) if r.metric == "params"}
+    labels = {r.row: r.paper for r in table1.report(SMOKE, {}) if r.metric == "params"}
     assert len(labels) == 13 and labels["pythia_160m"] == 160e6 and labels["tokenformer_1_5b"] == 1.5e9
 
 
@@ -230,14 +231,14 @@ def test_fig6_batch_512_reading_is_an_erratum_row_and_runs_only_on_request(capsy
     from scaling_axes.harness.plan import dry_run
     from scaling_axes.harness.runs import default_runs
 
-    row = fig6.erratum_row("paper")
+    row = fig6.erratum_row(PAPER)
     assert row.status == "differs" and row.paper == 1 and 40 < row.ours < 47
-    assert row in fig6.report("paper", {})
-    requested = {r.name for r in fig6.runs("paper") if r.on_request}
+    assert row in fig6.report(PAPER, {})
+    requested = {r.name for r in fig6.runs(PAPER) if r.on_request}
     assert requested == {"tokenformer_757m_enwik8_batch512", "transformer_757m_enwik8_net2net_batch512"}
-    assert requested.isdisjoint(r.name for r in default_runs(fig6.EXPERIMENT, "paper"))
-    assert requested.isdisjoint(p["run"] for p in dry_run(fig6.EXPERIMENT, "paper", 0.4, 989.0, 8))
-    assert find_run(fig6.EXPERIMENT, "paper", "tokenformer_757m_enwik8_batch512").budget.batch_size == 512
+    assert requested.isdisjoint(r.name for r in default_runs(fig6.EXPERIMENT, PAPER))
+    assert requested.isdisjoint(p["run"] for p in dry_run(fig6.EXPERIMENT, PAPER, 0.4, 989.0, 8))
+    assert find_run(fig6.EXPERIMENT, PAPER, "tokenformer_757m_enwik8_batch512").budget.batch_size == 512
     main(fig6.EXPERIMENT, ["--scale", "paper", "--list"])
     assert "tokenformer_757m_enwik8_batch512" in capsys.readouterr().out
-    assert not any(r.on_request for r in fig6.runs("small"))
+    assert not any(r.on_request for r in fig6.runs(SMALL))

@@ -7,9 +7,11 @@ import torch
 from conftest import TINY_TOKENFORMER
 
 from scaling_axes.harness.grow import grow_checkpoint_cli
+from scaling_axes.harness.scales import SMOKE
 from scaling_axes.modules import build_model, get_config
-from scaling_axes.modules.lm import LanguageModel, load_lm_checkpoint, load_weights, save_lm_checkpoint
-from scaling_axes.modules.tokenformer import Pattention, Tokenformer, grow
+from scaling_axes.modules.architectures.tokenformer import Pattention, Tokenformer
+from scaling_axes.modules.growth.tokenformer import grow
+from scaling_axes.modules.tasks.lm import LanguageModel, load_lm_checkpoint, load_weights, save_lm_checkpoint
 
 
 def _pattention(x, keys, values, tau=None):
@@ -212,11 +214,11 @@ def test_paper_errata_on_tau_placement_steps_and_the_openwebtext_split():
 def test_progressive_figure_draws_fig3_and_fig4_panels(tmp_path):
     from scaling_axes.experiments.tokenformer import fig3_progressive_scaling as fig3
 
-    runs = fig3.runs("smoke")
+    runs = fig3.runs(SMOKE)
     results = {
         r.name: {"val_ppl": 100.0 / (i + 1), "params": 1e6 * (i + 1), "val_loss": 1.0} for i, r in enumerate(runs)
     }
-    fig3.EXPERIMENT.figure("smoke", results, tmp_path / "fig.png")
+    fig3.EXPERIMENT.figure(SMOKE, results, tmp_path / "fig.png")
     assert (tmp_path / "fig.png").stat().st_size > 20_000
     assert {r.name.rsplit("_", 1)[1] for r in runs if r.grow_from} == {
         "short",

@@ -8,11 +8,12 @@ import torch.nn.functional as F
 from PIL import Image
 
 from scaling_axes.datamodules.imagenet import ImageNetDataModule, check_image_folder, load_image
+from scaling_axes.harness.scales import PAPER, SMOKE
 from scaling_axes.modules import build_model, get_config
-from scaling_axes.modules.classifier import ImageClassifier
+from scaling_axes.modules.architectures.tokenformer import normalize_scores
+from scaling_axes.modules.architectures.vit_tokenformer import TIMM_NAMES
 from scaling_axes.modules.flops import counted_flops, counted_params, formula_flops, formula_params
-from scaling_axes.modules.tokenformer import normalize_scores
-from scaling_axes.modules.vit_tokenformer import TIMM_NAMES
+from scaling_axes.modules.tasks.classifier import ImageClassifier
 
 TINY = {"img_size": 16, "patch_size": 8, "embed_dim": 32, "depth": 2, "num_heads": 2, "num_classes": 5,
         "qkv_tokens": 12, "proj_tokens": 10, "ffn_tokens": 40, "drop_path": 0.0}  # fmt: skip
@@ -152,7 +153,7 @@ def test_an_image_run_trains_through_the_runner(tmp_path) -> None:
     from scaling_axes.harness.runs import Budget
     from scaling_axes.harness.training import train_run
 
-    run = next(r for r in table2.runs("smoke") if r.name == "vit_tokenformer_b16")
+    run = next(r for r in table2.runs(SMOKE) if r.name == "vit_tokenformer_b16")
     run = dataclasses.replace(run, budget=Budget(steps=4, batch_size=8, seq_len=17, lr=1e-3, val_windows=20),
                               data={**run.data, "root": str(tmp_path / "digits")})  # fmt: skip
     done = train_run(run, tmp_path / "run", accelerator="cpu")
@@ -164,22 +165,22 @@ def test_an_image_run_trains_through_the_runner(tmp_path) -> None:
 def test_table4_has_the_papers_three_rows_and_its_two_steps() -> None:
     from scaling_axes.experiments.tokenformer import table4_softmax_ablation as table4
 
-    runs = {r.name: r.config.normalization for r in table4.EXPERIMENT.runs("smoke")}
+    runs = {r.name: r.config.normalization for r in table4.EXPERIMENT.runs(SMOKE)}
     assert runs == {"vit_tokenformer_b16_softmax": "softmax", "vit_tokenformer_b16_gelu_l1_norm": "gelu_l1_norm",
                     "vit_tokenformer_b16": "l2_norm_gelu"}  # fmt: skip
     top1 = {"vit_tokenformer_b16_softmax": 0.50, "vit_tokenformer_b16_gelu_l1_norm": 0.52, "vit_tokenformer_b16": 0.531}
     results = {name: {"val_top1": value} for name, value in top1.items()}
-    steps = {r.row: r for r in table4.EXPERIMENT.report("smoke", results) if r.metric == "top1_delta"}
+    steps = {r.row: r for r in table4.EXPERIMENT.report(SMOKE, results) if r.metric == "top1_delta"}
     assert steps["gelu_instead_of_exp"].paper == 2.1 and steps["gelu_instead_of_exp"].ours == pytest.approx(2.0)
     assert steps["l2_instead_of_l1"].paper == 0.8 and steps["l2_instead_of_l1"].ours == pytest.approx(1.1)
     assert {r.status for r in steps.values()} == {"measured"}  # smoke scale: never compared with the paper
-    assert {r.status for r in table4.step_rows("smoke", {})} == {"not_run"}
+    assert {r.status for r in table4.step_rows(SMOKE, {})} == {"not_run"}
 
 
 def test_paper_budgets_follow_maes_recipe_per_size() -> None:
     """MAE's from-scratch recipe trains ViT-B 300 epochs and ViT-L 200 (313 steps of 4096 images each)."""
     from scaling_axes.experiments.tokenformer import table2_imagenet as table2
 
-    steps = {r.name: r.budget.steps for r in table2.EXPERIMENT.runs("paper")}
+    steps = {r.name: r.budget.steps for r in table2.EXPERIMENT.runs(PAPER)}
     assert {steps[n] for n in steps if "b16" in n} == {300 * 313} and {steps[n] for n in steps if "l16" in n} == {
         200 * 313}  # fmt: skip

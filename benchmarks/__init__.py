@@ -1,1 +1,0 @@
-"""Speed on a CUDA GPU: the fused kernels and whole training steps, written to results/bench_*.csv."""

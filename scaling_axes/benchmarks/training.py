@@ -1,0 +1,239 @@
+"""One training step per architecture on a CUDA GPU: ``python -m scaling_axes bench-training`` ->
+``results/bench_training.csv``.
+
+A step is what `--precision bf16-mixed` training runs: `LanguageModel.loss` under bf16 autocast, backward, gradient
+clipping at 1.0 and the fused AdamW step on float32 master weights; the median of `--repeats` CUDA-event timings
+after warm-up, peak memory from `torch.cuda.max_memory_allocated`, random token ids. Variants: `eager` (PyTorch
+ops), `fused` (the Triton kernels of `kernels/`, for the architectures that have them: Tokenformer and RMT),
+`compiled` (`LanguageModel.compile_training`: the eager model and, apart, its loss) and `compiled_fused` (the kernels
+as ops inside the compiled graph: what training runs by default on a GPU). The z-loss is the one the case's
+experiment trains with (1e-4 in the RMT paper's and the cross-architecture runs, none in Tokenformer's or nanoGPT's).
+A case that fails is a row with its `error`, and the others go on; the CSV is written whatever happens. The MoT
+runs on random ids; without the GPT-2 tokenizer file its byte tables are synthetic (same shapes and padding, random
+bytes; the `note` says so). MFU = training FLOPs per token (3 x forward
+matmul FLOPs, counted per architecture) x tokens/s / the GPU's dense bf16 peak as Lightning knows it
+(`mfu_peak_tflops`).
+
+Families (`--family`):
+* `rmt_paper`: the RMT paper's pair, the 405M Transformer and the 305M RMT, 16 x 512 tokens (their window).
+* `tokenformer_150m`: Tokenformer-150M (12 x 768, 8 x 2048 tokens) and the Transformer, RMT and MoT at its depth
+  and width (shapes as in `scaling_axes.experiments.cross_architecture.table`).
+* `cross_arch_125m`, `cross_arch_350m`: the cross-architecture experiment's paper shapes, 8 x 1024 tokens.
+* `gpt2_124m`: `transformer_124m` and a plain nanoGPT-style GPT-2 (`benchmarks/nanogpt_reference.py`), 16 x 1024.
+
+Targets: an RMT step at most 1.15x the Transformer's in `rmt_paper` (the paper measured 7.17 s against
+4.06 s per step, 1.77x; RMT reference section 4) and MFU of at least 45% for the Tokenformer-150M and Transformer
+steps of `tokenformer_150m`; the compiled `transformer_124m` step within 5% of the compiled nanoGPT-style one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from lightning.fabric.utilities.throughput import get_available_flops
+from torch import Tensor, nn
+
+from scaling_axes.benchmarks import nanogpt_reference
+from scaling_axes.benchmarks.common import failure, time_ms
+from scaling_axes.datamodules.tokenizers import load_tokenizer
+from scaling_axes.experiments.cross_architecture import setup as cross
+from scaling_axes.experiments.cross_architecture.recipes import recipe_at
+from scaling_axes.experiments.rmt import setup as rmt
+from scaling_axes.harness.arguments import in_range
+from scaling_axes.harness.scales import PAPER
+from scaling_axes.io import write_csv
+from scaling_axes.modules import get_config
+from scaling_axes.modules.flops import train_flops_per_token
+from scaling_axes.modules.tasks.acceleration import compile_model
+from scaling_axes.modules.tasks.lm import LanguageModel
+
+DEVICE, DTYPE = "cuda", torch.bfloat16  # (the test runs it tiny on the CPU to show it runs)
+COLUMNS = ("gpu", "torch", "precision", "family", "architecture", "model", "params", "tokens_per_step", "variant",
+           "step_ms", "tokens_per_s", "tflops", "mfu", "mfu_peak_tflops", "peak_memory_gib", "vs_transformer_best",
+           "note", "error")  # fmt: skip
+RMT_TARGET, MFU_TARGET, NANOGPT_TARGET = 1.15, 0.45, 1.05
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    family: str
+    architecture: str
+    model: str  # a preset, with `overrides`
+    overrides: dict[str, Any]
+    batch: int
+    seq_len: int
+    z_loss: float  # as the experiment that trains it: the RMT paper's and the cross-architecture runs' 1e-4, else 0
+
+    @property
+    def variants(self) -> tuple[str, ...]:
+        fused = self.architecture in ("tokenformer", "rmt")
+        return ("eager", "fused", "compiled", "compiled_fused") if fused else ("eager", "compiled")
+
+
+def cases() -> list[Case]:
+    paper_shapes = recipe_at(PAPER).shapes
+    width_of_150m = dataclasses.replace(paper_shapes["125m"], n_layer=12)  # 12 x 768, as Tokenformer-150M
+    rmt_z, cross_z = rmt.lm_options(rmt.PAPER_LR["rmt"])["z_loss"], cross.LM["z_loss"]
+    found = [Case("rmt_paper", "transformer", "transformer_rmt_405m", {}, 16, 512, rmt_z),
+             Case("rmt_paper", "rmt", "rmt_305m", {}, 16, 512, rmt_z),
+             Case("tokenformer_150m", "tokenformer", "tokenformer_150m", {}, 8, 2048, 0.0)]  # fmt: skip
+    found += [Case("tokenformer_150m", arch, cross.FAMILIES[arch], cross.overrides(arch, width_of_150m, 2048), 8, 2048,
+                   0.0)
+              for arch in ("transformer", "rmt", "mot")]  # fmt: skip
+    found += [Case(f"cross_arch_{size}", arch, cross.FAMILIES[arch],
+                   cross.overrides(arch, paper_shapes[size], 1024), 8, 1024, cross_z)
+              for size in cross.SIZES for arch in cross.ARCHITECTURES]  # fmt: skip
+    found += [Case("gpt2_124m", "transformer", "transformer_124m", {}, 16, 1024, 0.0),
+              Case("gpt2_124m", "nanogpt", "nanogpt_reference", {}, 16, 1024, 0.0)]  # fmt: skip
+    return found
+
+
+Step = tuple[Callable[[Tensor, Tensor], Tensor], nn.Module, torch.optim.Optimizer, Any]  # loss, model, optimizer,
+# the config whose FLOPs it runs
+
+
+def build(case: Case, variant: str) -> Step:
+    """The LightningModule as training builds it (its fused AdamW and parameter groups, compiled in place as
+    `compile=True` does), on the device; or the nanoGPT-style reference."""
+    if case.architecture == "nanogpt":
+        model = nanogpt_reference.GPT(seq=case.seq_len).to(DEVICE)
+        if variant == "compiled":
+            compile_model(model)
+        return model, model, nanogpt_reference.optimizer(model), get_config("transformer_124m")  # its matmuls
+    overrides = dict(case.overrides)
+    if case.architecture in ("tokenformer", "rmt"):
+        overrides["kernel"] = "triton" if variant.endswith("fused") else "torch"
+    if case.architecture == "mot" and not gpt2_tokenizer_present():
+        overrides["byte_table"] = "synthetic"
+    module = LanguageModel(model=case.model, model_overrides=overrides, schedule_steps=1, warmup_steps=0,
+                           z_loss=case.z_loss)  # fmt: skip
+    module = module.to(DEVICE)
+    optimizer = module.configure_optimizers()["optimizer"]
+    if variant.startswith("compiled"):
+        module.compile_training()
+
+    def loss(inputs: Tensor, targets: Tensor) -> Tensor:
+        ce, z = module.loss(inputs, targets)
+        return ce + module.hparams.z_loss * z
+
+    return loss, module, optimizer, module.model.config
+
+
+def gpt2_tokenizer_present() -> bool:
+    try:
+        load_tokenizer("gpt2")
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def measure(case: Case, variant: str, repeats: int) -> dict[str, Any]:
+    loss_of, module, optimizer, config = build(case, variant)
+    tokens = torch.randint(0, min(config.vocab_size, 50257), (case.batch, case.seq_len + 1), device=DEVICE)
+    inputs, targets = tokens[:, :-1], tokens[:, 1:]
+
+    def step() -> None:
+        with torch.autocast(torch.device(DEVICE).type, dtype=DTYPE, enabled=DTYPE != torch.float32):
+            loss = loss_of(inputs, targets)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(module.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    if DEVICE == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    ms = time_ms(step, repeats)
+    per_step = case.batch * case.seq_len
+    flops = train_flops_per_token(config, case.seq_len) * per_step
+    peak = get_available_flops(torch.device(DEVICE), DTYPE)
+    memory = torch.cuda.max_memory_allocated() / 2**30 if DEVICE == "cuda" else None
+    synthetic = getattr(config, "byte_table", "") == "synthetic"
+    return {"params": sum(p.numel() for p in module.parameters()), "tokens_per_step": per_step,
+            "step_ms": round(ms, 3), "tokens_per_s": round(per_step / ms * 1000), "tflops": round(flops / ms / 1e9, 1),
+            "mfu": round(flops / ms * 1000 / peak, 4) if peak else None,
+            "mfu_peak_tflops": round(peak / 1e12, 1) if peak else None,
+            "peak_memory_gib": round(memory, 2) if memory is not None else None,
+            "note": "synthetic byte tables (no GPT-2 tokenizer file)" if synthetic else ""}  # fmt: skip
+
+
+def against_transformer(rows: list[dict]) -> None:
+    """Each step's time over the fastest Transformer step of its family, in place."""
+    fastest = {}
+    for r in rows:
+        if r["architecture"] == "transformer" and r["step_ms"]:
+            fastest[r["family"]] = min(fastest.get(r["family"], r["step_ms"]), r["step_ms"])
+    for r in rows:
+        base = fastest.get(r["family"])
+        r["vs_transformer_best"] = round(r["step_ms"] / base, 3) if base and r["step_ms"] else None
+
+
+def targets(rows: list[dict]) -> list[str]:
+    """One line per target: the value measured, the target, met or not."""
+    lines = []
+    rmt = [r.get("vs_transformer_best") for r in rows if r["family"] == "rmt_paper" and r["architecture"] == "rmt"]
+    rmt = [ratio for ratio in rmt if ratio is not None]
+    if rmt:
+        ratio = min(rmt)
+        verdict = "met" if ratio <= RMT_TARGET else "NOT met"
+        lines.append(f"RMT-305M step / Transformer-405M step {ratio:.3f} (target <= {RMT_TARGET}, paper 1.77): "
+                     f"{verdict}")  # fmt: skip
+    for arch in ("tokenformer", "transformer"):
+        mfus = [r.get("mfu") for r in rows if r["family"] == "tokenformer_150m" and r["architecture"] == arch]
+        mfus = [mfu for mfu in mfus if mfu]
+        if mfus:
+            verdict = "met" if max(mfus) >= MFU_TARGET else "NOT met"
+            lines.append(f"{arch} at Tokenformer-150M shapes, best MFU {max(mfus):.1%} (target >= 45%): {verdict}")
+    compiled = {r["architecture"]: r["step_ms"] for r in rows
+                if r["family"] == "gpt2_124m" and r["variant"] == "compiled" and r.get("step_ms")}  # fmt: skip
+    if {"transformer", "nanogpt"} <= set(compiled):
+        ratio = compiled["transformer"] / compiled["nanogpt"]
+        verdict = "met" if ratio <= NANOGPT_TARGET else "NOT met"
+        lines.append(f"transformer_124m step / nanoGPT-style GPT-2 step, compiled, {ratio:.3f} (target <= "
+                     f"{NANOGPT_TARGET}): {verdict}")  # fmt: skip
+    return lines
+
+
+def bench(families: list[str] | None, repeats: int, rows: list[dict]) -> list[dict]:
+    """Append one row per case and variant to `rows` (kept by the caller if this stops half-way)."""
+    gpu = torch.cuda.get_device_name() if DEVICE == "cuda" else DEVICE
+    for case in cases():
+        if families and case.family not in families:
+            continue
+        for variant in case.variants:
+            row = {"gpu": gpu, "torch": torch.__version__, "precision": "bf16-mixed", "family": case.family,
+                   "architecture": case.architecture, "model": case.model, "variant": variant}  # fmt: skip
+            try:
+                row.update(measure(case, variant, repeats))
+            except Exception as error:  # a failing case is a result too; the others still run
+                row.update(step_ms=None, error=failure(error))
+            finally:
+                torch._dynamo.reset()  # let the next case's compiled graphs replace this one's
+                if DEVICE == "cuda":
+                    torch.cuda.empty_cache()
+            rows.append(row)
+            print(row, flush=True)
+    against_transformer(rows)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--family", action="append", choices=sorted({c.family for c in cases()}),
+                        help="only these families (repeatable; default: all)")  # fmt: skip
+    parser.add_argument("--repeats", type=in_range(int, 1), default=20)
+    parser.add_argument("--out", type=Path, default=Path("results/bench_training.csv"))
+    args = parser.parse_args(argv)
+    if DEVICE == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("bench-training times training steps on a CUDA GPU and none is visible here; run "
+                         "it on a GPU machine (CPU timings would say nothing about the kernels or MFU)")  # fmt: skip
+    rows = []
+    try:
+        bench(args.family, args.repeats, rows)
+    finally:
+        print(write_csv(args.out, COLUMNS, rows))
+    print("\n".join(targets(rows)))

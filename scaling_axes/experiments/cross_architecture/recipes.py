@@ -1,0 +1,62 @@
+"""The cross-architecture comparison's recipes per scale: the shapes of each size, the budget, and how far each
+architecture's learning-rate grid is scaled (`LR_GRID`, the paper-scale grid)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from scaling_axes.harness.scales import CPU, PAPER, SMALL, SMOKE, Scale, recipe_for
+
+LR_GRID = {"transformer": (3e-4, 1e-3, 3e-3), "tokenformer": (3e-4, 1e-3, 3e-3), "rmt": (1e-3, 3e-3, 1e-2),
+           "mot": (3e-4, 1e-3, 3e-3), "mot_backbone": (3e-4, 1e-3, 3e-3)}  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class Shape:
+    """One size: depth and width shared by every architecture, and the few widths that are architecture-specific."""
+
+    n_layer: int
+    d_model: int
+    head_dim: int
+    rmt_d_key: int  # residual D_k x head_dim, 2.67-4 x d_model as in the RMT paper
+    mot_head_dim: int
+    mot_mixin: tuple[int, int]  # concat (d_token, d_byte)
+    target: float  # the non-embedding parameters this size stands for
+
+
+@dataclasses.dataclass(frozen=True)
+class ShortBudget:
+    """A fixed budget below paper scale (the RMT paper's schedule shape)."""
+
+    steps: int
+    batch: int
+    seq_len: int
+    val_windows: int
+    val_every: int | None = None  # None: the schedule's about 20 validations
+
+
+@dataclasses.dataclass(frozen=True)
+class Recipe:
+    shapes: dict[str, Shape]  # the sizes keep their paper-scale names when shrunk
+    budget: ShortBudget | None  # None: 20 tokens per non-embedding parameter (paper)
+    lr_factor: float = 1.0  # the grid's scale: tiny models on a few steps barely move at the paper-scale rates
+
+
+RECIPES: dict[Scale, Recipe] = {
+    PAPER: Recipe({"125m": Shape(18, 768, 64, 32, 128, (256, 48), 125e6),
+                   "350m": Shape(28, 1024, 64, 64, 128, (256, 48), 350e6)}, None),
+    SMALL: Recipe({"125m": Shape(4, 256, 64, 16, 64, (64, 12), 125e6),
+                   "350m": Shape(6, 384, 64, 24, 64, (96, 18), 350e6)},
+                  ShortBudget(300, 32, 1024, val_windows=128)),  # a fraction of training
+    SMOKE: Recipe({"125m": Shape(2, 64, 16, 8, 16, (16, 1), 125e6),
+                   "350m": Shape(2, 96, 16, 12, 16, (24, 2), 350e6)},
+                  ShortBudget(8, 4, 64, val_windows=8), lr_factor=10),
+    # one size: three seeds of 15 runs fit the 2 cores; 0.19 passes of the Wikipedia excerpt; widths of 64 on 200
+    # steps take larger steps too
+    CPU: Recipe({"125m": Shape(2, 64, 16, 8, 64, (16, 2), 125e6)},
+                ShortBudget(200, 16, 128, val_windows=64, val_every=40), lr_factor=3),
+}  # fmt: skip
+
+
+def recipe_at(scale: Scale) -> Recipe:
+    return recipe_for(RECIPES, scale, "the cross-architecture comparison")

@@ -1,0 +1,223 @@
+"""Transformer, Tokenformer, RMT and MoT on one footing, a table no paper has: the same OpenWebText tokens (GPT-2
+tokenizer), sequence length 1024, token budget, schedule and seed, at about 125M and 350M non-embedding parameters,
+each architecture at its best learning rate from a sweep that is part of the experiment.
+
+Each architecture keeps its own paper's family (options, init, norms, position encoding) and gets shapes that match
+the Transformer's non-embedding parameters within 3% (lookup tables and the unembedding left out, as in the RMT code):
+
+==============  ======================================  =====================================================
+architecture    family (preset)                          shape at L layers, width D (heads of 64)
+==============  ======================================  =====================================================
+transformer     RMT paper's GPT-2 baseline               L x D, FFN 4D
+tokenformer     Pile Tokenformer (RoPE on 25%)          L x D, n = 3D/4 tokens for Q/K/V/O, 3D for the FFN:
+                                                         2D(3n + n + 4n) = 12D^2, the Transformer's count
+rmt             RMT (residual D_k x D_v, learned pos.)   L, R = D/64 heads of D_v = 64, D_k 32 (125M) / 64
+                                                         (350M) as the paper's 134M/305M; FFN 6D, since the
+                                                         keys replace the 4D^2 of Q/K/V/O with a few thousand
+mot             MoT concat 256/48, noop mixout           L x D on its modded-GPT backbone, heads of 128
+mot_backbone    the same backbone without bytes          control: separates the mixin from the backbone
+==============  ======================================  =====================================================
+
+Paper scale: 125M = 18 x 768, 350M = 28 x 1024; 20 tokens per non-embedding parameter (2.5B, 7B), batches of 512 x
+1024 tokens, AdamW (0.9, 0.95), weight decay 0.1 on matrices, z-loss 1e-4, clipping 1.0, the RMT paper's schedule
+(5% warmup, cosine to 10%). MoT trains with AdamW like the rest (its paper's Muon would confound the comparison).
+Learning rates: a 3-point sweep per architecture and size (x3.3 apart); a best point at the sweep's edge is flagged.
+
+Reported per architecture and size (its best-lr run): validation loss at equal tokens (the end of training) and at
+equal training FLOPs (each curve read at the smallest total any architecture spent, true FLOPs per architecture),
+parameters, FLOPs per token, tokens/s and MFU from the training clock. Smoke and small scales shrink every shape and
+are never a comparison result.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import numpy as np
+
+from scaling_axes.experiments.cross_architecture.setup import (
+    ARCHITECTURES,
+    MATCH_TOLERANCE,
+    make_run,
+    matched,
+    runs,
+    sizes,
+    sweep,
+)
+from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, as_good_as, lower_loss
+from scaling_axes.harness.results import Row, pyplot, save_figure
+from scaling_axes.harness.runs import Experiment, Run
+from scaling_axes.harness.scales import Scale
+from scaling_axes.modules.flops import train_flops_per_token
+
+
+def best(scale: Scale, arch: str, size: str, results: dict[str, dict]) -> tuple[Run, dict] | None:
+    """The finished sweep point of lowest final validation loss (diverged points never win)."""
+    done = [(r, results[r.name]) for r in (make_run(scale, arch, size, lr) for lr in sweep(scale, arch))
+            if results.get(r.name, {}).get("val_loss") is not None]  # fmt: skip
+    return min(done, key=lambda pair: pair[1]["val_loss"], default=None)
+
+
+def loss_curve(run: Run, done: dict) -> list[tuple[float, float]]:
+    """(training FLOPs so far, validation loss) along the run, ending at its final validation."""
+    per_step = train_flops_per_token(run.config, run.budget.seq_len) * run.budget.batch_size * run.budget.seq_len
+    points = dict(done["val_loss_curve"]) | {done["steps"]: done["val_loss"]}
+    return [(step * per_step, loss) for step, loss in sorted(points.items()) if step > 0]
+
+
+def loss_at(curve: list[tuple[float, float]], flops: float) -> float:
+    """The curve read at `flops`, linear in log FLOPs between validations."""
+    xs, ys = zip(*curve, strict=True)
+    return float(np.interp(math.log(flops), np.log(xs), ys))
+
+
+def report(scale: Scale, results: dict[str, dict]) -> list[Row]:
+    rows = []
+    for size in sizes(scale):
+        winners = {a: best(scale, a, size, results) for a in ARCHITECTURES}
+        spent = [run.train_flops() for run, _ in filter(None, winners.values())]
+        equal_flops = min(spent) if len(spent) == len(ARCHITECTURES) else None
+        params = matched(scale, size)
+        precisions = sorted({str(done.get("precision")) for _, done in filter(None, winners.values())})
+        for arch in ARCHITECTURES:
+            rows += sweep_rows(scale, arch, size, results)
+            rows += shape_rows(scale, arch, size, params)
+            rows += trained_rows(scale, arch, size, winners[arch], equal_flops, precisions)
+        rows += claim_rows(scale, size, winners, results)
+    return rows
+
+
+AS_GOOD_AS_LOSS = 0.05  # nats/token: "as good as" for the Tokenformer's loss against the Transformer's
+CLAIMS = (  # (architecture, against, each paper's claim, as restated on this common footing)
+    ("rmt", "transformer", "the RMT reaches a lower loss than the Transformer (RMT paper)"),
+    ("mot", "mot_backbone", "the byte mixin lowers its backbone's loss (MoT)"),
+)
+
+
+def claim_rows(scale: Scale, size: str, winners: dict[str, tuple[Run, dict] | None],
+               results: dict[str, dict]) -> list[Row]:  # fmt: skip
+    """Each paper's claim against its baseline at equal tokens, best learning rate each (per seed), and the ranking
+    the runs give."""
+    name = {arch: winner[0].name if winner else f"{arch}_{size}" for arch, winner in winners.items()}
+    rows = [lower_loss("cross_arch", statement, scale, name[arch], name[against], results)
+            for arch, against, statement in CLAIMS]  # fmt: skip
+    rows.append(as_good_as("cross_arch", "Tokenformer is as good as the Transformer at its parameters (Tokenformer "
+                           "paper)", scale, name["tokenformer"], name["transformer"], results, AS_GOOD_AS_LOSS,
+                           "val_loss", -1.0, LOSS_NOISE_FLOOR, "nats/token"))  # fmt: skip
+    finished = sorted((winner[1]["val_loss"], arch) for arch, winner in winners.items() if winner)
+    ranking = " < ".join(f"{arch} {loss:.3f}" for loss, arch in finished)
+    rows.append(Row(table="cross_arch", row=f"ranking_{size}", metric="val_loss_order", paper=None, ours=None,
+                    status="measured" if finished else "not_run",
+                    note=f"{ranking} (validation loss at equal tokens, best lr, seed 1); {scale.note}"
+                    .strip("; ")))  # fmt: skip
+    return rows
+
+
+def sweep_rows(scale: Scale, arch: str, size: str, results: dict[str, dict]) -> list[Row]:
+    rows = []
+    for lr in sweep(scale, arch):
+        run = make_run(scale, arch, size, lr)
+        done = results.get(run.name)
+        why = f"diverged: {done['diverged']}" if done and done.get("diverged") else scale.note
+        rows.append(Row(table="lr_sweep", row=f"{arch}_{size}", metric=f"val_loss_at_lr_{lr:g}", paper=None,
+                        ours=done and done["val_loss"], unit="nats/token", run=run.name,
+                        status="not_run" if done is None else "measured", note=why))  # fmt: skip
+    return rows
+
+
+def shape_rows(scale: Scale, arch: str, size: str, params: dict[str, int]) -> list[Row]:
+    """What the shape gives, before any training: non-embedding parameters beside the Transformer's, FLOPs/token."""
+    run = make_run(scale, arch, size, 1.0)
+    vs = params[arch] / params["transformer"] - 1
+    per_token = train_flops_per_token(run.config, run.budget.seq_len)
+    return [
+        Row(table="cross_arch", row=f"{arch}_{size}", metric="non_embedding_params", paper=None, ours=params[arch],
+            unit="parameters", note=f"{vs:+.2%} vs the Transformer (matched within {MATCH_TOLERANCE:.0%})"),
+        Row(table="cross_arch", row=f"{arch}_{size}", metric="train_flops_per_token", paper=None, ours=per_token,
+            unit="FLOPs", note="3 x forward matmul FLOPs of this architecture"),
+    ]  # fmt: skip
+
+
+def mfu_note(done: dict, device: str, precisions: list[str]) -> str:
+    if done.get("mfu") is None:
+        return f"needs a GPU whose peak Lightning knows (ran on {device}: {done.get('mfu_peak', 'no peak')})"
+    note = f"on {device}, {done.get('precision')} against the {done.get('mfu_peak')}"
+    if len(precisions) > 1:
+        note += f"; NOT comparable across these rows, which ran in {', '.join(precisions)}"
+    return note
+
+
+def trained_rows(scale: Scale, arch: str, size: str, winner: tuple[Run, dict] | None, equal_flops: float | None,
+                 precisions: list[str] = ()) -> list[Row]:  # fmt: skip
+    """The best-lr run's loss at equal tokens and at equal FLOPs, its lr, size, cost and speed. `precisions`: those
+    of all rows of this size; MFUs of different precisions divide by different peaks and the note says so."""
+    name, note = f"{arch}_{size}", scale.note
+    if winner is None:
+        return [
+            Row(table="cross_arch", row=name, metric="val_loss_equal_tokens", paper=None, ours=None, unit="nats/token",
+                status="not_run")
+        ]  # fmt: skip
+    run, done = winner
+    lrs = sweep(scale, arch)
+    edge = " (at the edge of the sweep: widen LR_GRID)" if run.budget.lr in (lrs[0], lrs[-1]) else ""
+    device = f"{done.get('world_size', 1)} x {done.get('device', '?')}"
+    mfu = done.get("mfu")
+
+    def measured(metric: str, value: float | None, unit: str = "", why: str = note) -> Row:
+        return Row(table="cross_arch", row=name, metric=metric, paper=None, ours=value, unit=unit, run=run.name,
+                   status="measured", note=why)  # fmt: skip
+
+    rows = [
+        measured("best_lr", run.budget.lr, why=f"of {', '.join(f'{lr:g}' for lr in lrs)}{edge}"),
+        measured("params", done["params"], "parameters", "all, counted on the model"),
+        measured("tokens", done["tokens"], "tokens", ""),
+        Row(table="cross_arch", row=name, metric="train_flops", paper=None, ours=run.train_flops(), unit="FLOPs",
+            run=run.name, status="analytic"),
+        measured("val_loss_equal_tokens", done["val_loss"], "nats/token"),
+        measured("tokens_per_sec", done.get("tokens_per_sec"), "tokens/s", f"training clock on {device}; {note}"),
+        Row(table="cross_arch", row=name, metric="mfu", paper=None, ours=mfu, unit="", run=run.name,
+            status="not_run" if mfu is None else "measured", note=mfu_note(done, device, precisions)),
+    ]  # fmt: skip
+    if equal_flops is not None:
+        read = equal_flops / run.train_flops()
+        decayed = "done" if read >= 1 else "not fully decayed there"
+        rows.append(
+            measured(
+                "val_loss_equal_flops",
+                loss_at(loss_curve(run, done), equal_flops),
+                "nats/token",
+                f"at {equal_flops:.3e} FLOPs, {read:.1%} of this run (its cosine is {decayed}); {note}",
+            )
+        )
+    return [dataclasses.replace(r, note=r.note.strip("; ")) for r in rows]
+
+
+def figure(scale: Scale, results: dict[str, dict], path: Path) -> None:
+    """Validation loss against training FLOPs, best lr each: a colour per architecture, a line style per size."""
+    fig, ax = pyplot().subplots(figsize=(7, 4.5))
+    for size, style in zip(sizes(scale), ("-", "--"), strict=False):
+        for colour, arch in enumerate(ARCHITECTURES):
+            winner = best(scale, arch, size, results)
+            if winner is not None:
+                label = f"{arch} {size} (lr {winner[0].budget.lr:g})"
+                ax.plot(*zip(*loss_curve(*winner), strict=True), style, color=f"C{colour}", label=label, linewidth=1.2)
+    ax.set(xscale="log", xlabel="training FLOPs", ylabel="validation loss (nats/token)",
+           title=f"Cross-architecture, best lr each ({scale} scale)")  # fmt: skip
+    save_figure(fig, path)
+
+
+def plan_note(scale: Scale) -> str:
+    lines = ["non-embedding parameters per size (matched within 3% of the Transformer's):"]
+    for size in sizes(scale):
+        params = matched(scale, size)
+        lines.append(f"  {size}: " + ", ".join(f"{a} {p:,d} ({p / params['transformer'] - 1:+.1%})"
+                                               for a, p in params.items()))  # fmt: skip
+    return "\n".join(lines)
+
+
+EXPERIMENT = Experiment(
+    name="cross_architecture", description=__doc__.splitlines()[0], runs=runs, report=report, figure=figure,
+    plan_note=plan_note,
+)  # fmt: skip

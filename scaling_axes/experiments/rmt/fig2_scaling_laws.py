@@ -1,0 +1,135 @@
+"""RMT Fig. 2: validation loss against compute (top panel) and parameters (bottom) for four Transformers and RMTs.
+
+Each model trains on its Table 8/9 budget (see `experiments.rmt.setup`). Reported per run: the validation loss on
+the held-out OpenWebText split, parameters, tokens and training FLOPs (3 x matmul FLOPs counted on the model);
+per family, the fitted power law loss = a * FLOPs^b when at least two runs have finished. As the paper's Fig. 2, the
+305M RMT is read at its own Chinchilla budget, 20 x its non-embedding parameters (4.03e9 tokens, interpolated on its
+validation curve), not at the 6.04e9 it trains to for Tables 3-4.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from pathlib import Path
+
+import numpy as np
+
+from scaling_axes.experiments.rmt import setup as rmt_setup
+from scaling_axes.experiments.rmt.setup import value_at
+from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, judge, paired_margins
+from scaling_axes.harness.results import Row, compare, published, pyplot, save_figure
+from scaling_axes.harness.runs import Experiment, Run, fitted
+from scaling_axes.harness.scales import Scale
+
+LOSS_TOLERANCE = 0.02
+
+
+@fitted
+def runs(scale: Scale) -> list[Run]:
+    return [rmt_setup.scaling_run(model, scale) for model in rmt_setup.TRANSFORMERS + rmt_setup.RMTS]
+
+
+def read_tokens(run: Run, scale: Scale) -> float:
+    """Where Fig. 2 reads a run: its budget, or at paper scale its 20 x non-embedding budget when it ran past it."""
+    chinchilla = 20 * rmt_setup.table7_non_embedding(run.config)
+    return chinchilla if scale.paper_configs and run.budget.tokens > 1.05 * chinchilla else run.budget.tokens
+
+
+def point(run: Run, done: dict, scale: Scale) -> dict[str, float] | None:
+    """Tokens, training FLOPs, parameters and validation loss of one run at its Fig. 2 reading, if it finished."""
+    if not done or not math.isfinite(done["val_loss"]):
+        return None
+    tokens = read_tokens(run, scale)
+    fraction = tokens / run.budget.tokens
+    loss = done["val_loss"] if fraction == 1 else value_at(done["val_loss_curve"], run.budget.steps * fraction)
+    return {"tokens": tokens, "train_flops": run.train_flops() * fraction, "params": done["params"], "val_loss": loss}
+
+
+def report(scale: Scale, results: dict[str, dict]) -> list[Row]:
+    paper = published("rmt")
+    rows = []
+    for run in runs(scale):
+        values = point(run, results.get(run.name, {}), scale)
+        tokens = read_tokens(run, scale)
+        early = tokens < run.budget.tokens
+        expected = paper.get(("table4", run.name, "dev_loss")) if scale.paper_configs and not early else None
+        note = "; ".join(filter(None, (scale.note, f"read at {tokens:.3g} tokens of {run.budget.tokens:.3g}"
+                                       if early else "")))  # fmt: skip
+        loss = values["val_loss"] if values else None
+        rows.append(Row(table="fig2", row=run.name, metric="val_loss", paper=expected, ours=loss, unit="nats/token",
+                        run=run.name, status=compare(expected, loss, LOSS_TOLERANCE), note=note))  # fmt: skip
+        rows.append(Row(table="fig2", row=run.name, metric="params", paper=None, ours=values and values["params"],
+                        unit="parameters", run=run.name, status="measured" if values else "not_run"))  # fmt: skip
+        rows.append(Row(table="fig2", row=run.name, metric="train_flops", paper=None,
+                        ours=run.train_flops() * tokens / run.budget.tokens, unit="FLOPs", run=run.name))  # fmt: skip
+        rows.append(
+            Row(table="fig2", row=run.name, metric="tokens", paper=None, ours=tokens, unit="tokens", run=run.name)
+        )
+    rows += claim_rows(scale, results)
+    for family, points in _points(scale, results).items():
+        if len(points) >= 2:
+            exponent, _ = np.polyfit(np.log([p["train_flops"] for p in points]),
+                                     np.log([p["val_loss"] for p in points]), 1)  # fmt: skip
+            note = f"least squares on log-log over {len(points)} runs; {scale.note}".strip("; ")
+            rows.append(Row(table="fig2", row=family, metric="loss_vs_flops_exponent", paper=None, ours=float(exponent),
+                            unit="", status="measured", note=note))  # fmt: skip
+    return rows
+
+
+def claim_rows(scale: Scale, results: dict[str, dict]) -> list[Row]:
+    """Fig. 2's claim, per RMT: its loss lies below the Transformers' at equal training FLOPs. Every run is read at
+    the end of its own finished schedule (its Fig. 2 reading), never mid-schedule: the Transformers' finished
+    points, interpolated in log-log between the two that bracket the RMT's FLOPs (extrapolated from the nearest two
+    outside them), give the Transformer's loss at the RMT's FLOPs. Margin per seed: that loss minus the RMT's."""
+    by_name = {run.name: run for run in runs(scale)}
+    rows = []
+    for rmt in rmt_setup.RMTS:
+        names = (rmt, *rmt_setup.TRANSFORMERS)
+        margins = paired_margins(results, names, functools.partial(_gap_to_transformer_frontier, scale, by_name, names))
+        rows.append(judge("fig2", f"{rmt}_vs_transformers", "the RMT reaches a lower loss than the Transformers at "
+                          "equal training FLOPs (finished schedules)", scale, margins, LOSS_NOISE_FLOOR, "nats/token",
+                          runs=names))  # fmt: skip
+    return rows
+
+
+def _gap_to_transformer_frontier(
+    scale: Scale, by_name: dict[str, Run], names: tuple[str, ...], *done: dict
+) -> float | None:
+    """The Transformers' frontier loss at the RMT's FLOPs minus the RMT's loss (`names[0]`, then the Transformers)."""
+    rmt, *transformers = (point(by_name[name], d, scale) for name, d in zip(names, done, strict=True))
+    finished = sorted((p["train_flops"], p["val_loss"]) for p in transformers if p is not None)
+    if rmt is None or len(finished) < 2:
+        return None
+    flops = math.log(rmt["train_flops"])
+    logs = [(math.log(f), math.log(loss)) for f, loss in finished]
+    inside = [i for i in range(len(logs) - 1) if logs[i][0] <= flops <= logs[i + 1][0]]
+    i = inside[0] if inside else (0 if flops < logs[0][0] else len(logs) - 2)
+    (x0, y0), (x1, y1) = logs[i], logs[i + 1]
+    return math.exp(y0 + (y1 - y0) * (flops - x0) / (x1 - x0)) - rmt["val_loss"]
+
+
+def _points(scale: Scale, results: dict[str, dict]) -> dict[str, list[dict[str, float]]]:
+    points: dict[str, list[dict[str, float]]] = {}
+    for run in runs(scale):
+        if (values := point(run, results.get(run.name, {}), scale)) is not None:
+            points.setdefault(rmt_setup.family(run.model), []).append(values)
+    return points
+
+
+def figure(scale: Scale, results: dict[str, dict], path: Path) -> None:
+    fig, axes = pyplot().subplots(2, 1, figsize=(6.5, 7))
+    for family, points in _points(scale, results).items():
+        for ax, x in zip(axes, ("train_flops", "params"), strict=True):
+            ordered = sorted(points, key=lambda p: p[x])
+            ax.plot([p[x] for p in ordered], [p["val_loss"] for p in ordered], "-o", label=family, markersize=4)
+    axes[0].set(xscale="log", yscale="log", xlabel="training FLOPs", ylabel="validation loss",
+                title=f"RMT Fig. 2: scaling ({scale} scale)")  # fmt: skip
+    axes[1].set(xscale="log", yscale="log", xlabel="model parameters", ylabel="validation loss")
+    save_figure(fig, path)
+
+
+EXPERIMENT = Experiment(
+    name="rmt_fig2_scaling_laws", description=__doc__.splitlines()[0], runs=runs, report=report, figure=figure,
+    run_group="rmt_scaling",
+)  # fmt: skip

@@ -1,0 +1,158 @@
+"""RMT Fig. 6: a GPT2-small-sized RMT (D_v 64, R 12) with its residual stream grown through D_k = 6 ... 64.
+
+Paper scale (App. C.3): 50K steps of batch 64 x 512 (1.64B tokens), max lr 1e-2, the RMT setup of
+`experiments.rmt.setup`. The parameter count barely moves (134.2M to 134.5M); the loss should fall as the residual
+grows. Reported: final validation loss, parameters and training FLOPs per D_k, and §4.4's comparison: the residual-4096
+model (D_k 64) reaches the residual-768 model's (D_k 12, GPT2-small's residual) final loss with 25% fewer tokens and
+23% fewer FLOPs, located where its validation curve first reaches that loss (interpolated between evaluations). The
+23% follows from the 25% only because D_k 64 costs 2% more FLOPs per token by the paper's formula. Beside the
+sweep, the GPT2-small Transformer on the same budget: at its residual size (768, D_k 12) the RMT should be as good.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+from scaling_axes.experiments.rmt import setup as rmt_setup
+from scaling_axes.experiments.rmt.recipes import PAPER_SEQ, UNTUNED_LR, shrunk_at
+from scaling_axes.experiments.rmt.setup import first_crossing, percent_change, table7_forward_flops
+from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, as_good_as, judge, lower_loss, paired_margins
+from scaling_axes.harness.results import Row, compare, line_figure, published
+from scaling_axes.harness.runs import Experiment, Run, fitted
+from scaling_axes.harness.scales import Scale
+from scaling_axes.modules import get_config
+from scaling_axes.modules.architectures.rmt import RMTConfig
+from scaling_axes.modules.registry import architecture_of
+
+D_KEYS = (6, 12, 24, 32, 48, 64)
+GPT2_SMALL, WIDEST = "rmt_residual_dk12", "rmt_residual_dk64"  # residual 768 and 4096 (§4.4)
+SAVINGS_TOLERANCE = 1.0  # percentage points
+COMPARABLE = 0.05  # nats: "as good as" at equal residual size
+SAVING_NOISE_FLOOR = 0.05  # fraction of a budget: the crossing is located between validations a few % apart
+SIZE = 2  # below paper scale: the GPT2-small-like member of the shrunk family (R x D_v = its Transformer's width)
+EQUAL_RESIDUAL = "transformer_rmt_160m"  # GPT2-small: the Transformer whose residual equals D_k 12's
+
+
+def residual_runs(scale: Scale) -> list[Run]:
+    """The RMTs of the D_k sweep."""
+    result = []
+    shrunk_keys = None if scale.paper_configs else shrunk_at(scale).residual_d_keys
+    for d_key, shrunk_key in zip(D_KEYS, shrunk_keys or D_KEYS, strict=True):
+        name = f"rmt_residual_dk{d_key}"
+        overrides = {} if scale.paper_configs else {**rmt_setup.shrunk("rmt_134m", scale, SIZE), "d_key": shrunk_key}
+        result.append(_run(scale, name, name, overrides))
+    return result
+
+
+@fitted
+def runs(scale: Scale) -> list[Run]:
+    """The D_k sweep and the GPT2-small Transformer at the residual size of D_k 12 (768; the shrunk family's width
+    where R x D_v is), on the same budget."""
+    overrides = {} if scale.paper_configs else rmt_setup.shrunk(EQUAL_RESIDUAL, scale, SIZE)
+    return [*residual_runs(scale), _run(scale, EQUAL_RESIDUAL, EQUAL_RESIDUAL, overrides)]
+
+
+def _run(scale: Scale, name: str, model: str, overrides: dict) -> Run:
+    paper = scale.paper_configs
+    budget = rmt_setup.schedule(50_000, 64, PAPER_SEQ, UNTUNED_LR) if paper else None
+    budget = budget or rmt_setup.short_schedule(scale, UNTUNED_LR)
+    return Run(name, model, budget, overrides, corpus=rmt_setup.corpus(scale), tokenizer=scale.tokenizer_for("gpt2"),
+               lm=rmt_setup.lm_options(budget.lr))  # fmt: skip
+
+
+def report(scale: Scale, results: dict[str, dict]) -> list[Row]:
+    note = scale.note
+    rows = []
+    for run in runs(scale):
+        done = results.get(run.name)
+        residual = architecture_of(run.config).width(run.config)
+        status = "measured" if done else "not_run"
+        rows.append(Row(table="fig6", row=run.name, metric="val_loss", paper=None, ours=done and done["val_loss"],
+                        unit="nats/token", run=run.name, status=status,
+                        note=f"residual {residual}; {note}".strip("; ")))  # fmt: skip
+        rows.append(Row(table="fig6", row=run.name, metric="params", paper=None, ours=done and done["params"],
+                        unit="parameters", run=run.name, status=status))  # fmt: skip
+        rows.append(Row(table="fig6", row=run.name, metric="train_flops", paper=None, ours=run.train_flops(),
+                        unit="FLOPs", run=run.name))  # fmt: skip
+    return rows + section_4_4_rows(scale, results) + claim_rows(scale, results)
+
+
+def claim_rows(scale: Scale, results: dict[str, dict]) -> list[Row]:
+    """Fig. 6 / §4.4's claims, margins per seed: the loss falls monotonically as the residual grows (each D_k below
+    the next smaller one), and the residual-4096 model reaches the residual-768 model's final loss on fewer tokens
+    (the paper: 25%) and fewer training FLOPs (23%; counted on our models)."""
+    names = [run.name for run in residual_runs(scale)]
+    rows = [lower_loss("fig6", "the loss falls monotonically as the residual stream grows", scale, wider, narrower,
+                       results) for narrower, wider in itertools.pairwise(names)]  # fmt: skip
+    by_name = {run.name: run for run in runs(scale)}
+    flops_ratio = by_name[WIDEST].train_flops() / by_name[GPT2_SMALL].train_flops()
+    paper = published("rmt")
+    for resource, ratio in (("tokens", 1.0), ("flops", flops_ratio)):
+        expected = paper[("sec4_4", "rmt_residual_dk64_vs_dk12", f"{resource}_saving_percent")]
+
+        def saved(small: dict, wide: dict, ratio: float = ratio) -> float | None:
+            return _saving(small, wide, by_name[WIDEST].budget.steps, ratio)
+
+        rows.append(judge("sec4_4", f"{WIDEST}_vs_{GPT2_SMALL}_{resource}",
+                          f"residual 4096 reaches residual 768's final loss with fewer {resource} (paper: "
+                          f"{expected:g}% fewer)", scale, paired_margins(results, (GPT2_SMALL, WIDEST), saved),
+                          SAVING_NOISE_FLOOR, "fraction saved", runs=(WIDEST, GPT2_SMALL)))  # fmt: skip
+    rows.append(as_good_as("fig6", "at the Transformer's residual size the RMT is as good as the Transformer "
+                           "(validation loss)", scale, GPT2_SMALL, EQUAL_RESIDUAL, results, COMPARABLE, "val_loss",
+                           -1.0, LOSS_NOISE_FLOOR, "nats/token"))  # fmt: skip
+    return rows
+
+
+def _saving(small: dict, wide: dict, steps: int, flops_ratio: float) -> float | None:
+    """The fraction of its budget (x `flops_ratio` for FLOPs) the wide run saves where its validation curve first
+    reaches the small run's final loss; -1 where it never does."""
+    if small.get("val_loss") is None or not wide.get("val_loss_curve"):
+        return None
+    step = first_crossing(wide["val_loss_curve"], small["val_loss"])
+    return -1.0 if step is None else 1 - step / steps * flops_ratio
+
+
+def _flops_ratio(small: RMTConfig, wide: RMTConfig) -> float:
+    return table7_forward_flops(wide, compatible=True) / table7_forward_flops(small, compatible=True)
+
+
+def section_4_4_rows(scale: Scale, results: dict[str, dict]) -> list[Row]:
+    """§4.4: tokens and FLOPs the D_k 64 model saves to reach the D_k 12 model's final validation loss."""
+    paper, key = published("rmt"), ("sec4_4", "rmt_residual_dk64_vs_dk12")
+    by_name = {run.name: run for run in runs(scale)}
+    paper_ratio = _flops_ratio(get_config(GPT2_SMALL), get_config(WIDEST))
+    flops_ratio = _flops_ratio(by_name[GPT2_SMALL].config, by_name[WIDEST].config)  # this scale's models
+    implied = -percent_change(1, (1 - paper[(*key, "tokens_saving_percent")] / 100) * paper_ratio)
+    expected = paper[(*key, "flops_saving_percent")]
+    note = f"the paper's 25% fewer tokens x its formula's per-token FLOP ratio {paper_ratio:.4f} (D_k 64 / D_k 12)"
+    rows = [Row(table=key[0], row=key[1], metric="flops_saving_implied_by_tokens_saving", paper=expected, ours=implied,
+                unit="%", status=compare(expected, implied, 0.05), note=note)]  # fmt: skip
+    small, wide = results.get(GPT2_SMALL), results.get(WIDEST)
+    note = scale.note
+    for metric, ratio in (("tokens_saving_percent", 1.0), ("flops_saving_percent", flops_ratio)):
+        fraction = _saving(small, wide, by_name[WIDEST].budget.steps, ratio) if small and wide else None
+        saving = None if fraction in (None, -1.0) else 100 * fraction
+        status = "not_run" if not (small and wide) else "differs" if saving is None else "measured" if note else (
+            "match" if abs(saving - paper[(*key, metric)]) <= SAVINGS_TOLERANCE else "differs")  # fmt: skip
+        rows.append(Row(table=key[0], row=key[1], metric=metric, paper=paper[(*key, metric)], ours=saving, unit="%",
+                        run=WIDEST, status=status,
+                        note=note or "where D_k 64's validation curve first reaches D_k 12's final loss; FLOPs by "
+                        "the paper's formula"))  # fmt: skip
+    return rows
+
+
+def figure(scale: Scale, results: dict[str, dict], path: Path) -> None:
+    points = [
+        (r.config.d_key * r.config.d_value, results[r.name]["val_loss"])
+        for r in residual_runs(scale)
+        if r.name in results
+    ]
+    title = f"RMT Fig. 6: residual scaling ({scale} scale)"
+    line_figure(path, {"RMT": points}, xscale="log", xlabel="residual stream size D_k x D_v",
+                ylabel="validation loss (nats/token)", title=title)  # fmt: skip
+
+
+EXPERIMENT = Experiment(
+    name="rmt_fig6_residual_scaling", description=__doc__.splitlines()[0], runs=runs, report=report, figure=figure
+)

@@ -1,0 +1,58 @@
+"""The RMT paper's recipes per scale: what each scale trains, in one place.
+
+The paper scale is App. C.1 and Tables 8-9 (its budgets are read from `results/published/rmt.csv` by `setup`);
+the rows below shrink both families (same options, four sizes each) to a short budget. The RMT's rank R times D_v is
+the matching Transformer's width. None of these is a reproduction.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from scaling_axes.harness.scales import CPU, SMALL, SMOKE, Corpus, Scale, recipe_for
+
+PAPER_LR = {"transformer": 6.5e-3, "rmt": 1e-2}  # the Transformer's tuned muP lr; the RMT's official default
+UNTUNED_LR = 1e-2  # Fig. 6 and Table 10: the paper's untuned recipe (App. C.4)
+PAPER_SEQ = 512
+OPENWEBTEXT = Corpus("openwebtext", tiny_stand_in="embedded_news")  # every RMT run's data (App. C.1)
+PAPER_VAL_WINDOWS = 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class Shrunk:
+    """A scale below the paper's: both families shrunk, four sizes each, on a short budget."""
+
+    n_layer: int
+    widths: tuple[int, int, int, int]  # the Transformers' d_model
+    n_head: int | None  # None: heads of 64
+    ranks: tuple[int, int, int, int]  # the RMTs' R
+    d_value: int
+    d_key: int
+    seq_len: int
+    steps: int
+    batch: int
+    lr: float | None  # None: the family's paper lr
+    own_mup_proxy: bool  # the model is its own muP proxy (width ratio 1)
+    val_windows: int  # validation windows per evaluation
+    variants_shape: tuple[int, int]  # Table 10's rows: layers (three stages), d_model
+    residual_d_keys: tuple[int, ...] | None = None  # Fig. 6's D_k sweep (None: the paper's 6 ... 64)
+
+
+# smoke and cpu use the code's lr 1e-2 for every family (at a lower lr 20 steps barely move the RMT from its tiny
+# initial signal) and their own muP proxy (at widths of 32-96 the paper's proxy of 256 would multiply the hidden lr by
+# up to 8)
+SHRUNK: dict[Scale, Shrunk] = {
+    SMOKE: Shrunk(n_layer=2, widths=(32, 48, 64, 96), n_head=4, ranks=(2, 3, 4, 6), d_value=16, d_key=8, seq_len=64,
+                  steps=20, batch=8, lr=1e-2, own_mup_proxy=True, val_windows=32, variants_shape=(3, 48),
+                  residual_d_keys=(2, 4, 6, 8, 12, 16)),
+    # 0.24 passes of the embedded Wikipedia in wiki_bpe2048 tokens per run; residual 256 = 2.7-8 x the width
+    CPU: Shrunk(n_layer=2, widths=(32, 48, 64, 96), n_head=4, ranks=(2, 3, 4, 6), d_value=16, d_key=16, seq_len=128,
+                steps=250, batch=16, lr=1e-2, own_mup_proxy=True, val_windows=64, variants_shape=(3, 48)),
+    SMALL: Shrunk(n_layer=6, widths=(192, 256, 384, 512), n_head=None, ranks=(6, 8, 12, 16), d_value=32, d_key=32,
+                  seq_len=256, steps=3000, batch=32, lr=None, own_mup_proxy=False, val_windows=256,
+                  variants_shape=(6, 256)),
+}  # fmt: skip
+
+
+def shrunk_at(scale: Scale) -> Shrunk:
+    return recipe_for(SHRUNK, scale, "the RMT paper")

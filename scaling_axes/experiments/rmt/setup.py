@@ -1,0 +1,183 @@
+"""The RMT paper's training setup (App. C.1), shared by its training experiments.
+
+OpenWebText with the GPT-2 tokenizer, 512-token windows, AdamW (0.9, 0.95), decoupled weight decay 1e-4 that the
+official code does not multiply by the lr (so `weight_decay = 1e-4 / lr` here) and that spares norms, embeddings
+and the unembedding, z-loss 1e-4, gradient clipping 1.0, 5% warmup then cosine to 10%. Token budgets and batches
+are Tables 8 and 9's (20 x non-embedding parameters). The Transformer is the paper's muP baseline (App. C.2.1: the
+`transformer_rmt_*` presets carry its multipliers, init and per-layer lr scaling) at its tuned lr 6.5e-3, with the
+code's decay 1e-4 x schedule on every decayed matrix whatever its lr scale (`lr_scaled_decay=False`); the RMT's tuned
+values are not in the paper, so it keeps the official code's defaults and lr 1e-2.
+Below paper scale every model is shrunk (same family, same options; `recipes`) and is never a reproduction.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from scaling_axes.experiments.rmt.recipes import OPENWEBTEXT, PAPER_LR, PAPER_SEQ, PAPER_VAL_WINDOWS, shrunk_at
+from scaling_axes.harness.results import published
+from scaling_axes.harness.runs import Budget, Run
+from scaling_axes.harness.scales import Scale
+from scaling_axes.modules.architectures.rmt import RMTConfig
+from scaling_axes.modules.architectures.transformer import TransformerConfig
+
+TRANSFORMERS = ("transformer_rmt_49m", "transformer_rmt_160m", "transformer_rmt_260m", "transformer_rmt_405m")
+RMTS = ("rmt_46m", "rmt_134m", "rmt_206m", "rmt_305m")
+TRANSFORMER, RMT = "transformer_rmt_405m", "rmt_305m"  # the pair of Tables 3-6 (trained by Fig. 2)
+SEQ = PAPER_SEQ
+
+
+def table7_non_embedding(c: TransformerConfig | RMTConfig) -> float:
+    """App. A's non-embedding parameters (those of the 20 x tokens rule): the blocks, and the RMT's key vectors."""
+    if isinstance(c, RMTConfig):
+        return 2 * c.n_layer * c.rank * c.d_value * c.d_ff + 2 * c.rank * c.d_key * (3 * c.n_layer + 1)
+    return c.n_layer * (4 * c.d_model * c.n_head * c.d_head + 2 * c.d_model * c.ffn_dim)
+
+
+def table7_params(c: TransformerConfig | RMTConfig, printed: bool) -> float:
+    """Table 7 as printed (vocabulary once), or as the reported sizes need it (2V + the position table); the printed
+    RMT formula does include its position tables (N)."""
+    vocab = c.vocab_size * (1 if printed else 2)
+    if isinstance(c, RMTConfig):
+        return table7_non_embedding(c) + (vocab + c.max_seq_len) * c.rank * c.d_value
+    return table7_non_embedding(c) + (vocab + (0 if printed else c.max_seq_len)) * c.d_model
+
+
+def table7_forward_flops(c: TransformerConfig | RMTConfig, compatible: bool) -> float:
+    """Forward FLOPs per 512-token example: the paper-compatible form, or the corrected one."""
+    n = SEQ
+    if isinstance(c, RMTConfig):
+        keys = 6 * n * c.rank * c.d_key * c.d_value * (1 + (c.n_layer if compatible else 2 * c.n_layer))
+        vocab = 4 * c.vocab_size * (1 if compatible else c.d_value)
+        per_layer = 4 * n * c.d_value + 3 * n + 4 * c.d_value * c.d_ff
+        return keys + n * c.rank * (vocab + c.n_layer * per_layer)
+    d, heads, d_head = c.d_model, c.n_head, c.d_head
+    vocab = c.vocab_size * (1 if compatible else d)
+    return 4 * n * (vocab + c.n_layer * d * (2 * d_head * heads + c.ffn_dim) + c.n_layer * (
+        n * d_head * heads + 0.75 * n * heads))  # fmt: skip
+
+
+def train_flops(c: TransformerConfig | RMTConfig, tokens: float, compatible: bool) -> float:
+    """3 x Table 7's forward per example, over `tokens`: the paper's reported FLOPs when `compatible`."""
+    return 3 * table7_forward_flops(c, compatible) * tokens / SEQ
+
+
+Curve = list[tuple[float, float]]  # (step, value) as done.json stores a logged metric
+
+
+def smoothed(curve: Curve, window: int | None = None) -> Curve:
+    """Trailing mean over `window` logged points (default 10, at most 5% of the curve): a threshold read on
+    single-step train losses would be crossed first by a lucky batch."""
+    window = window or max(1, min(10, len(curve) // 20))
+    values = [value for _, value in curve]
+    return [(step, sum(values[max(0, i - window + 1) : i + 1]) / min(window, i + 1))
+            for i, (step, _) in enumerate(curve)]  # fmt: skip
+
+
+def final_train_loss(done: dict) -> float | None:
+    """A finished run's final train loss: the smoothed end of its logged curve."""
+    curve = smoothed(done.get("train_loss_curve") or [])
+    return curve[-1][1] if curve else None
+
+
+def first_crossing(curve: Curve, threshold: float) -> float | None:
+    """The first step at which `curve` reaches `threshold` or below, interpolated linearly between logged points."""
+    for (step0, value0), (step1, value1) in zip([(0, math.inf), *curve], curve, strict=False):
+        if value1 <= threshold:
+            if not math.isfinite(value0):
+                return step1
+            return step0 + (step1 - step0) * (value0 - threshold) / (value0 - value1)
+    return None
+
+
+def value_at(curve: Curve, step: float) -> float:
+    """`curve` interpolated linearly at `step` (clamped to its ends)."""
+    return float(np.interp(step, [s for s, _ in curve], [v for _, v in curve]))
+
+
+def percent_change(before: float, after: float) -> float:
+    return 100 * (after / before - 1)
+
+
+def paper_tokens(model: str) -> float:
+    """A Table 8/9 preset's training tokens; the two printed "6B" are the 405M Transformer's 20 x non-embedding
+    parameters, 6.04e9 as Table 3 prints it (the 305M RMT was extended to match it)."""
+    paper = published("rmt")
+    tokens = paper[("table8" if family(model) == "transformer" else "table9", model, "tokens")]
+    return paper[("table3", "transformer_rmt_405m", "tokens")] if tokens == 6e9 else tokens
+
+
+def family(model: str) -> str:
+    return "transformer" if model.startswith("transformer") else "rmt"
+
+
+def lm_options(lr: float) -> dict[str, Any]:
+    """The code's decay 1e-4 x schedule for every decayed parameter, whatever its muP lr scale."""
+    return {"z_loss": 1e-4, "decay_embeddings": False, "weight_decay": 1e-4 / lr, "lr_scaled_decay": False}
+
+
+def schedule(steps: int, batch: int, seq_len: int, lr: float, val_windows: int = PAPER_VAL_WINDOWS,
+             micro_batch: int | None = None) -> Budget:  # fmt: skip
+    """5% linear warmup, cosine to 10%, about 20 validations along the way (at least 5 steps apart)."""
+    return Budget(steps=steps, batch_size=batch, seq_len=seq_len, lr=lr, warmup_steps=max(1, steps // 20),
+                  min_lr_ratio=0.1, val_every=max(5, steps // 20), val_windows=val_windows, micro_batch=micro_batch,
+                  checkpoint_every=max(10, steps // 20))  # fmt: skip
+
+
+def short_schedule(scale: Scale, lr: float) -> Budget:
+    """The scale's shrunk budget (`recipes`), at the scale's lr if it sets one, else `lr`."""
+    shrunk = shrunk_at(scale)
+    return schedule(shrunk.steps, shrunk.batch, shrunk.seq_len, shrunk.lr or lr, shrunk.val_windows)
+
+
+def shrunk(model: str, scale: Scale, size: int) -> dict[str, Any]:
+    """Overrides that shrink `model` (size index 0-3 within its family) to the scale's recipe."""
+    s = shrunk_at(scale)
+    if family(model) == "transformer":
+        d = s.widths[size]
+        shape = {"n_layer": s.n_layer, "d_model": d, "n_head": s.n_head or d // 64, "max_seq_len": s.seq_len}
+        proxy = {"mup_base_width": d, "mup_base_head_dim": d // 4, "mup_base_ffn": 4 * d} if s.own_mup_proxy else {}
+        return {**shape, **proxy, **scale.vocabulary()}
+    rank = s.ranks[size]
+    return {"n_layer": s.n_layer, "d_value": s.d_value, "rank": rank, "d_ff": 4 * rank * s.d_value, "d_key": s.d_key,
+            "max_seq_len": s.seq_len, **scale.vocabulary()}  # fmt: skip
+
+
+def corpus(scale: Scale) -> str:
+    return OPENWEBTEXT.at(scale)
+
+
+def scaling_run(model: str, scale: Scale) -> Run:
+    """`model` (a Table 8/9 preset) on the paper's budget, or shrunk with a short budget."""
+    kind = family(model)
+    lr = PAPER_LR[kind]
+    if scale.paper_configs:
+        paper = published("rmt")
+        table = "table8" if kind == "transformer" else "table9"
+        tokens, batch = paper_tokens(model), int(paper[(table, model, "batch")])
+        budget, overrides = schedule(round(tokens / (batch * SEQ)), batch, SEQ, lr, micro_batch=min(batch, 32)), {}
+    else:
+        size = (TRANSFORMERS if kind == "transformer" else RMTS).index(model)
+        budget, overrides = short_schedule(scale, lr), shrunk(model, scale, size)
+    return Run(
+        model,
+        model,
+        budget,
+        overrides,
+        corpus=corpus(scale),
+        tokenizer=scale.tokenizer_for("gpt2"),
+        lm=lm_options(budget.lr),
+    )
+
+
+def downstream_checkpoints(scale: Scale, runs_dir=None) -> dict[str, Path]:
+    """Hook for `rmt_table5_6_downstream` (filed with the evaluation work): the final weights of the 405M Transformer
+    and the 305M RMT that Fig. 2 and Tables 3-4 train (run group "rmt_scaling"), by run name."""
+    from scaling_axes.harness.runs import RUNS_DIR
+
+    root = Path(runs_dir or RUNS_DIR) / "rmt_scaling" / scale.name
+    return {name: root / name / "final.pt" for name in ("transformer_rmt_405m", "rmt_305m")}

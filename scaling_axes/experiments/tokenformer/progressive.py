@@ -1,0 +1,259 @@
+"""Progressive scaling shared by Tokenformer Fig. 3 (growth vs from scratch) and Fig. 7 (growth vs Net2Net).
+
+A growth chain trains its first size from scratch, then grows it stage by stage (`Run.grow_from`), each stage on
+a per-stage budget; one chain per stage budget. Runs are named `<model>_<budget label>`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from scaling_axes.experiments.tokenformer.recipes import OPENWEBTEXT, progressive_at
+from scaling_axes.harness.results import Row, compare, published, pyplot, save_figure
+from scaling_axes.harness.runs import Budget, Experiment, Run, within_epochs
+from scaling_axes.harness.scales import Scale
+from scaling_axes.modules import get_config
+from scaling_axes.modules.flops import formula_params
+
+SIZES = ("124m", "354m", "757m", "1_4b")
+TOKENFORMER_GROWTH = {"new_keys": "zero", "pin_tau": False}  # as the paper ran it: zero keys, tau follows n
+PINNED_TAU_GROWTH = {
+    "new_keys": "zero",
+    "pin_tau": True,
+}  # the ablation: exact growth (`modules.growth.tokenformer.grow`)
+RELEASED_CODE_GROWTH = {"new_keys": "random", "pin_tau": False}  # the released code (GPU and TPU): random new keys
+NET2NET_GROWTH = {"noise": 1e-3}  # copies must differ, or they receive equal gradients and stay copies
+PAPER_NET2NET_GROWTH = {"net2net": "new_parameters"}  # Eq. 14's Net2Net: the new blocks freshly initialised
+
+
+def paper_steps() -> dict[str, int]:
+    """Section 4.1 counts steps: 6e5 from scratch ("300B" tokens: 314.6B) and 6e4 per growth stage ("30B": 31.5B),
+    the 15B and 60B stages in proportion; the rounded token counts over the batch would give 4.6% fewer steps."""
+    paper = published("tokenformer")
+    scratch, stage = int(paper[("fig3", "from_scratch", "steps")]), int(paper[("fig3", "growth_stage_30b", "steps")])
+    return {"300b": scratch, "15b": stage // 2, "30b": stage, "60b": 2 * stage}
+
+
+PPL_TOLERANCE = 0.03  # relative; the paper's values are read off plots to about +-0.2 perplexity
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """The OpenWebText setting at one scale: per-size overrides of each family (SIZES order), the from-scratch
+    budget, the growth-stage budgets by label, and the corpus."""
+
+    tokenformer: tuple[dict[str, Any], ...]
+    transformer: tuple[dict[str, Any], ...]
+    full: Budget
+    stage: dict[str, Budget]
+    corpus: str
+    tokenizer: str = "neox"
+
+
+def scale_spec(scale: Scale) -> Setting:
+    """The paper's setting, or the scale's recipe (`recipes.PROGRESSIVE`, whose numbers are no reproduction)."""
+    if scale.paper_configs:
+        steps = paper_steps()
+        full = paper_budget(steps.pop("300b"))
+        stages = {label: paper_budget(count) for label, count in steps.items()}
+        return Setting(({},) * len(SIZES), ({},) * len(SIZES), full, stages, corpus="openwebtext")
+    s, corpus = progressive_at(scale), OPENWEBTEXT.at(scale)
+    full, stage = s.full, s.stage
+    if scale.fits_budgets:  # a whole growth chain (the first run and a stage per size) within the scale's passes
+        chain = full.tokens + (len(SIZES) - 1) * stage.tokens
+        limit = scale.min_epoch_limit
+        full, stage = (within_epochs(b, corpus, "neox", limit * b.tokens / chain) for b in (full, stage))
+    vocabulary = scale.vocabulary()
+    return Setting(
+        tokenformer=tuple(
+            {**s.shape, **vocabulary, "qkv_tokens": n, "proj_tokens": n, "ffn_tokens": 4 * n} for n in s.tokens
+        ),
+        transformer=tuple({**s.shape, **vocabulary, "d_model": d, "n_head": d // s.head_size} for d in s.widths),
+        full=full,
+        stage={"short": stage},
+        corpus=corpus,
+        tokenizer=scale.tokenizer_for("neox"),
+    )
+
+
+def paper_budget(steps: int, **changes: Any) -> Budget:
+    """The paper's schedule: batch 512 x 1024, lr 6e-4, 2000 warmup steps, cosine to zero, for `steps` steps."""
+    budget = Budget(steps=steps, batch_size=512, seq_len=1024, warmup_steps=2000, min_lr_ratio=0.0, val_every=5000,
+                    val_windows=2048, micro_batch=16)  # fmt: skip
+    return dataclasses.replace(budget, **changes)
+
+
+def growth_chains(
+    models: list[str],
+    overrides: list[dict[str, Any]],
+    first: tuple[str, Budget],
+    stages: dict[str, Budget],
+    grow_options: dict[str, Any] | None = None,
+    **common: Any,
+) -> list[Run]:
+    """`models[0]` trained from scratch on `first` (label, budget), then grown through `models[1:]` once per stage
+    budget in `stages` (label -> budget)."""
+    first_label, first_budget = first
+    head = Run(f"{models[0]}_{first_label}", models[0], first_budget, overrides[0], **common)
+    runs = [head]
+    for label, budget in stages.items():
+        previous = head.name
+        for model, extra in zip(models[1:], overrides[1:], strict=True):
+            runs.append(Run(f"{model}_{label}", model, budget, extra, grow_from=previous,
+                            grow_options=dict(grow_options or {}), **common))  # fmt: skip
+            previous = runs[-1].name
+    return runs
+
+
+def growth_note(run: Run) -> str:
+    options = run.grow_options
+    if "pin_tau" not in options:
+        exact = options.get("net2net", "exact") == "exact"
+        return "Net2Net widening, " + ("function-preserving" if exact else "new blocks freshly initialised (Eq. 14)")
+    tau = "tau pinned (exact growth)" if options["pin_tau"] else "tau follows the new n (as the paper)"
+    return f"{options.get('new_keys', 'zero')} new keys, {tau}"
+
+
+def ablation_chain(
+    models: list[str],
+    overrides: list[dict[str, Any]],
+    first: tuple[str, Budget],
+    stages: dict[str, Budget],
+    grow_options: dict[str, Any],
+    suffix: str,
+    **common: Any,
+) -> list[Run]:
+    """A second growth chain from the same first run, at the first stage budget only, with other grow options; its
+    runs are labelled `<stage label><suffix>`."""
+    label, budget = next(iter(stages.items()))
+    return growth_chains(models, overrides, first, {f"{label}{suffix}": budget}, grow_options, **common)[1:]
+
+
+def scratch_runs(models: list[str], overrides: list[dict[str, Any]], budgets: dict[str, Budget], **common) -> list[Run]:
+    """Every model trained from scratch on every budget (label -> budget)."""
+    return [
+        Run(f"{model}_{label}", model, budget, extra, **common)
+        for model, extra in zip(models, overrides, strict=True)
+        for label, budget in budgets.items()
+    ]
+
+
+def chain(run: Run, by_name: dict[str, Run]) -> list[Run]:
+    """`run` and every run it was grown from, newest first."""
+    runs = [run]
+    while runs[-1].grow_from:
+        runs.append(by_name[runs[-1].grow_from])
+    return runs
+
+
+def rows(table: str, runs: list[Run], results: dict[str, dict], scale: Scale, paper: dict) -> list[Row]:
+    """Per run: validation perplexity beside the paper's, training FLOPs of the stage and cumulated along its chain,
+    and for a grown run how much growth itself moved the validation loss (0 only for exact growth)."""
+    by_name = {r.name: r for r in runs}
+    note = scale.note
+    out = []
+    for run in runs:
+        done = results.get(run.name, {})
+        ppl = done.get("val_ppl")
+        expected = paper.get((table, run.name, "val_ppl"))
+        status = compare(expected, ppl, PPL_TOLERANCE)
+        out.append(Row(table=table, row=run.name, metric="val_ppl", paper=expected, ours=ppl, unit="perplexity",
+                       run=run.name, status=status, note=note))  # fmt: skip
+        out.append(Row(table=table, row=run.name, metric="train_flops_stage", paper=None, ours=run.train_flops(),
+                       unit="FLOPs", run=run.name))  # fmt: skip
+        if "val_loss_after_growth" in done:
+            change = done["val_loss_after_growth"] - done["val_loss_before_growth"]
+            out.append(Row(table=table, row=run.name, metric="val_loss_change_at_growth", paper=None, ours=change,
+                           unit="nats/token", run=run.name, status="measured",
+                           note=f"{growth_note(run)}; {note}".strip("; ")))  # fmt: skip
+        if run.grow_from:
+            cumulative = sum(r.train_flops() for r in chain(run, by_name))
+            out.append(Row(table=table, row=run.name, metric="train_flops_cumulative", paper=None, ours=cumulative,
+                           unit="FLOPs", run=run.name,
+                           note="this stage plus every stage it was grown from"))  # fmt: skip
+    return out
+
+
+def parameter_match_rows(table: str) -> list[Row]:
+    """Each size's Transformer against the Tokenformer of the same label, at the paper's presets: the two families are
+    compared at "equal" size, and the tied 24 x 2048 Transformer (App. D/E) is 6.3% below the Tokenformer-1.4B."""
+    out = []
+    for size in SIZES:
+        tokenformer, transformer = (sum(formula_params(get_config(f"{f}_{size}")).values())
+                                    for f in ("tokenformer", "transformer"))  # fmt: skip
+        note = f"{transformer:,} vs tokenformer_{size} {tokenformer:,} parameters (paper presets)"
+        out.append(Row(table=table, row=f"transformer_{size}", metric="params_vs_tokenformer", paper=None,
+                       ours=transformer / tokenformer - 1, unit="fraction", run=f"transformer_{size}",
+                       status="measured", note=note))  # fmt: skip
+    return out
+
+
+Claims = Callable[[str, dict[str, dict]], list[Row]]
+
+
+def experiment(name: str, description: str, table: str, runs: Callable[[str], list[Run]], title: str,
+               claims: Claims = lambda scale, results: []) -> Experiment:  # fmt: skip
+    """A progressive-scaling experiment: rows of `table` beside the Tokenformer paper's, the two families' parameter
+    match, its `claims`, and the perplexity figure."""
+    return Experiment(
+        name=name,
+        description=description,
+        runs=runs,
+        report=lambda scale, results: (
+            rows(table, runs(scale), results, scale, published("tokenformer"))
+            + parameter_match_rows(table)
+            + claims(scale, results)
+        ),
+        figure=lambda scale, results, path: figure(f"{title} ({scale} scale)", runs(scale), results, path),
+    )
+
+
+def figure(title: str, runs: list[Run], results: dict[str, dict], path: Path) -> None:
+    """Left (Fig. 3): perplexity against training FLOPs, each growth chain cumulated along the chain, from-scratch runs
+    alone. Right (Fig. 4): perplexity per stage against parameters, each stage budget's grown chain beside the
+    Transformers trained from scratch on that same budget."""
+    fig, (ax, per_stage) = pyplot().subplots(1, 2, figsize=(12, 4.2))
+    _cost_panel(ax, runs, results, title)
+    _stage_panel(per_stage, runs, results)
+    save_figure(fig, path)
+
+
+def _stage_panel(ax: Any, runs: list[Run], results: dict[str, dict]) -> None:
+    series: dict[str, list[tuple[float, float]]] = {}
+    labels = {r.name.rsplit("_", 1)[1] for r in runs if r.grow_from}
+    for run in runs:
+        family, label = run.model.split("_")[0].capitalize(), run.name.rsplit("_", 1)[1]
+        if label in labels and run.name in results:
+            how = "grown" if run.grow_from else "from scratch"
+            series.setdefault(f"{family} {how} ({label})", []).append(
+                (results[run.name]["params"], results[run.name]["val_ppl"]))  # fmt: skip
+    for key, points in series.items():
+        ax.plot(*zip(*sorted(points), strict=True), "-o" if "grown" in key else "--s", markersize=4, label=key)
+    ax.set(xscale="log", yscale="log", xlabel="parameters", ylabel="validation perplexity",
+           title="per stage, same tokens per stage (Fig. 4)")  # fmt: skip
+
+
+def _cost_panel(ax: Any, runs: list[Run], results: dict[str, dict], title: str) -> None:
+    by_name = {r.name: r for r in runs}
+    grown_from = {r.grow_from for r in runs}
+    scratch: dict[str, list[tuple[float, float]]] = {}
+    for run in runs:
+        family, label = run.model.split("_")[0].capitalize(), run.name.rsplit("_", 1)[1]
+        if run.grow_from:
+            if run.name in grown_from:
+                continue  # plotted as part of the chain of its last stage
+            path_runs = [r for r in reversed(chain(run, by_name)) if r.name in results]
+            flops = [sum(s.train_flops() for s in chain(r, by_name)) for r in path_runs]
+            ppl = [results[r.name]["val_ppl"] for r in path_runs]
+            ax.plot(flops, ppl, "-o", markersize=4, label=f"{family} grown ({label}/stage)")
+        elif run.name not in grown_from and run.name in results:
+            scratch.setdefault(f"{family} from scratch ({label})", []).append(
+                (run.train_flops(), results[run.name]["val_ppl"])
+            )
+    for key, points in scratch.items():
+        ax.plot(*zip(*sorted(points), strict=True), "--s", markersize=4, label=key)
+    ax.set(xscale="log", yscale="log", xlabel="training FLOPs (cumulative along a growth chain)",
+           ylabel="validation perplexity", title=title)  # fmt: skip

@@ -1,0 +1,142 @@
+"""Tokenformer's recipes per scale, one table per setting: progressive scaling on OpenWebText (Figs. 3, 6, 7), the
+Pile zero-shot models (Table 1), continual training on enwik8 (Fig. 6) and the ViTs on ImageNet (Tables 2, 4, 5).
+
+The paper's own settings are computed from its published numbers in the experiment modules; every table here is a
+scale below it, and none of them is a reproduction.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from scaling_axes.harness.runs import Budget
+from scaling_axes.harness.scales import CPU, SMALL, SMOKE, Corpus, Scale, recipe_for
+
+OPENWEBTEXT = Corpus("openwebtext", tiny_stand_in="embedded_news")  # progressive scaling (section 4.1)
+PILE_CORPUS = Corpus("pile", tiny_stand_in="embedded_news")  # Table 1's models
+ENWIK8 = Corpus("enwik8", tiny_stand_in="embedded_wiki")  # Fig. 6's new data
+IMAGENET = Corpus("imagenet", tiny_stand_in="embedded digits")  # the ViTs: digits wherever ImageNet is not used
+
+
+@dataclasses.dataclass(frozen=True)
+class Progressive:
+    """A scale below the paper's: both families on one small shape (the Tokenformers' token counts and the
+    Transformers' widths per size, in `progressive.SIZES` order; heads of `head_size`, their count following the
+    width, as App. E grows them), a from-scratch budget and one short growth stage."""
+
+    shape: dict[str, int]
+    tokens: tuple[int, int, int, int]
+    widths: tuple[int, int, int, int]
+    head_size: int
+    full: Budget
+    stage: Budget
+
+
+PROGRESSIVE: dict[Scale, Progressive] = {
+    SMOKE: Progressive(
+        shape={"n_layer": 2, "d_model": 64, "n_head": 4, "max_seq_len": 64}, tokens=(16, 32, 64, 128),
+        widths=(32, 48, 64, 96), head_size=16,
+        full=Budget(steps=30, batch_size=8, seq_len=64, lr=3e-3, warmup_steps=3, val_windows=32, checkpoint_every=10),
+        stage=Budget(steps=8, batch_size=8, seq_len=64, lr=3e-3, warmup_steps=1, val_windows=32, checkpoint_every=10),
+    ),
+    # cpu: the paper's 1 : 10 budgets of a first run and a growth stage, the chain (first run + 3 stages) 0.61 passes
+    CPU: Progressive(
+        shape={"n_layer": 2, "d_model": 64, "n_head": 4, "max_seq_len": 128}, tokens=(16, 48, 112, 224),
+        widths=(32, 48, 64, 96), head_size=16,
+        full=Budget(steps=500, batch_size=16, seq_len=128, lr=3e-3, warmup_steps=25, val_every=100, val_windows=64),
+        stage=Budget(steps=50, batch_size=16, seq_len=128, lr=3e-3, warmup_steps=3, val_every=25, val_windows=64),
+    ),
+    SMALL: Progressive(
+        shape={"n_layer": 6, "d_model": 384, "n_head": 6, "max_seq_len": 256}, tokens=(96, 256, 576, 1152),
+        widths=(256, 384, 576, 768), head_size=64,
+        full=Budget(steps=2000, batch_size=64, seq_len=256, warmup_steps=100, val_every=500, val_windows=256),
+        stage=Budget(steps=500, batch_size=64, seq_len=256, warmup_steps=25, val_every=250, val_windows=256),
+    ),
+}  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class ZeroShot:
+    """Table 1 below the paper: the first Pile preset shrunk (`overrides`) on a short budget, or no run (None), and
+    whether the released weights may be fetched from the hub to be evaluated beside it."""
+
+    overrides: dict[str, Any] | None
+    budget: Budget | None
+    released_weights_from_hub: bool
+
+
+ZERO_SHOT: dict[Scale, ZeroShot] = {
+    SMOKE: ZeroShot({"n_layer": 2, "d_model": 32, "n_head": 4, "qkv_tokens": 32, "proj_tokens": 32, "ffn_tokens": 128,
+                     "max_seq_len": 64}, Budget(20, 8, 64, lr=1e-3, warmup_steps=2, val_windows=32,
+                                                checkpoint_every=10), released_weights_from_hub=False),
+    # no claim of the paper's to judge here, and zero-shot tasks of a 10^5-parameter model are chance
+    CPU: ZeroShot(None, None, released_weights_from_hub=False),
+    SMALL: ZeroShot({"n_layer": 6, "d_model": 256, "n_head": 4, "qkv_tokens": 256, "proj_tokens": 256,
+                     "ffn_tokens": 1024, "max_seq_len": 256},
+                    Budget(1500, 32, 256, warmup_steps=75, val_every=100, val_windows=256),
+                    released_weights_from_hub=True),
+}  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class Continual:
+    """Fig. 6 below the paper: what stands in for enwik8 (None: the scale's corpus for it) and the continual budget,
+    the pre-training budget at a constant lr for `steps` (None: one pass over the new data) with its own
+    validation cadence where set."""
+
+    corpus: str | None
+    steps: int | None = None
+    val_every: int | None = None
+    val_windows: int | None = None
+
+
+CONTINUAL: dict[Scale, Continual] = {
+    SMOKE: Continual("embedded_wiki", steps=15),
+    CPU: Continual("embedded_news", val_every=10, val_windows=16),  # pre-trained on the Wikipedia excerpt: new data
+    SMALL: Continual(None, val_every=20),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class ViT:
+    """A scale below the paper's: the same families and options on a smaller ViT (B and L widths and heads), with
+    slots that scale with the width, and a short budget."""
+
+    widths: tuple[int, int]  # B, L
+    heads: tuple[int, int]
+    depth: int
+    img_size: int
+    patch_size: int
+    budget: Budget  # seq_len set per model (its patches + 1)
+
+
+VIT: dict[Scale, ViT] = {
+    SMOKE: ViT(widths=(64, 96), heads=(2, 2), depth=2, img_size=32, patch_size=8,
+                    budget=Budget(steps=100, batch_size=32, seq_len=0, lr=1e-3, warmup_steps=10, min_lr_ratio=0.01,
+                                  val_every=20, val_windows=200, checkpoint_every=50)),
+    # cpu: 4.3 passes over the 4,500 training digits, at 16 px (every paper run repeats its images 300 times)
+    CPU: ViT(widths=(32, 48), heads=(2, 3), depth=2, img_size=16, patch_size=4,
+                  budget=Budget(steps=300, batch_size=64, seq_len=0, lr=2e-3, warmup_steps=30, min_lr_ratio=0.01,
+                                val_every=50, val_windows=500)),
+    # small: 4x the MAE rule's 1e-4 x 256/256: short runs tolerate (and need) a higher lr
+    SMALL: ViT(widths=(384, 512), heads=(6, 8), depth=6, img_size=224, patch_size=16,
+                    budget=Budget(steps=2000, batch_size=256, seq_len=0, lr=4e-4, warmup_steps=200, min_lr_ratio=0.01,
+                                  val_every=200, val_windows=5000, checkpoint_every=500)),
+}  # fmt: skip
+
+
+def progressive_at(scale: Scale) -> Progressive:
+    return recipe_for(PROGRESSIVE, scale, "Tokenformer's progressive scaling")
+
+
+def zero_shot_at(scale: Scale) -> ZeroShot:
+    return recipe_for(ZERO_SHOT, scale, "Tokenformer Table 1")
+
+
+def continual_at(scale: Scale) -> Continual:
+    return recipe_for(CONTINUAL, scale, "Tokenformer Fig. 6")
+
+
+def vit_at(scale: Scale) -> ViT:
+    return recipe_for(VIT, scale, "the ViT-Tokenformers")

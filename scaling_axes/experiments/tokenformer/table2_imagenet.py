@@ -1,0 +1,66 @@
+"""Tokenformer Table 2: ImageNet-1k top-1 of ViT-B/16 and ViT-L/16 (timm) against ViT-Tokenformers at 109M / 407M
+and parameter-matched (dagger) at 86M / 307M, all supervised from scratch with MAE's recipe (`vit_setup`).
+
+The Dosovitskiy (384 px) and DeiT rows of the paper's table are cited numbers; they stay in
+`results/published/tokenformer.csv` and are not trained here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from scaling_axes.experiments.tokenformer import vit_setup
+from scaling_axes.harness.claims import as_good_as
+from scaling_axes.harness.results import Row, pyplot, save_figure
+from scaling_axes.harness.runs import Experiment, Run, fitted
+from scaling_axes.harness.scales import Scale
+
+MODELS = ("vit_b16", "vit_tokenformer_b16_matched", "vit_tokenformer_b16", "vit_l16", "vit_tokenformer_l16_matched",
+          "vit_tokenformer_l16")  # fmt: skip
+
+
+@fitted
+def runs(scale: Scale) -> list[Run]:
+    return [vit_setup.vit_run(scale, model, model) for model in MODELS]
+
+
+MATCHED = {"vit_tokenformer_b16_matched": "vit_b16", "vit_tokenformer_l16_matched": "vit_l16"}  # dagger -> ViT
+LARGER = {"vit_tokenformer_b16": "vit_b16", "vit_tokenformer_l16": "vit_l16"}  # 109M / 407M -> ViT
+AS_GOOD_AS = 0.5  # points of top-1: the paper's daggered rows sit 0.2 below (B) and 0.4 above (L) their ViTs
+
+
+def report(scale: Scale, results: dict[str, dict]) -> list[Row]:
+    rows = [row for run in runs(scale) for row in vit_setup.accuracy_rows("table2", scale, run, results.get(run.name))]
+    return rows + claim_rows(scale, results)
+
+
+def claim_rows(scale: Scale, results: dict[str, dict]) -> list[Row]:
+    """Table 2's claims: a ViT-Tokenformer with the ViT's parameters (dagger) is as good as the ViT in top-1, and
+    the larger ViT-Tokenformers (109M, 407M) are above their ViTs (the paper: 82.5 vs 82.3, 83.1 vs 82.6)."""
+    statement = "ViT-Tokenformer at the ViT's parameters is as good as the ViT in top-1"
+    matched = [as_good_as("table2", statement, scale, ours, vit, results, AS_GOOD_AS) for ours, vit in MATCHED.items()]
+    above = "the larger ViT-Tokenformer beats the ViT in top-1"
+    return matched + [as_good_as("table2", above, scale, ours, vit, results, 0.0) for ours, vit in LARGER.items()]
+
+
+def figure(scale: Scale, results: dict[str, dict], path: Path) -> None:
+    """Top-1 against parameters, one point per trained model."""
+    fig, ax = pyplot().subplots(figsize=(6.5, 4.2))
+    for run in runs(scale):
+        if run.name in results and results[run.name].get("val_top1") is not None:
+            done = results[run.name]
+            ax.plot(done["params"], 100 * done["val_top1"], "o", label=run.name)
+    ax.set(xlabel="parameters", ylabel="top-1 (%)", title=f"Tokenformer Table 2: ImageNet ({scale} scale)")
+    save_figure(fig, path)
+
+
+EXPERIMENT = Experiment(
+    name="tokenformer_table2_imagenet",
+    description=__doc__.splitlines()[0],
+    runs=runs,
+    report=report,
+    figure=figure,
+    plan_note=vit_setup.plan_note,
+    run_group=vit_setup.GROUP,
+    max_epochs=vit_setup.MAX_EPOCHS,
+)

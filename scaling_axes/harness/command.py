@@ -1,0 +1,101 @@
+"""One experiment's command line: ``python -m scaling_axes run <experiment> --scale SCALE [--run RUN]
+[--seeds N] [--report] [--list] [--dry-run]``. ``--run RUN`` trains exactly one run (what a cluster job launches
+under torchrun or srun; `<run>_seed<k>` is its repeat at seed k); without it every missing run is trained in order,
+then the results table is rebuilt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+
+from scaling_axes.harness.arguments import device_spec, in_range, scale_argument
+from scaling_axes.harness.plan import GPUS, MEASURED_MFU, MEASURED_MFU_SOURCE, RUN_OVERHEAD_S, dry_run, print_plan
+from scaling_axes.harness.results import RESULTS_DIR
+from scaling_axes.harness.runner import report, train
+from scaling_axes.harness.runs import RUNS_DIR, Experiment, default_runs, find_run, with_seeds, world_size
+from scaling_axes.harness.scales import SCALES, SMOKE
+from scaling_axes.harness.training import check_trainer_settings
+from scaling_axes.io import check_directory
+
+
+def main(experiment: Experiment, argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog=f"python -m scaling_axes run {experiment.name}", description=experiment.description
+    )
+    parser.add_argument("--scale", type=scale_argument, choices=SCALES.values(), default=SMOKE)
+    parser.add_argument("--run", help="train exactly this run")
+    parser.add_argument("--list", action="store_true", help="print the runs and exit")
+    parser.add_argument("--report", action="store_true", help="only rebuild the results table from finished runs")
+    parser.add_argument("--dry-run", action="store_true", help="print parameters, FLOPs and time; train nothing")
+    parser.add_argument("--out-dir", type=Path, default=Path("."),
+                        help="runs under OUT_DIR/runs, tables under OUT_DIR/results (default: here)")  # fmt: skip
+    parser.add_argument("--mfu", type=in_range(float, 0, 1, low_open=True), default=MEASURED_MFU,
+                        help=f"MFU for --dry-run (default {MEASURED_MFU:g}: {MEASURED_MFU_SOURCE})")  # fmt: skip
+    parser.add_argument("--overhead-s", type=in_range(float, 0), default=RUN_OVERHEAD_S,
+                        help=f"fixed seconds per run for --dry-run (default {RUN_OVERHEAD_S:g}: start-up, data, "
+                        "validation)")  # fmt: skip
+    parser.add_argument("--gpu", choices=sorted(GPUS), default="h100", help="the GPU --dry-run prices hours on")
+    parser.add_argument("--peak-tflops", type=in_range(float, 0, low_open=True),
+                        help="per device, --dry-run (default: the --gpu's bf16 peak)")  # fmt: skip
+    parser.add_argument("--accelerator", default="auto")
+    parser.add_argument("--devices", type=device_spec, default="auto",
+                        help="devices per node as Lightning takes them: 'auto', a count (-1: all), '0,1'")  # fmt: skip
+    parser.add_argument("--num-nodes", type=in_range(int, 1), default=1)
+    parser.add_argument("--precision", default=None, help="Lightning precision (default: bf16-mixed on a CUDA GPU, "
+                        "32-true on the CPU)")  # fmt: skip
+    parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
+                        help="torch.compile the model (default: on a GPU, runs of 2000 steps or more)")  # fmt: skip
+    parser.add_argument("--strategy", default="auto", help="ddp, fsdp (one FSDP2 unit per block), or any Lightning's")
+    parser.add_argument("--force-new", action="store_true", help="move a run directory started with other "
+                        "settings aside (never deleted) and start the run over")  # fmt: skip
+    parser.add_argument("--allow-repeats", action="store_true", help="train runs that pass over their data more often "
+                        "than the experiment allows (their rows are marked as memorisation)")  # fmt: skip
+    parser.add_argument("--seeds", type=in_range(int, 1), default=None, help="train every run at seeds 1..SEEDS "
+                        "(repeats are <run>_seed<k>; the claims judge their margins against their spread; default: "
+                        "the scale's: 3 at cpu scale, which is sized for them, else 1)")  # fmt: skip
+    parser.add_argument("--micro-batch", type=in_range(int, 1), help="sequences per device and pass; accumulation "
+                        "keeps the global batch (the data are the same however the batch is split)")  # fmt: skip
+    args = parser.parse_args(argv)
+    args.seeds = args.seeds or args.scale.seeds
+
+    if args.list:
+        for run in with_seeds(experiment.runs(args.scale), args.seeds):
+            grown = f" (grown from {run.grow_from})" if run.grow_from else ""
+            grown += " (on request: --run names it)" if run.on_request else ""
+            print(f"{run.name:28s} {run.model:24s} {run.budget.tokens:>12.3e} tokens{grown}")
+        return
+    if args.dry_run:
+        devices = world_size({"devices": args.devices, "num_nodes": args.num_nodes, "accelerator": "cpu"})
+        peak = args.peak_tflops or GPUS[args.gpu]
+        plan = dry_run(experiment, args.scale, args.mfu, peak, devices, args.precision or "bf16-mixed", args.seeds,
+                       args.overhead_s)  # fmt: skip
+        print_plan(plan, args.mfu, peak, devices, args.gpu.upper(), args.overhead_s)
+        if experiment.plan_note:
+            print(experiment.plan_note(args.scale))
+        return
+    check_directory(args.out_dir, "--out-dir")
+    if not args.report:
+        trainer_options = {
+            "accelerator": args.accelerator,
+            "devices": args.devices,
+            "num_nodes": args.num_nodes,
+            "precision": args.precision,
+            "strategy": args.strategy,
+            "compile": args.compile,
+        }
+        check_trainer_settings(trainer_options)  # Lightning's refusal now, not after the first run's data and model
+        runs = [find_run(experiment, args.scale, args.run)] if args.run else default_runs(experiment, args.scale)
+        runs = with_seeds(runs, args.seeds)
+        if args.micro_batch:
+            runs = [
+                dataclasses.replace(r, budget=dataclasses.replace(r.budget, micro_batch=args.micro_batch)) for r in runs
+            ]
+        for run in runs:
+            train(experiment, args.scale, run, args.out_dir / RUNS_DIR, args.force_new, args.allow_repeats,
+                  **trainer_options)  # fmt: skip
+        if args.run:
+            return  # one cluster job trains one run; --report gathers them
+    path = report(experiment, args.scale, args.out_dir / RUNS_DIR, args.out_dir / RESULTS_DIR)
+    print(f"wrote {path}")

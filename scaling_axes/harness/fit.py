@@ -1,0 +1,30 @@
+"""LightningCLI over the suite's LanguageModel and TextDataModule, for runs outside the paper tables.
+
+python -m scaling_axes fit --model.model tokenformer_150m --data.corpus openwebtext --trainer.max_steps 1000
+python -m scaling_axes fit --config my_run.yaml --print_config
+
+Defaults as the runner's: bf16-mixed on a CUDA GPU (32-true on the CPU), clipping at 1.0, the model compiled on a
+CUDA GPU (`--model.compile false` turns it off), a log line every 50 steps when stdout is not a terminal.
+"""
+
+from __future__ import annotations
+
+from lightning.pytorch.cli import LightningCLI
+
+from scaling_axes.datamodules.text import TextDataModule
+from scaling_axes.harness.callbacks import progress
+from scaling_axes.modules.tasks.acceleration import default_precision
+from scaling_axes.modules.tasks.lm import LanguageModel
+
+
+def cli_main(args: list[str] | None = None) -> LightningCLI:
+    progress_bar, callbacks = progress(50)
+    defaults = {"precision": default_precision(), "gradient_clip_val": 1.0, "enable_progress_bar": progress_bar,
+                "callbacks": callbacks}  # fmt: skip
+    return LightningCLI(LanguageModel, TextDataModule, args=args, trainer_defaults=defaults,
+                        save_config_kwargs={"overwrite": True})  # fmt: skip
+
+
+def fit_main(args: list[str]) -> LightningCLI:
+    """`python -m scaling_axes fit ...`: LightningCLI's fit subcommand."""
+    return cli_main(["fit", *args])

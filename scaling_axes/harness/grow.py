@@ -1,0 +1,69 @@
+"""Grow a model: a Tokenformer by appending parameter tokens (paper section 3.3), a Transformer by Net2Net.
+
+    python -m scaling_axes grow small.ckpt tokenformer_354m grown.ckpt [--new-keys random] [--no-pin-tau]
+    python -m scaling_axes grow small.ckpt transformer_757m grown.ckpt [--noise 1e-3]
+
+The grown checkpoint holds weights only: training it starts a fresh optimizer and schedule, as the paper does.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from torch import nn
+
+from scaling_axes.harness.arguments import in_range
+from scaling_axes.modules import get_config
+from scaling_axes.modules.registry import architecture_of, preset_overrides
+from scaling_axes.modules.tasks.lm import load_lm_checkpoint, save_lm_checkpoint
+
+
+def grow_model(
+    model: nn.Module,
+    target: Any,
+    new_keys: str = "zero",
+    pin_tau: bool = False,
+    noise: float = 0.0,
+    seed: int = 0,
+    net2net: str = "exact",
+) -> nn.Module:
+    """Grow `model` into config `target` by its architecture's growth: a Tokenformer takes `new_keys` and `pin_tau`,
+    a Transformer `noise`, `seed` and `net2net` ("exact", or "new_parameters" as the Tokenformer paper's Eq. 14);
+    each is given only the options it takes."""
+    options = {"new_keys": new_keys, "pin_tau": pin_tau, "noise": noise, "seed": seed, "net2net": net2net}
+    return architecture_of(model.config).grow_model(model, target, **options)
+
+
+def grow_checkpoint(src: str, target: str, dst: str, **options: Any) -> None:
+    """Grow the model in a `LanguageModel` Lightning checkpoint into preset `target`; write a new one."""
+    model, hparams = load_lm_checkpoint(src)
+    growing = architecture_of(model.config).growing_fields
+    kept = {k: v for k, v in (hparams.get("model_overrides") or {}).items() if k not in growing}
+    grown = grow_model(model, get_config(target, **kept), **options)
+    save_lm_checkpoint(dst, target, preset_overrides(target, grown.config), grown.state_dict(), hparams)
+
+
+def grow_checkpoint_cli(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("checkpoint", help="Lightning .ckpt of a scaling_axes.modules.tasks.lm.LanguageModel")
+    parser.add_argument("target", help="preset to grow into, e.g. tokenformer_354m or transformer_757m")
+    parser.add_argument("output", help="where to write the grown .ckpt")
+    parser.add_argument("--new-keys", choices=("zero", "random"), default="zero", help="Tokenformer: new key init")
+    parser.add_argument(
+        "--pin-tau",
+        action="store_true",
+        help="Tokenformer: keep tau (exact growth with zero keys); default: tau from the new n, as the paper",
+    )
+    parser.add_argument("--noise", type=in_range(float, 0), default=0.0,
+                        help="Transformer: relative noise on widened weights")  # fmt: skip
+    parser.add_argument(
+        "--net2net",
+        choices=("exact", "new_parameters"),
+        default="exact",
+        help="Transformer: function-preserving Net2Net, or the Tokenformer paper's (Eq. 14)",
+    )
+    args = parser.parse_args(argv)
+    grow_checkpoint(args.checkpoint, args.target, args.output, new_keys=args.new_keys, pin_tau=args.pin_tau,
+                    noise=args.noise, net2net=args.net2net)  # fmt: skip
+    print(f"wrote {args.output}")

@@ -1,0 +1,208 @@
+"""Any language model of this suite as an lm-eval model, registered as ``scaling-axes``.
+
+    lm_eval.simple_evaluate(model="scaling-axes", model_args="checkpoint=runs/.../rmt_305m", tasks=[...])
+    lm_eval.simple_evaluate(model=SuiteLM(model=module, tokenizer="gpt2"), tasks=[...])
+
+`SuiteLM` is a `TemplateLM` (lm-eval does the context/continuation split and the empty-context prefix): it scores
+token sequences in length-sorted, right-padded batches (a causal model never sees the padding to its right),
+truncating from the left to the model's window; rolling log-likelihoods use lm-eval's own disjoint windows; greedy
+generation stops at the task's stop strings. A checkpoint is a run directory of the runner (``config.yaml`` +
+``final.pt``), a ``final.pt`` inside one, or a Lightning ``.ckpt``; official Tokenformer weights load with
+``official_weights=<path or hub id>`` and ``model=<preset>``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from lm_eval.api.model import TemplateLM
+from lm_eval.api.registry import register_model
+from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
+from torch import Tensor, nn
+from tqdm.auto import tqdm
+
+from scaling_axes.datamodules.corpora import CORPORA
+from scaling_axes.datamodules.tokenizers import Tokenizer, load_tokenizer
+from scaling_axes.harness.runs import read_config
+from scaling_axes.io import CorruptFileError, load_torch
+from scaling_axes.modules import build_model
+
+
+def load_checkpoint(path: str | Path) -> tuple[nn.Module, Tokenizer]:
+    """(model with trained weights, its tokenizer) from a run directory of the runner, its ``final.pt``, or a
+    Lightning ``.ckpt`` of the runner or of `fit` (LightningCLI), which carries its model's and its data's settings."""
+    path = Path(path)
+    if path.suffix == ".ckpt":
+        fix = "pass a checkpoint that a run of the suite or `python -m scaling_axes fit` wrote"
+        checkpoint = load_torch(path, fix)
+        hparams = checkpoint.get("hyper_parameters") if isinstance(checkpoint, dict) else None
+        if not isinstance(hparams, dict) or "model" not in hparams:
+            raise CorruptFileError(f"{path} names no model in its hyper_parameters: not a checkpoint of the suite's "
+                                   f"LanguageModel; {fix}")  # fmt: skip
+        model = build_model(hparams["model"], **(hparams.get("model_overrides") or {}))
+        state = {k.removeprefix("model."): v for k, v in checkpoint["state_dict"].items() if k.startswith("model.")}
+        data = checkpoint.get("datamodule_hyper_parameters") or _run_config(path.parent.parent)
+    else:
+        path = path / "final.pt" if path.is_dir() else path
+        if not path.exists():
+            raise FileNotFoundError(f"no trained weights at {path}: train the run first (it writes final.pt)")
+        data = _run_config(path.parent)
+        fix = f"delete {path.parent / 'done.json'} and rerun the run to write it again"
+        state = load_torch(path, fix)
+        model = build_model(data["model"], **(data.get("overrides") or {}))
+    load_weights(model, state, path, fix)
+    name = data.get("tokenizer") or CORPORA[data["corpus"]].default_tokenizer
+    return model, load_tokenizer(name, data.get("tokenizer_path") or (data.get("data") or {}).get("tokenizer_path"))
+
+
+def load_weights(model: nn.Module, state: object, path: Path, fix: str) -> None:
+    """`state` (read from `path`) into `model`, or an error naming the file when it is not the model's weights."""
+    try:
+        model.load_state_dict(state)
+    except (RuntimeError, TypeError, AttributeError) as error:
+        first = (str(error).splitlines() or [""])[0]
+        raise CorruptFileError(f"{path} does not hold weights of {type(model).__name__} ({first}); {fix}") from error
+
+
+def _run_config(run_dir: Path) -> dict:
+    if not (run_dir / "config.yaml").exists():
+        raise FileNotFoundError(f"{run_dir / 'config.yaml'} not found: weights must sit in a run directory of the "
+                                "runner, or be a Lightning .ckpt that names its model")  # fmt: skip
+    run = read_config(run_dir).get("run")
+    if not isinstance(run, dict) or "model" not in run:
+        raise CorruptFileError(f"{run_dir / 'config.yaml'} names no run model: not a run's config.yaml; restore it "
+                               "or rerun the run")  # fmt: skip
+    return run
+
+
+@register_model("scaling-axes")
+class SuiteLM(TemplateLM):
+    """lm-eval's view of a model that maps token ids [batch, seq] to next-token logits [batch, seq, vocab]."""
+
+    def __init__(
+        self,
+        model: nn.Module | str | None = None,
+        tokenizer: Tokenizer | str | None = None,
+        checkpoint: str | None = None,
+        official_weights: str | None = None,
+        batch_size: int | str | None = 8,
+        max_length: int | None = None,
+        device: str | None = None,
+        **_: Any,  # lm-eval passes max_batch_size and others we do not use
+    ) -> None:
+        super().__init__()
+        if checkpoint is not None:
+            model, trained_with = load_checkpoint(checkpoint)
+            tokenizer = tokenizer or trained_with
+        elif isinstance(model, str):
+            name, model = model, build_model(model)
+            if official_weights is not None:
+                from scaling_axes.modules.architectures.official_weights import load_official_tokenformer
+
+                load_official_tokenformer(model, official_weights)
+            tokenizer = tokenizer or ("neox" if name.startswith("tokenformer") else "gpt2")
+        if not isinstance(model, nn.Module) or tokenizer is None:
+            raise ValueError("SuiteLM needs checkpoint=<run dir>, or model=<module or preset> with tokenizer=<name>")
+        if getattr(model, "predicts_bytes", False):
+            raise ValueError("this model predicts bytes, not tokens: lm-eval's token log-likelihoods do not apply")
+        self.tokenizer = load_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer
+        if self.tokenizer.eot_id is None:
+            raise ValueError(f"tokenizer {self.tokenizer.name!r} has no end-of-text token, which lm-eval needs")
+        if self.tokenizer.vocab_size > model.config.vocab_size:
+            raise ValueError(
+                f"tokenizer {self.tokenizer.name} has {self.tokenizer.vocab_size} ids but the model's vocabulary is "
+                f"{model.config.vocab_size}: pass the tokenizer the model was trained with"
+            )
+        if device is None or (str(device).startswith("cuda") and not torch.cuda.is_available()):
+            device = "cuda" if torch.cuda.is_available() else "cpu"  # lm-eval's CLI says cuda even without a GPU
+        self._device = torch.device(device)
+        self.model = model.to(self._device).eval()
+        self.batch_size = 8 if batch_size in (None, "auto") else int(str(batch_size).split(":")[0])
+        self._max_length = max_length or model.config.max_seq_len
+
+    @property
+    def eot_token_id(self) -> int:
+        return self.tokenizer.eot_id
+
+    @property
+    def max_length(self) -> int:
+        return self._max_length
+
+    def tok_encode(self, string: str, add_special_tokens: bool | None = None, **kwargs: Any) -> list[int]:
+        return self.tokenizer.encode(string)
+
+    def tok_decode(self, tokens: list[int]) -> str:
+        return self.tokenizer.decode(tokens)
+
+    @torch.inference_mode()
+    def _log_probs(self, idx: Tensor) -> Tensor:
+        autocast = torch.autocast("cuda", torch.bfloat16) if self._device.type == "cuda" else contextlib.nullcontext()
+        with autocast:
+            logits = self.model(idx.to(self._device))
+        return F.log_softmax(logits.float(), dim=-1)  # stays on the device: only the scored positions come back
+
+    def _loglikelihood_tokens(
+        self, requests: list[tuple[tuple[str, str], list[int], list[int]]], disable_tqdm: bool = False, **_: Any
+    ) -> list[tuple[float, bool]]:
+        """Sum of log p(continuation | context) and whether every continuation token is the argmax."""
+        sequences = [(context + continuation)[-(self.max_length + 1) :] for _, context, continuation in requests]
+        order = sorted(range(len(requests)), key=lambda i: -len(sequences[i]))
+        results: list[tuple[float, bool]] = [(0.0, True)] * len(requests)
+        batches = range(0, len(order), self.batch_size)
+        for start in tqdm(batches, desc="scoring requests", unit=" batches", disable=disable_tqdm):
+            chunk = order[start : start + self.batch_size]
+            width = max(len(sequences[i]) - 1 for i in chunk)
+            idx = torch.full((len(chunk), width), self.eot_token_id, dtype=torch.long)
+            for row, i in enumerate(chunk):
+                idx[row, : len(sequences[i]) - 1] = torch.tensor(sequences[i][:-1])
+            log_probs = self._log_probs(idx)
+            for row, i in enumerate(chunk):
+                length, scored = len(sequences[i]) - 1, min(len(requests[i][2]), len(sequences[i]) - 1)
+                targets = torch.tensor(sequences[i][-scored:], device=log_probs.device)
+                rows = log_probs[row, length - scored : length]
+                greedy = bool((rows.argmax(-1) == targets).all())
+                results[i] = (rows.gather(-1, targets[:, None]).sum().item(), greedy)
+                if requests[i][0] is not None:
+                    self.cache_hook.add_partial("loglikelihood", requests[i][0], results[i])
+        return results
+
+    def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
+        """Total log-likelihood of each text, in lm-eval's disjoint windows of the model's length."""
+        windows, owners = [], []
+        for owner, request in enumerate(requests):
+            tokens = self.tok_encode(request.args[0])
+            for context, target in map(
+                make_disjoint_window, get_rolling_token_windows(tokens, self.prefix_token_id, self.max_length, 1)
+            ):
+                windows.append((None, context, target))
+                owners.append(owner)
+        totals = [0.0] * len(requests)
+        for owner, (log_likelihood, _) in zip(owners, self._loglikelihood_tokens(windows), strict=True):
+            totals[owner] += log_likelihood
+        return totals
+
+    def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
+        """Greedy continuation of each context until a stop string, end-of-text or `max_gen_toks` tokens."""
+        outputs = []
+        for request in requests:
+            context, options = request.args
+            if options.get("do_sample"):
+                raise ValueError("SuiteLM generates greedily only (do_sample=True was asked for)")
+            stops = options.get("until") or [self.tok_decode([self.eot_token_id])]
+            stops = [stops] if isinstance(stops, str) else stops
+            tokens, generated = self.tok_encode(context), []
+            for _ in range(options.get("max_gen_toks", 256)):
+                window = torch.tensor([(tokens + generated)[-self.max_length :]])
+                next_token = int(self._log_probs(window)[0, -1].argmax())
+                if next_token == self.eot_token_id:
+                    break
+                generated.append(next_token)
+                if any(stop in self.tok_decode(generated) for stop in stops):
+                    break
+            text = self.tok_decode(generated)
+            outputs.append(min((text.split(stop)[0] for stop in stops), key=len))
+        return outputs

@@ -1,0 +1,101 @@
+"""Plans before training: parameters, FLOPs, memory, GPU-hours of every run of an experiment (`--dry-run`)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from scaling_axes.harness.runner import chain_epochs
+from scaling_axes.harness.runs import Experiment, Run, default_runs, with_seeds
+from scaling_axes.harness.scales import Scale
+from scaling_axes.modules.flops import formula_params, train_flops_per_token
+from scaling_axes.modules.registry import architecture_of
+
+# The whole-step MFU of a bf16 training step, torch.compile'd, measured on an H100 80GB (torch 2.11): the lowest of
+# the suite's presets measured (the RMT paper's Transformer-405M, 16 x 512; Tokenformer-150M was 23%,
+# transformer_124m 30%; issue 23's table). `python -m scaling_axes bench-training` measures them on your GPU.
+MEASURED_MFU = 0.20
+MEASURED_MFU_SOURCE = "Transformer-405M step measured on an H100, bf16, compiled"
+RUN_OVERHEAD_S = 20.0  # per run, an estimate: start-up, data, first steps and validations, without torch.compile
+
+GPUS = {"h100": 989.0, "h200": 989.0, "a100": 312.0, "l40s": 362.0}  # dense bf16 TFLOP/s per device (vendor peak)
+
+
+def memory_estimate(config: Any, micro_batch: int, seq_len: int, precision: str | None) -> float:
+    """Peak training memory per device in bytes, roughly: 16 bytes per parameter (fp32 weights, gradients, Adam's
+    two moments) plus activations kept for backward, about 34 x residual width values per token and layer (the
+    Korthikanti et al. count with flash attention) in the compute precision, plus the fp32 logits and their gradient."""
+    architecture = architecture_of(config)
+    params = sum(architecture.params(config).values())
+    width, layers, outputs = architecture.width(config), architecture.depth(config), architecture.outputs(config)
+    tokens = micro_batch * seq_len
+    activation_bytes = 2 if precision and ("16" in precision) else 4
+    return 16 * params + 34 * width * layers * tokens * activation_bytes + 8 * tokens * outputs
+
+
+def dry_run(
+    experiment: Experiment,
+    scale: Scale,
+    mfu: float,
+    peak_tflops: float,
+    devices: int,
+    precision: str | None = "bf16-mixed",
+    seeds: int = 1,
+    overhead_s: float = RUN_OVERHEAD_S,
+) -> list[dict]:
+    """Per run: parameters, FLOPs per token, total training FLOPs, peak memory per device for its micro-batch, and
+    time and GPU-hours at `mfu` of `devices` x `peak_tflops` plus `overhead_s` a run; every run at seeds
+    1..`seeds`."""
+    plan = []
+    for run in with_seeds(default_runs(experiment, scale), seeds):
+        config, budget = run.config, run.budget
+        per_token = train_flops_per_token(config, budget.seq_len)
+        flops = per_token * budget.tokens  # = run.train_flops()
+        seconds = flops / (mfu * peak_tflops * 1e12 * devices) + overhead_s
+        micro = budget.micro_batch_on(devices)
+        plan.append(
+            {
+                "run": run.name,
+                "model": run.model,
+                "params": sum(formula_params(config).values()),
+                "train_flops_per_token": per_token,
+                "tokens": budget.tokens,
+                "epochs": _epochs(experiment, scale, run),
+                "steps": budget.steps,
+                "train_flops": flops,
+                "micro_batch": micro,
+                "memory_gib": memory_estimate(config, micro, budget.seq_len, precision) / 2**30,
+                "hours": seconds / 3600,
+                "gpu_hours": seconds * devices / 3600,
+            }
+        )
+    return plan
+
+
+def _epochs(experiment: Experiment, scale: Scale, run: Run) -> float:
+    """Passes over the run's training data, its growth chain's on the same data included (nan when its corpus is
+    neither prepared nor estimable here)."""
+    try:
+        return chain_epochs(experiment, scale, run)[0]
+    except FileNotFoundError:
+        return math.nan
+
+
+def print_plan(plan: list[dict], mfu: float, peak: float, devices: int, gpu: str = "",
+               overhead_s: float = RUN_OVERHEAD_S) -> None:  # fmt: skip
+    width = max([len(p["run"]) for p in plan] + [3])
+    print(f"{'run':{width}s} {'params':>15s} {'FLOPs/token':>12s} {'tokens':>10s} {'epochs':>7s} {'steps':>9s} "
+          f"{'FLOPs':>10s} {'micro':>5s} {'GiB/dev':>8s} {'minutes':>9s} {'GPU-h':>10s}")  # fmt: skip
+    for p in plan:
+        print(
+            f"{p['run']:{width}s} {p['params']:>15,d} {p['train_flops_per_token']:>12.3e} {p['tokens']:>10.3e} "
+            f"{p['epochs']:>7.2f} {p['steps']:>9,d} {p['train_flops']:>10.3e} {p['micro_batch']:>5d} "
+            f"{p['memory_gib']:>8.1f} {60 * p['hours']:>9.1f} {p['gpu_hours']:>10.1f}"
+        )
+    source = f" ({MEASURED_MFU_SOURCE})" if mfu == MEASURED_MFU else ""
+    print(f"(time at {mfu:.0%} MFU{source} of {devices} x {gpu or 'a device of'} {peak:g} TFLOP/s, plus "
+          f"{overhead_s:g} s a run; training FLOPs = 3 x "
+          "forward matmul FLOPs; memory: 16 B/parameter + activations, an estimate; epochs: passes over the run's "
+          "training data)")  # fmt: skip
+    total = sum(p["hours"] for p in plan)
+    print(f"total: {len(plan)} runs, {60 * total:,.1f} minutes on {devices} x {gpu or 'the device'} at {mfu:.0%} MFU")

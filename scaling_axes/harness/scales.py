@@ -1,0 +1,157 @@
+"""The scales, each one typed object in one registry: what runs at it, on which data, and what its numbers may claim.
+
+`--scale NAME` parses to a `Scale` (`get_scale`). Code asks a scale what it is (`scale.judges_claims`,
+`scale.paper_configs`, `scale.corpus(...)`) and never compares it with a string; each paper's per-scale choices sit
+in that paper's recipes module, in tables keyed by these objects (`recipe_for` refuses a scale a paper has no recipe
+for, by name). A new scale is one entry in `SCALES` plus one recipe entry per paper.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Mapping
+from typing import Any, Literal, TypeVar
+
+from scaling_axes.datamodules.corpora import default_data_root, on_disk
+from scaling_axes.datamodules.tokenizers import CORPUS_BPE_EOT_ID, CORPUS_BPES
+from scaling_axes.io import SuiteError
+
+# where a run's data come from: the paper's corpus; the paper's when it is under the data root, else the large
+# stand-in; always the large stand-in (models sized to it); the experiment's own tiny stand-in
+DataPolicy = Literal["real", "real_when_present", "stand_in", "tiny_stand_in"]
+LARGE_STAND_IN = "embedded_wiki"  # the largest embedded corpus (about 1.7M GPT-2 tokens)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Scale:
+    """One scale: its `name` (a folder under `runs/` and `results/`), whether its numbers may judge a paper's
+    claims, whether it trains the papers' own configs (and so compares with their numbers), its data policy and
+    tokenizer (None: each paper's own), the passes a run may make, the seeds it trains by default, the documents and
+    perplexity windows its evaluations are limited to, and the note its trained rows carry."""
+
+    name: str
+    judges_claims: bool
+    paper_configs: bool
+    data: DataPolicy
+    tokenizer: str | None = None
+    checks_epochs: bool = True  # smoke, a pipeline check, is exempt from the data-pass limit
+    min_epoch_limit: float = 0.0  # passes always allowed (small: shrunk budgets on whatever corpus is there)
+    fits_budgets: bool = False  # budgets are cut to `min_epoch_limit` passes of their corpus (by the harness, once)
+    seeds: int = 1
+    eval_limits: tuple[int, int] | None = None  # (documents per task, perplexity windows); None: everything
+    note: str = ""  # carried by every trained row of this scale
+    scope: str = ""  # what its trained numbers can show: opens its REPORT.md
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __repr__(self) -> str:
+        return f"Scale({self.name!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, str):  # the bug this type exists to prevent: it would silently be False
+            raise TypeError(f"a Scale compared with the string {other!r}: ask the scale (its fields) instead")
+        return isinstance(other, Scale) and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    def corpus(self, real: str, tiny_stand_in: str, stand_in: str = LARGE_STAND_IN) -> str:
+        """The corpus a run uses for the paper's `real` one: by the data policy (a missing real corpus said once)."""
+        if self.data == "real" or (self.data == "real_when_present" and on_disk(real)):
+            return real
+        if self.data == "real_when_present":
+            _say_stand_in(self.name, real, stand_in)
+        return tiny_stand_in if self.data == "tiny_stand_in" else stand_in
+
+    def tokenizer_for(self, paper_tokenizer: str) -> str:
+        return self.tokenizer or paper_tokenizer
+
+    def vocabulary(self) -> dict[str, int]:
+        """A language model's vocabulary override: none, or the size of the scale's own BPE."""
+        return {"vocab_size": CORPUS_BPES[self.tokenizer][1]} if self.tokenizer in CORPUS_BPES else {}
+
+    def byte_table(self) -> dict[str, Any]:
+        """The MoT's byte-table overrides: none, or the scale's BPE's end-of-text and UTF-8 bytes (a corpus BPE has
+        no character table of the original's)."""
+        if self.tokenizer not in CORPUS_BPES:
+            return {}
+        return {"eot_token": CORPUS_BPE_EOT_ID, "byte_table": self.tokenizer, "byte_vocabulary": "utf8"}
+
+    def epoch_limit(self, experiment_limit: float) -> float:
+        return max(self.min_epoch_limit, experiment_limit)
+
+
+@dataclasses.dataclass(frozen=True)
+class Corpus:
+    """A paper's corpus and what stands in for it below the paper's scale (`Scale.corpus`): the experiment's tiny
+    stand-in (smoke) and the large one (the cpu scale, and small when the real corpus is not on disk)."""
+
+    real: str
+    tiny_stand_in: str
+    stand_in: str = LARGE_STAND_IN
+
+    def at(self, scale: Scale) -> str:
+        return scale.corpus(self.real, self.tiny_stand_in, self.stand_in)
+
+
+@functools.cache
+def _say_stand_in(scale: str, real: str, stand_in: str) -> None:
+    print(f"{scale} scale: {real} is not under {default_data_root()}/, so {stand_in} stands in for it")
+
+
+CPU_SCOPE = (
+    "Every claim below was judged on models of 10^4-10^5 parameters (2-3 layers, widths 32-96) trained on at most "
+    "one pass over the 2.2M-token training split of the 6 MB embedded Wikipedia excerpt (enwik8's XML format), "
+    "tokenized with a 2,048-token byte-level BPE trained on that split (`wiki_bpe2048`), at three seeds each; MoT's "
+    "FineMath and Tokenformer Fig. 6's new data are the embedded news (117k tokens), the ViT claims the 5,000 "
+    "embedded MNIST digits at 16 px. What this can show: whether each architecture's effect appears, at these "
+    "sizes, on this data, beyond the spread of three seeds (Student-t at 95%, with a noise floor). What it cannot "
+    "show: anything about the papers' scales (10^8-10^9 parameters, 10^9-10^11 tokens), scaling exponents, or the "
+    "papers' corpora; a claim that holds or fails here is evidence at this size only, never a reproduction."
+)
+
+SMOKE = Scale(
+    "smoke", judges_claims=False, paper_configs=False, data="tiny_stand_in", checks_epochs=False,
+    eval_limits=(50, 16),
+    note="smoke scale: tiny models on a few thousand tokens, a pipeline check, not a reproduction",
+)  # fmt: skip
+CPU = Scale(
+    "cpu", judges_claims=True, paper_configs=False, data="stand_in", tokenizer="wiki_bpe2048", seeds=3,
+    eval_limits=(200, 64), scope=CPU_SCOPE,
+    note="cpu scale: models of 10^4-10^5 parameters and a 2,048-token BPE trained on the 6 MB embedded Wikipedia "
+    "excerpt, each run at most one pass over it, on 2 CPU cores; not a reproduction",
+)  # fmt: skip
+SMALL = Scale(
+    "small", judges_claims=True, paper_configs=False, data="real_when_present", min_epoch_limit=2.0,
+    fits_budgets=True, note="small scale: shrunken models and budgets, not a reproduction",
+)  # fmt: skip
+PAPER = Scale("paper", judges_claims=True, paper_configs=True, data="real")
+
+SCALES: dict[str, Scale] = {scale.name: scale for scale in (SMOKE, CPU, SMALL, PAPER)}  # in order of size
+
+
+def get_scale(name: str | Scale) -> Scale:
+    """The registered scale `name` (what `--scale` parses to)."""
+    if isinstance(name, Scale):
+        return name
+    if name not in SCALES:
+        raise UnknownScale(f"unknown scale {name!r}; the scales: {', '.join(SCALES)}")
+    return SCALES[name]
+
+
+class UnknownScale(SuiteError, ValueError):
+    """A scale that is not registered, or that a paper has no recipe for."""
+
+
+T = TypeVar("T")
+
+
+def recipe_for(table: Mapping[Scale, T], scale: Scale, what: str) -> T:
+    """`what`'s recipe at `scale` from its table; a scale it has none for is refused by name, never handed another
+    scale's recipe."""
+    if scale not in table:
+        have = ", ".join(s.name for s in table)
+        raise UnknownScale(f"{what} has no recipe for the {scale.name} scale (it has: {have}); add one to its recipes")
+    return table[scale]

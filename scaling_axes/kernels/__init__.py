@@ -1,0 +1,54 @@
+"""Fused Triton kernels, each with the PyTorch reference it must match and a dispatch that falls back to it.
+
+Importing this package does not import Triton; the kernel modules do, when a model first selects them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Literal
+
+import torch
+from torch import Tensor
+
+Kernel = Literal["auto", "triton", "torch"]
+KERNELS = ("auto", "triton", "torch")
+HAS_TRITON = importlib.util.find_spec("triton") is not None  # looked up once: torch.compile traces use_triton
+
+
+def check_kernel(kernel: str) -> None:
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel={kernel!r}; allowed: {', '.join(KERNELS)}")
+
+
+# kernel="auto" runs a family's fused ops only on the GPUs where they were measured faster than eager PyTorch under
+# torch.compile (`python -m scaling_axes bench-kernels` -> results/bench_kernels.csv, and the README's table);
+# anywhere else eager, which torch.compile fuses. Names as torch.cuda.get_device_name gives them.
+MEASURED_FASTER: dict[str, frozenset[str]] = {
+    # the bf16 GEMMs + fused-pass kernel is not measured yet; the fp32 kernel it replaced ran 3-10x slower than eager
+    # on an H100 80GB (torch 2.11), and compiled eager beat eager by 1.4-1.6x
+    "pattention": frozenset(),
+    # a whole RMT-305M bf16 step on an H100 80GB (torch 2.11): 134 ms fused, 162 ms eager (compiled eager crashed);
+    # one token per program then, a configuration the autotuned read and store still try
+    "rmt": frozenset({"NVIDIA H100 80GB HBM3"}),
+}
+
+
+def use_triton(kernel: str, x: Tensor, family: str) -> bool:
+    """`triton` always (on the CPU only under TRITON_INTERPRET=1), `torch` never, `auto` on a CUDA GPU where
+    `family`'s fused ops were measured fastest (`MEASURED_FASTER`)."""
+    if kernel == "auto":
+        return x.is_cuda and HAS_TRITON and _device_name(x.device.index) in MEASURED_FASTER[family]
+    return kernel == "triton"
+
+
+@torch.compiler.assume_constant_result
+def _device_name(index: int | None) -> str:
+    return torch.cuda.get_device_name(index)
+
+
+if __name__ != "scaling_axes.kernels":  # the checkout's top-level `kernels` link, imported by its bare name
+    raise ImportError(
+        f"import scaling_axes.kernels, not {__name__}: the same files under a second name would be a "
+        "second copy of every module (and register every model twice)"
+    )

@@ -1,0 +1,17 @@
+"""Models of the suite. Importing this package registers every architecture's presets.
+
+`architectures/` holds one file per architecture (its config, presets, FLOP formulas and registration); `tasks/`
+the LightningModules that train them and their optimisers; `growth/` what grows a trained model into a bigger one
+(Net2Net, Tokenformer's parameter tokens); `registry` and `flops` are shared by all of them.
+"""
+
+from scaling_axes.modules import architectures  # noqa: F401  (registers every architecture's presets)
+from scaling_axes.modules.registry import build_from_config, build_model, get_config, list_models
+
+__all__ = ["build_from_config", "build_model", "get_config", "list_models"]
+
+if __name__ != "scaling_axes.modules":  # the checkout's top-level `modules` link, imported by its bare name
+    raise ImportError(
+        f"import scaling_axes.modules, not {__name__}: the same files under a second name would be a "
+        "second copy of every module (and register every model twice)"
+    )

@@ -1,0 +1,242 @@
+"""Layers shared by every decoder in the suite: config base, rotary embedding, attention, pre-LN block, LM shell.
+
+The Transformer and the Tokenformer differ only in what maps d -> d inside a block (nn.Linear vs Pattention) and
+how those weights are initialised; everything else lives here once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Callable
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+Position = Literal["rope", "learned", "none"]
+
+
+@dataclasses.dataclass(frozen=True)
+class DecoderConfig:
+    """Fields every decoder-only language model here shares.
+
+    position: "rope" rotates the first `rotary_pct` of each head's dims (GPT-NeoX rotate_half, base `rope_base`);
+    "learned" adds absolute position embeddings (GPT-2); "none" is NoPE, as in Tokenformer's TPU scaling runs.
+    """
+
+    vocab_size: int = 50304
+    n_layer: int = 12
+    d_model: int = 768
+    n_head: int = 12
+    max_seq_len: int = 2048
+    position: Position = "rope"
+    rotary_pct: float = 0.25
+    rope_base: float = 10000.0
+    tie_embeddings: bool = True
+    block_norm_parametric: bool = True
+    final_norm_parametric: bool = True
+    norm_bias: bool = True
+    norm_eps: float = 1e-5
+    init_std: float = 0.02
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "n_layer", "d_model", "n_head", "max_seq_len"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name}={getattr(self, name)} must be positive")
+        if self.d_model % self.n_head:
+            raise ValueError(f"d_model={self.d_model} is not divisible by n_head={self.n_head}")
+        if self.position not in ("rope", "learned", "none"):
+            raise ValueError(f"position={self.position!r}; allowed: 'rope', 'learned', 'none'")
+        if self.position == "rope" and (self.rotary_dims == 0 or self.rotary_dims % 2):
+            raise ValueError(
+                f"rotary_pct={self.rotary_pct} gives {self.rotary_dims} rotary dims of a {self.d_head}-dim head; "
+                "need an even number > 0 (use position='none' for no positional encoding)"
+            )
+
+    @property
+    def d_head(self) -> int:
+        return self.d_model // self.n_head
+
+    @property
+    def rotary_dims(self) -> int:
+        return int(self.d_head * self.rotary_pct)
+
+
+class RotaryEmbedding(nn.Module):
+    """Partial rotary embedding (Su et al. 2021) in GPT-NeoX's rotate_half layout on the first `dims` dims.
+
+    `ladder="neox"`: frequencies base^(-2i/dims). `ladder="half_truncated"` (modded-nanogpt): (1/base)^linspace(0, 1,
+    dims/4) for the first half of the pairs and 0 for the rest, negated because that code rotates the other way.
+    """
+
+    def __init__(self, dims: int, base: float = 10000.0, ladder: Literal["neox", "half_truncated"] = "neox") -> None:
+        super().__init__()
+        if ladder not in ("neox", "half_truncated"):
+            raise ValueError(f"ladder={ladder!r}; allowed: 'neox', 'half_truncated'")
+        self.dims, self.base, self.ladder = dims, base, ladder
+
+    def frequencies(self, device: torch.device, dtype: torch.dtype) -> Tensor:
+        if self.ladder == "neox":
+            return self.base ** (-torch.arange(0, self.dims, 2, device=device, dtype=dtype) / self.dims)
+        quarter = self.dims // 4
+        ladder = -((1 / self.base) ** torch.linspace(0, 1, quarter, device=device, dtype=dtype))
+        return torch.cat((ladder, ladder.new_zeros(self.dims // 2 - quarter)))
+
+    def forward(self, x: Tensor) -> Tensor:
+        """x: [batch, heads, seq, head_dim]."""
+        seq, dtype = (
+            x.shape[-2],
+            torch.promote_types(x.dtype, torch.float32),
+        )  # angles never in half precision
+        angles = torch.outer(torch.arange(seq, device=x.device, dtype=dtype), self.frequencies(x.device, dtype))
+        angles = torch.cat((angles, angles), dim=-1)
+        cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+        rot, rest = x[..., : self.dims], x[..., self.dims :]
+        first, second = rot.chunk(2, dim=-1)
+        rotated = rot * cos + torch.cat((-second, first), dim=-1) * sin
+        return torch.cat((rotated, rest), dim=-1)
+
+
+def causal_attention(
+    q: Tensor, k: Tensor, v: Tensor, scale: float | None = None, upcast: bool = False, bias: Tensor | None = None
+) -> Tensor:
+    """softmax(q k^T * scale, causal) v over [batch, heads, seq, head_dim]. `upcast` computes it in fp32 even under
+    autocast (Mistral's GPT-2 "attention upcasting"); `bias` is an additive mask that already holds the causal -inf.
+    """
+    dtype = q.dtype
+    if upcast:  # to fp32 at least: float64 stays float64
+        precise = torch.promote_types(dtype, torch.float32)
+        q, k, v = q.to(precise), k.to(precise), v.to(precise)
+    no_autocast = upcast and q.device.type in ("cuda", "cpu")
+    with torch.autocast(q.device.type, enabled=False) if no_autocast else contextlib.nullcontext():
+        if bias is None:
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype), scale=scale)
+    return out.to(dtype)
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head causal attention; `qkv` maps d -> 3w (q, k, v concatenated), `out` maps w -> d."""
+
+    def __init__(
+        self,
+        qkv: nn.Module,
+        out: nn.Module,
+        n_head: int,
+        rotary: RotaryEmbedding | None,
+        scale: float | None = None,
+        upcast: bool = False,
+    ) -> None:
+        super().__init__()
+        self.qkv, self.out, self.n_head, self.rotary = qkv, out, n_head, rotary
+        self.scale, self.upcast = scale, upcast
+
+    def forward(self, x: Tensor) -> Tensor:
+        batch, seq, _ = x.shape
+        q, k, v = (t.view(batch, seq, self.n_head, -1).transpose(1, 2) for t in self.qkv(x).chunk(3, dim=-1))
+        if self.rotary is not None:
+            q, k = self.rotary(q), self.rotary(k)
+        y = causal_attention(q, k, v, self.scale, self.upcast)
+        return self.out(y.transpose(1, 2).reshape(batch, seq, -1))
+
+
+def layer_norm(d: int, parametric: bool, eps: float, bias: bool = True) -> nn.LayerNorm:
+    """LayerNorm with weight and (unless `bias` is False) bias, or without any (Tokenformer's non-parametric norm)."""
+    return nn.LayerNorm(d, eps=eps, elementwise_affine=parametric, bias=parametric and bias)
+
+
+class PreNormBlock(nn.Module):
+    """x + attn(LN(x)), then + ffn(LN(.)): the sequential pre-LN residual of GPT-2/NeoX and Tokenformer."""
+
+    def __init__(self, attn: nn.Module, ffn: nn.Module, config: DecoderConfig) -> None:
+        super().__init__()
+        self.attn_norm = layer_norm(config.d_model, config.block_norm_parametric, config.norm_eps, config.norm_bias)
+        self.attn = attn
+        self.ffn_norm = layer_norm(config.d_model, config.block_norm_parametric, config.norm_eps, config.norm_bias)
+        self.ffn = ffn
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = x + self.attn(self.attn_norm(x))
+        return x + self.ffn(self.ffn_norm(x))
+
+
+class DecoderLM(nn.Module):
+    """Token (and optional position) embedding, `n_layer` blocks from `make_block`, final norm, LM head."""
+
+    def __init__(self, config: DecoderConfig, make_block: Callable[[int, RotaryEmbedding | None], nn.Module]) -> None:
+        super().__init__()
+        self.config = config
+        self.token_embedding = nn.Embedding(config.vocab_size, config.d_model)
+        self.position_embedding = (
+            nn.Embedding(config.max_seq_len, config.d_model) if config.position == "learned" else None
+        )
+        rotary = RotaryEmbedding(config.rotary_dims, config.rope_base) if config.position == "rope" else None
+        self.blocks = nn.ModuleList(make_block(i, rotary) for i in range(config.n_layer))
+        self.final_norm = layer_norm(config.d_model, config.final_norm_parametric, config.norm_eps, config.norm_bias)
+        self.lm_head = None if config.tie_embeddings else nn.Linear(config.d_model, config.vocab_size, bias=False)
+
+    # forward multipliers of the embedding and the logits (1 unless a parametrisation such as muP sets them)
+    input_multiplier: float = 1.0
+    logit_multiplier: float = 1.0
+
+    def forward(self, idx: Tensor) -> Tensor:
+        """idx: [batch, seq] token ids -> logits [batch, seq, vocab_size]."""
+        if idx.dim() != 2:
+            raise ValueError(f"expected token ids of shape [batch, seq], got {tuple(idx.shape)}")
+        if self.position_embedding is not None and idx.shape[1] > self.config.max_seq_len:
+            raise ValueError(f"sequence length {idx.shape[1]} exceeds max_seq_len={self.config.max_seq_len}")
+        x = self.token_embedding(idx)
+        if self.position_embedding is not None:
+            x = x + self.position_embedding(torch.arange(idx.shape[1], device=idx.device))
+        if self.input_multiplier != 1.0:
+            x = x * self.input_multiplier
+        x = self.run_blocks(x)
+        head = self.token_embedding.weight if self.lm_head is None else self.lm_head.weight
+        logits = F.linear(self.final_norm(x), head)
+        return logits * self.logit_multiplier if self.logit_multiplier != 1.0 else logits
+
+    def run_blocks(self, x: Tensor) -> Tensor:
+        """The residual path through the blocks; architectures that rewire it (`variants`) override this."""
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+def decoder_params(c: DecoderConfig, qkv: int, out: int, ffn: int) -> dict[str, int]:
+    """Parameters per component of a `DecoderLM` whose blocks hold `qkv`, `out` and `ffn` parameters each: the
+    token (and learned position) tables, the untied head and the parametric norms added."""
+    d, affine = c.d_model, c.d_model * (1 + c.norm_bias)  # per parametric norm: gain and bias
+    return {
+        "embedding": c.vocab_size * d + (c.max_seq_len * d if c.position == "learned" else 0),
+        "qkv": c.n_layer * qkv,
+        "attention": 0,
+        "out": c.n_layer * out,
+        "ffn": c.n_layer * ffn,
+        "norms": 2 * c.n_layer * affine * c.block_norm_parametric + affine * c.final_norm_parametric,
+        "head": 0 if c.tie_embeddings else c.vocab_size * d,
+        "other": 0,
+    }
+
+
+def decoder_flops(c: DecoderConfig, seq_len: int, qkv: int, out: int, ffn: int) -> dict[str, int]:
+    """Forward matmul FLOPs per token of a `DecoderLM` whose blocks multiply `qkv`, `out` and `ffn` weights: 2 per
+    weight, QK^T and AV over the whole `seq_len` square, and the logits."""
+    return {
+        "embedding": 0,
+        "qkv": c.n_layer * 2 * qkv,
+        "attention": c.n_layer * 4 * seq_len * c.n_head * c.d_head,
+        "out": c.n_layer * 2 * out,
+        "ffn": c.n_layer * 2 * ffn,
+        "norms": 0,
+        "head": 2 * c.d_model * c.vocab_size,
+        "other": 0,
+    }
+
+
+def decoder_lookup_params(c: DecoderConfig) -> int:
+    """The token and position tables and the untied head: what a non-embedding count of a `DecoderLM` leaves out."""
+    tables = decoder_params(c, qkv=0, out=0, ffn=0)
+    return tables["embedding"] + tables["head"]

@@ -1,0 +1,417 @@
+"""Mixture of Tokenizers (S. Mueller, 2025): every token embedded together with its bytes, optionally predicting
+bytes, on the modded-nanogpt backbone (`modules/architectures/modded_gpt.py`). MoT reference sections 1-3 and 6.
+
+The model takes token ids only; it looks their bytes up in frozen tables (`datamodules.token_bytes`) and pulls them
+ across tokens on the device, as the original's data generator did, so the data path is the same as every
+other language model's. With a byte mixout the targets become bytes too: `loss_targets` maps the next-token ids to
+the right-pulled bytes of the next tokens, 16 slots each, pads and end-of-text included (section 3.4).
+
+Mixins: `noop` (the backbone's token embedding), `concat` (RMS-normed token and byte embeddings concatenated, one
+Linear to d_model, norm), `cross_attn` (token queries over their own bytes, at any batch size). Mixouts: `noop`,
+`split` (d_model/16 dims per byte slot), `copy` (the whole state copied to every slot). Byte self-attention
+layers, at the input (one) and the output (`byte_layers_out`), use a 128-byte sliding window, causal or
+bidirectional within a token; `byte_attention_wired=False` reproduces the reported runs, where the layer was
+never wired in and returned its input (section 6.4).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from collections.abc import Callable
+from typing import Any, Literal
+
+import torch
+from torch import Tensor, nn
+
+import scaling_axes.datamodules.token_bytes as token_bytes
+from scaling_axes.datamodules.token_bytes import ByteVocabulary, byte_vocabulary, pull_from_left, pull_from_right
+from scaling_axes.datamodules.tokenizers import TOKENIZERS
+from scaling_axes.modules.architectures.layers import RotaryEmbedding
+from scaling_axes.modules.architectures.modded_gpt import (
+    Attention,
+    ModdedGPT,
+    ModdedGPTConfig,
+    rms_norm,
+    speedrun_linear,
+)
+from scaling_axes.modules.registry import Architecture, register
+
+MaskKind = Literal["causal", "within_token"]
+
+
+@dataclasses.dataclass(frozen=True)
+class MoTConfig(ModdedGPTConfig):
+    """Defaults: the original's choices (pull in and out, the 458-character vocabulary, 16 bytes per token)."""
+
+    mixin: Literal["noop", "concat", "cross_attn"] = "noop"
+    mixout: Literal["noop", "split", "copy"] = "noop"
+    d_token: int = 1024  # the mixin's token embedding width (noop: d_model)
+    d_byte: int = 1024
+    bytes_per_token: int = 16
+    byte_vocabulary: Literal["chars", "utf8"] = "chars"
+    pull_in: bool = True
+    pull_out: bool = True
+    byte_attention_in: bool = False
+    byte_layers_out: int = 0
+    byte_attention_wired: bool = True
+    byte_mask: MaskKind = "causal"
+    byte_window_tokens: int = 8
+    byte_head_dim: int = 128
+    eot_token: int = 50256
+    byte_table: str = "gpt2"  # the tokenizer whose tokens' bytes are mixed in, or "synthetic": random bytes (timing)
+    cross_attn_output_norm: bool = False  # this suite's earlier variant: RMS-norm the cross-attention's output
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for field, allowed in (("mixin", ("noop", "concat", "cross_attn")), ("mixout", ("noop", "split", "copy")),
+                               ("byte_mask", ("causal", "within_token")),
+                               ("byte_table", ("synthetic", *TOKENIZERS))):  # fmt: skip
+            if getattr(self, field) not in allowed:
+                raise ValueError(f"{field}={getattr(self, field)!r}; allowed: {', '.join(allowed)}")
+        if self.mixin == "noop" and self.d_token != self.d_model:
+            raise ValueError(f"mixin 'noop' embeds tokens at d_model={self.d_model}; got d_token={self.d_token}")
+        if self.mixin == "cross_attn" and not self.d_token == self.d_byte == self.d_model:
+            raise ValueError(
+                f"cross_attn needs d_token == d_byte == d_model; got {self.d_token}, {self.d_byte}, {self.d_model}"
+            )
+        if self.byte_attention_in and self.mixin == "noop":
+            raise ValueError("byte_attention_in applies to the bytes of a mixin; mixin='noop' has none")
+        if self.byte_layers_out and self.mixout == "noop":
+            raise ValueError(f"byte_layers_out={self.byte_layers_out} needs a byte mixout; mixout='noop'")
+        if self.mixout == "split" and self.d_model % self.bytes_per_token:
+            raise ValueError(f"split mixout: d_model={self.d_model} not divisible by {self.bytes_per_token} bytes")
+
+    @property
+    def byte_vocab(self) -> ByteVocabulary:
+        synthetic = self.byte_table == "synthetic"
+        return byte_vocabulary(self.byte_vocabulary, synthetic, None if synthetic else self.byte_table)
+
+    @property
+    def byte_window(self) -> int:
+        return self.byte_window_tokens * self.bytes_per_token
+
+    @property
+    def d_byte_out(self) -> int:
+        return self.d_model // self.bytes_per_token if self.mixout == "split" else self.d_model
+
+
+def byte_mask(n_bytes: int, bytes_per_token: int, window: int, kind: MaskKind, device=None) -> Tensor:
+    """[n, n] boolean: query byte q may attend to key byte k (reference 3.3)."""
+    q = torch.arange(n_bytes, device=device)[:, None]
+    k = torch.arange(n_bytes, device=device)[None, :]
+    return _mask_rule(q, k, bytes_per_token, window, kind)
+
+
+def _mask_rule(q, k, bytes_per_token: int, window: int, kind: MaskKind):
+    """Causal: k <= q within `window`. Within-token: every byte of a token and of earlier tokens in the window."""
+    if kind == "causal":
+        return (q >= k) & (q - k < window)
+    return (q // bytes_per_token >= k // bytes_per_token) & (q - k < window)
+
+
+@functools.lru_cache(maxsize=16)
+def _flex_block_mask(n_bytes: int, bytes_per_token: int, window: int, kind: MaskKind, device: str):
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    def mask_mod(b, h, q, k):
+        return _mask_rule(q, k, bytes_per_token, window, kind)
+
+    return create_block_mask(mask_mod, None, None, n_bytes, n_bytes, device=device)
+
+
+@functools.cache
+def _compiled_flex_attention():
+    from torch.nn.attention.flex_attention import flex_attention
+
+    return torch.compile(flex_attention, dynamic=False)
+
+
+def windowed_attention(q: Tensor, k: Tensor, v: Tensor, scale: float, bytes_per_token: int, window: int,
+                       kind: MaskKind) -> Tensor:  # fmt: skip
+    """Attention over [batch, heads, bytes, head_dim] under `byte_mask`: FlexAttention (block-sparse) on CUDA, the
+    same mask as a dense boolean for SDPA elsewhere."""
+    n = q.shape[-2]
+    if q.is_cuda:
+        block_mask = _flex_block_mask(n, bytes_per_token, window, kind, str(q.device))
+        return _compiled_flex_attention()(q, k, v, block_mask=block_mask, scale=scale)
+    mask = byte_mask(n, bytes_per_token, window, kind, q.device)
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+
+
+class ByteLayer(nn.Module):
+    """The original `ByteSelfAttn`: y + attn(y) over the byte stream, heads of `byte_head_dim`; unwired (as in
+    every reported run) it returns y unchanged and has no parameters."""
+
+    def __init__(self, d: int, config: MoTConfig, rotary: RotaryEmbedding) -> None:
+        super().__init__()
+        self.bytes_per_token, self.window, self.kind = config.bytes_per_token, config.byte_window, config.byte_mask
+        heads = max(1, d // config.byte_head_dim)
+        self.attn = (
+            Attention(d, heads, config.byte_head_dim, config.attention_scale, rotary)
+            if config.byte_attention_wired
+            else None
+        )
+
+    def forward(self, y: Tensor) -> Tensor:
+        if self.attn is None:
+            return y
+        return y + self.attn(y, attend=self._attend)
+
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+        return windowed_attention(q, k, v, self.attn.scale, self.bytes_per_token, self.window, self.kind)
+
+
+def _byte_rotary(config: MoTConfig) -> RotaryEmbedding:
+    return RotaryEmbedding(config.byte_head_dim, config.rope_min_period, ladder="half_truncated")
+
+
+class ConcatMixin(nn.Module):
+    """x0 = norm(W [norm(E_tok t), norm(E_byte c_1) ... norm(E_byte c_16)]) (reference 2.2). `proj` is trained
+    with the embeddings' Adam, as in the original."""
+
+    def __init__(self, config: MoTConfig) -> None:
+        super().__init__()
+        self.tokens = nn.Embedding(config.vocab_size, config.d_token)
+        self.bytes = nn.Embedding(config.byte_vocab.size, config.d_byte)
+        self.byte_layer = ByteLayer(config.d_byte, config, _byte_rotary(config)) if config.byte_attention_in else None
+        self.proj = speedrun_linear(config.d_token + config.bytes_per_token * config.d_byte, config.d_model)
+
+    def forward(self, idx: Tensor, byte_ids: Tensor) -> Tensor:
+        batch, seq = idx.shape
+        byte_embeddings = rms_norm(self.bytes(byte_ids.reshape(batch, -1)))
+        if self.byte_layer is not None:
+            byte_embeddings = self.byte_layer(byte_embeddings)
+        mixed = torch.cat((rms_norm(self.tokens(idx)), byte_embeddings.reshape(batch, seq, -1)), dim=-1)
+        return rms_norm(self.proj(mixed))
+
+
+class CrossAttentionMixin(nn.Module):
+    """Each token's embedding queries its own bytes (reference 2.3): QK RMS-norm, rotary over token positions for
+    queries and byte positions for keys, V scaled by a learned factor, softmax over the token's bytes, scale
+    1/sqrt(head_dim), no residual, x0 = c_proj(output) with no norm. K and V are separate matrices, as the
+    original's [2, d, d] `kv_w`, so Muon orthogonalises each on its own. An optional byte self-attention layer
+    (`byte_attention_in`) runs on the bytes first. The original asserted batch size 1; this batches.
+    `cross_attn_output_norm` RMS-norms the output (this suite's earlier variant)."""
+
+    def __init__(self, config: MoTConfig) -> None:
+        super().__init__()
+        d = config.d_model
+        self.n_head, self.head_dim = d // config.byte_head_dim, config.byte_head_dim
+        self.tokens = nn.Embedding(config.vocab_size, d)
+        self.bytes = nn.Embedding(config.byte_vocab.size, d)
+        self.byte_layer = ByteLayer(d, config, _byte_rotary(config)) if config.byte_attention_in else None
+        self.q, self.k, self.v = speedrun_linear(d, d), speedrun_linear(d, d), speedrun_linear(d, d)
+        self.out = speedrun_linear(d, d)
+        self.value_scale = nn.Parameter(torch.tensor(0.5))
+        self.rotary = _byte_rotary(config)
+        self.output_norm = config.cross_attn_output_norm
+
+    def forward(self, idx: Tensor, byte_ids: Tensor) -> Tensor:
+        batch, seq, width = byte_ids.shape
+        heads, dim = self.n_head, self.head_dim
+        q = self.q(rms_norm(self.tokens(idx))).view(batch, seq, heads, dim).transpose(1, 2)
+        byte_embeddings = rms_norm(self.bytes(byte_ids.reshape(batch, -1)))
+        if self.byte_layer is not None:
+            byte_embeddings = self.byte_layer(byte_embeddings)
+        k, v = (t.view(batch, seq * width, heads, dim).transpose(1, 2)
+                for t in (self.k(byte_embeddings), self.v(byte_embeddings)))  # fmt: skip
+        q, k = self.rotary(rms_norm(q)), self.rotary(rms_norm(k))
+        k, v = k.view(batch, heads, seq, width, dim), self.value_scale * v.view(batch, heads, seq, width, dim)
+        weights = torch.einsum("bhtd,bhtsd->bhts", q, k).div(math.sqrt(dim)).softmax(-1)
+        y = self.out(torch.einsum("bhts,bhtsd->bhtd", weights, v).transpose(1, 2).reshape(batch, seq, heads * dim))
+        return rms_norm(y) if self.output_norm else y
+
+
+class ByteMixout(nn.Module):
+    """[B, T, d_model] -> [B, 16T, d] byte states: `split` hands byte slot j the dims [jd, (j+1)d); `copy` gives
+    every slot the whole state. Then `byte_layers_out` times x + layer(norm(x)) (reference 3.1-3.2)."""
+
+    def __init__(self, config: MoTConfig) -> None:
+        super().__init__()
+        self.kind, self.bytes_per_token = config.mixout, config.bytes_per_token
+        rotary = _byte_rotary(config)
+        self.layers = nn.ModuleList(ByteLayer(config.d_byte_out, config, rotary) for _ in range(config.byte_layers_out))
+
+    def forward(self, x: Tensor) -> Tensor:
+        batch, seq, d = x.shape
+        if self.kind == "split":
+            x = x.reshape(batch, seq * self.bytes_per_token, d // self.bytes_per_token)
+        else:
+            x = x.repeat_interleave(self.bytes_per_token, dim=1)
+        for layer in self.layers:
+            x = x + layer(rms_norm(x))
+        return x
+
+
+class MixtureOfTokenizers(ModdedGPT):
+    """The backbone with a byte mixin in place of its token embedding and optionally a byte mixout and head."""
+
+    def __init__(self, config: MoTConfig) -> None:
+        super().__init__(config)
+        self.bytes_vocab = config.byte_vocab
+        if config.mixin != "noop":
+            self.embed = {"concat": ConcatMixin, "cross_attn": CrossAttentionMixin}[config.mixin](config)
+            self.register_buffer("input_bytes", self._table("left"), persistent=False)
+        self.mixout = ByteMixout(config) if config.mixout != "noop" else None
+        if self.mixout is not None:
+            self.lm_head = speedrun_linear(config.d_byte_out, self.bytes_vocab.head_size, zero=True)
+            self.register_buffer("target_bytes", self._table("right"), persistent=False)
+        self.tables_as_run()  # the mixin's own tables
+
+    def _table(self, padding: str) -> Tensor:
+        c = self.config
+        if c.byte_table == "synthetic":
+            table = token_bytes.synthetic_token_byte_table(c.byte_vocabulary, c.bytes_per_token, padding)
+        else:
+            table = token_bytes.token_byte_table(c.byte_vocabulary, c.bytes_per_token, padding, c.byte_table)
+        if table.shape[0] != c.vocab_size:
+            raise ValueError(f"byte tables cover {c.byte_table}'s {table.shape[0]} tokens; vocab_size={c.vocab_size}")
+        return table.long().to(torch.get_default_device())  # meta under a meta-device build (FLOP counts)
+
+    def param_groups(self) -> dict[str, list[nn.Parameter]]:
+        """As the backbone's, except that the concat Linear trains with the embeddings (the original's line 1156)."""
+        groups = super().param_groups()
+        if isinstance(self.embed, ConcatMixin):
+            groups["muon"].remove(self.embed.proj.weight)
+            groups["embed"].append(self.embed.proj.weight)
+        return groups
+
+    @property
+    def predicts_bytes(self) -> bool:
+        return self.mixout is not None
+
+    def embed_inputs(self, idx: Tensor) -> Tensor:
+        if self.config.mixin == "noop":
+            return super().embed_inputs(idx)
+        byte_ids = self.input_bytes[idx]
+        if self.config.pull_in:
+            byte_ids = pull_from_left(byte_ids, self.bytes_vocab.pad_id, self.bytes_vocab.eot_id)
+        return self.embed(idx, byte_ids)
+
+    def logits(self, x: Tensor) -> Tensor:
+        return super().logits(x if self.mixout is None else self.mixout(x))
+
+    def loss_targets(self, targets: Tensor) -> Tensor:
+        """Next-token ids [B, T] -> what the logits predict: the same ids, or [B, 16T] bytes of the next tokens,
+        pulled from the right when `pull_out`."""
+        if self.mixout is None:
+            return targets
+        byte_ids = self.target_bytes[targets]
+        if self.config.pull_out:
+            byte_ids = pull_from_right(byte_ids, self.bytes_vocab.pad_id, self.bytes_vocab.eot_id)
+        return byte_ids.reshape(targets.shape[0], -1)
+
+
+def _row(mixin: str, mixout: str, d_token: int, d_byte: int, **extra) -> MoTConfig:
+    return MoTConfig(mixin=mixin, mixout=mixout, d_token=d_token, d_byte=d_byte, **extra)
+
+
+def _mot(c: ModdedGPTConfig) -> MoTConfig:
+    """The backbone as a MoT with no-op mixin and mixout, so one formula covers both."""
+    return c if isinstance(c, MoTConfig) else MoTConfig(**dataclasses.asdict(c), d_token=c.d_model)
+
+
+def _byte_layer(c: MoTConfig, d: int, n_bytes: int, flops: bool) -> int:
+    """A wired byte self-attention layer of width `d`: parameters, or FLOPs per byte over `n_bytes` bytes."""
+    if not c.byte_attention_wired:
+        return 0
+    d_attention = max(1, d // c.byte_head_dim) * c.byte_head_dim
+    if flops:
+        return 2 * 4 * d * d_attention + 4 * n_bytes * d_attention
+    return 4 * d * d_attention + 2
+
+
+def _modded_params(config: ModdedGPTConfig) -> dict[str, int]:
+    """Embeddings (tokens, value embeddings, mixin), Q/K/V and output of the attention layers, ReLU^2 MLPs, the
+    head (with a byte mixout's layers) and the scalars (block and V lambdas, U-net skip weights) as "other"."""
+    c = _mot(config)
+    d, layers = c.d_model, c.n_layer
+    attention_layers = layers - len(set(c.attention_free_layers))
+    embedding, head_matrix = _modded_tables(c)
+    if c.mixin == "concat":
+        embedding += (c.d_token + c.bytes_per_token * c.d_byte) * d
+        embedding += _byte_layer(c, c.d_byte, 0, flops=False) if c.byte_attention_in else 0
+    elif c.mixin == "cross_attn":
+        embedding += 4 * d * d + 1 + (_byte_layer(c, d, 0, flops=False) if c.byte_attention_in else 0)
+    return {
+        "embedding": embedding,
+        "qkv": attention_layers * 3 * c.d_attention * d,
+        "attention": 0,
+        "out": attention_layers * c.d_attention * d,
+        "ffn": layers * 2 * c.mlp_ratio * d * d,
+        "norms": 0,
+        "head": head_matrix + c.byte_layers_out * _byte_layer(c, c.d_byte_out, 0, flops=False),
+        "other": 2 * layers + 2 * attention_layers + layers // 2,
+    }
+
+
+def _modded_tables(c: MoTConfig) -> tuple[int, int]:
+    """(Lookup-table parameters: tokens, value embeddings, bytes; parameters of the head's output matrix)."""
+    tables = c.vocab_size * c.d_token + c.value_embeddings * c.vocab_size * c.d_model
+    if c.mixin != "noop":
+        tables += c.byte_vocab.size * c.d_byte
+    head_size = c.head_size if c.mixout == "noop" else c.byte_vocab.head_size
+    return tables, c.d_byte_out * head_size
+
+
+def _modded_flops(config: ModdedGPTConfig, seq_len: int) -> dict[str, int]:
+    """Per token; byte-level work counts once per byte slot, byte attention over the 16 x seq_len byte stream."""
+    c = _mot(config)
+    d, slots = c.d_model, c.bytes_per_token
+    attention_layers = c.n_layer - len(set(c.attention_free_layers))
+    embedding = 0
+    if c.mixin == "concat":
+        embedding = 2 * (c.d_token + slots * c.d_byte) * d
+        embedding += slots * _byte_layer(c, c.d_byte, slots * seq_len, flops=True) if c.byte_attention_in else 0
+    elif c.mixin == "cross_attn":  # q and out d x d, k and v per byte, scores and weighted sum over the 16 bytes
+        embedding = 2 * 2 * d * d + slots * 2 * 2 * d * d + 2 * 2 * slots * d
+        embedding += slots * _byte_layer(c, d, slots * seq_len, flops=True) if c.byte_attention_in else 0
+    if c.mixout == "noop":
+        head = 2 * d * c.head_size
+    else:
+        byte_head = 2 * c.d_byte_out * c.byte_vocab.head_size
+        head = slots * (byte_head + c.byte_layers_out * _byte_layer(c, c.d_byte_out, slots * seq_len, flops=True))
+    return {
+        "embedding": embedding,
+        "qkv": attention_layers * 2 * d * 3 * c.d_attention,
+        "attention": attention_layers * 4 * seq_len * c.d_attention,
+        "out": attention_layers * 2 * c.d_attention * d,
+        "ffn": c.n_layer * 2 * 2 * c.mlp_ratio * d * d,
+        "norms": 0,
+        "head": head,
+        "other": 0,
+    }
+
+
+def _modded_architecture(build: Callable[[Any], nn.Module]) -> Architecture:
+    """The backbone and the MoT share their formulas: the backbone is a MoT with no-op mixin and mixout."""
+    return Architecture(
+        build=build,
+        params=_modded_params,
+        flops=_modded_flops,
+        lookup_params=lambda c: sum(_modded_tables(_mot(c))),
+        components=(
+            (r"^(embed|value_embeds)\.", "embedding"),
+            (r"^mixout\.", "head"),
+            (r"(lambdas|skip_weights)$", "other"),
+        ),
+    )
+
+
+register(_modded_architecture(ModdedGPT), {"modded_gpt_454m": ModdedGPTConfig()})
+
+# The three 10,000-step rows and the mixout runs of reference 4.5; `_as_run` = byte layers as they ran (identity).
+_as_run = {"byte_attention_wired": False}
+register(
+    _modded_architecture(MixtureOfTokenizers),
+    {
+        "mot_noop_noop_1024": _row("noop", "noop", 1024, 1024),
+        "mot_concat_noop_512_64": _row("concat", "noop", 512, 64),
+        "mot_concat_noop_256_48": _row("concat", "noop", 256, 48),
+        "mot_concat_split_256_48": _row("concat", "split", 256, 48, **_as_run),
+        "mot_concat_copy_256_48": _row("concat", "copy", 256, 48, byte_layers_out=1, **_as_run),
+        "mot_concat_copy_256_48_wired": _row("concat", "copy", 256, 48, byte_layers_out=1),
+    },
+)
