@@ -134,7 +134,7 @@ def test_a_claim_says_what_its_data_can_show_memorisation_and_staleness(tmp_path
 def test_a_repeat_is_the_run_at_another_seed_grown_from_its_source_at_that_seed():
     budget = Budget(steps=3, batch_size=4, seq_len=64)
     source, grown = Run("small", "transformer_124m", budget), Run("big", "transformer_124m", budget, grow_from="small")
-    assert [r.name for r in with_seeds([source, grown], 2)] == [SMALL, "big", "small_seed2", "big_seed2"]
+    assert [r.name for r in with_seeds([source, grown], 2)] == ["small", "big", "small_seed2", "big_seed2"]
     repeat = seed_run(grown, 3)
     assert (repeat.name, repeat.seed, repeat.grow_from) == ("big_seed3", grown.seed + 2, "small_seed3")
     experiment = Experiment("e", "", lambda scale: [source, grown], lambda scale, results: [])

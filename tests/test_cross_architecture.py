@@ -14,7 +14,7 @@ from scaling_axes.experiments.cross_architecture import table
 from scaling_axes.experiments.cross_architecture.recipes import recipe_at
 from scaling_axes.harness.runner import report, train
 from scaling_axes.harness.runs import load_results
-from scaling_axes.harness.scales import CPU, PAPER, SMALL, SMOKE
+from scaling_axes.harness.scales import PAPER, SMALL, SMOKE
 from scaling_axes.modules import get_config
 from scaling_axes.modules.architectures.transformer import STANDARD_PARAMETRISATION
 from scaling_axes.modules.flops import (
@@ -182,7 +182,7 @@ def test_training_benchmark_runs_every_variant_end_to_end_at_toy_sizes(monkeypat
     GPT-2 tokenizer file."""
     from scaling_axes.modules.architectures.rmt import RMT
 
-    tiny = cross.SHAPES[SMOKE]["125m"]
+    tiny = recipe_at(SMOKE).shapes["125m"]
     toy = [bench_training.Case(family, arch, cross.FAMILIES[arch], cross.overrides(arch, tiny, 8), 2, 8, 1e-4)
            for family, archs in (("rmt_paper", ("transformer", "rmt")),
                                  ("tokenformer_150m", ("tokenformer", "transformer", "mot")))
@@ -197,7 +197,7 @@ def test_training_benchmark_runs_every_variant_end_to_end_at_toy_sizes(monkeypat
     def no_tokenizer(name, path=None):
         raise FileNotFoundError("GPT-2 tokenizer file not found")
 
-    monkeypatch.setattr(bench_training, "DEVICE", CPU)
+    monkeypatch.setattr(bench_training, "DEVICE", "cpu")
     monkeypatch.setattr(bench_training, "DTYPE", torch.float32)
     monkeypatch.setattr(bench_training, "cases", lambda: toy)
     monkeypatch.setattr(bench_training, "time_ms", lambda step, repeats: step() or next(timings))
@@ -240,7 +240,7 @@ def test_the_training_benchmark_writes_its_csv_even_when_it_is_stopped(monkeypat
         rows.append({"gpu": "cpu", "family": "rmt_paper", "variant": "eager", "step_ms": 1.0})
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(bench_training, "DEVICE", CPU)
+    monkeypatch.setattr(bench_training, "DEVICE", "cpu")
     monkeypatch.setattr(bench_training, "bench", stop)
     monkeypatch.setattr(sys, "argv", ["scaling_axes.benchmarks.training", "--out", str(tmp_path / "bench.csv")])
     with pytest.raises(KeyboardInterrupt):

@@ -35,18 +35,27 @@ def test_epochs_count_the_passes_over_the_training_split():
 
 
 def test_an_over_budget_run_is_refused_with_what_to_do_and_allowed_with_its_rows_marked(tmp_path):
-    over = _experiment(44)  # 2.23 passes over embedded_news: above small's limit of 2
+    over = _experiment(44)  # 2.23 passes over embedded_news: above cpu's limit of 1 (the experiment's own)
     message = (r"would pass over embedded_news \(323,453 training tokens, counted; the run asks 720,896\) 2\.2 times, "
-               r"above budget_test's limit of 2 at small scale.*--allow-repeats")  # fmt: skip
+               r"above budget_test's limit of 1 at cpu scale.*--allow-repeats")  # fmt: skip
     with pytest.raises(SystemExit, match=message):
-        main(over, ["--scale", "small", "--out-dir", str(tmp_path)])
+        main(over, ["--scale", "cpu", "--seeds", "1", "--out-dir", str(tmp_path)])
     assert not (tmp_path / "runs").exists()  # refused before anything was written
     assert data_epochs(over, SMOKE, over.runs(SMOKE)[0]) is None  # smoke, a pipeline check, is exempt
-    main(over, ["--scale", "small", "--out-dir", str(tmp_path), "--allow-repeats"])
-    with open(tmp_path / "results" / "small" / "budget_test.csv", newline="") as f:
+    main(over, ["--scale", "cpu", "--seeds", "1", "--out-dir", str(tmp_path), "--allow-repeats"])
+    with open(tmp_path / "results" / "cpu" / "budget_test.csv", newline="") as f:
         (row,) = list(csv.DictReader(f))
     assert row["status"] == "memorisation"
     assert "passes over the data (--allow-repeats): r 2.2; memorisation, not a result" in row["note"]
+
+
+def test_the_harness_fits_a_budget_to_its_corpus_where_the_scale_says_so():
+    """At small scale (`fits_budgets`) the same run is cut to two passes by the harness, with its warmup, validation
+    and checkpoint intervals in proportion; at cpu scale it is left as declared (and refused above)."""
+    over = _experiment(44)
+    (fitted,), (declared,) = over.runs(SMALL), over.runs(CPU)
+    assert declared.budget.steps == 44 and fitted.budget.steps == int(2 * 323_453 / (64 * 256)) == 39
+    assert data_epochs(over, SMALL, fitted) == pytest.approx(39 * 64 * 256 / 323_453)  # below 2
 
 
 def test_the_epoch_guard_counts_a_growth_chain_on_the_same_data():

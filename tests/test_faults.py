@@ -14,6 +14,7 @@ from scaling_axes.harness.command import main
 from scaling_axes.harness.lm_eval_model import load_checkpoint
 from scaling_axes.harness.runner import train
 from scaling_axes.harness.runs import Experiment, Run, fingerprint_changes, fingerprint_fields, resolve_options
+from scaling_axes.harness.scales import SMOKE
 from scaling_axes.harness.training import train_run
 from scaling_axes.io import CorruptFileError, SuiteError
 from tests.test_robustness import ROOT, TINY
@@ -31,7 +32,7 @@ def test_force_new_refuses_while_another_process_trains_the_run(tmp_path) -> Non
     with lock_held_elsewhere(out) as holder:
         other = Run("r", "transformer_124m", tiny().budget, {**TINY, "n_layer": 3})
         with pytest.raises(SystemExit, match=rf"is being trained by \S+ pid {holder.pid}"):
-            train(_experiment(other), "smoke", other, tmp_path, force_new=True, accelerator="cpu")
+            train(_experiment(other), SMOKE, other, tmp_path, force_new=True, accelerator="cpu")
     assert sorted(p.name for p in out.parent.iterdir() if not p.name.startswith(".")) == ["r"]  # nothing moved
     assert not (out / "done.json").exists()
 
@@ -41,11 +42,11 @@ def test_a_requeued_force_new_resumes_a_run_whose_settings_match(tmp_path, capsy
     with pytest.raises(SystemExit):
         train_run(tiny(), out, extra_callbacks=[_stop_at(5)], accelerator="cpu")
     capsys.readouterr()
-    done = train(_experiment(tiny()), "smoke", tiny(), tmp_path, force_new=True, accelerator="cpu")
+    done = train(_experiment(tiny()), SMOKE, tiny(), tmp_path, force_new=True, accelerator="cpu")
     assert done["steps"] == 12 and [p.name for p in out.parent.iterdir() if not p.name.startswith(".")] == ["r"]
     resumed = capsys.readouterr().out
     assert "step 12/12" in resumed and "step 1/12" not in resumed  # resumed from its checkpoint, not restarted
-    train(_experiment(tiny()), "smoke", tiny(), tmp_path, force_new=True, accelerator="cpu")  # finished: kept
+    train(_experiment(tiny()), SMOKE, tiny(), tmp_path, force_new=True, accelerator="cpu")  # finished: kept
     assert "finished earlier" in capsys.readouterr().out and not list(out.parent.glob("r.replaced-*"))
 
 
@@ -89,7 +90,7 @@ def test_a_malformed_config_yaml_names_the_file_and_the_fix(tmp_path, text) -> N
 @pytest.mark.parametrize("content", [b"hello world", b"PK\x03\x04 not a zip", "a list"], ids=["text", "zip", "list"])
 def test_a_garbage_final_pt_names_the_file_whatever_loading_raises(tmp_path, content) -> None:
     run = tiny(4)
-    train(_experiment(run), "smoke", run, tmp_path, accelerator="cpu")
+    train(_experiment(run), SMOKE, run, tmp_path, accelerator="cpu")
     final = tmp_path / "safety" / "smoke" / "r" / "final.pt"
     if content == "a list":
         torch.save([1, 2, 3], final)

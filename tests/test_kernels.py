@@ -12,7 +12,6 @@ from torch.utils._pytree import tree_leaves
 import scaling_axes.kernels.common
 import scaling_axes.kernels.pattention as fused
 import scaling_axes.kernels.rmt as fused_rmt
-from scaling_axes.harness.scales import CPU
 from scaling_axes.modules import build_model
 from scaling_axes.modules.architectures.tokenformer import Pattention, normalize_scores
 from tests.conftest import TINY_TOKENFORMER
@@ -274,7 +273,7 @@ def test_benchmark_runs_end_to_end_at_toy_sizes(monkeypatch, tmp_path) -> None:
 
     from scaling_axes.benchmarks import kernels as bench
 
-    monkeypatch.setattr(bench, "DEVICE", CPU)
+    monkeypatch.setattr(bench, "DEVICE", "cpu")
     monkeypatch.setattr(bench, "DTYPE", torch.float32)
     monkeypatch.setattr(bench, "PATTENTION_WIDTHS", {"toy": 16})
     monkeypatch.setattr(bench, "PATTENTION_TOKENS", 5)

@@ -10,7 +10,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from scaling_axes.datamodules.token_bytes import pull_from_left, pull_from_right, token_byte_table
-from scaling_axes.harness.scales import CPU
 from scaling_axes.modules import build_model, get_config
 from scaling_axes.modules.architectures.mot import byte_mask, windowed_attention
 from scaling_axes.modules.flops import counted_flops, counted_params, formula_flops, formula_params
@@ -199,7 +198,7 @@ def test_flex_attention_and_masked_sdpa_agree() -> None:
 
     q, k, v = torch.randn(3, 2, 2, 256, 16).unbind(0)
     for kind in ("causal", "within_token"):
-        block = _flex_block_mask(256, 16, 128, kind, CPU)
+        block = _flex_block_mask(256, 16, 128, kind, "cpu")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             flex = flex_attention(q, k, v, block_mask=block, scale=0.12)

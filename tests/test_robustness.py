@@ -277,7 +277,7 @@ def _cases() -> list:
         ("unknown experiment", lambda news, tmp: _front_door("tokenformer_table99"), SystemExit,
          "no experiment 'tokenformer_table99'; experiments: .*rmt_table5_6_downstream"),
         ("unknown scale", lambda news, tmp: _front_door("tokenformer_table3_params_flops", "--scale", "huge"),
-         SystemExit, "invalid choice: 'huge'"),
+         SystemExit, "unknown scale 'huge'; the scales: smoke, cpu, small, paper"),
         ("trainer option of the wrong type",
          lambda news, tmp: _front_door("tokenformer_table3_params_flops", "--num-nodes", "two"), SystemExit,
          "invalid int value: 'two'"),

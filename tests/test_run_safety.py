@@ -215,15 +215,15 @@ class _Single:
 
 def test_a_rerun_or_resume_with_other_settings_stops_and_force_new_moves_the_old_run_aside(tmp_path, capsys) -> None:
     experiment = _Single(tiny(4)).experiment
-    train(experiment, "smoke", tiny(4), tmp_path, accelerator="cpu")
-    train(experiment, "smoke", tiny(4), tmp_path, accelerator="cpu")
+    train(experiment, SMOKE, tiny(4), tmp_path, accelerator="cpu")
+    train(experiment, SMOKE, tiny(4), tmp_path, accelerator="cpu")
     assert "finished earlier" in capsys.readouterr().out and "skipped" in capsys.readouterr().out + "skipped"
     with pytest.raises(SystemExit, match=r"precision: '32-true' -> 'bf16-mixed'"):
-        train(experiment, "smoke", tiny(4), tmp_path, accelerator="cpu", precision="bf16-mixed")
+        train(experiment, SMOKE, tiny(4), tmp_path, accelerator="cpu", precision="bf16-mixed")
     other = Run("r", "transformer_124m", tiny(4).budget, {**TINY, "n_layer": 3})
     with pytest.raises(SystemExit, match=r"model_config.n_layer: 2 -> 3"):
-        train(experiment, "smoke", other, tmp_path, accelerator="cpu")
-    done = train(experiment, "smoke", other, tmp_path, force_new=True, accelerator="cpu")
+        train(experiment, SMOKE, other, tmp_path, accelerator="cpu")
+    done = train(experiment, SMOKE, other, tmp_path, force_new=True, accelerator="cpu")
     assert done["params"] > 0
     aside = [p for p in (tmp_path / "safety" / "smoke").iterdir() if p.name.startswith("r.replaced-")]
     assert len(aside) == 1 and (aside[0] / "done.json").exists()  # never overwritten
@@ -256,7 +256,7 @@ def test_broken_final_weights_done_json_and_meta_json_name_the_file(tmp_path, ca
 
     run = tiny(4)
     experiment = _Single(run).experiment
-    train(experiment, "smoke", run, tmp_path, accelerator="cpu")
+    train(experiment, SMOKE, run, tmp_path, accelerator="cpu")
     out = tmp_path / "safety" / "smoke" / "r"
     final = out / "final.pt"
     final.write_bytes(final.read_bytes()[:500])
@@ -266,7 +266,7 @@ def test_broken_final_weights_done_json_and_meta_json_name_the_file(tmp_path, ca
     assert load_results(experiment, SMOKE, tmp_path) == {}
     assert "skipping run r in the report" in capsys.readouterr().out
     with pytest.raises(CorruptFileError, match=r"done.json is truncated or corrupt .*delete it and rerun"):
-        train(experiment, "smoke", run, tmp_path, accelerator="cpu")
+        train(experiment, SMOKE, run, tmp_path, accelerator="cpu")
     corpus = prepare_corpus("embedded_news", "gpt2", tmp_path / "data")
     meta = json.loads((corpus / "meta.json").read_text())
     (corpus / "meta.json").write_text("{")
@@ -393,8 +393,8 @@ def test_experiments_sharing_a_run_may_spell_its_overrides_differently(tmp_path,
     assert spelled.config == plain.config and spelled.overrides != plain.overrides
     first = Experiment("first", "test", lambda scale: [plain], lambda scale, results: [], run_group="shared")
     second = Experiment("second", "test", lambda scale: [spelled], lambda scale, results: [], run_group="shared")
-    train(first, "smoke", plain, tmp_path, accelerator="cpu")
-    train(second, "smoke", spelled, tmp_path, accelerator="cpu")
+    train(first, SMOKE, plain, tmp_path, accelerator="cpu")
+    train(second, SMOKE, spelled, tmp_path, accelerator="cpu")
     assert "finished earlier" in capsys.readouterr().out
 
 

@@ -59,7 +59,7 @@ def test_interrupted_run_resumes_to_the_same_final_loss(tmp_path):
 @pytest.mark.parametrize("family", ["tokenformer", "transformer"])
 def test_grown_run_starts_from_the_grown_weights(tmp_path, family):
     if family == "tokenformer":
-        source = _run(SMALL)
+        source = _run("small")
         big = Run(
             "big",
             "tokenformer_354m",
@@ -74,7 +74,7 @@ def test_grown_run_starts_from_the_grown_weights(tmp_path, family):
         big = Run("big", "transformer_757m", BUDGET, {**TINY, "d_model": 48}, grow_from="small")
         expected = {"norm_eps": 1e-5 * 32 / 48}
     experiment = Experiment("exp", "", lambda scale: [source, big], lambda scale, results: [])
-    train(experiment, "smoke", big, tmp_path, accelerator="cpu")
+    train(experiment, SMOKE, big, tmp_path, accelerator="cpu")
     small_dir, big_dir = tmp_path / "exp" / "smoke" / "small", tmp_path / "exp" / "smoke" / "big"
     assert (small_dir / "done.json").exists() and (big_dir / "done.json").exists()
     overrides = json.loads((big_dir / "init_grown_overrides.json").read_text())

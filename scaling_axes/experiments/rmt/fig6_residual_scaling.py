@@ -40,7 +40,7 @@ def residual_runs(scale: Scale) -> list[Run]:
     shrunk_keys = None if scale.paper_configs else shrunk_at(scale).residual_d_keys
     for d_key, shrunk_key in zip(D_KEYS, shrunk_keys or D_KEYS, strict=True):
         name = f"rmt_residual_dk{d_key}"
-        overrides = {} if scale.paper_configs else {**rmt_setup.shrunk("rmt_134m", scale, SIZE), "d_key": shrunk_key}
+        overrides = {} if scale.paper_configs else {**rmt_setup.shrunk(scale, "rmt_134m", SIZE), "d_key": shrunk_key}
         result.append(_run(scale, name, name, overrides))
     return result
 
@@ -49,7 +49,7 @@ def residual_runs(scale: Scale) -> list[Run]:
 def runs(scale: Scale) -> list[Run]:
     """The D_k sweep and the GPT2-small Transformer at the residual size of D_k 12 (768; the shrunk family's width
     where R x D_v is), on the same budget."""
-    overrides = {} if scale.paper_configs else rmt_setup.shrunk(EQUAL_RESIDUAL, scale, SIZE)
+    overrides = {} if scale.paper_configs else rmt_setup.shrunk(scale, EQUAL_RESIDUAL, SIZE)
     return [*residual_runs(scale), _run(scale, EQUAL_RESIDUAL, EQUAL_RESIDUAL, overrides)]
 
 

@@ -134,7 +134,7 @@ def short_schedule(scale: Scale, lr: float) -> Budget:
     return schedule(shrunk.steps, shrunk.batch, shrunk.seq_len, shrunk.lr or lr, shrunk.val_windows)
 
 
-def shrunk(model: str, scale: Scale, size: int) -> dict[str, Any]:
+def shrunk(scale: Scale, model: str, size: int) -> dict[str, Any]:
     """Overrides that shrink `model` (size index 0-3 within its family) to the scale's recipe."""
     s = shrunk_at(scale)
     if family(model) == "transformer":
@@ -162,7 +162,7 @@ def scaling_run(model: str, scale: Scale) -> Run:
         budget, overrides = schedule(round(tokens / (batch * SEQ)), batch, SEQ, lr, micro_batch=min(batch, 32)), {}
     else:
         size = (TRANSFORMERS if kind == "transformer" else RMTS).index(model)
-        budget, overrides = short_schedule(scale, lr), shrunk(model, scale, size)
+        budget, overrides = short_schedule(scale, lr), shrunk(scale, model, size)
     return Run(
         model,
         model,

@@ -42,7 +42,7 @@ def _overrides(model: str, scale: Scale) -> dict:
     recipe = shrunk_at(scale)
     (layers, width), seq_len = recipe.variants_shape, recipe.seq_len
     if model.startswith("rmt"):
-        return {**rmt_setup.shrunk(model, scale, 1), "n_layer": layers}
+        return {**rmt_setup.shrunk(scale, model, 1), "n_layer": layers}
     return {**_untuned(model), "n_layer": layers, "d_model": width, "n_head": 4, "max_seq_len": seq_len,
             **scale.vocabulary()}  # fmt: skip
 

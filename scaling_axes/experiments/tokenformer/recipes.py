@@ -16,6 +16,7 @@ from scaling_axes.harness.scales import CPU, SMALL, SMOKE, Corpus, Scale, recipe
 OPENWEBTEXT = Corpus("openwebtext", tiny_stand_in="embedded_news")  # progressive scaling (section 4.1)
 PILE_CORPUS = Corpus("pile", tiny_stand_in="embedded_news")  # Table 1's models
 ENWIK8 = Corpus("enwik8", tiny_stand_in="embedded_wiki")  # Fig. 6's new data
+PAPER_EMA = 0.9999  # the ViTs' model EMA (MAE's recipe)
 IMAGENET = Corpus("imagenet", tiny_stand_in="embedded digits")  # the ViTs: digits wherever ImageNet is not used
 
 
@@ -109,6 +110,7 @@ class ViT:
     img_size: int
     patch_size: int
     budget: Budget  # seq_len set per model (its patches + 1)
+    ema_decay: float = 0.99  # the model EMA over a short run (the paper's 0.9999 averages over thousands of steps)
 
 
 VIT: dict[Scale, ViT] = {

@@ -18,7 +18,7 @@ import dataclasses
 import math
 
 from scaling_axes.datamodules.imagenet import IMAGENET_TRAIN_IMAGES
-from scaling_axes.experiments.tokenformer.recipes import IMAGENET, vit_at
+from scaling_axes.experiments.tokenformer.recipes import IMAGENET, PAPER_EMA, vit_at
 from scaling_axes.harness.results import Row, compare, published
 from scaling_axes.harness.runs import Budget, Experiment, Run
 from scaling_axes.harness.scales import Scale
@@ -60,7 +60,7 @@ def vit_run(scale: Scale, name: str, model: str, **overrides) -> Run:
 
     tokens = get_config(model, **config_overrides).tokens_per_image
     imagenet = IMAGENET.at(scale) == IMAGENET.real
-    ema = 0.9999 if scale.paper_configs else 0.99
+    ema = PAPER_EMA if scale.paper_configs else vit_at(scale).ema_decay
     epochs = EPOCHS["l16" if "l16" in model else "b16"]
     return Run(name, model, budget(scale, tokens, epochs), config_overrides, lm={"ema_decay": ema},
                data={"source": "folder" if imagenet else "embedded"})  # fmt: skip
