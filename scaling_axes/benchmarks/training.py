@@ -44,6 +44,7 @@ from scaling_axes.datamodules.tokenizers import load_tokenizer
 from scaling_axes.experiments.cross_architecture import setup as cross
 from scaling_axes.experiments.cross_architecture.recipes import recipe_at
 from scaling_axes.experiments.rmt import setup as rmt
+from scaling_axes.experiments.rmt.recipes import PAPER_LR
 from scaling_axes.harness.arguments import in_range
 from scaling_axes.harness.scales import PAPER
 from scaling_axes.io import write_csv
@@ -78,7 +79,7 @@ class Case:
 def cases() -> list[Case]:
     paper_shapes = recipe_at(PAPER).shapes
     width_of_150m = dataclasses.replace(paper_shapes["125m"], n_layer=12)  # 12 x 768, as Tokenformer-150M
-    rmt_z, cross_z = rmt.lm_options(rmt.PAPER_LR["rmt"])["z_loss"], cross.LM["z_loss"]
+    rmt_z, cross_z = rmt.lm_options(PAPER_LR["rmt"])["z_loss"], cross.LM["z_loss"]
     found = [Case("rmt_paper", "transformer", "transformer_rmt_405m", {}, 16, 512, rmt_z),
              Case("rmt_paper", "rmt", "rmt_305m", {}, 16, 512, rmt_z),
              Case("tokenformer_150m", "tokenformer", "tokenformer_150m", {}, 8, 2048, 0.0)]  # fmt: skip

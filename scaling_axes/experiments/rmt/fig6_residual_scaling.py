@@ -54,9 +54,10 @@ def runs(scale: Scale) -> list[Run]:
 
 
 def _run(scale: Scale, name: str, model: str, overrides: dict) -> Run:
-    paper = scale.paper_configs
-    budget = rmt_setup.schedule(50_000, 64, PAPER_SEQ, UNTUNED_LR) if paper else None
-    budget = budget or rmt_setup.short_schedule(scale, UNTUNED_LR)
+    if scale.paper_configs:
+        budget = rmt_setup.schedule(50_000, 64, PAPER_SEQ, UNTUNED_LR)
+    else:
+        budget = rmt_setup.short_schedule(scale, UNTUNED_LR)
     return Run(name, model, budget, overrides, corpus=rmt_setup.corpus(scale), tokenizer=scale.tokenizer_for("gpt2"),
                lm=rmt_setup.lm_options(budget.lr))  # fmt: skip
 

@@ -28,7 +28,6 @@ from scaling_axes.modules.architectures.transformer import TransformerConfig
 TRANSFORMERS = ("transformer_rmt_49m", "transformer_rmt_160m", "transformer_rmt_260m", "transformer_rmt_405m")
 RMTS = ("rmt_46m", "rmt_134m", "rmt_206m", "rmt_305m")
 TRANSFORMER, RMT = "transformer_rmt_405m", "rmt_305m"  # the pair of Tables 3-6 (trained by Fig. 2)
-SEQ = PAPER_SEQ
 
 
 def table7_non_embedding(c: TransformerConfig | RMTConfig) -> float:
@@ -49,7 +48,7 @@ def table7_params(c: TransformerConfig | RMTConfig, printed: bool) -> float:
 
 def table7_forward_flops(c: TransformerConfig | RMTConfig, compatible: bool) -> float:
     """Forward FLOPs per 512-token example: the paper-compatible form, or the corrected one."""
-    n = SEQ
+    n = PAPER_SEQ
     if isinstance(c, RMTConfig):
         keys = 6 * n * c.rank * c.d_key * c.d_value * (1 + (c.n_layer if compatible else 2 * c.n_layer))
         vocab = 4 * c.vocab_size * (1 if compatible else c.d_value)
@@ -63,7 +62,7 @@ def table7_forward_flops(c: TransformerConfig | RMTConfig, compatible: bool) -> 
 
 def train_flops(c: TransformerConfig | RMTConfig, tokens: float, compatible: bool) -> float:
     """3 x Table 7's forward per example, over `tokens`: the paper's reported FLOPs when `compatible`."""
-    return 3 * table7_forward_flops(c, compatible) * tokens / SEQ
+    return 3 * table7_forward_flops(c, compatible) * tokens / PAPER_SEQ
 
 
 Curve = list[tuple[float, float]]  # (step, value) as done.json stores a logged metric
@@ -159,7 +158,8 @@ def scaling_run(model: str, scale: Scale) -> Run:
         paper = published("rmt")
         table = "table8" if kind == "transformer" else "table9"
         tokens, batch = paper_tokens(model), int(paper[(table, model, "batch")])
-        budget, overrides = schedule(round(tokens / (batch * SEQ)), batch, SEQ, lr, micro_batch=min(batch, 32)), {}
+        steps = round(tokens / (batch * PAPER_SEQ))
+        budget, overrides = schedule(steps, batch, PAPER_SEQ, lr, micro_batch=min(batch, 32)), {}
     else:
         size = (TRANSFORMERS if kind == "transformer" else RMTS).index(model)
         budget, overrides = short_schedule(scale, lr), shrunk(scale, model, size)

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import torch
 
+from scaling_axes.experiments.rmt.recipes import PAPER_LR, PAPER_SEQ
 from scaling_axes.experiments.rmt.setup import (
-    PAPER_LR,
-    SEQ,
     paper_tokens,
     table7_forward_flops,
     table7_params,
@@ -44,7 +43,7 @@ def _preset_rows(name: str, paper: dict) -> list[Row]:
     label = paper[(table, name, "params")]
     tokens = paper_tokens(name)
     published_flops = paper.get(("table4", name, "train_flops"))
-    counted = train_flops_per_token(c, SEQ) * tokens
+    counted = train_flops_per_token(c, PAPER_SEQ) * tokens
     compatible = train_flops(c, tokens, compatible=True)
     return [
         Row(table=table, row=name, metric="params", paper=label, ours=params, unit="parameters",

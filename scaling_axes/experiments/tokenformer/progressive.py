@@ -20,10 +20,7 @@ from scaling_axes.modules.flops import formula_params
 
 SIZES = ("124m", "354m", "757m", "1_4b")
 TOKENFORMER_GROWTH = {"new_keys": "zero", "pin_tau": False}  # as the paper ran it: zero keys, tau follows n
-PINNED_TAU_GROWTH = {
-    "new_keys": "zero",
-    "pin_tau": True,
-}  # the ablation: exact growth (`modules.growth.tokenformer.grow`)
+PINNED_TAU_GROWTH = {"new_keys": "zero", "pin_tau": True}  # the ablation: exact growth (`growth.tokenformer.grow`)
 RELEASED_CODE_GROWTH = {"new_keys": "random", "pin_tau": False}  # the released code (GPU and TPU): random new keys
 NET2NET_GROWTH = {"noise": 1e-3}  # copies must differ, or they receive equal gradients and stay copies
 PAPER_NET2NET_GROWTH = {"net2net": "new_parameters"}  # Eq. 14's Net2Net: the new blocks freshly initialised
