@@ -29,7 +29,7 @@ from scaling_axes import experiments
 from scaling_axes.harness.arguments import in_range, scale_argument
 from scaling_axes.harness.command import main
 from scaling_axes.harness.plan import GPUS, MEASURED_MFU, dry_run, print_plan
-from scaling_axes.harness.results import write_report
+from scaling_axes.harness.report import write_report
 from scaling_axes.harness.runs import RUNS_DIR, Experiment
 from scaling_axes.harness.scales import PAPER, SCALES, SMOKE, Scale
 from scaling_axes.io import SuiteError, read_json

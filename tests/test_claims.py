@@ -31,22 +31,22 @@ TINY = {"n_layer": 1, "d_model": 32, "n_head": 4, "max_seq_len": 64, "vocab_size
 @pytest.mark.parametrize(
     ("margins", "status", "why"),
     [
-        ([0.03, -0.01], "insufficient", "train more (--seeds 3)"),
+        ([0.03, -0.01], "insufficient", "this margin needs --seeds 65"),
         # twice the standard error (0.005) would hold this; Student-t's 12.7 at n = 2 does not
-        ([0.05, 0.04], "insufficient", "train more (--seeds 3)"),
+        ([0.05, 0.04], "insufficient", "this margin needs --seeds 6"),
         # three equal margins have no spread: the floor stays a lower bound on their noise
-        ([0.001, 0.001, 0.001], "insufficient", "train more (--seeds 4)"),
+        ([0.001, 0.001, 0.001], "insufficient", "over 100 seeds: out of reach here"),
         ([0.30, 0.20, 0.25], "claim_holds", ""),  # t_2 x 0.05 / sqrt 3 = 0.124
         ([-0.30, -0.20, -0.25], "claim_fails", ""),
         # one seed: a difference of two runs, so sqrt 2 x the 0.02 floor, twice that = 0.057 (0.04 without the sqrt 2)
-        ([0.05], "insufficient", "train more seeds (--seeds 3)"),
+        ([0.05], "insufficient", "minimum detectable effect 0.0803 at 1 seed"),
         ([0.06], "claim_holds", ""),
     ],
 )
 def test_seeds_judge_a_margin_against_student_t_and_the_floor(margins, status, why):
     row = judge("fig2", "a_vs_b", "a beats b", SMALL, margins, 0.02, "nats/token", runs=("a", "b"))
     assert row.status == status and why in row.note
-    assert f"({len(margins)} seed" in row.note and row.run == "a,b"
+    assert f"; {len(margins)} seed" in row.note and row.run == "a,b"
 
 
 def test_the_t_table_is_student_t():
@@ -96,9 +96,9 @@ def test_seeds_train_repeats_that_the_claims_pair_seed_by_seed(tmp_path):
     first, second = results["wide"], results["wide"]["seed_runs"][2]
     assert second["val_loss"] != first["val_loss"]  # another initialisation and data order
     (row,) = experiment.report(SMALL, results)
-    assert "(2 seeds" in row.note
-    expected = [results["narrow"]["val_loss"] - first["val_loss"],
-                results["narrow"]["seed_runs"][2]["val_loss"] - second["val_loss"]]  # fmt: skip
+    assert "; 2 seeds" in row.note
+    expected = {1: results["narrow"]["val_loss"] - first["val_loss"],
+                2: results["narrow"]["seed_runs"][2]["val_loss"] - second["val_loss"]}  # fmt: skip
     assert paired_margins(results, ("wide", "narrow"), lambda w, n: n["val_loss"] - w["val_loss"]) == expected
     del results["narrow"]["seed_runs"]  # a seed that one side lacks is left out, not paired with another
     assert len(paired_margins(results, ("wide", "narrow"), lambda w, n: 0.0)) == 1

@@ -10,7 +10,8 @@ from scaling_axes.cli import all_experiments
 from scaling_axes.harness.claims import judge
 from scaling_axes.harness.command import main
 from scaling_axes.harness.plan import dry_run
-from scaling_axes.harness.results import Row, write_report, write_rows
+from scaling_axes.harness.report import write_report
+from scaling_axes.harness.results import Row, write_rows
 from scaling_axes.harness.runner import data_epochs, epoch_limit
 from scaling_axes.harness.runs import Budget, Experiment, Run
 from scaling_axes.harness.scales import CPU, PAPER, SMALL, SMOKE
@@ -44,7 +45,7 @@ def test_an_over_budget_run_is_refused_with_what_to_do_and_allowed_with_its_rows
     assert data_epochs(over, SMOKE, over.runs(SMOKE)[0]) is None  # smoke, a pipeline check, is exempt
     main(over, ["--scale", "cpu", "--seeds", "1", "--out-dir", str(tmp_path), "--allow-repeats"])
     with open(tmp_path / "results" / "cpu" / "budget_test.csv", newline="") as f:
-        (row,) = list(csv.DictReader(f))
+        (row,) = [r for r in csv.DictReader(f) if r["table"] != "floor"]
     assert row["status"] == "memorisation"
     assert "passes over the data (--allow-repeats): r 2.2; memorisation, not a result" in row["note"]
 
@@ -99,19 +100,6 @@ def test_claims_are_judged_against_the_noise(scale, margins, status):
     row = judge("fig2", "rmt_vs_transformer", "lower loss at equal FLOPs", scale, margins, 0.02, "nats/token")
     assert row.status == status and row.metric == "claim"
     assert row.note.startswith("lower loss at equal FLOPs | ")
-
-
-def test_the_report_opens_with_the_claims(tmp_path):
-    claim = judge("fig2", "rmt_vs_transformer", "lower loss at equal FLOPs", SMALL, [0.1], 0.02, "nats/token")
-    rows = [Row(table="fig2", row="a", metric="val_loss", ours=3.0, status="measured"), claim]
-    write_rows("rmt_fig2_scaling_laws", SMALL, rows, tmp_path)
-    report = write_report(tmp_path).read_text()
-    claims, per_experiment = report.index("## Claims"), report.index("## rmt_fig2_scaling_laws")
-    assert claims < per_experiment
-    row = (
-        "| rmt_fig2_scaling_laws: rmt_vs_transformer | lower loss at equal FLOPs | small | claim_holds | 0.1 nats/token"
-    )
-    assert row in report
 
 
 @pytest.mark.parametrize(("below", "status"), [(0.2, "claim_holds"), (-0.2, "claim_fails"), (0.005, "insufficient")])

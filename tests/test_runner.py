@@ -12,7 +12,8 @@ from scaling_axes.experiments.tokenformer import fig3_progressive_scaling as fig
 from scaling_axes.experiments.tokenformer import table3_params_flops as table3
 from scaling_axes.experiments.tokenformer import table8_variants as table8
 from scaling_axes.harness.command import main
-from scaling_axes.harness.results import COLUMNS, Row, write_report, write_rows
+from scaling_axes.harness.report import write_report
+from scaling_axes.harness.results import COLUMNS, Row, write_rows
 from scaling_axes.harness.runner import train
 from scaling_axes.harness.runs import Budget, Experiment, Run, find_run
 from scaling_axes.harness.scales import PAPER, SMALL, SMOKE
@@ -119,7 +120,7 @@ def test_results_csv_has_the_design_columns_and_report_md(tmp_path):
     with open(tmp_path / "smoke" / "demo.csv") as f:
         rows = list(csv.DictReader(f))
     assert tuple(rows[0]) == COLUMNS and rows[0]["note"] == "a, b" and rows[0]["scale"] == "smoke"
-    assert "## demo (smoke scale)" in write_report(tmp_path).read_text()
+    assert "- [demo](smoke/demo.csv): 1 differs" in write_report(tmp_path).read_text()
     with pytest.raises(ValueError, match="status='ok'"):
         Row(table="t", row="r", metric="m", paper=1.0, ours=2.0, status="ok")
 

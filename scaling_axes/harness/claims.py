@@ -14,9 +14,10 @@ chance (three equal margins of 0.001 do not hold). The margin, the noise and the
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from scaling_axes.harness.results import Row
 from scaling_axes.harness.scales import Scale
@@ -56,49 +57,111 @@ def significance_bound(margins: Sequence[float], noise_floor: float, runs_per_ma
     return max(t_critical(n - 1) * spread, ONE_SEED_Z * floor) / math.sqrt(n), max(spread, floor)
 
 
+NOTE_PARTS = " | "  # a claim's note: its statement | what was measured | why it was not decided (when it was not)
+POWER_Z = 0.84  # the normal quantile of 80% power: a minimum detectable effect is found 4 times in 5
+MAX_SEEDS = 100  # beyond this many seeds a margin is out of reach in practice
+
+
+@dataclasses.dataclass(frozen=True)
+class Evidence:
+    """What a claim row was judged from, kept so that the harness can judge it again with what only it knows (the
+    noise measured from every run's seeds at the scale, whether each run learned) and commit the margins per seed.
+    `noise_floor`: the least noise of one run's metric (assumed: a lower bound); `noise_metric`: the done.json metric
+    whose measured seed spread (x `noise_scale`, into the margin's unit) may raise it."""
+
+    statement: str
+    margins: tuple[float, ...]
+    seeds: tuple[int, ...]  # the seed of each margin
+    noise_floor: float
+    runs_per_margin: int = 2
+    fails_because: str | None = None
+    noise_metric: str | None = None
+    noise_scale: float = 1.0
+
+
 def judge(
     table: str,
     row: str,
     statement: str,
     scale: Scale,
-    margins: list[float],
+    margins: Mapping[int, float] | Sequence[float],
     noise_floor: float,
     unit: str = "",
     fails_because: str | None = None,
     runs: Sequence[str] = (),
     runs_per_margin: int = 2,
+    noise_metric: str | None = None,
+    noise_scale: float = 1.0,
 ) -> Row:
-    """The claim `statement`, measured by `margins` (one per seed; positive: the claim holds), each combining
-    `runs_per_margin` runs of a metric whose one-run noise is `noise_floor`. `fails_because`: a part of the claim
-    that the runs already contradict whatever the margin (a cost that is not lower). `runs`: the runs it compares
-    (the row's `run`, comma-separated), whose data and staleness `data_caveats` reads."""
-    margin = statistics.mean(margins) if margins else None
-    bound, noise = significance_bound(margins, noise_floor, runs_per_margin)
-    n = len(margins)
+    """The claim `statement`, measured by `margins` (seed -> margin, or a list from seed 1; positive: the claim
+    holds), each combining
+    `runs_per_margin` runs of a metric whose one-run noise is at least `noise_floor` (`noise_metric`: the per-run
+    metric whose measured spread may raise it, see `settle`). `fails_because`: a part of the claim that the runs
+    already contradict whatever the margin (a cost that is not lower). `runs`: the runs it compares (the row's
+    `run`, comma-separated), whose data, staleness and learning the harness reads."""
+    by_seed = margins if isinstance(margins, Mapping) else dict(enumerate(margins, 1))
+    evidence = Evidence(statement, tuple(by_seed.values()), tuple(by_seed), noise_floor, runs_per_margin,
+                        fails_because, noise_metric, noise_scale)  # fmt: skip
+    claim = Row(table=table, row=row, metric="claim", unit=unit, run=",".join(runs), evidence=evidence)
+    return settle(claim, scale)
+
+
+def settle(claim: Row, scale: Scale, measured_noise: dict[str, float] | None = None,
+           not_learning: Sequence[str] = ()) -> Row:  # fmt: skip
+    """`claim` judged from its evidence: with `measured_noise` (metric -> pooled one-run spread at this scale) as a
+    floor where it exceeds the assumed one, and never decided on a run in `not_learning` (why each is not)."""
+    e = claim.evidence
+    floor = max(e.noise_floor, e.noise_scale * (measured_noise or {}).get(e.noise_metric, 0.0))
+    margin = statistics.mean(e.margins) if e.margins else None
+    bound, noise = significance_bound(e.margins, floor, e.runs_per_margin)
+    n, status, why = len(e.margins), "insufficient", ""
     if margin is None:
-        status, why = "insufficient", "the runs it needs have not finished"
+        why = "the runs it needs have not finished"
     elif not scale.judges_claims:
-        status, why = "insufficient", f"{scale} scale proves the pipeline, not a claim"
-    elif fails_because:
-        status, why = "claim_fails", fails_because
+        why = f"{scale} scale proves the pipeline, not a claim"
+    elif not_learning:
+        more = f" (and {len(not_learning) - 1} more run{'s' * (len(not_learning) > 2)} at other seeds)"
+        status, why = "not_learning", f"decides nothing: {not_learning[0]}{more if len(not_learning) > 1 else ''}"
+    elif e.fails_because:
+        status, why = "claim_fails", e.fails_because
     elif abs(margin) > bound:
-        status, why = ("claim_holds" if margin > 0 else "claim_fails"), ""
-    elif n < 2:
-        status, why = (
-            "insufficient",
-            f"within {ONE_SEED_Z:g} x the margin's noise floor from one seed: train more seeds (--seeds 3)",
-        )
+        status = "claim_holds" if margin > 0 else "claim_fails"
     else:
-        status, why = "insufficient", f"within the 95% bound of {n} seeds: train more (--seeds {n + 1})"
-    how = (
-        "one seed against the floor"
-        if n < 2
-        else f"Student-t {t_critical(n - 1):.3g}, floor {margin_floor(noise_floor, runs_per_margin):.3g}"
-    )
-    measured = "" if margin is None else (f"margin {margin:+.4g} {unit}, bound {bound:.3g}, noise {noise:.3g} "
-                                          f"({n} seed{'s' * (n != 1)}; {how}); ")  # fmt: skip
-    return Row(table=table, row=row, metric="claim", ours=margin, unit=unit, status=status, run=",".join(runs),
-               note=f"{statement} | {measured}{why}".rstrip("; "))  # fmt: skip
+        detectable = minimum_detectable_effect(noise, n)
+        needed = seeds_needed(margin, noise)
+        needs = f"--seeds {needed}" if needed <= MAX_SEEDS else f"over {MAX_SEEDS} seeds: out of reach here"
+        why = (f"within the 95% bound; minimum detectable effect {detectable:.3g} at {n} seed{'s' * (n != 1)}, "
+               f"this margin needs {needs}")  # fmt: skip
+    how = "one seed against the floor" if n < 2 else f"Student-t {t_critical(n - 1):.3g}"
+    measured = "" if margin is None else (f"margin {margin:+.4g} {claim.unit}, 95% bound {bound:.3g}, noise "
+                                          f"{noise:.3g} (floor {margin_floor(floor, e.runs_per_margin):.3g}; {n} "
+                                          f"seed{'s' * (n != 1)}; {how})")  # fmt: skip
+    low, high = (None, None) if margin is None else (margin - bound, margin + bound)
+    return dataclasses.replace(claim, ours=margin, low=low, high=high, seeds=n, status=status,
+                               note=NOTE_PARTS.join((e.statement, measured, why)).rstrip(" |"))  # fmt: skip
+
+
+def minimum_detectable_effect(noise: float, seeds: int) -> float:
+    """The smallest true mean margin that `seeds` seeds of a margin with one-seed noise `noise` decide 80% of the
+    time: (the 95% critical value + POWER_Z) x noise / sqrt(seeds)."""
+    critical = ONE_SEED_Z if seeds < 2 else max(t_critical(seeds - 1), ONE_SEED_Z)
+    return (critical + POWER_Z) * noise / math.sqrt(seeds)
+
+
+def seeds_needed(margin: float, noise: float) -> int:
+    """The fewest seeds whose minimum detectable effect is below |margin| (MAX_SEEDS + 1: none up to MAX_SEEDS)."""
+    return next((n for n in range(2, MAX_SEEDS + 1) if minimum_detectable_effect(noise, n) < abs(margin)),
+                MAX_SEEDS + 1)  # fmt: skip
+
+
+def pooled_spread(groups: Sequence[Sequence[float]]) -> tuple[float, int]:
+    """(pooled standard deviation, degrees of freedom) of repeated measurements: sqrt(sum (n_i - 1) s_i^2 / sum
+    (n_i - 1)) over the groups of two or more (one run's seeds each); (0, 0) without any."""
+    repeated = [g for g in groups if len(g) >= 2]
+    dof = sum(len(g) - 1 for g in repeated)
+    if not dof:
+        return 0.0, 0
+    return math.sqrt(sum((len(g) - 1) * statistics.variance(g) for g in repeated) / dof), dof
 
 
 def seeds_of(done: dict | None) -> dict[int, dict]:
@@ -106,12 +169,13 @@ def seeds_of(done: dict | None) -> dict[int, dict]:
     return {} if done is None else {1: done, **done.get("seed_runs", {})}
 
 
-def paired_margins(results: dict[str, dict], names: Sequence[str], margin: Callable[..., float | None]) -> list[float]:
-    """`margin(*done)` of the runs `names`, at each seed at which all of them finished (None: no margin there, e.g.
-    a diverged run)."""
+def paired_margins(results: dict[str, dict], names: Sequence[str],
+                   margin: Callable[..., float | None]) -> dict[int, float]:  # fmt: skip
+    """seed -> `margin(*done)` of the runs `names`, at each seed at which all of them finished (None: no margin
+    there, e.g. a diverged run)."""
     per_run = [seeds_of(results.get(name)) for name in names]
     common = sorted(set.intersection(*(set(seeds) for seeds in per_run)))
-    return [m for k in common if (m := margin(*(seeds[k] for seeds in per_run))) is not None]
+    return {k: m for k in common if (m := margin(*(seeds[k] for seeds in per_run))) is not None}
 
 
 def metric_margin(key: str, scale_by: float = 1.0) -> Callable[[dict, dict], float | None]:
@@ -128,9 +192,8 @@ def lower_loss(table: str, statement: str, scale: Scale, winner: str, loser: str
     """The claim that run `winner` ends at a lower validation loss than run `loser` (margin: loser's minus
     winner's, per seed)."""
     margins = paired_margins(results, (winner, loser), metric_margin("val_loss", scale_by=-1.0))
-    return judge(
-        table, f"{winner}_vs_{loser}", statement, scale, margins, LOSS_NOISE_FLOOR, "nats/token", runs=(winner, loser)
-    )
+    return judge(table, f"{winner}_vs_{loser}", statement, scale, margins, LOSS_NOISE_FLOOR, "nats/token",
+                 runs=(winner, loser), noise_metric="val_loss")  # fmt: skip
 
 
 def as_good_as(table: str, statement: str, scale: Scale, candidate: str, reference: str, results: dict[str, dict],
@@ -143,4 +206,4 @@ def as_good_as(table: str, statement: str, scale: Scale, candidate: str, referen
                              lambda c, r: None if (d := difference(c, r)) is None else d + tolerance)  # fmt: skip
     within = f" (within {tolerance:g} {unit})" if tolerance else ""
     return judge(table, f"{candidate}_vs_{reference}", f"{statement}{within}", scale, margins, noise_floor, unit,
-                 fails_because, runs=(candidate, reference))  # fmt: skip
+                 fails_because, runs=(candidate, reference), noise_metric=key, noise_scale=abs(scale_by))  # fmt: skip

@@ -1,13 +1,16 @@
 """The one long results format, the papers' published numbers, and REPORT.md.
 
-Every experiment writes rows ``experiment, table, row, metric, paper, ours, unit, scale, run, status, note`` to
-``results/<scale>/<experiment>.csv``. Status: ``match`` (ours within the stated tolerance of the paper's),
-``differs``, ``not_run`` (the run has not finished), ``analytic`` (ours is a formula or a count, not a training
-result), ``measured`` (a training result the paper gives no number for), ``cited`` (a paper's number for a model
-this suite does not build, such as the Pythia rows of a comparison table, shown for reference only), and for a
-paper's claims (metric ``claim``, see `harness.claims`) ``claim_holds``, ``claim_fails`` or ``insufficient``; a row
-whose runs passed over their data more often than allowed (``--allow-repeats``) is ``memorisation``, and one whose runs
-on disk were trained with other settings than the code now declares is ``stale``, whatever it was judged.
+Every experiment writes rows ``experiment, table, row, metric, paper, ours, low, high, seeds, unit, scale, run,
+status, note`` to ``results/<scale>/<experiment>.csv``. Status: ``match`` (ours within the stated tolerance of the
+paper's), ``differs``, ``not_run`` (the run has not finished), ``analytic`` (ours is a formula or a count, not a
+training result), ``measured`` (a training result the paper gives no number for), ``cited`` (a paper's number for a
+model this suite does not build, such as the Pythia rows of a comparison table, shown for reference only), and for a
+paper's claims (metric ``claim``, see `harness.claims`; ``ours`` the mean margin, ``low``/``high`` its 95% interval,
+``seeds`` how many) ``claim_holds``, ``claim_fails``, ``insufficient``, ``out_of_reach`` (not trained at this scale:
+its effect is below what the scale can detect) or ``not_learning`` (a run it compares did not learn); a row whose
+runs passed over their data more often than allowed (``--allow-repeats``) is ``memorisation``, and one whose runs on
+disk were trained with other settings than the code now declares is ``stale``, whatever it was judged. Each claim's
+margin per seed and each run's final metrics per seed are in ``results/<scale>/seeds/<experiment>.csv``.
 """
 
 from __future__ import annotations
@@ -17,14 +20,18 @@ import dataclasses
 import importlib.resources
 import io
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from scaling_axes.harness.scales import SCALES, Scale
+from scaling_axes.harness.scales import Scale
 from scaling_axes.io import atomic_write
 
-COLUMNS = ("experiment", "table", "row", "metric", "paper", "ours", "unit", "scale", "run", "status", "note")
-STATUSES = ("match", "differs", "not_run", "analytic", "measured", "cited", "claim_holds", "claim_fails",
-            "insufficient", "memorisation", "stale")  # fmt: skip
+if TYPE_CHECKING:
+    from scaling_axes.harness.claims import Evidence
+
+COLUMNS = ("experiment", "table", "row", "metric", "paper", "ours", "low", "high", "seeds", "unit", "scale", "run",
+           "status", "note")  # fmt: skip
+VERDICTS = ("claim_holds", "claim_fails", "insufficient", "out_of_reach", "not_learning")  # a claim's, in this order
+STATUSES = ("match", "differs", "not_run", "analytic", "measured", "cited", *VERDICTS, "memorisation", "stale")
 # Where outputs go, one rule: `runs/` and `results/` under the output root, the working directory unless a command
 # is given --out-dir. The papers' numbers are package data (`scaling_axes.published`, the checkout's
 # results/published/), so an installed wheel reads them wherever it runs.
@@ -40,10 +47,14 @@ class Row:
     metric: str
     paper: float | None = None
     ours: float | None = None
+    low: float | None = None  # a claim's 95% interval of its mean margin
+    high: float | None = None
+    seeds: int | None = None  # the seeds a claim's margin was measured at
     unit: str = ""
     run: str = ""
     status: str = "analytic"
     note: str = ""
+    evidence: Evidence | None = dataclasses.field(default=None, repr=False)  # a claim's: what it was judged from
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -80,6 +91,9 @@ def write_rows(experiment: str, scale: Scale, rows: list[Row], results_dir: Path
             r.metric,
             _fmt(r.paper),
             _fmt(r.ours),
+            _fmt(r.low),
+            _fmt(r.high),
+            _fmt(r.seeds),
             r.unit,
             scale.name,
             r.run,
@@ -134,68 +148,3 @@ def published(paper: str) -> dict[tuple[str, str, str], float]:
     """(table, row, metric) -> value from `results/published/<paper>.csv`."""
     with open(published_file(f"{paper}.csv"), newline="") as f:
         return {(r["table"], r["row"], r["metric"]): float(r["value"]) for r in csv.DictReader(f)}
-
-
-def write_report(results_dir: Path = RESULTS_DIR, scale: Scale | None = None, header: tuple[str, ...] = ()) -> Path:
-    """Regenerate REPORT.md: per experiment, the table of the largest scale that has results; with `scale`, that
-    scale's alone into `results/<scale>/REPORT.md`, opening with `header` (the machine and commit) and the scale's
-    scope."""
-    results_dir = Path(results_dir)
-    latest: dict[str, Path] = {}
-    for each in [scale] if scale else SCALES.values():  # later scales overwrite earlier ones
-        for path in sorted((results_dir / each.name).glob("*.csv")):
-            latest[path.stem] = path
-    tables = {path.stem: _read(path) for path in latest.values()}
-    lines = [
-        f"# Results{f' at {scale} scale' if scale else ''}",
-        "",
-        *header,
-        *([scale.scope, ""] if scale and scale.scope else []),
-        "Regenerated by `python -m scaling_axes report` (and by every experiment's `--report`). Each section shows the",
-        "largest scale that has run. **smoke** results come from tiny models on the embedded data: they prove the",
-        "pipeline and are never a reproduction. Paper numbers and their sources: `results/published/`.",
-        "",
-        *_claims_table(tables),
-    ]
-    for name, path in sorted(latest.items()):
-        rows = tables[name]
-        shown = rows[0]["scale"] if rows else path.parent.name
-        lines += [f"## {name} ({shown} scale)", ""]
-        if (path.with_suffix(".png")).exists():
-            lines += [f"![{name}]({path.stem if scale else f'{path.parent.name}/{path.stem}'}.png)", ""]
-        lines += [
-            "| table | row | metric | paper | ours | unit | status | note |",
-            "|---|---|---|---|---|---|---|---|",
-        ]
-        lines += [
-            f"| {r['table']} | {r['row']} | {r['metric']} | {r['paper']} | {r['ours']} | {r['unit']} | {r['status']} "
-            f"| {r['note']} |"
-            for r in rows
-        ]
-        lines.append("")
-    report = results_dir / (f"{scale}/REPORT.md" if scale else "REPORT.md")
-    atomic_write(report, "\n".join(lines))
-    return report
-
-
-def _read(path: Path) -> list[dict[str, str]]:
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
-
-
-def _claims_table(tables: dict[str, list[dict[str, str]]]) -> list[str]:
-    """Every paper claim, its statement, the scale it was judged at and its status: the report's first table."""
-    claims = [(name, r) for name, rows in sorted(tables.items()) for r in rows if r["metric"] == "claim"]
-    if not claims:
-        return []
-    lines = [
-        "## Claims",
-        "",
-        "| experiment: row | claim | scale | status | margin | how judged |",
-        "|---|---|---|---|---|---|",
-    ]
-    for name, r in claims:
-        statement, _, how = r["note"].partition(" | ")
-        cells = (f"{name}: {r['row']}", statement, r["scale"], r["status"], f"{r['ours']} {r['unit']}", how)
-        lines.append("| " + " | ".join(cells) + " |")
-    return [*lines, ""]

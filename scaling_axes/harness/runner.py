@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import csv
 import dataclasses
+import io
 import json
 from pathlib import Path
 from typing import Any
 
-from scaling_axes.datamodules.corpora import CORPORA, default_data_root
-from scaling_axes.harness.claims import seeds_of
-from scaling_axes.harness.results import RESULTS_DIR, Row, write_report, write_rows
+from scaling_axes.datamodules.corpora import CORPORA, default_data_root, unigram_floor
+from scaling_axes.harness.claims import pooled_spread, seeds_of, settle
+from scaling_axes.harness.report import write_report
+from scaling_axes.harness.results import RESULTS_DIR, Row, write_rows
 from scaling_axes.harness.runs import (
     RUNS_DIR,
+    SEED_SUFFIX,
     Experiment,
     Growth,
     Run,
@@ -149,12 +153,94 @@ def grown_run(source: Run, source_dir: Path, run: Run, out: Path) -> tuple[Run, 
 def report(experiment: Experiment, scale: Scale, runs_dir: Path = RUNS_DIR, results_dir: Path | None = None) -> Path:
     """Rebuild `results/<scale>/<experiment>.csv` (and its figure) from finished runs, then REPORT.md."""
     results_dir = Path(results_dir or RESULTS_DIR)
-    results = load_results(experiment, scale, runs_dir)
-    rows = data_caveats(experiment.report(scale, results), results, experiment.runs(scale))
+    results, runs = load_results(experiment, scale, runs_dir), experiment.runs(scale)
+    noise, spread_rows = measured_noise(Path(runs_dir) / (experiment.run_group or experiment.name) / scale.name)
+    rows = [settle(row, scale, noise, not_learning(row, results, runs)) if row.evidence else row
+            for row in experiment.report(scale, results)]  # fmt: skip
+    rows = data_caveats(rows, results, runs) + spread_rows + floor_rows(runs)
     path = write_rows(experiment.name, scale, rows, results_dir)
+    write_seeds(experiment.name, scale, rows, results, results_dir)
     if experiment.figure is not None:
         experiment.figure(scale, results, path.with_suffix(".png"))
     write_report(results_dir)
+    return path
+
+
+NOISE_METRICS = ("val_loss", "val_top1")  # the final metrics whose spread over seeds is measured
+
+
+def measured_noise(directory: Path) -> tuple[dict[str, float], list[Row]]:
+    """metric -> the pooled spread over seeds of one run's final `metric`, from the finished runs in `directory` (an
+    experiment's runs at one scale) that trained at two seeds or more; and a row for each."""
+    by_run: dict[str, dict[str, list[float]]] = {}
+    for done_path in sorted(Path(directory).glob("*/done.json")):
+        name = done_path.parent.name
+        base, _, k = name.rpartition(SEED_SUFFIX)
+        base = base if k.isdigit() else name
+        try:
+            done = read_done(done_path)
+        except CorruptFileError:
+            continue
+        for metric in NOISE_METRICS:
+            if isinstance(value := done.get(metric), (int, float)):
+                by_run.setdefault(metric, {}).setdefault(base, []).append(float(value))
+    noise, rows = {}, []
+    for metric, groups in by_run.items():
+        spread, dof = pooled_spread(list(groups.values()))
+        if dof:
+            noise[metric] = spread
+            rows.append(Row(table="noise", row=metric, metric="seed_spread", ours=spread, status="measured",
+                            unit="nats/token" if metric == "val_loss" else "fraction",
+                            note=f"pooled over {sum(len(g) >= 2 for g in groups.values())} runs, {dof} degrees of "
+                            "freedom"))  # fmt: skip
+    return noise, rows
+
+
+def floor_rows(runs: list[Run]) -> list[Row]:
+    """The unigram floor of each corpus and tokenizer the language-model runs train on (prepared here)."""
+    rows = {}
+    for run in runs:
+        key = f"{run.corpus}/{run.tokenizer or CORPORA[run.corpus].default_tokenizer}"
+        if run.classifies_images or key in rows:
+            continue
+        try:
+            rows[key] = Row(table="floor", row=key, metric="unigram_cross_entropy", unit="nats/token",
+                            ours=unigram_floor(run.corpus, run.tokenizer), status="measured")  # fmt: skip
+        except FileNotFoundError:
+            continue
+    return list(rows.values())
+
+
+def not_learning(claim: Row, results: dict[str, dict], runs: list[Run]) -> list[str]:
+    """Why each run (at each seed) that `claim` compares did not clearly learn (`Task.learned`); empty if all did."""
+    by_name = {run.name: run for run in runs}
+    return [why for name in claim.run.split(",") if name in by_name
+            for done in seeds_of(results.get(name)).values()
+            if not done.get("diverged") and (why := task_of(by_name[name]).learned(by_name[name], done))]  # fmt: skip
+
+
+SEED_COLUMNS = ("kind", "table", "row", "run", "seed", "metric", "value")
+SEED_METRICS = ("val_loss", "val_bpb", "val_top1", "val_ema_top1", "test_loss", "steps", "tokens")
+
+
+def write_seeds(experiment: str, scale: Scale, rows: list[Row], results: dict[str, dict],
+                results_dir: Path = RESULTS_DIR) -> Path:  # fmt: skip
+    """`results/<scale>/seeds/<experiment>.csv`: every finished run's final metrics at each seed, and every claim's
+    margin at each seed, so that a verdict can be recomputed by hand."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(SEED_COLUMNS)
+    for name, done in sorted(results.items()):
+        for seed, each in seeds_of(done).items():
+            writer.writerows(("run", "", "", name, seed, metric, each[metric]) for metric in SEED_METRICS
+                             if isinstance(each.get(metric), (int, float)))  # fmt: skip
+    for row in rows:
+        if row.evidence:
+            margins = zip(row.evidence.seeds, row.evidence.margins, strict=True)
+            writer.writerows(("claim", row.table, row.row, row.run, seed, row.unit or "margin", f"{margin:.6g}")
+                             for seed, margin in margins)  # fmt: skip
+    path = Path(results_dir) / scale.name / "seeds" / f"{experiment}.csv"
+    atomic_write(path, buffer.getvalue())
     return path
 
 

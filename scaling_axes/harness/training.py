@@ -23,7 +23,7 @@ from lightning.pytorch.utilities import rank_zero_only
 from lightning.pytorch.utilities.exceptions import MisconfigurationException
 from torch.distributed.tensor import DTensor
 
-from scaling_axes.datamodules.corpora import train_tokens
+from scaling_axes.datamodules.corpora import train_tokens, unigram_floor
 from scaling_axes.datamodules.text import TextDataModule
 from scaling_axes.harness.callbacks import (
     AtomicCheckpointIO,
@@ -298,6 +298,33 @@ def _image_epochs(run: Run) -> tuple[float, str]:
     return seen / images, f"{name} ({images:,} training images; the run asks {seen:,})"
 
 
+# What "clearly learned" means: a language model at least LEARNED_NATS below its data's unigram floor (a bigram
+# statistic alone gains about a nat on these corpora; sampling noise is a few hundredths), a classifier at least
+# LEARNED_POINTS of top-1 above chance (guessing's accuracy, 1 / classes)
+LEARNED_NATS = 0.5
+LEARNED_POINTS = 25.0
+
+
+def _text_learned(run: Run, done: dict) -> str | None:
+    try:
+        floor = unigram_floor(run.corpus, run.tokenizer)
+    except FileNotFoundError:
+        return None  # not prepared here: nothing to compare with (the row keeps its judgement)
+    loss = done.get("val_loss")
+    if loss is None or loss > floor - LEARNED_NATS:
+        return (f"{done.get('run', run.name)} ends at {loss if loss is None else f'{loss:.3f}'} nats/token, not "
+                f"{LEARNED_NATS:g} below the unigram floor {floor:.3f} of {run.corpus}")  # fmt: skip
+    return None
+
+
+def _image_learned(run: Run, done: dict) -> str | None:
+    chance, top1 = 100.0 / run.config.num_classes, done.get("val_top1")
+    if top1 is None or 100 * top1 < chance + LEARNED_POINTS:
+        return (f"{done.get('run', run.name)} ends at {top1 if top1 is None else f'{100 * top1:.1f}'}% top-1, not "
+                f"{LEARNED_POINTS:g} points above chance ({chance:.3g}%)")  # fmt: skip
+    return None
+
+
 @dataclasses.dataclass(frozen=True)
 class Task:
     """What kind of training a run is: its DataModule, its LightningModule (from grown weights when given), the
@@ -308,10 +335,12 @@ class Task:
     accuracy_curves: tuple[str, ...]
     final_metrics: Callable[[dict[str, float]], dict[str, float | None]]
     epochs: Callable[[Run], tuple[float, str]]  # (passes over the training split, what the data and the ask are)
+    learned: Callable[[Run, dict], str | None]  # None where a finished run clearly learned, else why not
 
 
-TEXT = Task(_text_data, _language_model, (), _text_metrics, _text_epochs)
-IMAGE = Task(_image_data, _image_classifier, ("val/top1", "val/ema_top1"), _image_metrics, _image_epochs)
+TEXT = Task(_text_data, _language_model, (), _text_metrics, _text_epochs, _text_learned)
+IMAGE = Task(_image_data, _image_classifier, ("val/top1", "val/ema_top1"), _image_metrics, _image_epochs,
+             _image_learned)  # fmt: skip
 
 
 def task_of(run: Run) -> Task:

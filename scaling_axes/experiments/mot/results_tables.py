@@ -73,6 +73,7 @@ def claim_rows(scale: Scale, results: dict[str, dict]) -> list[Row]:
                     LOSS_NOISE_FLOOR,
                     "nats/token",
                     runs=names,
+                    noise_metric="val_loss",
                 )
             )
         rows.append(judge(TABLE, f"{concat}_vs_{baseline}_step_time", f"concat costs about noop's time per step (at "

@@ -89,7 +89,7 @@ def claim_rows(scale: Scale, results: dict[str, dict]) -> list[Row]:
         margins = paired_margins(results, names, functools.partial(_gap_to_transformer_frontier, scale, by_name, names))
         rows.append(judge("fig2", f"{rmt}_vs_transformers", "the RMT reaches a lower loss than the Transformers at "
                           "equal training FLOPs (finished schedules)", scale, margins, LOSS_NOISE_FLOOR, "nats/token",
-                          runs=names))  # fmt: skip
+                          runs=names, noise_metric="val_loss"))  # fmt: skip
     return rows
 
 

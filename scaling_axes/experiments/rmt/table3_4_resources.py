@@ -219,7 +219,7 @@ def claim_rows(scale: Scale, transformer: Run, rmt: Run, results: dict[str, dict
                   "fraction saved", runs=names) for resource, (noise, words) in RESOURCES.items()]  # fmt: skip
     by_formula = paired_margins(results, names, saved("train_flops"))
     rows.append(Row(table="table3", row=f"{rmt.name}_vs_{transformer.name}_flops_paper_formula",
-                    metric="flops_saved_fraction", ours=statistics.mean(by_formula) if by_formula else None,
+                    metric="flops_saved_fraction", ours=statistics.mean(by_formula.values()) if by_formula else None,
                     unit="fraction saved", run=",".join(names), status="measured" if by_formula else "not_run",
                     note="the FLOPs claim by the paper's Table 7 formula (no embedding or unembedding matmuls), "
                     f"mean of {len(by_formula)} seed(s); the claim above counts them"))  # fmt: skip

@@ -1,0 +1,187 @@
+"""REPORT.md: per scale, one line per claim grouped by verdict, a forest plot of the margins, the caveats of the
+scale said once, and one line per experiment pointing at its CSV (the tables' bulk stays there).
+
+Read from the results CSVs alone (`results/<scale>/*.csv` and their per-seed files), so a report can be rebuilt
+anywhere the CSVs are.
+"""
+
+from __future__ import annotations
+
+import collections
+import csv
+import dataclasses
+from pathlib import Path
+
+from scaling_axes.harness.claims import NOTE_PARTS
+from scaling_axes.harness.results import RESULTS_DIR, VERDICTS, pyplot, save_figure
+from scaling_axes.harness.scales import SCALES, Scale
+from scaling_axes.io import atomic_write
+
+HEADINGS = {"claim_holds": "Holds", "claim_fails": "Fails", "insufficient": "Insufficient",
+            "out_of_reach": "Out of reach", "not_learning": "Not learning"}  # fmt: skip
+DATA_NOTE = "; data: "  # what `runner.data_caveats` appends to a claim's note
+FOREST = "claims_forest.png"
+
+
+@dataclasses.dataclass
+class Claim:
+    """A claim as the report shows it: merged over the experiments that state it of the same runs."""
+
+    statement: str
+    status: str
+    margin: str
+    low: str
+    high: str
+    unit: str
+    why: str
+    seeds: int
+    where: list[str]
+    data: str
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def claims_of(scale_dir: Path) -> list[Claim]:
+    """The claims in `scale_dir`'s CSVs, one per statement and set of runs, in verdict order."""
+    merged: dict[tuple[str, str], Claim] = {}
+    for path in sorted(scale_dir.glob("*.csv")):
+        for r in read_csv(path):
+            if r["metric"] != "claim":
+                continue
+            note, _, data = r["note"].partition(DATA_NOTE)
+            statement, _, why = note.partition(NOTE_PARTS)
+            why = why.partition(NOTE_PARTS)[2]
+            key = (statement, ",".join(sorted(r["run"].split(","))))
+            if key in merged:
+                merged[key].where.append(f"{path.stem}: {r['row']}")
+                continue
+            merged[key] = Claim(statement, r["status"], r["ours"], r["low"], r["high"], r["unit"],
+                                why, int(r["seeds"] or 0), [f"{path.stem}: {r['row']}"], data)  # fmt: skip
+    order = {status: i for i, status in enumerate(VERDICTS)}
+    return sorted(merged.values(), key=lambda c: (order.get(c.status, len(order)), c.where[0]))
+
+
+def claim_lines(claims: list[Claim]) -> list[str]:
+    """One line per claim under its verdict's heading: the mean margin, its 95% interval, the seeds."""
+    lines = []
+    for status in (*VERDICTS, *sorted({c.status for c in claims} - set(VERDICTS))):
+        group = [c for c in claims if c.status == status]
+        if not group:
+            continue
+        lines += [f"### {HEADINGS.get(status, status)} ({len(group)})", ""]
+        for c in group:
+            measured = f"{_g(c.margin, '+')} [{_g(c.low)}, {_g(c.high)}] {c.unit}, {c.seeds} seed" \
+                f"{'s' * (c.seeds != 1)}" if c.margin else "no margin"  # fmt: skip
+            why = f"; {c.why}" if c.why else ""
+            lines.append(f"- {c.statement}: **{measured}**{why} ({'; '.join(c.where)})")
+        lines.append("")
+    return lines
+
+
+def _g(value: str, sign: str = "") -> str:
+    return f"{float(value):{sign}.3g}" if value else "?"
+
+
+def _label(where: str, width: int = 64) -> str:
+    """`experiment: row`, shortened in the middle, where the two names differ least."""
+    return where if len(where) <= width else f"{where[: width // 2 - 1]}…{where[-(width // 2) :]}"
+
+
+def forest_plot(claims: list[Claim], path: Path, title: str) -> bool:
+    """Every claim's mean margin and 95% interval, a panel per unit, coloured by verdict; False if none has one."""
+    shown = [c for c in claims if c.margin and c.low and c.high]
+    units = sorted({c.unit for c in shown}, key=lambda u: -sum(c.unit == u for c in shown))
+    if not shown:
+        return False
+    heights = [sum(c.unit == u for c in shown) + 1 for u in units]
+    fig, axes = pyplot().subplots(len(units), 1, figsize=(8, 0.22 * sum(heights) + 1.2), squeeze=False,
+                                  gridspec_kw={"height_ratios": heights})  # fmt: skip
+    colours = {status: f"C{i}" for i, status in enumerate(VERDICTS)}
+    for ax, unit in zip(axes[:, 0], units, strict=True):
+        group = [c for c in shown if c.unit == unit]
+        for y, c in enumerate(group):
+            low, mean, high = float(c.low), float(c.margin), float(c.high)
+            ax.plot([low, high], [y, y], color=colours.get(c.status, "k"), linewidth=1.5)
+            ax.plot(mean, y, "o", color=colours.get(c.status, "k"), markersize=3)
+        ax.axvline(0, color="grey", linewidth=0.8)
+        ax.set_yticks(range(len(group)), [_label(c.where[0]) for c in group], fontsize=6)
+        ax.set_ylim(len(group) - 0.5, -0.5)
+        ax.set_xlabel(f"margin ({unit}; > 0: the claim holds)", fontsize=7)
+    for status, colour in colours.items():
+        axes[0, 0].plot([], [], color=colour, label=HEADINGS[status])
+    axes[0, 0].set_title(title, fontsize=9)
+    save_figure(fig, path)
+    return True
+
+
+def caveat_lines(scale: Scale | None, scale_dir: Path, claims: list[Claim]) -> list[str]:
+    """What holds for every row at this scale, said once: its note, the data, the measured noise, the floors."""
+    lines = [f"## What every number at {scale_dir.name} scale rests on", ""]
+    if scale is not None and scale.note:
+        lines.append(f"- {scale.note}.")
+    lines += [f"- data: {data}" for data in sorted({c.data for c in claims if c.data})]
+    harness_rows = [(path.stem, r) for path in sorted(scale_dir.glob("*.csv")) for r in read_csv(path)
+                    if r["table"] in ("noise", "floor")]  # fmt: skip
+    floors = sorted({(r["row"], r["ours"], r["unit"]) for _, r in harness_rows if r["table"] == "floor"})
+    lines += [f"- {row}: unigram floor {_g(value)} {unit} (a run must end 0.5 below it to count as learning)"
+              for row, value, unit in floors]  # fmt: skip
+    noise = list({(r["row"], r["ours"]): (name, r) for name, r in harness_rows if r["table"] == "noise"}.values())
+    if noise:
+        lines += ["- noise measured from the seeds (pooled spread of one run's final metric; the assumed floors, "
+                  "0.02 nats and 0.3 points, stay as lower bounds):"]  # fmt: skip
+        lines += [f"  - {name}: {r['row']} {_g(r['ours'])} {r['unit']} ({r['note']})" for name, r in noise]
+    return [*lines, ""]
+
+
+def experiment_lines(scale_dir: Path, link_prefix: str) -> list[str]:
+    """One line per experiment: its rows by status and where its table and figure are."""
+    lines = ["## Tables", ""]
+    for path in sorted(scale_dir.glob("*.csv")):
+        counts = collections.Counter(r["status"] for r in read_csv(path) if r["table"] not in ("noise", "floor"))
+        figure = f", [figure]({link_prefix}{path.stem}.png)" if path.with_suffix(".png").exists() else ""
+        summary = ", ".join(f"{n} {status}" for status, n in counts.most_common())
+        lines.append(f"- [{path.stem}]({link_prefix}{path.name}){figure}: {summary}")
+    return [*lines, ""]
+
+
+def scale_section(scale_dir: Path, link_prefix: str, level: str = "##") -> list[str]:
+    """A scale's claims (grouped by verdict, with the forest plot) and its tables."""
+    claims = claims_of(scale_dir)
+    lines = []
+    if claims:
+        counts = collections.Counter(c.status for c in claims)
+        lines += [f"{level} Claims: " + ", ".join(f"{counts[s]} {HEADINGS.get(s, s).lower()}" for s in counts), "",
+                  "Mean margin over seeds (> 0: the claim holds), [its 95% interval], the seeds; a claim several "
+                  "experiments state of the same runs is one line.", ""]  # fmt: skip
+        if forest_plot(claims, scale_dir / FOREST, f"claims at {scale_dir.name} scale"):
+            lines += [f"![margins of every claim]({link_prefix}{FOREST})", ""]
+        lines += claim_lines(claims)
+    return lines
+
+
+def write_report(results_dir: Path = RESULTS_DIR, scale: Scale | None = None, header: tuple[str, ...] = ()) -> Path:
+    """With `scale`: `results/<scale>/REPORT.md`, opening with `header` (the machine and commit) and the scale's
+    scope. Without: `results/REPORT.md`, each scale that has results, largest first, pointing at its own report."""
+    results_dir = Path(results_dir)
+    if scale is not None:
+        scale_dir = results_dir / scale.name
+        lines = [f"# Results at {scale} scale", "", *header, *([scale.scope, ""] if scale.scope else []),
+                 *scale_section(scale_dir, ""), *caveat_lines(scale, scale_dir, claims_of(scale_dir)),
+                 *experiment_lines(scale_dir, "")]  # fmt: skip
+        path = scale_dir / "REPORT.md"
+    else:
+        lines = ["# Results", "", "Regenerated by `python -m scaling_axes report` (and every experiment's "
+                 "`--report`). **smoke** results prove the pipeline and are never a reproduction; paper numbers and "
+                 "their sources: `results/published/`.", ""]  # fmt: skip
+        for each in reversed(SCALES.values()):
+            scale_dir = results_dir / each.name
+            if any(scale_dir.glob("*.csv")):
+                lines += [f"## {each} scale ([its report]({each.name}/REPORT.md))", "",
+                          *scale_section(scale_dir, f"{each.name}/", "###"),
+                          *experiment_lines(scale_dir, f"{each.name}/")]  # fmt: skip
+        path = results_dir / "REPORT.md"
+    atomic_write(path, "\n".join(lines))
+    return path

@@ -1,0 +1,128 @@
+"""What a verdict rests on, measured by the harness: each corpus's unigram floor, whether each run learned (a claim
+is never decided on one that did not), and the noise of one run measured from the seeds of all an experiment's
+runs, which raises the assumed floor and sizes each undecided claim's minimum detectable effect."""
+
+import collections
+import json
+import math
+import statistics
+
+import numpy as np
+import pytest
+
+from scaling_axes.datamodules.corpora import corpus_dir, prepare_corpus, unigram_floor
+from scaling_axes.harness.claims import (
+    MAX_SEEDS,
+    judge,
+    lower_loss,
+    minimum_detectable_effect,
+    pooled_spread,
+    seeds_needed,
+)
+from scaling_axes.harness.runner import measured_noise, report
+from scaling_axes.harness.runs import Budget, Experiment, Run, run_dir
+from scaling_axes.harness.scales import CPU
+
+TINY = {"n_layer": 1, "d_model": 32, "n_head": 4, "max_seq_len": 64, "vocab_size": 512}
+
+
+def test_the_unigram_floor_is_the_entropy_of_the_training_tokens(tmp_path, monkeypatch):
+    monkeypatch.setenv("SCALING_AXES_DATA", str(tmp_path))
+    prepare_corpus("embedded_news", "bytes")
+    directory = corpus_dir(tmp_path, "embedded_news", "bytes")
+    tokens = np.fromfile(directory / "train.bin", dtype=json.loads((directory / "meta.json").read_text())["dtype"])
+    counts = collections.Counter(tokens.tolist())
+    expected = -math.fsum(c / len(tokens) * math.log(c / len(tokens)) for c in counts.values())
+    assert unigram_floor("embedded_news", "bytes") == pytest.approx(expected, rel=1e-12)
+    cache = json.loads((directory / "unigram.json").read_text())
+    (directory / "unigram.json").write_text(json.dumps({**cache, "nats_per_token": 1.0}))
+    assert unigram_floor("embedded_news", "bytes") == 1.0  # counted once, read back while the split is unchanged
+    (directory / "unigram.json").write_text(json.dumps({**cache, "nats_per_token": 1.0, "train_blake2b": "other"}))
+    assert unigram_floor("embedded_news", "bytes") == pytest.approx(expected, rel=1e-12)  # another split: recounted
+
+
+def _experiment(runs: list[Run]) -> Experiment:
+    def claims(scale, results):
+        return [lower_loss("t", "a beats b", scale, "a", "b", results)]
+
+    return Experiment("verdict_test", "hand-written runs", lambda scale: runs, claims)
+
+
+def _finish(tmp_path, experiment: Experiment, name: str, **done) -> None:
+    out = run_dir(experiment, CPU, next(r for r in experiment.runs(CPU) if r.name == name.split("_seed")[0]),
+                  tmp_path / "runs").with_name(name)  # fmt: skip
+    out.mkdir(parents=True)
+    (out / "done.json").write_text(json.dumps({"run": name, **done}))
+
+
+def _claim(tmp_path, experiment: Experiment) -> dict:
+    path = report(experiment, CPU, tmp_path / "runs", tmp_path / "results")
+    import csv
+
+    with open(path, newline="") as f:
+        return next(r for r in csv.DictReader(f) if r["metric"] == "claim")
+
+
+@pytest.mark.parametrize(("loser_loss", "status"), [(2.0, "claim_holds"), (4.9, "not_learning")])
+def test_a_run_that_did_not_learn_decides_no_claim(tmp_path, loser_loss, status):
+    budget = Budget(steps=3, batch_size=4, seq_len=64)
+    runs = [Run(name, "transformer_124m", budget, TINY, corpus="embedded_news", tokenizer="bytes") for name in "ab"]
+    experiment = _experiment(runs)
+    floor = unigram_floor("embedded_news", "bytes")
+    assert 2.0 + 0.5 < floor < 4.9 + 0.5  # b at 4.9 is within half a nat of the floor (or above it)
+    for k, jitter in enumerate((0.0, 0.01, -0.01), 1):
+        suffix = "" if k == 1 else f"_seed{k}"
+        _finish(tmp_path, experiment, f"a{suffix}", val_loss=1.0 + jitter)
+        _finish(tmp_path, experiment, f"b{suffix}", val_loss=loser_loss - jitter)
+    claim = _claim(tmp_path, experiment)
+    assert claim["status"] == status
+    if status == "not_learning":
+        assert f"b ends at 4.900 nats/token, not 0.5 below the unigram floor {floor:.3f}" in claim["note"]
+
+
+def test_an_image_run_at_chance_decides_no_claim(tmp_path):
+    budget = Budget(steps=3, batch_size=4, seq_len=1)
+    runs = [Run(name, "vit_b16", budget, {"num_classes": 10, "img_size": 16, "depth": 1}) for name in "ab"]
+
+    def claims(scale, results):
+        from scaling_axes.harness.claims import as_good_as
+
+        return [as_good_as("t", "a is as good as b", scale, "a", "b", results, 0.5)]
+
+    experiment = Experiment("vit_verdict_test", "hand-written runs", lambda scale: runs, claims)
+    for name, top1 in (("a", 0.95), ("b", 0.30)):
+        _finish(tmp_path, experiment, name, val_top1=top1)
+    claim = _claim(tmp_path, experiment)
+    assert claim["status"] == "not_learning" and "b ends at 30.0% top-1, not 25 points above chance (10%)" in claim[
+        "note"]  # fmt: skip
+
+
+def test_noise_is_measured_from_every_runs_seeds_and_raises_the_floor(tmp_path):
+    """Run c's seeds spread widely; a and b agree to the last digit: the claim's own margins have no spread, but the
+    pooled spread of one run (a, b and c's seeds) is measured and the claim is judged against it."""
+    budget = Budget(steps=3, batch_size=4, seq_len=64)
+    runs = [Run(name, "transformer_124m", budget, TINY, corpus="embedded_news", tokenizer="bytes") for name in "abc"]
+    experiment = _experiment(runs)
+    values = {"a": [1.0, 1.0, 1.0], "b": [1.1, 1.1, 1.1], "c": [1.0, 1.6, 2.2]}
+    for name, losses in values.items():
+        for k, loss in enumerate(losses, 1):
+            _finish(tmp_path, experiment, name + ("" if k == 1 else f"_seed{k}"), val_loss=loss)
+    noise, _ = measured_noise(tmp_path / "runs" / "verdict_test" / "cpu")
+    dof = sum(len(v) - 1 for v in values.values())
+    expected = math.sqrt(sum((len(v) - 1) * statistics.variance(v) for v in values.values()) / dof)
+    assert noise["val_loss"] == pytest.approx(expected) and pooled_spread(list(values.values())) == (noise["val_loss"],
+                                                                                                      dof)  # fmt: skip
+    claim = _claim(tmp_path, experiment)
+    assert claim["status"] == "insufficient" and f"floor {math.sqrt(2) * expected:.3g}" in claim["note"]
+    assert judge("t", "r", "s", CPU, [0.1] * 3, 0.02).status == "claim_holds"  # at the assumed floor it would hold
+
+
+def test_the_minimum_detectable_effect_and_the_seeds_a_margin_needs():
+    noise = 0.1
+    for seeds in (1, 2, 3, 10, 40):  # (critical value + the 80% power quantile) x noise / sqrt(n)
+        critical = 2.0 if seeds == 1 else {2: 12.706, 3: 4.303, 10: 2.262, 40: 2.0}[seeds]
+        assert minimum_detectable_effect(noise, seeds) == pytest.approx((critical + 0.84) * noise / math.sqrt(seeds))
+    for margin in (0.3, 0.1, 0.05, -0.05):
+        n = seeds_needed(margin, noise)
+        assert minimum_detectable_effect(noise, n) < abs(margin) <= minimum_detectable_effect(noise, n - 1)
+    assert seeds_needed(0.001, noise) == MAX_SEEDS + 1
