@@ -99,6 +99,8 @@ class ImageNetDataModule(L.LightningDataModule):
         auto_augment, re_prob: RandAugment policy and random-erasing probability (timm names). The recipe's
             rand-m9-mstd0.5-inc1 is capped at magnitude 9 (`mmax9`): at 10, timm's increasing posterize asks for
             0 bits, which Pillow >= 11 refuses.
+        crop_scale, hflip: RandomResizedCrop's area range and the horizontal flip probability (timm's defaults;
+            a digit flipped or cut to 8% of its area is another digit or none).
     """
 
     def __init__(
@@ -112,6 +114,8 @@ class ImageNetDataModule(L.LightningDataModule):
         max_val_images: int | None = None,
         auto_augment: str | None = "rand-m9-mstd0.5-inc1-mmax9",
         re_prob: float = 0.25,
+        crop_scale: tuple[float, float] = (0.08, 1.0),
+        hflip: float = 0.5,
         num_workers: int = 0,
         seed: int = 1234,
     ) -> None:
@@ -129,7 +133,8 @@ class ImageNetDataModule(L.LightningDataModule):
         hp = self.hparams
         if training:
             return create_transform(hp.img_size, is_training=True, auto_augment=hp.auto_augment, re_prob=hp.re_prob,
-                                    re_mode="pixel", re_count=1, interpolation="bicubic")  # fmt: skip
+                                    re_mode="pixel", re_count=1, interpolation="bicubic", scale=tuple(hp.crop_scale),
+                                    hflip=hp.hflip)  # fmt: skip
         return create_transform(hp.img_size, is_training=False, interpolation="bicubic", crop_pct=hp.crop_pct)
 
     @property
