@@ -41,6 +41,7 @@ DELEGATED = {  # subcommands that parse their own arguments: module, function ta
     "lm-eval": ("scaling_axes.harness.lm_eval", "main"),
     "bench-kernels": ("scaling_axes.benchmarks.kernels", "main"),
     "bench-training": ("scaling_axes.benchmarks.training", "main"),
+    "bench-harness": ("scaling_axes.benchmarks.harness", "main"),
 }
 
 

@@ -208,3 +208,18 @@ def test_a_scale_report_sits_under_its_scale_and_the_overall_one_at_the_top(tmp_
     assert path == tmp_path / "cpu" / "REPORT.md"
     text = path.read_text()
     assert text.index("Machine: test.") < text.index("What this can show") < text.index("## Claims")
+
+
+def test_cpu_runs_spend_at_most_a_tenth_of_their_compute_validating_and_checkpoint_by_their_length():
+    """Every cpu-scale run's validations (forward passes over their windows, the final one included) cost at most 10%
+    of its training compute (3 forward-equivalents per trained token), and a run checkpoints at most 4 times along
+    the way (its runs last seconds to a minute: each checkpoint bounds the work an interruption loses)."""
+    from scaling_axes.cli import all_experiments
+    from scaling_axes.harness.runs import default_runs
+
+    for experiment in all_experiments():
+        for run in default_runs(experiment, CPU):
+            b = run.budget
+            validated = ((b.steps // b.val_every if b.val_every else 0) + 1) * b.val_windows * b.seq_len
+            assert validated <= 0.10 * (3 * b.tokens + validated), (experiment.name, run.name)
+            assert b.steps // b.checkpoint_every <= 4, (experiment.name, run.name, b.checkpoint_every)

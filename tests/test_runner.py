@@ -243,3 +243,23 @@ def test_fig6_batch_512_reading_is_an_erratum_row_and_runs_only_on_request(capsy
     main(fig6.EXPERIMENT, ["--scale", "paper", "--list"])
     assert "tokenformer_757m_enwik8_batch512" in capsys.readouterr().out
     assert not any(r.on_request for r in fig6.runs(SMALL))
+
+
+def test_the_harness_benchmark_times_the_suites_own_arithmetic(tmp_path):
+    """The bare loop the suite's step is timed against trains the same model on the same batches with the same
+    optimiser, schedule and clipping: after a few steps both reach the same weights (so the ratio compares the
+    same work)."""
+    import dataclasses
+
+    from scaling_axes.benchmarks.harness import CASE, bare_loop, suite_step_ms
+    from scaling_axes.experiments.cross_architecture.setup import make_run
+    from scaling_axes.harness.scales import CPU
+
+    run = make_run(CPU, *CASE)
+    run = dataclasses.replace(run, budget=dataclasses.replace(run.budget, steps=6, warmup_steps=2, val_every=None,
+                                                              val_windows=2))  # fmt: skip
+    bare_ms, model = bare_loop(run, "cpu")
+    assert suite_step_ms(run, tmp_path, "cpu") > 0 and bare_ms > 0
+    final = torch.load(tmp_path / "final.pt", weights_only=True)
+    for name, value in model.state_dict().items():
+        torch.testing.assert_close(value, final[name], rtol=1e-5, atol=1e-6, msg=name)

@@ -33,6 +33,7 @@ class ShortBudget:
     seq_len: int
     val_windows: int
     val_every: int | None = None  # None: the schedule's about 20 validations
+    checkpoints: int = 20  # along a run
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,7 +55,7 @@ RECIPES: dict[Scale, Recipe] = {
     # one size: three seeds of 15 runs fit the 2 cores; 0.19 passes of the Wikipedia excerpt; widths of 64 on 200
     # steps take larger steps too
     CPU: Recipe({"125m": Shape(2, 64, 16, 8, 64, (16, 2), 125e6)},
-                ShortBudget(200, 16, 128, val_windows=64, val_every=40), lr_factor=3),
+                ShortBudget(200, 16, 128, val_windows=64, val_every=40, checkpoints=2), lr_factor=3),
 }  # fmt: skip
 
 

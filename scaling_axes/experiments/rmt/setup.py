@@ -120,17 +120,19 @@ def lm_options(lr: float) -> dict[str, Any]:
 
 
 def schedule(steps: int, batch: int, seq_len: int, lr: float, val_windows: int = PAPER_VAL_WINDOWS,
-             micro_batch: int | None = None) -> Budget:  # fmt: skip
-    """5% linear warmup, cosine to 10%, about 20 validations along the way (at least 5 steps apart)."""
+             micro_batch: int | None = None, validations: int = 20, checkpoints: int = 20) -> Budget:  # fmt: skip
+    """5% linear warmup, cosine to 10%, about `validations` validations along the way (at least 5 steps apart) and
+    `checkpoints` checkpoints (at least 10 steps apart)."""
     return Budget(steps=steps, batch_size=batch, seq_len=seq_len, lr=lr, warmup_steps=max(1, steps // 20),
-                  min_lr_ratio=0.1, val_every=max(5, steps // 20), val_windows=val_windows, micro_batch=micro_batch,
-                  checkpoint_every=max(10, steps // 20))  # fmt: skip
+                  min_lr_ratio=0.1, val_every=max(5, steps // validations), val_windows=val_windows,
+                  micro_batch=micro_batch, checkpoint_every=max(10, steps // checkpoints))  # fmt: skip
 
 
 def short_schedule(scale: Scale, lr: float) -> Budget:
     """The scale's shrunk budget (`recipes`), at the scale's lr if it sets one, else `lr`."""
     shrunk = shrunk_at(scale)
-    return schedule(shrunk.steps, shrunk.batch, shrunk.seq_len, shrunk.lr or lr, shrunk.val_windows)
+    return schedule(shrunk.steps, shrunk.batch, shrunk.seq_len, shrunk.lr or lr, shrunk.val_windows,
+                    validations=shrunk.validations, checkpoints=shrunk.checkpoints)
 
 
 def shrunk(scale: Scale, model: str, size: int) -> dict[str, Any]:
