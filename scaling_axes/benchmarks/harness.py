@@ -38,9 +38,11 @@ COLUMNS = ("machine", "torch", "accelerator", "run", "steps", "suite_step_ms", "
 STEP_TARGET, FIXED_COST_TARGET = 1.15, 10.0
 PRECISION = "32-true"  # both sides in float32 (the bare loop has no autocast)
 REPEATS = 3  # each side timed this often, alternating; the medians are compared
-NOTE = ("medians of {repeats} alternating timings, {precision}; suite: train_run's steps 2..N, validation excluded; "
-        "bare: the same model, batches, fused AdamW, schedule, z-loss and clipping in a loop; fixed: a fresh `run "
-        "--run` call's wall time minus its training clock (validations included)")
+NOTE = (
+    "medians of {repeats} alternating timings, {precision}; suite: train_run's steps 2..N, validation excluded; "
+    "bare: the same model, batches, fused AdamW, schedule, z-loss and clipping in a loop; fixed: a fresh `run "
+    "--run` call's wall time minus its training clock (validations included)"
+)
 CASE = ("transformer", "125m", 9e-3)  # the cross-architecture Transformer at cpu scale
 
 

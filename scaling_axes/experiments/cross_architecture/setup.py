@@ -64,8 +64,9 @@ def budget(scale: Scale, size: str, lr: float) -> Budget:
         batch, seq = 512, 1024
         steps = round(20 * recipe.shapes[size].target / (batch * seq))
         return rmt_setup.schedule(steps, batch, seq, lr, micro_batch=8)
-    budget = rmt_setup.schedule(short.steps, short.batch, short.seq_len, lr, short.val_windows,
-                                checkpoints=short.checkpoints)
+    budget = rmt_setup.schedule(
+        short.steps, short.batch, short.seq_len, lr, short.val_windows, checkpoints=short.checkpoints
+    )
     return dataclasses.replace(budget, val_every=short.val_every) if short.val_every else budget
 
 

@@ -131,8 +131,15 @@ def schedule(steps: int, batch: int, seq_len: int, lr: float, val_windows: int =
 def short_schedule(scale: Scale, lr: float) -> Budget:
     """The scale's shrunk budget (`recipes`), at the scale's lr if it sets one, else `lr`."""
     shrunk = shrunk_at(scale)
-    return schedule(shrunk.steps, shrunk.batch, shrunk.seq_len, shrunk.lr or lr, shrunk.val_windows,
-                    validations=shrunk.validations, checkpoints=shrunk.checkpoints)
+    return schedule(
+        shrunk.steps,
+        shrunk.batch,
+        shrunk.seq_len,
+        shrunk.lr or lr,
+        shrunk.val_windows,
+        validations=shrunk.validations,
+        checkpoints=shrunk.checkpoints,
+    )
 
 
 def shrunk(scale: Scale, model: str, size: int) -> dict[str, Any]:
