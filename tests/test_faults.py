@@ -125,7 +125,8 @@ def test_the_writability_check_comes_before_the_lock(tmp_path) -> None:
 
 
 def test_each_run_of_a_multi_run_experiment_is_named_before_it_trains(tmp_path, capsys) -> None:
-    runs = [Run(name, "transformer_124m", tiny(2).budget, dict(TINY)) for name in ("first", "second")]
+    runs = [Run(name, "transformer_124m", tiny(2).budget, dict(TINY), seed=seed)  # two seeds: two runs
+            for name, seed in (("first", 1), ("second", 2))]  # fmt: skip
     main(_experiment(*runs), ["--out-dir", str(tmp_path), "--accelerator", "cpu"])
     out = capsys.readouterr().out
     first, second = out.index("training run first"), out.index("training run second")

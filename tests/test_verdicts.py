@@ -3,6 +3,7 @@ is never decided on one that did not), and the noise of one run measured from th
 runs, which raises the assumed floor and sizes each undecided claim's minimum detectable effect."""
 
 import collections
+import dataclasses
 import json
 import math
 import statistics
@@ -126,3 +127,40 @@ def test_the_minimum_detectable_effect_and_the_seeds_a_margin_needs():
         n = seeds_needed(margin, noise)
         assert minimum_detectable_effect(noise, n) < abs(margin) <= minimum_detectable_effect(noise, n - 1)
     assert seeds_needed(0.001, noise) == MAX_SEEDS + 1
+
+
+def test_a_run_two_experiments_declare_identically_is_trained_once(tmp_path, capsys):
+    """B declares A's run under another name (and a run grown from it, as A does): both are links to A's
+    directories, its numbers read by B's report, not stale; a run that differs in anything is trained."""
+    from scaling_axes.harness.command import main
+    from scaling_axes.harness.runs import load_results
+
+    budget = Budget(steps=2, batch_size=2, seq_len=32, val_windows=2)
+    base = Run("base", "transformer_124m", budget, TINY, corpus="embedded_news", tokenizer="bytes")
+    grown = Run("grown", "transformer_124m", budget, {**TINY, "d_model": 48}, corpus="embedded_news",
+                tokenizer="bytes", grow_from="base")  # fmt: skip
+
+    def experiment(name: str, renamed: str, other_lr: float, base_lr: float = 6e-4) -> Experiment:
+        source = dataclasses.replace(base, name=renamed, budget=dataclasses.replace(budget, lr=base_lr))
+        runs = [
+            source,
+            dataclasses.replace(grown, grow_from=renamed),
+            dataclasses.replace(base, name="other", budget=dataclasses.replace(budget, lr=other_lr)),
+        ]
+        return Experiment(name, "a shared run", lambda scale: runs, lambda scale, results: [])
+
+    first, second = experiment("first", "base", 1e-3), experiment("second", "from_scratch", 2e-3)
+    third = experiment("third", "base", 1e-3, base_lr=3e-4)  # the grown run's source differs: so does the run
+    for each in (first, second, third):
+        main(each, ["--scale", "cpu", "--seeds", "1", "--out-dir", str(tmp_path)])
+    printed = capsys.readouterr().out
+    runs = tmp_path / "runs"
+    for name, source in (("from_scratch", "base"), ("grown", "grown")):
+        assert (runs / "second" / "cpu" / name).is_symlink()
+        assert (runs / "second" / "cpu" / name).resolve() == (runs / "first" / "cpu" / source).resolve()
+    assert not (runs / "second" / "cpu" / "other").is_symlink()  # another lr: another run
+    assert not any((runs / "third" / "cpu" / name).is_symlink() for name in ("base", "grown"))
+    assert (runs / "third" / "cpu" / "other").is_symlink()  # first's, at the same lr
+    assert printed.count("training run") == 6 and printed.count("trained once") == 3
+    results = load_results(second, CPU, runs)
+    assert set(results) == {"from_scratch", "grown", "other"} and not any("stale" in r for r in results.values())

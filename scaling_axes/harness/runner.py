@@ -6,6 +6,7 @@ import csv
 import dataclasses
 import io
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from scaling_axes.harness.runs import (
     find_run,
     fingerprint_changes,
     fingerprint_fields,
+    identity,
     load_results,
     move_aside,
     read_done,
@@ -85,6 +87,9 @@ def train(experiment: Experiment, scale: Scale, run: Run, runs_dir: Path = RUNS_
     out = run_dir(experiment, scale, run, runs_dir)
     trainer_options = resolve_options(trainer_options)
     fields = fingerprint_fields(run, trainer_options)
+    same = identity(experiment, scale, run, trainer_options)
+    if not force_new and (shared := link_identical(Path(runs_dir), scale, same, out)) is not None:
+        print(f"run {run.name}: declared identically by another experiment and trained once, in {shared}; linked")
     check_writable(out)
     with run_lock(out):
         if force_new and (changes := _changes_or_unreadable(out, fields)):
@@ -92,6 +97,7 @@ def train(experiment: Experiment, scale: Scale, run: Run, runs_dir: Path = RUNS_
         check_fingerprint(out, fields)
         if (out / "done.json").exists():
             print(f"run {run.name}: finished earlier ({out / 'done.json'}); skipped")
+            record_identity(Path(runs_dir), scale, same, out)
             return read_done(out / "done.json")
         growth = None
         if run.grow_from is not None:
@@ -110,7 +116,32 @@ def train(experiment: Experiment, scale: Scale, run: Run, runs_dir: Path = RUNS_
         if epochs is not None and epochs > epoch_limit(experiment, scale):  # allowed: in done.json and its rows
             done = {**done, "data_epochs": epochs, "repeats_allowed": True}
             atomic_write(out / "done.json", json.dumps(done, indent=2))
+        record_identity(Path(runs_dir), scale, same, out)
     return done
+
+
+IDENTICAL = ".identical"  # runs/.identical/<scale>/<identity>: where the run of that identity finished
+
+
+def record_identity(runs_dir: Path, scale: Scale, same: str, out: Path) -> None:
+    """Note that the run of identity `same` finished in `out` (a real directory, not a link to one)."""
+    index = runs_dir / IDENTICAL / scale.name / same
+    if not out.is_symlink() and not index.exists():
+        atomic_write(index, str(out.relative_to(runs_dir)))
+
+
+def link_identical(runs_dir: Path, scale: Scale, same: str, out: Path) -> Path | None:
+    """Where another experiment finished the run that `out` would train (the same identity): `out` becomes a link
+    to it (one run, one directory). None, and nothing done, where `out` exists or no such run finished."""
+    index = runs_dir / IDENTICAL / scale.name / same
+    if os.path.lexists(out) or not index.exists():
+        return None
+    shared = runs_dir / index.read_text().strip()
+    if shared == out or not (shared / "done.json").exists():
+        return None
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.symlink_to(os.path.relpath(shared, out.parent), target_is_directory=True)
+    return shared
 
 
 def _changes_or_unreadable(out: Path, fields: dict[str, Any]) -> list[str]:

@@ -246,7 +246,7 @@ def staleness(run: Run, out: Path) -> str | None:
     declared = dataclasses.replace(run, budget=dataclasses.replace(run.budget, micro_batch=micro))
     launch = {key: recorded["fingerprinted"].get(key) for key in LAUNCH_FIELDS}  # "auto" resolved where it trained
     now = {**fingerprint_fields(declared, recorded.get("trainer") or {}), **launch}
-    changes = _recorded_differences(recorded["fingerprinted"], now)
+    changes = [c for c in _recorded_differences(recorded["fingerprinted"], now) if c[0] not in NAMES]
     return "; ".join(f"{key}: {old!r} -> {new!r}" for key, old, new in changes[:5]) or None
 
 
@@ -299,6 +299,8 @@ def world_size(options: dict[str, Any]) -> int:
 
 
 LAUNCH_FIELDS = ("world_size", "accelerator", "strategy", "compile")  # where and how it ran, not what was declared
+NAMES = ("run.name", "run.grow_from")  # what a run and its source are called: a run found under another name (one
+# that another experiment declares identically, see `identity`) holds the same numbers
 
 
 def fingerprint_fields(run: Run, options: dict[str, Any]) -> dict[str, Any]:
@@ -320,6 +322,16 @@ def fingerprint_fields(run: Run, options: dict[str, Any]) -> dict[str, Any]:
         "accelerator": "cuda" if cuda else "cpu" if accelerator == "auto" else accelerator,
         "strategy": ("ddp" if processes > 1 else "single_device") if strategy == "auto" else strategy,
         "compile": cuda if compiled is None else bool(compiled)}, default=str))  # fmt: skip
+
+
+def identity(experiment: Experiment, scale: Scale, run: Run, options: dict[str, Any]) -> str:
+    """What makes two declared runs one: their fingerprint without the names (`NAMES`), a grown run's with its
+    source's identity in place of the source's name. Two experiments that declare the same run share it."""
+    fields = fingerprint_fields(run, options)
+    del fields["run"]["name"], fields["run"]["grow_from"]
+    if run.grow_from:
+        fields["source"] = identity(experiment, scale, find_run(experiment, scale, run.grow_from), options)
+    return fingerprint(fields)
 
 
 def fingerprint(fields: dict[str, Any]) -> str:
@@ -345,7 +357,8 @@ def fingerprint_changes(out: Path, fields: dict[str, Any]) -> list[str]:
     if not (out / "config.yaml").exists():
         return []
     recorded = read_config(out).get("fingerprinted") or {}
-    return [f"{key}: {old!r} -> {new!r}" for key, old, new in _recorded_differences(recorded, fields)]
+    return [f"{key}: {old!r} -> {new!r}" for key, old, new in _recorded_differences(recorded, fields)
+            if key not in NAMES]  # fmt: skip
 
 
 def check_fingerprint(out: Path, fields: dict[str, Any]) -> None:
