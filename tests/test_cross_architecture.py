@@ -12,9 +12,10 @@ from scaling_axes.benchmarks import training as bench_training
 from scaling_axes.experiments.cross_architecture import setup as cross
 from scaling_axes.experiments.cross_architecture import table
 from scaling_axes.experiments.cross_architecture.recipes import recipe_at
-from scaling_axes.harness.runner import report, train
-from scaling_axes.harness.runs import load_results
+from scaling_axes.harness import sweeps
+from scaling_axes.harness.runner import at_chosen_rate, report, train
 from scaling_axes.harness.scales import PAPER, SMALL, SMOKE
+from scaling_axes.harness.sweeps import Choice, sweep_point
 from scaling_axes.modules import get_config
 from scaling_axes.modules.architectures.transformer import STANDARD_PARAMETRISATION
 from scaling_axes.modules.flops import (
@@ -70,18 +71,19 @@ def test_true_flops_per_token_equal_the_count_on_each_model(size):
 @pytest.mark.parametrize("scale", [SMOKE, SMALL, PAPER])
 def test_every_run_sees_the_same_tokens_and_schedule_but_its_lr(scale):
     runs = cross.runs(scale)
-    assert len({r.name for r in runs}) == len(runs) == 2 * sum(len(cross.sweep(scale, a)) for a in cross.ARCHITECTURES)
+    assert len({r.name for r in runs}) == len(runs) == 2 * len(cross.ARCHITECTURES)
+    assert all(r.sweep.grid == cross.sweep(scale, r.name.rsplit("_", 1)[0]) for r in runs)
     footing = {(r.corpus, r.tokenizer, r.seed, tuple(sorted(r.lm.items())),
                 dataclasses.replace(r.budget, lr=0.0, steps=0, val_every=0, warmup_steps=0, checkpoint_every=0))
                for r in runs}  # fmt: skip
     assert len(footing) == 1
     for size in cross.SIZES:
-        budgets = {dataclasses.replace(r.budget, lr=0.0) for r in runs if f"_{size}_" in r.name}
+        budgets = {dataclasses.replace(r.budget, lr=0.0) for r in runs if r.name.endswith(f"_{size}")}
         assert len(budgets) == 1  # same tokens and schedule within a size
     assert all(r.lr_sweep and r.tokenizer == "gpt2" for r in runs)
     if scale is PAPER:
         assert {r.budget.seq_len for r in runs} == {1024} and {r.corpus for r in runs} == {"openwebtext"}
-        assert {r.budget.tokens for r in runs if "_125m_" in r.name} == {round(2.5e9 / 524288) * 524288}
+        assert {r.budget.tokens for r in runs if r.name.endswith("_125m")} == {round(2.5e9 / 524288) * 524288}
 
 
 def _curve(run, steps):
@@ -91,33 +93,32 @@ def _curve(run, steps):
 
 
 def _fake_results(scale, best_index, skip=()):
+    """Each architecture trained at the grid point `best_index` chose (its sweep: that point lowest)."""
     results = {}
     for run in cross.runs(scale):
-        arch = next(a for a in sorted(cross.ARCHITECTURES, key=len, reverse=True) if run.name.startswith(a))
+        arch = run.name.rsplit("_", 1)[0]
         if arch in skip:
             continue
-        index = cross.sweep(scale, arch).index(run.budget.lr)
+        lrs = cross.sweep(scale, arch)
+        choice = Choice(lrs[best_index[arch]], None, {lr: 5.0 + abs(i - best_index[arch]) for i, lr in enumerate(lrs)},
+                        at_edge=best_index[arch] in (0, len(lrs) - 1))  # fmt: skip
         steps = run.budget.steps
         curve = _curve(run, [steps // 2, steps])
-        offset = 0.0 if index == best_index[arch] else 1.0 + index
-        results[run.name] = {"val_loss": curve[-1][1] + offset, "val_loss_curve": [(s, v + offset) for s, v in curve],
-                             "steps": steps, "params": 7, "tokens": run.budget.tokens, "tokens_per_sec": 123.0,
-                             "mfu": None, "device": "cpu", "world_size": 1}  # fmt: skip
+        results[run.name] = {"val_loss": curve[-1][1], "val_loss_curve": curve, "steps": steps, "params": 7,
+                             "tokens": run.budget.tokens, "tokens_per_sec": 123.0, "mfu": None, "device": "cpu",
+                             "world_size": 1, "tuning": choice}  # fmt: skip
     return results
 
 
 def test_report_takes_each_best_lr_and_reads_the_curves_at_equal_flops():
     best_index = {"transformer": 1, "tokenformer": 0, "rmt": 2, "mot": 1, "mot_backbone": 1}
     results = _fake_results(SMOKE, best_index)
-    diverged = cross.make_run(SMOKE, "mot", "125m", cross.sweep(SMOKE, "mot")[0]).name
-    results[diverged] = {"val_loss": None, "diverged": "non-finite training loss nan at step 3"}
     rows = {(r.row, r.metric): r for r in table.report(SMOKE, results)}
     for arch, index in best_index.items():
         lrs = cross.sweep(SMOKE, arch)
         best = rows[(f"{arch}_125m", "best_lr")]
         assert best.ours == lrs[index]
-        assert ("edge of the sweep" in best.note) == (index in (0, len(lrs) - 1))
-    assert "diverged" in rows[("mot_125m", f"val_loss_at_lr_{cross.sweep(SMOKE, 'mot')[0]:g}")].note
+        assert ("at the edge" in best.note) == (index in (0, len(lrs) - 1))
     for size in cross.SIZES:
         winners = {a: cross.make_run(SMOKE, a, size, cross.sweep(SMOKE, a)[i]) for a, i in best_index.items()}
         flops = min(r.train_flops() for r in winners.values())
@@ -135,16 +136,14 @@ def test_no_equal_flops_reading_until_every_architecture_has_finished():
     results = _fake_results(SMOKE, dict.fromkeys(cross.ARCHITECTURES, 1), skip=("rmt",))
     rows = table.report(SMOKE, results)
     assert not [r for r in rows if r.metric == "val_loss_equal_flops"]
-    assert {r.status for r in rows if r.row.startswith("rmt_") and r.table == "lr_sweep"} == {"not_run"}
+    assert {r.status for r in rows if r.row.startswith("rmt_")} & {"measured", "not_run"} == {"not_run"}
 
 
 def test_a_diverging_sweep_point_is_recorded_and_a_plain_run_still_stops(tmp_path):
-    run = cross.make_run(SMOKE, "transformer", "125m", 0.03)
-    run = dataclasses.replace(run, budget=dataclasses.replace(run.budget, lr=1e4, warmup_steps=0))
+    run = sweep_point(cross.make_run(SMOKE, "transformer", "125m"), 1e4)
+    run = dataclasses.replace(run, budget=dataclasses.replace(run.budget, warmup_steps=0))
     done = train(table.EXPERIMENT, SMOKE, run, tmp_path)
     assert done["val_loss"] is None and "non-finite training loss" in done["diverged"]
-    loaded = load_results(table.EXPERIMENT, SMOKE, tmp_path)[run.name]  # the declared run has lr 0.03: stale
-    assert loaded.pop("stale").startswith("run.budget.lr: 10000.0 -> 0.03") and loaded == done
     assert train(table.EXPERIMENT, SMOKE, run, tmp_path) == done
     plain = dataclasses.replace(run, name="plain", lr_sweep=False)
     with pytest.raises(FloatingPointError, match="non-finite training loss"):
@@ -153,10 +152,12 @@ def test_a_diverging_sweep_point_is_recorded_and_a_plain_run_still_stops(tmp_pat
 
 def test_smoke_trains_and_reports_every_architecture(tmp_path, monkeypatch):
     """One lr per architecture and one size, for time: the CSV has both losses for each, and the figure is drawn."""
-    monkeypatch.setattr(cross, "LR_GRID", {a: (3e-3,) for a in cross.ARCHITECTURES})
+    monkeypatch.setattr(cross, "LR_GRID", {a: (1e-3, 3e-3) for a in cross.ARCHITECTURES})
     monkeypatch.setattr(cross, "SIZES", ("125m",))
+    monkeypatch.setattr(sweeps, "MAX_EXTENSIONS", 0)  # the two grid points alone, for time
     for run in cross.runs(SMOKE):
-        train(table.EXPERIMENT, SMOKE, run, tmp_path / "runs")
+        train(table.EXPERIMENT, SMOKE, at_chosen_rate(table.EXPERIMENT, SMOKE, run, tmp_path / "runs"),
+              tmp_path / "runs")  # fmt: skip
     path = report(table.EXPERIMENT, SMOKE, tmp_path / "runs", tmp_path / "results")
     rows = list(csv.DictReader(path.open()))
     for arch in cross.ARCHITECTURES:

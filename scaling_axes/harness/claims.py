@@ -107,9 +107,10 @@ def judge(
 
 
 def settle(claim: Row, scale: Scale, measured_noise: dict[str, float] | None = None,
-           not_learning: Sequence[str] = ()) -> Row:  # fmt: skip
+           not_learning: Sequence[str] = (), untuned: Sequence[str] = ()) -> Row:  # fmt: skip
     """`claim` judged from its evidence: with `measured_noise` (metric -> pooled one-run spread at this scale) as a
-    floor where it exceeds the assumed one, and never decided on a run in `not_learning` (why each is not)."""
+    floor where it exceeds the assumed one, and never decided on a run in `not_learning` (why each is not) or on
+    one whose sweep ended at an edge (`untuned`)."""
     e = claim.evidence
     floor = max(e.noise_floor, e.noise_scale * (measured_noise or {}).get(e.noise_metric, 0.0))
     margin = statistics.mean(e.margins) if e.margins else None
@@ -122,6 +123,8 @@ def settle(claim: Row, scale: Scale, measured_noise: dict[str, float] | None = N
     elif not_learning:
         more = f" (and {len(not_learning) - 1} more run{'s' * (len(not_learning) > 2)} at other seeds)"
         status, why = "not_learning", f"decides nothing: {not_learning[0]}{more if len(not_learning) > 1 else ''}"
+    elif untuned:
+        why = f"an arm's lr is not tuned: {'; '.join(untuned)}"
     elif e.fails_because:
         status, why = "claim_fails", e.fails_because
     elif abs(margin) > bound:

@@ -13,9 +13,10 @@ from pathlib import Path
 from scaling_axes.harness.arguments import device_spec, in_range, scale_argument
 from scaling_axes.harness.plan import GPUS, MEASURED_MFU, MEASURED_MFU_SOURCE, RUN_OVERHEAD_S, dry_run, print_plan
 from scaling_axes.harness.results import RESULTS_DIR
-from scaling_axes.harness.runner import report, train
+from scaling_axes.harness.runner import at_chosen_rate, report, train
 from scaling_axes.harness.runs import RUNS_DIR, Experiment, default_runs, find_run, with_seeds, world_size
 from scaling_axes.harness.scales import SCALES, SMOKE
+from scaling_axes.harness.sweeps import SWEEP_INFIX
 from scaling_axes.harness.training import check_trainer_settings
 from scaling_axes.io import check_directory
 
@@ -58,12 +59,16 @@ def main(experiment: Experiment, argv: list[str] | None = None) -> None:
     parser.add_argument("--micro-batch", type=in_range(int, 1), help="sequences per device and pass; accumulation "
                         "keeps the global batch (the data are the same however the batch is split)")  # fmt: skip
     args = parser.parse_args(argv)
-    args.seeds = args.seeds or args.scale.seeds
+    args.seeds = args.seeds or experiment.seeds_at(args.scale)
 
     if args.list:
         for run in with_seeds(experiment.runs(args.scale), args.seeds):
             grown = f" (grown from {run.grow_from})" if run.grow_from else ""
             grown += " (on request: --run names it)" if run.on_request else ""
+            if run.sweep:
+                swept = f"{run.sweep.anchor}'s lr ({run.sweep.rule})" if run.sweep.anchor else \
+                    f"lr swept from {', '.join(f'{lr:g}' for lr in run.sweep.grid)}"  # fmt: skip
+                grown += f" ({swept})"
             print(f"{run.name:28s} {run.model:24s} {run.budget.tokens:>12.3e} tokens{grown}")
         return
     if args.dry_run:
@@ -87,7 +92,13 @@ def main(experiment: Experiment, argv: list[str] | None = None) -> None:
         }
         check_trainer_settings(trainer_options)  # Lightning's refusal now, not after the first run's data and model
         runs = [find_run(experiment, args.scale, args.run)] if args.run else default_runs(experiment, args.scale)
-        runs = with_seeds(runs, args.seeds)
+        runs_dir = args.out_dir / RUNS_DIR
+        runs = [
+            at_chosen_rate(experiment, args.scale, run, runs_dir, allow_repeats=args.allow_repeats, **trainer_options)
+            for run in runs
+        ]  # a sweep chooses first (on its own seed)
+        if not (args.run and SWEEP_INFIX in args.run):  # a sweep point trains at its sweep's seed alone
+            runs = with_seeds(runs, args.seeds)
         if args.micro_batch:
             runs = [
                 dataclasses.replace(r, budget=dataclasses.replace(r.budget, micro_batch=args.micro_batch)) for r in runs

@@ -30,8 +30,10 @@ from scaling_axes.harness.runs import (
     read_done,
     resolve_options,
     run_dir,
+    tuning,
 )
 from scaling_axes.harness.scales import Scale
+from scaling_axes.harness.sweeps import tuned
 from scaling_axes.harness.training import check_writable, run_lock, task_of, train_run
 from scaling_axes.io import CorruptFileError, atomic_torch_save, atomic_write, load_torch
 
@@ -97,11 +99,13 @@ def train(experiment: Experiment, scale: Scale, run: Run, runs_dir: Path = RUNS_
         check_fingerprint(out, fields)
         if (out / "done.json").exists():
             print(f"run {run.name}: finished earlier ({out / 'done.json'}); skipped")
-            record_identity(Path(runs_dir), scale, same, out)
-            return read_done(out / "done.json")
+            done = read_done(out / "done.json")
+            record_identity(Path(runs_dir), scale, same, out, done)
+            return done
         growth = None
         if run.grow_from is not None:
-            source = find_run(experiment, scale, run.grow_from)
+            source = at_chosen_rate(experiment, scale, find_run(experiment, scale, run.grow_from), runs_dir,
+                                    allow_repeats=allow_repeats, **trainer_options)  # fmt: skip
             source_dir = run_dir(experiment, scale, source, runs_dir)
             if not (source_dir / "done.json").exists():
                 train(experiment, scale, source, runs_dir, allow_repeats=allow_repeats, **trainer_options)
@@ -116,17 +120,18 @@ def train(experiment: Experiment, scale: Scale, run: Run, runs_dir: Path = RUNS_
         if epochs is not None and epochs > epoch_limit(experiment, scale):  # allowed: in done.json and its rows
             done = {**done, "data_epochs": epochs, "repeats_allowed": True}
             atomic_write(out / "done.json", json.dumps(done, indent=2))
-        record_identity(Path(runs_dir), scale, same, out)
+        record_identity(Path(runs_dir), scale, same, out, done)
     return done
 
 
 IDENTICAL = ".identical"  # runs/.identical/<scale>/<identity>: where the run of that identity finished
 
 
-def record_identity(runs_dir: Path, scale: Scale, same: str, out: Path) -> None:
-    """Note that the run of identity `same` finished in `out` (a real directory, not a link to one)."""
+def record_identity(runs_dir: Path, scale: Scale, same: str, out: Path, done: dict) -> None:
+    """Note that the run of identity `same` finished in `out` (a real directory, not a link to one); a diverged
+    sweep point is no run to share (declared plainly, the same settings stop with the error)."""
     index = runs_dir / IDENTICAL / scale.name / same
-    if not out.is_symlink() and not index.exists():
+    if not out.is_symlink() and not index.exists() and not done.get("diverged"):
         atomic_write(index, str(out.relative_to(runs_dir)))
 
 
@@ -142,6 +147,17 @@ def link_identical(runs_dir: Path, scale: Scale, same: str, out: Path) -> Path |
     out.parent.mkdir(parents=True, exist_ok=True)
     out.symlink_to(os.path.relpath(shared, out.parent), target_is_directory=True)
     return shared
+
+
+def at_chosen_rate(experiment: Experiment, scale: Scale, run: Run, runs_dir: Path = RUNS_DIR,
+                   **train_options: Any) -> Run:  # fmt: skip
+    """`run` at the rate its sweep chooses, training the sweep's points (`train`'s options) until it has; a run
+    without a sweep as it is."""
+    if run.sweep is None:
+        return run
+    choice = tuning(experiment, scale, run, runs_dir, lambda point: train(experiment, scale, point, runs_dir,
+                                                                          **train_options))  # fmt: skip
+    return tuned(run, choice.lr)
 
 
 def _changes_or_unreadable(out: Path, fields: dict[str, Any]) -> list[str]:
@@ -186,9 +202,9 @@ def report(experiment: Experiment, scale: Scale, runs_dir: Path = RUNS_DIR, resu
     results_dir = Path(results_dir or RESULTS_DIR)
     results, runs = load_results(experiment, scale, runs_dir), experiment.runs(scale)
     noise, spread_rows = measured_noise(Path(runs_dir) / (experiment.run_group or experiment.name) / scale.name)
-    rows = [settle(row, scale, noise, not_learning(row, results, runs)) if row.evidence else row
-            for row in experiment.report(scale, results)]  # fmt: skip
-    rows = data_caveats(rows, results, runs) + spread_rows + floor_rows(runs)
+    rows = [settle(row, scale, noise, not_learning(row, results, runs), untuned(row, results)) if row.evidence
+            else row for row in experiment.report(scale, results)]  # fmt: skip
+    rows = data_caveats(rows, results, runs) + tuning_rows(results) + spread_rows + floor_rows(runs)
     path = write_rows(experiment.name, scale, rows, results_dir)
     write_seeds(experiment.name, scale, rows, results, results_dir)
     if experiment.figure is not None:
@@ -248,6 +264,23 @@ def not_learning(claim: Row, results: dict[str, dict], runs: list[Run]) -> list[
     return [why for name in claim.run.split(",") if name in by_name
             for done in seeds_of(results.get(name)).values()
             if not done.get("diverged") and (why := task_of(by_name[name]).learned(by_name[name], done))]  # fmt: skip
+
+
+def untuned(claim: Row, results: dict[str, dict]) -> list[str]:
+    """The runs `claim` compares whose lr sweep ended at an edge it could not pass."""
+    return [f"{name}'s sweep ended at {choice.lr:g}, an edge" for name in claim.run.split(",")
+            if (choice := results.get(name, {}).get("tuning")) is not None and choice.at_edge]  # fmt: skip
+
+
+def tuning_rows(results: dict[str, dict]) -> list[Row]:
+    """Each swept run's chosen lr and the sweep behind it."""
+    rows = []
+    for name, done in results.items():
+        if (choice := (done or {}).get("tuning")) is not None:
+            rule = done.get("tuning_rule", "")
+            rows.append(Row(table="lr_sweep", row=name, metric="chosen_lr", ours=choice.lr, run=name,
+                            status="measured", note=f"{rule}{'; ' if rule else ''}{choice.describe()}"))  # fmt: skip
+    return rows
 
 
 SEED_COLUMNS = ("kind", "table", "row", "run", "seed", "metric", "value")

@@ -13,6 +13,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import math
 import sys
 import time
 from collections.abc import Callable
@@ -25,6 +26,7 @@ import yaml
 from scaling_axes.datamodules.corpora import train_tokens
 from scaling_axes.harness.results import Row
 from scaling_axes.harness.scales import Scale, get_scale
+from scaling_axes.harness.sweeps import SWEEP_INFIX, Choice, Sweep, sweep_point, tune, tuned
 from scaling_axes.io import CorruptFileError, atomic_write, read_json
 from scaling_axes.modules import get_config
 from scaling_axes.modules.architectures.vit_tokenformer import ViTConfig
@@ -100,6 +102,7 @@ class Run:
     data: dict[str, Any] = dataclasses.field(default_factory=dict)  # further TextDataModule arguments
     seed: int = 1234  # initialisation, and the data order unless `data` names a seed of its own
     lr_sweep: bool = False  # a learning-rate sweep point: a non-finite loss ends it as diverged, not the experiment
+    sweep: Sweep | None = None  # trained at the rate this sweep chooses, not budget.lr (`harness.sweeps`)
     on_request: bool = False  # trained only when named (`--run`): another reading of the paper, not the default
 
     @property
@@ -138,6 +141,11 @@ class Experiment:
     run_group: str | None = None  # experiments with the same group share their runs (trained once)
     max_epochs: float = 1.0  # passes over a run's training data allowed wherever passes are checked (the paper's own
     # repeats where it repeats data); more measures memorisation and needs --allow-repeats
+    seeds: Callable[[Scale], int | None] | None = None  # seeds its claims need at a scale (None: the scale's)
+
+    def seeds_at(self, scale: Scale) -> int:
+        """The seeds trained by default: the experiment's own at this scale, else the scale's."""
+        return (self.seeds and self.seeds(scale)) or scale.seeds
 
     def __post_init__(self) -> None:
         if not getattr(self.runs, "fitted", False):
@@ -198,6 +206,9 @@ def run_dir(experiment: Experiment, scale: Scale, run: Run, runs_dir: Path = RUN
 
 def find_run(experiment: Experiment, scale: Scale, name: str) -> Run:
     runs = {r.name: r for r in experiment.runs(scale)}
+    swept, _, lr = name.rpartition(SWEEP_INFIX)
+    if swept in runs and runs[swept].sweep and _is_number(lr):
+        return sweep_point(runs[swept], float(lr))
     base, _, k = name.rpartition(SEED_SUFFIX)
     if name not in runs and base in runs and k.isdigit() and int(k) >= 2:
         return seed_run(runs[base], int(k))
@@ -207,11 +218,46 @@ def find_run(experiment: Experiment, scale: Scale, name: str) -> Run:
     return runs[name]
 
 
+def _is_number(text: str) -> bool:
+    try:
+        return math.isfinite(float(text))
+    except ValueError:
+        return False
+
+
+def sweep_losses(experiment: Experiment, scale: Scale, run: Run,
+                 runs_dir: Path = RUNS_DIR) -> dict[float, float | None]:  # fmt: skip
+    """rate -> final validation loss (None: diverged) of `run`'s finished sweep points."""
+    losses = {}
+    for path in run_dir(experiment, scale, run, runs_dir).parent.glob(f"{run.name}{SWEEP_INFIX}*/done.json"):
+        lr = path.parent.name.removeprefix(f"{run.name}{SWEEP_INFIX}")
+        if _is_number(lr) and (done := _read_finished(path, path.parent.name)) is not None:
+            losses[float(lr)] = done.get("val_loss")
+    return losses
+
+
+def tuning(experiment: Experiment, scale: Scale, run: Run, runs_dir: Path = RUNS_DIR,
+           train: Callable[[Run], None] | None = None) -> Choice:  # fmt: skip
+    """Where `run`'s sweep stands on disk, training its next points with `train` until it has chosen."""
+    return tune(run, lambda r: sweep_losses(experiment, scale, r, runs_dir),
+                lambda name: find_run(experiment, scale, name), train)  # fmt: skip
+
+
 def load_results(experiment: Experiment, scale: Scale, runs_dir: Path = RUNS_DIR) -> dict[str, dict]:
     """name -> done.json of the finished runs, each with `seed_runs` {k: done.json} of its finished repeats at
-    further seeds (`--seeds`); a broken done.json is skipped with a line saying why."""
+    further seeds (`--seeds`); a broken done.json is skipped with a line saying why. A swept run is read at the rate
+    its sweep chose, with `tuning` (its `Choice`), and its finished sweep points are results of their own."""
     results = {}
     for run in experiment.runs(scale):
+        if run.sweep is not None:
+            choice = tuning(experiment, scale, run, runs_dir)
+            for lr in choice.losses:
+                point = sweep_point(run, lr)
+                done = _read_finished(run_dir(experiment, scale, point, runs_dir) / "done.json", point.name)
+                results[point.name] = done
+            if choice.lr is None:
+                continue
+            run = tuned(run, choice.lr)
         out = run_dir(experiment, scale, run, runs_dir)
         if (done := _read_finished(out / "done.json", run.name)) is None:
             continue
@@ -222,6 +268,9 @@ def load_results(experiment: Experiment, scale: Scale, runs_dir: Path = RUNS_DIR
             if k.isdigit() and (repeat := _read_finished(path, path.parent.name)) is not None:
                 seed_runs[int(k)] = _with_staleness(repeat, seed_run(run, int(k)), path.parent)
         results[run.name] = {**done, "seed_runs": dict(sorted(seed_runs.items()))} if seed_runs else done
+        if run.sweep is not None:
+            rule = f"the lr of {run.sweep.anchor}'s sweep ({run.sweep.rule})" if run.sweep.anchor else ""
+            results[run.name] = {**results[run.name], "tuning": choice, "tuning_rule": rule}
     return results
 
 
@@ -310,7 +359,8 @@ def fingerprint_fields(run: Run, options: dict[str, Any]) -> dict[str, Any]:
     and so the arithmetic), and the device type, the strategy ("auto" as what Lightning makes of it) and whether the
     model is compiled: each changes the rounding, so a resume under another would not continue the same run."""
     processes = world_size(options)
-    declared = {k: v for k, v in dataclasses.asdict(run).items() if k not in ("overrides", "lr_sweep", "on_request")}
+    declared = {k: v for k, v in dataclasses.asdict(run).items()
+                if k not in ("overrides", "lr_sweep", "on_request", "sweep")}  # fmt: skip
     accelerator = str(options.get("accelerator") or "auto")
     cuda = on_cuda(accelerator)
     strategy = str(options.get("strategy") or "auto")

@@ -12,6 +12,7 @@ from scaling_axes.experiments.cross_architecture.recipes import LR_GRID, Shape, 
 from scaling_axes.experiments.rmt import setup as rmt_setup
 from scaling_axes.harness.runs import Budget, Run, fitted
 from scaling_axes.harness.scales import Scale
+from scaling_axes.harness.sweeps import Sweep
 from scaling_axes.modules.architectures.transformer import STANDARD_PARAMETRISATION
 from scaling_axes.modules.flops import non_embedding_params
 
@@ -74,19 +75,22 @@ def sweep(scale: Scale, arch: str) -> tuple[float, ...]:
     return tuple(round(lr * recipe_at(scale).lr_factor, 12) for lr in LR_GRID[arch])
 
 
-def make_run(scale: Scale, arch: str, size: str, lr: float) -> Run:
-    b = budget(scale, size, lr)
+def make_run(scale: Scale, arch: str, size: str, lr: float | None = None) -> Run:
+    """`arch` at `size`, trained at the rate its sweep chooses (`lr`, where given, is only the declared one: a
+    benchmark's)."""
+    grid = sweep(scale, arch)
+    b = budget(scale, size, grid[len(grid) // 2] if lr is None else lr)
     shape = {**overrides(arch, recipe_at(scale).shapes[size], b.seq_len), **scale.vocabulary(),
              **(scale.byte_table() if arch == "mot" else {})}  # fmt: skip
-    return Run(f"{arch}_{size}_lr{lr:g}", FAMILIES[arch], b, shape, corpus=rmt_setup.corpus(scale),
-               tokenizer=scale.tokenizer_for("gpt2"), lm=LM, lr_sweep=True)  # fmt: skip
+    return Run(f"{arch}_{size}", FAMILIES[arch], b, shape, corpus=rmt_setup.corpus(scale),
+               tokenizer=scale.tokenizer_for("gpt2"), lm=LM, lr_sweep=True, sweep=Sweep(grid))  # fmt: skip
 
 
 @fitted
 def runs(scale: Scale) -> list[Run]:
-    return [make_run(scale, a, s, lr) for s in sizes(scale) for a in ARCHITECTURES for lr in sweep(scale, a)]
+    return [make_run(scale, a, s) for s in sizes(scale) for a in ARCHITECTURES]
 
 
 def matched(scale: Scale, size: str) -> dict[str, int]:
     """Non-embedding parameters of every architecture at this size."""
-    return {arch: non_embedding_params(make_run(scale, arch, size, 1.0).config) for arch in ARCHITECTURES}
+    return {arch: non_embedding_params(make_run(scale, arch, size).config) for arch in ARCHITECTURES}

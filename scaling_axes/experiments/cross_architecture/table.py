@@ -1,6 +1,6 @@
 """Transformer, Tokenformer, RMT and MoT on one footing, a table no paper has: the same OpenWebText tokens (GPT-2
 tokenizer), sequence length 1024, token budget, schedule and seed, at about 125M and 350M non-embedding parameters,
-each architecture at its best learning rate from a sweep that is part of the experiment.
+each architecture at its own learning rate, chosen by a sweep the harness runs first (`harness.sweeps`).
 
 Each architecture keeps its own paper's family (options, init, norms, position encoding) and gets shapes that match
 the Transformer's non-embedding parameters within 3% (lookup tables and the unembedding left out, as in the RMT code):
@@ -21,7 +21,8 @@ mot_backbone    the same backbone without bytes          control: separates the 
 Paper scale: 125M = 18 x 768, 350M = 28 x 1024; 20 tokens per non-embedding parameter (2.5B, 7B), batches of 512 x
 1024 tokens, AdamW (0.9, 0.95), weight decay 0.1 on matrices, z-loss 1e-4, clipping 1.0, the RMT paper's schedule
 (5% warmup, cosine to 10%). MoT trains with AdamW like the rest (its paper's Muon would confound the comparison).
-Learning rates: a 3-point sweep per architecture and size (x3.3 apart); a best point at the sweep's edge is flagged.
+Learning rates: a sweep per architecture and size from a 3-point grid (x3.3 apart), on a seed of its own, extended
+past an edge until its best is interior; the claims' seeds (five at cpu scale) train at the chosen rate.
 
 Reported per architecture and size (its best-lr run): validation loss at equal tokens (the end of training) and at
 equal training FLOPs (each curve read at the smallest total any architecture spent, true FLOPs per architecture),
@@ -31,12 +32,12 @@ are never a comparison result.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from pathlib import Path
 
 import numpy as np
 
+from scaling_axes.experiments.cross_architecture.recipes import recipe_at
 from scaling_axes.experiments.cross_architecture.setup import (
     ARCHITECTURES,
     MATCH_TOLERANCE,
@@ -50,14 +51,16 @@ from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, as_good_as, lower_loss
 from scaling_axes.harness.results import Row, pyplot, save_figure
 from scaling_axes.harness.runs import Experiment, Run
 from scaling_axes.harness.scales import Scale
+from scaling_axes.harness.sweeps import tuned
 from scaling_axes.modules.flops import train_flops_per_token
 
 
 def best(scale: Scale, arch: str, size: str, results: dict[str, dict]) -> tuple[Run, dict] | None:
-    """The finished sweep point of lowest final validation loss (diverged points never win)."""
-    done = [(r, results[r.name]) for r in (make_run(scale, arch, size, lr) for lr in sweep(scale, arch))
-            if results.get(r.name, {}).get("val_loss") is not None]  # fmt: skip
-    return min(done, key=lambda pair: pair[1]["val_loss"], default=None)
+    """The architecture at the rate its sweep chose, once trained there (its seed 1)."""
+    done = results.get(f"{arch}_{size}") or {}
+    if done.get("val_loss") is None or done.get("tuning") is None:
+        return None
+    return tuned(make_run(scale, arch, size), done["tuning"].lr), done
 
 
 def loss_curve(run: Run, done: dict) -> list[tuple[float, float]]:
@@ -82,7 +85,6 @@ def report(scale: Scale, results: dict[str, dict]) -> list[Row]:
         params = matched(scale, size)
         precisions = sorted({str(done.get("precision")) for _, done in filter(None, winners.values())})
         for arch in ARCHITECTURES:
-            rows += sweep_rows(scale, arch, size, results)
             rows += shape_rows(scale, arch, size, params)
             rows += trained_rows(scale, arch, size, winners[arch], equal_flops, precisions)
         rows += claim_rows(scale, size, winners, results)
@@ -100,7 +102,7 @@ def claim_rows(scale: Scale, size: str, winners: dict[str, tuple[Run, dict] | No
                results: dict[str, dict]) -> list[Row]:  # fmt: skip
     """Each paper's claim against its baseline at equal tokens, best learning rate each (per seed), and the ranking
     the runs give."""
-    name = {arch: winner[0].name if winner else f"{arch}_{size}" for arch, winner in winners.items()}
+    name = {arch: f"{arch}_{size}" for arch in winners}
     rows = [lower_loss("cross_arch", statement, scale, name[arch], name[against], results)
             for arch, against, statement in CLAIMS]  # fmt: skip
     rows.append(as_good_as("cross_arch", "Tokenformer is as good as the Transformer at its parameters (Tokenformer "
@@ -110,26 +112,13 @@ def claim_rows(scale: Scale, size: str, winners: dict[str, tuple[Run, dict] | No
     ranking = " < ".join(f"{arch} {loss:.3f}" for loss, arch in finished)
     rows.append(Row(table="cross_arch", row=f"ranking_{size}", metric="val_loss_order", paper=None, ours=None,
                     status="measured" if finished else "not_run",
-                    note=f"{ranking} (validation loss at equal tokens, best lr, seed 1); {scale.note}"
-                    .strip("; ")))  # fmt: skip
-    return rows
-
-
-def sweep_rows(scale: Scale, arch: str, size: str, results: dict[str, dict]) -> list[Row]:
-    rows = []
-    for lr in sweep(scale, arch):
-        run = make_run(scale, arch, size, lr)
-        done = results.get(run.name)
-        why = f"diverged: {done['diverged']}" if done and done.get("diverged") else scale.note
-        rows.append(Row(table="lr_sweep", row=f"{arch}_{size}", metric=f"val_loss_at_lr_{lr:g}", paper=None,
-                        ours=done and done["val_loss"], unit="nats/token", run=run.name,
-                        status="not_run" if done is None else "measured", note=why))  # fmt: skip
+                    note=f"{ranking} (validation loss at equal tokens, tuned lr each, seed 1)"))  # fmt: skip
     return rows
 
 
 def shape_rows(scale: Scale, arch: str, size: str, params: dict[str, int]) -> list[Row]:
     """What the shape gives, before any training: non-embedding parameters beside the Transformer's, FLOPs/token."""
-    run = make_run(scale, arch, size, 1.0)
+    run = make_run(scale, arch, size)
     vs = params[arch] / params["transformer"] - 1
     per_token = train_flops_per_token(run.config, run.budget.seq_len)
     return [
@@ -153,30 +142,30 @@ def trained_rows(scale: Scale, arch: str, size: str, winner: tuple[Run, dict] | 
                  precisions: list[str] = ()) -> list[Row]:  # fmt: skip
     """The best-lr run's loss at equal tokens and at equal FLOPs, its lr, size, cost and speed. `precisions`: those
     of all rows of this size; MFUs of different precisions divide by different peaks and the note says so."""
-    name, note = f"{arch}_{size}", scale.note
+    name = f"{arch}_{size}"
     if winner is None:
         return [
             Row(table="cross_arch", row=name, metric="val_loss_equal_tokens", paper=None, ours=None, unit="nats/token",
                 status="not_run")
         ]  # fmt: skip
     run, done = winner
-    lrs = sweep(scale, arch)
-    edge = " (at the edge of the sweep: widen LR_GRID)" if run.budget.lr in (lrs[0], lrs[-1]) else ""
+    choice = done["tuning"]
     device = f"{done.get('world_size', 1)} x {done.get('device', '?')}"
     mfu = done.get("mfu")
 
-    def measured(metric: str, value: float | None, unit: str = "", why: str = note) -> Row:
+    def measured(metric: str, value: float | None, unit: str = "", why: str = "") -> Row:
         return Row(table="cross_arch", row=name, metric=metric, paper=None, ours=value, unit=unit, run=run.name,
                    status="measured", note=why)  # fmt: skip
 
     rows = [
-        measured("best_lr", run.budget.lr, why=f"of {', '.join(f'{lr:g}' for lr in lrs)}{edge}"),
+        measured("best_lr", run.budget.lr, why=f"swept from {', '.join(f'{lr:g}' for lr in sweep(scale, arch))}: "
+                 f"{choice.describe()}"),
         measured("params", done["params"], "parameters", "all, counted on the model"),
         measured("tokens", done["tokens"], "tokens", ""),
         Row(table="cross_arch", row=name, metric="train_flops", paper=None, ours=run.train_flops(), unit="FLOPs",
             run=run.name, status="analytic"),
         measured("val_loss_equal_tokens", done["val_loss"], "nats/token"),
-        measured("tokens_per_sec", done.get("tokens_per_sec"), "tokens/s", f"training clock on {device}; {note}"),
+        measured("tokens_per_sec", done.get("tokens_per_sec"), "tokens/s", f"training clock on {device}"),
         Row(table="cross_arch", row=name, metric="mfu", paper=None, ours=mfu, unit="", run=run.name,
             status="not_run" if mfu is None else "measured", note=mfu_note(done, device, precisions)),
     ]  # fmt: skip
@@ -188,10 +177,10 @@ def trained_rows(scale: Scale, arch: str, size: str, winner: tuple[Run, dict] | 
                 "val_loss_equal_flops",
                 loss_at(loss_curve(run, done), equal_flops),
                 "nats/token",
-                f"at {equal_flops:.3e} FLOPs, {read:.1%} of this run (its cosine is {decayed}); {note}",
+                f"at {equal_flops:.3e} FLOPs, {read:.1%} of this run (its cosine is {decayed})",
             )
         )
-    return [dataclasses.replace(r, note=r.note.strip("; ")) for r in rows]
+    return rows
 
 
 def figure(scale: Scale, results: dict[str, dict], path: Path) -> None:
@@ -219,5 +208,5 @@ def plan_note(scale: Scale) -> str:
 
 EXPERIMENT = Experiment(
     name="cross_architecture", description=__doc__.splitlines()[0], runs=runs, report=report, figure=figure,
-    plan_note=plan_note,
+    plan_note=plan_note, seeds=lambda scale: recipe_at(scale).seeds,
 )  # fmt: skip

@@ -1,0 +1,92 @@
+"""Learning-rate sweeps run by the harness: a best rate at an edge extends the sweep until it is interior, a sweep
+trains on a seed no claim is judged on, the claims' seeds train at the chosen rate, a family carries its rate by a
+stated rule and checks it at its largest size."""
+
+import json
+import math
+
+import pytest
+import yaml
+
+from scaling_axes.harness.command import main
+from scaling_axes.harness.runs import Budget, Experiment, Run, load_results, run_dir
+from scaling_axes.harness.scales import CPU
+from scaling_axes.harness.sweeps import MAX_EXTENSIONS, Sweep, choose, rate, sweep_point, tune
+
+GRID = (1e-3, 3e-3, 1e-2)
+
+
+def _sweep(optimum: float, grid=GRID, diverge_above: float = math.inf) -> tuple[list[float], object]:
+    """Tune a run whose final loss is (log lr - log optimum)^2 (diverged above `diverge_above`)."""
+    trained: dict[float, float | None] = {}
+    run = Run("r", "transformer_124m", Budget(1, 1, 8), sweep=Sweep(grid))
+
+    def train(point: Run) -> None:
+        lr = point.budget.lr
+        trained[lr] = None if lr > diverge_above else (math.log(lr) - math.log(optimum)) ** 2
+
+    choice = tune(run, lambda r: dict(trained), lambda name: None, train)
+    return list(trained), choice
+
+
+def test_a_sweep_whose_best_is_at_an_edge_extends_past_it_until_interior():
+    order, choice = _sweep(0.05)  # above the grid: 3e-2 then 9e-2 are tried, 3e-2 is interior
+    assert order == [1e-3, 3e-3, 1e-2, rate(3e-2), rate(9e-2)] and choice.lr == rate(3e-2) and not choice.at_edge
+    order, choice = _sweep(2e-4)  # below it
+    assert order[3:] == [rate(1e-3 / 3), rate(1e-3 / 9)] and choice.lr == rate(1e-3 / 3)
+    order, choice = _sweep(3e-3)  # interior at once: nothing more is trained
+    assert order == list(GRID) and choice.lr == 3e-3
+
+
+def test_a_diverged_point_is_the_worst_and_a_sweep_stops_extending_at_its_limit():
+    order, choice = _sweep(1.0, diverge_above=2e-2)  # 3e-2 diverges: 1e-2 is interior between 3e-3 and it
+    assert order[-1] == rate(3e-2) and choice.lr == 1e-2 and not choice.at_edge
+    order, choice = _sweep(100.0)  # the best keeps moving up: MAX_EXTENSIONS steps, then flagged
+    assert len(order) == len(GRID) + MAX_EXTENSIONS and choice.at_edge and choice.lr == max(order)
+
+
+def test_choose_waits_for_the_grid():
+    assert choose(GRID, {1e-3: 5.0}).next == 3e-3 and choose(GRID, {1e-3: 5.0}).lr is None
+
+
+TINY = {"n_layer": 1, "d_model": 32, "n_head": 4, "max_seq_len": 64, "vocab_size": 512}
+
+
+def test_claims_seeds_train_at_the_chosen_rate_and_the_sweep_on_a_seed_of_its_own(tmp_path):
+    budget = Budget(steps=3, batch_size=2, seq_len=32, val_windows=2)
+    anchor = Run("small", "transformer_124m", budget, TINY, corpus="embedded_news", tokenizer="bytes",
+                 sweep=Sweep((1e-3, 1e-2, 1e-1)))  # fmt: skip
+    carried = Sweep((1e-3, 1e-2, 1e-1), anchor="small", rule="same lr", check=True)
+    large = Run("large", "transformer_124m", budget, {**TINY, "d_model": 48}, corpus="embedded_news",
+                tokenizer="bytes", sweep=carried)  # fmt: skip
+    experiment = Experiment("sweep_test", "tuned arms", lambda scale: [anchor, large], lambda scale, results: [])
+    main(experiment, ["--scale", "cpu", "--seeds", "2", "--out-dir", str(tmp_path)])
+    results = load_results(experiment, CPU, tmp_path / "runs")
+    chosen = results["small"]["tuning"].lr
+    assert chosen is not None and not results["small"]["tuning"].at_edge
+    tried = sorted(results["small"]["tuning"].losses)
+    assert tried[0] < chosen < tried[-1]
+    for name, seeds in (("small", (anchor.seed, anchor.seed + 1)), ("large", (large.seed, large.seed + 1))):
+        for k, seed in enumerate(seeds, 1):
+            out = run_dir(experiment, CPU, anchor, tmp_path / "runs").parent / (name if k == 1 else f"{name}_seed{k}")
+            config = yaml.safe_load((out / "config.yaml").read_text())
+            assert config["budget"]["lr"] == chosen and config["run"]["seed"] == seed
+    for lr in tried:
+        point = yaml.safe_load((run_dir(experiment, CPU, sweep_point(anchor, lr), tmp_path / "runs") / "config.yaml")
+                               .read_text())  # fmt: skip
+        assert point["run"]["seed"] == anchor.seed - 1  # no claim's seed
+    checks = sorted(results["large"]["tuning"].losses)  # the carried rate and its two neighbours, at the large size
+    assert checks == pytest.approx([chosen / 10, chosen, chosen * 10])
+    assert json.loads((run_dir(experiment, CPU, large, tmp_path / "runs") / "done.json").read_text())["steps"] == 3
+
+
+def test_no_claim_is_decided_on_an_arm_whose_sweep_ended_at_an_edge():
+    from scaling_axes.harness.claims import judge, settle
+    from scaling_axes.harness.runner import untuned
+    from scaling_axes.harness.sweeps import Choice
+
+    claim = judge("t", "a_vs_b", "a beats b", CPU, [0.3, 0.25, 0.28], 0.02, runs=("a", "b"))
+    assert claim.status == "claim_holds"
+    results = {"a": {"tuning": Choice(0.1, None, {0.1: 3.0}, at_edge=True)}, "b": {}}
+    settled = settle(claim, CPU, untuned=untuned(claim, results))
+    assert settled.status == "insufficient" and "a's sweep ended at 0.1, an edge" in settled.note
