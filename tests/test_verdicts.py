@@ -164,3 +164,36 @@ def test_a_run_two_experiments_declare_identically_is_trained_once(tmp_path, cap
     assert printed.count("training run") == 6 and printed.count("trained once") == 3
     results = load_results(second, CPU, runs)
     assert set(results) == {"from_scratch", "grown", "other"} and not any("stale" in r for r in results.values())
+
+
+def test_a_claim_whose_paper_effect_is_below_what_the_scale_detects_is_out_of_reach():
+    from scaling_axes.experiments.rmt import table5_6_downstream as table5
+    from scaling_axes.harness.claims import beyond_reach
+    from scaling_axes.harness.results import Row
+    from scaling_axes.harness.scales import PAPER
+
+    # one seed of two runs: (2 + 0.84) x sqrt 2 x the noise
+    assert beyond_reach(0.1, 0.02, 1) is None and beyond_reach(0.05, 0.02, 1) is not None
+    assert "minimum detectable effect here, 0.0803" in beyond_reach(0.05, 0.02, 1)
+    values = {"lambada_ppl": (60.0, 30.0), "openwebtext_ppl": (20.0, 18.0), "pile_10k_ppl": (20.0, 18.0),
+              "wikitext_ppl": (20.0, 18.0), "piqa_acc": (60.0, 63.0)}  # (Transformer, RMT)  # fmt: skip
+    rows = [Row(table="t", row=name, metric=metric, ours=pair[i]) for metric, pair in values.items()
+            for i, name in enumerate((table5.TRANSFORMER, table5.RMT))]  # fmt: skip
+    status = {r.row.rsplit("_vs_", 1)[1]: r.status for r in table5.claim_rows(CPU, rows)}
+    suffix = table5.TRANSFORMER + "_"
+    status = {k.removeprefix(suffix): v for k, v in status.items()}
+    assert status == {"lambada_ppl": "claim_holds", "openwebtext_ppl": "claim_holds", "pile_10k_ppl": "out_of_reach",
+                      "wikitext_ppl": "out_of_reach", "piqa_acc": "out_of_reach"}  # fmt: skip
+    assert "out_of_reach" not in {r.status for r in table5.claim_rows(PAPER, rows)}
+
+
+@pytest.mark.parametrize(("device", "status"), [("cpu", "out_of_reach"), ("NVIDIA H100 80GB HBM3", "claim_holds")])
+def test_a_gpu_step_time_claim_is_out_of_reach_of_cpu_runs(device, status):
+    from scaling_axes.experiments.mot import results_tables
+
+    runs = {run.name: run for run in results_tables.runs(CPU)}
+    curves = {c: [[10, 3.0]] for run in runs.values() for c in (run.corpus, *run.data["extra_corpora"])}
+    each = {"step_ms": 100.0, "device": device, "val_loss_curves": curves}
+    results = {name: {**each, "seed_runs": {k: each for k in (2, 3)}} for name in runs}
+    step_rows = [r for r in results_tables.claim_rows(CPU, results) if r.row.endswith("_step_time")]
+    assert step_rows and {r.status for r in step_rows} == {status}

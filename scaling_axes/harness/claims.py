@@ -157,6 +157,22 @@ def seeds_needed(margin: float, noise: float) -> int:
                 MAX_SEEDS + 1)  # fmt: skip
 
 
+def beyond_reach(paper_effect: float, noise_floor: float, seeds: int, runs_per_margin: int = 2) -> str | None:
+    """Why a claim whose effect in the paper is `paper_effect` cannot be decided by `seeds` seeds of runs whose
+    one-run noise is `noise_floor` (None: it can): the effect is below their minimum detectable effect."""
+    detectable = minimum_detectable_effect(margin_floor(noise_floor, runs_per_margin), seeds)
+    if abs(paper_effect) >= detectable:
+        return None
+    return (f"the paper's effect, {abs(paper_effect):.3g}, is below the minimum detectable effect here, "
+            f"{detectable:.3g} at {seeds} seed{'s' * (seeds != 1)} (one-run noise {noise_floor:.3g})")  # fmt: skip
+
+
+def out_of_reach(table: str, row: str, statement: str, unit: str, why: str, runs: Sequence[str] = ()) -> Row:
+    """A claim not judged (nor trained for) at this scale, and why."""
+    return Row(table=table, row=row, metric="claim", unit=unit, run=",".join(runs), status="out_of_reach",
+               note=NOTE_PARTS.join((statement, "", why)))  # fmt: skip
+
+
 def pooled_spread(groups: Sequence[Sequence[float]]) -> tuple[float, int]:
     """(pooled standard deviation, degrees of freedom) of repeated measurements: sqrt(sum (n_i - 1) s_i^2 / sum
     (n_i - 1)) over the groups of two or more (one run's seeds each); (0, 0) without any."""

@@ -17,7 +17,7 @@ import math
 
 from scaling_axes.experiments.rmt import setup as rmt_setup
 from scaling_axes.experiments.rmt.setup import RMT, TRANSFORMER
-from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, judge
+from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, beyond_reach, judge, out_of_reach
 from scaling_axes.harness.evaluate import TOLERANCE, evaluate_cached, weights_fingerprint, zero_shot_rows
 from scaling_axes.harness.lm_eval_model import SuiteLM
 from scaling_axes.harness.results import Row, compare, published
@@ -79,22 +79,47 @@ def accuracy_floor(scale: Scale) -> float:
     return 100 * 0.5 / math.sqrt(documents) if documents else ACCURACY_NOISE_FLOOR
 
 
+def paper_effect(metric: str) -> float | None:
+    """The paper's margin for `metric` (Tables 5-6: the RMT's over the Transformer's), in the claim's unit."""
+    paper = published("rmt")
+    table, key = ("table5", metric) if metric.endswith("_ppl") else ("table6", metric.removesuffix("_acc"))
+    if (table, RMT, key) not in paper:
+        return None
+    rmt, transformer = paper[(table, RMT, key)], paper[(table, TRANSFORMER, key)]
+    return math.log(transformer / rmt) if table == "table5" else rmt - transformer
+
+
 def claim_rows(scale: Scale, rows: list[Row]) -> list[Row]:
     """Tables 5-6's claim, per metric: the RMT has the lower perplexity (margin: the difference of the log
     perplexities, in nats) and the higher accuracy (acc, the paper's likelier column) than the Transformer. Seed 1
-    only: the evaluation reads seed 1's weights."""
+    only: the evaluation reads seed 1's weights. Below paper scale the three corpora are one stand-in, judged once,
+    and a claim whose paper effect is below what one seed can detect here is out of reach."""
     value = {(r.row, r.metric): r.ours for r in rows if r.ours is not None}
-    claims = []
+    claims, stand_in = [], None
     for metric in sorted({m for _, m in value if m.endswith(("_ppl", "_acc"))}):
         if (RMT, metric) not in value or (TRANSFORMER, metric) not in value:
             continue
         rmt, transformer = value[(RMT, metric)], value[(TRANSFORMER, metric)]
         perplexity = metric.endswith("_ppl")
+        table, unit, row = (
+            "table5" if perplexity else "table6",
+            "nats" if perplexity else "points",
+            f"{RMT}_vs_{TRANSFORMER}_{metric}",
+        )
+        statement = f"the RMT has the {'lower' if perplexity else 'higher'} {metric}"
+        floor = LOSS_NOISE_FLOOR if perplexity else accuracy_floor(scale)
+        if metric in CORPORA and not scale.paper_configs:
+            if stand_in is not None:
+                claims.append(out_of_reach(table, row, statement, unit, f"the same stand-in as {stand_in}: one "
+                                           "measurement, judged there", (RMT, TRANSFORMER)))  # fmt: skip
+                continue
+            stand_in = metric
+        effect = paper_effect(metric)
+        if not scale.paper_configs and effect is not None and (why := beyond_reach(effect, floor, 1)):
+            claims.append(out_of_reach(table, row, statement, unit, why, (RMT, TRANSFORMER)))
+            continue
         margin = math.log(transformer / rmt) if perplexity else rmt - transformer
-        claims.append(judge("table5" if perplexity else "table6", f"{RMT}_vs_{TRANSFORMER}_{metric}",
-                            f"the RMT has the {'lower' if perplexity else 'higher'} {metric}", scale, [margin],
-                            LOSS_NOISE_FLOOR if perplexity else accuracy_floor(scale),
-                            "nats" if perplexity else "points", runs=(RMT, TRANSFORMER)))  # fmt: skip
+        claims.append(judge(table, row, statement, scale, [margin], floor, unit, runs=(RMT, TRANSFORMER)))
     return claims
 
 
