@@ -90,3 +90,18 @@ def test_no_claim_is_decided_on_an_arm_whose_sweep_ended_at_an_edge():
     results = {"a": {"tuning": Choice(0.1, None, {0.1: 3.0}, at_edge=True)}, "b": {}}
     settled = settle(claim, CPU, untuned=untuned(claim, results))
     assert settled.status == "insufficient" and "a's sweep ended at 0.1, an edge" in settled.note
+
+
+def test_every_rmt_model_below_paper_scale_is_swept_with_the_codes_decay_per_step():
+    from scaling_axes.cli import all_experiments
+    from scaling_axes.harness.scales import PAPER
+    from scaling_axes.harness.sweeps import tuned
+
+    rmt = [e for e in all_experiments() if e.name.startswith("rmt_") and e.runs(CPU)]
+    assert len(rmt) == 5
+    for experiment in rmt:
+        for run in experiment.runs(CPU):
+            assert run.sweep is not None and run.budget.lr == run.sweep.grid[1], (experiment.name, run.name)
+            assert tuned(run, 0.02).lm["weight_decay"] == pytest.approx(1e-4 / 0.02)  # 1e-4 a step at the peak
+            assert sweep_point(run, 0.02).lm["weight_decay"] == pytest.approx(1e-4 / 0.02)
+        assert all(run.sweep is None for run in experiment.runs(PAPER))  # the paper's rates

@@ -38,6 +38,8 @@ class Sweep:
     anchor: str | None = None
     rule: str = ""
     check: bool = False
+    per_rate: dict[str, float] = dataclasses.field(default_factory=dict)  # LanguageModel options set to value / lr
+    # at each rate (the RMT code's decay: weight_decay = 1e-4 / lr, a fixed decay per step)
 
     def __post_init__(self) -> None:
         if len(self.grid) < 2 or list(self.grid) != sorted(self.grid):
@@ -73,9 +75,8 @@ def rate(lr: float) -> float:
 def sweep_point(run: Run, lr: float) -> Run:
     """`run` at rate `lr` on the sweep's seed (the one before the run's own; a pinned data seed shifts with it)."""
     data = {**run.data, "seed": run.data["seed"] - 1} if "seed" in run.data else run.data
-    return dataclasses.replace(run, name=f"{run.name}{SWEEP_INFIX}{rate(lr):g}", seed=run.seed - 1, data=data,
-                               budget=dataclasses.replace(run.budget, lr=rate(lr)), sweep=None,
-                               lr_sweep=True)  # fmt: skip
+    return dataclasses.replace(tuned(run, rate(lr)), name=f"{run.name}{SWEEP_INFIX}{rate(lr):g}", seed=run.seed - 1,
+                               data=data, sweep=None, lr_sweep=True)  # fmt: skip
 
 
 def choose(grid: tuple[float, ...], losses: dict[float, float | None]) -> Choice:
@@ -132,5 +133,6 @@ def planned_rates(sweep: Sweep) -> tuple[float, ...]:
 
 
 def tuned(run: Run, lr: float) -> Run:
-    """`run` at its chosen rate."""
-    return dataclasses.replace(run, budget=dataclasses.replace(run.budget, lr=lr))
+    """`run` at rate `lr`, with the options its sweep sets per rate."""
+    per_rate = {key: value / lr for key, value in run.sweep.per_rate.items()} if run.sweep else {}
+    return dataclasses.replace(run, budget=dataclasses.replace(run.budget, lr=lr), lm={**run.lm, **per_rate})

@@ -59,7 +59,7 @@ def _run(scale: Scale, name: str, model: str, overrides: dict) -> Run:
     else:
         budget = rmt_setup.short_schedule(scale, UNTUNED_LR)
     return Run(name, model, budget, overrides, corpus=rmt_setup.corpus(scale), tokenizer=scale.tokenizer_for("gpt2"),
-               lm=rmt_setup.lm_options(budget.lr))  # fmt: skip
+               lm=rmt_setup.lm_options(budget.lr), sweep=rmt_setup.sweep(scale))  # fmt: skip
 
 
 def report(scale: Scale, results: dict[str, dict]) -> list[Row]:

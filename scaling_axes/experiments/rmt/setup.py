@@ -22,6 +22,7 @@ from scaling_axes.experiments.rmt.recipes import OPENWEBTEXT, PAPER_LR, PAPER_SE
 from scaling_axes.harness.results import published
 from scaling_axes.harness.runs import Budget, Run
 from scaling_axes.harness.scales import Scale
+from scaling_axes.harness.sweeps import Sweep
 from scaling_axes.modules.architectures.rmt import RMTConfig
 from scaling_axes.modules.architectures.transformer import TransformerConfig
 
@@ -114,9 +115,12 @@ def family(model: str) -> str:
     return "transformer" if model.startswith("transformer") else "rmt"
 
 
+CODE_DECAY = 1e-4  # decoupled decay per step at the schedule's peak (AdamW's weight_decay x lr)
+
+
 def lm_options(lr: float) -> dict[str, Any]:
     """The code's decay 1e-4 x schedule for every decayed parameter, whatever its muP lr scale."""
-    return {"z_loss": 1e-4, "decay_embeddings": False, "weight_decay": 1e-4 / lr, "lr_scaled_decay": False}
+    return {"z_loss": 1e-4, "decay_embeddings": False, "weight_decay": CODE_DECAY / lr, "lr_scaled_decay": False}
 
 
 def schedule(steps: int, batch: int, seq_len: int, lr: float, val_windows: int = PAPER_VAL_WINDOWS,
@@ -155,6 +159,12 @@ def shrunk(scale: Scale, model: str, size: int) -> dict[str, Any]:
             "max_seq_len": s.seq_len, **scale.vocabulary()}  # fmt: skip
 
 
+def sweep(scale: Scale) -> Sweep | None:
+    """Every model's own lr sweep below paper scale (the recipe's grid), with the code's fixed decay per step."""
+    grid = None if scale.paper_configs else shrunk_at(scale).lr_grid
+    return Sweep(grid, per_rate={"weight_decay": CODE_DECAY}) if grid else None
+
+
 def corpus(scale: Scale) -> str:
     return OPENWEBTEXT.at(scale)
 
@@ -180,6 +190,7 @@ def scaling_run(model: str, scale: Scale) -> Run:
         corpus=corpus(scale),
         tokenizer=scale.tokenizer_for("gpt2"),
         lm=lm_options(budget.lr),
+        sweep=sweep(scale),
     )
 
 

@@ -60,7 +60,7 @@ def runs(scale: Scale) -> list[Run]:
         budget = rmt_setup.short_schedule(scale, UNTUNED_LR)
     return [
         Run(name, model, budget, _overrides(model, scale), corpus=rmt_setup.corpus(scale),
-            tokenizer=scale.tokenizer_for("gpt2"), lm=rmt_setup.lm_options(budget.lr))
+            tokenizer=scale.tokenizer_for("gpt2"), lm=rmt_setup.lm_options(budget.lr), sweep=rmt_setup.sweep(scale))
         for name, model in MODELS.items()
     ]  # fmt: skip
 
