@@ -105,3 +105,20 @@ def test_every_rmt_model_below_paper_scale_is_swept_with_the_codes_decay_per_ste
             assert tuned(run, 0.02).lm["weight_decay"] == pytest.approx(1e-4 / 0.02)  # 1e-4 a step at the peak
             assert sweep_point(run, 0.02).lm["weight_decay"] == pytest.approx(1e-4 / 0.02)
         assert all(run.sweep is None for run in experiment.runs(PAPER))  # the paper's rates
+
+
+def test_a_sweep_of_fixed_per_group_rates_scales_them_all():
+    """MoT below paper scale: the speedrun's rates times the swept factor, every group, budget.lr untouched."""
+    from scaling_axes.experiments.mot import results_tables
+    from scaling_axes.harness.scales import PAPER
+    from scaling_axes.harness.training import task_of
+    from scaling_axes.modules.tasks.optim import speedrun_lrs
+
+    run = results_tables.runs(CPU)[0]
+    assert run.sweep.rate_option == "group_lr_scale" and all(r.sweep is None for r in results_tables.runs(PAPER))
+    point = sweep_point(run, 3.0)
+    assert point.lm["group_lr_scale"] == 3.0 and point.budget.lr == run.budget.lr
+    module = task_of(point).module(point, None, False)
+    optimizer = module._muon()
+    expected = sorted({3.0 * lr for lr in speedrun_lrs(module.model.config.d_model).values()})
+    assert sorted({group["lr"] for group in optimizer.param_groups}) == pytest.approx(expected)

@@ -14,6 +14,7 @@ size / crop_pct (256 for 224) and center crop for evaluation. Mixup and CutMix r
 
 from __future__ import annotations
 
+import functools
 import gzip
 import os
 import shutil
@@ -61,6 +62,12 @@ def load_image(path: str) -> Image.Image:
         raise ValueError(f"corrupt or unreadable image {path}: {err}; remove or replace the file") from err
 
 
+@functools.cache
+def load_kept(path: str) -> Image.Image:
+    """`load_image`, decoded once per process (the transforms make new images; the kept one is never changed)."""
+    return load_image(path)
+
+
 def check_image_folder(split_dir: Path) -> list[str]:
     """The class folders of `split_dir`, each holding at least one image; errors name the folder at fault."""
     if not split_dir.is_dir():
@@ -99,8 +106,8 @@ class ImageNetDataModule(L.LightningDataModule):
         auto_augment, re_prob: RandAugment policy and random-erasing probability (timm names). The recipe's
             rand-m9-mstd0.5-inc1 is capped at magnitude 9 (`mmax9`): at 10, timm's increasing posterize asks for
             0 bits, which Pillow >= 11 refuses.
-        crop_scale, hflip: RandomResizedCrop's area range and the horizontal flip probability (timm's defaults;
-            a digit flipped or cut to 8% of its area is another digit or none).
+        crop_scale, hflip, color_jitter: RandomResizedCrop's area range, the horizontal flip probability and the
+            colour jitter (timm's defaults; a digit flipped or cut to 8% of its area is another digit or none).
     """
 
     def __init__(
@@ -116,6 +123,7 @@ class ImageNetDataModule(L.LightningDataModule):
         re_prob: float = 0.25,
         crop_scale: tuple[float, float] = (0.08, 1.0),
         hflip: float = 0.5,
+        color_jitter: float = 0.4,
         num_workers: int = 0,
         seed: int = 1234,
     ) -> None:
@@ -134,7 +142,7 @@ class ImageNetDataModule(L.LightningDataModule):
         if training:
             return create_transform(hp.img_size, is_training=True, auto_augment=hp.auto_augment, re_prob=hp.re_prob,
                                     re_mode="pixel", re_count=1, interpolation="bicubic", scale=tuple(hp.crop_scale),
-                                    hflip=hp.hflip)  # fmt: skip
+                                    hflip=hp.hflip, color_jitter=hp.color_jitter)  # fmt: skip
         return create_transform(hp.img_size, is_training=False, interpolation="bicubic", crop_pct=hp.crop_pct)
 
     @property
@@ -160,8 +168,9 @@ class ImageNetDataModule(L.LightningDataModule):
         if check_image_folder(self.root / "val") != classes:
             raise ValueError(f"{self.root}/val has other class folders than {self.root}/train")
         self.classes = classes
-        self.train_set = ImageFolder(self.root / "train", self.transforms(True), loader=load_image)
-        self.val_set = ImageFolder(self.root / "val", self.transforms(False), loader=load_image)
+        loader = load_kept if self.hparams.source == "embedded" else load_image  # 5,000 digits of 28 px: kept
+        self.train_set = ImageFolder(self.root / "train", self.transforms(True), loader=loader)
+        self.val_set = ImageFolder(self.root / "val", self.transforms(False), loader=loader)
 
     def _setup_hub(self) -> None:
         import datasets

@@ -40,6 +40,8 @@ class Sweep:
     check: bool = False
     per_rate: dict[str, float] = dataclasses.field(default_factory=dict)  # LanguageModel options set to value / lr
     # at each rate (the RMT code's decay: weight_decay = 1e-4 / lr, a fixed decay per step)
+    rate_option: str | None = None  # the LanguageModel option the rate is (None: the budget's lr), e.g. a scale on
+    # fixed per-group rates
 
     def __post_init__(self) -> None:
         if len(self.grid) < 2 or list(self.grid) != sorted(self.grid):
@@ -133,6 +135,9 @@ def planned_rates(sweep: Sweep) -> tuple[float, ...]:
 
 
 def tuned(run: Run, lr: float) -> Run:
-    """`run` at rate `lr`, with the options its sweep sets per rate."""
-    per_rate = {key: value / lr for key, value in run.sweep.per_rate.items()} if run.sweep else {}
-    return dataclasses.replace(run, budget=dataclasses.replace(run.budget, lr=lr), lm={**run.lm, **per_rate})
+    """`run` at rate `lr` (its budget's, or the option its sweep names), with the options its sweep sets per rate."""
+    per_rate, option = (run.sweep.per_rate, run.sweep.rate_option) if run.sweep else ({}, None)
+    lm = {**run.lm, **{key: value / lr for key, value in per_rate.items()}}
+    if option is not None:
+        return dataclasses.replace(run, lm={**lm, option: lr})
+    return dataclasses.replace(run, budget=dataclasses.replace(run.budget, lr=lr), lm=lm)

@@ -119,7 +119,7 @@ class ViT:
 # (RandAugment m9, random erasing, flips, crops down to 8% of the image) kept a 2 x 32 ViT at 17-30% top-1 on the
 # digits: sized to a run of a few thousand steps on 10 classes of digits instead
 SHORT_RUN_REGULARISATION = {"mixup": 0.0, "cutmix": 0.0, "label_smoothing": 0.0, "weight_decay": 0.05}
-DIGIT_AUGMENTATION = {"auto_augment": None, "re_prob": 0.0, "hflip": 0.0, "crop_scale": (0.7, 1.0)}
+DIGIT_AUGMENTATION = {"auto_augment": None, "re_prob": 0.0, "hflip": 0.0, "color_jitter": 0.0, "crop_scale": (0.7, 1.0)}
 
 
 VIT: dict[Scale, ViT] = {

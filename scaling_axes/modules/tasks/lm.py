@@ -52,8 +52,9 @@ class LanguageModel(L.LightningModule):
         z_loss: weight of the squared log-partition term (PaLM); 0 disables it.
         init_weights: a `.pt` state dict (e.g. a grown model's) loaded before training; ignored on resume.
         optimizer: "adamw", or "muon" for `modules.tasks.optim.MuonWithAdam` over the model's `param_groups()` at
-            `group_lrs` (default `speedrun_lrs`; `lr` is then unused), its Newton-Schulz `newton_schulz` ("record":
-            the MoT runs' five coefficient triples; "torch": `torch.optim.Muon`).
+            `group_lrs` (default `speedrun_lrs`; `lr` is then unused) times `group_lr_scale` (what a sweep below the
+            paper's fixed rates varies), its Newton-Schulz `newton_schulz` ("record": the MoT runs' five coefficient
+            triples; "torch": `torch.optim.Muon`).
         schedule: "warmup_cosine", or "constant_then_linear" (no warmup, linear to 0 over the last
             `cooldown_fraction`).
         compile: `torch.compile` the model (the Triton kernels are ops it calls) and its loss (`compile_training`);
@@ -87,6 +88,7 @@ class LanguageModel(L.LightningModule):
         init_weights: str | None = None,
         optimizer: Literal["adamw", "muon"] = "adamw",
         group_lrs: dict[str, float] | None = None,
+        group_lr_scale: float = 1.0,
         schedule: Literal["warmup_cosine", "constant_then_linear"] = "warmup_cosine",
         cooldown_fraction: float = 0.6,
         compile: bool | None = None,
@@ -224,6 +226,7 @@ class LanguageModel(L.LightningModule):
         if not hasattr(self.model, "param_groups"):
             raise ValueError(f"optimizer='muon' needs a model with param_groups(); {self.hparams.model!r} has none")
         lrs = self.hparams.group_lrs or speedrun_lrs(self.model.config.d_model)
+        lrs = {group: lr * self.hparams.group_lr_scale for group, lr in lrs.items()}
         return MuonWithAdam(self.model.param_groups(), lrs, newton_schulz=self.hparams.newton_schulz)
 
     def _adamw(self) -> torch.optim.AdamW:
