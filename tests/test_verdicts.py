@@ -197,3 +197,28 @@ def test_a_gpu_step_time_claim_is_out_of_reach_of_cpu_runs(device, status):
     results = {name: {**each, "seed_runs": {k: each for k in (2, 3)}} for name in runs}
     step_rows = [r for r in results_tables.claim_rows(CPU, results) if r.row.endswith("_step_time")]
     assert step_rows and {r.status for r in step_rows} == {status}
+
+
+def test_an_equal_parameters_claim_on_unmatched_arms_decides_nothing():
+    from scaling_axes.experiments.cross_architecture import setup as cross
+    from scaling_axes.harness.claims import parameter_match
+    from scaling_axes.harness.scales import PAPER, SMALL
+    from scaling_axes.modules import get_config
+    from scaling_axes.modules.flops import formula_params
+
+    small = get_config("transformer_124m", **TINY, tie_embeddings=False)
+    wider = get_config("transformer_124m", **{**TINY, "d_model": 36}, tie_embeddings=False)
+    tied = get_config("transformer_124m", **TINY, tie_embeddings=True)
+    rows, why = parameter_match("t", {"a": small, "b": wider}, "total")
+    counts = {(r.row, r.metric): r.ours for r in rows}
+    assert (
+        counts[("a", "total_params")] == sum(formula_params(small).values()) and ("b", "non_embedding_params") in counts
+    )
+    assert why.startswith("total parameters") and "above 3%" in why
+    assert "the head is tied on b only" == parameter_match("t", {"a": small, "b": tied}, "non_embedding")[1]
+    claim = judge("t", "a_vs_b", "a beats b at equal parameters", CPU, [0.3, 0.25, 0.28], 0.02, unmatched=why)
+    assert claim.status == "insufficient" and "the arms are not matched: total parameters" in claim.note
+    for scale in (CPU, SMALL, PAPER):  # the cross-architecture arms, heads untied on both
+        for size in cross.sizes(scale):
+            configs = {a: cross.make_run(scale, a, size).config for a in ("tokenformer", "transformer")}
+            assert parameter_match("t", configs, "total")[1] is None, (scale, size)

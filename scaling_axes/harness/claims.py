@@ -18,6 +18,7 @@ import dataclasses
 import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from scaling_axes.harness.results import Row
 from scaling_axes.harness.scales import Scale
@@ -77,6 +78,7 @@ class Evidence:
     fails_because: str | None = None
     noise_metric: str | None = None
     noise_scale: float = 1.0
+    unmatched: str | None = None  # how the arms of an "at equal parameters" claim are not matched
 
 
 def judge(
@@ -92,6 +94,7 @@ def judge(
     runs_per_margin: int = 2,
     noise_metric: str | None = None,
     noise_scale: float = 1.0,
+    unmatched: str | None = None,
 ) -> Row:
     """The claim `statement`, measured by `margins` (seed -> margin, or a list from seed 1; positive: the claim
     holds), each combining
@@ -101,7 +104,7 @@ def judge(
     `run`, comma-separated), whose data, staleness and learning the harness reads."""
     by_seed = margins if isinstance(margins, Mapping) else dict(enumerate(margins, 1))
     evidence = Evidence(statement, tuple(by_seed.values()), tuple(by_seed), noise_floor, runs_per_margin,
-                        fails_because, noise_metric, noise_scale)  # fmt: skip
+                        fails_because, noise_metric, noise_scale, unmatched)  # fmt: skip
     claim = Row(table=table, row=row, metric="claim", unit=unit, run=",".join(runs), evidence=evidence)
     return settle(claim, scale)
 
@@ -125,6 +128,8 @@ def settle(claim: Row, scale: Scale, measured_noise: dict[str, float] | None = N
         status, why = "not_learning", f"decides nothing: {not_learning[0]}{more if len(not_learning) > 1 else ''}"
     elif untuned:
         why = f"an arm's lr is not tuned: {'; '.join(untuned)}"
+    elif e.unmatched:
+        why = f"the arms are not matched: {e.unmatched}"
     elif e.fails_because:
         status, why = "claim_fails", e.fails_because
     elif abs(margin) > bound:
@@ -173,6 +178,31 @@ def out_of_reach(table: str, row: str, statement: str, unit: str, why: str, runs
                note=NOTE_PARTS.join((statement, "", why)))  # fmt: skip
 
 
+MATCH_TOLERANCE = 0.03  # "at equal parameters": within 3% on the paper's measure
+
+
+def parameter_match(table: str, arms: dict[str, Any], measure: str) -> tuple[list[Row], str | None]:
+    """Rows of each arm's total and non-embedding parameters (`arms`: run name -> model config), and how they are
+    not matched for an "at equal parameters" claim (None: they are): more than MATCH_TOLERANCE apart on `measure`
+    ("total" or "non_embedding", the paper's), or a tied head on one arm and not on the other."""
+    from scaling_axes.modules.flops import formula_params, non_embedding_params
+
+    counts = {arm: {"total": sum(formula_params(c).values()), "non_embedding": non_embedding_params(c)}
+              for arm, c in arms.items()}  # fmt: skip
+    rows = [Row(table=table, row=arm, metric=f"{kind}_params", ours=n, unit="parameters", run=arm)
+            for arm, each in counts.items() for kind, n in each.items()]  # fmt: skip
+    measured = {arm: each[measure] for arm, each in counts.items()}
+    spread = max(measured.values()) / min(measured.values()) - 1
+    tied = {arm: c.tie_embeddings for arm, c in arms.items() if hasattr(c, "tie_embeddings")}
+    if spread > MATCH_TOLERANCE:
+        listed = ", ".join(f"{arm} {n:,}" for arm, n in measured.items())
+        what = measure.replace("_", "-")
+        return rows, f"{what} parameters {spread:.1%} apart ({listed}), above {MATCH_TOLERANCE:.0%}"
+    if len(set(tied.values())) > 1 and len(tied) == len(arms):
+        return rows, f"the head is tied on {', '.join(a for a, t in tied.items() if t)} only"
+    return rows, None
+
+
 def pooled_spread(groups: Sequence[Sequence[float]]) -> tuple[float, int]:
     """(pooled standard deviation, degrees of freedom) of repeated measurements: sqrt(sum (n_i - 1) s_i^2 / sum
     (n_i - 1)) over the groups of two or more (one run's seeds each); (0, 0) without any."""
@@ -207,17 +237,19 @@ def metric_margin(key: str, scale_by: float = 1.0) -> Callable[[dict, dict], flo
     return margin
 
 
-def lower_loss(table: str, statement: str, scale: Scale, winner: str, loser: str, results: dict[str, dict]) -> Row:
+def lower_loss(table: str, statement: str, scale: Scale, winner: str, loser: str, results: dict[str, dict],
+               unmatched: str | None = None) -> Row:  # fmt: skip
     """The claim that run `winner` ends at a lower validation loss than run `loser` (margin: loser's minus
     winner's, per seed)."""
     margins = paired_margins(results, (winner, loser), metric_margin("val_loss", scale_by=-1.0))
     return judge(table, f"{winner}_vs_{loser}", statement, scale, margins, LOSS_NOISE_FLOOR, "nats/token",
-                 runs=(winner, loser), noise_metric="val_loss")  # fmt: skip
+                 runs=(winner, loser), noise_metric="val_loss", unmatched=unmatched)  # fmt: skip
 
 
 def as_good_as(table: str, statement: str, scale: Scale, candidate: str, reference: str, results: dict[str, dict],
                tolerance: float, key: str = "val_top1", scale_by: float = 100.0, noise_floor: float = TOP1_NOISE_FLOOR,
-               unit: str = "points", fails_because: str | None = None) -> Row:  # fmt: skip
+               unit: str = "points", fails_because: str | None = None,
+               unmatched: str | None = None) -> Row:  # fmt: skip
     """The claim that run `candidate` is as good as `reference`: its `key` (x `scale_by`; higher is better) no more
     than `tolerance` below. Margin: the difference plus the tolerance, per seed. `fails_because`: as `judge`'s."""
     difference = metric_margin(key, scale_by)
@@ -225,4 +257,5 @@ def as_good_as(table: str, statement: str, scale: Scale, candidate: str, referen
                              lambda c, r: None if (d := difference(c, r)) is None else d + tolerance)  # fmt: skip
     within = f" (within {tolerance:g} {unit})" if tolerance else ""
     return judge(table, f"{candidate}_vs_{reference}", f"{statement}{within}", scale, margins, noise_floor, unit,
-                 fails_because, runs=(candidate, reference), noise_metric=key, noise_scale=abs(scale_by))  # fmt: skip
+                 fails_because, runs=(candidate, reference), noise_metric=key, noise_scale=abs(scale_by),
+                 unmatched=unmatched)  # fmt: skip

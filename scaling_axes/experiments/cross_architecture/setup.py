@@ -45,9 +45,9 @@ def overrides(arch: str, shape: Shape, seq_len: int) -> dict[str, Any]:
     if arch == "transformer":  # in the standard parametrisation, as every other row: each is swept, none muP-tuned
         return {**depth, "d_model": d, "n_head": d // shape.head_dim, "d_ff": 4 * d, **STANDARD_PARAMETRISATION}
     if arch == "tokenformer":
-        n = 3 * d // 4
+        n = 3 * d // 4  # its head untied, as the Transformer's: equal total parameters too, within 3%
         return {**depth, "d_model": d, "n_head": d // shape.head_dim, "qkv_tokens": n, "proj_tokens": n,
-                "ffn_tokens": 4 * n}  # fmt: skip
+                "ffn_tokens": 4 * n, "tie_embeddings": False}  # fmt: skip
     if arch == "rmt":
         return {**depth, "rank": d // shape.head_dim, "d_value": shape.head_dim, "d_key": shape.rmt_d_key,
                 "d_ff": 6 * d}  # fmt: skip

@@ -47,12 +47,12 @@ from scaling_axes.experiments.cross_architecture.setup import (
     sizes,
     sweep,
 )
-from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, as_good_as, lower_loss
+from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, as_good_as, lower_loss, parameter_match
 from scaling_axes.harness.results import Row, pyplot, save_figure
 from scaling_axes.harness.runs import Experiment, Run
 from scaling_axes.harness.scales import Scale
 from scaling_axes.harness.sweeps import tuned
-from scaling_axes.modules.flops import train_flops_per_token
+from scaling_axes.modules.flops import formula_params, train_flops_per_token
 
 
 def best(scale: Scale, arch: str, size: str, results: dict[str, dict]) -> tuple[Run, dict] | None:
@@ -92,9 +92,9 @@ def report(scale: Scale, results: dict[str, dict]) -> list[Row]:
 
 
 AS_GOOD_AS_LOSS = 0.05  # nats/token: "as good as" for the Tokenformer's loss against the Transformer's
-CLAIMS = (  # (architecture, against, each paper's claim, as restated on this common footing)
-    ("rmt", "transformer", "the RMT reaches a lower loss than the Transformer (RMT paper)"),
-    ("mot", "mot_backbone", "the byte mixin lowers its backbone's loss (MoT)"),
+CLAIMS = (  # (architecture, against, each paper's claim, as restated on this common footing, the parameters matched)
+    ("rmt", "transformer", "the RMT reaches a lower loss than the Transformer (RMT paper)", "non_embedding"),
+    ("mot", "mot_backbone", "the byte mixin lowers its backbone's loss (MoT)", None),  # the mixin's bytes: its cost
 )
 
 
@@ -103,11 +103,17 @@ def claim_rows(scale: Scale, size: str, winners: dict[str, tuple[Run, dict] | No
     """Each paper's claim against its baseline at equal tokens, best learning rate each (per seed), and the ranking
     the runs give."""
     name = {arch: f"{arch}_{size}" for arch in winners}
-    rows = [lower_loss("cross_arch", statement, scale, name[arch], name[against], results)
-            for arch, against, statement in CLAIMS]  # fmt: skip
+
+    def unmatched(arch: str, against: str, measure: str | None) -> str | None:
+        configs = {name[a]: make_run(scale, a, size).config for a in (arch, against)}
+        return parameter_match("cross_arch", configs, measure)[1] if measure else None
+
+    rows = [lower_loss("cross_arch", statement, scale, name[arch], name[against], results,
+                       unmatched(arch, against, measure)) for arch, against, statement, measure in CLAIMS]  # fmt: skip
     rows.append(as_good_as("cross_arch", "Tokenformer is as good as the Transformer at its parameters (Tokenformer "
                            "paper)", scale, name["tokenformer"], name["transformer"], results, AS_GOOD_AS_LOSS,
-                           "val_loss", -1.0, LOSS_NOISE_FLOOR, "nats/token"))  # fmt: skip
+                           "val_loss", -1.0, LOSS_NOISE_FLOOR, "nats/token",
+                           unmatched=unmatched("tokenformer", "transformer", "total")))  # fmt: skip
     finished = sorted((winner[1]["val_loss"], arch) for arch, winner in winners.items() if winner)
     ranking = " < ".join(f"{arch} {loss:.3f}" for loss, arch in finished)
     rows.append(Row(table="cross_arch", row=f"ranking_{size}", metric="val_loss_order", paper=None, ours=None,
@@ -121,9 +127,12 @@ def shape_rows(scale: Scale, arch: str, size: str, params: dict[str, int]) -> li
     run = make_run(scale, arch, size)
     vs = params[arch] / params["transformer"] - 1
     per_token = train_flops_per_token(run.config, run.budget.seq_len)
+    total = sum(formula_params(run.config).values())
     return [
         Row(table="cross_arch", row=f"{arch}_{size}", metric="non_embedding_params", paper=None, ours=params[arch],
             unit="parameters", note=f"{vs:+.2%} vs the Transformer (matched within {MATCH_TOLERANCE:.0%})"),
+        Row(table="cross_arch", row=f"{arch}_{size}", metric="total_params", paper=None, ours=total,
+            unit="parameters", note="embeddings and an untied head included"),
         Row(table="cross_arch", row=f"{arch}_{size}", metric="train_flops_per_token", paper=None, ours=per_token,
             unit="FLOPs", note="3 x forward matmul FLOPs of this architecture"),
     ]  # fmt: skip
