@@ -55,9 +55,10 @@ def test_non_embedding_count_is_the_rmt_papers():
 
 @pytest.mark.parametrize("arch", cross.ARCHITECTURES)
 def test_shapes_change_only_shape_fields_of_each_family(arch):
-    """...and, for the Transformer, its parametrisation: standard, as every other row (the Table 8 preset is muP)."""
+    """...and, for the Transformer, its parametrisation: standard, as every other row (the Table 8 preset is muP);
+    for the Tokenformer, its head: untied, as the Transformer's."""
     config = cross.make_run(PAPER, arch, "350m", 1e-3).config
-    parametrisation = set(STANDARD_PARAMETRISATION) if arch == "transformer" else set()
+    parametrisation = {"transformer": set(STANDARD_PARAMETRISATION), "tokenformer": {"tie_embeddings"}}.get(arch, set())
     assert set(preset_overrides(cross.FAMILIES[arch], config)) <= SHAPE_FIELDS | parametrisation
 
 
