@@ -113,6 +113,8 @@ class ViT:
     ema_decay: float = 0.99  # the model EMA over a short run (the paper's 0.9999 averages over thousands of steps)
     regularisation: dict = dataclasses.field(default_factory=dict)  # ImageClassifier's, where not the paper's
     augmentation: dict = dataclasses.field(default_factory=dict)  # ImageNetDataModule's, where not the paper's
+    top1_noise: float | None = None  # one run's top-1 spread over seeds, in points, measured at this scale: claims
+    # whose paper effect is below what the scale's seeds can detect at it are out of reach (not trained)
 
 
 # ImageNet's 300-epoch regularisation (Mixup 0.8, CutMix 1.0, label smoothing 0.1, weight decay 0.3) and augmentation
@@ -131,7 +133,8 @@ VIT: dict[Scale, ViT] = {
     CPU: ViT(widths=(32, 48), heads=(2, 3), depth=2, img_size=16, patch_size=4,
                   budget=Budget(steps=2000, batch_size=64, seq_len=0, lr=2e-3, warmup_steps=100, min_lr_ratio=0.01,
                                 val_every=500, val_windows=500, checkpoint_every=500),
-                  regularisation=SHORT_RUN_REGULARISATION, augmentation=DIGIT_AUGMENTATION),
+                  regularisation=SHORT_RUN_REGULARISATION, augmentation=DIGIT_AUGMENTATION,
+                  top1_noise=2.6),  # vit_b16 at seeds 1-3: 91.4, 89.6, 86.2% (issue 37)
     # small: 4x the MAE rule's 1e-4 x 256/256: short runs tolerate (and need) a higher lr
     SMALL: ViT(widths=(384, 512), heads=(6, 8), depth=6, img_size=224, patch_size=16,
                     budget=Budget(steps=2000, batch_size=256, seq_len=0, lr=4e-4, warmup_steps=200, min_lr_ratio=0.01,

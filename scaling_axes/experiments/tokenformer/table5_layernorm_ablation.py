@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from scaling_axes.experiments.tokenformer import vit_setup
-from scaling_axes.harness.claims import as_good_as
+from scaling_axes.harness.claims import as_good_as, out_of_reach
 from scaling_axes.harness.results import Row
 from scaling_axes.harness.scales import Scale
 
@@ -20,13 +20,16 @@ AS_GOOD_AS = 0.5  # points of top-1: "as good as" read as no worse than this
 
 def claim_rows(scale: Scale, results: dict[str, dict]) -> list[Row]:
     """Table 5's claim: non-parametric block LayerNorms are as good as parametric ones (top-1 no more than
-    AS_GOOD_AS points below)."""
-    return [as_good_as("table5", "non-parametric LayerNorm is as good as parametric in top-1", scale, *VARIANTS,
-                       results, AS_GOOD_AS)]  # fmt: skip
+    AS_GOOD_AS points below; the paper gives no difference, so its margin is taken as the tolerance)."""
+    statement = "non-parametric LayerNorm is as good as parametric in top-1"
+    if why := vit_setup.reach(scale, AS_GOOD_AS):
+        return [out_of_reach("table5", "_vs_".join(VARIANTS), f"{statement} (within {AS_GOOD_AS:g} points)",
+                             "points", why, tuple(VARIANTS))]  # fmt: skip
+    return [as_good_as("table5", statement, scale, *VARIANTS, results, AS_GOOD_AS)]
 
 
 _ABLATION = vit_setup.ablation(
-    "tokenformer_table5_layernorm_ablation", __doc__, "table5", "block_norm_parametric", VARIANTS
+    "tokenformer_table5_layernorm_ablation", __doc__, "table5", "block_norm_parametric", VARIANTS, AS_GOOD_AS
 )
 EXPERIMENT = dataclasses.replace(
     _ABLATION, report=lambda scale, results: [*_ABLATION.report(scale, results), *claim_rows(scale, results)]
