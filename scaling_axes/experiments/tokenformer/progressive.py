@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from scaling_axes.experiments.tokenformer.recipes import OPENWEBTEXT, progressive_at
+from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, judge, paired_margins
 from scaling_axes.harness.results import Row, compare, published, pyplot, save_figure
 from scaling_axes.harness.runs import Budget, Experiment, Run, within_epochs
 from scaling_axes.harness.scales import Scale
@@ -167,11 +168,48 @@ def rows(table: str, runs: list[Run], results: dict[str, dict], scale: Scale, pa
                            unit="nats/token", run=run.name, status="measured",
                            note=f"{growth_note(run)}; {note}".strip("; ")))  # fmt: skip
         if run.grow_from:
+            out.append(Row(table=table, row=run.name, metric="stage_steps", ours=run.budget.steps, unit="steps",
+                           run=run.name, note=f"{run.budget.warmup_steps} of them a restart to the peak lr (warmup), "
+                           "then cosine: the paper's schedule at every stage"))  # fmt: skip
             cumulative = sum(r.train_flops() for r in chain(run, by_name))
             out.append(Row(table=table, row=run.name, metric="train_flops_cumulative", paper=None, ours=cumulative,
                            unit="FLOPs", run=run.name,
                            note="this stage plus every stage it was grown from"))  # fmt: skip
     return out
+
+
+def stage_gain(done: dict) -> float | None:
+    """What a grown run gained over its stage: the validation loss of the model it grew from (on this run's data,
+    measured before growth) minus its own final one."""
+    before, after = done.get("val_loss_before_growth"), done.get("val_loss")
+    return None if None in (before, after) else before - after
+
+
+def gain_claim(table: str, statement: str, scale: Scale, ours: str, theirs: str,
+               results: dict[str, dict]) -> list[Row]:  # fmt: skip
+    """The claim that growing `ours` beats growing `theirs`, measured as growth: what each gained from the model it
+    grew from (margin: ours' gain minus theirs', per seed; four measurements), with the final losses' difference and
+    the gap between the starting points beside it (those differ by the base models, not by the growth)."""
+
+    def more_gained(o: dict, t: dict) -> float | None:
+        return None if None in (a := stage_gain(o), b := stage_gain(t)) else a - b
+
+    gains = paired_margins(results, (ours, theirs), more_gained)
+    row = f"{ours}_vs_{theirs}"
+    claim = judge(table, row, f"{statement} (what each gains over its stage from the model it grew from)", scale,
+                  gains, LOSS_NOISE_FLOOR, "nats/token", runs=(ours, theirs), runs_per_margin=4,
+                  noise_metric="val_loss")  # fmt: skip
+
+    def beside(metric: str, key: str, why: str) -> Row:
+        values = paired_margins(results, (ours, theirs), lambda o, t: None if None in (o.get(key), t.get(key))
+                                else t[key] - o[key])  # fmt: skip
+        mean = sum(values.values()) / len(values) if values else None
+        return Row(table=table, row=row, metric=metric, ours=mean, unit="nats/token", run=f"{ours},{theirs}",
+                   status="measured" if values else "not_run", note=why)  # fmt: skip
+
+    return [claim, beside("final_loss_margin", "val_loss", f"{theirs}'s final loss minus {ours}'s, mean over seeds"),
+            beside("start_gap", "val_loss_before_growth", f"the models they grew from: {theirs}'s source's loss "
+                   f"minus {ours}'s, on the same data")]  # fmt: skip
 
 
 def parameter_match_rows(table: str) -> list[Row]:
