@@ -122,3 +122,21 @@ def test_a_sweep_of_fixed_per_group_rates_scales_them_all():
     optimizer = module._muon()
     expected = sorted({3.0 * lr for lr in speedrun_lrs(module.model.config.d_model).values()})
     assert sorted({group["lr"] for group in optimizer.param_groups}) == pytest.approx(expected)
+
+
+def test_a_grown_stage_trains_at_its_chain_heads_chosen_rate_from_its_tuned_weights(tmp_path):
+    budget = Budget(steps=3, batch_size=2, seq_len=32, val_windows=2)
+    head = Run("head", "transformer_124m", budget, TINY, corpus="embedded_news", tokenizer="bytes",
+               sweep=Sweep((1e-3, 1e-2, 1e-1)))  # fmt: skip
+    carried = Sweep((1e-3, 1e-2, 1e-1), anchor="head", rule="one lr")
+    stage = Run("stage", "transformer_124m", budget, {**TINY, "d_model": 48}, corpus="embedded_news",
+                tokenizer="bytes", grow_from="head", sweep=carried)  # fmt: skip
+    experiment = Experiment("chain_test", "a swept chain", lambda scale: [head, stage], lambda scale, results: [])
+    main(experiment, ["--scale", "cpu", "--seeds", "1", "--out-dir", str(tmp_path), "--run", "stage"])
+    results = load_results(experiment, CPU, tmp_path / "runs")
+    chosen = results["head"]["tuning"].lr
+    out = run_dir(experiment, CPU, stage, tmp_path / "runs")
+    assert yaml.safe_load((out / "config.yaml").read_text())["budget"]["lr"] == chosen
+    assert results["stage"]["tuning"].lr == chosen and results["stage"]["steps"] == 3
+    assert yaml.safe_load((run_dir(experiment, CPU, head, tmp_path / "runs") / "config.yaml").read_text())[
+        "budget"]["lr"] == chosen  # the head trained at its chosen rate, and the stage grew from it  # fmt: skip

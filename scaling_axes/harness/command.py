@@ -66,7 +66,7 @@ def main(experiment: Experiment, argv: list[str] | None = None) -> None:
             grown = f" (grown from {run.grow_from})" if run.grow_from else ""
             grown += " (on request: --run names it)" if run.on_request else ""
             if run.sweep:
-                swept = f"{run.sweep.anchor}'s lr ({run.sweep.rule})" if run.sweep.anchor else \
+                swept = f"{run.sweep.anchor}'s lr: {run.sweep.rule}" if run.sweep.anchor else \
                     f"lr swept from {', '.join(f'{lr:g}' for lr in run.sweep.grid)}"  # fmt: skip
                 grown += f" ({swept})"
             print(f"{run.name:28s} {run.model:24s} {run.budget.tokens:>12.3e} tokens{grown}")

@@ -47,7 +47,8 @@ def runs(scale: Scale) -> list[Run]:
     # the grown model's own family from scratch, on the full budget and on a stage's: growth measured as growth
     budgets = {f"{SCRATCH}{label}": budget for label, budget in (full, *spec.stage.items())}
     scratch += progressive.scratch_runs(tokenformers[-1:], spec.tokenformer[-1:], budgets, **common)
-    return grown + scratch
+    compared = {grown[0].name, *(f"tokenformer_1_4b_{label}" for label in budgets)}  # the Transformers: beside only
+    return progressive.swept(scale, grown + scratch, compared)
 
 
 SCRATCH = "scratch_"  # tokenformer_1_4b_scratch_<budget>: the largest Tokenformer trained from scratch

@@ -113,6 +113,7 @@ def runs(scale: Scale) -> list[Run]:
     for suffix, growth in (("net2net", NET2NET_GROWTH), ("net2net_new_parameters", PAPER_NET2NET_GROWTH)):
         result.append(Run(f"transformer_757m_enwik8_{suffix}", "transformer_757m", continual, spec.transformer[2],
                           grow_from="transformer_354m_owt", grow_options=growth, **enwik8))  # fmt: skip
+    result = progressive.swept(scale, result, {"tokenformer_354m_owt", "transformer_354m_owt"})
     return result + (_batch_512_reading(result) if scale.paper_configs else [])
 
 

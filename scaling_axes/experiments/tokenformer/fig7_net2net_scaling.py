@@ -41,7 +41,7 @@ def runs(scale: Scale) -> list[Run]:
     transformers = [f"transformer_{size}" for size in SIZES[1:]]  # the paper's Net2Net (Eq. 14) beside the exact one
     result += progressive.ablation_chain(transformers, spec.transformer[1:], first, stages, PAPER_NET2NET_GROWTH,
                                          "newparams", **common)  # fmt: skip
-    return result
+    return progressive.swept(scale, result, {run.name for run in result if not run.grow_from})
 
 
 def claims(scale: Scale, results: dict[str, dict]) -> list[Row]:

@@ -16,6 +16,7 @@ from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, judge, paired_margins
 from scaling_axes.harness.results import Row, compare, published, pyplot, save_figure
 from scaling_axes.harness.runs import Budget, Experiment, Run, within_epochs
 from scaling_axes.harness.scales import Scale
+from scaling_axes.harness.sweeps import Sweep
 from scaling_axes.modules import get_config
 from scaling_axes.modules.flops import formula_params
 
@@ -104,6 +105,28 @@ def growth_chains(
                             grow_options=dict(grow_options or {}), **common))  # fmt: skip
             previous = runs[-1].name
     return runs
+
+
+CHAIN_RULE = "the paper keeps one lr at every stage"
+
+
+def swept(scale: Scale, runs: list[Run], compared: set[str]) -> list[Run]:
+    """`runs` with the runs in `compared` (trained from scratch; what claims compare) swept over the scale's grid
+    (`recipes.PROGRESSIVE`), and every run grown from one of them at the lr its chain's first run chose. Unchanged
+    where the scale has no grid (paper: the paper's lr; smoke: a pipeline check)."""
+    grid = None if scale.paper_configs else progressive_at(scale).lr_grid
+    if grid is None:
+        return runs
+    by_name = {run.name: run for run in runs}
+    out = []
+    for run in runs:
+        root = chain(run, by_name)[-1].name
+        if run.name in compared:
+            run = dataclasses.replace(run, sweep=Sweep(grid))
+        elif run.grow_from and root in compared:
+            run = dataclasses.replace(run, sweep=Sweep(grid, anchor=root, rule=CHAIN_RULE))
+        out.append(run)
+    return out
 
 
 def growth_note(run: Run) -> str:

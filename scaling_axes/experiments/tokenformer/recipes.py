@@ -32,6 +32,7 @@ class Progressive:
     head_size: int
     full: Budget
     stage: Budget
+    lr_grid: tuple[float, ...] | None = None  # the sweep of each run a claim compares (None: the budgets' lr)
 
 
 PROGRESSIVE: dict[Scale, Progressive] = {
@@ -49,12 +50,14 @@ PROGRESSIVE: dict[Scale, Progressive] = {
         widths=(32, 48, 64, 96), head_size=16,
         full=Budget(steps=500, batch_size=16, seq_len=128, lr=3e-3, warmup_steps=25, val_every=100, val_windows=64),
         stage=Budget(steps=150, batch_size=16, seq_len=128, lr=3e-3, warmup_steps=8, val_every=50, val_windows=64),
+        lr_grid=(1e-3, 3e-3, 1e-2),
     ),
     SMALL: Progressive(
         shape={"n_layer": 6, "d_model": 384, "n_head": 6, "max_seq_len": 256}, tokens=(96, 256, 576, 1152),
         widths=(256, 384, 576, 768), head_size=64,
         full=Budget(steps=2000, batch_size=64, seq_len=256, warmup_steps=100, val_every=500, val_windows=256),
         stage=Budget(steps=500, batch_size=64, seq_len=256, warmup_steps=25, val_every=250, val_windows=256),
+        lr_grid=(2e-4, 6e-4, 1.8e-3),
     ),
 }  # fmt: skip
 
