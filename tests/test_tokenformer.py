@@ -225,3 +225,43 @@ def test_progressive_figure_draws_fig3_and_fig4_panels(tmp_path):
         "shortpinned",
         "shortrandom",
     }  # Fig. 4's stage budgets
+
+
+def test_the_diagnosis_changes_one_thing_at_a_time_and_measures_its_gain():
+    """Each variant differs from today's cpu recipe in its stated fields alone; its rows are the recipe's loss minus
+    its own and its own minus the Transformer's, per seed, with Student-t's interval."""
+    import dataclasses
+
+    from scaling_axes.experiments.tokenformer import diagnosis
+    from scaling_axes.harness.claims import significance_bound
+    from scaling_axes.harness.scales import CPU
+
+    runs = {run.name: run for run in diagnosis.runs(CPU)}
+    recipe = dataclasses.asdict(runs[diagnosis.RECIPE].config)
+    for name, change in diagnosis.variants(recipe["d_model"]).items():
+        config = dataclasses.asdict(runs[f"tokenformer_{name}"].config)
+        assert {k for k in config if config[k] != recipe[k]} == set(change), name
+    loss = {diagnosis.RECIPE: [5.0, 5.1, 4.9], diagnosis.TRANSFORMER: [4.0, 4.1, 3.9]}
+    loss |= {name: [4.6, 4.8, 4.55] for name in runs if name not in loss}
+    results = {
+        n: {"val_loss": v[0], "seed_runs": {2: {"val_loss": v[1]}, 3: {"val_loss": v[2]}}} for n, v in loss.items()
+    }
+    rows = {(r.row, r.metric): r for r in diagnosis.report(CPU, results)}
+    gain = [5.0 - 4.6, 5.1 - 4.8, 4.9 - 4.55]
+    row = rows[("full_rotary", "gain_over_recipe")]
+    assert row.ours == pytest.approx(sum(gain) / 3) and row.seeds == 3
+    assert row.high - row.ours == pytest.approx(significance_bound(gain, 0.02)[0])
+    assert rows[("full_rotary", "gap_to_transformer")].ours == pytest.approx((0.6 + 0.7 + 0.65) / 3)
+
+
+def test_key_and_value_init_options_set_the_parameter_tokens_scale():
+    from scaling_axes.modules import build_model
+    from scaling_axes.modules.architectures.tokenformer import Pattention
+
+    shape = {"n_layer": 2, "d_model": 64, "n_head": 4, "qkv_tokens": 512, "proj_tokens": 512, "ffn_tokens": 2048}
+    model = build_model("tokenformer_150m", **shape, vocab_size=97, max_seq_len=32, key_init_std=0.125,
+                        value_init_std=0.02)  # fmt: skip
+    keys = torch.cat([m.key_param_tokens.detach().flatten() for m in model.modules() if isinstance(m, Pattention)])
+    values = torch.cat([m.value_param_tokens.detach().flatten() for m in model.modules() if isinstance(m, Pattention)])
+    assert keys.double().std().item() == pytest.approx(0.125, rel=0.02)
+    assert values.double().std().item() == pytest.approx(0.02, rel=0.02)

@@ -168,6 +168,8 @@ class TokenformerConfig(DecoderConfig):
     tau_proj_tokens: int | None = None
     tau_ffn_tokens: int | None = None
     block_norm_parametric: bool = False
+    key_init_std: float | None = None  # None: init_std (both released codes' 0.02)
+    value_init_std: float | None = None  # None: "wang_init", 2 / (L sqrt(d))
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -209,7 +211,8 @@ class Tokenformer(DecoderLM):
     def reset_parameters(self) -> None:
         """Official init: keys and embedding N(0, init_std) (the TPU code's embedding N(0, 1)); values "wang_init"
         N(0, (2 / (L sqrt(d)))^2)."""
-        value_std = 2.0 / (self.config.n_layer * math.sqrt(self.config.d_model))
+        value_std = self.config.value_init_std or 2.0 / (self.config.n_layer * math.sqrt(self.config.d_model))
+        key_std = self.config.key_init_std or self.config.init_std
         embedding_std = 1.0 if self.config.numerics == "tpu" else self.config.init_std
         nn.init.normal_(self.token_embedding.weight, 0.0, embedding_std)
         for module in (self.position_embedding, self.lm_head):
@@ -217,7 +220,7 @@ class Tokenformer(DecoderLM):
                 nn.init.normal_(module.weight, 0.0, self.config.init_std)
         for module in self.modules():
             if isinstance(module, Pattention):
-                nn.init.normal_(module.key_param_tokens, 0.0, self.config.init_std)
+                nn.init.normal_(module.key_param_tokens, 0.0, key_std)
                 nn.init.normal_(module.value_param_tokens, 0.0, value_std)
 
 
