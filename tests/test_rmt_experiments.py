@@ -254,3 +254,16 @@ def test_mup_values_are_app_c21s_and_two_lie_outside_its_search_range():
         "output_multiplier_within_search_range",
     }
     assert all(r.ours > r.paper == 1.0 and r.status == "differs" and "erratum" in r.note for r in outside)
+
+
+def test_fig2_says_when_a_ladder_does_not_improve_with_size():
+    """The committed cpu RMTs ended at 4.753, 4.605, 4.742, 4.650 by size: the row says where the ladder rises."""
+    from scaling_axes.experiments.rmt import fig2_scaling_laws as fig2
+    from scaling_axes.experiments.rmt import setup as rmt_setup
+
+    losses = dict(zip(rmt_setup.RMTS, (4.753, 4.605, 4.742, 4.650), strict=True))
+    losses |= dict(zip(rmt_setup.TRANSFORMERS, (5.0, 4.8, 4.7, 4.6), strict=True))
+    rmt, transformer = (fig2.ladder_row(family, {n: {"val_loss": losses[n]} for n in family})
+                        for family in (rmt_setup.RMTS, rmt_setup.TRANSFORMERS))  # fmt: skip
+    assert rmt.ours == 0.0 and "does not improve at rmt_134m -> rmt_206m" in rmt.note and "rmt_46m" not in rmt.note
+    assert transformer.ours == 1.0 and "does not improve" not in transformer.note

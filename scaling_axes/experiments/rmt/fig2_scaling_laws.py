@@ -10,14 +10,16 @@ validation curve), not at the 6.04e9 it trains to for Tables 3-4.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
+import statistics
 from pathlib import Path
 
 import numpy as np
 
 from scaling_axes.experiments.rmt import setup as rmt_setup
 from scaling_axes.experiments.rmt.setup import value_at
-from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, judge, paired_margins
+from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, judge, paired_margins, seeds_of
 from scaling_axes.harness.results import Row, compare, published, pyplot, save_figure
 from scaling_axes.harness.runs import Experiment, Run, fitted
 from scaling_axes.harness.scales import Scale
@@ -83,7 +85,7 @@ def claim_rows(scale: Scale, results: dict[str, dict]) -> list[Row]:
     points, interpolated in log-log between the two that bracket the RMT's FLOPs (extrapolated from the nearest two
     outside them), give the Transformer's loss at the RMT's FLOPs. Margin per seed: that loss minus the RMT's."""
     by_name = {run.name: run for run in runs(scale)}
-    rows = []
+    rows = [ladder_row(family, results) for family in (rmt_setup.TRANSFORMERS, rmt_setup.RMTS)]
     for rmt in rmt_setup.RMTS:
         names = (rmt, *rmt_setup.TRANSFORMERS)
         margins = paired_margins(results, names, functools.partial(_gap_to_transformer_frontier, scale, by_name, names))
@@ -91,6 +93,30 @@ def claim_rows(scale: Scale, results: dict[str, dict]) -> list[Row]:
                           "equal training FLOPs (finished schedules)", scale, margins, LOSS_NOISE_FLOOR, "nats/token",
                           runs=names, noise_metric="val_loss"))  # fmt: skip
     return rows
+
+
+def ladder_row(family: tuple[str, ...], results: dict[str, dict]) -> Row:
+    """Whether a family's final losses (mean over seeds) fall with size, as a scaling ladder's must for a law or a
+    frontier to be read off it; the row says where they do not."""
+    means = [statistics.mean(d["val_loss"] for d in seeds_of(results.get(name)).values()) if name in results
+             else None for name in family]  # fmt: skip
+    name = family[0].rsplit("_", 1)[0]
+    if None in means:
+        return Row(table="fig2", row=name, metric="loss_falls_with_size", status="not_run", run=",".join(family))
+    rises = [f"{a} -> {b}" for (a, x), (b, y) in itertools.pairwise(zip(family, means, strict=True)) if y >= x]
+    listed = ", ".join(f"{m:.3f}" for m in means)
+    note = (f"final losses by size {listed}: it does not improve at {'; '.join(rises)}, so no law or frontier of "
+            f"this family at this scale means much" if rises else f"final losses by size {listed}")  # fmt: skip
+    return Row(
+        table="fig2",
+        row=name,
+        metric="loss_falls_with_size",
+        ours=float(not rises),
+        unit="yes/no",
+        run=",".join(family),
+        status="measured",
+        note=note,
+    )
 
 
 def _gap_to_transformer_frontier(
