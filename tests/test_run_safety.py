@@ -251,8 +251,8 @@ def test_a_broken_checkpoint_names_the_file_and_what_to_do(tmp_path, size) -> No
 
 def test_broken_final_weights_done_json_and_meta_json_name_the_file(tmp_path, capsys) -> None:
     from scaling_axes.datamodules.corpora import open_split, prepare_corpus
+    from scaling_axes.harness.finished import load_results
     from scaling_axes.harness.lm_eval_model import load_checkpoint
-    from scaling_axes.harness.runs import load_results
 
     run = tiny(4)
     experiment = _Single(run).experiment

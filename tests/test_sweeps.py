@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from scaling_axes.harness.command import main
-from scaling_axes.harness.runs import Budget, Experiment, Run, load_results, run_dir
+from scaling_axes.harness.finished import load_results
+from scaling_axes.harness.runs import Budget, Experiment, Run, run_dir
 from scaling_axes.harness.scales import CPU
 from scaling_axes.harness.sweeps import MAX_EXTENSIONS, Sweep, choose, rate, sweep_point, tune
 

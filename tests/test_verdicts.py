@@ -11,7 +11,8 @@ import statistics
 import numpy as np
 import pytest
 
-from scaling_axes.datamodules.corpora import corpus_dir, prepare_corpus, unigram_floor
+from scaling_axes.datamodules.corpora import corpus_dir, prepare_corpus
+from scaling_axes.datamodules.floors import unigram_floor
 from scaling_axes.harness.claims import (
     MAX_SEEDS,
     judge,
@@ -133,7 +134,7 @@ def test_a_run_two_experiments_declare_identically_is_trained_once(tmp_path, cap
     """B declares A's run under another name (and a run grown from it, as A does): both are links to A's
     directories, its numbers read by B's report, not stale; a run that differs in anything is trained."""
     from scaling_axes.harness.command import main
-    from scaling_axes.harness.runs import load_results
+    from scaling_axes.harness.finished import load_results
 
     budget = Budget(steps=2, batch_size=2, seq_len=32, val_windows=2)
     base = Run("base", "transformer_124m", budget, TINY, corpus="embedded_news", tokenizer="bytes")

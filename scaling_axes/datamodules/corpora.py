@@ -342,34 +342,6 @@ def train_tokens(corpus: str, tokenizer: str | None = None, data_root: str | Pat
     )
 
 
-UNIGRAM_CHUNK = 1 << 26  # tokens counted at a time: a bounded memory footprint on a corpus of billions
-
-
-def unigram_floor(corpus: str, tokenizer: str | None = None, data_root: str | Path | None = None) -> float:
-    """The unigram cross-entropy of `corpus`'s training split in nats/token, -sum p log p over its token
-    frequencies: what a model that learned only how often each token occurs scores, so a language model not clearly
-    below it has not learned. Counted once per prepared split and kept beside it (``unigram.json``, tied to the
-    split's checksum); FileNotFoundError while the corpus is not prepared."""
-    spec = CORPORA[corpus]
-    directory = corpus_dir(data_root or default_data_root(), corpus, tokenizer or spec.default_tokenizer)
-    if spec.embedded and not (directory / "meta.json").exists():
-        prepare_corpus(corpus, tokenizer, data_root)
-    tokens, meta = open_split(directory, "train")
-    checksum, cache = meta["splits"]["train"].get("blake2b"), directory / "unigram.json"
-    if cache.exists():
-        cached = read_json(cache, f"delete {cache} to count it again")
-        if cached.get("train_blake2b") == checksum and "nats_per_token" in cached:
-            return float(cached["nats_per_token"])
-    counts = np.zeros(meta["vocab_size"], dtype=np.int64)
-    for start in range(0, len(tokens), UNIGRAM_CHUNK):
-        counts += np.bincount(tokens[start : start + UNIGRAM_CHUNK], minlength=len(counts))[: len(counts)]
-    p = counts[counts > 0] / counts.sum()
-    floor = float(-(p * np.log(p)).sum())
-    atomic_write(cache, json.dumps({"nats_per_token": floor, "train_tokens": int(counts.sum()),
-                                    "train_blake2b": checksum}))  # fmt: skip
-    return floor
-
-
 def _write_tokens(path: Path, chunks: Iterator[np.ndarray], dtype) -> tuple[int, str]:
     """Write the token file; returns its token count and checksum (blake2b of its bytes)."""
     tmp, count, digest = temporary_path(path), 0, hashlib.blake2b(digest_size=16)

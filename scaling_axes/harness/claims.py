@@ -20,7 +20,7 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from scaling_axes.harness.results import Row
+from scaling_axes.harness.results import Evidence, Row
 from scaling_axes.harness.scales import Scale
 
 # Noise floors of one run's metric, used as the least noise a margin can have (assumed, not measured here): the final
@@ -61,24 +61,6 @@ def significance_bound(margins: Sequence[float], noise_floor: float, runs_per_ma
 NOTE_PARTS = " | "  # a claim's note: its statement | what was measured | why it was not decided (when it was not)
 POWER_Z = 0.84  # the normal quantile of 80% power: a minimum detectable effect is found 4 times in 5
 MAX_SEEDS = 100  # beyond this many seeds a margin is out of reach in practice
-
-
-@dataclasses.dataclass(frozen=True)
-class Evidence:
-    """What a claim row was judged from, kept so that the harness can judge it again with what only it knows (the
-    noise measured from every run's seeds at the scale, whether each run learned) and commit the margins per seed.
-    `noise_floor`: the least noise of one run's metric (assumed: a lower bound); `noise_metric`: the done.json metric
-    whose measured seed spread (x `noise_scale`, into the margin's unit) may raise it."""
-
-    statement: str
-    margins: tuple[float, ...]
-    seeds: tuple[int, ...]  # the seed of each margin
-    noise_floor: float
-    runs_per_margin: int = 2
-    fails_because: str | None = None
-    noise_metric: str | None = None
-    noise_scale: float = 1.0
-    unmatched: str | None = None  # how the arms of an "at equal parameters" claim are not matched
 
 
 def judge(

@@ -20,13 +20,10 @@ import dataclasses
 import importlib.resources
 import io
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from scaling_axes.harness.scales import Scale
 from scaling_axes.io import atomic_write
-
-if TYPE_CHECKING:
-    from scaling_axes.harness.claims import Evidence
 
 COLUMNS = ("experiment", "table", "row", "metric", "paper", "ours", "low", "high", "seeds", "unit", "scale", "run",
            "status", "note")  # fmt: skip
@@ -36,6 +33,24 @@ STATUSES = ("match", "differs", "not_run", "analytic", "measured", "cited", *VER
 # is given --out-dir. The papers' numbers are package data (`scaling_axes.published`, the checkout's
 # results/published/), so an installed wheel reads them wherever it runs.
 RESULTS_DIR = Path("results")
+
+
+@dataclasses.dataclass(frozen=True)
+class Evidence:
+    """What a claim row was judged from, kept so that the harness can judge it again with what only it knows (the
+    noise measured from every run's seeds at the scale, whether each run learned) and commit the margins per seed.
+    `noise_floor`: the least noise of one run's metric (assumed: a lower bound); `noise_metric`: the done.json metric
+    whose measured seed spread (x `noise_scale`, into the margin's unit) may raise it."""
+
+    statement: str
+    margins: tuple[float, ...]
+    seeds: tuple[int, ...]  # the seed of each margin
+    noise_floor: float
+    runs_per_margin: int = 2
+    fails_because: str | None = None
+    noise_metric: str | None = None
+    noise_scale: float = 1.0
+    unmatched: str | None = None  # how the arms of an "at equal parameters" claim are not matched
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -10,8 +10,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from scaling_axes.datamodules.corpora import CORPORA, default_data_root, unigram_floor
+from scaling_axes.datamodules.corpora import CORPORA, default_data_root
+from scaling_axes.datamodules.floors import unigram_floor
 from scaling_axes.harness.claims import pooled_spread, seeds_of, settle
+from scaling_axes.harness.finished import load_results, read_done, tuning
 from scaling_axes.harness.report import write_report
 from scaling_axes.harness.results import RESULTS_DIR, Row, write_rows
 from scaling_axes.harness.runs import (
@@ -25,12 +27,9 @@ from scaling_axes.harness.runs import (
     fingerprint_changes,
     fingerprint_fields,
     identity,
-    load_results,
     move_aside,
-    read_done,
     resolve_options,
     run_dir,
-    tuning,
 )
 from scaling_axes.harness.scales import Scale
 from scaling_axes.harness.sweeps import tuned

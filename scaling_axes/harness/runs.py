@@ -13,7 +13,6 @@ import dataclasses
 import functools
 import hashlib
 import json
-import math
 import sys
 import time
 from collections.abc import Callable
@@ -26,8 +25,8 @@ import yaml
 from scaling_axes.datamodules.corpora import train_tokens
 from scaling_axes.harness.results import Row
 from scaling_axes.harness.scales import Scale, get_scale
-from scaling_axes.harness.sweeps import SWEEP_INFIX, Choice, Sweep, sweep_point, tune, tuned
-from scaling_axes.io import CorruptFileError, atomic_write, read_json
+from scaling_axes.harness.sweeps import SWEEP_INFIX, Sweep, is_rate, sweep_point
+from scaling_axes.io import CorruptFileError, atomic_write
 from scaling_axes.modules import get_config
 from scaling_axes.modules.architectures.vit_tokenformer import ViTConfig
 from scaling_axes.modules.flops import train_flops_per_token
@@ -207,7 +206,7 @@ def run_dir(experiment: Experiment, scale: Scale, run: Run, runs_dir: Path = RUN
 def find_run(experiment: Experiment, scale: Scale, name: str) -> Run:
     runs = {r.name: r for r in experiment.runs(scale)}
     swept, _, lr = name.rpartition(SWEEP_INFIX)
-    if swept in runs and runs[swept].sweep and _is_number(lr):
+    if swept in runs and runs[swept].sweep and is_rate(lr):
         return sweep_point(runs[swept], float(lr))
     base, _, k = name.rpartition(SEED_SUFFIX)
     if name not in runs and base in runs and k.isdigit() and int(k) >= 2:
@@ -216,101 +215,6 @@ def find_run(experiment: Experiment, scale: Scale, name: str) -> Run:
         raise KeyError(f"experiment {experiment.name} has no run {name!r} at scale {scale}; runs: {', '.join(runs)} "
                        f"(and each at seed k >= 2 as <run>{SEED_SUFFIX}<k>)")  # fmt: skip
     return runs[name]
-
-
-def _is_number(text: str) -> bool:
-    try:
-        return math.isfinite(float(text))
-    except ValueError:
-        return False
-
-
-def sweep_losses(experiment: Experiment, scale: Scale, run: Run,
-                 runs_dir: Path = RUNS_DIR) -> dict[float, float | None]:  # fmt: skip
-    """rate -> final validation loss (None: diverged) of `run`'s finished sweep points."""
-    losses = {}
-    for path in run_dir(experiment, scale, run, runs_dir).parent.glob(f"{run.name}{SWEEP_INFIX}*/done.json"):
-        lr = path.parent.name.removeprefix(f"{run.name}{SWEEP_INFIX}")
-        if _is_number(lr) and (done := _read_finished(path, path.parent.name)) is not None:
-            losses[float(lr)] = done.get("val_loss")
-    return losses
-
-
-def tuning(experiment: Experiment, scale: Scale, run: Run, runs_dir: Path = RUNS_DIR,
-           train: Callable[[Run], None] | None = None) -> Choice:  # fmt: skip
-    """Where `run`'s sweep stands on disk, training its next points with `train` until it has chosen."""
-    return tune(run, lambda r: sweep_losses(experiment, scale, r, runs_dir),
-                lambda name: find_run(experiment, scale, name), train)  # fmt: skip
-
-
-def load_results(experiment: Experiment, scale: Scale, runs_dir: Path = RUNS_DIR) -> dict[str, dict]:
-    """name -> done.json of the finished runs, each with `seed_runs` {k: done.json} of its finished repeats at
-    further seeds (`--seeds`); a broken done.json is skipped with a line saying why. A swept run is read at the rate
-    its sweep chose, with `tuning` (its `Choice`), and its finished sweep points are results of their own."""
-    results = {}
-    for run in experiment.runs(scale):
-        if run.sweep is not None:
-            choice = tuning(experiment, scale, run, runs_dir)
-            for lr in choice.losses:
-                point = sweep_point(run, lr)
-                done = _read_finished(run_dir(experiment, scale, point, runs_dir) / "done.json", point.name)
-                results[point.name] = done
-            if choice.lr is None:
-                continue
-            run = tuned(run, choice.lr)
-        out = run_dir(experiment, scale, run, runs_dir)
-        if (done := _read_finished(out / "done.json", run.name)) is None:
-            continue
-        done = _with_staleness(done, run, out)
-        seed_runs = {}
-        for path in out.parent.glob(f"{run.name}{SEED_SUFFIX}*/done.json"):
-            k = path.parent.name.removeprefix(f"{run.name}{SEED_SUFFIX}")
-            if k.isdigit() and (repeat := _read_finished(path, path.parent.name)) is not None:
-                seed_runs[int(k)] = _with_staleness(repeat, seed_run(run, int(k)), path.parent)
-        results[run.name] = {**done, "seed_runs": dict(sorted(seed_runs.items()))} if seed_runs else done
-        if run.sweep is not None:
-            rule = f"the lr of {run.sweep.anchor}'s sweep ({run.sweep.rule})" if run.sweep.anchor else ""
-            results[run.name] = {**results[run.name], "tuning": choice, "tuning_rule": rule}
-    return results
-
-
-def _with_staleness(done: dict, run: Run, out: Path) -> dict:
-    """`done` with `stale` (what changed) when the run in `out` was trained with other settings than `run` declares
-    now: a changed preset, budget or corpus makes its numbers someone else's."""
-    stale = staleness(run, out)
-    return {**done, "stale": stale} if stale else done
-
-
-def staleness(run: Run, out: Path) -> str | None:
-    """The fields in which `out`'s recorded fingerprint differs from `run` as declared now, with the trainer settings
-    and micro-batch it was trained with (those are the launch's, not the code's); None when they agree or nothing
-    was recorded."""
-    try:
-        recorded = read_config(out)
-    except (OSError, CorruptFileError):
-        return None
-    if not isinstance(recorded.get("fingerprinted"), dict):
-        return None
-    micro = (recorded.get("budget") or {}).get("micro_batch")
-    declared = dataclasses.replace(run, budget=dataclasses.replace(run.budget, micro_batch=micro))
-    launch = {key: recorded["fingerprinted"].get(key) for key in LAUNCH_FIELDS}  # "auto" resolved where it trained
-    now = {**fingerprint_fields(declared, recorded.get("trainer") or {}), **launch}
-    changes = [c for c in _recorded_differences(recorded["fingerprinted"], now) if c[0] not in NAMES]
-    return "; ".join(f"{key}: {old!r} -> {new!r}" for key, old, new in changes[:5]) or None
-
-
-def _read_finished(done: Path, name: str) -> dict | None:
-    if not done.exists():
-        return None
-    try:
-        return read_done(done)
-    except CorruptFileError as error:
-        print(f"skipping run {name} in the report: {error}")
-        return None
-
-
-def read_done(done: Path) -> dict:
-    return read_json(done, f"delete it and rerun the run's command to finish it again from {done.parent}")
 
 
 # torch.compile costs tens of seconds per model and saved 24 ms a step on an H100 (Transformer-405M, 118 -> 94 ms,
@@ -407,7 +311,7 @@ def fingerprint_changes(out: Path, fields: dict[str, Any]) -> list[str]:
     if not (out / "config.yaml").exists():
         return []
     recorded = read_config(out).get("fingerprinted") or {}
-    return [f"{key}: {old!r} -> {new!r}" for key, old, new in _recorded_differences(recorded, fields)
+    return [f"{key}: {old!r} -> {new!r}" for key, old, new in recorded_differences(recorded, fields)
             if key not in NAMES]  # fmt: skip
 
 
@@ -420,7 +324,7 @@ def check_fingerprint(out: Path, fields: dict[str, Any]) -> None:
         )
 
 
-def _recorded_differences(recorded: dict, now: dict) -> list[tuple[str, Any, Any]]:
+def recorded_differences(recorded: dict, now: dict) -> list[tuple[str, Any, Any]]:
     return _differences(recorded, {key: now.get(key) for key in recorded})
 
 

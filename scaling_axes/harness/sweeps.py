@@ -20,10 +20,9 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TypeVar
 
-if TYPE_CHECKING:
-    from scaling_axes.harness.runs import Run
+Run = TypeVar("Run")  # a `harness.runs.Run` (runs imports this module, so not the other way round)
 
 SWEEP_INFIX = "_sweep_lr"  # a sweep point of run R at rate x is R_sweep_lr<x>
 MAX_EXTENSIONS = 3  # grid steps a sweep may extend past either edge
@@ -67,6 +66,14 @@ class Choice:
                           for lr, loss in sorted(self.losses.items()))  # fmt: skip
         where = "at the edge after the extensions allowed" if self.at_edge else "interior"
         return f"final validation loss at each lr ({tried}); best {where}"
+
+
+def is_rate(text: str) -> bool:
+    """Whether `text` (a sweep point's name after SWEEP_INFIX) is a finite number."""
+    try:
+        return math.isfinite(float(text))
+    except ValueError:
+        return False
 
 
 def rate(lr: float) -> float:

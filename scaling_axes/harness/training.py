@@ -23,7 +23,8 @@ from lightning.pytorch.utilities import rank_zero_only
 from lightning.pytorch.utilities.exceptions import MisconfigurationException
 from torch.distributed.tensor import DTensor
 
-from scaling_axes.datamodules.corpora import train_tokens, unigram_floor
+from scaling_axes.datamodules.corpora import train_tokens
+from scaling_axes.datamodules.floors import unigram_floor
 from scaling_axes.datamodules.text import TextDataModule
 from scaling_axes.harness.callbacks import (
     AtomicCheckpointIO,

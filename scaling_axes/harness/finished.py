@@ -1,0 +1,114 @@
+"""Finished runs as the reports read them: their done.json at every seed, whether each still matches its
+declaration (`staleness`), and where each swept run's sweep stands."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+
+from scaling_axes.harness.runs import (
+    LAUNCH_FIELDS,
+    NAMES,
+    RUNS_DIR,
+    SEED_SUFFIX,
+    Experiment,
+    Run,
+    find_run,
+    fingerprint_fields,
+    read_config,
+    recorded_differences,
+    run_dir,
+    seed_run,
+)
+from scaling_axes.harness.scales import Scale
+from scaling_axes.harness.sweeps import SWEEP_INFIX, Choice, is_rate, sweep_point, tune, tuned
+from scaling_axes.io import CorruptFileError, read_json
+
+
+def sweep_losses(experiment: Experiment, scale: Scale, run: Run,
+                 runs_dir: Path = RUNS_DIR) -> dict[float, float | None]:  # fmt: skip
+    """rate -> final validation loss (None: diverged) of `run`'s finished sweep points."""
+    losses = {}
+    for path in run_dir(experiment, scale, run, runs_dir).parent.glob(f"{run.name}{SWEEP_INFIX}*/done.json"):
+        lr = path.parent.name.removeprefix(f"{run.name}{SWEEP_INFIX}")
+        if is_rate(lr) and (done := _read_finished(path, path.parent.name)) is not None:
+            losses[float(lr)] = done.get("val_loss")
+    return losses
+
+
+def tuning(experiment: Experiment, scale: Scale, run: Run, runs_dir: Path = RUNS_DIR,
+           train: Callable[[Run], None] | None = None) -> Choice:  # fmt: skip
+    """Where `run`'s sweep stands on disk, training its next points with `train` until it has chosen."""
+    return tune(run, lambda r: sweep_losses(experiment, scale, r, runs_dir),
+                lambda name: find_run(experiment, scale, name), train)  # fmt: skip
+
+
+def load_results(experiment: Experiment, scale: Scale, runs_dir: Path = RUNS_DIR) -> dict[str, dict]:
+    """name -> done.json of the finished runs, each with `seed_runs` {k: done.json} of its finished repeats at
+    further seeds (`--seeds`); a broken done.json is skipped with a line saying why. A swept run is read at the rate
+    its sweep chose, with `tuning` (its `Choice`), and its finished sweep points are results of their own."""
+    results = {}
+    for run in experiment.runs(scale):
+        if run.sweep is not None:
+            choice = tuning(experiment, scale, run, runs_dir)
+            for lr in choice.losses:
+                point = sweep_point(run, lr)
+                done = _read_finished(run_dir(experiment, scale, point, runs_dir) / "done.json", point.name)
+                results[point.name] = done
+            if choice.lr is None:
+                continue
+            run = tuned(run, choice.lr)
+        out = run_dir(experiment, scale, run, runs_dir)
+        if (done := _read_finished(out / "done.json", run.name)) is None:
+            continue
+        done = _with_staleness(done, run, out)
+        seed_runs = {}
+        for path in out.parent.glob(f"{run.name}{SEED_SUFFIX}*/done.json"):
+            k = path.parent.name.removeprefix(f"{run.name}{SEED_SUFFIX}")
+            if k.isdigit() and (repeat := _read_finished(path, path.parent.name)) is not None:
+                seed_runs[int(k)] = _with_staleness(repeat, seed_run(run, int(k)), path.parent)
+        results[run.name] = {**done, "seed_runs": dict(sorted(seed_runs.items()))} if seed_runs else done
+        if run.sweep is not None:
+            rule = f"the lr of {run.sweep.anchor}'s sweep ({run.sweep.rule})" if run.sweep.anchor else ""
+            results[run.name] = {**results[run.name], "tuning": choice, "tuning_rule": rule}
+    return results
+
+
+def _with_staleness(done: dict, run: Run, out: Path) -> dict:
+    """`done` with `stale` (what changed) when the run in `out` was trained with other settings than `run` declares
+    now: a changed preset, budget or corpus makes its numbers someone else's."""
+    stale = staleness(run, out)
+    return {**done, "stale": stale} if stale else done
+
+
+def staleness(run: Run, out: Path) -> str | None:
+    """The fields in which `out`'s recorded fingerprint differs from `run` as declared now, with the trainer settings
+    and micro-batch it was trained with (those are the launch's, not the code's); None when they agree or nothing
+    was recorded."""
+    try:
+        recorded = read_config(out)
+    except (OSError, CorruptFileError):
+        return None
+    if not isinstance(recorded.get("fingerprinted"), dict):
+        return None
+    micro = (recorded.get("budget") or {}).get("micro_batch")
+    declared = dataclasses.replace(run, budget=dataclasses.replace(run.budget, micro_batch=micro))
+    launch = {key: recorded["fingerprinted"].get(key) for key in LAUNCH_FIELDS}  # "auto" resolved where it trained
+    now = {**fingerprint_fields(declared, recorded.get("trainer") or {}), **launch}
+    changes = [c for c in recorded_differences(recorded["fingerprinted"], now) if c[0] not in NAMES]
+    return "; ".join(f"{key}: {old!r} -> {new!r}" for key, old, new in changes[:5]) or None
+
+
+def _read_finished(done: Path, name: str) -> dict | None:
+    if not done.exists():
+        return None
+    try:
+        return read_done(done)
+    except CorruptFileError as error:
+        print(f"skipping run {name} in the report: {error}")
+        return None
+
+
+def read_done(done: Path) -> dict:
+    return read_json(done, f"delete it and rerun the run's command to finish it again from {done.parent}")
