@@ -123,7 +123,7 @@ def test_rmt_fig2_claim_reads_finished_schedules_against_the_transformer_frontie
     assert rows["rmt_46m_vs_transformers"].ours == pytest.approx(below, abs=1e-9)  # below the smallest: extrapolated
     assert rows["rmt_305m_vs_transformers"].ours == pytest.approx(below, abs=1e-9)
     del results["transformer_rmt_160m"]  # a claim needs all its runs finished at a seed
-    assert [r for r in fig2.claim_rows(SMALL, results) if r.metric == "claim"][0].status == "insufficient"
+    assert next(r for r in fig2.claim_rows(SMALL, results) if r.metric == "claim").status == "insufficient"
 
 
 @pytest.mark.parametrize(("concat_loss", "status"), [(3.0, "claim_holds"), (3.5, "claim_fails")])
