@@ -59,3 +59,13 @@ def test_a_verdict_can_be_recomputed_from_the_per_seed_file(tmp_path):
     runs = {(r["run"], r["seed"], r["metric"]): float(r["value"]) for r in rows if r["kind"] == "run"}
     assert runs == {("a", "1", "val_loss"): 4.0, ("a", "1", "steps"): 10, ("a", "2", "val_loss"): 4.1,
                     ("a", "2", "steps"): 10}  # fmt: skip
+
+
+def test_a_results_csv_from_before_the_interval_columns_still_reports(tmp_path):
+    """A committed CSV of the earlier format (no low, high, seeds) is read, its claims shown with their mean."""
+    (tmp_path / "cpu").mkdir()
+    (tmp_path / "cpu" / "old.csv").write_text(
+        "experiment,table,row,metric,paper,ours,unit,scale,run,status,note\n"
+        'old,t,a_vs_b,claim,,0.3,nats/token,cpu,"a,b",claim_holds,a beats b | margin +0.3 nats/token\n')  # fmt: skip
+    text = write_report(tmp_path).read_text() + write_report(tmp_path, scale=CPU).read_text()
+    assert "- a beats b: **+0.3 [?, ?] nats/token, 0 seeds** (old: a_vs_b)" in text

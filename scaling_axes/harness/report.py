@@ -58,8 +58,9 @@ def claims_of(scale_dir: Path) -> list[Claim]:
             if key in merged:
                 merged[key].where.append(f"{path.stem}: {r['row']}")
                 continue
-            merged[key] = Claim(statement, r["status"], r["ours"], r["low"], r["high"], r["unit"],
-                                why, int(r["seeds"] or 0), [f"{path.stem}: {r['row']}"], data)  # fmt: skip
+            # (a CSV written before the interval columns has none: its claims show their mean alone)
+            merged[key] = Claim(statement, r["status"], r["ours"], r.get("low", ""), r.get("high", ""), r["unit"],
+                                why, int(r.get("seeds") or 0), [f"{path.stem}: {r['row']}"], data)  # fmt: skip
     order = {status: i for i, status in enumerate(VERDICTS)}
     return sorted(merged.values(), key=lambda c: (order.get(c.status, len(order)), c.where[0]))
 
