@@ -58,7 +58,8 @@ def test_shapes_change_only_shape_fields_of_each_family(arch):
     """...and, for the Transformer, its parametrisation: standard, as every other row (the Table 8 preset is muP);
     for the Tokenformer, its head: untied, as the Transformer's."""
     config = cross.make_run(PAPER, arch, "350m", 1e-3).config
-    parametrisation = {"transformer": set(STANDARD_PARAMETRISATION), "tokenformer": {"tie_embeddings"}}.get(arch, set())
+    parametrisation = {"transformer": set(STANDARD_PARAMETRISATION),
+                       "tokenformer": {"tie_embeddings", "numerics"}}.get(arch, set())  # fmt: skip
     assert set(preset_overrides(cross.FAMILIES[arch], config)) <= SHAPE_FIELDS | parametrisation
 
 
@@ -274,3 +275,14 @@ def test_the_nanogpt_yardstick_has_transformer_124m_shape_and_judges_its_target(
             for arch, ms in (("transformer", 37.5), ("nanogpt", 36.1))]  # fmt: skip
     assert bench_training.targets(rows) == ["transformer_124m step / nanoGPT-style GPT-2 step, compiled, 1.039 "
                                             "(target <= 1.05): met"]  # fmt: skip
+
+
+def test_the_cpu_tokenformer_follows_the_diagnosis_and_its_claim_names_the_recipe():
+    """The cpu diagnosis supported one change, the TPU code's numerics: the cpu recipe takes it (the paper scale
+    keeps its family's GPU numerics) and the claim row says which recipe it judged."""
+    from scaling_axes.harness.scales import CPU
+
+    assert cross.make_run(CPU, "tokenformer", "125m").config.numerics == "tpu"
+    assert cross.make_run(PAPER, "tokenformer", "125m").config.numerics == "gpu"
+    (claim,) = [r for r in table.report(CPU, {}) if r.row.startswith("tokenformer_") and r.metric == "claim"]
+    assert "recipe: the TPU code's numerics, head untied" in claim.note

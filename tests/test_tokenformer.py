@@ -238,7 +238,7 @@ def test_the_diagnosis_changes_one_thing_at_a_time_and_measures_its_gain():
 
     runs = {run.name: run for run in diagnosis.runs(CPU)}
     recipe = dataclasses.asdict(runs[diagnosis.RECIPE].config)
-    for name, change in diagnosis.variants(recipe["d_model"]).items():
+    for name, change in diagnosis.variants(recipe["d_model"], recipe["numerics"]).items():
         config = dataclasses.asdict(runs[f"tokenformer_{name}"].config)
         assert {k for k in config if config[k] != recipe[k]} == set(change), name
     loss = {diagnosis.RECIPE: [5.0, 5.1, 4.9], diagnosis.TRANSFORMER: [4.0, 4.1, 3.9]}

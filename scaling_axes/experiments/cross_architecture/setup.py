@@ -80,8 +80,10 @@ def make_run(scale: Scale, arch: str, size: str, lr: float | None = None) -> Run
     benchmark's)."""
     grid = sweep(scale, arch)
     b = budget(scale, size, grid[len(grid) // 2] if lr is None else lr)
-    shape = {**overrides(arch, recipe_at(scale).shapes[size], b.seq_len), **scale.vocabulary(),
-             **(scale.byte_table() if arch == "mot" else {})}  # fmt: skip
+    recipe = recipe_at(scale)
+    shape = {**overrides(arch, recipe.shapes[size], b.seq_len), **scale.vocabulary(),
+             **(scale.byte_table() if arch == "mot" else {}),
+             **({"numerics": recipe.tokenformer_numerics} if arch == "tokenformer" else {})}  # fmt: skip
     return Run(f"{arch}_{size}", FAMILIES[arch], b, shape, corpus=rmt_setup.corpus(scale),
                tokenizer=scale.tokenizer_for("gpt2"), lm=LM, lr_sweep=True, sweep=Sweep(grid))  # fmt: skip
 

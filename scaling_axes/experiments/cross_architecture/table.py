@@ -110,9 +110,10 @@ def claim_rows(scale: Scale, size: str, winners: dict[str, tuple[Run, dict] | No
 
     rows = [lower_loss("cross_arch", statement, scale, name[arch], name[against], results,
                        unmatched(arch, against, measure)) for arch, against, statement, measure in CLAIMS]  # fmt: skip
-    rows.append(as_good_as("cross_arch", "Tokenformer is as good as the Transformer at its parameters (Tokenformer "
-                           "paper)", scale, name["tokenformer"], name["transformer"], results, AS_GOOD_AS_LOSS,
-                           "val_loss", -1.0, LOSS_NOISE_FLOOR, "nats/token",
+    statement = (f"Tokenformer is as good as the Transformer at its parameters (Tokenformer paper; recipe: the "
+                 f"{recipe_at(scale).tokenformer_numerics.upper()} code's numerics, head untied)")  # fmt: skip
+    rows.append(as_good_as("cross_arch", statement, scale, name["tokenformer"], name["transformer"], results,
+                           AS_GOOD_AS_LOSS, "val_loss", -1.0, LOSS_NOISE_FLOOR, "nats/token",
                            unmatched=unmatched("tokenformer", "transformer", "total")))  # fmt: skip
     finished = sorted((winner[1]["val_loss"], arch) for arch, winner in winners.items() if winner)
     ranking = " < ".join(f"{arch} {loss:.3f}" for loss, arch in finished)

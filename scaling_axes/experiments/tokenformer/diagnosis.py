@@ -9,7 +9,8 @@ seed, with its 95% interval), beside the gap that remains to the Transformer:
 ===================  ==========================================================================================
 variant              what changes (today's recipe in brackets)
 ===================  ==========================================================================================
-tpu_numerics         the TPU code's numerics: N(0, 1) embeddings, logits / sqrt(d), tanh GELU, eps 1e-5 [GPU's]
+tpu_numerics         the TPU code's numerics: N(0, 1) embeddings, logits / sqrt(d), tanh GELU, eps 1e-5 [GPU's];
+                     where the recipe already follows them (cpu, since this table), `gpu_numerics` instead
 fan_in_keys          keys N(0, 1 / sqrt(d)), the TPU code's fan-in [N(0, 0.02): Pattention's output ignores the
                      keys' scale, so Adam moves 0.02-sized keys about 15% a step]
 small_values         values N(0, 0.02) [2 / (L sqrt(d)) = 0.125 at 2 x 64]
@@ -38,10 +39,12 @@ SIZE = "125m"
 RECIPE, TRANSFORMER = f"tokenformer_{SIZE}", f"transformer_{SIZE}"
 
 
-def variants(d_model: int) -> dict[str, dict]:
-    """Variant name -> the config fields it changes, for a Tokenformer of width `d_model`."""
+def variants(d_model: int, numerics: str) -> dict[str, dict]:
+    """Variant name -> the config fields it changes, for a Tokenformer of width `d_model` whose recipe follows the
+    `numerics` of one released code (the variant follows the other's)."""
+    other = "gpu" if numerics == "tpu" else "tpu"
     return {
-        "tpu_numerics": {"numerics": "tpu"},
+        f"{other}_numerics": {"numerics": other},
         "fan_in_keys": {"key_init_std": 1 / math.sqrt(d_model)},
         "small_values": {"value_init_std": 0.02},
         "tokens_equal_width": {"qkv_tokens": d_model, "proj_tokens": d_model, "ffn_tokens": 4 * d_model},
@@ -56,7 +59,7 @@ def runs(scale: Scale) -> list[Run]:
         return []
     recipe = make_run(scale, "tokenformer", SIZE)
     changed = [dataclasses.replace(recipe, name=f"tokenformer_{name}", overrides={**recipe.overrides, **change})
-               for name, change in variants(recipe.config.d_model).items()]  # fmt: skip
+               for name, change in variants(recipe.config.d_model, recipe.config.numerics).items()]  # fmt: skip
     return [recipe, make_run(scale, "transformer", SIZE), *changed]
 
 
