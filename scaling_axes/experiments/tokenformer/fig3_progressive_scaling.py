@@ -41,9 +41,13 @@ def runs(scale: Scale) -> list[Run]:
     for options, suffix in ((PINNED_TAU_GROWTH, "pinned"), (RELEASED_CODE_GROWTH, "random")):
         grown += progressive.ablation_chain(tokenformers, spec.tokenformer, full, spec.stage, options, suffix,
                                             **common)  # fmt: skip
-    scratch = progressive.scratch_runs(transformers[:1], spec.transformer[:1], dict([full]), **common)
-    scratch += progressive.scratch_runs(transformers[1:], spec.transformer[1:], dict([full, *spec.stage.items()]),
-                                        **common)  # fmt: skip
+    # the Transformers from scratch serve the paper's comparison (shown, not judged): where claims are judged below
+    # paper scale, the 1.4B's alone, which that comparison reads
+    first = len(SIZES) - 1 if scale.judges_claims and not scale.paper_configs else 1
+    scratch = [] if first > 1 else progressive.scratch_runs(transformers[:1], spec.transformer[:1], dict([full]),
+                                                            **common)  # fmt: skip
+    scratch += progressive.scratch_runs(transformers[first:], spec.transformer[first:],
+                                        dict([full, *spec.stage.items()]), **common)  # fmt: skip
     # the grown model's own family from scratch, on the full budget and on a stage's: growth measured as growth
     budgets = {f"{SCRATCH}{label}": budget for label, budget in (full, *spec.stage.items())}
     scratch += progressive.scratch_runs(tokenformers[-1:], spec.tokenformer[-1:], budgets, **common)
