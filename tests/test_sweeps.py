@@ -47,7 +47,7 @@ def test_a_diverged_point_is_the_worst_and_a_sweep_stops_extending_at_its_limit(
 
 
 def test_choose_waits_for_the_grid():
-    assert choose(GRID, {1e-3: 5.0}).next == 3e-3 and choose(GRID, {1e-3: 5.0}).lr is None
+    assert choose(Sweep(GRID), {1e-3: 5.0}).next == 3e-3 and choose(Sweep(GRID), {1e-3: 5.0}).lr is None
 
 
 TINY = {"n_layer": 1, "d_model": 32, "n_head": 4, "max_seq_len": 64, "vocab_size": 512}
@@ -78,6 +78,10 @@ def test_claims_seeds_train_at_the_chosen_rate_and_the_sweep_on_a_seed_of_its_ow
         assert point["run"]["seed"] == anchor.seed - 1  # no claim's seed
     checks = sorted(results["large"]["tuning"].losses)  # the carried rate and its two neighbours, at the large size
     assert checks == pytest.approx([chosen / 10, chosen, chosen * 10])
+    losses = results["large"]["tuning"].losses  # the report says whether the carried rate is still the best there
+    best_here = min(losses, key=losses.get) == pytest.approx(chosen)
+    assert results["large"]["tuning"].carried_best == best_here
+    assert ("the carried lr is the best" in results["large"]["tuning"].describe()) == best_here
     assert json.loads((run_dir(experiment, CPU, large, tmp_path / "runs") / "done.json").read_text())["steps"] == 3
 
 

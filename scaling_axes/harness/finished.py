@@ -9,7 +9,6 @@ from pathlib import Path
 
 from scaling_axes.harness.runs import (
     LAUNCH_FIELDS,
-    NAMES,
     RUNS_DIR,
     SEED_SUFFIX,
     Experiment,
@@ -26,21 +25,23 @@ from scaling_axes.harness.sweeps import SWEEP_INFIX, Choice, is_rate, sweep_poin
 from scaling_axes.io import CorruptFileError, read_json
 
 
-def sweep_losses(experiment: Experiment, scale: Scale, run: Run,
-                 runs_dir: Path = RUNS_DIR) -> dict[float, float | None]:  # fmt: skip
-    """rate -> final validation loss (None: diverged) of `run`'s finished sweep points."""
-    losses = {}
+def sweep_points(experiment: Experiment, scale: Scale, run: Run, runs_dir: Path = RUNS_DIR) -> dict[float, dict]:
+    """rate -> done.json of `run`'s finished sweep points."""
+    points = {}
     for path in run_dir(experiment, scale, run, runs_dir).parent.glob(f"{run.name}{SWEEP_INFIX}*/done.json"):
         lr = path.parent.name.removeprefix(f"{run.name}{SWEEP_INFIX}")
         if is_rate(lr) and (done := _read_finished(path, path.parent.name)) is not None:
-            losses[float(lr)] = done.get("val_loss")
-    return losses
+            points[float(lr)] = done
+    return points
 
 
 def tuning(experiment: Experiment, scale: Scale, run: Run, runs_dir: Path = RUNS_DIR,
-           train: Callable[[Run], None] | None = None) -> Choice:  # fmt: skip
-    """Where `run`'s sweep stands on disk, training its next points with `train` until it has chosen."""
-    return tune(run, lambda r: sweep_losses(experiment, scale, r, runs_dir),
+           train: Callable[[Run], None] | None = None,
+           read: Callable[[Run], dict[float, dict]] | None = None) -> Choice:  # fmt: skip
+    """Where `run`'s sweep stands on disk, training its next points with `train` until it has chosen (`read`: how
+    a run's finished points are read, `sweep_points` unless given)."""
+    read = read or (lambda r: sweep_points(experiment, scale, r, runs_dir))
+    return tune(run, lambda r: {lr: done.get("val_loss") for lr, done in read(r).items()},
                 lambda name: find_run(experiment, scale, name), train)  # fmt: skip
 
 
@@ -48,14 +49,17 @@ def load_results(experiment: Experiment, scale: Scale, runs_dir: Path = RUNS_DIR
     """name -> done.json of the finished runs, each with `seed_runs` {k: done.json} of its finished repeats at
     further seeds (`--seeds`); a broken done.json is skipped with a line saying why. A swept run is read at the rate
     its sweep chose, with `tuning` (its `Choice`), and its finished sweep points are results of their own."""
-    results = {}
+    results, points = {}, {}
+
+    def read(run: Run) -> dict[float, dict]:  # each sweep's points read once, an anchor's too
+        if run.name not in points:
+            points[run.name] = sweep_points(experiment, scale, run, runs_dir)
+        return points[run.name]
+
     for run in experiment.runs(scale):
         if run.sweep is not None:
-            choice = tuning(experiment, scale, run, runs_dir)
-            for lr in choice.losses:
-                point = sweep_point(run, lr)
-                done = _read_finished(run_dir(experiment, scale, point, runs_dir) / "done.json", point.name)
-                results[point.name] = done
+            choice = tuning(experiment, scale, run, runs_dir, read=read)
+            results |= {sweep_point(run, lr).name: done for lr, done in read(run).items()}
             if choice.lr is None:
                 continue
             run = tuned(run, choice.lr)
@@ -96,7 +100,7 @@ def staleness(run: Run, out: Path) -> str | None:
     declared = dataclasses.replace(run, budget=dataclasses.replace(run.budget, micro_batch=micro))
     launch = {key: recorded["fingerprinted"].get(key) for key in LAUNCH_FIELDS}  # "auto" resolved where it trained
     now = {**fingerprint_fields(declared, recorded.get("trainer") or {}), **launch}
-    changes = [c for c in recorded_differences(recorded["fingerprinted"], now) if c[0] not in NAMES]
+    changes = recorded_differences(recorded["fingerprinted"], now)
     return "; ".join(f"{key}: {old!r} -> {new!r}" for key, old, new in changes[:5]) or None
 
 

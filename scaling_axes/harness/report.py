@@ -12,9 +12,10 @@ import csv
 import dataclasses
 from pathlib import Path
 
-from scaling_axes.harness.claims import NOTE_PARTS
+from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, NOTE_PARTS, TOP1_NOISE_FLOOR
 from scaling_axes.harness.results import RESULTS_DIR, VERDICTS, pyplot, save_figure
 from scaling_axes.harness.scales import SCALES, Scale
+from scaling_axes.harness.training import LEARNED_NATS
 from scaling_axes.io import atomic_write
 
 HEADINGS = {"claim_holds": "Holds", "claim_fails": "Fails", "insufficient": "Insufficient",
@@ -39,16 +40,23 @@ class Claim:
     data: str
 
 
-def read_csv(path: Path) -> list[dict[str, str]]:
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
+Tables = dict[str, list[dict[str, str]]]  # experiment -> its CSV's rows
 
 
-def claims_of(scale_dir: Path) -> list[Claim]:
-    """The claims in `scale_dir`'s CSVs, one per statement and set of runs, in verdict order."""
-    merged: dict[tuple[str, str], Claim] = {}
+def read_tables(scale_dir: Path) -> Tables:
+    """Each results CSV of `scale_dir`, read once, by experiment name."""
+    tables = {}
     for path in sorted(scale_dir.glob("*.csv")):
-        for r in read_csv(path):
+        with open(path, newline="") as f:
+            tables[path.stem] = list(csv.DictReader(f))
+    return tables
+
+
+def claims_of(tables: Tables) -> list[Claim]:
+    """The claims in a scale's tables, one per statement and set of runs, in verdict order."""
+    merged: dict[tuple[str, str], Claim] = {}
+    for name, rows in tables.items():
+        for r in rows:
             if r["metric"] != "claim":
                 continue
             note, _, data = r["note"].partition(DATA_NOTE)
@@ -56,11 +64,11 @@ def claims_of(scale_dir: Path) -> list[Claim]:
             why = why.partition(NOTE_PARTS)[2]
             key = (statement, ",".join(sorted(r["run"].split(","))))
             if key in merged:
-                merged[key].where.append(f"{path.stem}: {r['row']}")
+                merged[key].where.append(f"{name}: {r['row']}")
                 continue
             # (a CSV written before the interval columns has none: its claims show their mean alone)
             merged[key] = Claim(statement, r["status"], r["ours"], r.get("low", ""), r.get("high", ""), r["unit"],
-                                why, int(r.get("seeds") or 0), [f"{path.stem}: {r['row']}"], data)  # fmt: skip
+                                why, int(r.get("seeds") or 0), [f"{name}: {r['row']}"], data)  # fmt: skip
     order = {status: i for i, status in enumerate(VERDICTS)}
     return sorted(merged.values(), key=lambda c: (order.get(c.status, len(order)), c.where[0]))
 
@@ -118,39 +126,37 @@ def forest_plot(claims: list[Claim], path: Path, title: str) -> bool:
     return True
 
 
-def caveat_lines(scale: Scale | None, scale_dir: Path, claims: list[Claim]) -> list[str]:
+def caveat_lines(scale: Scale, tables: Tables, claims: list[Claim]) -> list[str]:
     """What holds for every row at this scale, said once: its note, the data, the measured noise, the floors."""
-    lines = [f"## What every number at {scale_dir.name} scale rests on", ""]
-    if scale is not None and scale.note:
+    lines = [f"## What every number at {scale} scale rests on", ""]
+    if scale.note:
         lines.append(f"- {scale.note}.")
     lines += [f"- data: {data}" for data in sorted({c.data for c in claims if c.data})]
-    harness_rows = [(path.stem, r) for path in sorted(scale_dir.glob("*.csv")) for r in read_csv(path)
-                    if r["table"] in ("noise", "floor")]  # fmt: skip
+    harness_rows = [(name, r) for name, rows in tables.items() for r in rows if r["table"] in ("noise", "floor")]
     floors = sorted({(r["row"], r["ours"], r["unit"]) for _, r in harness_rows if r["table"] == "floor"})
-    lines += [f"- {row}: unigram floor {_g(value)} {unit} (a run must end 0.5 below it to count as learning)"
-              for row, value, unit in floors]  # fmt: skip
+    lines += [f"- {row}: unigram floor {_g(value)} {unit} (a run must end {LEARNED_NATS:g} below it to count as "
+              "learning)" for row, value, unit in floors]  # fmt: skip
     noise = list({(r["row"], r["ours"]): (name, r) for name, r in harness_rows if r["table"] == "noise"}.values())
     if noise:
         lines += ["- noise measured from the seeds (pooled spread of one run's final metric; the assumed floors, "
-                  "0.02 nats and 0.3 points, stay as lower bounds):"]  # fmt: skip
+                  f"{LOSS_NOISE_FLOOR:g} nats and {TOP1_NOISE_FLOOR:g} points, stay as lower bounds):"]  # fmt: skip
         lines += [f"  - {name}: {r['row']} {_g(r['ours'])} {r['unit']} ({r['note']})" for name, r in noise]
     return [*lines, ""]
 
 
-def experiment_lines(scale_dir: Path, link_prefix: str) -> list[str]:
+def experiment_lines(scale_dir: Path, tables: Tables, link_prefix: str) -> list[str]:
     """One line per experiment: its rows by status and where its table and figure are."""
     lines = ["## Tables", ""]
-    for path in sorted(scale_dir.glob("*.csv")):
-        counts = collections.Counter(r["status"] for r in read_csv(path) if r["table"] not in ("noise", "floor"))
-        figure = f", [figure]({link_prefix}{path.stem}.png)" if path.with_suffix(".png").exists() else ""
+    for name, rows in tables.items():
+        counts = collections.Counter(r["status"] for r in rows if r["table"] not in ("noise", "floor"))
+        figure = f", [figure]({link_prefix}{name}.png)" if (scale_dir / f"{name}.png").exists() else ""
         summary = ", ".join(f"{n} {status}" for status, n in counts.most_common())
-        lines.append(f"- [{path.stem}]({link_prefix}{path.name}){figure}: {summary}")
+        lines.append(f"- [{name}]({link_prefix}{name}.csv){figure}: {summary}")
     return [*lines, ""]
 
 
-def scale_section(scale_dir: Path, link_prefix: str, level: str = "##") -> list[str]:
-    """A scale's claims (grouped by verdict, with the forest plot) and its tables."""
-    claims = claims_of(scale_dir)
+def scale_section(scale_dir: Path, claims: list[Claim], link_prefix: str, level: str = "##") -> list[str]:
+    """A scale's claims (grouped by verdict, with the forest plot)."""
     lines = []
     if claims:
         counts = collections.Counter(c.status for c in claims)
@@ -169,9 +175,11 @@ def write_report(results_dir: Path = RESULTS_DIR, scale: Scale | None = None, he
     results_dir = Path(results_dir)
     if scale is not None:
         scale_dir = results_dir / scale.name
+        tables = read_tables(scale_dir)
+        claims = claims_of(tables)
         lines = [f"# Results at {scale} scale", "", *header, *([scale.scope, ""] if scale.scope else []),
-                 *scale_section(scale_dir, ""), *caveat_lines(scale, scale_dir, claims_of(scale_dir)),
-                 *experiment_lines(scale_dir, "")]  # fmt: skip
+                 *scale_section(scale_dir, claims, ""), *caveat_lines(scale, tables, claims),
+                 *experiment_lines(scale_dir, tables, "")]  # fmt: skip
         path = scale_dir / "REPORT.md"
     else:
         lines = ["# Results", "", "Regenerated by `python -m scaling_axes report` (and every experiment's "
@@ -179,10 +187,10 @@ def write_report(results_dir: Path = RESULTS_DIR, scale: Scale | None = None, he
                  "their sources: `results/published/`.", ""]  # fmt: skip
         for each in reversed(SCALES.values()):
             scale_dir = results_dir / each.name
-            if any(scale_dir.glob("*.csv")):
+            if tables := read_tables(scale_dir):
                 lines += [f"## {each} scale ([its report]({each.name}/REPORT.md))", "",
-                          *scale_section(scale_dir, f"{each.name}/", "###"),
-                          *experiment_lines(scale_dir, f"{each.name}/")]  # fmt: skip
+                          *scale_section(scale_dir, claims_of(tables), f"{each.name}/", "###"),
+                          *experiment_lines(scale_dir, tables, f"{each.name}/")]  # fmt: skip
         path = results_dir / "REPORT.md"
     atomic_write(path, "\n".join(lines))
     return path

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
 import json
 import os
 from pathlib import Path
@@ -34,7 +32,7 @@ from scaling_axes.harness.runs import (
 from scaling_axes.harness.scales import Scale
 from scaling_axes.harness.sweeps import tuned
 from scaling_axes.harness.training import check_writable, run_lock, task_of, train_run
-from scaling_axes.io import CorruptFileError, atomic_torch_save, atomic_write, load_torch
+from scaling_axes.io import CorruptFileError, atomic_torch_save, atomic_write, load_torch, write_csv
 
 
 def epoch_limit(experiment: Experiment, scale: Scale) -> float:
@@ -290,20 +288,15 @@ def write_seeds(experiment: str, scale: Scale, rows: list[Row], results: dict[st
                 results_dir: Path = RESULTS_DIR) -> Path:  # fmt: skip
     """`results/<scale>/seeds/<experiment>.csv`: every finished run's final metrics at each seed, and every claim's
     margin at each seed, so that a verdict can be recomputed by hand."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(SEED_COLUMNS)
-    for name, done in sorted(results.items()):
-        for seed, each in seeds_of(done).items():
-            writer.writerows(("run", "", "", name, seed, metric, each[metric]) for metric in SEED_METRICS
-                             if isinstance(each.get(metric), (int, float)))  # fmt: skip
-    for row in rows:
-        if row.evidence:
-            margins = zip(row.evidence.seeds, row.evidence.margins, strict=True)
-            writer.writerows(("claim", row.table, row.row, row.run, seed, row.unit or "margin", f"{margin:.6g}")
-                             for seed, margin in margins)  # fmt: skip
+    runs = [{"kind": "run", "table": "", "row": "", "run": name, "seed": seed, "metric": metric, "value": each[metric]}
+            for name, done in sorted(results.items()) for seed, each in seeds_of(done).items()
+            for metric in SEED_METRICS if isinstance(each.get(metric), (int, float))]  # fmt: skip
+    claims = [{"kind": "claim", "table": row.table, "row": row.row, "run": row.run, "seed": seed,
+               "metric": row.unit or "margin", "value": f"{margin:.6g}"}
+              for row in rows if row.evidence
+              for seed, margin in zip(row.evidence.seeds, row.evidence.margins, strict=True)]  # fmt: skip
     path = Path(results_dir) / scale.name / "seeds" / f"{experiment}.csv"
-    atomic_write(path, buffer.getvalue())
+    write_csv(path, SEED_COLUMNS, runs + claims)
     return path
 
 

@@ -60,12 +60,15 @@ class Choice:
     next: float | None
     losses: dict[float, float | None]
     at_edge: bool = False
+    carried_best: bool | None = None  # a checked carried rate: still the best of it and its neighbours here
 
     def describe(self) -> str:
         tried = ", ".join(f"{lr:g}: {'diverged' if loss is None else f'{loss:.4f}'}"
                           for lr, loss in sorted(self.losses.items()))  # fmt: skip
         where = "at the edge after the extensions allowed" if self.at_edge else "interior"
-        return f"final validation loss at each lr ({tried}); best {where}"
+        verdict = "the best" if self.carried_best else "not the best"
+        check = "" if self.carried_best is None else f"; the carried lr is {verdict} of it and its neighbours here"
+        return f"final validation loss at each lr ({tried}); best {where}{check}"
 
 
 def is_rate(text: str) -> bool:
@@ -88,9 +91,9 @@ def sweep_point(run: Run, lr: float) -> Run:
                                data=data, sweep=None, lr_sweep=True)  # fmt: skip
 
 
-def choose(grid: tuple[float, ...], losses: dict[float, float | None]) -> Choice:
+def choose(sweep: Sweep, losses: dict[float, float | None]) -> Choice:
     """The next point to train, or the chosen rate, from the finished points' `losses`."""
-    step = grid[1] / grid[0]
+    grid, step = sweep.grid, sweep.step
     if missing := [lr for lr in map(rate, grid) if lr not in losses]:
         return Choice(None, missing[0], losses)
     tried = sorted(losses)
@@ -105,12 +108,20 @@ def choose(grid: tuple[float, ...], losses: dict[float, float | None]) -> Choice
     return Choice(best, None, losses, at_edge=best in (tried[0], tried[-1]))
 
 
+def neighbours(sweep: Sweep, lr: float) -> tuple[float, float, float]:
+    """`lr` between its two neighbours on `sweep`'s grid spacing."""
+    return rate(lr / sweep.step), rate(lr), rate(lr * sweep.step)
+
+
 def checked(sweep: Sweep, anchor: Choice, losses: dict[float, float | None]) -> Choice:
     """An anchored run's points: the carried rate and, with `check`, its two grid neighbours."""
     lr = anchor.lr
-    wanted = [rate(lr / sweep.step), rate(lr), rate(lr * sweep.step)] if sweep.check else []
-    missing = [each for each in wanted if each not in losses]
-    return Choice(None if missing else lr, missing[0] if missing else None, losses, anchor.at_edge)
+    wanted = neighbours(sweep, lr) if sweep.check else ()
+    if missing := [each for each in wanted if each not in losses]:
+        return Choice(None, missing[0], losses, anchor.at_edge)
+    finite = {each: losses[each] for each in wanted if losses[each] is not None and math.isfinite(losses[each])}
+    best = min(finite, key=finite.get) == rate(lr) if finite else False
+    return Choice(lr, None, losses, anchor.at_edge, best if wanted else None)
 
 
 def tune(run: Run, losses_of: Callable[[Run], dict[float, float | None]],
@@ -124,7 +135,7 @@ def tune(run: Run, losses_of: Callable[[Run], dict[float, float | None]],
             return anchor
         step = lambda: checked(sweep, anchor, losses_of(run))  # noqa: E731
     else:
-        step = lambda: choose(sweep.grid, losses_of(run))  # noqa: E731
+        step = lambda: choose(sweep, losses_of(run))  # noqa: E731
     choice = step()
     while choice.next is not None and train is not None:
         train(sweep_point(run, choice.next))
@@ -137,8 +148,7 @@ def planned_rates(sweep: Sweep) -> tuple[float, ...]:
     grid's middle, before the anchor has chosen)."""
     if sweep.anchor is None:
         return tuple(map(rate, sweep.grid))
-    middle = sweep.grid[len(sweep.grid) // 2]
-    return (rate(middle / sweep.step), rate(middle), rate(middle * sweep.step)) if sweep.check else ()
+    return neighbours(sweep, sweep.grid[len(sweep.grid) // 2]) if sweep.check else ()
 
 
 def tuned(run: Run, lr: float) -> Run:

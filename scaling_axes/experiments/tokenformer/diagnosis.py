@@ -30,7 +30,7 @@ import math
 import statistics
 
 from scaling_axes.experiments.cross_architecture.setup import make_run
-from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, paired_margins, significance_bound
+from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, metric_margin, paired_margins, significance_bound
 from scaling_axes.harness.results import Row
 from scaling_axes.harness.runs import Experiment, Run, fitted
 from scaling_axes.harness.scales import Scale
@@ -76,12 +76,7 @@ def report(scale: Scale, results: dict[str, dict]) -> list[Row]:
     for run in runs(scale)[2:]:
         variant = run.name.removeprefix("tokenformer_")
         for metric, against, sign, what in COMPARISONS:
-
-            def margin(other: dict, this: dict, sign: int = sign) -> float | None:
-                losses = other.get("val_loss"), this.get("val_loss")
-                return None if None in losses else sign * (losses[0] - losses[1])
-
-            margins = paired_margins(results, (against, run.name), margin)
+            margins = paired_margins(results, (against, run.name), metric_margin("val_loss", scale_by=sign))
             rows.append(_row(variant, metric, list(margins.values()), f"{what}, per seed", (run.name, against)))
     return rows
 

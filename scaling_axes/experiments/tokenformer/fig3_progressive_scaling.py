@@ -109,15 +109,9 @@ def claims(scale: Scale, results: dict[str, dict]) -> list[Row]:
 def paper_comparison(grown: str, transformers: tuple[str, ...], results: dict[str, dict]) -> list[Row]:
     """The paper's own comparisons (Fig. 3: against the Transformer from scratch on the full budget; Table 6: on a
     stage's tokens, 11.77 vs 13.34), shown, not judged: they add the families' gap to what growth does."""
-    rows = []
-    for transformer in transformers:
-        seeds = paired_margins(results, (grown, transformer), lambda g, t: t["val_loss"] - g["val_loss"])
-        rows.append(Row(table="fig3", row=f"{grown}_vs_{transformer}", metric="final_loss_margin",
-                        ours=sum(seeds.values()) / len(seeds) if seeds else None, unit="nats/token",
-                        run=f"{grown},{transformer}", status="measured" if seeds else "not_run",
-                        note="the paper's comparison, across families: the Transformer's final loss minus the grown "
-                        "Tokenformer's, mean over seeds"))  # fmt: skip
-    return rows
+    note = "the paper's comparison, across families: the Transformer's final loss minus the grown Tokenformer's, mean "
+    return [progressive.difference_row("fig3", "final_loss_margin", grown, transformer, "val_loss", results,
+                                       note + "over seeds") for transformer in transformers]  # fmt: skip
 
 
 def growth_claims(scale: Scale, results: dict[str, dict]) -> list[Row]:

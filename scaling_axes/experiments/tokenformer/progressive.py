@@ -7,12 +7,13 @@ a per-stage budget; one chain per stage budget. Runs are named `<model>_<budget 
 from __future__ import annotations
 
 import dataclasses
+import statistics
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from scaling_axes.experiments.tokenformer.recipes import OPENWEBTEXT, progressive_at
-from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, judge, paired_margins
+from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, judge, metric_margin, paired_margins
 from scaling_axes.harness.results import Row, compare, published, pyplot, save_figure
 from scaling_axes.harness.runs import Budget, Experiment, Run, within_epochs
 from scaling_axes.harness.scales import Scale
@@ -223,16 +224,20 @@ def gain_claim(table: str, statement: str, scale: Scale, ours: str, theirs: str,
                   gains, LOSS_NOISE_FLOOR, "nats/token", runs=(ours, theirs), runs_per_margin=4,
                   noise_metric="val_loss")  # fmt: skip
 
-    def beside(metric: str, key: str, why: str) -> Row:
-        values = paired_margins(results, (ours, theirs), lambda o, t: None if None in (o.get(key), t.get(key))
-                                else t[key] - o[key])  # fmt: skip
-        mean = sum(values.values()) / len(values) if values else None
-        return Row(table=table, row=row, metric=metric, ours=mean, unit="nats/token", run=f"{ours},{theirs}",
-                   status="measured" if values else "not_run", note=why)  # fmt: skip
+    return [claim, difference_row(table, "final_loss_margin", ours, theirs, "val_loss", results,
+                                  f"{theirs}'s final loss minus {ours}'s, mean over seeds"),
+            difference_row(table, "start_gap", ours, theirs, "val_loss_before_growth", results,
+                           f"the models they grew from: {theirs}'s source's loss minus {ours}'s, on the same "
+                           "data")]  # fmt: skip
 
-    return [claim, beside("final_loss_margin", "val_loss", f"{theirs}'s final loss minus {ours}'s, mean over seeds"),
-            beside("start_gap", "val_loss_before_growth", f"the models they grew from: {theirs}'s source's loss "
-                   f"minus {ours}'s, on the same data")]  # fmt: skip
+
+def difference_row(table: str, metric: str, ours: str, theirs: str, key: str, results: dict[str, dict],
+                   note: str) -> Row:  # fmt: skip
+    """`theirs`' `key` minus `ours`', mean over the seeds both finished: shown beside a claim, not judged."""
+    values = paired_margins(results, (ours, theirs), metric_margin(key, scale_by=-1.0))
+    return Row(table=table, row=f"{ours}_vs_{theirs}", metric=metric, ours=statistics.mean(values.values()) if values
+               else None, unit="nats/token", run=f"{ours},{theirs}", status="measured" if values else "not_run",
+               note=note)  # fmt: skip
 
 
 def parameter_match_rows(table: str) -> list[Row]:
