@@ -304,3 +304,25 @@ def test_auto_runs_a_kernel_family_only_on_a_gpu_where_it_was_measured_faster(mo
     monkeypatch.setattr(kernels, "_device_name", lambda index: "NVIDIA A100-SXM4-80GB")  # measured nowhere: eager
     assert not kernels.use_triton("auto", h100, "rmt")
     assert not kernels.use_triton("auto", torch.zeros(1), "rmt") and kernels.use_triton("triton", torch.zeros(1), "rmt")
+
+
+@pytest.mark.skipif(not os.path.exists("/lib/x86_64-linux-gnu/libc.so.6") and not os.path.exists("/lib64/libc.so.6"),
+                    reason="glibc only")  # fmt: skip
+def test_freed_host_memory_is_kept_and_training_gives_the_same_numbers() -> None:
+    """The allocator setting every run applies takes effect on glibc, and changes no number: a model's loss and
+    gradients are bit-identical before and after it (it only decides where freed pages go)."""
+    from scaling_axes.modules.tasks.acceleration import keep_freed_host_memory
+
+    def loss_and_grads() -> tuple[torch.Tensor, list[torch.Tensor]]:
+        torch.manual_seed(0)
+        model = build_model("transformer_124m", **TINY_TRANSFORMER)
+        inputs = torch.randint(0, model.config.vocab_size, (2, 16))
+        loss = F.cross_entropy(model(inputs).flatten(0, 1), inputs.flatten())
+        loss.backward()
+        return loss.detach(), [p.grad for p in model.parameters()]
+
+    before = loss_and_grads()
+    keep_freed_host_memory.cache_clear()
+    assert keep_freed_host_memory()
+    after = loss_and_grads()
+    assert torch.equal(before[0], after[0]) and all(map(torch.equal, before[1], after[1]))

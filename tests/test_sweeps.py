@@ -145,3 +145,40 @@ def test_a_grown_stage_trains_at_its_chain_heads_chosen_rate_from_its_tuned_weig
     assert results["stage"]["tuning"].lr == chosen and results["stage"]["steps"] == 3
     assert yaml.safe_load((run_dir(experiment, CPU, head, tmp_path / "runs") / "config.yaml").read_text())[
         "budget"]["lr"] == chosen  # the head trained at its chosen rate, and the stage grew from it  # fmt: skip
+
+
+def test_a_family_is_swept_at_its_largest_size_and_the_rule_checked_at_another():
+    """RMT Fig. 2: one sweep per family at its largest size, carried by the paper's rule (muP for the Transformers,
+    whose proxy is then the smallest width; one lr for the RMTs), checked at the smallest; Fig. 6 likewise over D_k."""
+    from scaling_axes.experiments.rmt import fig2_scaling_laws, fig6_residual_scaling, setup
+
+    runs = {run.name: run for run in fig2_scaling_laws.runs(CPU)}
+    for sizes in (setup.TRANSFORMERS, setup.RMTS):
+        assert runs[sizes[-1]].sweep.anchor is None
+        assert all(runs[size].sweep.anchor == sizes[-1] and runs[size].sweep.rule for size in sizes[:-1])
+        assert [size for size in sizes if runs[size].sweep.check] == [sizes[0]]
+    smallest = runs[setup.TRANSFORMERS[0]].config.d_model
+    assert {runs[size].config.mup_base_width for size in setup.TRANSFORMERS} == {smallest}
+    residual = {run.name: run.sweep for run in fig6_residual_scaling.runs(CPU)}
+    checked = [name for name, sweep in residual.items() if sweep.check]
+    assert checked == [fig6_residual_scaling.GPT2_SMALL] and residual[fig6_residual_scaling.WIDEST].anchor is None
+    assert residual[fig6_residual_scaling.EQUAL_RESIDUAL].anchor is None  # the Transformer: its own sweep
+
+
+def test_a_transfer_refuted_at_its_checked_size_leaves_every_carried_size_untuned():
+    from scaling_axes.harness.claims import judge, settle
+    from scaling_axes.harness.finished import with_refuted_transfers
+    from scaling_axes.harness.runner import untuned
+    from scaling_axes.harness.sweeps import Choice
+
+    carried = {"tuning": Choice(0.01, None, {}), "tuning_anchor": "large"}
+    results = {"large": {"tuning": Choice(0.01, None, {0.001: 4.1, 0.01: 4.0, 0.1: 4.3})},
+               "small": {**carried, "tuning": Choice(0.01, None, {0.001: 3.9, 0.01: 4.0, 0.1: 4.2},
+                                                     carried_best=False)},
+               "middle": carried, "other": {}}  # fmt: skip
+    claim = judge("t", "middle_vs_other", "middle beats other", CPU, [0.3, 0.25, 0.28], 0.02, runs=("middle", "other"))
+    assert settle(claim, CPU, untuned=untuned(claim, results)).status == "claim_holds"  # not yet propagated
+    settled = settle(claim, CPU, untuned=untuned(claim, with_refuted_transfers(results)))
+    assert settled.status == "insufficient" and "carried from large, and at small" in settled.note
+    results["small"]["tuning"] = Choice(0.01, None, {0.001: 4.1, 0.01: 4.0, 0.1: 4.2}, carried_best=True)
+    assert settle(claim, CPU, untuned=untuned(claim, with_refuted_transfers(results))).status == "claim_holds"

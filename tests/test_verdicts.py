@@ -223,6 +223,17 @@ def test_an_equal_parameters_claim_on_unmatched_arms_decides_nothing():
         for size in cross.sizes(scale):
             configs = {a: cross.make_run(scale, a, size).config for a in ("tokenformer", "transformer")}
             assert parameter_match("t", configs, "total")[1] is None, (scale, size)
+    from scaling_axes.experiments.tokenformer import fig6_enwik8_continual, fig7_net2net_scaling, progressive
+
+    for scale in (CPU, SMALL):  # the growth claims' families, at equal total parameters (the paper's size labels)
+        for module in (fig6_enwik8_continual, fig7_net2net_scaling):
+            rows = module.EXPERIMENT.report(scale, {})
+            claims = [r for r in rows if r.metric == "claim" and "_vs_transformer" in r.row]
+            assert claims and all(r.evidence.unmatched is None for r in claims), (scale, module.__name__)
+    grown = {run.name: run for run in fig7_net2net_scaling.runs(CPU)}
+    across_sizes = progressive.gain_claim("fig7", "tokens beat Net2Net", CPU, grown["tokenformer_1_4b_short"],
+                                          grown["transformer_757m_short"], {})[0]  # fmt: skip
+    assert across_sizes.evidence.unmatched.startswith("total parameters")
 
 
 def test_the_vit_claims_are_out_of_reach_at_cpu_scale_and_not_trained_there():
@@ -258,3 +269,26 @@ def test_growth_claims_measure_what_each_growth_gained_not_the_base_models_gap(t
     assert rows[(pair, "claim")].ours == pytest.approx(tokenformer_gain - 0.3)
     assert rows[(pair, "final_loss_margin")].ours == pytest.approx(0.5 + tokenformer_gain - 0.3)
     assert rows[(pair, "start_gap")].ours == pytest.approx(0.5)
+
+
+def test_runs_no_claim_reads_train_only_on_request_where_claims_are_judged(monkeypatch, tmp_path):
+    """Below paper scale Fig. 3's random-key chain and its Transformers from scratch feed no claim, and the cpu
+    diagnosis chose a recipe once: `all` trains none of them there (it still reports the diagnosis), smoke does."""
+    from scaling_axes import cli
+    from scaling_axes.experiments.tokenformer import fig3_progressive_scaling as fig3
+    from scaling_axes.harness.scales import SMOKE
+
+    declared = {run.name: run for run in fig3.runs(CPU)}
+    assert all(run.on_request for name, run in declared.items() if name.endswith("random") or "transformer" in name)
+    compared = {name for row in fig3.claims(CPU, {}) if row.metric == "claim" for name in row.run.split(",")}
+    assert compared and not any(declared[name].on_request for name in compared)
+    assert not any(run.on_request for run in fig3.runs(SMOKE))
+    calls = {}
+    monkeypatch.setattr(cli, "main", lambda experiment, args: calls.setdefault(args[1], {}).update(
+        {experiment.name: "--report" in args}))  # fmt: skip
+    monkeypatch.setattr(cli, "write_report", lambda **kwargs: tmp_path / "REPORT.md")
+    monkeypatch.setattr(cli, "RUNS_DIR", tmp_path)
+    for scale in (CPU, SMOKE):
+        cli.run_all(scale, report_only=False)
+    assert calls["cpu"]["tokenformer_cpu_diagnosis"] and not calls["smoke"]["tokenformer_cpu_diagnosis"]
+    assert not any(report for name, report in calls["cpu"].items() if name != "tokenformer_cpu_diagnosis")

@@ -30,8 +30,10 @@ import torch
 from scaling_axes.experiments.cross_architecture.setup import make_run
 from scaling_axes.harness.runs import Run
 from scaling_axes.harness.scales import CPU
+from scaling_axes.harness.sweeps import sweep_point
 from scaling_axes.harness.training import task_of, train_run
 from scaling_axes.io import read_json, write_csv
+from scaling_axes.modules.tasks.acceleration import keep_freed_host_memory
 
 COLUMNS = ("machine", "torch", "accelerator", "run", "steps", "suite_step_ms", "bare_step_ms", "step_ratio",
            "step_target", "fixed_cost_s", "fixed_cost_target_s", "note")  # fmt: skip
@@ -41,7 +43,8 @@ REPEATS = 3  # each side timed this often, alternating; the medians are compared
 NOTE = (
     "medians of {repeats} alternating timings, {precision}; suite: train_run's steps 2..N, validation excluded; "
     "bare: the same model, batches, fused AdamW, schedule, z-loss and clipping in a loop; fixed: a fresh `run "
-    "--run` call's wall time minus its training clock (validations included)"
+    "--run` call's wall time minus its training clock (validations included); host memory kept by glibc on both "
+    "sides (`keep_freed_host_memory`)"
 )
 CASE = ("transformer", "125m", 9e-3)  # the cross-architecture Transformer at cpu scale
 
@@ -106,7 +109,9 @@ def bare_loop(run: Run, accelerator: str) -> tuple[float, torch.nn.Module]:
 
 
 def fixed_cost_s(run: Run, out: Path) -> float:
-    """A fresh `run --run` call's wall time minus its training clock (its done.json's `train_seconds`)."""
+    """A fresh `run --run` call's wall time minus its training clock (its done.json's `train_seconds`): the call
+    trains `run` at its declared lr as one of its sweep's points, so that no other point is trained first."""
+    run = sweep_point(run, run.budget.lr) if run.sweep else run
     started = time.perf_counter()
     subprocess.run([sys.executable, "-m", "scaling_axes", "run", "cross_architecture", "--scale", "cpu", "--run",
                     run.name, "--seeds", "1", "--out-dir", str(out)], check=True, capture_output=True)  # fmt: skip
@@ -120,6 +125,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--accelerator", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--out", type=Path, default=Path("results/bench_harness.csv"))
     args = parser.parse_args(argv)
+    keep_freed_host_memory()  # the suite's Trainer sets it; the bare loop, timed first, must not run without it
     run = make_run(CPU, *CASE)
     bare, suite = [], []
     with tempfile.TemporaryDirectory() as tmp:

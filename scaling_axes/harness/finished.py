@@ -75,8 +75,18 @@ def load_results(experiment: Experiment, scale: Scale, runs_dir: Path = RUNS_DIR
         results[run.name] = {**done, "seed_runs": dict(sorted(seed_runs.items()))} if seed_runs else done
         if run.sweep is not None:
             rule = f"the lr of {run.sweep.anchor}'s sweep ({run.sweep.rule})" if run.sweep.anchor else ""
-            results[run.name] = {**results[run.name], "tuning": choice, "tuning_rule": rule}
-    return results
+            results[run.name] = {**results[run.name], "tuning": choice, "tuning_rule": rule,
+                                 "tuning_anchor": run.sweep.anchor}  # fmt: skip
+    return with_refuted_transfers(results)
+
+
+def with_refuted_transfers(results: dict[str, dict]) -> dict[str, dict]:
+    """Each run whose lr was carried from an anchor that a checked size of the same family refutes (there the
+    carried lr is not the best of it and its neighbours) names that size as `transfer_refuted`."""
+    refuted = {done["tuning_anchor"]: name for name, done in results.items()
+               if done.get("tuning_anchor") and done["tuning"].carried_best is False}  # fmt: skip
+    return {name: {**done, "transfer_refuted": refuted[done["tuning_anchor"]]}
+            if done.get("tuning_anchor") in refuted else done for name, done in results.items()}  # fmt: skip
 
 
 def _with_staleness(done: dict, run: Run, out: Path) -> dict:

@@ -13,11 +13,12 @@ from lightning.pytorch.cli import LightningCLI
 
 from scaling_axes.datamodules.text import TextDataModule
 from scaling_axes.harness.callbacks import progress
-from scaling_axes.modules.tasks.acceleration import default_precision
+from scaling_axes.modules.tasks.acceleration import default_precision, keep_freed_host_memory
 from scaling_axes.modules.tasks.lm import LanguageModel
 
 
 def cli_main(args: list[str] | None = None) -> LightningCLI:
+    keep_freed_host_memory()
     progress_bar, callbacks = progress(50)
     defaults = {"precision": default_precision(), "gradient_clip_val": 1.0, "enable_progress_bar": progress_bar,
                 "callbacks": callbacks}  # fmt: skip

@@ -264,9 +264,17 @@ def not_learning(claim: Row, results: dict[str, dict], runs: list[Run]) -> list[
 
 
 def untuned(claim: Row, results: dict[str, dict]) -> list[str]:
-    """The runs `claim` compares whose lr sweep ended at an edge it could not pass."""
-    return [f"{name}'s sweep ended at {choice.lr:g}, an edge" for name in claim.run.split(",")
-            if (choice := results.get(name, {}).get("tuning")) is not None and choice.at_edge]  # fmt: skip
+    """Why the runs `claim` compares are not at a tuned lr: a sweep that ended at an edge it could not pass, or a
+    carried lr whose transfer rule a checked size of the family refutes."""
+    reasons = []
+    for name in claim.run.split(","):
+        done = results.get(name, {})
+        if (choice := done.get("tuning")) is not None and choice.at_edge:
+            reasons.append(f"{name}'s sweep ended at {choice.lr:g}, an edge")
+        if checked := done.get("transfer_refuted"):
+            reasons.append(f"{name}'s lr was carried from {done['tuning_anchor']}, and at {checked} the carried lr "
+                           "is not the best of it and its grid neighbours")  # fmt: skip
+    return reasons
 
 
 def tuning_rows(results: dict[str, dict]) -> list[Row]:

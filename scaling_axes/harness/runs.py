@@ -141,6 +141,8 @@ class Experiment:
     max_epochs: float = 1.0  # passes over a run's training data allowed wherever passes are checked (the paper's own
     # repeats where it repeats data); more measures memorisation and needs --allow-repeats
     seeds: Callable[[Scale], int | None] | None = None  # seeds its claims need at a scale (None: the scale's)
+    on_request: bool = False  # where claims are judged, trained by `run <name>` only and `all` reports it (a
+    # diagnosis, no paper's table)
 
     def seeds_at(self, scale: Scale) -> int:
         """The seeds trained by default: the experiment's own at this scale, else the scale's."""

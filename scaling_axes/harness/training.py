@@ -55,6 +55,7 @@ from scaling_axes.io import (
     remove_temporaries,
     verify_checksum,
 )
+from scaling_axes.modules.tasks.acceleration import keep_freed_host_memory
 from scaling_axes.modules.tasks.lm import LanguageModel
 
 
@@ -73,6 +74,7 @@ def _accumulation(run: Run, world_size: int) -> tuple[int, int]:
 def build_trainer(run: Run, out: Path, world_size: int, extra_callbacks: list | None = None, **options: Any):
     micro, accumulate = _accumulation(run, world_size)
     budget = run.budget
+    keep_freed_host_memory()
     val_every = (budget.val_every or budget.steps) * accumulate
     log_every = budget.log_every or max(1, min(50, budget.steps // 10))
     progress_bar, progress_callbacks = progress(log_every)

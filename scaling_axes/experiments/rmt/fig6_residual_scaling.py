@@ -21,6 +21,7 @@ from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, as_good_as, judge, low
 from scaling_axes.harness.results import Row, compare, line_figure, published
 from scaling_axes.harness.runs import Experiment, Run, fitted
 from scaling_axes.harness.scales import Scale
+from scaling_axes.harness.sweeps import Sweep
 from scaling_axes.modules import get_config
 from scaling_axes.modules.architectures.rmt import RMTConfig
 from scaling_axes.modules.registry import architecture_of
@@ -41,8 +42,17 @@ def residual_runs(scale: Scale) -> list[Run]:
     for d_key, shrunk_key in zip(D_KEYS, shrunk_keys or D_KEYS, strict=True):
         name = f"rmt_residual_dk{d_key}"
         overrides = {} if scale.paper_configs else {**rmt_setup.shrunk(scale, "rmt_134m", SIZE), "d_key": shrunk_key}
-        result.append(_run(scale, name, name, overrides))
+        result.append(_run(scale, name, name, overrides, _residual_sweep(scale, name)))
     return result
+
+
+def _residual_sweep(scale: Scale, name: str) -> Sweep | None:
+    """One sweep for the D_k family: at the widest residual, carried to the others as the paper trains them all at
+    one lr (App. C.4), checked at D_k 12 (the residual the claims compare most) by its two grid neighbours."""
+    if name == WIDEST:
+        return rmt_setup.sweep(scale)
+    return rmt_setup.sweep(scale, anchor=WIDEST, rule="one lr at every D_k, as the paper trains them (App. C.4)",
+                           check=name == GPT2_SMALL)  # fmt: skip
 
 
 @fitted
@@ -50,16 +60,16 @@ def runs(scale: Scale) -> list[Run]:
     """The D_k sweep and the GPT2-small Transformer at the residual size of D_k 12 (768; the shrunk family's width
     where R x D_v is), on the same budget."""
     overrides = {} if scale.paper_configs else rmt_setup.shrunk(scale, EQUAL_RESIDUAL, SIZE)
-    return [*residual_runs(scale), _run(scale, EQUAL_RESIDUAL, EQUAL_RESIDUAL, overrides)]
+    return [*residual_runs(scale), _run(scale, EQUAL_RESIDUAL, EQUAL_RESIDUAL, overrides, rmt_setup.sweep(scale))]
 
 
-def _run(scale: Scale, name: str, model: str, overrides: dict) -> Run:
+def _run(scale: Scale, name: str, model: str, overrides: dict, sweep: Sweep | None) -> Run:
     if scale.paper_configs:
         budget = rmt_setup.schedule(50_000, 64, PAPER_SEQ, UNTUNED_LR)
     else:
         budget = rmt_setup.short_schedule(scale, UNTUNED_LR)
     return Run(name, model, budget, overrides, corpus=rmt_setup.corpus(scale), tokenizer=scale.tokenizer_for("gpt2"),
-               lm=rmt_setup.lm_options(budget.lr), sweep=rmt_setup.sweep(scale))  # fmt: skip
+               lm=rmt_setup.lm_options(budget.lr), sweep=sweep)  # fmt: skip
 
 
 def report(scale: Scale, results: dict[str, dict]) -> list[Row]:

@@ -8,6 +8,7 @@ the matching Transformer's width. None of these is a reproduction.
 from __future__ import annotations
 
 import dataclasses
+from typing import Literal
 
 from scaling_axes.harness.scales import CPU, SMALL, SMOKE, Corpus, Scale, recipe_for
 
@@ -16,6 +17,9 @@ UNTUNED_LR = 1e-2  # Fig. 6 and Table 10: the paper's untuned recipe (App. C.4)
 PAPER_SEQ = 512
 OPENWEBTEXT = Corpus("openwebtext", tiny_stand_in="embedded_news")  # every RMT run's data (App. C.1)
 PAPER_VAL_WINDOWS = 1024
+
+
+MupProxy = Literal["paper", "own", "smallest"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,7 +36,7 @@ class Shrunk:
     steps: int
     batch: int
     lr: float | None  # None: the family's paper lr
-    own_mup_proxy: bool  # the model is its own muP proxy (width ratio 1)
+    mup_proxy: MupProxy  # the Transformers' muP base: the paper's (256), each model's own width, or the smallest
     val_windows: int  # validation windows per evaluation
     variants_shape: tuple[int, int]  # Table 10's rows: layers (three stages), d_model
     residual_d_keys: tuple[int, ...] | None = None  # Fig. 6's D_k sweep (None: the paper's 6 ... 64)
@@ -41,21 +45,22 @@ class Shrunk:
     checkpoints: int = 20  # along a run: each bounds the work an interruption loses
 
 
-# Below paper scale every model is swept (`lr_grid`, about the code's 1e-2; smoke, a pipeline check, is not): the
-# declared lr is the sweep's middle. Smoke and cpu use the code's lr 1e-2 for every family (at a lower lr 20 steps
-# barely move the RMT from its tiny initial signal) and their own muP proxy (at widths of 32-96 the paper's proxy of
-# 256 would multiply the hidden lr by up to 8)
+# Below paper scale each family is swept (`lr_grid`, about the code's 1e-2; smoke, a pipeline check, is not): the
+# declared lr is the sweep's middle. Smoke uses the code's lr 1e-2 for every family (at a lower lr 20 steps barely
+# move the RMT from its tiny initial signal) and each model as its own muP proxy. At cpu the proxy is the smallest
+# width (the paper's 256 would multiply the hidden lr of widths 32-96 by up to 8), so that muP carries the lr swept
+# at the largest size to the others, as the paper's muP does (`setup.family_sweep`)
 SHRUNK: dict[Scale, Shrunk] = {
     SMOKE: Shrunk(n_layer=2, widths=(32, 48, 64, 96), n_head=4, ranks=(2, 3, 4, 6), d_value=16, d_key=8, seq_len=64,
-                  steps=20, batch=8, lr=1e-2, own_mup_proxy=True, val_windows=32, variants_shape=(3, 48),
+                  steps=20, batch=8, lr=1e-2, mup_proxy="own", val_windows=32, variants_shape=(3, 48),
                   residual_d_keys=(2, 4, 6, 8, 12, 16)),
     # 0.24 passes of the embedded Wikipedia in wiki_bpe2048 tokens per run; residual 256 = 2.7-8 x the width; 10
     # validations of 64 windows are 5% of a run's compute, and a run of 15 s needs no more than two checkpoints
     CPU: Shrunk(n_layer=2, widths=(32, 48, 64, 96), n_head=4, ranks=(2, 3, 4, 6), d_value=16, d_key=16, seq_len=128,
-                steps=250, batch=16, lr=1e-2, own_mup_proxy=True, val_windows=64, variants_shape=(3, 48),
+                steps=250, batch=16, lr=1e-2, mup_proxy="smallest", val_windows=64, variants_shape=(3, 48),
                 lr_grid=(3e-3, 1e-2, 3e-2), validations=10, checkpoints=2),
     SMALL: Shrunk(n_layer=6, widths=(192, 256, 384, 512), n_head=None, ranks=(6, 8, 12, 16), d_value=32, d_key=32,
-                  seq_len=256, steps=3000, batch=32, lr=None, own_mup_proxy=False, val_windows=256,
+                  seq_len=256, steps=3000, batch=32, lr=None, mup_proxy="paper", val_windows=256,
                   variants_shape=(6, 256), lr_grid=(3e-3, 1e-2, 3e-2)),
 }  # fmt: skip
 

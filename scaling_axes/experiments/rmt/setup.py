@@ -152,17 +152,36 @@ def shrunk(scale: Scale, model: str, size: int) -> dict[str, Any]:
     if family(model) == "transformer":
         d = s.widths[size]
         shape = {"n_layer": s.n_layer, "d_model": d, "n_head": s.n_head or d // 64, "max_seq_len": s.seq_len}
-        proxy = {"mup_base_width": d, "mup_base_head_dim": d // 4, "mup_base_ffn": 4 * d} if s.own_mup_proxy else {}
+        base = {"own": d, "smallest": s.widths[0]}.get(s.mup_proxy)
+        proxy = {"mup_base_width": base, "mup_base_head_dim": base // 4, "mup_base_ffn": 4 * base} if base else {}
         return {**shape, **proxy, **scale.vocabulary()}
     rank = s.ranks[size]
     return {"n_layer": s.n_layer, "d_value": s.d_value, "rank": rank, "d_ff": 4 * rank * s.d_value, "d_key": s.d_key,
             "max_seq_len": s.seq_len, **scale.vocabulary()}  # fmt: skip
 
 
-def sweep(scale: Scale) -> Sweep | None:
-    """Every model's own lr sweep below paper scale (the recipe's grid), with the code's fixed decay per step."""
+FAMILY_RULES = {
+    "transformer": "muP's width transfer from the largest, the paper's rule for its Transformers (proxy: the "
+    "smallest width)",
+    "rmt": "one lr at every size, as the paper trains its RMTs (the code's 1e-2)",
+}
+
+
+def sweep(scale: Scale, anchor: str | None = None, rule: str = "", check: bool = False) -> Sweep | None:
+    """A model's lr sweep below paper scale (the recipe's grid), with the code's fixed decay per step: its own, or
+    `anchor`'s rate carried by `rule` (`check`: this size trains the rate's two grid neighbours too)."""
     grid = None if scale.paper_configs else shrunk_at(scale).lr_grid
-    return Sweep(grid, per_rate={"weight_decay": CODE_DECAY}) if grid else None
+    decay = {"weight_decay": CODE_DECAY}
+    return Sweep(grid, anchor=anchor, rule=rule, check=check, per_rate=decay) if grid else None
+
+
+def family_sweep(scale: Scale, model: str) -> Sweep | None:
+    """One sweep per family of Fig. 2: at its largest size, carried to the others by the family's rule and checked
+    at the smallest by its two grid neighbours."""
+    sizes = TRANSFORMERS if family(model) == "transformer" else RMTS
+    if model == sizes[-1]:
+        return sweep(scale)
+    return sweep(scale, anchor=sizes[-1], rule=FAMILY_RULES[family(model)], check=model == sizes[0])
 
 
 def corpus(scale: Scale) -> str:
@@ -190,7 +209,7 @@ def scaling_run(model: str, scale: Scale) -> Run:
         corpus=corpus(scale),
         tokenizer=scale.tokenizer_for("gpt2"),
         lm=lm_options(budget.lr),
-        sweep=sweep(scale),
+        sweep=family_sweep(scale, model),
     )
 
 

@@ -19,8 +19,9 @@ full_rotary          rotary on every head dimension [the first 25%: 4 of 16]
 tied_head            the unembedding tied to the embedding [untied, as the Transformer's]
 ===================  ==========================================================================================
 
-Trained where claims are judged below paper scale (and at smoke, the pipeline). Each option is one the released code
-also offers; which the cpu recipe should follow is read from these rows once trained.
+Trained where claims are judged below paper scale (and at smoke, the pipeline), by `run tokenformer_cpu_diagnosis`:
+`all` reports it without training it, since it chose the cpu recipe once. Each option is one the released code also
+offers; which the cpu recipe should follow is read from these rows once trained.
 """
 
 from __future__ import annotations
@@ -93,4 +94,5 @@ def _row(variant: str, metric: str, margins: list[float], what: str, names: tupl
 
 EXPERIMENT = Experiment(
     name="tokenformer_cpu_diagnosis", description=__doc__.splitlines()[0], runs=runs, report=report,
+    on_request=True,  # it chose the cpu recipe once (36 runs, about 12 minutes); `all` reports what it found
 )  # fmt: skip

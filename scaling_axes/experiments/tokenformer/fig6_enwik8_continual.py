@@ -164,13 +164,11 @@ def report(scale: Scale, results: dict[str, dict]) -> list[Row]:
             rows.append(Row(table="fig6", row=run.name, metric=metric, paper=None, ours=value, unit=unit, run=run.name,
                             status=status, note=detail.strip("; ")))  # fmt: skip
     statement = "growing with parameter tokens beats Net2Net on continual enwik8"
+    by_name = {run.name: run for run in runs(scale)}
     net2nets = ("transformer_757m_enwik8_net2net", "transformer_757m_enwik8_net2net_new_parameters")
-    claims = [
-        row
-        for n in net2nets
-        for row in progressive.gain_claim("fig6", statement, scale, "tokenformer_757m_enwik8", n, results)
-    ]
-    return [*rows, erratum_row(scale), *claims]
+    claims = [row for n in net2nets for row in progressive.gain_claim(
+        "fig6", statement, scale, by_name["tokenformer_757m_enwik8"], by_name[n], results)]  # fmt: skip
+    return [*rows, erratum_row(scale), *progressive.parameter_counts("fig6", list(by_name.values())), *claims]
 
 
 def figure(scale: Scale, results: dict[str, dict], path: Path) -> None:

@@ -52,8 +52,12 @@ def claims(scale: Scale, results: dict[str, dict]) -> list[Row]:
     statement = "progressive scaling by parameter tokens beats Net2Net"
     pairs = [(f"tokenformer_{size}_{label}", f"transformer_{size}_{net2net}")
              for size in SIZES[2:] for net2net in (label, f"{label}newparams")]  # fmt: skip
-    return [row for tokens, net2net in pairs
-            for row in progressive.gain_claim("fig7", statement, scale, tokens, net2net, results)]  # fmt: skip
+    by_name = {run.name: run for run in runs(scale)}
+    return [
+        row
+        for tokens, net2net in pairs
+        for row in progressive.gain_claim("fig7", statement, scale, by_name[tokens], by_name[net2net], results)
+    ]
 
 
 EXPERIMENT = progressive.experiment(

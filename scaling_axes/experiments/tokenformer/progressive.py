@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from scaling_axes.experiments.tokenformer.recipes import OPENWEBTEXT, progressive_at
-from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, judge, metric_margin, paired_margins
+from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, judge, metric_margin, paired_margins, parameter_match
 from scaling_axes.harness.results import Row, compare, published, pyplot, save_figure
 from scaling_axes.harness.runs import Budget, Experiment, Run, within_epochs
 from scaling_axes.harness.scales import Scale
@@ -209,20 +209,23 @@ def stage_gain(done: dict) -> float | None:
     return None if None in (before, after) else before - after
 
 
-def gain_claim(table: str, statement: str, scale: Scale, ours: str, theirs: str,
+def gain_claim(table: str, statement: str, scale: Scale, grown: Run, net2net: Run,
                results: dict[str, dict]) -> list[Row]:  # fmt: skip
-    """The claim that growing `ours` beats growing `theirs`, measured as growth: what each gained from the model it
-    grew from (margin: ours' gain minus theirs', per seed; four measurements), with the final losses' difference and
-    the gap between the starting points beside it (those differ by the base models, not by the growth)."""
+    """The claim that growing `grown` by tokens beats growing `net2net`, measured as growth: what each gained from the
+    model it grew from (margin: the first's gain minus the second's, per seed; four measurements), with the final
+    losses' difference and the gap between the starting points beside it (those differ by the base models, not by
+    the growth). The two families are compared at equal total parameters (the paper's size labels), within 3%."""
+    ours, theirs = grown.name, net2net.name
 
     def more_gained(o: dict, t: dict) -> float | None:
         return None if None in (a := stage_gain(o), b := stage_gain(t)) else a - b
 
     gains = paired_margins(results, (ours, theirs), more_gained)
     row = f"{ours}_vs_{theirs}"
+    unmatched = parameter_match(table, {ours: grown.config, theirs: net2net.config}, "total")[1]
     claim = judge(table, row, f"{statement} (what each gains over its stage from the model it grew from)", scale,
                   gains, LOSS_NOISE_FLOOR, "nats/token", runs=(ours, theirs), runs_per_margin=4,
-                  noise_metric="val_loss")  # fmt: skip
+                  noise_metric="val_loss", unmatched=unmatched)  # fmt: skip
 
     return [claim, difference_row(table, "final_loss_margin", ours, theirs, "val_loss", results,
                                   f"{theirs}'s final loss minus {ours}'s, mean over seeds"),
@@ -254,6 +257,11 @@ def parameter_match_rows(table: str) -> list[Row]:
     return out
 
 
+def parameter_counts(table: str, runs: list[Run]) -> list[Row]:
+    """Total and non-embedding parameters of every model this scale trains (the arms of its equal-size claims)."""
+    return parameter_match(table, {run.name: run.config for run in runs}, "total")[0]
+
+
 Claims = Callable[[str, dict[str, dict]], list[Row]]
 
 
@@ -268,6 +276,7 @@ def experiment(name: str, description: str, table: str, runs: Callable[[str], li
         report=lambda scale, results: (
             rows(table, runs(scale), results, scale, published("tokenformer"))
             + parameter_match_rows(table)
+            + parameter_counts(table, runs(scale))
             + claims(scale, results)
         ),
         figure=lambda scale, results, path: figure(f"{title} ({scale} scale)", runs(scale), results, path),

@@ -3,6 +3,10 @@ works with fused optimizers under bf16-mixed, and `torch.compile` of the model."
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import functools
+
 import lightning as L
 import torch
 from torch import nn
@@ -17,6 +21,28 @@ def on_cuda(accelerator: str = "auto") -> bool:
 def default_precision(accelerator: str = "auto") -> str:
     """bf16-mixed on a CUDA GPU (the papers trained in mixed precision), 32-true on the CPU."""
     return "bf16-mixed" if on_cuda(accelerator) else "32-true"
+
+
+# glibc's mallopt parameters (malloc.h): allocations above M_MMAP_THRESHOLD get pages of their own, and a freed
+# heap top above M_TRIM_THRESHOLD goes back to the operating system
+M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD = -1, -2, -3
+MMAP_THRESHOLD_MAX = 32 * 2**20  # glibc's ceiling on 64-bit systems
+
+
+@functools.cache
+def keep_freed_host_memory() -> bool:
+    """Make glibc keep freed host memory for the next allocation instead of returning it to the system.
+
+    PyTorch's CPU allocator is plain malloc: a step's large buffers (a cpu-scale batch's logits are 16 MB) are
+    mapped fresh and freed every step, so each step page-faults and zeroes them again, a third of a cpu-scale
+    Transformer step (50 -> 34 ms measured, 2 cores). Raising the mmap and trim thresholds keeps those pages in the
+    heap. Returns whether it applied (False off glibc, where this is left to the system's allocator)."""
+    libc = ctypes.util.find_library("c")
+    mallopt = getattr(ctypes.CDLL(libc), "mallopt", None) if libc else None
+    if mallopt is None:
+        return False
+    return all(mallopt(option, value) == 1 for option, value in
+               ((M_MMAP_THRESHOLD, MMAP_THRESHOLD_MAX), (M_TRIM_THRESHOLD, 2**30), (M_TOP_PAD, 2**26)))  # fmt: skip
 
 
 def clip_gradients(module: L.LightningModule, optimizer: torch.optim.Optimizer, clip_val: float | None,
