@@ -85,6 +85,7 @@ def run_all(scale: Scale, report_only: bool) -> None:
     dones = [
         read_json(p, "delete it and rerun the run's command to finish it again")
         for p in Path(RUNS_DIR).glob(f"*/{scale.name}/*/done.json")
+        if not p.parent.is_symlink()  # a run another experiment declared identically: counted where it trained
     ]
     trained = sum(d.get("wall_seconds_last_session") or 0 for d in dones) / 60
     this_call = "reports rebuilt" if report_only else f"{(time.time() - started) / 60:.1f} minutes in this call"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import errno
+import functools
 import hashlib
 import importlib.util
 import io
@@ -66,8 +67,10 @@ def _unwritable(path: Path, code: int) -> OSError:
                    "then rerun the same command (a run resumes from its last checkpoint)")  # fmt: skip
 
 
-def atomic_write(path: str | Path, data: str | bytes) -> None:
-    _replace_with(path, lambda tmp: tmp.write_bytes(data.encode() if isinstance(data, str) else data))
+def atomic_write(path: str | Path, data: str | bytes, checksum: bool = False) -> None:
+    """Write `data` atomically; with `checksum` its blake2b goes into `<path>.blake2b` first (`verify_checksum`)."""
+    _replace_with(path, lambda tmp: tmp.write_bytes(data.encode() if isinstance(data, str) else data),
+                  _record_checksum if checksum else None)  # fmt: skip
 
 
 def atomic_torch_save(obj: Any, path: str | Path, checksum: bool = False) -> None:
@@ -76,7 +79,14 @@ def atomic_torch_save(obj: Any, path: str | Path, checksum: bool = False) -> Non
 
 
 def file_digest(path: Path) -> str:
-    """The blake2b (16 bytes) of a file's bytes, read in 16 MiB blocks."""
+    """The blake2b (16 bytes) of a file's bytes, read in 16 MiB blocks; once per process and version of the file
+    (its size and modification time), so that a report reading many finished runs hashes each once."""
+    stat = Path(path).stat()
+    return _digest(str(Path(path).resolve()), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=4096)
+def _digest(path: str, size: int, mtime_ns: int) -> str:
     digest = hashlib.blake2b(digest_size=16)
     with open(path, "rb") as f:
         while block := f.read(1 << 24):
@@ -88,6 +98,9 @@ def checksum_file(path: Path) -> Path:
     return path.with_name(f"{path.name}.blake2b")
 
 
+INTEGRITY_FORMAT = 2  # checksum files say which format wrote them; none before it is trusted
+
+
 def _record_checksum(tmp: Path, path: Path) -> None:
     """Before `tmp` replaces `path`: the checksum file lists its digest and the last two before it, so a kill on
     either side of the rename leaves a file whose digest is listed."""
@@ -96,18 +109,37 @@ def _record_checksum(tmp: Path, path: Path) -> None:
         earlier = json.loads(sidecar.read_text())["blake2b"] if sidecar.exists() else []
     except (ValueError, KeyError, TypeError):  # a damaged checksum file lists nothing earlier
         earlier = []
-    atomic_write(sidecar, json.dumps({"blake2b": [file_digest(tmp), *earlier][:3]}))
+    record = {"format": INTEGRITY_FORMAT, "blake2b": [file_digest(tmp), *earlier][:3]}
+    atomic_write(sidecar, json.dumps(record))
 
 
 def verify_checksum(path: Path, fix: str) -> None:
-    """Stop if `path`'s bytes are not what was written (its checksum file lists no matching digest); a file written
-    without one (before checksums) is not checked."""
-    sidecar = checksum_file(path)
-    if not sidecar.exists():
-        return
-    if file_digest(path) not in read_json(sidecar, fix).get("blake2b", []):
+    """Stop unless `path`'s bytes are what the suite wrote: its checksum file (`<name>.blake2b`, of this integrity
+    format) lists their digest. A missing or unreadable checksum file stops too: the suite writes one with every
+    file it later trusts, so its absence means the file was not written by this suite's version, or was tampered
+    with, never that it may be skipped."""
+    sidecar = checksum_file(Path(path))
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"{path} does not exist; {fix}")
+    if not sidecar.is_file():
+        raise CorruptFileError(f"{path} has no checksum file ({sidecar.name}), which the suite writes with it: it "
+                               f"cannot be verified; {fix}")  # fmt: skip
+    record = read_json(sidecar, fix)
+    if not isinstance(record, dict) or record.get("format") != INTEGRITY_FORMAT:
+        raise CorruptFileError(f"{sidecar} is not a checksum file of format {INTEGRITY_FORMAT} (an older suite's, or "
+                               f"damaged): {path} cannot be verified; {fix}")  # fmt: skip
+    if file_digest(Path(path)) not in record.get("blake2b", []):
         raise CorruptFileError(f"{path} does not match the checksum written with it ({sidecar.name}): its bytes "
                                f"changed after it was written; {fix}")  # fmt: skip
+
+
+def read_verified_json(path: str | Path, fix: str) -> Any:
+    """A JSON file the suite wrote with a checksum (`atomic_write(..., checksum=True)`), verified, then parsed."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist; {fix}")
+    verify_checksum(path, fix)
+    return read_json(path, fix)
 
 
 class SuiteError(Exception):
@@ -127,13 +159,22 @@ def load_torch(path: str | Path, fix: str, mmap: bool = False) -> Any:
         raise FileNotFoundError(f"{path} does not exist; {fix}")
     try:
         return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
-    except pickle.UnpicklingError as error:
-        first = str(error).splitlines()[0]
-        raise CorruptFileError(f"{path} holds more than tensors and plain data ({first}); the suite never writes such "
-                               f"files and will not run the code a pickle can carry. {fix}") from error  # fmt: skip
-    except Exception as error:  # whatever a damaged zip or pickle stream raises: the file is the problem
-        first = (str(error).splitlines() or [""])[0]
-        raise CorruptFileError(f"{path} is truncated or corrupt ({type(error).__name__}: {first}); {fix}") from error
+    except Exception as error:
+        if not mmap:
+            raise _unreadable(path, fix, error) from error
+    try:  # a file that does not map (a crafted or legacy pickle): read it plainly, to load it or to say why not
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:
+        raise _unreadable(path, fix, error) from error
+
+
+def _unreadable(path: Path, fix: str, error: Exception) -> CorruptFileError:
+    first = (str(error).splitlines() or [""])[0]
+    if isinstance(error, pickle.UnpicklingError):
+        return CorruptFileError(f"{path} holds more than tensors and plain data ({first}); the suite never writes such "
+                                f"files and will not run the code a pickle can carry. {fix}")  # fmt: skip
+    # whatever a damaged zip or pickle stream raises: the file is the problem
+    return CorruptFileError(f"{path} is truncated or corrupt ({type(error).__name__}: {first}); {fix}")
 
 
 def check_directory(path: Path, what: str) -> None:

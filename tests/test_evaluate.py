@@ -16,8 +16,9 @@ from scaling_axes.experiments.rmt import table5_6_downstream as rmt_downstream
 from scaling_axes.experiments.tokenformer import table1_zeroshot as table1
 from scaling_axes.harness import evaluate, lm_eval_tasks
 from scaling_axes.harness.lm_eval_model import SuiteLM, load_checkpoint
-from scaling_axes.harness.runs import Budget, Run, write_config
+from scaling_axes.harness.runs import Budget, Run, write_config, write_done
 from scaling_axes.harness.scales import PAPER
+from scaling_axes.io import atomic_torch_save
 from scaling_axes.modules import build_model
 from scaling_axes.modules.architectures.official_weights import (
     convert_official_state_dict,
@@ -130,7 +131,8 @@ def _trained_run_dir(tmp_path):
     out = tmp_path / "tiny"
     write_config(run, out, {})
     model = build_model(run.model, **run.overrides)
-    torch.save(model.state_dict(), out / "final.pt")
+    atomic_torch_save(model.state_dict(), out / "final.pt", checksum=True)
+    write_done(out, {"run": run.name, "steps": 0})
     return out, model
 
 
@@ -140,7 +142,7 @@ def test_checkpoints_load_from_a_run_directory_its_weights_or_a_lightning_checkp
     ckpt = {"hyper_parameters": {"model": "transformer_rmt_49m", "model_overrides": model.config.__dict__},
             "state_dict": {f"model.{k}": v for k, v in model.state_dict().items()}}  # fmt: skip
     (out / "checkpoints").mkdir()
-    torch.save(ckpt, out / "checkpoints" / "last.ckpt")
+    atomic_torch_save(ckpt, out / "checkpoints" / "last.ckpt", checksum=True)
     for path in (out, out / "final.pt", out / "checkpoints" / "last.ckpt"):
         loaded, tokenizer = load_checkpoint(path)
         assert tokenizer.name == "gpt2"  # embedded_news's default

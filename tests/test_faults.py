@@ -13,10 +13,17 @@ from scaling_axes.cli import cli
 from scaling_axes.harness.command import main
 from scaling_axes.harness.lm_eval_model import load_checkpoint
 from scaling_axes.harness.runner import train
-from scaling_axes.harness.runs import Experiment, Run, fingerprint_changes, fingerprint_fields, resolve_options
+from scaling_axes.harness.runs import (
+    Experiment,
+    Run,
+    fingerprint_changes,
+    fingerprint_fields,
+    resolve_options,
+    write_done,
+)
 from scaling_axes.harness.scales import SMOKE
 from scaling_axes.harness.training import train_run
-from scaling_axes.io import CorruptFileError, SuiteError
+from scaling_axes.io import CorruptFileError, SuiteError, atomic_torch_save, atomic_write
 from tests.test_robustness import ROOT, TINY
 from tests.test_run_safety import _stop_at, lock_held_elsewhere, tiny
 
@@ -82,7 +89,8 @@ def test_a_malformed_config_yaml_names_the_file_and_the_fix(tmp_path, text) -> N
     (out / "config.yaml").write_text(text)
     with pytest.raises(CorruptFileError, match=rf"{out / 'config.yaml'} .*restore it, or pass --force-new"):
         train_run(tiny(4), out, accelerator="cpu")
-    (out / "final.pt").write_bytes(b"")
+    atomic_torch_save({}, out / "final.pt", checksum=True)
+    write_done(out, {"run": "r", "steps": 4})
     with pytest.raises(CorruptFileError, match=rf"{out / 'config.yaml'}"):
         load_checkpoint(out)
 
@@ -96,7 +104,9 @@ def test_a_garbage_final_pt_names_the_file_whatever_loading_raises(tmp_path, con
         torch.save([1, 2, 3], final)
     else:
         final.write_bytes(content)
-    with pytest.raises(CorruptFileError, match=rf"{final} (is truncated or corrupt|does not hold weights).*rerun"):
+    with pytest.raises(
+        CorruptFileError, match=rf"{final} (does not match the checksum|is truncated or corrupt).*rerun"
+    ):
         load_checkpoint(final.parent)
 
 
@@ -111,8 +121,8 @@ def test_the_fingerprint_covers_compile_strategy_and_accelerator_and_spares_olde
         assert fingerprint_changes(out, fields) == [change]
     config = yaml.safe_load((out / "config.yaml").read_text())
     for field in ("accelerator", "strategy", "compile"):
-        del config["fingerprinted"][field]  # a run from before these fields
-    (out / "config.yaml").write_text(yaml.safe_dump(config))
+        del config["fingerprinted"][field]  # a run from before these fields (its config checksummed)
+    atomic_write(out / "config.yaml", yaml.safe_dump(config), checksum=True)
     assert fingerprint_changes(out, fingerprint_fields(tiny(), resolve_options({"compile": True}))) == []
 
 
@@ -157,7 +167,7 @@ def test_the_command_line_prints_the_suites_errors_as_one_line_and_exits_2(tmp_p
         ("plan", "--devices", "0"): "argument --devices: 0 is out of range \\[1, inf\\]",
         ("eval", "--model", "x", "--limit", "0"): "argument --limit: 0 is out of range",
     }
-    (tmp_path / "config.yaml").write_text("run: {model: transformer_124m, corpus: embedded_news}")
+    atomic_write(tmp_path / "config.yaml", "run: {model: transformer_124m, corpus: embedded_news}", checksum=True)
     for argv, message in cases.items():
         line = _cli(capsys, *argv)
         assert re.search(message, line), (argv, line)

@@ -12,7 +12,7 @@ from scaling_axes.datamodules import corpora
 from scaling_axes.datamodules.corpora import on_disk, open_split, prepare_corpus
 from scaling_axes.datamodules.tokenizers import load_tokenizer
 from scaling_axes.harness.scales import SMALL
-from scaling_axes.io import CorruptFileError
+from scaling_axes.io import CorruptFileError, atomic_write
 
 DOCS = [f"Document {i}: a line,\nand a second line of document {i}." for i in range(40)]
 
@@ -128,6 +128,6 @@ def test_the_token_writer_names_its_temporary_file_for_its_process(tmp_path, mon
 @pytest.mark.parametrize("meta", ["{}", "[]", '{"tokenizer": "gpt2", "vocab_size": 50257, "dtype": "uint16", '
                                   '"splits": {"train": {}}}'])  # fmt: skip
 def test_a_malformed_meta_json_names_the_file_and_the_fix(tmp_path, meta):
-    (tmp_path / "meta.json").write_text(meta)
+    atomic_write(tmp_path / "meta.json", meta, checksum=True)  # checksummed: its content is what is checked
     with pytest.raises(CorruptFileError, match=rf"{tmp_path}/meta.json .*not a meta.json the suite wrote; delete"):
         open_split(tmp_path, "train")

@@ -22,7 +22,7 @@ from scaling_axes.datamodules.text import TextDataModule
 from scaling_axes.harness.runs import Budget, Run
 from scaling_axes.harness.scales import PAPER
 from scaling_axes.harness.training import train_run
-from scaling_axes.io import atomic_write
+from scaling_axes.io import atomic_write, file_digest
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = {"n_layer": 2, "d_model": 32, "n_head": 4, "max_seq_len": 32}
@@ -182,8 +182,8 @@ def _corrupt_ids(root: Path) -> None:
     tokens[:] = 60000  # beyond GPT-2's 50257 ids, same size: only the values are wrong
     tokens.tofile(directory / "train.bin")
     meta = json.loads((directory / "meta.json").read_text())
-    del meta["splits"]["train"]["blake2b"]  # a file without a checksum (prepared before them): the id check remains
-    (directory / "meta.json").write_text(json.dumps(meta))
+    meta["splits"]["train"]["blake2b"] = file_digest(directory / "train.bin")  # checksums agree: the id check remains
+    atomic_write(directory / "meta.json", json.dumps(meta), checksum=True)
 
 
 def _batch(root: Path, seq_len: int = 16) -> None:
@@ -195,7 +195,7 @@ def _batch(root: Path, seq_len: int = 16) -> None:
 def _meta_says(root: Path, **fields) -> Path:
     directory = root / "embedded_news" / "gpt2"
     meta = json.loads((directory / "meta.json").read_text())
-    (directory / "meta.json").write_text(json.dumps({**meta, **fields}))
+    atomic_write(directory / "meta.json", json.dumps({**meta, **fields}), checksum=True)
     return root
 
 

@@ -12,7 +12,7 @@ from scaling_axes.harness.command import main
 from scaling_axes.harness.finished import load_results
 from scaling_axes.harness.runs import Budget, Experiment, Run, run_dir
 from scaling_axes.harness.scales import CPU
-from scaling_axes.harness.sweeps import MAX_EXTENSIONS, Sweep, choose, rate, sweep_point, tune
+from scaling_axes.harness.sweeps import MAX_EXTENSIONS, Choice, Sweep, choose, rate, sweep_point, tune
 
 GRID = (1e-3, 3e-3, 1e-2)
 
@@ -82,6 +82,8 @@ def test_claims_seeds_train_at_the_chosen_rate_and_the_sweep_on_a_seed_of_its_ow
     best_here = min(losses, key=losses.get) == pytest.approx(chosen)
     assert results["large"]["tuning"].carried_best == best_here
     assert ("the carried lr is the best" in results["large"]["tuning"].describe()) == best_here
+    unchecked = Choice(chosen, None, {})  # a size that carries the rate without a check says so, not "interior"
+    assert unchecked.describe() == "carried over, not trained at other rates at this size"
     assert json.loads((run_dir(experiment, CPU, large, tmp_path / "runs") / "done.json").read_text())["steps"] == 3
 
 

@@ -22,8 +22,9 @@ from scaling_axes.harness.claims import (
     seeds_needed,
 )
 from scaling_axes.harness.runner import measured_noise, report
-from scaling_axes.harness.runs import Budget, Experiment, Run, run_dir
+from scaling_axes.harness.runs import Budget, Experiment, Run, run_dir, write_done
 from scaling_axes.harness.scales import CPU
+from scaling_axes.io import atomic_torch_save
 
 TINY = {"n_layer": 1, "d_model": 32, "n_head": 4, "max_seq_len": 64, "vocab_size": 512}
 
@@ -54,7 +55,8 @@ def _finish(tmp_path, experiment: Experiment, name: str, **done) -> None:
     out = run_dir(experiment, CPU, next(r for r in experiment.runs(CPU) if r.name == name.split("_seed")[0]),
                   tmp_path / "runs").with_name(name)  # fmt: skip
     out.mkdir(parents=True)
-    (out / "done.json").write_text(json.dumps({"run": name, **done}))
+    atomic_torch_save({}, out / "final.pt", checksum=True)
+    write_done(out, {"run": name, "steps": 3, **done})
 
 
 def _claim(tmp_path, experiment: Experiment) -> dict:

@@ -31,7 +31,7 @@ from scaling_axes.io import (
     atomic_write,
     default_data_root,
     file_digest,
-    read_json,
+    read_verified_json,
     remove_temporaries,
     temporary_path,
 )
@@ -291,7 +291,7 @@ def _prepare(spec: Corpus, out: Path, tokenizer: str, data_root: Path, tokenizer
         "dtype": np.dtype(dtype).name,
         "splits": splits,
     }
-    atomic_write(out / "meta.json", json.dumps(meta, indent=2))
+    atomic_write(out / "meta.json", json.dumps(meta, indent=2), checksum=True)
 
 
 def on_disk(corpus: str, data_root: str | Path | None = None) -> bool:
@@ -380,21 +380,22 @@ def open_split(directory: Path, split: str) -> tuple[np.memmap, dict]:
             f"{path} is corrupt or truncated: {size} bytes, meta.json says {expected} tokens of {meta['dtype']} "
             f"({expected * itemsize} bytes); delete {directory} to tokenize again"
         )
-    if meta["splits"][split].get("blake2b"):  # (corpora prepared before checksums have none)
-        stat = path.stat()
-        _verify_checksum(path, stat.st_size, stat.st_mtime_ns, meta["splits"][split]["blake2b"])
+    stat = path.stat()
+    _verify_checksum(path, stat.st_size, stat.st_mtime_ns, meta["splits"][split]["blake2b"])
     return np.memmap(path, dtype=meta["dtype"], mode="r"), meta
 
 
 def read_meta(directory: Path) -> dict:
-    """A prepared corpus's meta.json, checked to hold what the suite writes there."""
+    """A prepared corpus's meta.json, verified against its checksum and checked to hold what the suite writes there
+    (each split's token count and checksum)."""
     fix = f"delete {directory} to tokenize the corpus again"
-    meta = read_json(directory / "meta.json", fix)
+    meta = read_verified_json(directory / "meta.json", fix)
     splits = meta.get("splits") if isinstance(meta, dict) else None
     missing = [k for k in ("tokenizer", "vocab_size", "dtype", "splits") if not isinstance(meta, dict) or k not in meta]
-    counted = isinstance(splits, dict) and all(isinstance(s, dict) and "tokens" in s for s in splits.values())
+    counted = isinstance(splits, dict) and all(isinstance(s, dict) and {"tokens", "blake2b"} <= s.keys()
+                                               for s in splits.values())  # fmt: skip
     if missing or not counted:
-        what = f"lacks {', '.join(missing)}" if missing else "has splits without token counts"
+        what = f"lacks {', '.join(missing)}" if missing else "has splits without token counts or checksums"
         raise CorruptFileError(f"{directory / 'meta.json'} {what}: not a meta.json the suite wrote; {fix}")
     return meta
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import csv
 import functools
+import hashlib
+import io
+import json
 import signal
 import sys
 import threading
@@ -14,12 +17,15 @@ from typing import Any
 
 import lightning as L
 from lightning.fabric.loggers.logger import rank_zero_experiment
-from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.callbacks import ModelCheckpoint, ThroughputMonitor
 from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.plugins.io import TorchCheckpointIO
+from lightning.pytorch.trainer.states import RunningStage
+from lightning.pytorch.utilities import rank_zero_only
 
-from scaling_axes.io import atomic_torch_save, atomic_write
+from scaling_axes.harness.runs import recorded_differences
+from scaling_axes.io import CorruptFileError, atomic_torch_save, atomic_write, load_torch, verify_checksum
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -53,7 +59,8 @@ def repair_metrics(path: Path) -> list[str]:
 
 
 class ResumableCSVLogger(CSVLogger):
-    """CSVLogger writing `<run dir>/metrics.csv`; after a resume, rows of steps past the checkpoint repeat."""
+    """CSVLogger writing `<run dir>/metrics.csv`, appending after a resume (to the log as the checkpoint left it,
+    see `cut_metrics`)."""
 
     @property
     @rank_zero_experiment
@@ -63,15 +70,23 @@ class ResumableCSVLogger(CSVLogger):
         return self._experiment
 
 
+RUN_STATE = "scaling_axes"  # a checkpoint's own record: the run's settings and how far its metrics log went
+
+
 class StepCheckpoint(ModelCheckpoint):
     """`last.ckpt` every `every_n_train_steps`, overwritten in place (no `-vN` copies), written *after* the step's
     validation when one runs at that step, with the metrics log flushed first: a run killed anywhere resumes with
     every curve point the uninterrupted run has (Lightning's own save at batch end precedes the validation, which a
-    resume then skips)."""
+    resume then skips). Each checkpoint records the run's `fingerprinted` settings and the metrics log's length and
+    digest at that moment (`RUN_STATE`), which a resume checks and cuts the log back to."""
 
-    def __init__(self, dirpath: Path, every_n_train_steps: int) -> None:
+    def __init__(self, dirpath: Path, every_n_train_steps: int, fingerprinted: dict, metrics: Path) -> None:
         super().__init__(dirpath=dirpath, every_n_train_steps=every_n_train_steps, save_last=True, save_top_k=0,
                          enable_version_counter=False)  # fmt: skip
+        self.fingerprinted, self.metrics = fingerprinted, metrics
+
+    def on_save_checkpoint(self, trainer: L.Trainer, pl_module, checkpoint: dict) -> None:
+        checkpoint[RUN_STATE] = {"fingerprinted": self.fingerprinted, "metrics_csv": metrics_prefix(self.metrics)}
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module, outputs, batch, batch_idx: int) -> None:
         step_due = trainer.global_step % self._every_n_train_steps == 0
@@ -85,6 +100,77 @@ class StepCheckpoint(ModelCheckpoint):
     def _save_checkpoint(self, trainer: L.Trainer, filepath: str) -> None:
         flush_logs(trainer)  # the curves up to this step are on disk before the checkpoint says they happened
         super()._save_checkpoint(trainer, filepath)
+
+
+def metrics_prefix(path: Path) -> dict[str, Any]:
+    """The metrics log as it stands: its number of rows and a digest of their values (not of the file's bytes: the
+    CSV writer rewrites the whole file, header included, when a new column appears)."""
+    rows = _metric_rows(path)[1]
+    return {"rows": len(rows), "blake2b": _rows_digest(rows)}
+
+
+def cut_metrics(path: Path, prefix: dict[str, Any] | None) -> None:
+    """Before a run trains: the metrics log cut back to the rows it held when the checkpoint it resumes from was
+    written (`metrics_prefix`; none for a run that starts over), so that the steps after it, which the run trains and
+    logs again, appear once. A log whose first rows are no longer those stops the run, named. Rank zero, the log's
+    writer, does it."""
+    if rank_zero_only.rank != 0 or not path.is_file():
+        return
+    header, rows = _metric_rows(path)
+    kept = rows[: prefix["rows"]] if prefix else []
+    if prefix and (len(kept) < prefix["rows"] or _rows_digest(kept) != prefix["blake2b"]):
+        raise CorruptFileError(f"{path} no longer holds the {prefix['rows']} rows logged before the last "
+                               "checkpoint (it was cut or edited); restore it, or delete the run directory to start "
+                               "over")  # fmt: skip
+    if len(rows) > len(kept):
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, header, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(kept)
+        atomic_write(path, buffer.getvalue())
+
+
+def _metric_rows(path: Path) -> tuple[list[str], list[dict[str, str]]]:
+    if not path.is_file():
+        return [], []
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        return list(reader.fieldnames or []), list(reader)
+
+
+def _rows_digest(rows: list[dict[str, str]]) -> str:
+    values = json.dumps([{k: v for k, v in row.items() if v} for row in rows], sort_keys=True)
+    return hashlib.blake2b(values.encode(), digest_size=16).hexdigest()
+
+
+class ResumableThroughputMonitor(ThroughputMonitor):
+    """Lightning's ThroughputMonitor whose training counters (batches, samples, items, its clock) continue from the
+    checkpoint after a resume, as an uninterrupted run's would, instead of restarting at zero. It logs the training
+    stage only: its validation and test counters run on across a process's evaluations, so a resumed process would
+    log other values for the same evaluation (the suite reads none of them)."""
+
+    def _compute(self, trainer: L.Trainer, iter_num: int | None = None) -> None:
+        if trainer.state.stage == RunningStage.TRAINING:
+            super()._compute(trainer, iter_num)
+
+    def state_dict(self) -> dict[str, Any]:
+        stage = RunningStage.TRAINING
+        if stage not in self._batches:
+            return {}
+        return {"batches": self._batches[stage], "samples": self._samples[stage], "lengths": self._lengths[stage],
+                "time": time.perf_counter() - self._t0s[stage]}  # fmt: skip
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self._resumed = dict(state_dict)
+
+    def _start(self, trainer: L.Trainer) -> None:
+        super()._start(trainer)
+        resumed = getattr(self, "_resumed", None)
+        if trainer.state.stage == RunningStage.TRAINING and resumed:
+            stage = RunningStage.TRAINING
+            self._batches[stage], self._samples[stage] = resumed["batches"], resumed["samples"]
+            self._lengths[stage], self._t0s[stage] = resumed["lengths"], time.perf_counter() - resumed["time"]
+            self._resumed = None
 
 
 def validates_this_step(trainer: L.Trainer) -> bool:
@@ -198,3 +284,24 @@ def _clock(seconds: float) -> str:
 def progress(every: int) -> tuple[bool, list[L.Callback]]:
     """(enable_progress_bar, callbacks): Lightning's bar on a terminal, else `ProgressLog` lines."""
     return (True, []) if sys.stdout.isatty() else (False, [ProgressLog(every)])
+
+
+def checkpoint_state(out: Path, fingerprinted: dict) -> dict | None:
+    """The record (`RUN_STATE`) of `out`'s `checkpoints/last.ckpt`, verified, or None without one. Verified: that it
+    opens as tensors and plain data (cheaply, memory-mapped; a crafted pickle is named as such), its checksum, and
+    that the settings it records are `fingerprinted` (config.yaml may be damaged or edited; the checkpoint is
+    checksummed). A broken one stops the run with what to do."""
+    last = out / "checkpoints" / "last.ckpt"
+    if not last.exists():
+        return None
+    fix = "delete it and rerun to start the run over (no earlier checkpoint is kept), or restore it from a copy"
+    checkpoint = load_torch(last, fix, mmap=True)
+    verify_checksum(last, fix)
+    state = checkpoint.get(RUN_STATE) if isinstance(checkpoint, dict) else None
+    if not isinstance(state, dict) or not {"fingerprinted", "metrics_csv"} <= state.keys():
+        raise CorruptFileError(f"{last} records no run settings (a checkpoint of an older suite); {fix}")
+    if changes := recorded_differences(state["fingerprinted"], fingerprinted):
+        listed = "; ".join(f"{key}: {old!r} -> {new!r}" for key, old, new in changes[:10])
+        raise SystemExit(f"{last} was written by a run with other settings ({listed}). Rerun with its settings to "
+                         "resume, or pass --force-new to move it aside and start over")  # fmt: skip
+    return state

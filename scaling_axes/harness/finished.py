@@ -16,13 +16,14 @@ from scaling_axes.harness.runs import (
     find_run,
     fingerprint_fields,
     read_config,
+    read_done,
     recorded_differences,
     run_dir,
     seed_run,
 )
 from scaling_axes.harness.scales import Scale
 from scaling_axes.harness.sweeps import SWEEP_INFIX, Choice, is_rate, sweep_point, tune, tuned
-from scaling_axes.io import CorruptFileError, read_json
+from scaling_axes.io import CorruptFileError
 
 
 def sweep_points(experiment: Experiment, scale: Scale, run: Run, runs_dir: Path = RUNS_DIR) -> dict[float, dict]:
@@ -119,10 +120,6 @@ def _read_finished(done: Path, name: str) -> dict | None:
         return None
     try:
         return read_done(done)
-    except CorruptFileError as error:
+    except (CorruptFileError, FileNotFoundError) as error:
         print(f"skipping run {name} in the report: {error}")
         return None
-
-
-def read_done(done: Path) -> dict:
-    return read_json(done, f"delete it and rerun the run's command to finish it again from {done.parent}")

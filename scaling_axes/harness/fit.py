@@ -12,7 +12,7 @@ from __future__ import annotations
 from lightning.pytorch.cli import LightningCLI
 
 from scaling_axes.datamodules.text import TextDataModule
-from scaling_axes.harness.callbacks import progress
+from scaling_axes.harness.callbacks import AtomicCheckpointIO, progress
 from scaling_axes.modules.tasks.acceleration import default_precision, keep_freed_host_memory
 from scaling_axes.modules.tasks.lm import LanguageModel
 
@@ -21,7 +21,7 @@ def cli_main(args: list[str] | None = None) -> LightningCLI:
     keep_freed_host_memory()
     progress_bar, callbacks = progress(50)
     defaults = {"precision": default_precision(), "gradient_clip_val": 1.0, "enable_progress_bar": progress_bar,
-                "callbacks": callbacks}  # fmt: skip
+                "callbacks": callbacks, "plugins": [AtomicCheckpointIO()]}  # fmt: skip
     return LightningCLI(LanguageModel, TextDataModule, args=args, trainer_defaults=defaults,
                         save_config_kwargs={"overwrite": True})  # fmt: skip
 

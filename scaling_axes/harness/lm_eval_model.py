@@ -27,8 +27,8 @@ from tqdm.auto import tqdm
 
 from scaling_axes.datamodules.corpora import CORPORA
 from scaling_axes.datamodules.tokenizers import Tokenizer, load_tokenizer
-from scaling_axes.harness.runs import read_config
-from scaling_axes.io import CorruptFileError, load_torch
+from scaling_axes.harness.runs import read_config, read_done
+from scaling_axes.io import CorruptFileError, load_torch, verify_checksum
 from scaling_axes.modules import build_model
 
 
@@ -38,7 +38,8 @@ def load_checkpoint(path: str | Path) -> tuple[nn.Module, Tokenizer]:
     path = Path(path)
     if path.suffix == ".ckpt":
         fix = "pass a checkpoint that a run of the suite or `python -m scaling_axes fit` wrote"
-        checkpoint = load_torch(path, fix)
+        checkpoint = load_torch(path, fix)  # first: a crafted pickle is named as such
+        verify_checksum(path, fix)
         hparams = checkpoint.get("hyper_parameters") if isinstance(checkpoint, dict) else None
         if not isinstance(hparams, dict) or "model" not in hparams:
             raise CorruptFileError(f"{path} names no model in its hyper_parameters: not a checkpoint of the suite's "
@@ -50,9 +51,13 @@ def load_checkpoint(path: str | Path) -> tuple[nn.Module, Tokenizer]:
         path = path / "final.pt" if path.is_dir() else path
         if not path.exists():
             raise FileNotFoundError(f"no trained weights at {path}: train the run first (it writes final.pt)")
-        data = _run_config(path.parent)
         fix = f"delete {path.parent / 'done.json'} and rerun the run to write it again"
-        state = load_torch(path, fix)
+        state = load_torch(path, fix)  # first: a crafted pickle is named as such
+        if not (path.parent / "done.json").is_file():
+            raise FileNotFoundError(f"{path.parent} holds no finished run (no done.json): train it first, or rerun "
+                                    "its command to finish it")  # fmt: skip
+        read_done(path.parent / "done.json")  # its record and final weights are what the run wrote
+        data = _run_config(path.parent)
         model = build_model(data["model"], **(data.get("overrides") or {}))
     load_weights(model, state, path, fix)
     name = data.get("tokenizer") or CORPORA[data["corpus"]].default_tokenizer

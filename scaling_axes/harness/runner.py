@@ -11,7 +11,7 @@ from typing import Any
 from scaling_axes.datamodules.corpora import CORPORA, default_data_root
 from scaling_axes.datamodules.floors import unigram_floor
 from scaling_axes.harness.claims import pooled_spread, seeds_of, settle
-from scaling_axes.harness.finished import load_results, read_done, tuning
+from scaling_axes.harness.finished import load_results, tuning
 from scaling_axes.harness.report import write_report
 from scaling_axes.harness.results import RESULTS_DIR, Row, write_rows
 from scaling_axes.harness.runs import (
@@ -26,13 +26,23 @@ from scaling_axes.harness.runs import (
     fingerprint_fields,
     identity,
     move_aside,
+    read_done,
     resolve_options,
     run_dir,
+    write_done,
 )
 from scaling_axes.harness.scales import Scale
 from scaling_axes.harness.sweeps import tuned
-from scaling_axes.harness.training import check_writable, run_lock, task_of, train_run
-from scaling_axes.io import CorruptFileError, atomic_torch_save, atomic_write, load_torch, write_csv
+from scaling_axes.harness.training import check_launch, check_writable, run_lock, task_of, train_run
+from scaling_axes.io import (
+    CorruptFileError,
+    atomic_torch_save,
+    atomic_write,
+    load_torch,
+    read_verified_json,
+    verify_checksum,
+    write_csv,
+)
 
 
 def epoch_limit(experiment: Experiment, scale: Scale) -> float:
@@ -85,6 +95,7 @@ def train(experiment: Experiment, scale: Scale, run: Run, runs_dir: Path = RUNS_
     epochs = data_epochs(experiment, scale, run, allow_repeats)
     out = run_dir(experiment, scale, run, runs_dir)
     trainer_options = resolve_options(trainer_options)
+    check_launch(run, trainer_options)  # a refused launch writes nothing
     fields = fingerprint_fields(run, trainer_options)
     same = identity(experiment, scale, run, trainer_options)
     if not force_new and (shared := link_identical(Path(runs_dir), scale, same, out)) is not None:
@@ -116,7 +127,7 @@ def train(experiment: Experiment, scale: Scale, run: Run, runs_dir: Path = RUNS_
             return diverged(run, out, error)
         if epochs is not None and epochs > epoch_limit(experiment, scale):  # allowed: in done.json and its rows
             done = {**done, "data_epochs": epochs, "repeats_allowed": True}
-            atomic_write(out / "done.json", json.dumps(done, indent=2))
+            write_done(out, done)
         record_identity(Path(runs_dir), scale, same, out, done)
     return done
 
@@ -168,7 +179,7 @@ def diverged(run: Run, out: Path, error: FloatingPointError) -> dict:
     """A sweep point whose loss went non-finite is finished: done.json says so (val_loss null) and keeps the error."""
     done = {"run": run.name, "model": run.model, "val_loss": None, "diverged": str(error),
             "train_flops": run.train_flops()}  # fmt: skip
-    atomic_write(out / "done.json", json.dumps(done, indent=2))
+    write_done(out, done)
     print(f"run {run.name} diverged (a learning-rate sweep point; recorded, the experiment goes on): {error}")
     return done
 
@@ -182,15 +193,18 @@ def grown_run(source: Run, source_dir: Path, run: Run, out: Path) -> tuple[Run, 
     from scaling_axes.modules.tasks.lm import load_weights
 
     weights, overrides = out / "init_grown.pt", out / "init_grown_overrides.json"
+    read_done(source_dir / "done.json")  # the source's record and final weights, verified
     if not overrides.exists():
         model = build_from_config(source.config)
         final = source_dir / "final.pt"
         load_weights(model, load_torch(final, f"delete {source_dir / 'done.json'} and rerun to retrain {source.name}"),
                      str(final))  # fmt: skip
         grown = grow_model(model, run.config, seed=run.seed, **run.grow_options)
-        atomic_torch_save(grown.state_dict(), weights)
-        atomic_write(overrides, json.dumps(preset_overrides(run.model, grown.config)))
-    grown = dataclasses.replace(run, overrides=json.loads(overrides.read_text()))
+        atomic_torch_save(grown.state_dict(), weights, checksum=True)
+        atomic_write(overrides, json.dumps(preset_overrides(run.model, grown.config)), checksum=True)
+    fix = f"delete {out} and rerun to grow {run.name} again"
+    verify_checksum(weights, fix)
+    grown = dataclasses.replace(run, overrides=read_verified_json(overrides, fix))
     return grown, Growth(weights, source, source_dir / "final.pt")
 
 
@@ -223,7 +237,7 @@ def measured_noise(directory: Path) -> tuple[dict[str, float], list[Row]]:
         base = base if k.isdigit() else name
         try:
             done = read_done(done_path)
-        except CorruptFileError:
+        except (CorruptFileError, FileNotFoundError):
             continue
         for metric in NOISE_METRICS:
             if isinstance(value := done.get(metric), (int, float)):

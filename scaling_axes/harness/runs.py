@@ -26,7 +26,7 @@ from scaling_axes.datamodules.corpora import train_tokens
 from scaling_axes.harness.results import Row
 from scaling_axes.harness.scales import Scale, get_scale
 from scaling_axes.harness.sweeps import SWEEP_INFIX, Sweep, is_rate, sweep_point
-from scaling_axes.io import CorruptFileError, atomic_write
+from scaling_axes.io import CorruptFileError, atomic_write, read_verified_json, verify_checksum
 from scaling_axes.modules import get_config
 from scaling_axes.modules.architectures.vit_tokenformer import ViTConfig
 from scaling_axes.modules.flops import train_flops_per_token
@@ -295,8 +295,10 @@ def fingerprint(fields: dict[str, Any]) -> str:
 
 
 def read_config(out: Path) -> dict:
-    """`out`'s config.yaml, or an error naming it and the fix when it is not the mapping the suite writes."""
+    """`out`'s config.yaml, verified against its checksum, or an error naming it and the fix when it is damaged,
+    edited or not the mapping the suite writes."""
     path, fix = out / "config.yaml", "restore it, or pass --force-new to move the run aside and start over"
+    verify_checksum(path, fix)
     try:
         config = yaml.safe_load(path.read_text())
     except (yaml.YAMLError, UnicodeDecodeError) as error:
@@ -362,4 +364,21 @@ def write_config(run: Run, out: Path, trainer_options: dict, fields: dict[str, A
         "fingerprint": fingerprint(fields),
         "fingerprinted": fields,
     }
-    atomic_write(out / "config.yaml", yaml.safe_dump(config, sort_keys=False))
+    atomic_write(out / "config.yaml", yaml.safe_dump(config, sort_keys=False), checksum=True)
+
+
+def write_done(out: Path, done: dict) -> None:
+    """A finished run's record, `out/done.json`, with its checksum (written after its final weights)."""
+    atomic_write(out / "done.json", json.dumps(done, indent=2), checksum=True)
+
+
+def read_done(path: Path) -> dict:
+    """A finished run's done.json and its final weights, both verified against their checksums (a diverged sweep
+    point has no weights); an error naming the broken file and the fix otherwise."""
+    fix = f"delete {path} and rerun the run's command to finish it again from {path.parent}"
+    done = read_verified_json(path, fix)
+    if not isinstance(done, dict) or "run" not in done or not ("steps" in done or "diverged" in done):
+        raise CorruptFileError(f"{path} is not a finished run's record (no run name and steps); {fix}")
+    if not done.get("diverged"):
+        verify_checksum(path.parent / "final.pt", fix)
+    return done

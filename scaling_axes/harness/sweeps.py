@@ -63,6 +63,8 @@ class Choice:
     carried_best: bool | None = None  # a checked carried rate: still the best of it and its neighbours here
 
     def describe(self) -> str:
+        if not self.losses:
+            return "carried over, not trained at other rates at this size"
         tried = ", ".join(f"{lr:g}: {'diverged' if loss is None else f'{loss:.4f}'}"
                           for lr, loss in sorted(self.losses.items()))  # fmt: skip
         where = "at the edge after the extensions allowed" if self.at_edge else "interior"

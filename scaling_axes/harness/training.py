@@ -17,7 +17,6 @@ from typing import Any
 import lightning as L
 import torch
 from filelock import FileLock, Timeout
-from lightning.pytorch.callbacks import ThroughputMonitor
 from lightning.pytorch.strategies import ModelParallelStrategy
 from lightning.pytorch.utilities import rank_zero_only
 from lightning.pytorch.utilities.exceptions import MisconfigurationException
@@ -30,8 +29,12 @@ from scaling_axes.harness.callbacks import (
     AtomicCheckpointIO,
     CheckpointOnSignal,
     ResumableCSVLogger,
+    ResumableThroughputMonitor,
     RunInterrupted,
     StepCheckpoint,
+    checkpoint_state,
+    cut_metrics,
+    flush_logs,
     progress,
 )
 from scaling_axes.harness.curves import read_curves, step_ms, throughput, training_clock
@@ -44,16 +47,15 @@ from scaling_axes.harness.runs import (
     resolve_options,
     world_size,
     write_config,
+    write_done,
 )
 from scaling_axes.io import (
     SuiteError,
     atomic_torch_save,
     atomic_write,
     check_directory,
-    load_torch,
-    read_json,
+    read_verified_json,
     remove_temporaries,
-    verify_checksum,
 )
 from scaling_axes.modules.tasks.acceleration import keep_freed_host_memory
 from scaling_axes.modules.tasks.lm import LanguageModel
@@ -71,7 +73,8 @@ def _accumulation(run: Run, world_size: int) -> tuple[int, int]:
     return micro, budget.batch_size // (micro * world_size)
 
 
-def build_trainer(run: Run, out: Path, world_size: int, extra_callbacks: list | None = None, **options: Any):
+def build_trainer(run: Run, out: Path, world_size: int, extra_callbacks: list | None = None,
+                  fingerprinted: dict | None = None, **options: Any):  # fmt: skip
     micro, accumulate = _accumulation(run, world_size)
     budget = run.budget
     keep_freed_host_memory()
@@ -88,8 +91,8 @@ def build_trainer(run: Run, out: Path, world_size: int, extra_callbacks: list | 
         inference_mode=False,  # eval metrics reset inside inference mode would be unusable in the next fit
         logger=ResumableCSVLogger(out, name="", version=""),
         callbacks=[
-            StepCheckpoint(out / "checkpoints", budget.checkpoint_every),
-            ThroughputMonitor(
+            StepCheckpoint(out / "checkpoints", budget.checkpoint_every, fingerprinted or {}, out / "metrics.csv"),
+            ResumableThroughputMonitor(
                 batch_size_fn=lambda batch: batch[0].shape[0],
                 length_fn=lambda batch: batch[0].shape[0] * budget.seq_len,  # tokens (an image's: its patches + 1)
                 window_size=max(2, min(100, budget.steps // 4)),
@@ -153,28 +156,42 @@ def train_run(run: Run, out: Path, growth: Growth | None = None, extra_callbacks
     One process per run directory (`run_lock`); `fingerprinted` (the runner's `fingerprint_fields`) must match what
     `out` was started with."""
     options = resolve_options(options)
+    check_launch(run, options)
     check_writable(out)
     with run_lock(out):
         fingerprinted = fingerprinted or fingerprint_fields(run, options)
+        resume = checkpoint_state(out, fingerprinted)  # the checkpoint's own record, whatever config.yaml says
         check_fingerprint(out, fingerprinted)
         for directory in (out, out / "checkpoints"):
             remove_temporaries(directory)  # a killed write's: this process holds the run's lock
         write_config(run, out, options, fingerprinted)
-        return _train(run, out, growth, extra_callbacks, **options)
+        return _train(run, out, growth, extra_callbacks, resume, fingerprinted, **options)
 
 
-def _train(run: Run, out: Path, growth: Growth | None, extra_callbacks: list | None, **options: Any) -> dict:
+def check_launch(run: Run, options: dict[str, Any]) -> None:
+    """Every refusal the launch's settings can cause, before anything is written to the run's directory: Lightning's
+    own (accelerator, devices, precision, strategy) and a global batch the devices cannot split."""
+    check_trainer_settings(options)
+    _accumulation(run, world_size(options))
+
+
+def _train(run: Run, out: Path, growth: Growth | None, extra_callbacks: list | None, resumed: dict | None,
+           fingerprinted: dict, **options: Any) -> dict:  # fmt: skip
+    """Train from scratch, or from the checkpoint whose record is `resumed` (`checkpoint_state`), with the metrics
+    log first cut back to what it held when that checkpoint was written (emptied for a start from scratch): the
+    curves then continue exactly."""
+    cut_metrics(out / "metrics.csv", None if resumed is None else resumed["metrics_csv"])
     compile = compile_by_default(run, options.pop("compile", None))
     L.seed_everything(run.seed, workers=True)
-    trainer, micro = build_trainer(run, out, world_size(options), extra_callbacks, **options)
+    trainer, micro = build_trainer(run, out, world_size(options), extra_callbacks, fingerprinted, **options)
     task = task_of(run)
     data, module = task.data(run, micro), task.module(run, growth.weights if growth else None, compile)
     growth_metrics = out / "growth_metrics.json"
     if growth is not None and not growth_metrics.exists():
-        atomic_write(growth_metrics, json.dumps(_measure_growth(trainer, data, module, growth)))
+        atomic_write(growth_metrics, json.dumps(_measure_growth(trainer, data, module, growth)), checksum=True)
     last = out / "checkpoints" / "last.ckpt"
     started = time.time()
-    resume = resume_point(last)
+    resume = None if resumed is None else str(last)
     if run.budget.val_at_start and resume is None:
         trainer.validate(module, datamodule=data, verbose=False)  # logged at step 0: the curves start there
     try:
@@ -187,7 +204,9 @@ def _train(run: Run, out: Path, growth: Growth | None, extra_callbacks: list | N
             f"its checkpoint is {last}: rerun the same command to resume"
         )
     # fit counts its epoch as finished only after the last step's checkpoint: saved again, a run killed before
-    # done.json resumes at the epoch where the uninterrupted run logs its final validation and test rows
+    # done.json resumes at the epoch where the uninterrupted run logs its final validation and test rows (the logs
+    # flushed first, so that the checkpoint records where they end)
+    flush_logs(trainer)
     trainer.save_checkpoint(last)
     val_sets = [f"val/{name}/loss" for name in getattr(data, "val_names", [])]
     accuracy = list(task.accuracy_curves)
@@ -206,7 +225,7 @@ def _train(run: Run, out: Path, growth: Growth | None, extra_callbacks: list | N
         "params": sum(p.numel() for p in module.model.parameters()),
         "train_flops": run.train_flops(),
         **task.final_metrics(metrics),
-        **(read_json(growth_metrics, f"delete {growth_metrics} and rerun") if growth is not None else {}),
+        **(read_verified_json(growth_metrics, f"delete {growth_metrics} and rerun") if growth is not None else {}),
         "train_loss_curve": curves["train/loss"],
         "val_loss_curve": curves["val/loss"],
         **({"val_loss_curves": {c.split("/")[1]: curves[c] for c in val_sets}} if val_sets else {}),
@@ -219,8 +238,8 @@ def _train(run: Run, out: Path, growth: Growth | None, extra_callbacks: list | N
     }
     weights = full_state_dict(module.model)  # every rank takes part when the model is sharded
     if trainer.is_global_zero:
-        atomic_torch_save(weights, out / "final.pt")
-        atomic_write(out / "done.json", json.dumps(done, indent=2))
+        atomic_torch_save(weights, out / "final.pt", checksum=True)
+        write_done(out, done)
     return done
 
 
@@ -357,17 +376,6 @@ def _measure_growth(trainer: L.Trainer, data: TextDataModule, grown: LanguageMod
     before = trainer.validate(source, datamodule=data, verbose=False)[0]["val/loss"]
     after = trainer.validate(grown, datamodule=data, verbose=False)[0]["val/loss"]
     return {"val_loss_before_growth": before, "val_loss_after_growth": after}
-
-
-def resume_point(last: Path) -> str | None:
-    """`last` if it exists and opens as a checkpoint (cheaply, memory-mapped), else None; a broken one stops the run
-    with what to do."""
-    if not last.exists():
-        return None
-    fix = "delete it and rerun to start the run over (no earlier checkpoint is kept), or restore it from a copy"
-    load_torch(last, fix, mmap=True)
-    verify_checksum(last, fix)
-    return str(last)
 
 
 def check_writable(out: Path) -> None:

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torchmetrics.aggregation import MeanMetric
 
-from scaling_axes.io import atomic_torch_save, load_torch
+from scaling_axes.io import atomic_torch_save, load_torch, verify_checksum
 from scaling_axes.modules.flops import lookup_tables, norm_parameters, train_flops_per_token
 from scaling_axes.modules.registry import build_model
 from scaling_axes.modules.tasks.acceleration import clip_gradients, compile_model, wants_compile
@@ -296,7 +296,9 @@ def load_weights(model: nn.Module, state_dict: dict[str, Tensor], source: str = 
 
 def load_lm_checkpoint(path: str | Path) -> tuple[nn.Module, dict[str, Any]]:
     """The backbone and hyperparameters stored in a `LanguageModel` Lightning checkpoint."""
-    checkpoint = load_torch(path, "pass a checkpoint that a LanguageModel run wrote (checkpoints/last.ckpt)")
+    fix = "pass a checkpoint that a LanguageModel run wrote (checkpoints/last.ckpt)"
+    checkpoint = load_torch(path, fix)  # first: a crafted pickle is named as such
+    verify_checksum(Path(path), fix)
     if "hyper_parameters" not in checkpoint or "model" not in checkpoint["hyper_parameters"]:
         raise ValueError(
             f"{path} is not a checkpoint of scaling_axes.modules.tasks.lm.LanguageModel (no hyper_parameters.model)"
@@ -321,4 +323,4 @@ def save_lm_checkpoint(
         },
         "state_dict": {f"model.{k}": v for k, v in state_dict.items()},
     }
-    atomic_torch_save(checkpoint, path)
+    atomic_torch_save(checkpoint, path, checksum=True)
