@@ -6,7 +6,6 @@ from __future__ import annotations
 import csv
 import functools
 import hashlib
-import io
 import json
 import signal
 import sys
@@ -25,7 +24,14 @@ from lightning.pytorch.trainer.states import RunningStage
 from lightning.pytorch.utilities import rank_zero_only
 
 from scaling_axes.harness.runs import recorded_differences
-from scaling_axes.io import CorruptFileError, atomic_torch_save, atomic_write, load_torch, verify_checksum
+from scaling_axes.io import (
+    CorruptFileError,
+    atomic_torch_save,
+    atomic_write,
+    load_torch,
+    verify_checksum,
+    write_csv,
+)
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -123,11 +129,7 @@ def cut_metrics(path: Path, prefix: dict[str, Any] | None) -> None:
                                "checkpoint (it was cut or edited); restore it, or delete the run directory to start "
                                "over")  # fmt: skip
     if len(rows) > len(kept):
-        buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, header, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(kept)
-        atomic_write(path, buffer.getvalue())
+        write_csv(path, tuple(header), kept)
 
 
 def _metric_rows(path: Path) -> tuple[list[str], list[dict[str, str]]]:
