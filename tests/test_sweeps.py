@@ -114,6 +114,23 @@ def test_every_rmt_model_below_paper_scale_is_swept_with_the_codes_decay_per_ste
         assert all(run.sweep is None for run in experiment.runs(PAPER))  # the paper's rates
 
 
+def test_each_family_of_the_growth_figures_is_swept_on_its_own_grid():
+    """Figs. 3, 6, 7 at cpu: a chain carries the grid of the family it started in (Tokenformer and Transformer
+    grids are centred apart), and nothing else is swept."""
+    from scaling_axes.cli import all_experiments
+    from scaling_axes.experiments.tokenformer.recipes import progressive_at
+
+    grids = progressive_at(CPU).lr_grids
+    names = {"tokenformer_fig3_progressive_scaling", "tokenformer_fig6_enwik8_continual",
+             "tokenformer_fig7_net2net_scaling"}  # fmt: skip
+    assert grids["tokenformer"] != grids["transformer"]
+    for experiment in (e for e in all_experiments() if e.name in names):
+        by_name = {run.name: run for run in experiment.runs(CPU)}
+        for run in (run for run in by_name.values() if run.sweep):
+            family = by_name[run.sweep.anchor or run.name].model.split("_")[0]
+            assert run.sweep.grid == grids[family], (experiment.name, run.name)
+
+
 def test_a_sweep_of_fixed_per_group_rates_scales_them_all():
     """MoT below paper scale: the speedrun's rates times the swept factor, every group, budget.lr untouched."""
     from scaling_axes.experiments.mot import results_tables
@@ -145,8 +162,13 @@ def test_a_grown_stage_trains_at_its_chain_heads_chosen_rate_from_its_tuned_weig
     out = run_dir(experiment, CPU, stage, tmp_path / "runs")
     assert yaml.safe_load((out / "config.yaml").read_text())["budget"]["lr"] == chosen
     assert results["stage"]["tuning"].lr == chosen and results["stage"]["steps"] == 3
-    assert yaml.safe_load((run_dir(experiment, CPU, head, tmp_path / "runs") / "config.yaml").read_text())[
-        "budget"]["lr"] == chosen  # the head trained at its chosen rate, and the stage grew from it  # fmt: skip
+    lr_of = lambda name: yaml.safe_load((out.parent / name / "config.yaml").read_text())["budget"]["lr"]  # noqa: E731
+    assert lr_of("head") == chosen  # the head trained at its chosen rate, and the stage grew from it
+    trained = lambda: sorted(path.name for path in out.parent.glob("[!.]*"))  # noqa: E731 (not the lock files)
+    swept = trained()
+    main(experiment, ["--scale", "cpu", "--seeds", "2", "--out-dir", str(tmp_path)])
+    assert lr_of("head_seed2") == lr_of("stage_seed2") == chosen  # seed 2's chain at seed 1's choice, not re-swept
+    assert trained() == sorted([*swept, "head_seed2", "stage_seed2"])
 
 
 def test_a_family_is_swept_at_its_largest_size_and_the_rule_checked_at_another():

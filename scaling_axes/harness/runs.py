@@ -180,15 +180,20 @@ def fit_to_corpora(runs: list[Run], epochs: float) -> list[Run]:
 SEED_SUFFIX = "_seed"  # a run's repeat at its k-th seed is `<run>_seed<k>` (k >= 2; the run itself is seed 1)
 
 
+SEED_RULE = "one sweep per model and budget: seed 1's"
+
+
 def seed_run(run: Run, k: int) -> Run:
     """`run` at its k-th seed: initialisation and data order shifted by k - 1 (a data seed of its own too, as the
-    MoT runs pin theirs), grown from its source's k-th seed."""
+    MoT runs pin theirs), grown from its source's k-th seed, at the rate seed 1's sweep chose (a sweep of its own
+    would train on seed k - 1, a claim's seed)."""
     if k == 1:
         return run
     grow_from = None if run.grow_from is None else f"{run.grow_from}{SEED_SUFFIX}{k}"
     data = {**run.data, "seed": run.data["seed"] + k - 1} if "seed" in run.data else run.data
+    sweep = run.sweep and dataclasses.replace(run.sweep, anchor=run.name, rule=SEED_RULE, check=False)
     return dataclasses.replace(run, name=f"{run.name}{SEED_SUFFIX}{k}", seed=run.seed + k - 1, grow_from=grow_from,
-                               data=data)  # fmt: skip
+                               data=data, sweep=sweep)  # fmt: skip
 
 
 def with_seeds(runs: list[Run], seeds: int) -> list[Run]:

@@ -112,20 +112,21 @@ CHAIN_RULE = "the paper keeps one lr at every stage"
 
 
 def swept(scale: Scale, runs: list[Run], compared: set[str]) -> list[Run]:
-    """`runs` with the runs in `compared` (trained from scratch; what claims compare) swept over the scale's grid
-    (`recipes.PROGRESSIVE`), and every run grown from one of them at the lr its chain's first run chose. Unchanged
-    where the scale has no grid (paper: the paper's lr; smoke: a pipeline check)."""
-    grid = None if scale.paper_configs else progressive_at(scale).lr_grid
-    if grid is None:
+    """`runs` with the runs in `compared` (trained from scratch; what claims compare) swept over their family's grid
+    at the scale (`recipes.PROGRESSIVE`), and every run grown from one of them at the lr its chain's first run
+    chose. Unchanged where the scale has no grids (paper: the paper's lr; smoke: a pipeline check)."""
+    grids = None if scale.paper_configs else progressive_at(scale).lr_grids
+    if grids is None:
         return runs
     by_name = {run.name: run for run in runs}
     out = []
     for run in runs:
-        root = chain(run, by_name)[-1].name
+        root = chain(run, by_name)[-1]
+        grid = grids[root.model.partition("_")[0]]  # the family the chain started in: tokenformer or transformer
         if run.name in compared:
             run = dataclasses.replace(run, sweep=Sweep(grid))
-        elif run.grow_from and root in compared:
-            run = dataclasses.replace(run, sweep=Sweep(grid, anchor=root, rule=CHAIN_RULE))
+        elif run.grow_from and root.name in compared:
+            run = dataclasses.replace(run, sweep=Sweep(grid, anchor=root.name, rule=CHAIN_RULE))
         out.append(run)
     return out
 
