@@ -6,3 +6,27 @@ registry and FLOP counts, then `architectures`, then `growth`) <- `modules.tasks
 `datamodules` (corpora, LightningDataModules) <- `harness` (scales, runs, training, results, evaluation) <-
 `experiments` (one module per paper table or figure, and each paper's recipes) <- `benchmarks` <- `cli`.
 """
+
+import importlib.util as _importlib_util
+import sys as _sys
+from pathlib import Path as _Path
+
+
+def _hide_checkout_links() -> None:
+    """From the checkout root (on `sys.path` under `python -m` and pytest) the top-level links would answer probes
+    for packages of the same names: `transformers` imports any `kernels` it finds (the Hugging Face kernels hub), and
+    our link refuses a bare import with an ImportError that the probe does not catch. Once this package is imported,
+    a name that would resolve to one of its links resolves to nothing (a real package of that name is untouched)."""
+    here = _Path(__file__).resolve().parent
+    for name in ("kernels", "modules", "datamodules", "harness", "experiments", "benchmarks"):
+        if name in _sys.modules:
+            continue
+        try:
+            spec = _importlib_util.find_spec(name)
+        except (ImportError, ValueError):
+            continue
+        if spec is not None and spec.origin and _Path(spec.origin).resolve().parent.parent == here:
+            _sys.modules[name] = None  # `import kernels` now fails as a missing package, and probes see none
+
+
+_hide_checkout_links()

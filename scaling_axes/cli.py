@@ -7,6 +7,7 @@ python -m scaling_axes all --scale smoke                       # every experimen
 python -m scaling_axes report                                  # results/REPORT.md from the results CSVs
 python -m scaling_axes fit --model.model tokenformer_150m ...  # LightningCLI, for runs outside the tables
 python -m scaling_axes grow in.ckpt tokenformer_354m out.ckpt  # grow a checkpoint
+python -m scaling_axes export runs/<experiment>/<scale>/<run> OUT  # a Hugging Face folder (transformers)
 python -m scaling_axes eval | lm-eval | bench-kernels | bench-training [their own options]
 """
 
@@ -17,7 +18,6 @@ import importlib
 import os
 import pkgutil
 import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -30,7 +30,7 @@ from scaling_axes.harness.arguments import in_range, scale_argument
 from scaling_axes.harness.command import main
 from scaling_axes.harness.plan import GPUS, MEASURED_MFU, dry_run, print_plan
 from scaling_axes.harness.report import write_report
-from scaling_axes.harness.runs import RUNS_DIR, Experiment
+from scaling_axes.harness.runs import RUNS_DIR, Experiment, git, source_commit
 from scaling_axes.harness.scales import PAPER, SCALES, SMOKE, Scale
 from scaling_axes.io import SuiteError, read_json
 
@@ -39,6 +39,7 @@ DELEGATED = {  # subcommands that parse their own arguments: module, function ta
     "grow": ("scaling_axes.harness.grow", "grow_checkpoint_cli"),
     "eval": ("scaling_axes.harness.evaluate", "main"),
     "lm-eval": ("scaling_axes.harness.lm_eval", "main"),
+    "export": ("scaling_axes.harness.export", "main"),
     "bench-kernels": ("scaling_axes.benchmarks.kernels", "main"),
     "bench-training": ("scaling_axes.benchmarks.training", "main"),
     "bench-harness": ("scaling_axes.benchmarks.harness", "main"),
@@ -95,12 +96,7 @@ def run_all(scale: Scale, report_only: bool) -> None:
 
 def machine_header(minutes: str) -> tuple[str, ...]:
     """Where and from what the results came: the machine, torch, the commit, the time."""
-    checkout = Path(__file__).parent.parent
-
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], capture_output=True, text=True, cwd=checkout).stdout.strip()
-
-    commit = git("rev-parse", "--short", "HEAD") or "unknown (not a git checkout)"
+    commit = source_commit()
     dirty = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!results")
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else f"CPU, {os.cpu_count()} cores"
     return (f"Machine: {platform.machine()} {device}; {platform.python_implementation()} "

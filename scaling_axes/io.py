@@ -78,6 +78,35 @@ def atomic_torch_save(obj: Any, path: str | Path, checksum: bool = False) -> Non
     _replace_with(path, lambda tmp: torch.save(obj, tmp), _record_checksum if checksum else None)
 
 
+def atomic_save_safetensors(state: dict[str, torch.Tensor], path: str | Path, checksum: bool = False) -> None:
+    """A state dict as safetensors, atomically (tensors only: loading it runs no code). Tensors that share memory
+    (tied weights) are stored under each name, as safetensors requires."""
+    from safetensors.torch import save_file
+
+    stored, tensors = set(), {}
+    for name, tensor in state.items():
+        tensor = tensor.detach().cpu()
+        storage = tensor.untyped_storage().data_ptr()
+        tensors[name] = tensor.clone() if storage in stored else tensor.contiguous()
+        stored.add(storage)
+    _replace_with(path, lambda tmp: save_file(tensors, str(tmp)), _record_checksum if checksum else None)
+
+
+def load_state(path: str | Path, fix: str) -> dict[str, torch.Tensor]:
+    """A state dict the suite wrote: safetensors (`.safetensors`), else a tensors-only torch file (`load_torch`)."""
+    path = Path(path)
+    if path.suffix != ".safetensors":
+        return load_torch(path, fix)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist; {fix}")
+    from safetensors.torch import load_file
+
+    try:
+        return load_file(path)
+    except Exception as error:  # whatever a damaged header or a short file raises: the file is the problem
+        raise _unreadable(path, fix, error) from error
+
+
 def file_digest(path: Path) -> str:
     """The blake2b (16 bytes) of a file's bytes, read in 16 MiB blocks; once per process and version of the file
     (its size and modification time), so that a report reading many finished runs hashes each once."""

@@ -96,10 +96,10 @@ def test_a_malformed_config_yaml_names_the_file_and_the_fix(tmp_path, text) -> N
 
 
 @pytest.mark.parametrize("content", [b"hello world", b"PK\x03\x04 not a zip", "a list"], ids=["text", "zip", "list"])
-def test_a_garbage_final_pt_names_the_file_whatever_loading_raises(tmp_path, content) -> None:
+def test_garbage_final_weights_name_the_file_whatever_loading_raises(tmp_path, content) -> None:
     run = tiny(4)
     train(_experiment(run), SMOKE, run, tmp_path, accelerator="cpu")
-    final = tmp_path / "safety" / "smoke" / "r" / "final.pt"
+    final = tmp_path / "safety" / "smoke" / "r" / "final.safetensors"
     if content == "a list":
         torch.save([1, 2, 3], final)
     else:

@@ -57,15 +57,15 @@ def test_a_damaged_config_yaml_is_named_and_the_checkpoint_keeps_the_fingerprint
 
 
 def test_final_weights_are_verified_wherever_a_finished_run_is_used(tmp_path, capsys) -> None:
-    """Case 2: four flipped bytes of final.pt stop evaluation, the "finished earlier" path, growth from it, and are
-    named by --report, which reports the rest."""
+    """Case 2: four flipped bytes of the final weights stop evaluation, the "finished earlier" path, growth from it,
+    and are named by --report, which reports the rest."""
     runs = (tiny(4), Run("other", "transformer_124m", tiny(4).budget, tiny(4).overrides, seed=7))
     experiment = _experiment(*runs)
     for run in runs:
         train(experiment, SMOKE, run, tmp_path, accelerator="cpu")
     out = tmp_path / "safety" / "smoke" / "r"
-    _flip(out / "final.pt", 4)
-    match = rf"{out / 'final.pt'} does not match the checksum written with it"
+    _flip(out / "final.safetensors", 4)
+    match = rf"{out / 'final.safetensors'} does not match the checksum written with it"
     with pytest.raises(CorruptFileError, match=match):
         load_checkpoint(out)
     with pytest.raises(CorruptFileError, match=match):

@@ -194,7 +194,7 @@ def test_downstream_hook_points_at_the_scaling_runs(tmp_path):
 
     paths = rmt_setup.downstream_checkpoints(PAPER, tmp_path)
     for run in table34.runs(PAPER):
-        assert paths[run.name] == run_dir(table34.EXPERIMENT, PAPER, run, tmp_path) / "final.pt"
+        assert paths[run.name] == run_dir(table34.EXPERIMENT, PAPER, run, tmp_path) / "final.safetensors"
 
 
 def test_table10_reports_the_residual_stream_size_column():

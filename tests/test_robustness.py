@@ -16,6 +16,7 @@ import lightning as L
 import numpy as np
 import pytest
 import torch
+from safetensors.torch import load_file
 
 from scaling_axes.datamodules.corpora import open_split, prepare_corpus
 from scaling_axes.datamodules.text import TextDataModule
@@ -60,7 +61,7 @@ def wait_for(path: Path, process: subprocess.Popen) -> None:
 
 
 def weights(out: Path) -> dict[str, torch.Tensor]:
-    return torch.load(out / "final.pt", weights_only=True)
+    return load_file(out / "final.safetensors")
 
 
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp"])

@@ -18,6 +18,7 @@ import lightning as L
 import numpy as np
 import pytest
 import torch
+from safetensors.torch import load_file
 
 from scaling_axes.harness.command import main
 from scaling_axes.harness.runner import train
@@ -129,7 +130,7 @@ def test_a_run_killed_anywhere_resumes_to_the_same_curves_and_weights(tmp_path, 
         assert done["cut"][curve] == done["whole"][curve], curve
     assert [s for s, _ in done["cut"]["val_loss_curve"]] == [3, 7, 11]
     assert done["cut"]["val_loss"] == done["whole"]["val_loss"]
-    whole_weights, cut_weights = (torch.load(d / "final.pt", weights_only=True) for d in (whole, cut))
+    whole_weights, cut_weights = (load_file(d / "final.safetensors") for d in (whole, cut))
     assert all(torch.equal(cut_weights[k], v) for k, v in whole_weights.items())
     trained = _logged_steps(cut, "train/loss")
     assert len(trained) == len(set(trained)), "a step's row logged twice (the log is cut back to the checkpoint)"
@@ -259,7 +260,7 @@ def test_broken_final_weights_done_json_and_meta_json_name_the_file(tmp_path, ca
     experiment = _Single(run).experiment
     train(experiment, SMOKE, run, tmp_path, accelerator="cpu")
     out = tmp_path / "safety" / "smoke" / "r"
-    final = out / "final.pt"
+    final = out / "final.safetensors"
     final.write_bytes(final.read_bytes()[:500])
     with pytest.raises(CorruptFileError, match=rf"{final} is truncated or corrupt"):
         load_checkpoint(out)
@@ -385,7 +386,7 @@ def test_a_signal_mid_accumulation_checkpoints_at_the_step_boundary(tmp_path) ->
         train_run(run, tmp_path / "cut", extra_callbacks=[_stop_at(5)], accelerator="cpu")
     done = train_run(run, tmp_path / "cut", accelerator="cpu")
     assert done["val_loss_curve"] == whole["val_loss_curve"] and done["train_loss_curve"] == whole["train_loss_curve"]
-    whole_weights, cut_weights = (torch.load(tmp_path / d / "final.pt", weights_only=True) for d in ("whole", "cut"))
+    whole_weights, cut_weights = (load_file(tmp_path / d / "final.safetensors") for d in ("whole", "cut"))
     assert all(torch.equal(cut_weights[k], v) for k, v in whole_weights.items())
 
 

@@ -7,6 +7,7 @@ import json
 import lightning as L
 import pytest
 import torch
+from safetensors.torch import load_file
 
 from scaling_axes.experiments.tokenformer import fig3_progressive_scaling as fig3
 from scaling_axes.experiments.tokenformer import table3_params_flops as table3
@@ -82,8 +83,8 @@ def test_grown_run_starts_from_the_grown_weights(tmp_path, family):
     assert expected.items() <= overrides.items()  # growth's own config changes are what the grown run trains
     small_model = build_from_config(source.config)
     grown_model = build_from_config(dataclasses.replace(big, overrides=overrides).config)
-    small_model.load_state_dict(torch.load(small_dir / "final.pt"))
-    grown_model.load_state_dict(torch.load(big_dir / "init_grown.pt"))
+    small_model.load_state_dict(load_file(small_dir / "final.safetensors"))
+    grown_model.load_state_dict(load_file(big_dir / "init_grown.safetensors"))
     idx = torch.randint(0, 50000, (1, 16))
     torch.testing.assert_close(grown_model(idx), small_model(idx), rtol=1e-5, atol=1e-5)
 
@@ -260,6 +261,6 @@ def test_the_harness_benchmark_times_the_suites_own_arithmetic(tmp_path):
                                                               val_windows=2))  # fmt: skip
     bare_ms, model = bare_loop(run, "cpu")
     assert suite_step_ms(run, tmp_path, "cpu") > 0 and bare_ms > 0
-    final = torch.load(tmp_path / "final.pt", weights_only=True)
+    final = load_file(tmp_path / "final.safetensors")
     for name, value in model.state_dict().items():
         torch.testing.assert_close(value, final[name], rtol=1e-5, atol=1e-6, msg=name)

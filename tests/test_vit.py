@@ -159,7 +159,7 @@ def test_an_image_run_trains_through_the_runner(tmp_path) -> None:
     done = train_run(run, tmp_path / "run", accelerator="cpu")
     assert done["steps"] == 4 and done["tokens"] == 4 * 8 * 17 and 0 <= done["val_top1"] <= 1
     assert done["params"] == sum(formula_params(run.config).values())
-    assert (tmp_path / "run" / "final.pt").exists()
+    assert (tmp_path / "run" / "final.safetensors").exists()
 
 
 def test_table4_has_the_papers_three_rows_and_its_two_steps() -> None:
@@ -200,3 +200,43 @@ def test_the_cpu_recipe_teaches_the_baseline_vit_the_digits(tmp_path) -> None:
     run = dataclasses.replace(run, data={**run.data, "root": str(tmp_path / "digits")})
     done = train_run(run, tmp_path / "run", accelerator="cpu")
     assert done["val_top1"] >= 0.90, done["val_top1"]
+
+
+SMOKE_VIT = {"img_size": 32, "patch_size": 8, "embed_dim": 32, "depth": 2, "num_heads": 4, "num_classes": 10,
+             "qkv_tokens": 16, "proj_tokens": 16, "ffn_tokens": 64}  # fmt: skip
+
+
+@pytest.mark.parametrize("timm_name", TIMM_NAMES)
+def test_timms_conventions_hold_for_every_vit_tokenformer(timm_name: str) -> None:
+    """As timm's own ViTs: a cfg that tells the input size the model enforces, forward and backward at the size a
+    tool derives from it, FX tracing (feature extraction) and forward_intermediates, and TorchScript declared."""
+    from timm.data import resolve_data_config
+    from timm.models import create_feature_extractor
+
+    from scaling_axes.modules.architectures.vit_tokenformer import NOT_SCRIPTABLE
+
+    model = timm.create_model(timm_name, **SMOKE_VIT, drop_path_rate=0.0)
+    assert model.pretrained_cfg["fixed_input_size"]
+    size = resolve_data_config(model=model)["input_size"]
+    assert size == (3, 32, 32)
+    images = torch.randn(2, *size, generator=torch.Generator().manual_seed(0))
+    model(images).square().sum().backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in model.parameters())
+
+    model.eval()
+    extractor = create_feature_extractor(model, return_nodes={"blocks.1": "last_block", "head": "logits"})
+    features = extractor(images)
+    torch.testing.assert_close(features["logits"], model(images), atol=0, rtol=0)
+    model.zero_grad()
+    features["last_block"].sum().backward()  # backward through the traced graph reaches the Pattentions
+    assert model.blocks[1].mlp.fc.key_param_tokens.grad.abs().sum() > 0
+    final, intermediates = model.forward_intermediates(images, indices=2)
+    assert [tuple(t.shape) for t in intermediates] == [(2, 32, 4, 4)] * 2
+    torch.testing.assert_close(final, model.forward_features(images))
+
+    assert NOT_SCRIPTABLE
+    with pytest.raises(Exception):  # noqa: B017 (TorchScript's errors have no common type)
+        torch.jit.script(model)
+    shape = {k: SMOKE_VIT[k] for k in ("img_size", "patch_size", "embed_dim", "num_heads", "num_classes")}
+    baseline = timm.create_model("vit_base_patch16_224", **shape, depth=1)
+    torch.jit.script(baseline)  # timm's own ViT scripts: the refusal above is Pattention's

@@ -238,7 +238,7 @@ class CheckpointOnSignal(L.Callback):
         """Checkpoint and leave fit at once: `should_stop` would first run a validation the uninterrupted run does
         not have."""
         flush_logs(trainer)
-        trainer.save_checkpoint(self.path)
+        trainer.save_checkpoint(self.path, weights_only=False)
         raise RunInterrupted(f"{self.received} at step {trainer.global_step}")
 
 

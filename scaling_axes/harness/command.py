@@ -11,6 +11,7 @@ import dataclasses
 from pathlib import Path
 
 from scaling_axes.harness.arguments import device_spec, in_range, scale_argument
+from scaling_axes.harness.loggers import parse_loggers
 from scaling_axes.harness.plan import GPUS, MEASURED_MFU, MEASURED_MFU_SOURCE, RUN_OVERHEAD_S, dry_run, print_plan
 from scaling_axes.harness.results import RESULTS_DIR
 from scaling_axes.harness.runner import at_chosen_rate, report, train
@@ -49,6 +50,10 @@ def main(experiment: Experiment, argv: list[str] | None = None) -> None:
     parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
                         help="torch.compile the model (default: on a GPU, runs of 2000 steps or more)")  # fmt: skip
     parser.add_argument("--strategy", default="auto", help="ddp, fsdp (one FSDP2 unit per block), or any Lightning's")
+    parser.add_argument("--logger", type=parse_loggers, default=["csv"], metavar="csv,tensorboard,wandb",
+                        help="where the curves go besides metrics.csv, which is always written: tensorboard "
+                        "(<run>/tensorboard) and wandb (WANDB_MODE=offline keeps it in <run>/wandb), comma-separated; "
+                        "each an optional extra: pip install 'scaling-axes[tensorboard]'")  # fmt: skip
     parser.add_argument("--force-new", action="store_true", help="move a run directory started with other "
                         "settings aside (never deleted) and start the run over")  # fmt: skip
     parser.add_argument("--allow-repeats", action="store_true", help="train runs that pass over their data more often "
@@ -89,6 +94,7 @@ def main(experiment: Experiment, argv: list[str] | None = None) -> None:
             "precision": args.precision,
             "strategy": args.strategy,
             "compile": args.compile,
+            "loggers": args.logger,
         }
         check_trainer_settings(trainer_options)  # Lightning's refusal now, not after the first run's data and model
         runs = [find_run(experiment, args.scale, args.run)] if args.run else default_runs(experiment, args.scale)

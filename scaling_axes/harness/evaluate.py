@@ -152,7 +152,7 @@ def weights_fingerprint(path: Path) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--checkpoint", help="a run directory, its final.pt, or a Lightning .ckpt")
+    source.add_argument("--checkpoint", help="a run directory, its final.safetensors, or a Lightning .ckpt")
     source.add_argument("--model", help="a preset (with --official-weights for the released Tokenformers)")
     parser.add_argument("--official-weights", help="pytorch_model.bin, its folder, or a hub id (Haiyang-W/...)")
     parser.add_argument("--tokenizer", help="default: the run's, or neox for Tokenformer presets")

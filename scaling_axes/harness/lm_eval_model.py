@@ -6,9 +6,9 @@
 `SuiteLM` is a `TemplateLM` (lm-eval does the context/continuation split and the empty-context prefix): it scores
 token sequences in length-sorted, right-padded batches (a causal model never sees the padding to its right),
 truncating from the left to the model's window; rolling log-likelihoods use lm-eval's own disjoint windows; greedy
-generation stops at the task's stop strings. A checkpoint is a run directory of the runner (``config.yaml`` +
-``final.pt``), a ``final.pt`` inside one, or a Lightning ``.ckpt``; official Tokenformer weights load with
-``official_weights=<path or hub id>`` and ``model=<preset>``.
+generation stops at the task's stop strings. A checkpoint is a run directory of the runner (``final.safetensors``
+and ``config.json``; an older run's ``final.pt`` and ``config.yaml``), the weights inside one, or a Lightning
+``.ckpt``; official Tokenformer weights load with ``official_weights=<path or hub id>`` and ``model=<preset>``.
 """
 
 from __future__ import annotations
@@ -27,13 +27,13 @@ from tqdm.auto import tqdm
 
 from scaling_axes.datamodules.corpora import CORPORA
 from scaling_axes.datamodules.tokenizers import Tokenizer, load_tokenizer
-from scaling_axes.harness.runs import read_config, read_done
-from scaling_axes.io import CorruptFileError, load_torch, verify_checksum
+from scaling_axes.harness.runs import FINAL_WEIGHTS, final_weights, read_done, read_final_config
+from scaling_axes.io import CorruptFileError, load_state, load_torch, verify_checksum
 from scaling_axes.modules import build_model
 
 
 def load_checkpoint(path: str | Path) -> tuple[nn.Module, Tokenizer]:
-    """(model with trained weights, its tokenizer) from a run directory of the runner, its ``final.pt``, or a
+    """(model with trained weights, its tokenizer) from a run directory of the runner, its final weights, or a
     Lightning ``.ckpt`` of the runner or of `fit` (LightningCLI), which carries its model's and its data's settings."""
     path = Path(path)
     if path.suffix == ".ckpt":
@@ -46,18 +46,18 @@ def load_checkpoint(path: str | Path) -> tuple[nn.Module, Tokenizer]:
                                    f"LanguageModel; {fix}")  # fmt: skip
         model = build_model(hparams["model"], **(hparams.get("model_overrides") or {}))
         state = {k.removeprefix("model."): v for k, v in checkpoint["state_dict"].items() if k.startswith("model.")}
-        data = checkpoint.get("datamodule_hyper_parameters") or _run_config(path.parent.parent)
+        data = checkpoint.get("datamodule_hyper_parameters") or read_final_config(path.parent.parent)
     else:
-        path = path / "final.pt" if path.is_dir() else path
+        path = final_weights(path) if path.is_dir() else path
         if not path.exists():
-            raise FileNotFoundError(f"no trained weights at {path}: train the run first (it writes final.pt)")
+            raise FileNotFoundError(f"no trained weights at {path}: train the run first (it writes {FINAL_WEIGHTS})")
         fix = f"delete {path.parent / 'done.json'} and rerun the run to write it again"
-        state = load_torch(path, fix)  # first: a crafted pickle is named as such
+        state = load_state(path, fix)  # first: a crafted pickle is named as such
         if not (path.parent / "done.json").is_file():
             raise FileNotFoundError(f"{path.parent} holds no finished run (no done.json): train it first, or rerun "
                                     "its command to finish it")  # fmt: skip
         read_done(path.parent / "done.json")  # its record and final weights are what the run wrote
-        data = _run_config(path.parent)
+        data = read_final_config(path.parent)
         model = build_model(data["model"], **(data.get("overrides") or {}))
     load_weights(model, state, path, fix)
     name = data.get("tokenizer") or CORPORA[data["corpus"]].default_tokenizer
@@ -71,17 +71,6 @@ def load_weights(model: nn.Module, state: object, path: Path, fix: str) -> None:
     except (RuntimeError, TypeError, AttributeError) as error:
         first = (str(error).splitlines() or [""])[0]
         raise CorruptFileError(f"{path} does not hold weights of {type(model).__name__} ({first}); {fix}") from error
-
-
-def _run_config(run_dir: Path) -> dict:
-    if not (run_dir / "config.yaml").exists():
-        raise FileNotFoundError(f"{run_dir / 'config.yaml'} not found: weights must sit in a run directory of the "
-                                "runner, or be a Lightning .ckpt that names its model")  # fmt: skip
-    run = read_config(run_dir).get("run")
-    if not isinstance(run, dict) or "model" not in run:
-        raise CorruptFileError(f"{run_dir / 'config.yaml'} names no run model: not a run's config.yaml; restore it "
-                               "or rerun the run")  # fmt: skip
-    return run
 
 
 @register_model("scaling-axes")

@@ -21,6 +21,7 @@ from scaling_axes.harness.runs import (
     Growth,
     Run,
     check_fingerprint,
+    final_weights,
     find_run,
     fingerprint_changes,
     fingerprint_fields,
@@ -36,9 +37,9 @@ from scaling_axes.harness.sweeps import tuned
 from scaling_axes.harness.training import check_launch, check_writable, run_lock, task_of, train_run
 from scaling_axes.io import (
     CorruptFileError,
-    atomic_torch_save,
+    atomic_save_safetensors,
     atomic_write,
-    load_torch,
+    load_state,
     read_verified_json,
     verify_checksum,
     write_csv,
@@ -120,7 +121,8 @@ def train(experiment: Experiment, scale: Scale, run: Run, runs_dir: Path = RUNS_
             run, growth = grown_run(source, source_dir, run, out)
         print(f"== {experiment.name}: training run {run.name} ({scale} scale) in {out}", flush=True)
         try:
-            done = train_run(run, out, growth, fingerprinted=fields, **trainer_options)
+            labels = {"experiment": experiment.name, "scale": scale.name}  # for the loggers
+            done = train_run(run, out, growth, fingerprinted=fields, labels=labels, **trainer_options)
         except FloatingPointError as error:
             if not run.lr_sweep:
                 raise
@@ -192,20 +194,20 @@ def grown_run(source: Run, source_dir: Path, run: Run, out: Path) -> tuple[Run, 
     from scaling_axes.modules.registry import build_from_config, preset_overrides
     from scaling_axes.modules.tasks.lm import load_weights
 
-    weights, overrides = out / "init_grown.pt", out / "init_grown_overrides.json"
+    weights, overrides = out / "init_grown.safetensors", out / "init_grown_overrides.json"
     read_done(source_dir / "done.json")  # the source's record and final weights, verified
     if not overrides.exists():
         model = build_from_config(source.config)
-        final = source_dir / "final.pt"
-        load_weights(model, load_torch(final, f"delete {source_dir / 'done.json'} and rerun to retrain {source.name}"),
+        final = final_weights(source_dir)
+        load_weights(model, load_state(final, f"delete {source_dir / 'done.json'} and rerun to retrain {source.name}"),
                      str(final))  # fmt: skip
         grown = grow_model(model, run.config, seed=run.seed, **run.grow_options)
-        atomic_torch_save(grown.state_dict(), weights, checksum=True)
+        atomic_save_safetensors(grown.state_dict(), weights, checksum=True)
         atomic_write(overrides, json.dumps(preset_overrides(run.model, grown.config)), checksum=True)
     fix = f"delete {out} and rerun to grow {run.name} again"
     verify_checksum(weights, fix)
     grown = dataclasses.replace(run, overrides=read_verified_json(overrides, fix))
-    return grown, Growth(weights, source, source_dir / "final.pt")
+    return grown, Growth(weights, source, final_weights(source_dir))
 
 
 def report(experiment: Experiment, scale: Scale, runs_dir: Path = RUNS_DIR, results_dir: Path | None = None) -> Path:

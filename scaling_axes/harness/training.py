@@ -10,7 +10,7 @@ import math
 import os
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,6 @@ from scaling_axes.datamodules.text import TextDataModule
 from scaling_axes.harness.callbacks import (
     AtomicCheckpointIO,
     CheckpointOnSignal,
-    ResumableCSVLogger,
     ResumableThroughputMonitor,
     RunInterrupted,
     StepCheckpoint,
@@ -38,6 +37,7 @@ from scaling_axes.harness.callbacks import (
     progress,
 )
 from scaling_axes.harness.curves import read_curves, step_ms, throughput, training_clock
+from scaling_axes.harness.loggers import build_loggers, check_loggers, finish_loggers
 from scaling_axes.harness.runs import (
     Growth,
     Run,
@@ -45,13 +45,14 @@ from scaling_axes.harness.runs import (
     compile_by_default,
     fingerprint_fields,
     resolve_options,
+    source_commit,
     world_size,
     write_config,
     write_done,
+    write_final,
 )
 from scaling_axes.io import (
     SuiteError,
-    atomic_torch_save,
     atomic_write,
     check_directory,
     read_verified_json,
@@ -74,8 +75,12 @@ def _accumulation(run: Run, world_size: int) -> tuple[int, int]:
 
 
 def build_trainer(run: Run, out: Path, world_size: int, extra_callbacks: list | None = None,
-                  fingerprinted: dict | None = None, **options: Any):  # fmt: skip
+                  fingerprinted: dict | None = None, loggers: Sequence[str] = ("csv",), labels: dict | None = None,
+                  **options: Any):  # fmt: skip
+    """The run's Trainer and its micro-batch; `loggers` (`harness.loggers`) are given the run's hyperparameters and
+    `labels` (its experiment and scale)."""
     micro, accumulate = _accumulation(run, world_size)
+    quiet_lightning_logs()
     budget = run.budget
     keep_freed_host_memory()
     val_every = (budget.val_every or budget.steps) * accumulate
@@ -89,7 +94,7 @@ def build_trainer(run: Run, out: Path, world_size: int, extra_callbacks: list | 
         check_val_every_n_epoch=None,
         num_sanity_val_steps=0,
         inference_mode=False,  # eval metrics reset inside inference mode would be unusable in the next fit
-        logger=ResumableCSVLogger(out, name="", version=""),
+        logger=build_loggers(loggers, out, hyperparameters(run, labels or {})),
         callbacks=[
             StepCheckpoint(out / "checkpoints", budget.checkpoint_every, fingerprinted or {}, out / "metrics.csv"),
             ResumableThroughputMonitor(
@@ -110,10 +115,19 @@ def build_trainer(run: Run, out: Path, world_size: int, extra_callbacks: list | 
     return trainer, micro
 
 
+def hyperparameters(run: Run, labels: dict[str, Any]) -> dict[str, Any]:
+    """What a logger records of the run: its name, `labels` (experiment, scale), seed, commit and resolved config."""
+    return {"run": run.name, **labels, "seed": run.seed, "commit": source_commit(), "model": run.model,
+            "model_config": dataclasses.asdict(run.config), "budget": dataclasses.asdict(run.budget)}  # fmt: skip
+
+
+SUITE_OPTIONS = ("compile", "loggers")  # launch options the suite takes, not the Trainer
+
+
 def trainer_settings(options: dict[str, Any], world_size: int) -> dict[str, Any]:
     """The launch's Trainer settings as Lightning takes them: unset ones left to it, "fsdp" as FSDP2 through
     `LanguageModel.configure_model` (one unit per block)."""
-    options = {k: v for k, v in options.items() if v is not None}
+    options = {k: v for k, v in options.items() if v is not None and k not in SUITE_OPTIONS}
     if options.get("strategy") == "fsdp":
         options["strategy"] = ModelParallelStrategy(
             data_parallel_size=world_size, tensor_parallel_size=1, save_distributed_checkpoint=False
@@ -124,7 +138,8 @@ def trainer_settings(options: dict[str, Any], world_size: int) -> dict[str, Any]
 def check_trainer_settings(options: dict[str, Any]) -> None:
     """Stop before any compute if Lightning refuses the launch's accelerator, devices, precision or strategy (it
     checks them when a Trainer is built)."""
-    settings = trainer_settings({k: v for k, v in options.items() if k != "compile"}, world_size(options))
+    check_loggers(options.get("loggers") or ())
+    settings = trainer_settings(options, world_size(options))
     try:
         with _quiet_lightning():
             L.Trainer(**settings, logger=False, enable_checkpointing=False, enable_progress_bar=False,
@@ -134,6 +149,30 @@ def check_trainer_settings(options: dict[str, Any]) -> None:
                           if v not in (None, "auto") and (k, v) != ("num_nodes", 1))  # fmt: skip
         first = (str(error).splitlines() or [""])[0]
         raise SuiteError(f"Lightning refuses these Trainer settings ({asked or 'the defaults'}): {first}") from error
+
+
+class _OncePerProcess(logging.Filter):
+    """Lightning's tips and accelerator lines, said at each Trainer's start: each distinct one once a process."""
+
+    REPEATED = ("💡 Tip", "GPU available", "TPU available", "HPU available")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if not message.startswith(self.REPEATED):
+            return True
+        first = message not in self.seen
+        self.seen.add(message)
+        return first
+
+
+def quiet_lightning_logs() -> None:
+    logger = logging.getLogger("lightning.pytorch.utilities.rank_zero")
+    if not any(isinstance(each, _OncePerProcess) for each in logger.filters):
+        logger.addFilter(_OncePerProcess())
 
 
 @contextlib.contextmanager
@@ -149,7 +188,7 @@ def _quiet_lightning() -> Iterator[None]:
 
 
 def train_run(run: Run, out: Path, growth: Growth | None = None, extra_callbacks: list | None = None,
-              fingerprinted: dict | None = None, **options: Any) -> dict:  # fmt: skip
+              fingerprinted: dict | None = None, labels: dict | None = None, **options: Any) -> dict:  # fmt: skip
     """Train `run` into `out`, resuming from `out/checkpoints/last.ckpt` if it exists; `growth` starts it from
     grown weights. Language models and image classifiers (a ViT config) alike. `options` go to the Trainer, except
     `compile` (see `compile_by_default`); `precision` defaults to bf16-mixed on a CUDA GPU, else 32-true.
@@ -165,7 +204,7 @@ def train_run(run: Run, out: Path, growth: Growth | None = None, extra_callbacks
         for directory in (out, out / "checkpoints"):
             remove_temporaries(directory)  # a killed write's: this process holds the run's lock
         write_config(run, out, options, fingerprinted)
-        return _train(run, out, growth, extra_callbacks, resume, fingerprinted, **options)
+        return _train(run, out, growth, extra_callbacks, resume, fingerprinted, labels, **options)
 
 
 def check_launch(run: Run, options: dict[str, Any]) -> None:
@@ -176,14 +215,23 @@ def check_launch(run: Run, options: dict[str, Any]) -> None:
 
 
 def _train(run: Run, out: Path, growth: Growth | None, extra_callbacks: list | None, resumed: dict | None,
-           fingerprinted: dict, **options: Any) -> dict:  # fmt: skip
+           fingerprinted: dict, labels: dict | None, **options: Any) -> dict:  # fmt: skip
     """Train from scratch, or from the checkpoint whose record is `resumed` (`checkpoint_state`), with the metrics
     log first cut back to what it held when that checkpoint was written (emptied for a start from scratch): the
     curves then continue exactly."""
     cut_metrics(out / "metrics.csv", None if resumed is None else resumed["metrics_csv"])
     compile = compile_by_default(run, options.pop("compile", None))
     L.seed_everything(run.seed, workers=True)
-    trainer, micro = build_trainer(run, out, world_size(options), extra_callbacks, fingerprinted, **options)
+    trainer, micro = build_trainer(run, out, world_size(options), extra_callbacks, fingerprinted,
+                                   options.pop("loggers", None) or ("csv",), labels, **options)  # fmt: skip
+    try:
+        return _fit(run, out, growth, resumed, trainer, micro, compile)
+    finally:
+        finish_loggers(trainer.loggers)  # the next run in this process logs to a run of its own
+
+
+def _fit(run: Run, out: Path, growth: Growth | None, resumed: dict | None, trainer: L.Trainer, micro: int,
+         compile: bool | None) -> dict:  # fmt: skip
     task = task_of(run)
     data, module = task.data(run, micro), task.module(run, growth.weights if growth else None, compile)
     growth_metrics = out / "growth_metrics.json"
@@ -207,7 +255,7 @@ def _train(run: Run, out: Path, growth: Growth | None, extra_callbacks: list | N
     # done.json resumes at the epoch where the uninterrupted run logs its final validation and test rows (the logs
     # flushed first, so that the checkpoint records where they end)
     flush_logs(trainer)
-    trainer.save_checkpoint(last)
+    trainer.save_checkpoint(last, weights_only=False)  # the whole state, as every checkpoint of a run
     val_sets = [f"val/{name}/loss" for name in getattr(data, "val_names", [])]
     accuracy = list(task.accuracy_curves)
     monitored = ("train/device/items_per_sec", "train/device/mfu")
@@ -238,7 +286,7 @@ def _train(run: Run, out: Path, growth: Growth | None, extra_callbacks: list | N
     }
     weights = full_state_dict(module.model)  # every rank takes part when the model is sharded
     if trainer.is_global_zero:
-        atomic_torch_save(weights, out / "final.pt", checksum=True)
+        write_final(out, run, weights)
         write_done(out, done)
     return done
 

@@ -126,7 +126,8 @@ def build_from_config(config: Any) -> nn.Module:
 
 
 def replace_config(config: Any, **overrides: Any) -> Any:
-    """`dataclasses.replace` that names unknown fields and values of the wrong type."""
+    """`dataclasses.replace` that names unknown fields and values of the wrong type (a list for a tuple field, as
+    JSON writes one, is taken as the tuple)."""
     fields = {f.name: f for f in dataclasses.fields(config)}
     unknown = sorted(set(overrides) - set(fields))
     if unknown:
@@ -134,6 +135,8 @@ def replace_config(config: Any, **overrides: Any) -> Any:
             f"unknown config field(s) {unknown} for {type(config).__name__}; valid fields: {', '.join(fields)}"
         )
     hints = typing.get_type_hints(type(config))
+    overrides = {key: tuple(value) if isinstance(value, list) and typing.get_origin(hints[key]) is tuple else value
+                 for key, value in overrides.items()}  # fmt: skip
     for key, value in overrides.items():
         if not _is_instance(value, hints[key]):
             raise TypeError(f"config field {key}={value!r} has type {type(value).__name__}; expected {hints[key]}")

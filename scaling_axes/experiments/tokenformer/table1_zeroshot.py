@@ -31,7 +31,7 @@ from scaling_axes.harness.evaluate import (
 )
 from scaling_axes.harness.lm_eval_model import SuiteLM
 from scaling_axes.harness.results import Row, compare, published
-from scaling_axes.harness.runs import RUNS_DIR, Budget, Experiment, Run, fitted, run_dir
+from scaling_axes.harness.runs import RUNS_DIR, Budget, Experiment, Run, final_weights, fitted, run_dir
 from scaling_axes.harness.scales import Scale
 from scaling_axes.modules.architectures.official_weights import OFFICIAL_REPOS
 
@@ -141,7 +141,7 @@ def report(scale: Scale, results: dict[str, dict]) -> list[Row]:
             continue
         out = run_dir(EXPERIMENT, scale, run)
         result = evaluate_cached(out / "eval.json", lambda out=out: SuiteLM(checkpoint=str(out)), scale, pile,
-                                 weights_fingerprint(out / "final.pt"))  # fmt: skip
+                                 weights_fingerprint(final_weights(out)))  # fmt: skip
         expected = _table1_row(paper, run.name) if scale.paper_configs else {}
         rows += _model_rows(run.name, result, expected, run.name, note, pile_note)
     for preset in PRESETS:

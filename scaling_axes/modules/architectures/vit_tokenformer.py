@@ -23,6 +23,7 @@ import math
 import torch
 import torch.nn.functional as F
 from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
+from timm.layers import register_notrace_module
 from timm.models import generate_default_cfgs, register_model
 from timm.models._builder import resolve_pretrained_cfg
 from timm.models.vision_transformer import Block, VisionTransformer
@@ -85,10 +86,8 @@ class PattentionSelfAttention(nn.Module):
 
     def forward(self, x: Tensor, attn_mask: Tensor | None = None, is_causal: bool = False) -> Tensor:
         batch, seq, dim = x.shape
-        q, k, v = (
-            t.view(batch, seq, self.num_heads, dim // self.num_heads).transpose(1, 2)
-            for t in self.qkv(x).split(dim, dim=-1)
-        )
+        qkv = self.qkv(x).view(batch, seq, 3, self.num_heads, dim // self.num_heads)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # unpacked, not iterated: FX traces it (timm's Attention)
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal)
         return self.proj(y.transpose(1, 2).reshape(batch, seq, dim))
 
@@ -204,12 +203,22 @@ TIMM_NAMES = {
 
 
 # timm's data config for each name (ImageNet at 224, MAE's eval crop): `timm.data.resolve_data_config(model=...)`
-# reads it from the model's `pretrained_cfg`; there are no weights to download (Tokenformer issue #19)
+# reads it from the model's `pretrained_cfg`; there are no weights to download (Tokenformer issue #19). The position
+# table fixes the input size, as in timm's own ViTs (`fixed_input_size`); a model built at another `img_size` says so
 default_cfgs = generate_default_cfgs({name: {"url": "", "num_classes": 1000, "input_size": (3, 224, 224),
-                                             "interpolation": "bicubic", "crop_pct": 0.875,
+                                             "fixed_input_size": True, "interpolation": "bicubic", "crop_pct": 0.875,
                                              "mean": IMAGENET_DEFAULT_MEAN, "std": IMAGENET_DEFAULT_STD,
                                              "first_conv": "patch_embed.proj", "classifier": "head"}
                                       for name in TIMM_NAMES})  # fmt: skip
+
+# FX (timm's `create_feature_extractor`, torchvision's): a Pattention is one node of the graph, as timm keeps its
+# fused ops out; inside, it dispatches on the input's device (Triton kernel or eager PyTorch), which FX cannot trace
+register_notrace_module(Pattention)
+register_notrace_module(QKVPattention)
+# TorchScript: not scriptable, as timm declares a few of its families (its tests' EXCLUDE_JIT_FILTERS)
+NOT_SCRIPTABLE = ("Pattention dispatches at run time between a Triton kernel (a torch.library custom op, imported "
+                  "when first used) and eager PyTorch; TorchScript compiles neither the import nor the dispatch. "
+                  "torch.compile and torch.export cover what TorchScript did")  # fmt: skip
 
 
 def _register_with_timm(timm_name: str, preset: str) -> None:
@@ -222,7 +231,9 @@ def _register_with_timm(timm_name: str, preset: str) -> None:
         if "drop_path_rate" in overrides:
             overrides["drop_path"] = overrides.pop("drop_path_rate")
         model = build_vit(get_config(preset, **overrides))
-        model.pretrained_cfg = model.default_cfg = {**cfg.to_dict(), "num_classes": model.num_classes}
+        c = model.config
+        model.pretrained_cfg = model.default_cfg = {**cfg.to_dict(), "num_classes": model.num_classes,
+                                                    "input_size": (c.in_chans, c.img_size, c.img_size)}  # fmt: skip
         return model
 
     create.__name__ = timm_name

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torchmetrics.aggregation import MeanMetric
 
-from scaling_axes.io import atomic_torch_save, load_torch, verify_checksum
+from scaling_axes.io import atomic_torch_save, load_state, load_torch, verify_checksum
 from scaling_axes.modules.flops import lookup_tables, norm_parameters, train_flops_per_token
 from scaling_axes.modules.registry import build_model
 from scaling_axes.modules.tasks.acceleration import clip_gradients, compile_model, wants_compile
@@ -99,7 +99,7 @@ class LanguageModel(L.LightningModule):
         self.save_hyperparameters()
         self.model = build_model(model, **(model_overrides or {}))
         if init_weights:
-            load_weights(self.model, load_torch(init_weights, "pass a state dict the suite wrote"), init_weights)
+            load_weights(self.model, load_state(init_weights, "pass a state dict the suite wrote"), init_weights)
         self.eval_losses = nn.ModuleList([MeanMetric()])
         self.val_names: list[str] = []
         self.tokens_seen = 0

@@ -1,0 +1,154 @@
+"""`python -m scaling_axes export RUN_DIR OUT`: a finished language-model run as a Hugging Face folder that
+`AutoModelForCausalLM.from_pretrained(OUT)` loads, with its tokenizer (tokenizer.json) beside it.
+
+The Transformer baseline becomes GPT-NeoX, whose layout it matches where its config allows (pre-LN, sequential
+residual, partial rotary or none, exact GELU, 1/sqrt(d_head) attention): per-head interleaved QKV rows, a
+non-parametric norm as LayerNorm(1, 0), absent biases as zeros. Every other model (Tokenformer, RMT, MoT, and a
+Transformer with muP, learned positions or inverse layer scaling) is saved with `hf_modeling.py`, which builds it
+from the suite's registry (`trust_remote_code=True`, scaling-axes installed).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from scaling_axes.datamodules.tokenizers import EOT, Tokenizer, as_hf_tokenizer, load_tokenizer
+from scaling_axes.harness.runs import final_weights, read_done, read_final_config
+from scaling_axes.io import SuiteError, check_directory, load_state
+from scaling_axes.modules import build_model
+from scaling_axes.modules.architectures.transformer import TransformerConfig
+from scaling_axes.modules.tasks.lm import load_weights
+
+
+def check_hf_extra(what: str) -> None:
+    if importlib.util.find_spec("transformers") is None:
+        raise SuiteError(f"{what} needs the Hugging Face extra: pip install 'scaling-axes[hf]'")
+
+
+def export(run_dir: Path, out: Path) -> str:
+    """Write `run_dir`'s finished model and tokenizer into `out`; returns how the model was written."""
+    check_hf_extra("export")
+    check_directory(out, "OUT")
+    read_done(run_dir / "done.json")  # a finished run, its weights verified
+    config = read_final_config(run_dir)
+    if config.get("tokenizer") is None:
+        raise SuiteError(f"{run_dir} is an image classifier: export writes language models (timm loads the ViTs)")
+    model = build_model(config["model"], **config["overrides"])
+    weights = final_weights(run_dir)
+    load_weights(model, load_state(weights, f"delete {run_dir / 'done.json'} and rerun the run"), str(weights))
+    tokenizer = load_tokenizer(config["tokenizer"], config.get("tokenizer_path"))
+    if (unmatched := neox_mismatch(model.config)) is None:
+        hf, how = as_neox(model, tokenizer), "GPT-NeoX (native in transformers)"
+    else:
+        hf, how = as_remote_code(config, model, tokenizer), f"remote code (trust_remote_code=True; {unmatched})"
+    hf.save_pretrained(out)
+    save_tokenizer(tokenizer, out)
+    return how
+
+
+def neox_mismatch(config: Any) -> str | None:
+    """Why GPT-NeoX cannot hold a model of `config` exactly, or None when it can."""
+    if not isinstance(config, TransformerConfig):
+        return f"{type(config).__name__} has no native transformers architecture"
+    reasons = {
+        "muP multipliers": config.mup,
+        "inverse layer scaling": config.inverse_layer_scaling,
+        "learned positions": config.position == "learned",
+        "an attention width other than d_model": config.n_head * config.d_head != config.d_model,
+    }
+    found = [reason for reason, present in reasons.items() if present]
+    return "a Transformer with " + ", ".join(found) if found else None
+
+
+def as_neox(model: nn.Module, tokenizer: Tokenizer) -> nn.Module:
+    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+
+    c = model.config
+    rotary = c.rotary_pct if c.position == "rope" else 0.0  # NoPE: no dims rotated
+    config = GPTNeoXConfig(
+        vocab_size=c.vocab_size, hidden_size=c.d_model, num_hidden_layers=c.n_layer, num_attention_heads=c.n_head,
+        intermediate_size=c.ffn_dim, hidden_act="gelu", max_position_embeddings=c.max_seq_len,
+        layer_norm_eps=c.norm_eps, tie_word_embeddings=c.tie_embeddings, use_parallel_residual=False,
+        attention_bias=c.bias, rope_parameters={"rope_type": "default", "rope_theta": c.rope_base,
+                                                "partial_rotary_factor": rotary},
+        bos_token_id=tokenizer.eot_id, eos_token_id=tokenizer.eot_id,
+    )  # fmt: skip
+    hf = GPTNeoXForCausalLM(config)
+    missing, unexpected = hf.load_state_dict(neox_state(model), strict=False)
+    buffers = {name for name, _ in hf.named_buffers()}
+    if unexpected or set(missing) - buffers:
+        raise RuntimeError(f"GPT-NeoX layout mismatch: missing {sorted(set(missing) - buffers)}, unexpected "
+                           f"{sorted(unexpected)}")  # fmt: skip
+    return hf
+
+
+def neox_state(model: nn.Module) -> dict[str, Tensor]:
+    """The Transformer's weights under GPT-NeoX's names: QKV rows from [Q; K; V] to per-head [q_h; k_h; v_h]."""
+    c, ours = model.config, model.state_dict()
+    heads, width = c.n_head, c.d_model
+
+    def per_head(t: Tensor) -> Tensor:
+        return t.reshape(3, heads, c.d_head, *t.shape[1:]).transpose(0, 1).reshape(3 * width, *t.shape[1:])
+
+    def linear(theirs: str, name: str, size: int, interleave: bool = False) -> dict[str, Tensor]:
+        weight, bias = ours[f"{name}.weight"], ours.get(f"{name}.bias", torch.zeros(size))
+        return {f"{theirs}.weight": per_head(weight) if interleave else weight,
+                f"{theirs}.bias": per_head(bias) if interleave else bias}  # fmt: skip
+
+    def norm(theirs: str, name: str) -> dict[str, Tensor]:
+        return {f"{theirs}.weight": ours.get(f"{name}.weight", torch.ones(width)),
+                f"{theirs}.bias": ours.get(f"{name}.bias", torch.zeros(width))}  # fmt: skip
+
+    state = {"gpt_neox.embed_in.weight": ours["token_embedding.weight"],
+             "lm_head.weight": ours.get("lm_head.weight", ours["token_embedding.weight"]),
+             **norm("gpt_neox.final_layer_norm", "final_norm")}  # fmt: skip
+    for i in range(c.n_layer):
+        block, layer = f"blocks.{i}", f"gpt_neox.layers.{i}"
+        state |= norm(f"{layer}.input_layernorm", f"{block}.attn_norm")
+        state |= norm(f"{layer}.post_attention_layernorm", f"{block}.ffn_norm")
+        state |= linear(f"{layer}.attention.query_key_value", f"{block}.attn.qkv", 3 * width, interleave=True)
+        state |= linear(f"{layer}.attention.dense", f"{block}.attn.out", width)
+        state |= linear(f"{layer}.mlp.dense_h_to_4h", f"{block}.ffn.0", c.ffn_dim)
+        state |= linear(f"{layer}.mlp.dense_4h_to_h", f"{block}.ffn.2", width)
+    if not c.bias:  # GPT-NeoX has no attention biases then
+        state = {k: v for k, v in state.items() if not (k.endswith(".bias") and ".attention." in k)}
+    return state
+
+
+def as_remote_code(config: dict[str, Any], model: nn.Module, tokenizer: Tokenizer) -> nn.Module:
+    from scaling_axes.harness.hf_modeling import ScalingAxesConfig, ScalingAxesForCausalLM
+
+    ScalingAxesConfig.register_for_auto_class()
+    ScalingAxesForCausalLM.register_for_auto_class("AutoModelForCausalLM")
+    hf_config = ScalingAxesConfig(preset=config["model"], overrides=config["overrides"],
+                                  vocab_size=model.config.vocab_size, bos_token_id=tokenizer.eot_id,
+                                  max_position_embeddings=model.config.max_seq_len,  # the window lm-eval truncates to
+                                  eos_token_id=tokenizer.eot_id, tie_word_embeddings=False)  # fmt: skip
+    hf = ScalingAxesForCausalLM(hf_config)
+    hf.backbone.load_state_dict(model.state_dict())
+    return hf
+
+
+def save_tokenizer(tokenizer: Tokenizer, out: Path) -> None:
+    """tokenizer.json and tokenizer_config.json: the suite's tokenization, its end-of-text token as EOS."""
+    from transformers import PreTrainedTokenizerFast
+
+    eos = {"eos_token": EOT, "bos_token": EOT} if tokenizer.eot_id is not None else {}
+    PreTrainedTokenizerFast(tokenizer_object=as_hf_tokenizer(tokenizer), **eos).save_pretrained(out)
+
+
+def main(argv: list[str]) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m scaling_axes export", description=__doc__.splitlines()[0])
+    parser.add_argument("run_dir", type=Path, help="a finished run's directory (runs/<experiment>/<scale>/<run>)")
+    parser.add_argument("out", type=Path, help="the folder to write (made if missing)")
+    args = parser.parse_args(argv)
+    how = export(args.run_dir, args.out)
+    print(f"{args.run_dir} -> {args.out}: {how}; load with AutoModelForCausalLM.from_pretrained({str(args.out)!r}"
+          f"{', trust_remote_code=True' if 'remote' in how else ''})")  # fmt: skip

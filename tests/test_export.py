@@ -1,0 +1,180 @@
+"""A finished run's weights as they are shared: final.safetensors with config.json beside them, read without
+unpickling by everything that loads a final model (evaluation, growth)."""
+
+import json
+import pickle
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from scaling_axes.harness.lm_eval_model import load_checkpoint
+from scaling_axes.harness.runner import grown_run, train
+from scaling_axes.harness.runs import Experiment, Run, source_commit
+from scaling_axes.harness.scales import SMOKE
+from scaling_axes.modules import get_config
+from tests.test_run_safety import tiny
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """A finished smoke-sized run of the runner: (run, its directory)."""
+    root, run = tmp_path_factory.mktemp("export"), tiny(4)
+    train(Experiment("export", "test", lambda scale: [run], lambda scale, results: []), SMOKE, run, root,
+          accelerator="cpu")  # fmt: skip
+    return run, root / "export" / "smoke" / "r"
+
+
+def test_a_finished_run_writes_safetensors_and_a_config_json(finished) -> None:
+    run, out = finished
+    assert not (out / "final.pt").exists()
+    config = json.loads((out / "config.json").read_text())
+    assert get_config(config["model"], **config["overrides"]) == run.config  # the preset resolves to the trained model
+    assert config["tokenizer"] == "gpt2" and config["commit"] == source_commit() and config["run"] == "r"
+    weights = load_file(out / "final.safetensors")
+    model, _ = load_checkpoint(out)
+    assert weights.keys() == model.state_dict().keys()
+    assert all(torch.equal(weights[name], value) for name, value in model.state_dict().items())
+
+
+def test_nothing_that_loads_a_final_model_unpickles(finished, tmp_path, monkeypatch) -> None:
+    run, out = finished
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a final model was unpickled")
+
+    monkeypatch.setattr(torch, "load", refuse)
+    monkeypatch.setattr(pickle, "load", refuse)
+    load_checkpoint(out)  # evaluation
+    grown, growth = grown_run(run, out, Run("grown", "transformer_124m", run.budget, {**run.overrides, "d_model": 48},
+                                            grow_from="r"), tmp_path / "grown")  # fmt: skip
+    from scaling_axes.modules.tasks.lm import LanguageModel
+
+    LanguageModel(grown.model, grown.overrides, init_weights=str(growth.weights))  # the stage starts from its weights
+    assert growth.source_weights.name == "final.safetensors" and growth.weights.suffix == ".safetensors"
+
+
+SHAPE = {"n_layer": 2, "d_model": 32, "n_head": 4, "max_seq_len": 64, "vocab_size": 256}
+RMT = {"n_layer": 2, "d_key": 6, "d_value": 5, "rank": 3, "d_ff": 16, "vocab_size": 256, "max_seq_len": 64}
+MOT = {"n_layer": 6, "d_model": 32, "n_head": 2, "head_dim": 16, "attention_free_layers": (2,), "max_seq_len": 64,
+       "byte_head_dim": 16, "d_token": 16, "d_byte": 4}  # fmt: skip
+ROPE_UNTIED = {**SHAPE, "position": "rope", "tie_embeddings": False}
+TOKENS = {"qkv_tokens": 8, "proj_tokens": 8, "ffn_tokens": 32}
+ARCHITECTURES = {  # smoke-sized models of every architecture: (preset, overrides, tokenizer, native in transformers)
+    "transformer_nope": ("transformer_124m", SHAPE, "bytes", True),
+    "transformer_rope_untied": ("transformer_124m", ROPE_UNTIED, "bytes", True),
+    "transformer_rmt_paper": ("transformer_rmt_49m", SHAPE, "bytes", False),  # learned positions, no biases, ...
+    "tokenformer": ("tokenformer_124m", {**SHAPE, **TOKENS}, "bytes", False),
+    "rmt": ("rmt_46m", RMT, "bytes", False),
+    "mot": ("mot_concat_noop_256_48", MOT, "gpt2", False),
+}
+
+
+def _finished_run(root, preset: str, overrides: dict, tokenizer: str):
+    """A finished run's directory as the runner writes it (final.safetensors, config.json, done.json), holding a
+    model whose every weight, norms and biases included, is perturbed away from its initialisation."""
+    from scaling_axes.harness.runs import Budget, write_done, write_final
+    from scaling_axes.modules import build_model
+
+    run = Run("r", preset, Budget(1, 1, 8), overrides, corpus="embedded_news", tokenizer=tokenizer)
+    model = build_model(preset, **overrides).eval()
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(0.1 * torch.randn(parameter.shape, generator=generator))
+    out = root / "r"
+    write_final(out, run, model.state_dict())
+    write_done(out, {"run": "r", "steps": 1})
+    return model, out
+
+
+@pytest.mark.parametrize("name", ARCHITECTURES)
+def test_an_exported_model_gives_the_suites_logits(name, tmp_path) -> None:
+    from transformers import AutoModelForCausalLM
+
+    from scaling_axes.harness.export import export
+
+    preset, overrides, tokenizer, native = ARCHITECTURES[name]
+    model, out = _finished_run(tmp_path, preset, overrides, tokenizer)
+    how = export(out, tmp_path / "hf")
+    assert how.startswith("GPT-NeoX") == native, how
+    hf = AutoModelForCausalLM.from_pretrained(tmp_path / "hf", trust_remote_code=not native)
+    assert (type(hf).__name__ == "GPTNeoXForCausalLM") == native and not hf.training
+    ids = torch.randint(0, model.config.vocab_size, (2, 40), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        ours, theirs = model(ids), hf(ids).logits
+    assert ours.abs().max() > 0.2  # logits far from the initialisation's
+    torch.testing.assert_close(theirs, ours, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["gpt2", "neox", "bytes"])
+def test_the_exported_tokenizer_encodes_as_the_suites(name, tmp_path) -> None:
+    from transformers import AutoTokenizer
+
+    from scaling_axes.datamodules.tokenizers import load_tokenizer
+    from scaling_axes.harness.export import save_tokenizer
+
+    ours = load_tokenizer(name)
+    save_tokenizer(ours, tmp_path)
+    theirs = AutoTokenizer.from_pretrained(tmp_path)
+    texts = ["Hello world!", "  two  spaces\tand a tab\n\nnew lines", "naïve café — 1234567 ¥€", "it's 'quoted'"]
+    for text in texts:
+        assert theirs.encode(text, add_special_tokens=False) == ours.encode(text), (name, text)
+        assert theirs.decode(ours.encode(text)) == ours.decode(ours.encode(text))
+    if ours.eot_id is not None:
+        assert theirs.eos_token_id == ours.eot_id
+
+
+def test_export_without_its_extra_stops_with_one_line(finished, tmp_path, monkeypatch) -> None:
+    import importlib.util
+
+    from scaling_axes.harness.export import export
+    from scaling_axes.io import SuiteError
+
+    _, out = finished
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "transformers" else find_spec(n, *a))
+    with pytest.raises(SuiteError, match=r"^export needs the Hugging Face extra: pip install 'scaling-axes\[hf\]'$"):
+        export(out, tmp_path / "hf")
+    assert not (tmp_path / "hf").exists()
+
+
+@pytest.mark.parametrize("name", ["transformer_rope_untied", "tokenformer"])
+def test_lm_evals_own_hf_model_scores_an_export_as_the_suites_adapter_does(name, tmp_path) -> None:
+    """lm-eval's reference `hf` model on the exported folder and the suite's `scaling-axes` model on the run: the
+    same loglikelihood for every request (1e-4) and the same accuracies, on local tasks in lm-eval's format."""
+    import lm_eval
+    import lm_eval.models.huggingface  # (registers lm-eval's "hf", as its command line does)
+    from lm_eval.tasks import TaskManager
+
+    from scaling_axes.harness import lm_eval_tasks
+    from scaling_axes.harness.export import export
+
+    preset, overrides, _, native = ARCHITECTURES[name]
+    _, out = _finished_run(tmp_path, preset, {**overrides, "vocab_size": 50257}, "gpt2")
+    export(out, tmp_path / "hf")
+    lambada = lm_eval_tasks.lambada_stand_in(tmp_path)
+    tasks = lm_eval_tasks.offline_tasks(tmp_path / "tasks", lambada, ["lambada_openai", "piqa"])
+    names = [lm_eval_tasks.offline_name(task) for task in ("lambada_openai", "piqa")]
+
+    def scored(model: str, model_args: str) -> tuple[dict, dict]:
+        result = lm_eval.simple_evaluate(
+            model=model,
+            model_args=model_args,
+            tasks=names,
+            limit=4,
+            log_samples=True,
+            task_manager=TaskManager(include_path=str(tasks)),
+            bootstrap_iters=0,
+        )
+        loglikelihoods = {task: {sample["doc_id"]: [float(r[0][0]) for r in sample["resps"]]
+                                 for sample in result["samples"][task]} for task in names}  # fmt: skip
+        return loglikelihoods, {task: result["results"][task]["acc,none"] for task in names}
+
+    ours = scored("scaling-axes", f"checkpoint={out},batch_size=4")
+    remote = "" if native else ",trust_remote_code=True"
+    theirs = scored("hf", f"pretrained={tmp_path / 'hf'},backend=causal,dtype=float32,device=cpu,batch_size=4{remote}")
+    for task in names:
+        assert sorted(ours[0][task]) == sorted(theirs[0][task]) == [0, 1, 2, 3] and ours[1][task] == theirs[1][task]
+        for doc, mine in ours[0][task].items():
+            assert mine == pytest.approx(theirs[0][task][doc], abs=1e-4), (task, doc)

@@ -1,0 +1,108 @@
+"""Loggers beside metrics.csv: TensorBoard holds the same losses, W&B (offline) writes under the run directory and a
+restarted run continues its W&B run; a logger whose extra is missing stops the command before any compute."""
+
+import csv
+import importlib.util
+import logging
+
+import pytest
+import torch
+
+from scaling_axes.harness.loggers import build_loggers, check_loggers, parse_loggers
+from scaling_axes.harness.training import quiet_lightning_logs, train_run
+from scaling_axes.io import SuiteError
+from tests.test_run_safety import _stop_at, tiny
+
+ALL = ["csv", "tensorboard", "wandb"]
+LABELS = {"experiment": "logger_test", "scale": "smoke"}
+
+
+@pytest.fixture
+def offline_wandb(monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+
+
+def _csv_losses(path) -> dict[int, float]:
+    with open(path) as f:
+        return {int(row["step"]): float(row["train/loss"]) for row in csv.DictReader(f) if row.get("train/loss")}
+
+
+def _tensorboard_losses(directory) -> dict[int, float]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(directory))
+    events.Reload()
+    return {event.step: event.value for event in events.Scalars("train/loss")}  # a repeated step: its last value
+
+
+def test_tensorboard_and_wandb_follow_a_run_through_a_restart(tmp_path, offline_wandb, caplog) -> None:
+    caplog.set_level(logging.INFO)
+    out = tmp_path / "r"
+    with pytest.raises(SystemExit, match="rerun the same command to resume"):
+        train_run(tiny(), out, extra_callbacks=[_stop_at(5)], accelerator="cpu", loggers=ALL, labels=LABELS)
+    run_id = (out / "wandb_id").read_text()
+    train_run(tiny(), out, accelerator="cpu", loggers=ALL, labels=LABELS)
+    assert (out / "wandb_id").read_text() == run_id
+    assert "weights_only" not in caplog.text  # every save is of the whole state, and says so
+    sessions = sorted(path.name for path in (out / "wandb").glob("offline-run-*"))
+    assert len(sessions) >= 1 and all(name.endswith(f"-{run_id}") for name in sessions)  # one W&B run, resumed
+    assert (out / "wandb" / sessions[-1] / f"run-{run_id}.wandb").stat().st_size > 0
+    other = tmp_path / "other"  # the next run in this process: a W&B run of its own
+    train_run(tiny(steps=2), other, accelerator="cpu", loggers=ALL, labels=LABELS)
+    assert [path.name.rsplit("-", 1)[1] for path in (other / "wandb").glob("offline-run-*")] == [
+        (other / "wandb_id").read_text()] != [run_id]  # fmt: skip
+    logged, tensorboard = _csv_losses(out / "metrics.csv"), _tensorboard_losses(out / "tensorboard")
+    assert len(logged) >= 10 and sorted(tensorboard) == sorted(logged)
+    assert torch.allclose(torch.tensor([tensorboard[s] for s in logged]), torch.tensor(list(logged.values())))
+
+
+def test_each_logger_is_given_the_runs_name_config_labels_and_commit(tmp_path, offline_wandb) -> None:
+    import wandb
+    import yaml
+
+    hyperparameters = {"run": "r", **LABELS, "seed": 3, "commit": "abc1234", "model_config": {"d_model": 32}}
+    _, tensorboard, wandb_logger = build_loggers(ALL, tmp_path, hyperparameters)
+    try:
+        assert wandb_logger.experiment.id == (tmp_path / "wandb_id").read_text()
+        assert wandb_logger.experiment.name == "r" and wandb_logger.experiment.group == "logger_test"
+        assert set(wandb_logger.experiment.tags) == {"experiment=logger_test", "scale=smoke", "seed=3",
+                                                     "commit=abc1234"}  # fmt: skip
+        assert wandb_logger.experiment.config["model_config"] == {"d_model": 32}
+    finally:
+        wandb.finish()
+    tensorboard.save()
+    recorded = yaml.safe_load((tmp_path / "tensorboard" / "hparams.yaml").read_text())
+    assert {k: recorded[k] for k in hyperparameters} == hyperparameters
+
+
+def test_loggers_are_named_and_a_missing_extra_stops_before_any_compute(monkeypatch) -> None:
+    assert parse_loggers("tensorboard") == ["csv", "tensorboard"]  # the CSV log is always written
+    assert parse_loggers("wandb,csv,wandb") == ["csv", "wandb"]
+    with pytest.raises(SuiteError, match="unknown logger mlflow: choose from csv, tensorboard, wandb"):
+        parse_loggers("csv,mlflow")
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "wandb" else find_spec(name, *a))
+    with pytest.raises(SuiteError, match=r"^--logger wandb needs its extra: pip install 'scaling-axes\[wandb\]'$"):
+        check_loggers(["csv", "wandb"])
+    from scaling_axes.harness.command import main
+    from scaling_axes.harness.runs import Experiment
+
+    def no_runs(scale):
+        raise AssertionError("the runs were asked for: the check came after compute started")
+
+    with pytest.raises(SuiteError, match="needs its extra"):
+        main(Experiment("e", "", no_runs, lambda scale, results: []), ["--logger", "wandb"])
+
+
+def test_lightnings_tips_and_accelerator_lines_appear_once_per_process(caplog) -> None:
+    quiet_lightning_logs()
+    quiet_lightning_logs()  # idempotent
+    logger = logging.getLogger("lightning.pytorch.utilities.rank_zero")
+    with caplog.at_level(logging.INFO, logger="lightning.pytorch"):
+        for _ in range(3):
+            for line in ("💡 Tip: try installing something", "GPU available: False, used: False", "step 3  loss 1"):
+                logger.info(line)
+    said = [record.getMessage() for record in caplog.records]
+    assert said.count("step 3  loss 1") == 3  # a run's own lines stay
+    assert said.count("GPU available: False, used: False") <= 1 and said.count("💡 Tip: try installing something") <= 1
