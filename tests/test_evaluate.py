@@ -15,8 +15,9 @@ from scaling_axes.datamodules.tokenizers import Tokenizer
 from scaling_axes.experiments.rmt import table5_6_downstream as rmt_downstream
 from scaling_axes.experiments.tokenformer import table1_zeroshot as table1
 from scaling_axes.harness import evaluate, lm_eval_tasks
+from scaling_axes.harness.final import write_done
 from scaling_axes.harness.lm_eval_model import SuiteLM, load_checkpoint
-from scaling_axes.harness.runs import Budget, Run, write_config, write_done
+from scaling_axes.harness.runs import Budget, Run, write_config
 from scaling_axes.harness.scales import PAPER
 from scaling_axes.io import atomic_torch_save
 from scaling_axes.modules import build_model

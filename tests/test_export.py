@@ -73,7 +73,8 @@ ARCHITECTURES = {  # smoke-sized models of every architecture: (preset, override
 def _finished_run(root, preset: str, overrides: dict, tokenizer: str):
     """A finished run's directory as the runner writes it (final.safetensors, config.json, done.json), holding a
     model whose every weight, norms and biases included, is perturbed away from its initialisation."""
-    from scaling_axes.harness.runs import Budget, write_done, write_final
+    from scaling_axes.harness.final import write_done, write_final
+    from scaling_axes.harness.runs import Budget
     from scaling_axes.modules import build_model
 
     run = Run("r", preset, Budget(1, 1, 8), overrides, corpus="embedded_news", tokenizer=tokenizer)

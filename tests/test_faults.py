@@ -11,16 +11,10 @@ import yaml
 
 from scaling_axes.cli import cli
 from scaling_axes.harness.command import main
+from scaling_axes.harness.final import write_done
 from scaling_axes.harness.lm_eval_model import load_checkpoint
 from scaling_axes.harness.runner import train
-from scaling_axes.harness.runs import (
-    Experiment,
-    Run,
-    fingerprint_changes,
-    fingerprint_fields,
-    resolve_options,
-    write_done,
-)
+from scaling_axes.harness.runs import Experiment, Run, fingerprint_changes, fingerprint_fields, resolve_options
 from scaling_axes.harness.scales import SMOKE
 from scaling_axes.harness.training import train_run
 from scaling_axes.io import CorruptFileError, SuiteError, atomic_torch_save, atomic_write

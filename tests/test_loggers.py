@@ -8,8 +8,8 @@ import logging
 import pytest
 import torch
 
-from scaling_axes.harness.loggers import build_loggers, check_loggers, parse_loggers
-from scaling_axes.harness.training import quiet_lightning_logs, train_run
+from scaling_axes.harness.loggers import build_loggers, check_loggers, parse_loggers, quiet_lightning_logs
+from scaling_axes.harness.training import train_run
 from scaling_axes.io import SuiteError
 from tests.test_run_safety import _stop_at, tiny
 

@@ -175,7 +175,7 @@ def lock_held_elsewhere(out: Path) -> Iterator[subprocess.Popen]:
     """Another process that holds `out`'s run lock (as a live training would) until the block ends, then dies."""
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys, time\nfrom pathlib import Path\n"
-         "from scaling_axes.harness.training import run_lock\nwith run_lock(Path(sys.argv[1])):\n"
+         "from scaling_axes.harness.locks import run_lock\nwith run_lock(Path(sys.argv[1])):\n"
          "    print('held', flush=True)\n    time.sleep(120)\n", str(out)],
         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip

@@ -21,8 +21,9 @@ from scaling_axes.harness.claims import (
     pooled_spread,
     seeds_needed,
 )
+from scaling_axes.harness.final import write_done
 from scaling_axes.harness.runner import measured_noise, report
-from scaling_axes.harness.runs import Budget, Experiment, Run, run_dir, write_done
+from scaling_axes.harness.runs import Budget, Experiment, Run, run_dir
 from scaling_axes.harness.scales import CPU
 from scaling_axes.io import atomic_torch_save
 

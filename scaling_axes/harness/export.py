@@ -18,7 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from scaling_axes.datamodules.tokenizers import EOT, Tokenizer, as_hf_tokenizer, load_tokenizer
-from scaling_axes.harness.runs import final_weights, read_done, read_final_config
+from scaling_axes.harness.final import final_weights, read_done, read_final_config
 from scaling_axes.io import SuiteError, check_directory, load_state
 from scaling_axes.modules import build_model
 from scaling_axes.modules.architectures.transformer import TransformerConfig

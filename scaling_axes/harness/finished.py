@@ -7,6 +7,7 @@ import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
+from scaling_axes.harness.final import read_done
 from scaling_axes.harness.runs import (
     LAUNCH_FIELDS,
     RUNS_DIR,
@@ -16,7 +17,6 @@ from scaling_axes.harness.runs import (
     find_run,
     fingerprint_fields,
     read_config,
-    read_done,
     recorded_differences,
     run_dir,
     seed_run,

@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 
 from scaling_axes.datamodules.corpora import CORPORA
 from scaling_axes.datamodules.tokenizers import Tokenizer, load_tokenizer
-from scaling_axes.harness.runs import FINAL_WEIGHTS, final_weights, read_done, read_final_config
+from scaling_axes.harness.final import FINAL_WEIGHTS, final_weights, read_done, read_final_config
 from scaling_axes.io import CorruptFileError, load_state, load_torch, verify_checksum
 from scaling_axes.modules import build_model
 

@@ -1,4 +1,4 @@
-"""Where a run's curves go: `metrics.csv` always (the reports read it), and TensorBoard or Weights & Biases on request
+"""Where a run's curves go (Lightning's own lines, once each, too): `metrics.csv` always (the reports read it), and
 (`--logger csv,tensorboard,wandb`), each resuming into the same run after a restart.
 
 TensorBoard writes `<run dir>/tensorboard/`; a resumed run appends event files there. W&B writes under
@@ -9,7 +9,9 @@ the same values (resumption is exact): TensorBoard shows them twice, W&B keeps t
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
+import logging
 import os
 import secrets
 from collections.abc import Sequence
@@ -19,6 +21,7 @@ from typing import Any
 from lightning.pytorch.loggers import Logger, TensorBoardLogger, WandbLogger
 
 from scaling_axes.harness.callbacks import ResumableCSVLogger
+from scaling_axes.harness.runs import Run, source_commit
 from scaling_axes.io import SuiteError, atomic_write
 
 LOGGERS = ("csv", "tensorboard", "wandb")
@@ -74,3 +77,33 @@ def wandb_id(out: Path) -> str:
     if not path.exists():
         atomic_write(path, secrets.token_hex(8))
     return path.read_text().strip()
+
+
+def hyperparameters(run: Run, labels: dict[str, Any]) -> dict[str, Any]:
+    """What a logger records of the run: its name, `labels` (experiment, scale), seed, commit and resolved config."""
+    return {"run": run.name, **labels, "seed": run.seed, "commit": source_commit(), "model": run.model,
+            "model_config": dataclasses.asdict(run.config), "budget": dataclasses.asdict(run.budget)}  # fmt: skip
+
+
+class _OncePerProcess(logging.Filter):
+    """Lightning's tips and accelerator lines, said at each Trainer's start: each distinct one once a process."""
+
+    REPEATED = ("💡 Tip", "GPU available", "TPU available", "HPU available")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if not message.startswith(self.REPEATED):
+            return True
+        first = message not in self.seen
+        self.seen.add(message)
+        return first
+
+
+def quiet_lightning_logs() -> None:
+    logger = logging.getLogger("lightning.pytorch.utilities.rank_zero")
+    if not any(isinstance(each, _OncePerProcess) for each in logger.filters):
+        logger.addFilter(_OncePerProcess())

@@ -11,7 +11,9 @@ from typing import Any
 from scaling_axes.datamodules.corpora import CORPORA, default_data_root
 from scaling_axes.datamodules.floors import unigram_floor
 from scaling_axes.harness.claims import pooled_spread, seeds_of, settle
+from scaling_axes.harness.final import final_weights, read_done, write_done
 from scaling_axes.harness.finished import load_results, tuning
+from scaling_axes.harness.locks import check_writable, run_lock
 from scaling_axes.harness.report import write_report
 from scaling_axes.harness.results import RESULTS_DIR, Row, write_rows
 from scaling_axes.harness.runs import (
@@ -21,20 +23,17 @@ from scaling_axes.harness.runs import (
     Growth,
     Run,
     check_fingerprint,
-    final_weights,
     find_run,
     fingerprint_changes,
     fingerprint_fields,
     identity,
     move_aside,
-    read_done,
     resolve_options,
     run_dir,
-    write_done,
 )
 from scaling_axes.harness.scales import Scale
 from scaling_axes.harness.sweeps import tuned
-from scaling_axes.harness.training import check_launch, check_writable, run_lock, task_of, train_run
+from scaling_axes.harness.training import check_launch, task_of, train_run
 from scaling_axes.io import (
     CorruptFileError,
     atomic_save_safetensors,

@@ -7,8 +7,6 @@ import dataclasses
 import json
 import logging
 import math
-import os
-import socket
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -16,9 +14,7 @@ from typing import Any
 
 import lightning as L
 import torch
-from filelock import FileLock, Timeout
 from lightning.pytorch.strategies import ModelParallelStrategy
-from lightning.pytorch.utilities import rank_zero_only
 from lightning.pytorch.utilities.exceptions import MisconfigurationException
 from torch.distributed.tensor import DTensor
 
@@ -37,7 +33,15 @@ from scaling_axes.harness.callbacks import (
     progress,
 )
 from scaling_axes.harness.curves import read_curves, step_ms, throughput, training_clock
-from scaling_axes.harness.loggers import build_loggers, check_loggers, finish_loggers
+from scaling_axes.harness.final import write_done, write_final
+from scaling_axes.harness.locks import check_writable, run_lock
+from scaling_axes.harness.loggers import (
+    build_loggers,
+    check_loggers,
+    finish_loggers,
+    hyperparameters,
+    quiet_lightning_logs,
+)
 from scaling_axes.harness.runs import (
     Growth,
     Run,
@@ -45,16 +49,12 @@ from scaling_axes.harness.runs import (
     compile_by_default,
     fingerprint_fields,
     resolve_options,
-    source_commit,
     world_size,
     write_config,
-    write_done,
-    write_final,
 )
 from scaling_axes.io import (
     SuiteError,
     atomic_write,
-    check_directory,
     read_verified_json,
     remove_temporaries,
 )
@@ -115,12 +115,6 @@ def build_trainer(run: Run, out: Path, world_size: int, extra_callbacks: list | 
     return trainer, micro
 
 
-def hyperparameters(run: Run, labels: dict[str, Any]) -> dict[str, Any]:
-    """What a logger records of the run: its name, `labels` (experiment, scale), seed, commit and resolved config."""
-    return {"run": run.name, **labels, "seed": run.seed, "commit": source_commit(), "model": run.model,
-            "model_config": dataclasses.asdict(run.config), "budget": dataclasses.asdict(run.budget)}  # fmt: skip
-
-
 SUITE_OPTIONS = ("compile", "loggers")  # launch options the suite takes, not the Trainer
 
 
@@ -145,34 +139,10 @@ def check_trainer_settings(options: dict[str, Any]) -> None:
             L.Trainer(**settings, logger=False, enable_checkpointing=False, enable_progress_bar=False,
                       enable_model_summary=False)  # fmt: skip
     except (MisconfigurationException, ValueError, TypeError, RuntimeError) as error:
-        asked = ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in options.items()
-                          if v not in (None, "auto") and (k, v) != ("num_nodes", 1))  # fmt: skip
+        asked = ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in options.items() if k not in SUITE_OPTIONS
+                          and v not in (None, "auto") and (k, v) != ("num_nodes", 1))  # fmt: skip
         first = (str(error).splitlines() or [""])[0]
         raise SuiteError(f"Lightning refuses these Trainer settings ({asked or 'the defaults'}): {first}") from error
-
-
-class _OncePerProcess(logging.Filter):
-    """Lightning's tips and accelerator lines, said at each Trainer's start: each distinct one once a process."""
-
-    REPEATED = ("💡 Tip", "GPU available", "TPU available", "HPU available")
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.seen: set[str] = set()
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        if not message.startswith(self.REPEATED):
-            return True
-        first = message not in self.seen
-        self.seen.add(message)
-        return first
-
-
-def quiet_lightning_logs() -> None:
-    logger = logging.getLogger("lightning.pytorch.utilities.rank_zero")
-    if not any(isinstance(each, _OncePerProcess) for each in logger.filters):
-        logger.addFilter(_OncePerProcess())
 
 
 @contextlib.contextmanager
@@ -424,39 +394,3 @@ def _measure_growth(trainer: L.Trainer, data: TextDataModule, grown: LanguageMod
     before = trainer.validate(source, datamodule=data, verbose=False)[0]["val/loss"]
     after = trainer.validate(grown, datamodule=data, verbose=False)[0]["val/loss"]
     return {"val_loss_before_growth": before, "val_loss_after_growth": after}
-
-
-def check_writable(out: Path) -> None:
-    """Fail before any compute (and before its lock is taken) if the run's directories cannot take files."""
-    for directory in (out, out / "checkpoints"):
-        check_directory(directory, "--out-dir")
-
-
-_HELD: set[Path] = set()  # run directories whose lock this process holds (the runner's and train_run's nest)
-
-
-@contextlib.contextmanager
-def run_lock(out: Path) -> Iterator[None]:
-    """One process trains a run directory at a time (rank 0 of a job holds the lock; its other ranks are its own).
-    The lock is an OS file lock beside the directory (`.<run>.lock`), so it holds while --force-new moves the
-    directory aside, and is released when its holder dies, so a killed run's lock is simply taken over."""
-    key = out.resolve()
-    if rank_zero_only.rank != 0 or key in _HELD:
-        yield
-        return
-    out.parent.mkdir(parents=True, exist_ok=True)
-    lock, owner = FileLock(out.parent / f".{out.name}.lock"), out.parent / f".{out.name}.lock.owner"
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        holder = owner.read_text().strip() if owner.exists() else "another process"
-        raise SystemExit(f"run {out} is being trained by {holder}; wait for it to finish or stop it (a second launch "
-                         "of the same run would clobber its checkpoints and logs)") from None  # fmt: skip
-    _HELD.add(key)
-    try:
-        atomic_write(owner, f"{socket.gethostname()} pid {os.getpid()} since {time.strftime('%Y-%m-%d %H:%M:%S')}")
-        yield
-    finally:
-        _HELD.discard(key)
-        owner.unlink(missing_ok=True)
-        lock.release()

@@ -29,9 +29,10 @@ from scaling_axes.harness.evaluate import (
     weights_fingerprint,
     zero_shot_rows,
 )
+from scaling_axes.harness.final import final_weights
 from scaling_axes.harness.lm_eval_model import SuiteLM
 from scaling_axes.harness.results import Row, compare, published
-from scaling_axes.harness.runs import RUNS_DIR, Budget, Experiment, Run, final_weights, fitted, run_dir
+from scaling_axes.harness.runs import RUNS_DIR, Budget, Experiment, Run, fitted, run_dir
 from scaling_axes.harness.scales import Scale
 from scaling_axes.modules.architectures.official_weights import OFFICIAL_REPOS
 
