@@ -94,6 +94,32 @@ def _grown_pair(new_keys: str, pin_tau: bool, normalization: str = "l2_norm_gelu
     return small, grow(small, target, new_keys=new_keys, pin_tau=pin_tau)
 
 
+@pytest.mark.parametrize("growth", ["tokens", "exact", "new_parameters"])
+def test_growth_draws_its_fresh_init_from_the_runs_seed_not_from_what_the_process_ran_before(growth):
+    """What growth initialises afresh comes from the run's seed: new parameter tokens' values, the fresh columns that
+    Net2Net keeps where the new residual coordinates are read, Eq. 14's new blocks. Grown after other work (another
+    random state), a stage starts from the same weights; the caller's random state is untouched."""
+    from scaling_axes.harness.grow import grow_model
+
+    if growth == "tokens":
+        small, target, options = Tokenformer(_tiny(qkv_tokens=8, proj_tokens=8, ffn_tokens=32)), _tiny(), {}
+    else:
+        base = {"n_layer": 2, "n_head": 4, "max_seq_len": 32, "vocab_size": 97}
+        small = build_model("transformer_354m", d_model=32, **base)
+        target, options = get_config("transformer_757m", d_model=64, **base), {"net2net": growth}
+
+    def grown(seed, history):
+        torch.manual_seed(history)  # what ran before in this process
+        before = torch.get_rng_state()
+        state = grow_model(small, target, seed=seed, **options).state_dict()
+        assert torch.equal(torch.get_rng_state(), before), "growth moved the caller's random state"
+        return state
+
+    first, after_other_work, other_seed = grown(1234, 0), grown(1234, 99), grown(1235, 0)
+    assert all(torch.equal(first[k], after_other_work[k]) for k in first)
+    assert not all(torch.equal(first[k], other_seed[k]) for k in first)
+
+
 @pytest.mark.parametrize("normalization", ["l2_norm_gelu", "gelu_l2_norm", "gelu_l1_norm", "softmax"])
 @pytest.mark.parametrize("pin_tau", [True, False])
 def test_growth_preserves_the_function_exactly_when_the_docstring_says(normalization, pin_tau):

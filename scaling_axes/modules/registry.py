@@ -54,14 +54,21 @@ class Architecture:
     grow: str | None = None
     growing_fields: tuple[str, ...] = ()
 
-    def grow_model(self, model: nn.Module, target: Any, **options: Any) -> nn.Module:
+    def grow_model(self, model: nn.Module, target: Any, seed: int = 0, **options: Any) -> nn.Module:
+        """`model` grown into config `target`. What growth initialises afresh (new parameter tokens, Eq. 14's new
+        blocks) is drawn from `seed`, never from the process's random state: that state depends on what the process
+        ran before, so a stage grown after other work would start from other weights than the same stage alone. The
+        process's random state is left as it was."""
         if self.grow is None:
             growable = sorted(c.__name__ for c, a in _ARCHITECTURES.items() if a.grow)
             raise TypeError(f"{type(model).__name__} cannot grow; these can: {', '.join(growable)}")
         module, name = self.grow.split(":")
         function = getattr(importlib.import_module(module), name)
         accepted = inspect.signature(function).parameters
-        return function(model, target, **{k: v for k, v in options.items() if k in accepted})
+        options = {k: v for k, v in {"seed": seed, **options}.items() if k in accepted}
+        with torch.random.fork_rng(devices=[]):  # the model is built on the CPU and then moved
+            torch.manual_seed(seed)
+            return function(model, target, **options)
 
 
 _PRESETS: dict[str, Any] = {}

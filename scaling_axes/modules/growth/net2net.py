@@ -80,11 +80,10 @@ def grow_transformer(
     model: Transformer, target: str | TransformerConfig, noise: float = 0.0, seed: int = 0, net2net: str = "exact"
 ) -> Transformer:
     """The registry's growth of a Transformer: `widen` (`noise`, copies drawn from `seed`) or, with
-    `net2net="new_parameters"`, the Tokenformer paper's Eq. 14 (the new blocks initialised from `seed`)."""
+    `net2net="new_parameters"`, the Tokenformer paper's Eq. 14 (the new blocks' init drawn from the registry's seed)."""
     if net2net not in ("exact", "new_parameters"):
         raise ValueError(f"net2net={net2net!r}; allowed: 'exact', 'new_parameters'")
     if net2net == "new_parameters":
-        torch.manual_seed(seed)
         return widen_with_new_parameters(model, target)
     return widen(model, target, noise=noise, generator=torch.Generator().manual_seed(seed))
 
