@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import bz2
 import dataclasses
-import functools
 import hashlib
 import json
 import os
@@ -211,6 +210,17 @@ CORPORA = {
 }
 
 
+def corpus_spec(corpus: str) -> Corpus:
+    if corpus not in CORPORA:
+        raise KeyError(f"unknown corpus {corpus!r}; available: {', '.join(CORPORA)}")
+    return CORPORA[corpus]
+
+
+def tokenizer_of(corpus: str, tokenizer: str | None = None) -> str:
+    """The tokenizer `corpus` is read with: `tokenizer` where one is named, else the corpus's default."""
+    return tokenizer or corpus_spec(corpus).default_tokenizer
+
+
 def corpus_dir(data_root: str | Path, corpus: str, tokenizer: str) -> Path:
     return Path(data_root) / corpus / tokenizer
 
@@ -224,10 +234,7 @@ def prepare_corpus(
     """Tokenize `corpus` into memmaps once; returns the directory holding `meta.json` and `<split>.bin`. One process
     prepares a corpus at a time (a file lock beside the data root's corpora; the others wait, then read its result);
     a preparation that fails leaves no folder behind, so an absent corpus still reads as absent."""
-    if corpus not in CORPORA:
-        raise KeyError(f"unknown corpus {corpus!r}; available: {', '.join(CORPORA)}")
-    spec = CORPORA[corpus]
-    tokenizer = tokenizer or spec.default_tokenizer
+    spec, tokenizer = corpus_spec(corpus), tokenizer_of(corpus, tokenizer)
     data_root = Path(data_root or default_data_root())
     out = corpus_dir(data_root, corpus, tokenizer)
     if (out / "meta.json").exists():
@@ -325,8 +332,7 @@ def _tokenize_raw(data: bytes, tok) -> Iterator[np.ndarray]:
 
 def train_tokens(corpus: str, tokenizer: str | None = None, data_root: str | Path | None = None) -> tuple[int, str]:
     """Tokens in `corpus`'s training split and how that is known: counted once prepared, else estimated."""
-    spec = CORPORA[corpus]
-    tokenizer = tokenizer or spec.default_tokenizer
+    spec, tokenizer = corpus_spec(corpus), tokenizer_of(corpus, tokenizer)
     meta = corpus_dir(data_root or default_data_root(), corpus, tokenizer) / "meta.json"
     if spec.embedded and not meta.exists():
         prepare_corpus(corpus, tokenizer, data_root)
@@ -356,14 +362,6 @@ def _write_tokens(path: Path, chunks: Iterator[np.ndarray], dtype) -> tuple[int,
     return count, digest.hexdigest()
 
 
-@functools.lru_cache(maxsize=64)
-def _verify_checksum(path: Path, size: int, mtime_ns: int, expected: str) -> None:
-    """Once per process and file version: the token file's bytes against meta.json's checksum."""
-    if file_digest(path) != expected:
-        raise ValueError(f"{path} does not match the checksum in {path.parent / 'meta.json'}: its content changed "
-                         f"after it was written; delete {path.parent} to tokenize the corpus again")  # fmt: skip
-
-
 def open_split(directory: Path, split: str) -> tuple[np.memmap, dict]:
     """Memory-map one split, checking its size against the metadata."""
     meta_path = Path(directory) / "meta.json"
@@ -380,8 +378,9 @@ def open_split(directory: Path, split: str) -> tuple[np.memmap, dict]:
             f"{path} is corrupt or truncated: {size} bytes, meta.json says {expected} tokens of {meta['dtype']} "
             f"({expected * itemsize} bytes); delete {directory} to tokenize again"
         )
-    stat = path.stat()
-    _verify_checksum(path, stat.st_size, stat.st_mtime_ns, meta["splits"][split]["blake2b"])
+    if file_digest(path) != meta["splits"][split]["blake2b"]:  # hashed once per process and version of the file
+        raise ValueError(f"{path} does not match the checksum in {meta_path}: its content changed after it was "
+                         f"written; delete {directory} to tokenize the corpus again")  # fmt: skip
     return np.memmap(path, dtype=meta["dtype"], mode="r"), meta
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from scaling_axes.datamodules.corpora import CORPORA, corpus_dir, open_split, prepare_corpus
+from scaling_axes.datamodules.corpora import corpus_dir, corpus_spec, open_split, prepare_corpus, tokenizer_of
 from scaling_axes.io import atomic_write, default_data_root, read_json
 
 UNIGRAM_CHUNK = 1 << 26  # tokens counted at a time: a bounded memory footprint on a corpus of billions
@@ -18,9 +18,8 @@ def unigram_floor(corpus: str, tokenizer: str | None = None, data_root: str | Pa
     frequencies: what a model that learned only how often each token occurs scores, so a language model not clearly
     below it has not learned. Counted once per prepared split and kept beside it (``unigram.json``, tied to the
     split's checksum); FileNotFoundError while the corpus is not prepared."""
-    spec = CORPORA[corpus]
-    directory = corpus_dir(data_root or default_data_root(), corpus, tokenizer or spec.default_tokenizer)
-    if spec.embedded and not (directory / "meta.json").exists():
+    directory = corpus_dir(data_root or default_data_root(), corpus, tokenizer_of(corpus, tokenizer))
+    if corpus_spec(corpus).embedded and not (directory / "meta.json").exists():
         prepare_corpus(corpus, tokenizer, data_root)
     tokens, meta = open_split(directory, "train")
     checksum, cache = meta["splits"]["train"].get("blake2b"), directory / "unigram.json"

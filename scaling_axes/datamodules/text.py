@@ -19,7 +19,15 @@ import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_info
 
 from scaling_axes.datamodules.as_run import AsRunStream, AsRunWindows
-from scaling_axes.datamodules.corpora import CORPORA, check_tokenizer, default_data_root, open_split, prepare_corpus
+from scaling_axes.datamodules.corpora import (
+    CORPORA,
+    check_tokenizer,
+    corpus_spec,
+    default_data_root,
+    open_split,
+    prepare_corpus,
+    tokenizer_of,
+)
 from scaling_axes.datamodules.tokenizers import load_tokenizer
 
 RANDOM_BLOCK = 4096  # random-order windows drawn per generator seed
@@ -174,12 +182,11 @@ class TextDataModule(L.LightningDataModule):
     ) -> None:
         super().__init__()
         for name in (corpus, *extra_corpora):
-            if name not in CORPORA:
-                raise KeyError(f"unknown corpus {name!r}; available: {', '.join(CORPORA)}")
+            corpus_spec(name)  # an unknown name stops here, naming the corpora there are
         if data_path not in ("fixed", "as_run"):
             raise ValueError(f"data_path={data_path!r}; allowed: 'fixed', 'as_run'")
         self.save_hyperparameters()
-        self.tokenizer = tokenizer or CORPORA[corpus].default_tokenizer
+        self.tokenizer = tokenizer_of(corpus, tokenizer)
         self.corpora = (corpus, *extra_corpora)
         self.directories: list = []
         self.meta: dict | None = None

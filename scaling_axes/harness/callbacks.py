@@ -303,7 +303,6 @@ def checkpoint_state(out: Path, fingerprinted: dict) -> dict | None:
     if not isinstance(state, dict) or not {"fingerprinted", "metrics_csv"} <= state.keys():
         raise CorruptFileError(f"{last} records no run settings (a checkpoint of an older suite); {fix}")
     if changes := recorded_differences(state["fingerprinted"], fingerprinted):
-        listed = "; ".join(f"{key}: {old!r} -> {new!r}" for key, old, new in changes[:10])
-        raise SystemExit(f"{last} was written by a run with other settings ({listed}). Rerun with its settings to "
-                         "resume, or pass --force-new to move it aside and start over")  # fmt: skip
+        raise SystemExit(f"{last} was written by a run with other settings ({'; '.join(changes[:10])}). Rerun with "
+                         "its settings to resume, or pass --force-new to move it aside and start over")  # fmt: skip
     return state

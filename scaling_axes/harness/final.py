@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from scaling_axes.datamodules.corpora import CORPORA
+from scaling_axes.datamodules.corpora import tokenizer_of
 from scaling_axes.harness.runs import Run, read_config, source_commit
 from scaling_axes.io import CorruptFileError, atomic_save_safetensors, atomic_write, read_verified_json, verify_checksum
 from scaling_axes.modules.registry import preset_overrides
@@ -31,7 +31,7 @@ def final_config(run: Run) -> dict[str, Any]:
     text = not run.classifies_images
     return {"run": run.name, "model": run.model, "overrides": preset_overrides(run.model, run.config),
             "model_class": type(run.config).__name__,
-            "tokenizer": (run.tokenizer or CORPORA[run.corpus].default_tokenizer) if text else None,
+            "tokenizer": tokenizer_of(run.corpus, run.tokenizer) if text else None,
             "tokenizer_path": run.data.get("tokenizer_path"), "corpus": run.corpus,
             "commit": source_commit()}  # fmt: skip
 
@@ -50,7 +50,7 @@ def read_final_config(run_dir: Path) -> dict[str, Any]:
     if not isinstance(run, dict) or "model" not in run:
         raise CorruptFileError(f"{run_dir / 'config.yaml'} names no run model: not a run's config.yaml; restore it "
                                "or rerun the run")  # fmt: skip
-    tokenizer = run.get("tokenizer") or CORPORA[run["corpus"]].default_tokenizer
+    tokenizer = tokenizer_of(run["corpus"], run.get("tokenizer"))
     return {**run, "tokenizer": tokenizer, "tokenizer_path": (run.get("data") or {}).get("tokenizer_path")}
 
 

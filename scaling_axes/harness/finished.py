@@ -111,8 +111,7 @@ def staleness(run: Run, out: Path) -> str | None:
     declared = dataclasses.replace(run, budget=dataclasses.replace(run.budget, micro_batch=micro))
     launch = {key: recorded["fingerprinted"].get(key) for key in LAUNCH_FIELDS}  # "auto" resolved where it trained
     now = {**fingerprint_fields(declared, recorded.get("trainer") or {}), **launch}
-    changes = recorded_differences(recorded["fingerprinted"], now)
-    return "; ".join(f"{key}: {old!r} -> {new!r}" for key, old, new in changes[:5]) or None
+    return "; ".join(recorded_differences(recorded["fingerprinted"], now)[:5]) or None
 
 
 def _read_finished(done: Path, name: str) -> dict | None:

@@ -25,7 +25,7 @@ from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from scaling_axes.datamodules.corpora import CORPORA
+from scaling_axes.datamodules.corpora import tokenizer_of
 from scaling_axes.datamodules.tokenizers import Tokenizer, load_tokenizer
 from scaling_axes.harness.final import FINAL_WEIGHTS, final_weights, read_done, read_final_config
 from scaling_axes.io import CorruptFileError, load_state, load_torch, verify_checksum
@@ -60,7 +60,7 @@ def load_checkpoint(path: str | Path) -> tuple[nn.Module, Tokenizer]:
         data = read_final_config(path.parent)
         model = build_model(data["model"], **(data.get("overrides") or {}))
     load_weights(model, state, path, fix)
-    name = data.get("tokenizer") or CORPORA[data["corpus"]].default_tokenizer
+    name = tokenizer_of(data["corpus"], data.get("tokenizer"))
     return model, load_tokenizer(name, data.get("tokenizer_path") or (data.get("data") or {}).get("tokenizer_path"))
 
 

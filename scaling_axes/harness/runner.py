@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from scaling_axes.datamodules.corpora import CORPORA, default_data_root
+from scaling_axes.datamodules.corpora import corpus_spec, default_data_root, tokenizer_of
 from scaling_axes.datamodules.floors import unigram_floor
 from scaling_axes.harness.claims import pooled_spread, seeds_of, settle
 from scaling_axes.harness.final import final_weights, read_done, write_done
@@ -259,7 +259,7 @@ def floor_rows(runs: list[Run]) -> list[Row]:
     """The unigram floor of each corpus and tokenizer the language-model runs train on (prepared here)."""
     rows = {}
     for run in runs:
-        key = f"{run.corpus}/{run.tokenizer or CORPORA[run.corpus].default_tokenizer}"
+        key = f"{run.corpus}/{tokenizer_of(run.corpus, run.tokenizer)}"
         if run.classifies_images or key in rows:
             continue
         try:
@@ -354,7 +354,6 @@ def data_of(run: Run) -> str:
         embedded = run.data.get("source", "embedded") == "embedded"
         return ("the embedded MNIST digits, standing in for ImageNet-1k: evidence on digits at this size, not on "
                 "ImageNet" if embedded else "ImageNet-1k")  # fmt: skip
-    corpus = CORPORA[run.corpus]
-    tokens = run.tokenizer or corpus.default_tokenizer
     stand_in = " (an embedded stand-in, not the paper's corpus: evidence at this size on this data, not at the paper's)"
-    return f"{run.corpus}/{tokens}" + (stand_in if corpus.embedded else "")
+    stand_in = stand_in if corpus_spec(run.corpus).embedded else ""
+    return f"{run.corpus}/{tokenizer_of(run.corpus, run.tokenizer)}{stand_in}"

@@ -321,7 +321,7 @@ def fingerprint_changes(out: Path, fields: dict[str, Any]) -> list[str]:
     if not (out / "config.yaml").exists():
         return []
     recorded = read_config(out).get("fingerprinted") or {}
-    return [f"{key}: {old!r} -> {new!r}" for key, old, new in recorded_differences(recorded, fields)]
+    return recorded_differences(recorded, fields)
 
 
 def check_fingerprint(out: Path, fields: dict[str, Any]) -> None:
@@ -333,10 +333,10 @@ def check_fingerprint(out: Path, fields: dict[str, Any]) -> None:
         )
 
 
-def recorded_differences(recorded: dict, now: dict) -> list[tuple[str, Any, Any]]:
-    """(field, recorded, now) of each recorded field that differs now, names aside (`NAMES`)."""
+def recorded_differences(recorded: dict, now: dict) -> list[str]:
+    """`field: recorded -> now` for each recorded field that differs now, names aside (`NAMES`)."""
     differences = _differences(recorded, {key: now.get(key) for key in recorded})
-    return [each for each in differences if each[0] not in NAMES]
+    return [f"{key}: {old!r} -> {new!r}" for key, old, new in differences if key not in NAMES]
 
 
 def _differences(old: Any, new: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
