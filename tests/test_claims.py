@@ -104,6 +104,17 @@ def test_seeds_train_repeats_that_the_claims_pair_seed_by_seed(tmp_path):
     assert len(paired_margins(results, ("wide", "narrow"), lambda w, n: 0.0)) == 1
 
 
+def test_run_trains_exactly_the_run_it_names_not_repeats_of_it(tmp_path):
+    """`--run` is one cluster job's run: `r_seed2` trains at seed 2 alone (not also a run `r_seed2_seed2` at seed 3,
+    which for a grown run names a source that does not exist), and `r` trains seed 1 alone, whatever `--seeds` says."""
+    experiment = _tiny_experiment()
+    trained = tmp_path / "runs" / experiment.name / "small"
+    main(experiment, ["--scale", "small", "--out-dir", str(tmp_path), "--seeds", "3", "--run", "wide_seed2"])
+    assert sorted(p.name for p in trained.glob("[!.]*")) == ["wide_seed2"]
+    main(experiment, ["--scale", "small", "--out-dir", str(tmp_path), "--seeds", "3", "--run", "narrow"])
+    assert sorted(p.name for p in trained.glob("[!.]*")) == ["narrow", "wide_seed2"]
+
+
 def test_a_claim_says_what_its_data_can_show_memorisation_and_staleness(tmp_path):
     """A claim names the data it was judged on (a stand-in says so); runs trained past their data budget make it
     `memorisation`, whatever it was judged; runs whose declaration changed since they trained make it `stale`,

@@ -17,7 +17,6 @@ from scaling_axes.harness.results import RESULTS_DIR
 from scaling_axes.harness.runner import at_chosen_rate, report, train
 from scaling_axes.harness.runs import RUNS_DIR, Experiment, default_runs, find_run, with_seeds, world_size
 from scaling_axes.harness.scales import SCALES, SMOKE
-from scaling_axes.harness.sweeps import SWEEP_INFIX
 from scaling_axes.harness.training import check_trainer_settings
 from scaling_axes.io import check_directory
 
@@ -103,7 +102,7 @@ def main(experiment: Experiment, argv: list[str] | None = None) -> None:
             at_chosen_rate(experiment, args.scale, run, runs_dir, allow_repeats=args.allow_repeats, **trainer_options)
             for run in runs
         ]  # a sweep chooses first (on its own seed)
-        if not (args.run and SWEEP_INFIX in args.run):  # a sweep point trains at its sweep's seed alone
+        if not args.run:  # a named run (a sweep point, or a repeat <run>_seed<k>) is one job at its own seed
             runs = with_seeds(runs, args.seeds)
         if args.micro_batch:
             runs = [
