@@ -19,7 +19,7 @@ from scaling_axes.harness.final import write_done
 from scaling_axes.harness.lm_eval_model import SuiteLM, load_checkpoint
 from scaling_axes.harness.runs import Budget, Run, write_config
 from scaling_axes.harness.scales import PAPER
-from scaling_axes.io import atomic_torch_save
+from scaling_axes.io import CorruptFileError, atomic_torch_save
 from scaling_axes.modules import build_model
 from scaling_axes.modules.architectures.official_weights import (
     convert_official_state_dict,
@@ -150,6 +150,11 @@ def test_checkpoints_load_from_a_run_directory_its_weights_or_a_lightning_checkp
         torch.testing.assert_close(loaded(idx), model(idx))
     with pytest.raises(FileNotFoundError, match="train the run first"):
         load_checkpoint(tmp_path / "tiny" / "missing.pt")
+    misfit = {k: v for k, v in model.state_dict().items() if k != "final_norm.weight"}
+    atomic_torch_save(misfit, out / "final.pt", checksum=True)
+    named = r"final\.pt does not fit Transformer: missing final_norm\.weight; delete"  # the file, the tensor, the fix
+    with pytest.raises(CorruptFileError, match=named):
+        load_checkpoint(out)
 
 
 def test_cli_evaluates_a_checkpoint_offline_and_writes_json(tmp_path, monkeypatch) -> None:

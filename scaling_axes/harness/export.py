@@ -17,12 +17,11 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from scaling_axes.datamodules.tokenizers import EOT, Tokenizer, as_hf_tokenizer, load_tokenizer
-from scaling_axes.harness.final import final_weights, read_done, read_final_config
-from scaling_axes.io import SuiteError, check_directory, load_state
-from scaling_axes.modules import build_model
+from scaling_axes.datamodules.tokenizers import EOT, Tokenizer, as_hf_tokenizer
+from scaling_axes.harness.final import read_done, read_final_config
+from scaling_axes.harness.lm_eval_model import load_checkpoint
+from scaling_axes.io import SuiteError, check_directory
 from scaling_axes.modules.architectures.transformer import TransformerConfig
-from scaling_axes.modules.tasks.lm import load_weights
 
 
 def check_hf_extra(what: str) -> None:
@@ -34,14 +33,11 @@ def export(run_dir: Path, out: Path) -> str:
     """Write `run_dir`'s finished model and tokenizer into `out`; returns how the model was written."""
     check_hf_extra("export")
     check_directory(out, "OUT")
-    read_done(run_dir / "done.json")  # a finished run, its weights verified
+    read_done(run_dir / "done.json")  # a finished run first: what else is missing follows from that
     config = read_final_config(run_dir)
     if config.get("tokenizer") is None:
         raise SuiteError(f"{run_dir} is an image classifier: export writes language models (timm loads the ViTs)")
-    model = build_model(config["model"], **config["overrides"])
-    weights = final_weights(run_dir)
-    load_weights(model, load_state(weights, f"delete {run_dir / 'done.json'} and rerun the run"), str(weights))
-    tokenizer = load_tokenizer(config["tokenizer"], config.get("tokenizer_path"))
+    model, tokenizer = load_checkpoint(run_dir)  # a finished run's verified weights, as lm-eval reads them
     if (unmatched := neox_mismatch(model.config)) is None:
         hf, how = as_neox(model, tokenizer), "GPT-NeoX (native in transformers)"
     else:

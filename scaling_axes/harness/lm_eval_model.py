@@ -30,6 +30,7 @@ from scaling_axes.datamodules.tokenizers import Tokenizer, load_tokenizer
 from scaling_axes.harness.final import FINAL_WEIGHTS, final_weights, read_done, read_final_config
 from scaling_axes.io import CorruptFileError, load_state, load_torch, verify_checksum
 from scaling_axes.modules import build_model
+from scaling_axes.modules.tasks.lm import load_weights as fit_weights
 
 
 def load_checkpoint(path: str | Path) -> tuple[nn.Module, Tokenizer]:
@@ -65,10 +66,13 @@ def load_checkpoint(path: str | Path) -> tuple[nn.Module, Tokenizer]:
 
 
 def load_weights(model: nn.Module, state: object, path: Path, fix: str) -> None:
-    """`state` (read from `path`) into `model`, or an error naming the file when it is not the model's weights."""
+    """`state` (read from `path`) into `model` (`modules.tasks.lm.load_weights`, which names each tensor that does not
+    fit), or an error naming the file and the fix when it is not the model's weights."""
     try:
-        model.load_state_dict(state)
-    except (RuntimeError, TypeError, AttributeError) as error:
+        fit_weights(model, state, str(path))
+    except ValueError as error:  # names the file and each tensor that does not fit
+        raise CorruptFileError(f"{error}; {fix}") from error
+    except (RuntimeError, TypeError, AttributeError) as error:  # not a state dict at all
         first = (str(error).splitlines() or [""])[0]
         raise CorruptFileError(f"{path} does not hold weights of {type(model).__name__} ({first}); {fix}") from error
 
