@@ -279,14 +279,14 @@ def test_rmt_tables_3_4_claim_fewer_tokens_counted_flops_and_parameters_and_tabl
 
 def test_cross_architecture_claims_and_ranking_use_each_best_learning_rate():
     from scaling_axes.experiments.cross_architecture import setup, table
-    from scaling_axes.harness.sweeps import Choice
+    from scaling_axes.harness.sweeps import Choice, Point
 
     losses = {"transformer": 4.0, "tokenformer": 4.2, "rmt": 3.9, "mot": 3.7, "mot_backbone": 3.8}
     results = {}
     for arch, loss in losses.items():
         lrs = setup.sweep(SMALL, arch)
         run = setup.make_run(SMALL, arch, "125m")
-        tuning = Choice(lrs[1], None, dict(zip(lrs, (5, 4, 5), strict=True)))  # the middle rate chosen
+        tuning = Choice(lrs[1], None, {lr: {1: Point(v)} for lr, v in zip(lrs, (5, 4, 5), strict=True)})  # the middle
         results[run.name] = {"val_loss": loss, "val_loss_curve": [], "steps": run.budget.steps, "params": 1,
                              "tokens": run.budget.tokens, "tuning": tuning}  # fmt: skip
     rows = {r.row: r for r in table.report(SMALL, results) if r.metric in ("claim", "val_loss_order")}

@@ -15,7 +15,7 @@ from scaling_axes.experiments.cross_architecture.recipes import recipe_at
 from scaling_axes.harness import sweeps
 from scaling_axes.harness.runner import at_chosen_rate, report, train
 from scaling_axes.harness.scales import PAPER, SMALL, SMOKE
-from scaling_axes.harness.sweeps import Choice, sweep_point
+from scaling_axes.harness.sweeps import Choice, Point, sweep_point
 from scaling_axes.modules import get_config
 from scaling_axes.modules.architectures.transformer import STANDARD_PARAMETRISATION
 from scaling_axes.modules.flops import (
@@ -102,8 +102,8 @@ def _fake_results(scale, best_index, skip=()):
         if arch in skip:
             continue
         lrs = cross.sweep(scale, arch)
-        choice = Choice(lrs[best_index[arch]], None, {lr: 5.0 + abs(i - best_index[arch]) for i, lr in enumerate(lrs)},
-                        at_edge=best_index[arch] in (0, len(lrs) - 1))  # fmt: skip
+        points = {lr: {1: Point(5.0 + abs(i - best_index[arch]))} for i, lr in enumerate(lrs)}
+        choice = Choice(lrs[best_index[arch]], None, points, at_edge=best_index[arch] in (0, len(lrs) - 1))
         steps = run.budget.steps
         curve = _curve(run, [steps // 2, steps])
         results[run.name] = {"val_loss": curve[-1][1], "val_loss_curve": curve, "steps": steps, "params": 7,

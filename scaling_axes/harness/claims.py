@@ -91,11 +91,17 @@ def judge(
     return settle(claim, scale)
 
 
-def settle(claim: Row, scale: Scale, measured_noise: dict[str, float] | None = None,
-           not_learning: Sequence[str] = (), untuned: Sequence[str] = ()) -> Row:  # fmt: skip
+def settle(
+    claim: Row,
+    scale: Scale,
+    measured_noise: dict[str, float] | None = None,
+    not_learning: Sequence[str] = (),
+    untuned: Sequence[str] = (),
+    unstable: Sequence[str] = (),
+) -> Row:
     """`claim` judged from its evidence: with `measured_noise` (metric -> pooled one-run spread at this scale) as a
-    floor where it exceeds the assumed one, and never decided on a run in `not_learning` (why each is not) or on
-    one whose sweep ended at an edge (`untuned`)."""
+    floor where it exceeds the assumed one, and never decided on a run in `not_learning` (why each is not), on one
+    that trained unstably (`unstable`: why each did) or on one whose lr is not tuned (`untuned`: why)."""
     e = claim.evidence
     floor = max(e.noise_floor, e.noise_scale * (measured_noise or {}).get(e.noise_metric, 0.0))
     margin = statistics.mean(e.margins) if e.margins else None
@@ -106,8 +112,9 @@ def settle(claim: Row, scale: Scale, measured_noise: dict[str, float] | None = N
     elif not scale.judges_claims:
         why = f"{scale} scale proves the pipeline, not a claim"
     elif not_learning:
-        more = f" (and {len(not_learning) - 1} more run{'s' * (len(not_learning) > 2)} at other seeds)"
-        status, why = "not_learning", f"decides nothing: {not_learning[0]}{more if len(not_learning) > 1 else ''}"
+        status, why = "not_learning", f"decides nothing: {not_learning[0]}{_more(not_learning[1:])}"
+    elif unstable:
+        status, why = "unstable", f"decides nothing: {'; '.join(unstable[:3])}{_more(unstable[3:])}"
     elif untuned:
         why = f"an arm's lr is not tuned: {'; '.join(untuned)}"
     elif e.unmatched:
@@ -129,6 +136,20 @@ def settle(claim: Row, scale: Scale, measured_noise: dict[str, float] | None = N
     low, high = (None, None) if margin is None else (margin - bound, margin + bound)
     return dataclasses.replace(claim, ours=margin, low=low, high=high, seeds=n, status=status,
                                note=NOTE_PARTS.join((e.statement, measured, why)).rstrip(" |"))  # fmt: skip
+
+
+def _more(reasons: Sequence[str]) -> str:
+    return f" (and {len(reasons)} more run{'s' * (len(reasons) > 1)} or seeds)" if reasons else ""
+
+
+def sweep_disagreement(sweep: Sequence[float], claims: Sequence[float], noise_floor: float) -> tuple[float, float]:
+    """(difference, bound): the claim seeds' mean final loss minus the sweep's mean at the same rate, and the 95%
+    bound of that difference of two means (Student-t on their pooled spread, at least `noise_floor`; one value on
+    each side: ONE_SEED_Z x the floor)."""
+    difference = statistics.fmean(claims) - statistics.fmean(sweep)
+    spread, dof = pooled_spread([sweep, claims])
+    critical = t_critical(dof) if dof else ONE_SEED_Z
+    return difference, critical * max(spread, noise_floor) * math.sqrt(1 / len(sweep) + 1 / len(claims))
 
 
 def minimum_detectable_effect(noise: float, seeds: int) -> float:

@@ -22,28 +22,43 @@ from scaling_axes.harness.runs import (
     seed_run,
 )
 from scaling_axes.harness.scales import Scale
-from scaling_axes.harness.sweeps import SWEEP_INFIX, Choice, is_rate, sweep_point, tune, tuned
+from scaling_axes.harness.stability import instability
+from scaling_axes.harness.sweeps import SWEEP_INFIX, Choice, Point, Points, parse_point, sweep_point, tune, tuned
 from scaling_axes.io import CorruptFileError
 
+SweepDone = dict[tuple[float, int], dict]  # (rate, draw) -> the done.json of a finished sweep point
 
-def sweep_points(experiment: Experiment, scale: Scale, run: Run, runs_dir: Path = RUNS_DIR) -> dict[float, dict]:
-    """rate -> done.json of `run`'s finished sweep points."""
+
+def sweep_points(experiment: Experiment, scale: Scale, run: Run, runs_dir: Path = RUNS_DIR) -> SweepDone:
+    """(rate, draw) -> done.json of `run`'s finished sweep points."""
     points = {}
     for path in run_dir(experiment, scale, run, runs_dir).parent.glob(f"{run.name}{SWEEP_INFIX}*/done.json"):
-        lr = path.parent.name.removeprefix(f"{run.name}{SWEEP_INFIX}")
-        if is_rate(lr) and (done := _read_finished(path, path.parent.name)) is not None:
-            points[float(lr)] = done
+        point = parse_point(path.parent.name.removeprefix(f"{run.name}{SWEEP_INFIX}"))
+        if point is not None and (done := _read_finished(path, path.parent.name)) is not None:
+            points[point] = done
     return points
 
 
-def tuning(experiment: Experiment, scale: Scale, run: Run, runs_dir: Path = RUNS_DIR,
-           train: Callable[[Run], None] | None = None,
-           read: Callable[[Run], dict[float, dict]] | None = None) -> Choice:  # fmt: skip
+def as_points(finished: SweepDone) -> Points:
+    """A sweep's finished points as it compares them: each draw's final loss and whether it was unstable."""
+    points: Points = {}
+    for (lr, draw), done in sorted(finished.items()):
+        points.setdefault(lr, {})[draw] = Point(done.get("val_loss"), instability(done))
+    return points
+
+
+def tuning(
+    experiment: Experiment,
+    scale: Scale,
+    run: Run,
+    runs_dir: Path = RUNS_DIR,
+    train: Callable[[Run], None] | None = None,
+    read: Callable[[Run], SweepDone] | None = None,
+) -> Choice:
     """Where `run`'s sweep stands on disk, training its next points with `train` until it has chosen (`read`: how
     a run's finished points are read, `sweep_points` unless given)."""
     read = read or (lambda r: sweep_points(experiment, scale, r, runs_dir))
-    return tune(run, lambda r: {lr: done.get("val_loss") for lr, done in read(r).items()},
-                lambda name: find_run(experiment, scale, name), train)  # fmt: skip
+    return tune(run, lambda r: as_points(read(r)), lambda name: find_run(experiment, scale, name), train)
 
 
 def load_results(experiment: Experiment, scale: Scale, runs_dir: Path = RUNS_DIR) -> dict[str, dict]:
@@ -52,7 +67,7 @@ def load_results(experiment: Experiment, scale: Scale, runs_dir: Path = RUNS_DIR
     its sweep chose, with `tuning` (its `Choice`), and its finished sweep points are results of their own."""
     results, points = {}, {}
 
-    def read(run: Run) -> dict[float, dict]:  # each sweep's points read once, an anchor's too
+    def read(run: Run) -> SweepDone:  # each sweep's points read once, an anchor's too
         if run.name not in points:
             points[run.name] = sweep_points(experiment, scale, run, runs_dir)
         return points[run.name]
@@ -60,7 +75,7 @@ def load_results(experiment: Experiment, scale: Scale, runs_dir: Path = RUNS_DIR
     for run in experiment.runs(scale):
         if run.sweep is not None:
             choice = tuning(experiment, scale, run, runs_dir, read=read)
-            results |= {sweep_point(run, lr).name: done for lr, done in read(run).items()}
+            results |= {sweep_point(run, lr, draw).name: done for (lr, draw), done in read(run).items()}
             if choice.lr is None:
                 continue
             run = tuned(run, choice.lr)

@@ -8,7 +8,7 @@ from typing import Any
 from scaling_axes.harness.runner import chain_epochs
 from scaling_axes.harness.runs import Experiment, Run, default_runs, with_seeds
 from scaling_axes.harness.scales import Scale
-from scaling_axes.harness.sweeps import planned_rates, sweep_point
+from scaling_axes.harness.sweeps import planned_points, sweep_point
 from scaling_axes.modules.flops import formula_params, train_flops_per_token
 from scaling_axes.modules.registry import architecture_of
 
@@ -48,7 +48,7 @@ def dry_run(
     time and GPU-hours at `mfu` of `devices` x `peak_tflops` plus `overhead_s` a run; every run at seeds
     1..`seeds`, and each sweep's points (its grid; an extension past an edge costs one more run each)."""
     plan, declared = [], default_runs(experiment, scale)
-    points = [sweep_point(r, lr) for r in declared if r.sweep for lr in planned_rates(r.sweep)]
+    points = [sweep_point(r, lr, draw) for r in declared if r.sweep for lr, draw in planned_points(r.sweep)]
     for run in points + with_seeds(declared, seeds):
         config, budget = run.config, run.budget
         per_token = train_flops_per_token(config, budget.seq_len)

@@ -19,7 +19,7 @@ from scaling_axes.harness.training import LEARNED_NATS
 from scaling_axes.io import atomic_write
 
 HEADINGS = {"claim_holds": "Holds", "claim_fails": "Fails", "insufficient": "Insufficient",
-            "out_of_reach": "Out of reach", "not_learning": "Not learning"}  # fmt: skip
+            "out_of_reach": "Out of reach", "not_learning": "Not learning", "unstable": "Unstable"}  # fmt: skip
 DATA_NOTE = "; data: "  # what `runner.data_caveats` appends to a claim's note
 FOREST = "claims_forest.png"
 
@@ -141,7 +141,24 @@ def caveat_lines(scale: Scale, tables: Tables, claims: list[Claim]) -> list[str]
         lines += ["- noise measured from the seeds (pooled spread of one run's final metric; the assumed floors, "
                   f"{LOSS_NOISE_FLOOR:g} nats and {TOP1_NOISE_FLOOR:g} points, stay as lower bounds):"]  # fmt: skip
         lines += [f"  - {name}: {r['row']} {_g(r['ours'])} {r['unit']} ({r['note']})" for name, r in noise]
-    return [*lines, ""]
+    return [*lines, *sweep_lines(tables), ""]
+
+
+def sweep_lines(tables: Tables) -> list[str]:
+    """Each tuned arm's check on its claim seeds, said once: how many agree with their sweep, and which do not."""
+    checks = {r["run"]: (name, r) for name, rows in tables.items() for r in rows
+              if r["metric"] == "claim_seeds_minus_sweep"}  # fmt: skip
+    if not checks:
+        return []
+    flagged = [f"{name}: {run} {_g(r['ours'], '+')} [{_g(r['low'])}, {_g(r['high'])}] {r['unit']} ({r['note']})"
+               for run, (name, r) in checks.items() if r["status"] == "differs"]  # fmt: skip
+    agree = f"{len(checks) - len(flagged)} of {len(checks)}" if flagged else f"all {len(checks)}"
+    head = (f"- learning rates: the claim seeds of {agree} arms swept on their own end within the 95% bound of their "
+            "sweep's mean at the chosen rate")  # fmt: skip
+    if not flagged:
+        return [head]
+    return [f"{head}; no claim is decided on the others (claim seeds' mean minus the sweep's, [its 95% interval]):",
+            *(f"  - {line}" for line in flagged)]  # fmt: skip
 
 
 def experiment_lines(scale_dir: Path, tables: Tables, link_prefix: str) -> list[str]:

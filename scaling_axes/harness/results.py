@@ -7,7 +7,8 @@ training result), ``measured`` (a training result the paper gives no number for)
 model this suite does not build, such as the Pythia rows of a comparison table, shown for reference only), and for a
 paper's claims (metric ``claim``, see `harness.claims`; ``ours`` the mean margin, ``low``/``high`` its 95% interval,
 ``seeds`` how many) ``claim_holds``, ``claim_fails``, ``insufficient``, ``out_of_reach`` (not trained at this scale:
-its effect is below what the scale can detect) or ``not_learning`` (a run it compares did not learn); a row whose
+its effect is below what the scale can detect), ``not_learning`` (a run it compares did not learn) or ``unstable`` (a
+run it compares spiked, or ended as an outlier among its seeds: `harness.stability`); a row whose
 runs passed over their data more often than allowed (``--allow-repeats``) is ``memorisation``, and one whose runs on
 disk were trained with other settings than the code now declares is ``stale``, whatever it was judged. Each claim's
 margin per seed and each run's final metrics per seed are in ``results/<scale>/seeds/<experiment>.csv``.
@@ -27,7 +28,14 @@ from scaling_axes.io import atomic_write
 
 COLUMNS = ("experiment", "table", "row", "metric", "paper", "ours", "low", "high", "seeds", "unit", "scale", "run",
            "status", "note")  # fmt: skip
-VERDICTS = ("claim_holds", "claim_fails", "insufficient", "out_of_reach", "not_learning")  # a claim's, in this order
+VERDICTS = (
+    "claim_holds",
+    "claim_fails",
+    "insufficient",
+    "out_of_reach",
+    "not_learning",
+    "unstable",
+)  # a claim's, in this order
 STATUSES = ("match", "differs", "not_run", "analytic", "measured", "cited", *VERDICTS, "memorisation", "stale")
 # Where outputs go, one rule: `runs/` and `results/` under the output root, the working directory unless a command
 # is given --out-dir. The papers' numbers are package data (`scaling_axes.published`, the checkout's
@@ -132,10 +140,13 @@ def pyplot() -> Any:
 
 
 def save_figure(fig: Any, path: Path) -> None:
-    """Lay out, legend every axis that has labelled lines, and write the PNG atomically."""
+    """Lay out, legend every axis that has labelled lines, and write the PNG atomically. An axis with nothing to
+    show yet (no run finished) is drawn linear: matplotlib cannot lay out a log axis of no data."""
     for ax in fig.axes:
         if ax.get_legend_handles_labels()[1]:
             ax.legend(fontsize=7)
+        if not any(len(line.get_xdata()) for line in ax.get_lines()):
+            ax.set(xscale="linear", yscale="linear")
     fig.tight_layout()
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=120)

@@ -10,6 +10,7 @@ from typing import Any
 
 from scaling_axes.datamodules.corpora import corpus_spec, default_data_root, tokenizer_of
 from scaling_axes.datamodules.floors import unigram_floor
+from scaling_axes.harness.arms import not_learning, tuning_rows, unstable, unstable_seeds, untuned
 from scaling_axes.harness.claims import pooled_spread, seeds_of, settle
 from scaling_axes.harness.final import final_weights, read_done, write_done
 from scaling_axes.harness.finished import load_results, tuning
@@ -214,8 +215,9 @@ def report(experiment: Experiment, scale: Scale, runs_dir: Path = RUNS_DIR, resu
     results_dir = Path(results_dir or RESULTS_DIR)
     results, runs = load_results(experiment, scale, runs_dir), experiment.runs(scale)
     noise, spread_rows = measured_noise(Path(runs_dir) / (experiment.run_group or experiment.name) / scale.name)
-    rows = [settle(row, scale, noise, not_learning(row, results, runs), untuned(row, results)) if row.evidence
-            else row for row in experiment.report(scale, results)]  # fmt: skip
+    rows = [settle(row, scale, noise, not_learning(row, results, runs), untuned(row, results),
+                   unstable(row, results)) if row.evidence else row
+            for row in experiment.report(scale, results)]  # fmt: skip
     rows = data_caveats(rows, results, runs) + tuning_rows(results) + spread_rows + floor_rows(runs)
     path = write_rows(experiment.name, scale, rows, results_dir)
     write_seeds(experiment.name, scale, rows, results, results_dir)
@@ -230,28 +232,34 @@ NOISE_METRICS = ("val_loss", "val_top1")  # the final metrics whose spread over 
 
 def measured_noise(directory: Path) -> tuple[dict[str, float], list[Row]]:
     """metric -> the pooled spread over seeds of one run's final `metric`, from the finished runs in `directory` (an
-    experiment's runs at one scale) that trained at two seeds or more; and a row for each."""
-    by_run: dict[str, dict[str, list[float]]] = {}
+    experiment's runs at one scale) that trained at two seeds or more, leaving out the seeds that trained unstably
+    (a spike, or an outlier among the run's seeds: `harness.stability`), whose spread is not the seeds' noise; and a
+    row for each, its note giving the spread over every seed beside it."""
+    by_run: dict[str, dict[int, dict]] = {}
     for done_path in sorted(Path(directory).glob("*/done.json")):
         name = done_path.parent.name
         base, _, k = name.rpartition(SEED_SUFFIX)
-        base = base if k.isdigit() else name
+        base, seed = (base, int(k)) if k.isdigit() else (name, 1)
         try:
-            done = read_done(done_path)
+            by_run.setdefault(base, {})[seed] = read_done(done_path)
         except (CorruptFileError, FileNotFoundError):
             continue
-        for metric in NOISE_METRICS:
-            if isinstance(value := done.get(metric), (int, float)):
-                by_run.setdefault(metric, {}).setdefault(base, []).append(float(value))
-    noise, rows = {}, []
-    for metric, groups in by_run.items():
-        spread, dof = pooled_spread(list(groups.values()))
-        if dof:
-            noise[metric] = spread
-            rows.append(Row(table="noise", row=metric, metric="seed_spread", ours=spread, status="measured",
-                            unit="nats/token" if metric == "val_loss" else "fraction",
-                            note=f"pooled over {sum(len(g) >= 2 for g in groups.values())} runs, {dof} degrees of "
-                            "freedom"))  # fmt: skip
+    noise, rows, unsteady = {}, [], {base: unstable_seeds(seeds) for base, seeds in by_run.items()}
+    for metric in NOISE_METRICS:
+        every = {base: {k: float(d[metric]) for k, d in seeds.items() if isinstance(d.get(metric), (int, float))}
+                 for base, seeds in by_run.items()}  # fmt: skip
+        stable = {base: {k: v for k, v in values.items() if k not in unsteady[base]} for base, values in every.items()}
+        spread, dof = pooled_spread([list(values.values()) for values in stable.values()])
+        if not dof:
+            continue
+        noise[metric] = spread
+        left_out = sum(len(every[base]) - len(values) for base, values in stable.items() if len(every[base]) > 1)
+        everything = pooled_spread([list(values.values()) for values in every.values()])[0]
+        rows.append(Row(table="noise", row=metric, metric="seed_spread", ours=spread, status="measured",
+                        unit="nats/token" if metric == "val_loss" else "fraction",
+                        note=f"pooled over {sum(len(g) >= 2 for g in stable.values())} runs, {dof} degrees of freedom; "
+                        f"{left_out} unstable seed{'s' * (left_out != 1)} left out (over every seed: "
+                        f"{everything:.3g})"))  # fmt: skip
     return noise, rows
 
 
@@ -268,39 +276,6 @@ def floor_rows(runs: list[Run]) -> list[Row]:
         except FileNotFoundError:
             continue
     return list(rows.values())
-
-
-def not_learning(claim: Row, results: dict[str, dict], runs: list[Run]) -> list[str]:
-    """Why each run (at each seed) that `claim` compares did not clearly learn (`Task.learned`); empty if all did."""
-    by_name = {run.name: run for run in runs}
-    return [why for name in claim.run.split(",") if name in by_name
-            for done in seeds_of(results.get(name)).values()
-            if not done.get("diverged") and (why := task_of(by_name[name]).learned(by_name[name], done))]  # fmt: skip
-
-
-def untuned(claim: Row, results: dict[str, dict]) -> list[str]:
-    """Why the runs `claim` compares are not at a tuned lr: a sweep that ended at an edge it could not pass, or a
-    carried lr whose transfer rule a checked size of the family refutes."""
-    reasons = []
-    for name in claim.run.split(","):
-        done = results.get(name, {})
-        if (choice := done.get("tuning")) is not None and choice.at_edge:
-            reasons.append(f"{name}'s sweep ended at {choice.lr:g}, an edge")
-        if checked := done.get("transfer_refuted"):
-            reasons.append(f"{name}'s lr was carried from {done['tuning_anchor']}, and at {checked} the carried lr "
-                           "is not the best of it and its grid neighbours")  # fmt: skip
-    return reasons
-
-
-def tuning_rows(results: dict[str, dict]) -> list[Row]:
-    """Each swept run's chosen lr and the sweep behind it."""
-    rows = []
-    for name, done in results.items():
-        if (choice := (done or {}).get("tuning")) is not None:
-            rule = done.get("tuning_rule", "")
-            rows.append(Row(table="lr_sweep", row=name, metric="chosen_lr", ours=choice.lr, run=name,
-                            status="measured", note=f"{rule}{'; ' if rule else ''}{choice.describe()}"))  # fmt: skip
-    return rows
 
 
 SEED_COLUMNS = ("kind", "table", "row", "run", "seed", "metric", "value")

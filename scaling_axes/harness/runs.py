@@ -26,7 +26,7 @@ import yaml
 from scaling_axes.datamodules.corpora import train_tokens
 from scaling_axes.harness.results import Row
 from scaling_axes.harness.scales import Scale, get_scale
-from scaling_axes.harness.sweeps import SWEEP_INFIX, Sweep, is_rate, sweep_point
+from scaling_axes.harness.sweeps import SWEEP_INFIX, Sweep, parse_point, sweep_point
 from scaling_axes.io import CorruptFileError, atomic_write, verify_checksum
 from scaling_axes.modules import get_config
 from scaling_axes.modules.architectures.vit_tokenformer import ViTConfig
@@ -213,9 +213,9 @@ def run_dir(experiment: Experiment, scale: Scale, run: Run, runs_dir: Path = RUN
 
 def find_run(experiment: Experiment, scale: Scale, name: str) -> Run:
     runs = {r.name: r for r in experiment.runs(scale)}
-    swept, _, lr = name.rpartition(SWEEP_INFIX)
-    if swept in runs and runs[swept].sweep and is_rate(lr):
-        return sweep_point(runs[swept], float(lr))
+    swept, _, point = name.rpartition(SWEEP_INFIX)
+    if swept in runs and runs[swept].sweep and (lr_draw := parse_point(point)) is not None:
+        return sweep_point(runs[swept], *lr_draw)
     base, _, k = name.rpartition(SEED_SUFFIX)
     if name not in runs and base in runs and k.isdigit() and int(k) >= 2:
         return seed_run(runs[base], int(k))

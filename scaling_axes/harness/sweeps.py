@@ -1,15 +1,21 @@
 """Learning-rate sweeps that the harness runs before the runs a claim compares.
 
 A run declared with a `Sweep` trains at the learning rate its sweep chose, never at the one its budget names. The
-sweep trains the run at each rate of its grid, on the seed before the run's own (`sweep_point`: a seed no claim is
-judged on; the claims' seeds 1..n then train at the chosen rate), and chooses the rate of the lowest final
-validation loss. A best rate at an edge of what was tried is not a choice: the sweep extends one grid step past that
-edge and trains again, until the best is interior (or MAX_EXTENSIONS steps past the grid, where the run is flagged
-`at_edge` and no claim is decided on it). A diverged point counts as the worst.
+sweep trains the run at each rate of its grid on the seed before the run's own (`sweep_point`: a seed no claim is
+judged on; the claims' seeds 1..n then train at the chosen rate). One draw cannot choose: at these sizes the seeds
+of a rate near the edge of stability spread by more than the gaps between rates (the cross-architecture Transformer's
+sweep seed reached 4.95 at 9e-3 and 5.15 at 3e-3; its claim seeds at 9e-3 reached 5.17-5.54, at 3e-3 5.15-5.20), so
+the best rate is trained again on further sweep seeds (`Sweep.draws`, the seeds before the first sweep seed: still
+no claim's), and so is each neighbour whose loss lies within the noise that the best's draws show (`within_noise`);
+rates are compared by their mean over draws. A rate with a diverged or unstable
+draw (a loss spike, `harness.stability`) is never chosen, whatever its mean: a stable rate is preferred to a lucky
+one. A best rate at an edge of what was tried is not a choice: the sweep extends one grid step past that edge and
+trains again, until the best is interior (or MAX_EXTENSIONS steps past the grid, where the run is flagged `at_edge`
+and no claim is decided on it).
 
 A sweep may be another run's (`anchor`): a family of sizes tuned once and the rate carried over by a stated rule
 (`rule`, such as muP's width transfer); `check` trains this run at the carried rate and at its two grid neighbours
-(on the sweep seed), and the report says whether the rate is still the best of the three there.
+(one draw each), and the report says whether the rate is still the best of the three there.
 
 Identical sweep points declared by several experiments are one run (`runner.link_identical`), so a model and budget
 is swept once.
@@ -19,13 +25,18 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import statistics
 from collections.abc import Callable
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
+
+from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, ONE_SEED_Z
 
 Run = TypeVar("Run")  # a `harness.runs.Run` (runs imports this module, so not the other way round)
 
 SWEEP_INFIX = "_sweep_lr"  # a sweep point of run R at rate x is R_sweep_lr<x>
+DRAW_INFIX = "_draw"  # its k-th draw (k >= 2) is R_sweep_lr<x>_draw<k>, on the k-th seed before the run's
 MAX_EXTENSIONS = 3  # grid steps a sweep may extend past either edge
+SWEEP_DRAWS = 2  # draws of the best rate and its neighbours
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,36 +52,82 @@ class Sweep:
     # at each rate (the RMT code's decay: weight_decay = 1e-4 / lr, a fixed decay per step)
     rate_option: str | None = None  # the LanguageModel option the rate is (None: the budget's lr), e.g. a scale on
     # fixed per-group rates
+    draws: int = SWEEP_DRAWS  # sweep seeds the best rate and its neighbours are compared on
 
     def __post_init__(self) -> None:
         if len(self.grid) < 2 or list(self.grid) != sorted(self.grid):
             raise ValueError(f"a sweep's grid is at least two ascending rates, not {self.grid}")
+        if self.draws < 1:
+            raise ValueError(f"a sweep trains at least one draw per rate, not {self.draws}")
 
     @property
     def step(self) -> float:
         return self.grid[1] / self.grid[0]
 
 
+class Point(NamedTuple):
+    """One draw of a sweep point as a sweep reads it: its final validation loss (None: diverged) and, where its
+    training was unstable, why (`harness.stability.instability`)."""
+
+    loss: float | None
+    unstable: str | None = None
+
+    @property
+    def eligible(self) -> bool:
+        return self.unstable is None and self.loss is not None and math.isfinite(self.loss)
+
+    def describe(self) -> str:
+        if self.loss is None or not math.isfinite(self.loss):
+            return "diverged"
+        return f"{self.loss:.4f}" + (f" (unstable: {self.unstable})" if self.unstable else "")
+
+
+Points = dict[float, dict[int, Point]]  # rate -> draw (1, 2, ...) -> its point
+
+
+def score(draws: dict[int, Point]) -> float:
+    """A rate's mean final loss over its draws; infinite where one diverged or was unstable (never chosen)."""
+    if not draws or not all(point.eligible for point in draws.values()):
+        return math.inf
+    return statistics.fmean(point.loss for point in draws.values())
+
+
 @dataclasses.dataclass(frozen=True)
 class Choice:
-    """Where a sweep stands: the chosen rate (None until decided), the next rate to train (None: none), each finished
-    rate's final validation loss (None: diverged), and whether the best sat at an edge it could not pass."""
+    """Where a sweep stands: the chosen rate (None until decided), the next point to train (`next`, at draw
+    `next_draw`; None: none), each finished draw at each rate, and whether the best sat at an edge it could not
+    pass."""
 
     lr: float | None
     next: float | None
-    losses: dict[float, float | None]
+    points: Points
     at_edge: bool = False
     carried_best: bool | None = None  # a checked carried rate: still the best of it and its neighbours here
+    next_draw: int = 1
+
+    @property
+    def losses(self) -> dict[float, float | None]:
+        """Each tried rate's mean final loss over its draws (None: a draw diverged or was unstable)."""
+        return {lr: (mean if math.isfinite(mean := score(draws)) else None) for lr, draws in self.points.items()}
+
+    def draws_at(self, lr: float) -> list[float]:
+        """The finished draws' final losses at rate `lr`."""
+        return [p.loss for p in self.points.get(rate(lr), {}).values() if p.loss is not None]
 
     def describe(self) -> str:
-        if not self.losses:
+        if not self.points:
             return "carried over, not trained at other rates at this size"
-        tried = ", ".join(f"{lr:g}: {'diverged' if loss is None else f'{loss:.4f}'}"
-                          for lr, loss in sorted(self.losses.items()))  # fmt: skip
+        tried = ", ".join(f"{lr:g}: {_described(draws)}" for lr, draws in sorted(self.points.items()))
         where = "at the edge after the extensions allowed" if self.at_edge else "interior"
         verdict = "the best" if self.carried_best else "not the best"
         check = "" if self.carried_best is None else f"; the carried lr is {verdict} of it and its neighbours here"
         return f"final validation loss at each lr ({tried}); best {where}{check}"
+
+
+def _described(draws: dict[int, Point]) -> str:
+    each = " / ".join(point.describe() for _, point in sorted(draws.items()))
+    mean = score(draws)
+    return f"{each} (mean {mean:.4f})" if len(draws) > 1 and math.isfinite(mean) else each
 
 
 def is_rate(text: str) -> bool:
@@ -81,33 +138,62 @@ def is_rate(text: str) -> bool:
         return False
 
 
+def parse_point(suffix: str) -> tuple[float, int] | None:
+    """(rate, draw) of a sweep point from its name after SWEEP_INFIX (`0.01`, `0.01_draw2`); None if it is not one."""
+    lr, _, draw = suffix.partition(DRAW_INFIX)
+    if not is_rate(lr) or (draw and not (draw.isdigit() and int(draw) >= 2)):
+        return None
+    return float(lr), int(draw or 1)
+
+
 def rate(lr: float) -> float:
     """A rate as the sweep names it (six significant digits), so that extensions land on the names they had."""
     return float(f"{lr:.6g}")
 
 
-def sweep_point(run: Run, lr: float) -> Run:
-    """`run` at rate `lr` on the sweep's seed (the one before the run's own; a pinned data seed shifts with it)."""
-    data = {**run.data, "seed": run.data["seed"] - 1} if "seed" in run.data else run.data
-    return dataclasses.replace(tuned(run, rate(lr)), name=f"{run.name}{SWEEP_INFIX}{rate(lr):g}", seed=run.seed - 1,
-                               data=data, sweep=None, lr_sweep=True)  # fmt: skip
+def sweep_point(run: Run, lr: float, draw: int = 1) -> Run:
+    """`run` at rate `lr` on its `draw`-th sweep seed, the `draw`-th before the run's own (a pinned data seed shifts
+    with it)."""
+    data = {**run.data, "seed": run.data["seed"] - draw} if "seed" in run.data else run.data
+    name = f"{run.name}{SWEEP_INFIX}{rate(lr):g}{f'{DRAW_INFIX}{draw}' if draw > 1 else ''}"
+    return dataclasses.replace(tuned(run, rate(lr)), name=name, seed=run.seed - draw, data=data, sweep=None,
+                               lr_sweep=True)  # fmt: skip
 
 
-def choose(sweep: Sweep, losses: dict[float, float | None]) -> Choice:
-    """The next point to train, or the chosen rate, from the finished points' `losses`."""
+def choose(sweep: Sweep, points: Points) -> Choice:
+    """The next point to train, or the chosen rate, from the finished `points`: the grid's first draws, an extension
+    past an edge where the best is there, then further draws of the best rate and of each neighbour within the
+    noise of it (`within_noise`), until the best by mean has all its draws and no neighbour is left undecided."""
     grid, step = sweep.grid, sweep.step
-    if missing := [lr for lr in map(rate, grid) if lr not in losses]:
-        return Choice(None, missing[0], losses)
-    tried = sorted(losses)
-    finished = {lr: loss for lr, loss in losses.items() if loss is not None and math.isfinite(loss)}
-    best = min(finished, key=finished.get) if finished else tried[0]
+    if missing := [lr for lr in map(rate, grid) if 1 not in points.get(lr, {})]:
+        return Choice(None, missing[0], points)
+    tried = sorted(lr for lr, draws in points.items() if 1 in draws)
+    scores = {lr: score(points[lr]) for lr in tried}
+    best = min(tried, key=lambda lr: scores[lr])  # all infinite: the lowest
     below = round(math.log(grid[0] / tried[0], step)) < MAX_EXTENSIONS
     above = round(math.log(tried[-1] / grid[-1], step)) < MAX_EXTENSIONS
     if best == tried[0] and below:
-        return Choice(None, rate(best / step), losses)
-    if best == tried[-1] and above and finished:
-        return Choice(None, rate(best * step), losses)
-    return Choice(best, None, losses, at_edge=best in (tried[0], tried[-1]))
+        return Choice(None, rate(best / step), points)
+    if best == tried[-1] and above and math.isfinite(scores[best]):
+        return Choice(None, rate(best * step), points)
+    i = tried.index(best)
+    for lr in (best, *tried[max(0, i - 1) : i], *tried[i + 1 : i + 2]):
+        undrawn = [k for k in range(2, sweep.draws + 1) if k not in points[lr]]
+        if undrawn and math.isfinite(scores[lr]) and (lr == best or within_noise(points[best], points[lr])):
+            return Choice(None, lr, points, next_draw=undrawn[0])
+    return Choice(best, None, points, at_edge=best in (tried[0], tried[-1]))
+
+
+def within_noise(best: dict[int, Point], other: dict[int, Point]) -> bool:
+    """Whether rate `other`'s mean loss lies within the noise of the best's: less than ONE_SEED_Z standard errors of
+    the difference above it, the best's draws giving the noise of one draw (at least LOSS_NOISE_FLOOR). A rate past
+    the edge of stability draws far apart (the cross-architecture Transformer's two at 9e-3: 4.946 and 5.562), so
+    its neighbours are drawn again; a stable best's draws agree (5.151 and 5.166 at 3e-3), and a neighbour 0.7
+    nats worse (9e-4) is not."""
+    losses = [point.loss for point in best.values()]
+    noise = max(statistics.stdev(losses) if len(losses) > 1 else 0.0, LOSS_NOISE_FLOOR)
+    bound = ONE_SEED_Z * noise * math.sqrt(1 / len(best) + 1 / len(other))
+    return score(other) - score(best) < bound
 
 
 def neighbours(sweep: Sweep, lr: float) -> tuple[float, float, float]:
@@ -115,42 +201,45 @@ def neighbours(sweep: Sweep, lr: float) -> tuple[float, float, float]:
     return rate(lr / sweep.step), rate(lr), rate(lr * sweep.step)
 
 
-def checked(sweep: Sweep, anchor: Choice, losses: dict[float, float | None]) -> Choice:
-    """An anchored run's points: the carried rate and, with `check`, its two grid neighbours."""
+def checked(sweep: Sweep, anchor: Choice, points: Points) -> Choice:
+    """An anchored run's points: the carried rate and, with `check`, its two grid neighbours (one draw each)."""
     lr = anchor.lr
     wanted = neighbours(sweep, lr) if sweep.check else ()
-    if missing := [each for each in wanted if each not in losses]:
-        return Choice(None, missing[0], losses, anchor.at_edge)
-    finite = {each: losses[each] for each in wanted if losses[each] is not None and math.isfinite(losses[each])}
-    best = min(finite, key=finite.get) == rate(lr) if finite else False
-    return Choice(lr, None, losses, anchor.at_edge, best if wanted else None)
+    if missing := [each for each in wanted if 1 not in points.get(each, {})]:
+        return Choice(None, missing[0], points, anchor.at_edge)
+    scores = {each: score({1: points[each][1]}) for each in wanted}
+    best = min(scores, key=scores.get) == rate(lr) if any(map(math.isfinite, scores.values())) else False
+    return Choice(lr, None, points, anchor.at_edge, best if wanted else None)
 
 
-def tune(run: Run, losses_of: Callable[[Run], dict[float, float | None]],
-         anchor_of: Callable[[str], Run], train: Callable[[Run], None] | None = None) -> Choice:  # fmt: skip
-    """Where `run`'s sweep stands (`losses_of(run)`: its finished points), training each next point with `train`
+def tune(run: Run, points_of: Callable[[Run], Points], anchor_of: Callable[[str], Run],
+         train: Callable[[Run], None] | None = None) -> Choice:  # fmt: skip
+    """Where `run`'s sweep stands (`points_of(run)`: its finished points), training each next point with `train`
     until it has chosen (without `train`: as far as the points on disk go). An anchored run's rate is its anchor's."""
     sweep = run.sweep
     if sweep.anchor is not None:
-        anchor = tune(anchor_of(sweep.anchor), losses_of, anchor_of, train)
+        anchor = tune(anchor_of(sweep.anchor), points_of, anchor_of, train)
         if anchor.lr is None:
             return anchor
-        step = lambda: checked(sweep, anchor, losses_of(run))  # noqa: E731
+        step = lambda: checked(sweep, anchor, points_of(run))  # noqa: E731
     else:
-        step = lambda: choose(sweep, losses_of(run))  # noqa: E731
+        step = lambda: choose(sweep, points_of(run))  # noqa: E731
     choice = step()
     while choice.next is not None and train is not None:
-        train(sweep_point(run, choice.next))
+        train(sweep_point(run, choice.next, choice.next_draw))
         choice = step()
     return choice
 
 
-def planned_rates(sweep: Sweep) -> tuple[float, ...]:
-    """The rates a sweep trains at least (before any extension): its grid, or a checked anchor's three (about the
-    grid's middle, before the anchor has chosen)."""
-    if sweep.anchor is None:
-        return tuple(map(rate, sweep.grid))
-    return neighbours(sweep, sweep.grid[len(sweep.grid) // 2]) if sweep.check else ()
+def planned_points(sweep: Sweep) -> tuple[tuple[float, int], ...]:
+    """(rate, draw) of the points a sweep trains at least (before any extension): its grid, and the further draws of
+    the best rate and of one neighbour within its noise, as most sweeps draw (shown at the grid's middle: where the
+    best lies is known only once trained); a checked anchor's three (about the grid's middle)."""
+    middle = neighbours(sweep, sweep.grid[len(sweep.grid) // 2])
+    if sweep.anchor is not None:
+        return tuple((lr, 1) for lr in middle) if sweep.check else ()
+    grid = tuple(map(rate, sweep.grid))
+    return (*((lr, 1) for lr in grid), *((lr, k) for k in range(2, sweep.draws + 1) for lr in middle[1:] if lr in grid))
 
 
 def tuned(run: Run, lr: float) -> Run:

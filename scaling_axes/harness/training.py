@@ -52,6 +52,7 @@ from scaling_axes.harness.runs import (
     world_size,
     write_config,
 )
+from scaling_axes.harness.stability import LossSpikes
 from scaling_axes.io import (
     SuiteError,
     atomic_write,
@@ -96,6 +97,7 @@ def build_trainer(run: Run, out: Path, world_size: int, extra_callbacks: list | 
         inference_mode=False,  # eval metrics reset inside inference mode would be unusable in the next fit
         logger=build_loggers(loggers, out, hyperparameters(run, labels or {})),
         callbacks=[
+            LossSpikes(),  # first: a step's loss is counted before any checkpoint of that step is written
             StepCheckpoint(out / "checkpoints", budget.checkpoint_every, fingerprinted or {}, out / "metrics.csv"),
             ResumableThroughputMonitor(
                 batch_size_fn=lambda batch: batch[0].shape[0],
@@ -244,6 +246,7 @@ def _fit(run: Run, out: Path, growth: Growth | None, resumed: dict | None, train
         "train_flops": run.train_flops(),
         **task.final_metrics(metrics),
         **(read_verified_json(growth_metrics, f"delete {growth_metrics} and rerun") if growth is not None else {}),
+        **next(c for c in trainer.callbacks if isinstance(c, LossSpikes)).record(),
         "train_loss_curve": curves["train/loss"],
         "val_loss_curve": curves["val/loss"],
         **({"val_loss_curves": {c.split("/")[1]: curves[c] for c in val_sets}} if val_sets else {}),

@@ -58,9 +58,11 @@ RECIPES: dict[Scale, Recipe] = {
     # steps take larger steps too
     CPU: Recipe({"125m": Shape(2, 64, 16, 8, 64, (16, 2), 125e6)},
                 ShortBudget(200, 16, 128, val_windows=64, val_every=40, checkpoints=2), lr_factor=3,
-                seeds=5,  # 200-step runs at high rates spread 0.1-0.4 nats over seeds
-                # the diagnosis (issue 37): the TPU code's numerics gain 0.55 nats [0.28, 0.82] at this scale, each
-                # arm at its own lr; no other change of the recipe moved it detectably
+                # the scale's three seeds: the five it took while one-draw sweeps chose rates past the edge of
+                # stability (seeds spread 0.1-0.4 nats there) are not needed at stable rates (issue 46: 0.02)
+                # the TPU code's numerics: the one change of the recipe that the diagnosis found to move it (its
+                # margins, intervals and seeds: results/cpu/tokenformer_cpu_diagnosis.csv, `experiments/tokenformer/
+                # diagnosis.py`)
                 tokenformer_numerics="tpu"),
 }  # fmt: skip
 

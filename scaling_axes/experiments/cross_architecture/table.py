@@ -22,7 +22,7 @@ Paper scale: 125M = 18 x 768, 350M = 28 x 1024; 20 tokens per non-embedding para
 1024 tokens, AdamW (0.9, 0.95), weight decay 0.1 on matrices, z-loss 1e-4, clipping 1.0, the RMT paper's schedule
 (5% warmup, cosine to 10%). MoT trains with AdamW like the rest (its paper's Muon would confound the comparison).
 Learning rates: a sweep per architecture and size from a 3-point grid (x3.3 apart), on a seed of its own, extended
-past an edge until its best is interior; the claims' seeds (five at cpu scale) train at the chosen rate.
+past an edge until its best is interior; the claims' seeds (three at cpu scale) train at the chosen rate.
 
 Reported per architecture and size (its best-lr run): validation loss at equal tokens (the end of training) and at
 equal training FLOPs (each curve read at the smallest total any architecture spent, true FLOPs per architecture),

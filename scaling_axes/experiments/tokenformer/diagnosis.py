@@ -19,9 +19,11 @@ full_rotary          rotary on every head dimension [the first 25%: 4 of 16]
 tied_head            the unembedding tied to the embedding [untied, as the Transformer's]
 ===================  ==========================================================================================
 
-Trained where claims are judged below paper scale (and at smoke, the pipeline), by `run tokenformer_cpu_diagnosis`:
-`all` reports it without training it, since it chose the cpu recipe once. Each option is one the released code also
-offers; which the cpu recipe should follow is read from these rows once trained.
+Trained where claims are judged below paper scale (and at smoke, the pipeline), by `run tokenformer_cpu_diagnosis`
+in the runs directory of `all` (whose cross-architecture runs it shares): `all` reports it without training it, since
+it chose the cpu recipe once, and `results/cpu/tokenformer_cpu_diagnosis.csv` is committed from one such call. Each
+option is one the released code also offers; the cpu recipe follows the rows whose gain is decided
+(`cross_architecture.recipes`).
 """
 
 from __future__ import annotations

@@ -70,7 +70,7 @@ def _shrunk_spec(scale: Scale, spec: progressive.Setting, constant: dict) -> tup
     recipe = continual_at(scale)
     corpus = recipe.corpus or ENWIK8.at(scale)
     cadence = {k: v for k, v in (("val_every", recipe.val_every), ("val_windows", recipe.val_windows)) if v}
-    continual = dataclasses.replace(spec.full, **cadence, **constant)
+    continual = dataclasses.replace(spec.full, **cadence, **{**constant, "warmup_steps": recipe.warmup_steps})
     if recipe.steps:
         continual = dataclasses.replace(continual, steps=recipe.steps)
     else:

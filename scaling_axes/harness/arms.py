@@ -1,0 +1,87 @@
+"""Whether the runs a claim compares (its arms) can decide it: each learned, each at a tuned learning rate that its
+claim seeds confirm, each trained stably. A claim on an arm that lacks one of these says which instead of holding or
+failing (`claims.settle`), and each swept arm's row shows its sweep beside what its claim seeds reached there.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, seeds_of, sweep_disagreement
+from scaling_axes.harness.results import Row
+from scaling_axes.harness.runs import Run
+from scaling_axes.harness.stability import instability, outliers
+from scaling_axes.harness.training import task_of
+
+
+def not_learning(claim: Row, results: dict[str, dict], runs: list[Run]) -> list[str]:
+    """Why each run (at each seed) that `claim` compares did not clearly learn (`Task.learned`); empty if all did."""
+    by_name = {run.name: run for run in runs}
+    return [why for name in claim.run.split(",") if name in by_name
+            for done in seeds_of(results.get(name)).values()
+            if not done.get("diverged") and (why := task_of(by_name[name]).learned(by_name[name], done))]  # fmt: skip
+
+
+def unstable(claim: Row, results: dict[str, dict]) -> list[str]:
+    """Why each run (at each seed) that `claim` compares trained unstably: a spike or a validation rise
+    (`stability.instability`), or a final loss that is an outlier among the run's seeds; empty if none did."""
+    return [why for name in claim.run.split(",") if name
+            for why in unstable_seeds(seeds_of(results.get(name))).values()]  # fmt: skip
+
+
+def unstable_seeds(by_seed: dict[int, dict]) -> dict[int, str]:
+    """seed -> why, for each seed of a finished run (seed -> its done.json) that trained unstably."""
+    finals = {k: each["val_loss"] for k, each in by_seed.items() if isinstance(each.get("val_loss"), (int, float))}
+    found = {k: why for k, each in by_seed.items() if (why := instability(each))}
+    name = next((each.get("run") for each in by_seed.values()), "the run")
+    return {**{k: f"{name}: {why}" for k, why in outliers(finals).items() if k not in found}, **found}
+
+
+def untuned(claim: Row, results: dict[str, dict]) -> list[str]:
+    """Why the runs `claim` compares are not at a tuned lr: a sweep that ended at an edge it could not pass, a
+    carried lr whose transfer rule a checked size of the family refutes, or claim seeds that reach a worse loss at
+    the chosen rate than the sweep did, beyond the 95% bound (`sweep_check`)."""
+    reasons = []
+    for name in claim.run.split(","):
+        done = results.get(name, {})
+        if (choice := done.get("tuning")) is not None and choice.at_edge:
+            reasons.append(f"{name}'s sweep ended at {choice.lr:g}, an edge")
+        if checked := done.get("transfer_refuted"):
+            reasons.append(f"{name}'s lr was carried from {done['tuning_anchor']}, and at {checked} the carried lr "
+                           "is not the best of it and its grid neighbours")  # fmt: skip
+        if (check := sweep_check(done)) is not None and check[0] > check[1]:
+            reasons.append(f"{name}'s claim seeds end {check[0]:+.3f} nats/token from its sweep's estimate at "
+                           f"{choice.lr:g}, beyond the 95% bound {check[1]:.3f}: the sweep's choice is not "
+                           "confirmed")  # fmt: skip
+    return reasons
+
+
+def sweep_check(done: dict) -> tuple[float, float] | None:
+    """(difference, 95% bound) of a run swept on its own: its claim seeds' mean final loss minus its sweep's mean at
+    the chosen rate (positive: the claim seeds are worse); None for a run without its own finished sweep."""
+    choice = done.get("tuning")
+    if choice is None or done.get("tuning_anchor") or choice.lr is None or not (sweep := choice.draws_at(choice.lr)):
+        return None
+    claims = [each["val_loss"] for each in seeds_of(done).values() if isinstance(each.get("val_loss"), (int, float))]
+    return sweep_disagreement(sweep, claims, LOSS_NOISE_FLOOR) if claims else None
+
+
+def tuning_rows(results: dict[str, dict]) -> list[Row]:
+    """Each swept run's chosen lr and the sweep behind it; for a run swept on its own, its claim seeds' mean beside
+    the sweep's estimate at the chosen rate (`differs` where they are worse beyond the 95% bound)."""
+    rows = []
+    for name, done in results.items():
+        if (choice := (done or {}).get("tuning")) is None:
+            continue
+        rule = done.get("tuning_rule", "")
+        rows.append(Row(table="lr_sweep", row=name, metric="chosen_lr", ours=choice.lr, run=name,
+                        status="measured", note=f"{rule}{'; ' if rule else ''}{choice.describe()}"))  # fmt: skip
+        if (check := sweep_check(done)) is not None:
+            difference, bound = check
+            sweep, claims = statistics.fmean(choice.draws_at(choice.lr)), len(seeds_of(done))
+            rows.append(Row(table="lr_sweep", row=name, metric="claim_seeds_minus_sweep", ours=difference,
+                            low=difference - bound, high=difference + bound, seeds=claims, unit="nats/token",
+                            run=name, status="differs" if difference > bound else "match",
+                            note=f"the sweep's mean at {choice.lr:g} over {len(choice.draws_at(choice.lr))} draws "
+                            f"{sweep:.4f}, the claim seeds' mean there {sweep + difference:.4f}"))  # fmt: skip
+    return rows

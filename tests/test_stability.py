@@ -1,0 +1,162 @@
+"""A run that trained unstably decides nothing: a spike of its training loss (caught at every step, kept across a
+resume), a rise of its validation loss, or a final loss that is an outlier among its seeds marks it `unstable`; its
+seeds are left out of the measured noise; and a swept arm whose claim seeds end worse than its sweep said is
+flagged, so that no claim holds or fails on it."""
+
+import math
+import statistics
+import types
+
+import pytest
+
+from scaling_axes.harness.arms import sweep_check, tuning_rows, unstable, untuned
+from scaling_axes.harness.claims import judge, settle
+from scaling_axes.harness.runner import measured_noise
+from scaling_axes.harness.scales import CPU
+from scaling_axes.harness.stability import (
+    SMOOTHING,
+    SPIKE_NATS,
+    VAL_RISE_NATS,
+    LossSpikes,
+    instability,
+    outliers,
+    validation_rise,
+)
+from scaling_axes.harness.sweeps import Choice, Point
+from tests.test_verdicts import TINY, _experiment, _finish
+
+
+def _feed(losses: list[float], accumulate: int = 1) -> dict:
+    """LossSpikes' record after micro-batch `losses` (as Lightning hands them: each divided by the accumulation)."""
+    spikes, trainer = LossSpikes(), types.SimpleNamespace(accumulate_grad_batches=accumulate, global_step=0)
+    for i, loss in enumerate(losses):
+        trainer.global_step = i // accumulate + 1
+        spikes.on_train_batch_end(trainer, None, {"loss": loss / accumulate}, None, i)
+    return spikes.record()["train_loss_rise"]
+
+
+def _reference_rise(steps: list[float]) -> tuple[float, int]:
+    """The largest step loss minus the running minimum of the moving average before it, in float64 by hand."""
+    ema, low, best = None, math.inf, (-math.inf, 0)
+    for step, loss in enumerate(steps, 1):
+        if low < math.inf and loss - low > best[0]:
+            best = (loss - low, step)
+        ema = loss if ema is None else SMOOTHING * ema + (1 - SMOOTHING) * loss
+        low = min(low, ema)
+    return best
+
+
+def test_a_training_spike_is_measured_against_the_smoothed_running_minimum():
+    steps = [7.6, 7.2, 6.9, 6.7, 6.6, 9.7, 6.5, 6.4, 6.3, 6.35, 6.2]  # the cpu Transformer at 9e-3, seed 1's shape
+    record = _feed(steps)
+    nats, step = _reference_rise(steps)
+    assert record["step"] == step == 6 and record["nats"] == pytest.approx(nats) and record["loss"] == 9.7
+    assert record["nats"] > SPIKE_NATS
+    micro = [value for loss in steps for value in (loss - 0.1, loss + 0.1)]  # two micro-batches a step
+    assert _feed(micro, accumulate=2)["nats"] == pytest.approx(nats) and _feed(micro, accumulate=2)["step"] == 6
+    steady = [6.0 - 0.01 * i + (0.2 if i % 2 else -0.2) for i in range(60)]  # batch noise of +-0.2 around a trend
+    assert _feed(steady)["nats"] < SPIKE_NATS
+
+
+def test_the_spike_record_survives_a_checkpoint():
+    first, resumed = LossSpikes(), LossSpikes()
+    trainer = types.SimpleNamespace(accumulate_grad_batches=1, global_step=0)
+    steps = [7.0, 6.0, 5.5, 8.0, 5.0]
+    for i, loss in enumerate(steps[:3]):
+        trainer.global_step = i + 1
+        first.on_train_batch_end(trainer, None, {"loss": loss}, None, i)
+    resumed.load_state_dict(first.state_dict())
+    for i, loss in enumerate(steps[3:], 3):
+        trainer.global_step = i + 1
+        resumed.on_train_batch_end(trainer, None, {"loss": loss}, None, i)
+    assert resumed.record()["train_loss_rise"] == _feed(steps)
+
+
+def test_instability_names_the_step_of_a_spike_or_a_validation_rise():
+    spiked = {"run": "r", "train_loss_rise": {"nats": SPIKE_NATS + 0.1, "step": 11, "loss": 9.7}}
+    assert "r's training loss spiked at step 11 to 9.700" in instability(spiked)
+    assert instability({"run": "r", "train_loss_rise": {"nats": SPIKE_NATS - 0.1, "step": 11, "loss": 7.0}}) is None
+    curve = [(40, 6.0), (80, 5.5), (120, 5.5 + VAL_RISE_NATS + 0.05), (160, 5.4)]
+    assert validation_rise(curve) == (pytest.approx(VAL_RISE_NATS + 0.05), 120)
+    assert "rose 0.15 nats above its running minimum at step 120" in instability({"run": "r", "val_loss_curve": curve})
+    assert instability({"run": "r", "val_loss_curve": [(40, 6.0), (80, 5.5), (120, 5.45)]}) is None
+
+
+def test_an_outlier_seed_is_named_and_a_wide_but_even_spread_is_not():
+    assert list(outliers({1: 4.828, 2: 4.767, 3: 5.710})) == [3]  # RMT Fig. 6 D_k=64 at cpu (issue 46)
+    assert outliers({1: 4.534, 2: 4.886, 3: 5.039}) == {}  # spread evenly: the noise, not one seed
+    assert outliers({1: 4.8, 2: 5.7}) == {}  # two seeds cannot say which is the outlier
+    assert outliers({1: 5.0, 2: 5.01, 3: 5.1}) == {}  # within OUTLIER_NATS
+
+
+def test_a_claim_on_an_unstable_run_decides_nothing(tmp_path):
+    claim = judge("t", "a_vs_b", "a beats b", CPU, [0.3, 0.25, 0.28], 0.02, runs=("a", "b"))
+    assert claim.status == "claim_holds"
+    spike = {"nats": 2.4, "step": 11, "loss": 9.7}
+    results = {"a": {"run": "a", "val_loss": 4.0, "seed_runs": {2: {"run": "a_seed2", "val_loss": 4.05,
+                                                                     "train_loss_rise": spike}}},
+               "b": {"run": "b", "val_loss": 4.3}}  # fmt: skip
+    settled = settle(claim, CPU, unstable=unstable(claim, results))
+    assert settled.status == "unstable" and "a_seed2's training loss spiked at step 11" in settled.note
+    outlier = {"run": "a", "val_loss": 4.0, "seed_runs": {2: {"run": "a", "val_loss": 4.02},
+                                                          3: {"run": "a", "val_loss": 5.0}}}  # fmt: skip
+    assert "seed 3's final loss 5.000 is an outlier" in settle(claim, CPU, unstable=unstable(claim, {
+        "a": outlier, "b": results["b"]})).note  # fmt: skip
+    stable = {**results, "a": {"run": "a", "val_loss": 4.0}}
+    assert settle(claim, CPU, unstable=unstable(claim, stable)).status == "claim_holds"
+
+
+def test_unstable_seeds_are_left_out_of_the_measured_noise(tmp_path):
+    from scaling_axes.harness.runs import Budget, Run
+
+    runs = [Run(name, "transformer_124m", Budget(3, 4, 64), TINY, corpus="embedded_news", tokenizer="bytes")
+            for name in "ab"]  # fmt: skip
+    experiment = _experiment(runs)
+    spike = {"nats": 2.4, "step": 11, "loss": 9.7}
+    for name, losses in {"a": [4.0, 4.02, 4.04, 4.6], "b": [4.3, 4.31, 4.33]}.items():
+        for k, loss in enumerate(losses, 1):
+            _finish(tmp_path, experiment, name + ("" if k == 1 else f"_seed{k}"), val_loss=loss,
+                    **({"train_loss_rise": spike} if (name, k) == ("b", 3) else {}))  # fmt: skip
+    noise, rows = measured_noise(tmp_path / "runs" / "verdict_test" / "cpu")
+    stable = [[4.0, 4.02, 4.04], [4.3, 4.31]]  # a's 4th seed an outlier, b's 3rd spiked
+    dof = sum(len(v) - 1 for v in stable)
+    expected = math.sqrt(sum((len(v) - 1) * statistics.variance(v) for v in stable) / dof)
+    assert noise["val_loss"] == pytest.approx(expected)
+    assert "2 unstable seeds left out" in rows[0].note
+
+
+def _swept(sweep_draws: list[float], claim_seeds: list[float]) -> dict:
+    lr = 3e-3
+    points = {lr: {k: Point(loss) for k, loss in enumerate(sweep_draws, 1)}, 1e-3: {1: Point(6.0)}}
+    seeds = {k: {"run": "a", "val_loss": loss} for k, loss in enumerate(claim_seeds[1:], 2)}
+    return {"run": "a", "val_loss": claim_seeds[0], "seed_runs": seeds, "tuning": Choice(lr, None, points)}
+
+
+def test_an_arm_whose_claim_seeds_end_worse_than_its_sweep_is_flagged_and_decides_nothing():
+    """The cross-architecture Transformer at cpu before issue 46: its sweep 4.946 at 9e-3 (one draw), its five claim
+    seeds 5.171-5.543 there."""
+    claim = judge("t", "a_vs_b", "a beats b", CPU, [0.3, 0.25, 0.28], 0.02, runs=("a", "b"))
+    results = {"a": _swept([4.946], [5.171, 5.402, 5.543, 5.467, 5.328]), "b": {}}
+    difference, bound = sweep_check(results["a"])
+    assert difference == pytest.approx(statistics.fmean([5.171, 5.402, 5.543, 5.467, 5.328]) - 4.946)
+    assert difference > bound
+    settled = settle(claim, CPU, untuned=untuned(claim, results))
+    assert settled.status == "insufficient" and "a's claim seeds end +0.436 nats/token from its sweep" in settled.note
+    row = next(r for r in tuning_rows(results) if r.metric == "claim_seeds_minus_sweep")
+    assert row.status == "differs" and row.ours == pytest.approx(difference)
+    agreeing = {"a": _swept([5.151, 5.166], [5.189, 5.154, 5.17]), "b": {}}  # the same arm at 3e-3
+    assert settle(claim, CPU, untuned=untuned(claim, agreeing)).status == "claim_holds"
+    assert next(r for r in tuning_rows(agreeing) if r.metric == "claim_seeds_minus_sweep").status == "match"
+    assert sweep_check({**agreeing["a"], "tuning_anchor": "other"}) is None  # a carried rate: checked where swept
+
+
+def test_a_trained_run_keeps_its_largest_rise_in_done_json(tmp_path):
+    from scaling_axes.harness.runner import train
+    from scaling_axes.harness.runs import Budget, Run
+
+    run = Run("a", "transformer_124m", Budget(steps=6, batch_size=2, seq_len=32, val_windows=2, log_every=1), TINY,
+              corpus="embedded_news", tokenizer="bytes", lm={"z_loss": 0.0})  # fmt: skip
+    done = train(_experiment([run]), CPU, run, tmp_path / "runs")
+    logged = [loss for _, loss in done["train_loss_curve"]]  # every step's loss, as Lightning logged it
+    nats, step = _reference_rise(logged)
+    assert done["train_loss_rise"]["step"] == step and done["train_loss_rise"]["nats"] == pytest.approx(nats, rel=1e-5)
