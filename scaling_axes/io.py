@@ -58,6 +58,10 @@ def _replace_with(path: str | Path, write: Callable[[Path], None], before_rename
         if "unexpected pos" in str(error) or "write failed" in str(error):
             raise _unwritable(path, errno.ENOSPC) from error
         raise
+    except Exception as error:  # safetensors' writer wraps the OS's error in its own (SafetensorError)
+        if type(error).__name__ == "SafetensorError" and "No space left" in str(error):
+            raise _unwritable(path, errno.ENOSPC) from error
+        raise
     finally:
         tmp.unlink(missing_ok=True)
 

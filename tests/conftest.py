@@ -3,8 +3,34 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never reach the hub; fail at once instead of retrying for 20 s
 os.environ.setdefault("TRITON_INTERPRET", "1")  # Triton kernels run on the CPU (read when a kernel is decorated)
 
+import subprocess
+from pathlib import Path
+
 import pytest
 import torch
+
+CHECKOUT = Path(__file__).parent.parent
+
+
+def checkout_status() -> str:
+    """`git status` of the checkout, ignored files aside (what a fresh clone would show changed)."""
+    return subprocess.run(["git", "status", "--porcelain"], cwd=CHECKOUT, capture_output=True, text=True).stdout
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config.stash[_STATUS] = checkout_status()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """A test that writes into the checkout (results, reports, data outside the ignored folders) fails the run."""
+    before, after = session.config.stash.get(_STATUS, ""), checkout_status()
+    if after != before:
+        changed = sorted(set(after.splitlines()) - set(before.splitlines()))
+        print(f"\nthe tests changed the checkout: {changed[:10]}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+_STATUS = pytest.StashKey[str]()
 
 
 @pytest.fixture(autouse=True)

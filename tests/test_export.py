@@ -116,7 +116,7 @@ def test_the_exported_tokenizer_encodes_as_the_suites(name, tmp_path) -> None:
     from scaling_axes.harness.export import save_tokenizer
 
     ours = load_tokenizer(name)
-    save_tokenizer(ours, tmp_path)
+    save_tokenizer(ours, tmp_path, 64)
     theirs = AutoTokenizer.from_pretrained(tmp_path)
     texts = ["Hello world!", "  two  spaces\tand a tab\n\nnew lines", "naïve café — 1234567 ¥€", "it's 'quoted'"]
     for text in texts:
@@ -179,3 +179,104 @@ def test_lm_evals_own_hf_model_scores_an_export_as_the_suites_adapter_does(name,
         assert sorted(ours[0][task]) == sorted(theirs[0][task]) == [0, 1, 2, 3] and ours[1][task] == theirs[1][task]
         for doc, mine in ours[0][task].items():
             assert mine == pytest.approx(theirs[0][task][doc], abs=1e-4), (task, doc)
+
+
+REMOTE = [name for name, (_, _, _, native) in ARCHITECTURES.items() if not native]
+
+
+@pytest.fixture
+def exported(tmp_path, request):
+    """(the suite's model, its tokenizer, the remote-code export loaded back) of architecture `request.param`."""
+    from transformers import AutoModelForCausalLM
+
+    from scaling_axes.datamodules.tokenizers import load_tokenizer
+    from scaling_axes.harness.export import export
+
+    preset, overrides, _, _ = ARCHITECTURES[request.param]
+    model, out = _finished_run(tmp_path, preset, {**overrides, "vocab_size": 50257}, "gpt2")
+    export(out, tmp_path / "hf")
+    return model, load_tokenizer("gpt2"), AutoModelForCausalLM.from_pretrained(tmp_path / "hf", trust_remote_code=True)
+
+
+@pytest.mark.parametrize("exported", REMOTE, indirect=True)
+def test_a_remote_code_export_generates_as_the_suites_greedy_decode(exported, tmp_path) -> None:
+    from transformers import AutoTokenizer, pipeline
+
+    from scaling_axes.harness.lm_eval_model import SuiteLM
+
+    model, tokenizer, hf = exported
+    folder = tmp_path / "hf"
+    assert hf.can_generate() and hf.config.model_type == "scaling_axes" and hf.config.num_hidden_layers
+    context = "The quick brown fox"
+    ours = SuiteLM(model=model, tokenizer=tokenizer, device="cpu").generate_until(
+        [type("R", (), {"args": (context, {"until": [], "max_gen_toks": 20})})()])[0]  # fmt: skip
+    ids = torch.tensor([tokenizer.encode(context)])
+    theirs = hf.generate(ids, max_new_tokens=20, do_sample=False)
+    assert tokenizer.decode(theirs[0, ids.size(1) :].tolist()).split(tokenizer.decode([tokenizer.eot_id]))[0] == ours
+    hf_tokenizer = AutoTokenizer.from_pretrained(folder)
+    batch = hf_tokenizer(["A much longer first prompt of words", context], return_tensors="pt", padding=True)
+    assert batch["attention_mask"][1, 0] == 0  # padded on the left
+    together = hf.generate(**batch, max_new_tokens=8, do_sample=False)
+    alone = hf.generate(ids, max_new_tokens=8, do_sample=False)
+    assert together[1, -8:].tolist() == alone[0, -8:].tolist()  # left padding changes nothing
+    sampled = hf.generate(ids, max_new_tokens=5, do_sample=True, top_k=5)
+    assert sampled.shape == (1, ids.size(1) + 5)
+    text = pipeline("text-generation", model=str(folder), trust_remote_code=True)(context, max_new_tokens=5)
+    assert text[0]["generated_text"].startswith(context)
+    assert len(hf_tokenizer("word " * 500, truncation=True)["input_ids"]) == model.config.max_seq_len
+
+
+@pytest.mark.parametrize("exported", REMOTE, indirect=True)
+def test_a_remote_code_export_checkpoints_gradients_and_resizes_its_embeddings(exported) -> None:
+    model, _, hf = exported
+    hf.train()
+    ids = torch.randint(0, 50257, (2, 24), generator=torch.Generator().manual_seed(2))
+
+    def gradients() -> dict[str, torch.Tensor]:
+        hf.zero_grad()
+        hf(ids, labels=ids).loss.backward()
+        return {name: p.grad.clone() for name, p in hf.named_parameters() if p.grad is not None}
+
+    plain = gradients()
+    hf.gradient_checkpointing_enable()
+    assert any(getattr(m, "gradient_checkpointing", False) for m in hf.modules())
+    checkpointed = gradients()
+    assert plain.keys() == checkpointed.keys() and len(plain) > 5
+    for name, grad in plain.items():
+        torch.testing.assert_close(checkpointed[name], grad, atol=1e-6, rtol=1e-5)
+    assert hf.get_input_embeddings().num_embeddings == 50257
+    if type(model.config).__name__ == "MoTConfig":
+        with pytest.raises(NotImplementedError, match="byte table"):
+            hf.resize_token_embeddings(50300)
+        return
+    hf.resize_token_embeddings(50300)
+    assert hf.get_input_embeddings().num_embeddings == 50300 and hf.config.vocab_size == 50300
+    assert hf(ids).logits.shape[-1] in (50300, 50257 if hf.get_output_embeddings() is None else 50300)
+
+
+def test_export_refuses_a_folder_with_files_and_one_inside_the_run(finished, tmp_path) -> None:
+    from scaling_axes.harness.export import export
+    from scaling_axes.io import SuiteError
+
+    _, out = finished
+    with pytest.raises(SuiteError, match="inside the run directory"):
+        export(out, out)
+    with pytest.raises(SuiteError, match="inside the run directory"):
+        export(out, out / "hf")
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "generation_config.json").write_text('{"bos_token_id": 0}')
+    with pytest.raises(SuiteError, match=r"holds files already.*--replace"):
+        export(out, tmp_path / "old")
+    export(out, tmp_path / "old", replace=True)
+    assert 'bos_token_id": 0' not in (tmp_path / "old" / "generation_config.json").read_text()
+    assert not (out / "hf").exists() and (out / "config.json").exists()
+
+
+def test_a_finished_runs_config_json_rebuilds_its_model_alone(finished) -> None:
+    from scaling_axes.modules.registry import build_from_config, config_from
+
+    run, out = finished
+    config = json.loads((out / "config.json").read_text())
+    rebuilt = build_from_config(config_from(config["model_class"], config["model_config"]))
+    assert rebuilt.config == run.config
+    rebuilt.load_state_dict(load_file(out / "final.safetensors"))

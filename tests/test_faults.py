@@ -4,6 +4,7 @@ one-line errors (exit status 2, `--debug` for the traceback) checked before any 
 
 import json
 import re
+import shutil
 
 import pytest
 import torch
@@ -78,11 +79,15 @@ def test_temporaries_left_by_killed_writes_are_removed_on_the_next_start(tmp_pat
 
 @pytest.mark.parametrize("text", ["run: [unclosed", "- a list, not a mapping", "fingerprinted: 3"])
 def test_a_malformed_config_yaml_names_the_file_and_the_fix(tmp_path, text) -> None:
+    from tests.test_run_safety import _stop_at
+
     out = tmp_path / "r"
-    out.mkdir()
+    with pytest.raises(SystemExit):  # a run with a checkpoint to protect
+        train_run(tiny(4), out, extra_callbacks=[_stop_at(2)], accelerator="cpu")
     (out / "config.yaml").write_text(text)
     with pytest.raises(CorruptFileError, match=rf"{out / 'config.yaml'} .*restore it, or pass --force-new"):
         train_run(tiny(4), out, accelerator="cpu")
+    shutil.rmtree(out / "checkpoints")
     atomic_torch_save({}, out / "final.pt", checksum=True)
     write_done(out, {"run": "r", "steps": 4})
     with pytest.raises(CorruptFileError, match=rf"{out / 'config.yaml'}"):

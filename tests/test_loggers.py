@@ -76,6 +76,27 @@ def test_each_logger_is_given_the_runs_name_config_labels_and_commit(tmp_path, o
     assert {k: recorded[k] for k in hyperparameters} == hyperparameters
 
 
+def test_tensorboards_hparams_tab_holds_each_run_with_its_final_metrics(tmp_path) -> None:
+    import yaml
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    out = tmp_path / "r"
+    done = train_run(tiny(steps=3), out, accelerator="cpu", loggers=["csv", "tensorboard"], labels=LABELS)
+    events = EventAccumulator(str(out / "tensorboard"))
+    events.Reload()
+    content = events.PluginTagToContent("hparams")
+    start = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/session_start_info"])
+    hparams = start.session_start_info.hparams
+    assert hparams["run"].string_value == "r" and hparams["experiment"].string_value == "logger_test"
+    assert hparams["model_config/d_model"].number_value == tiny().config.d_model
+    experiment = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/experiment"]).experiment
+    assert "final/val_loss" in {m.name.tag for m in experiment.metric_infos}
+    assert events.Scalars("final/val_loss")[-1].value == pytest.approx(done["val_loss"])
+    recorded = yaml.safe_load((out / "tensorboard" / "hparams.yaml").read_text())  # no python/tuple tags
+    assert recorded["run"] == "r" and recorded["budget"]["steps"] == 3
+
+
 def test_loggers_are_named_and_a_missing_extra_stops_before_any_compute(monkeypatch) -> None:
     assert parse_loggers("tensorboard") == ["csv", "tensorboard"]  # the CSV log is always written
     assert parse_loggers("wandb,csv,wandb") == ["csv", "wandb"]
@@ -95,7 +116,7 @@ def test_loggers_are_named_and_a_missing_extra_stops_before_any_compute(monkeypa
         main(Experiment("e", "", no_runs, lambda scale, results: []), ["--logger", "wandb"])
 
 
-def test_lightnings_tips_and_accelerator_lines_appear_once_per_process(caplog) -> None:
+def test_lightnings_tips_never_appear_and_accelerator_lines_once_per_process(caplog) -> None:
     quiet_lightning_logs()
     quiet_lightning_logs()  # idempotent
     logger = logging.getLogger("lightning.pytorch.utilities.rank_zero")
@@ -105,4 +126,18 @@ def test_lightnings_tips_and_accelerator_lines_appear_once_per_process(caplog) -
                 logger.info(line)
     said = [record.getMessage() for record in caplog.records]
     assert said.count("step 3  loss 1") == 3  # a run's own lines stay
-    assert said.count("GPU available: False, used: False") <= 1 and said.count("💡 Tip: try installing something") <= 1
+    assert said.count("GPU available: False, used: False") <= 1 and "💡 Tip: try installing something" not in said
+
+
+def test_no_command_of_the_suite_prints_lightnings_tip(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    overrides = '{"n_layer": 1, "d_model": 16, "n_head": 2, "max_seq_len": 16, "vocab_size": 256}'
+    fit = [sys.executable, "-m", "scaling_axes", "fit", "--model.model", "transformer_124m", "--model.model_overrides",
+           overrides, "--data.tokenizer", "bytes", "--data.seq_len", "16", "--data.batch_size", "2",
+           "--trainer.fast_dev_run", "1",
+           "--trainer.accelerator", "cpu", "--trainer.default_root_dir", str(tmp_path)]  # fmt: skip
+    said = subprocess.run(fit, capture_output=True, text=True, cwd=tmp_path)
+    assert said.returncode == 0, said.stderr[-1500:]
+    assert "Tip" not in said.stdout + said.stderr and "litlogger" not in said.stdout + said.stderr

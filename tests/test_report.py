@@ -69,3 +69,15 @@ def test_a_results_csv_from_before_the_interval_columns_still_reports(tmp_path):
         'old,t,a_vs_b,claim,,0.3,nats/token,cpu,"a,b",claim_holds,a beats b | margin +0.3 nats/token\n')  # fmt: skip
     text = write_report(tmp_path).read_text() + write_report(tmp_path, scale=CPU).read_text()
     assert "- a beats b: **+0.3 [?, ?] nats/token, 0 seeds** (old: a_vs_b)" in text
+
+
+def test_smoke_results_stay_out_of_the_committed_report(tmp_path):
+    """`make smoke` writes results/smoke/ (ignored): the report of every scale leaves it out, so a fresh clone's
+    `git status` stays clean after it."""
+    from scaling_axes.harness.scales import SMOKE
+
+    write_rows("exp_a", CPU, _claims("exp_a"), tmp_path)
+    before = write_report(tmp_path).read_text()
+    write_rows("exp_a", SMOKE, _claims("exp_a"), tmp_path)
+    assert write_report(tmp_path).read_text() == before and "smoke scale" not in before
+    assert write_report(tmp_path, scale=SMOKE).parent == tmp_path / "smoke"

@@ -121,7 +121,8 @@ def test_results_csv_has_the_design_columns_and_report_md(tmp_path):
     with open(tmp_path / "smoke" / "demo.csv") as f:
         rows = list(csv.DictReader(f))
     assert tuple(rows[0]) == COLUMNS and rows[0]["note"] == "a, b" and rows[0]["scale"] == "smoke"
-    assert "- [demo](smoke/demo.csv): 1 differs" in write_report(tmp_path).read_text()
+    assert "demo" not in write_report(tmp_path).read_text()  # smoke's results stay in results/smoke/
+    assert "- [demo](demo.csv): 1 differs" in write_report(tmp_path, scale=SMOKE).read_text()
     with pytest.raises(ValueError, match="status='ok'"):
         Row(table="t", row="r", metric="m", paper=1.0, ours=2.0, status="ok")
 

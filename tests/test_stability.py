@@ -80,6 +80,8 @@ def test_instability_names_the_step_of_a_spike_or_a_validation_rise():
     assert validation_rise(curve) == (pytest.approx(VAL_RISE_NATS + 0.05), 120)
     assert "rose 0.15 nats above its running minimum at step 120" in instability({"run": "r", "val_loss_curve": curve})
     assert instability({"run": "r", "val_loss_curve": [(40, 6.0), (80, 5.5), (120, 5.45)]}) is None
+    grown = [(0, 4.5), (50, 4.8), (100, 4.6), (150, 4.45)]  # a stage's restart rises above the model it grew from
+    assert instability({"run": "r", "val_loss_curve": grown}) is None
 
 
 def test_an_outlier_seed_is_named_and_a_wide_but_even_spread_is_not():
@@ -160,3 +162,14 @@ def test_a_trained_run_keeps_its_largest_rise_in_done_json(tmp_path):
     logged = [loss for _, loss in done["train_loss_curve"]]  # every step's loss, as Lightning logged it
     nats, step = _reference_rise(logged)
     assert done["train_loss_rise"]["step"] == step and done["train_loss_rise"]["nats"] == pytest.approx(nats, rel=1e-5)
+
+
+def test_a_claim_measured_before_training_stands_whatever_training_did_later():
+    """Growth preserving the function is measured at the growth, before the stage trains: a spike of that stage's
+    training does not bear on it (a claim on its final loss it does)."""
+    spiked = ["g's training loss spiked at step 12 to 5.744, 1.40 nats above its smoothed running minimum"]
+    at_growth = judge("fig3", "g_growth", "growth preserves the function", CPU, [1e-4] * 3, 0.0, runs=("g",),
+                      runs_per_margin=1, before_training=True)  # fmt: skip
+    assert settle(at_growth, CPU, unstable=spiked).status == at_growth.status == "claim_holds"
+    after = judge("fig3", "g_vs_s", "g beats s", CPU, [0.3, 0.25, 0.28], 0.02, runs=("g", "s"))
+    assert settle(after, CPU, unstable=spiked).status == "unstable"

@@ -275,3 +275,21 @@ def test_a_transfer_refuted_at_its_checked_size_leaves_every_carried_size_untune
     assert settled.status == "insufficient" and "carried from large, and at small" in settled.note
     results["small"]["tuning"] = Choice(0.01, None, one_draw({0.001: 4.1, 0.01: 4.0, 0.1: 4.2}), carried_best=True)
     assert settle(claim, CPU, untuned=untuned(claim, with_refuted_transfers(results))).status == "claim_holds"
+
+
+def test_a_stage_carries_its_heads_rate_times_its_scale_and_its_seeds_carry_the_stages():
+    """Figs. 3, 6, 7 at cpu: a Tokenformer stage trains at a third of its chain head's chosen rate (at the head's
+    rate every stage's restart bumped the grown model past the spike threshold), the Transformer's at the head's;
+    a seed-k repeat of a stage carries the stage's rate, not a third of it again."""
+    from scaling_axes.cli import all_experiments
+    from scaling_axes.harness.runs import seed_run
+    from scaling_axes.harness.sweeps import checked
+
+    head = Choice(9e-2, None, {9e-2: {1: Point(4.6)}})
+    stage = Sweep((3e-2, 9e-2, 2.7e-1), anchor="head", rule="one lr", scale=1 / 3)
+    assert checked(stage, head, {}).lr == rate(3e-2)
+    run = Run("stage", "tokenformer_354m", Budget(1, 1, 8), sweep=stage)
+    assert seed_run(run, 2).sweep.scale == 1.0 and seed_run(run, 2).sweep.anchor == "stage"
+    fig7 = next(e for e in all_experiments() if e.name == "tokenformer_fig7_net2net_scaling")
+    scales = {run.model.split("_")[0]: run.sweep.scale for run in fig7.runs(CPU) if run.grow_from and run.sweep}
+    assert scales == {"tokenformer": pytest.approx(1 / 3), "transformer": 1.0}

@@ -38,11 +38,21 @@ def test_the_unigram_floor_is_the_entropy_of_the_training_tokens(tmp_path, monke
     counts = collections.Counter(tokens.tolist())
     expected = -math.fsum(c / len(tokens) * math.log(c / len(tokens)) for c in counts.values())
     assert unigram_floor("embedded_news", "bytes") == pytest.approx(expected, rel=1e-12)
+    from scaling_axes.io import CorruptFileError, atomic_write
+
     cache = json.loads((directory / "unigram.json").read_text())
-    (directory / "unigram.json").write_text(json.dumps({**cache, "nats_per_token": 1.0}))
+    atomic_write(directory / "unigram.json", json.dumps({**cache, "nats_per_token": 1.0}), checksum=True)
     assert unigram_floor("embedded_news", "bytes") == 1.0  # counted once, read back while the split is unchanged
-    (directory / "unigram.json").write_text(json.dumps({**cache, "nats_per_token": 1.0, "train_blake2b": "other"}))
+    atomic_write(directory / "unigram.json", json.dumps({**cache, "nats_per_token": 1.0, "train_blake2b": "other"}),
+                 checksum=True)  # fmt: skip
     assert unigram_floor("embedded_news", "bytes") == pytest.approx(expected, rel=1e-12)  # another split: recounted
+    edited = (directory / "unigram.json").read_text().replace(f"{expected}"[:6], "12.0")
+    (directory / "unigram.json").write_text(edited)  # the floor decides not_learning: an edit is refused
+    with pytest.raises(CorruptFileError, match=r"unigram\.json.*to count it again"):
+        unigram_floor("embedded_news", "bytes")
+    atomic_write(directory / "unigram.json", "[]", checksum=True)  # a checksummed file of nothing: one line too
+    with pytest.raises(CorruptFileError, match="holds no unigram cross-entropy"):
+        unigram_floor("embedded_news", "bytes")
 
 
 def _experiment(runs: list[Run]) -> Experiment:

@@ -240,3 +240,27 @@ def test_timms_conventions_hold_for_every_vit_tokenformer(timm_name: str) -> Non
     shape = {k: SMOKE_VIT[k] for k in ("img_size", "patch_size", "embed_dim", "num_heads", "num_classes")}
     baseline = timm.create_model("vit_base_patch16_224", **shape, depth=1)
     torch.jit.script(baseline)  # timm's own ViT scripts: the refusal above is Pattention's
+    exported = torch.export.export(model, (images,))  # what replaces TorchScript: the whole graph, Pattentions too
+    torch.testing.assert_close(exported.module()(images), model(images))
+
+
+@pytest.mark.parametrize("timm_name", TIMM_NAMES)
+def test_features_only_gives_timms_feature_network_and_torchvision_traces_through_timms_leaves(timm_name) -> None:
+    from timm.layers import get_notrace_modules
+    from timm.models._features import FeatureGetterNet
+    from torchvision.models.feature_extraction import create_feature_extractor
+
+    features = timm.create_model(timm_name, **SMOKE_VIT, features_only=True, out_indices=(0, 1))
+    assert isinstance(features, FeatureGetterNet) and features.pretrained_cfg["input_size"] == (3, 32, 32)
+    images = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(0))
+    model = timm.create_model(timm_name, **SMOKE_VIT).eval()
+    features.model.load_state_dict(model.state_dict(), strict=False)  # the pruned model: its blocks the same
+    first, second = features.eval()(images)
+    _, intermediates = model.forward_intermediates(images, indices=(0, 1))
+    torch.testing.assert_close(first, intermediates[0])
+    torch.testing.assert_close(second, intermediates[1])
+    traced = create_feature_extractor(model, {"blocks.1": "last"}, tracer_kwargs={
+        "leaf_modules": list(get_notrace_modules())})  # fmt: skip
+    assert traced(images)["last"].shape == (2, 17, 32)
+    with pytest.raises(ValueError, match="feature_cls='getter'"):
+        timm.create_model(timm_name, **SMOKE_VIT, features_only=True, feature_cls="hook")

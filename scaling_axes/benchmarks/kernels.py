@@ -43,6 +43,13 @@ Case = tuple[str, str, str, float | None, dict[str, Callable[[], Tensor]]]  # mo
 FFN_VS_EAGER, FFN_VS_LINEAR, SUBLAYER_VS_EAGER = 1.5, 1.15, 1.3  # speedups asked of the fused kernels (x)
 
 
+def use_toy_sizes() -> None:
+    """Toy shapes on the CPU, the Triton kernels interpreted (`gpu-check --tiny`: the command proven, nothing
+    measured)."""
+    global DEVICE, DTYPE, PATTENTION_WIDTHS, PATTENTION_TOKENS, RMT_BATCH, RMT_SEQ
+    DEVICE, DTYPE, PATTENTION_WIDTHS, PATTENTION_TOKENS, RMT_BATCH, RMT_SEQ = "cpu", torch.float32, {"toy": 16}, 5, 1, 2
+
+
 def _cuda(module: nn.Module) -> nn.Module:
     for p in module.parameters():
         nn.init.normal_(p, std=0.02)
@@ -107,7 +114,7 @@ def rmt_cases() -> Iterator[Case]:
 def bench(repeats: int, rows: list[dict]) -> list[dict]:
     """Append a row per case and variant to `rows` (the caller keeps them if this stops half-way); a variant that
     fails is a row with its `error`, and the rest go on."""
-    gpu = torch.cuda.get_device_name()
+    gpu = torch.cuda.get_device_name() if DEVICE == "cuda" else DEVICE
     for model, layer, shape, flops, variants in itertools.chain(pattention_cases(), rmt_cases()):
         eager_ms = None
         for name, forward in variants.items():
@@ -135,7 +142,7 @@ def targets(rows: list[dict]) -> list[str]:
     """One line per target that the rows can judge: the speedup measured (baseline ms / fused ms), met or not."""
     ms = {(r["model"], r["layer"], r["variant"]): r["median_ms"] for r in rows if r.get("median_ms")}
     asked = []  # (what, baseline, fused, least speedup)
-    for model in PATTENTION_WIDTHS:
+    for model in dict.fromkeys(r["model"] for r in rows if r["layer"].startswith("pattention")):  # as measured
         asked += [(f"{model} FFN Pattention vs eager", (model, "pattention_ffn", "eager"), FFN_VS_EAGER),
                   (f"{model} FFN Pattention vs the equal-FLOP Linear MLP", (model, "pattention_ffn", "linear_mlp"),
                    1 / FFN_VS_LINEAR),
@@ -159,7 +166,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=in_range(int, 1), default=50)
     parser.add_argument("--out", type=Path, default=Path("results/bench_kernels.csv"))
     args = parser.parse_args(argv)
-    if not torch.cuda.is_available():
+    if DEVICE == "cuda" and not torch.cuda.is_available():
         raise SystemExit("bench-kernels measures speed on a CUDA GPU; none is visible here (timings on the CPU or "
                          "under TRITON_INTERPRET mean nothing)")  # fmt: skip
     rows = []

@@ -29,6 +29,7 @@ steps of `tokenformer_150m`; the compiled `transformer_124m` step within 5% of t
 from __future__ import annotations
 
 import argparse
+import csv
 import dataclasses
 from collections.abc import Callable
 from pathlib import Path
@@ -37,6 +38,7 @@ from typing import Any
 import torch
 from lightning.fabric.utilities.throughput import get_available_flops
 from torch import Tensor, nn
+from torch.profiler import ProfilerActivity, profile
 
 from scaling_axes.benchmarks import nanogpt_reference
 from scaling_axes.benchmarks.common import failure, time_ms
@@ -46,14 +48,14 @@ from scaling_axes.experiments.cross_architecture.recipes import recipe_at
 from scaling_axes.experiments.rmt import setup as rmt
 from scaling_axes.experiments.rmt.recipes import PAPER_LR
 from scaling_axes.harness.arguments import in_range
-from scaling_axes.harness.scales import PAPER
-from scaling_axes.io import write_csv
+from scaling_axes.harness.scales import PAPER, SMOKE
+from scaling_axes.io import atomic_write, write_csv
 from scaling_axes.modules import get_config
 from scaling_axes.modules.flops import train_flops_per_token
 from scaling_axes.modules.tasks.acceleration import compile_model
 from scaling_axes.modules.tasks.lm import LanguageModel
 
-DEVICE, DTYPE = "cuda", torch.bfloat16  # (the test runs it tiny on the CPU to show it runs)
+DEVICE, DTYPE = "cuda", torch.bfloat16  # (`use_toy_sizes`: tiny on the CPU, to show it runs)
 COLUMNS = ("gpu", "torch", "precision", "family", "architecture", "model", "params", "tokens_per_step", "variant",
            "step_ms", "tokens_per_s", "tflops", "mfu", "mfu_peak_tflops", "peak_memory_gib", "vs_transformer_best",
            "note", "error")  # fmt: skip
@@ -92,6 +94,16 @@ def cases() -> list[Case]:
     found += [Case("gpt2_124m", "transformer", "transformer_124m", {}, 16, 1024, 0.0),
               Case("gpt2_124m", "nanogpt", "nanogpt_reference", {}, 16, 1024, 0.0)]  # fmt: skip
     return found
+
+
+def use_toy_sizes() -> None:
+    """Toy shapes of every family on the CPU (`gpu-check --tiny`: the command proven, nothing measured)."""
+    global DEVICE, DTYPE, cases
+    tiny = recipe_at(SMOKE).shapes["125m"]
+    toy = [Case(c.family, c.architecture, c.model, cross.overrides(c.architecture, tiny, 8), 2, 8, c.z_loss)
+           for c in cases() if c.architecture in cross.FAMILIES]  # fmt: skip
+    toy += [c for c in cases() if c.architecture == "nanogpt"]
+    DEVICE, DTYPE, cases = "cpu", torch.float32, lambda: [dataclasses.replace(c, batch=2, seq_len=8) for c in toy]
 
 
 Step = tuple[Callable[[Tensor, Tensor], Tensor], nn.Module, torch.optim.Optimizer, Any]  # loss, model, optimizer,
@@ -133,7 +145,9 @@ def gpt2_tokenizer_present() -> bool:
     return True
 
 
-def measure(case: Case, variant: str, repeats: int) -> dict[str, Any]:
+def _step(case: Case, variant: str) -> Callable[[], None]:
+    """One training step of `case` as `variant` builds it, on random token ids; the step has `.module` and
+    `.config` for what it measured."""
     loss_of, module, optimizer, config = build(case, variant)
     tokens = torch.randint(0, min(config.vocab_size, 50257), (case.batch, case.seq_len + 1), device=DEVICE)
     inputs, targets = tokens[:, :-1], tokens[:, 1:]
@@ -146,6 +160,13 @@ def measure(case: Case, variant: str, repeats: int) -> dict[str, Any]:
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
+    step.module, step.config = module, config
+    return step
+
+
+def measure(case: Case, variant: str, repeats: int) -> dict[str, Any]:
+    step = _step(case, variant)
+    module, config = step.module, step.config
     if DEVICE == "cuda":
         torch.cuda.reset_peak_memory_stats()
     ms = time_ms(step, repeats)
@@ -173,30 +194,89 @@ def against_transformer(rows: list[dict]) -> None:
         r["vs_transformer_best"] = round(r["step_ms"] / base, 3) if base and r["step_ms"] else None
 
 
-def targets(rows: list[dict]) -> list[str]:
-    """One line per target: the value measured, the target, met or not."""
-    lines = []
-    rmt = [r.get("vs_transformer_best") for r in rows if r["family"] == "rmt_paper" and r["architecture"] == "rmt"]
-    rmt = [ratio for ratio in rmt if ratio is not None]
+@dataclasses.dataclass(frozen=True)
+class Judged:
+    """A target judged from the rows: its line, whether it is met, how far off (measured / asked, >= 1 where
+    missed) and the case and variant it was measured on."""
+
+    line: str
+    met: bool
+    shortfall: float
+    case: tuple[str, str, str]  # family, architecture, variant
+
+
+def judged(rows: list[dict]) -> list[Judged]:
+    """Each target the rows can judge: the RMT step against the Transformer's, the MFU of the Tokenformer-150M
+    family's Tokenformer and Transformer, the compiled transformer_124m step against the nanoGPT-style one."""
+    found = []
+    rmt = [r for r in rows if (r["family"], r["architecture"]) == ("rmt_paper", "rmt") and r.get("vs_transformer_best")]
     if rmt:
-        ratio = min(rmt)
-        verdict = "met" if ratio <= RMT_TARGET else "NOT met"
-        lines.append(f"RMT-305M step / Transformer-405M step {ratio:.3f} (target <= {RMT_TARGET}, paper 1.77): "
-                     f"{verdict}")  # fmt: skip
+        best = min(rmt, key=lambda r: r["vs_transformer_best"])
+        ratio = best["vs_transformer_best"]
+        found.append(Judged(f"RMT-305M step / Transformer-405M step {ratio:.3f} (target <= {RMT_TARGET}, paper 1.77): "
+                            f"{_verdict(ratio <= RMT_TARGET)}", ratio <= RMT_TARGET, ratio / RMT_TARGET,
+                            ("rmt_paper", "rmt", best.get("variant", ""))))  # fmt: skip
     for arch in ("tokenformer", "transformer"):
-        mfus = [r.get("mfu") for r in rows if r["family"] == "tokenformer_150m" and r["architecture"] == arch]
-        mfus = [mfu for mfu in mfus if mfu]
-        if mfus:
-            verdict = "met" if max(mfus) >= MFU_TARGET else "NOT met"
-            lines.append(f"{arch} at Tokenformer-150M shapes, best MFU {max(mfus):.1%} (target >= 45%): {verdict}")
+        measured = [r for r in rows if r["family"] == "tokenformer_150m" and r["architecture"] == arch and r.get("mfu")]
+        if measured:
+            best = max(measured, key=lambda r: r["mfu"])
+            case = ("tokenformer_150m", arch, best.get("variant", ""))
+            found.append(Judged(f"{arch} at Tokenformer-150M shapes, best MFU {best['mfu']:.1%} (target >= 45%): "
+                                f"{_verdict(best['mfu'] >= MFU_TARGET)}", best["mfu"] >= MFU_TARGET,
+                                MFU_TARGET / best["mfu"], case))  # fmt: skip
     compiled = {r["architecture"]: r["step_ms"] for r in rows
                 if r["family"] == "gpt2_124m" and r["variant"] == "compiled" and r.get("step_ms")}  # fmt: skip
     if {"transformer", "nanogpt"} <= set(compiled):
         ratio = compiled["transformer"] / compiled["nanogpt"]
-        verdict = "met" if ratio <= NANOGPT_TARGET else "NOT met"
-        lines.append(f"transformer_124m step / nanoGPT-style GPT-2 step, compiled, {ratio:.3f} (target <= "
-                     f"{NANOGPT_TARGET}): {verdict}")  # fmt: skip
-    return lines
+        found.append(Judged(f"transformer_124m step / nanoGPT-style GPT-2 step, compiled, {ratio:.3f} (target <= "
+                            f"{NANOGPT_TARGET}): {_verdict(ratio <= NANOGPT_TARGET)}", ratio <= NANOGPT_TARGET,
+                            ratio / NANOGPT_TARGET, ("gpt2_124m", "transformer", "compiled")))  # fmt: skip
+    return found
+
+
+def _verdict(met: bool) -> str:
+    return "met" if met else "NOT met"
+
+
+def targets(rows: list[dict]) -> list[str]:
+    """One line per target: the value measured, the target, met or not."""
+    return [each.line for each in judged(rows)]
+
+
+def profile_missed(measured: Path, out: Path, steps: int = 5) -> None:
+    """torch.profiler's table of the kernels (on a GPU; operators on the CPU) of the step of the target furthest from
+    being met, from the rows of a finished benchmark (`measured`, its CSV), written to `out`."""
+    if not measured.exists():
+        atomic_write(out, f"{measured} was not written (see the training part in log.txt): nothing profiled\n")
+        return
+    missed = [each for each in judged(numeric(_read(measured))) if not each.met]
+    if not missed:
+        atomic_write(out, "every training target met (or none measured): nothing profiled\n")
+        return
+    worst = max(missed, key=lambda each: each.shortfall)
+    family, architecture, variant = worst.case
+    case = next(c for c in cases() if (c.family, c.architecture) == (family, architecture))
+    step = _step(case, variant)
+    for _ in range(3):  # warm up (a compiled variant compiles here)
+        step()
+    activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if DEVICE == "cuda" else [])]
+    with profile(activities=activities) as profiler:
+        for _ in range(steps):
+            step()
+    sort = "cuda_time_total" if DEVICE == "cuda" else "cpu_time_total"
+    table = profiler.key_averages().table(sort_by=sort, row_limit=30)
+    atomic_write(out, f"{worst.line}\nprofiled: {family} {architecture} {variant}, {steps} steps\n\n{table}\n")
+
+
+def _read(path: Path) -> list[dict]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def numeric(rows: list[dict]) -> list[dict]:
+    """A CSV's rows with the columns the targets compare as numbers."""
+    keys = ("step_ms", "mfu", "vs_transformer_best")
+    return [{**r, **{k: float(r[k]) if r.get(k) else None for k in keys}} for r in rows]
 
 
 def bench(families: list[str] | None, repeats: int, rows: list[dict]) -> list[dict]:

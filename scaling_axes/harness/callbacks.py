@@ -109,26 +109,32 @@ class StepCheckpoint(ModelCheckpoint):
 
 
 def metrics_prefix(path: Path) -> dict[str, Any]:
-    """The metrics log as it stands: its number of rows and a digest of their values (not of the file's bytes: the
-    CSV writer rewrites the whole file, header included, when a new column appears)."""
-    rows = _metric_rows(path)[1]
-    return {"rows": len(rows), "blake2b": _rows_digest(rows)}
+    """The metrics log as it stands, for a checkpoint to carry: its rows (so that a resume can write it again), their
+    number and a digest of their values (not of the file's bytes: the CSV writer rewrites the whole file, header
+    included, when a new column appears)."""
+    header, rows = _metric_rows(path)
+    return {"rows": len(rows), "blake2b": _rows_digest(rows), "header": header, "log": rows}
 
 
 def cut_metrics(path: Path, prefix: dict[str, Any] | None) -> None:
-    """Before a run trains: the metrics log cut back to the rows it held when the checkpoint it resumes from was
-    written (`metrics_prefix`; none for a run that starts over), so that the steps after it, which the run trains and
-    logs again, appear once. A log whose first rows are no longer those stops the run, named. Rank zero, the log's
-    writer, does it."""
-    if rank_zero_only.rank != 0 or not path.is_file():
+    """Before a run trains: the metrics log as it was when the checkpoint it resumes from was written
+    (`metrics_prefix`; empty for a run that starts over), so that the steps after it, which the run trains and logs
+    again, appear once. A log that was deleted, cut or edited since is written again from the checkpoint's copy
+    (a checkpoint of an older suite, which kept no copy, stops the run instead). Rank zero, the log's writer, does
+    it."""
+    if rank_zero_only.rank != 0:
         return
     header, rows = _metric_rows(path)
     kept = rows[: prefix["rows"]] if prefix else []
     if prefix and (len(kept) < prefix["rows"] or _rows_digest(kept) != prefix["blake2b"]):
-        raise CorruptFileError(f"{path} no longer holds the {prefix['rows']} rows logged before the last "
-                               "checkpoint (it was cut or edited); restore it, or delete the run directory to start "
-                               "over")  # fmt: skip
-    if len(rows) > len(kept):
+        if "log" not in prefix:
+            raise CorruptFileError(f"{path} no longer holds the {prefix['rows']} rows logged before the last "
+                                   "checkpoint (it was cut or edited); restore it, or delete the run directory to "
+                                   "start over")  # fmt: skip
+        print(f"{path} lost rows logged before the last checkpoint (deleted, cut or edited): written again from it")
+        header, rows, kept = prefix["header"], prefix["log"], prefix["log"]
+        write_csv(path, tuple(header), kept)
+    elif path.is_file() and len(rows) > len(kept):
         write_csv(path, tuple(header), kept)
 
 

@@ -77,16 +77,18 @@ def judge(
     noise_metric: str | None = None,
     noise_scale: float = 1.0,
     unmatched: str | None = None,
+    before_training: bool = False,
 ) -> Row:
     """The claim `statement`, measured by `margins` (seed -> margin, or a list from seed 1; positive: the claim
     holds), each combining
     `runs_per_margin` runs of a metric whose one-run noise is at least `noise_floor` (`noise_metric`: the per-run
     metric whose measured spread may raise it, see `settle`). `fails_because`: a part of the claim that the runs
     already contradict whatever the margin (a cost that is not lower). `runs`: the runs it compares (the row's
-    `run`, comma-separated), whose data, staleness and learning the harness reads."""
+    `run`, comma-separated), whose data, staleness and learning the harness reads. `before_training`: the margin is
+    measured on the models before they train, so their training's stability does not bear on it."""
     by_seed = margins if isinstance(margins, Mapping) else dict(enumerate(margins, 1))
     evidence = Evidence(statement, tuple(by_seed.values()), tuple(by_seed), noise_floor, runs_per_margin,
-                        fails_because, noise_metric, noise_scale, unmatched)  # fmt: skip
+                        fails_because, noise_metric, noise_scale, unmatched, before_training)  # fmt: skip
     claim = Row(table=table, row=row, metric="claim", unit=unit, run=",".join(runs), evidence=evidence)
     return settle(claim, scale)
 
@@ -113,7 +115,7 @@ def settle(
         why = f"{scale} scale proves the pipeline, not a claim"
     elif not_learning:
         status, why = "not_learning", f"decides nothing: {not_learning[0]}{_more(not_learning[1:])}"
-    elif unstable:
+    elif unstable and not e.before_training:
         status, why = "unstable", f"decides nothing: {'; '.join(unstable[:3])}{_more(unstable[3:])}"
     elif untuned:
         why = f"an arm's lr is not tuned: {'; '.join(untuned)}"

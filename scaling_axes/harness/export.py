@@ -11,6 +11,7 @@ from the suite's registry (`trust_remote_code=True`, scaling-axes installed).
 from __future__ import annotations
 
 import importlib.util
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +30,11 @@ def check_hf_extra(what: str) -> None:
         raise SuiteError(f"{what} needs the Hugging Face extra: pip install 'scaling-axes[hf]'")
 
 
-def export(run_dir: Path, out: Path) -> str:
-    """Write `run_dir`'s finished model and tokenizer into `out`; returns how the model was written."""
+def export(run_dir: Path, out: Path, replace: bool = False) -> str:
+    """Write `run_dir`'s finished model and tokenizer into `out`, which must be empty unless `replace` (then what it
+    held goes first, so that it holds only this export); returns how the model was written."""
     check_hf_extra("export")
-    check_directory(out, "OUT")
+    check_out(run_dir, out, replace)
     read_done(run_dir / "done.json")  # a finished run first: what else is missing follows from that
     config = read_final_config(run_dir)
     if config.get("tokenizer") is None:
@@ -42,9 +44,33 @@ def export(run_dir: Path, out: Path) -> str:
         hf, how = as_neox(model, tokenizer), "GPT-NeoX (native in transformers)"
     else:
         hf, how = as_remote_code(config, model, tokenizer), f"remote code (trust_remote_code=True; {unmatched})"
+    hf.generation_config = generation_config(tokenizer, cache=unmatched is None)
+    if replace:
+        shutil.rmtree(out)
     hf.save_pretrained(out)
-    save_tokenizer(tokenizer, out)
+    save_tokenizer(tokenizer, out, model.config.max_seq_len)
     return how
+
+
+def check_out(run_dir: Path, out: Path, replace: bool) -> None:
+    """Stop before anything is written where `out` would mix with other files: inside a run directory (its own
+    config.json would be overwritten), or a folder that holds files already, unless `replace`."""
+    if out.resolve().is_relative_to(run_dir.resolve()) or (out.resolve() / "done.json").exists():
+        raise SuiteError(f"OUT {out} is inside the run directory {run_dir}: export writes a config.json of its own; "
+                         "pass a folder outside it")  # fmt: skip
+    check_directory(out, "OUT")
+    if not replace and any(out.iterdir()):
+        raise SuiteError(f"OUT {out} holds files already (an earlier export's would stay beside this one): pass an "
+                         "empty or new folder, or --replace to empty it first")  # fmt: skip
+
+
+def generation_config(tokenizer: Tokenizer, cache: bool) -> Any:
+    """What `generate` and `pipeline` read: the end-of-text token as EOS, BOS and padding; a KV cache where the model
+    has one (GPT-NeoX; the suite's backbones run the whole window at each step)."""
+    from transformers import GenerationConfig
+
+    eot = tokenizer.eot_id
+    return GenerationConfig(bos_token_id=eot, eos_token_id=eot, pad_token_id=eot, use_cache=cache)
 
 
 def neox_mismatch(config: Any) -> str | None:
@@ -121,21 +147,27 @@ def as_remote_code(config: dict[str, Any], model: nn.Module, tokenizer: Tokenize
 
     ScalingAxesConfig.register_for_auto_class()
     ScalingAxesForCausalLM.register_for_auto_class("AutoModelForCausalLM")
-    hf_config = ScalingAxesConfig(preset=config["model"], overrides=config["overrides"],
-                                  vocab_size=model.config.vocab_size, bos_token_id=tokenizer.eot_id,
-                                  max_position_embeddings=model.config.max_seq_len,  # the window lm-eval truncates to
-                                  eos_token_id=tokenizer.eot_id, tie_word_embeddings=False)  # fmt: skip
+    c = model.config
+    hf_config = ScalingAxesConfig(preset=config["model"], overrides=config["overrides"], vocab_size=c.vocab_size,
+                                  max_position_embeddings=c.max_seq_len,  # the window lm-eval truncates to
+                                  hidden_size=getattr(c, "d_model", None) or c.d_key * c.d_value,  # an RMT's residual
+                                  num_hidden_layers=c.n_layer, num_attention_heads=getattr(c, "n_head", None) or c.rank,
+                                  bos_token_id=tokenizer.eot_id, eos_token_id=tokenizer.eot_id,
+                                  pad_token_id=tokenizer.eot_id, tie_word_embeddings=False)  # fmt: skip
     hf = ScalingAxesForCausalLM(hf_config)
     hf.backbone.load_state_dict(model.state_dict())
     return hf
 
 
-def save_tokenizer(tokenizer: Tokenizer, out: Path) -> None:
-    """tokenizer.json and tokenizer_config.json: the suite's tokenization, its end-of-text token as EOS."""
+def save_tokenizer(tokenizer: Tokenizer, out: Path, window: int) -> None:
+    """tokenizer.json and tokenizer_config.json: the suite's tokenization, its end-of-text token as EOS (and as the
+    padding a batch needs, on the left as generating a batch wants it), its `model_max_length` the model's window
+    (what `truncation=True` cuts to)."""
     from transformers import PreTrainedTokenizerFast
 
-    eos = {"eos_token": EOT, "bos_token": EOT} if tokenizer.eot_id is not None else {}
-    PreTrainedTokenizerFast(tokenizer_object=as_hf_tokenizer(tokenizer), **eos).save_pretrained(out)
+    eos = {"eos_token": EOT, "bos_token": EOT, "pad_token": EOT} if tokenizer.eot_id is not None else {}
+    PreTrainedTokenizerFast(tokenizer_object=as_hf_tokenizer(tokenizer), model_max_length=window,
+                            padding_side="left", **eos).save_pretrained(out)  # fmt: skip
 
 
 def main(argv: list[str]) -> None:
@@ -143,8 +175,9 @@ def main(argv: list[str]) -> None:
 
     parser = argparse.ArgumentParser(prog="python -m scaling_axes export", description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", type=Path, help="a finished run's directory (runs/<experiment>/<scale>/<run>)")
-    parser.add_argument("out", type=Path, help="the folder to write (made if missing)")
+    parser.add_argument("out", type=Path, help="the folder to write (made if missing; empty unless --replace)")
+    parser.add_argument("--replace", action="store_true", help="empty OUT first (an earlier export there)")
     args = parser.parse_args(argv)
-    how = export(args.run_dir, args.out)
+    how = export(args.run_dir, args.out, args.replace)
     print(f"{args.run_dir} -> {args.out}: {how}; load with AutoModelForCausalLM.from_pretrained({str(args.out)!r}"
           f"{', trust_remote_code=True' if 'remote' in how else ''})")  # fmt: skip

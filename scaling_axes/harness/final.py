@@ -4,6 +4,7 @@ its resolved overrides, the tokenizer, the commit), each written with its checks
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -11,8 +12,16 @@ from typing import Any
 import torch
 
 from scaling_axes.datamodules.corpora import tokenizer_of
+from scaling_axes.datamodules.tokenizers import Tokenizer, load_tokenizer, tokenizer_digest
 from scaling_axes.harness.runs import Run, read_config, source_commit
-from scaling_axes.io import CorruptFileError, atomic_save_safetensors, atomic_write, read_verified_json, verify_checksum
+from scaling_axes.io import (
+    CorruptFileError,
+    atomic_save_safetensors,
+    atomic_write,
+    file_digest,
+    read_verified_json,
+    verify_checksum,
+)
 from scaling_axes.modules.registry import preset_overrides
 
 FINAL_WEIGHTS = "final.safetensors"  # a finished run's weights (a run finished before issue 39: final.pt, still read)
@@ -27,19 +36,36 @@ def final_weights(run_dir: Path) -> Path:
 
 
 def final_config(run: Run) -> dict[str, Any]:
-    """config.json: the preset and the overrides that resolve it to the model trained, the tokenizer, the commit."""
+    """config.json: the preset and the overrides that resolve it to the model trained, the resolved config itself
+    (`model_config`: enough to rebuild the model with `registry.config_from`, whatever the presets become), the
+    tokenizer, the commit."""
     text = not run.classifies_images
+    tokenizer = tokenizer_of(run.corpus, run.tokenizer) if text else None
+    path = run.data.get("tokenizer_path")
     return {"run": run.name, "model": run.model, "overrides": preset_overrides(run.model, run.config),
-            "model_class": type(run.config).__name__,
-            "tokenizer": tokenizer_of(run.corpus, run.tokenizer) if text else None,
-            "tokenizer_path": run.data.get("tokenizer_path"), "corpus": run.corpus,
-            "commit": source_commit()}  # fmt: skip
+            "model_class": type(run.config).__name__, "model_config": dataclasses.asdict(run.config),
+            "tokenizer": tokenizer, "tokenizer_path": path,
+            "tokenizer_blake2b": tokenizer_digest(load_tokenizer(tokenizer, path)) if text else None,
+            "corpus": run.corpus, "commit": source_commit()}  # fmt: skip
+
+
+def check_tokenizer(config: dict[str, Any], tokenizer: Tokenizer, run_dir: Path) -> None:
+    """Stop unless `tokenizer` is the one the run in `run_dir` trained with (the digest its config.json records):
+    other ids would score, export or grow its model silently wrong."""
+    recorded, now = config.get("tokenizer_blake2b"), tokenizer_digest(tokenizer)
+    if recorded and recorded != now:
+        raise CorruptFileError(f"the tokenizer {tokenizer.source} is not the one {run_dir} trained with (its digest "
+                               f"{now}, recorded {recorded}): restore that file, or retrain the run")  # fmt: skip
 
 
 def write_final(out: Path, run: Run, state: dict[str, torch.Tensor]) -> None:
-    """A finished run's weights (safetensors) and config.json, each with its checksum."""
+    """A finished run's weights (safetensors) and config.json, each with its checksum; config.json binds the weights
+    to the run (their digest, and the run's fingerprint from its config.yaml), so that another run's weights copied
+    in, checksum and all, are refused (`read_done`)."""
     atomic_save_safetensors(state, out / FINAL_WEIGHTS, checksum=True)
-    atomic_write(out / FINAL_CONFIG, json.dumps(final_config(run), indent=2), checksum=True)
+    fingerprint = read_config(out).get("fingerprint") if (out / "config.yaml").exists() else None
+    bound = {"weights_blake2b": file_digest(out / FINAL_WEIGHTS), "fingerprint": fingerprint}
+    atomic_write(out / FINAL_CONFIG, json.dumps({**final_config(run), **bound}, indent=2), checksum=True)
 
 
 def read_final_config(run_dir: Path) -> dict[str, Any]:
@@ -68,4 +94,21 @@ def read_done(path: Path) -> dict:
         raise CorruptFileError(f"{path} is not a finished run's record (no run name and steps); {fix}")
     if not done.get("diverged"):
         verify_checksum(final_weights(path.parent), fix)
+        check_bound(path.parent, fix)
     return done
+
+
+def check_bound(run_dir: Path, fix: str) -> None:
+    """Stop unless the final weights in `run_dir` are the ones its run wrote: their digest is the one config.json
+    records, and config.json's fingerprint is the run's (config.yaml). A run from before the binding has none."""
+    config_path = run_dir / FINAL_CONFIG
+    if not config_path.exists():
+        return
+    config = read_verified_json(config_path, fix)
+    if config.get("weights_blake2b") and config["weights_blake2b"] != file_digest(final_weights(run_dir)):
+        raise CorruptFileError(f"{final_weights(run_dir)} is not the weights {run_dir.name} wrote (config.json "
+                               f"records other ones: another run's copied in?); {fix}")  # fmt: skip
+    recorded = read_config(run_dir).get("fingerprint") if (run_dir / "config.yaml").exists() else None
+    if config.get("fingerprint") and recorded and config["fingerprint"] != recorded:
+        raise CorruptFileError(f"{config_path} belongs to another run (fingerprint {config['fingerprint']}, this "
+                               f"run's {recorded}); {fix}")  # fmt: skip

@@ -114,12 +114,15 @@ def _with_staleness(done: dict, run: Run, out: Path) -> dict:
 
 def staleness(run: Run, out: Path) -> str | None:
     """The fields in which `out`'s recorded fingerprint differs from `run` as declared now, with the trainer settings
-    and micro-batch it was trained with (those are the launch's, not the code's); None when they agree or nothing
-    was recorded."""
+    and micro-batch it was trained with (those are the launch's, not the code's), or why its recorded settings
+    cannot be trusted (config.yaml missing, edited, its checksum gone); None when they agree or a run from before
+    fingerprints recorded none."""
+    if not (out / "config.yaml").exists():
+        return None  # nothing recorded to compare (the hand-made runs of tests; every run of the suite has one)
     try:
         recorded = read_config(out)
-    except (OSError, CorruptFileError):
-        return None
+    except (OSError, CorruptFileError) as error:  # settings that cannot be verified are no run's settings
+        return f"its settings cannot be verified ({error})"
     if not isinstance(recorded.get("fingerprinted"), dict):
         return None
     micro = (recorded.get("budget") or {}).get("micro_batch")

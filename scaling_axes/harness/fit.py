@@ -9,10 +9,13 @@ CUDA GPU (`--model.compile false` turns it off), a log line every 50 steps when 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from lightning.pytorch.cli import LightningCLI
 
 from scaling_axes.datamodules.text import TextDataModule
 from scaling_axes.harness.callbacks import AtomicCheckpointIO, progress
+from scaling_axes.io import load_torch, verify_checksum
 from scaling_axes.modules.tasks.acceleration import default_precision, keep_freed_host_memory
 from scaling_axes.modules.tasks.lm import LanguageModel
 
@@ -27,5 +30,23 @@ def cli_main(args: list[str] | None = None) -> LightningCLI:
 
 
 def fit_main(args: list[str]) -> LightningCLI:
-    """`python -m scaling_axes fit ...`: LightningCLI's fit subcommand."""
+    """`python -m scaling_axes fit ...`: LightningCLI's fit subcommand, a checkpoint to resume from verified first."""
+    verify_resumed(next((value for i, arg in enumerate(args) for value in _ckpt_path(args, i, arg)), None))
     return cli_main(["fit", *args])
+
+
+def _ckpt_path(args: list[str], i: int, arg: str) -> list[str]:
+    if arg == "--ckpt_path" and i + 1 < len(args):
+        return [args[i + 1]]
+    return [arg.removeprefix("--ckpt_path=")] if arg.startswith("--ckpt_path=") else []
+
+
+def verify_resumed(path: str | None) -> None:
+    """A checkpoint file `--ckpt_path` names, verified as `run` verifies its own before resuming: it opens as tensors
+    and plain data (a crafted pickle is named as such) and its bytes are what was written (its checksum file);
+    Lightning's keywords ("last", "best", ...) are its to resolve."""
+    if path is None or path in ("last", "best", "hpc", "registry") or not path.endswith(".ckpt"):
+        return
+    fix = "pass a checkpoint that this suite wrote, whole, with its .blake2b beside it"
+    load_torch(Path(path), fix, mmap=True)
+    verify_checksum(Path(path), fix)

@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 
 from scaling_axes.datamodules.corpora import tokenizer_of
 from scaling_axes.datamodules.tokenizers import Tokenizer, load_tokenizer
-from scaling_axes.harness.final import FINAL_WEIGHTS, final_weights, read_done, read_final_config
+from scaling_axes.harness.final import FINAL_WEIGHTS, check_tokenizer, final_weights, read_done, read_final_config
 from scaling_axes.io import CorruptFileError, load_state, load_torch, verify_checksum
 from scaling_axes.modules import build_model
 from scaling_axes.modules.tasks.lm import load_weights as fit_weights
@@ -62,7 +62,9 @@ def load_checkpoint(path: str | Path) -> tuple[nn.Module, Tokenizer]:
         model = build_model(data["model"], **(data.get("overrides") or {}))
     load_weights(model, state, path, fix)
     name = tokenizer_of(data["corpus"], data.get("tokenizer"))
-    return model, load_tokenizer(name, data.get("tokenizer_path") or (data.get("data") or {}).get("tokenizer_path"))
+    tokenizer = load_tokenizer(name, data.get("tokenizer_path") or (data.get("data") or {}).get("tokenizer_path"))
+    check_tokenizer(data, tokenizer, path.parent)
+    return model, tokenizer
 
 
 def load_weights(model: nn.Module, state: object, path: Path, fix: str) -> None:

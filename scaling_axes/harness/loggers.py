@@ -9,8 +9,10 @@ the same values (resumption is exact): TensorBoard shows them twice, W&B keeps t
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import importlib.util
+import json
 import logging
 import os
 import secrets
@@ -50,7 +52,7 @@ def build_loggers(names: Sequence[str], out: Path, hyperparameters: dict[str, An
     check_loggers(names)
     loggers: list[Logger] = [ResumableCSVLogger(out, name="", version="")]
     if "tensorboard" in names:
-        loggers.append(TensorBoardLogger(out, name="tensorboard", version="", default_hp_metric=False))
+        loggers.append(PlainTensorBoardLogger(out, name="tensorboard", version="", default_hp_metric=False))
     if "wandb" in names:
         labels = ("experiment", "scale", "seed", "commit")
         loggers.append(WandbLogger(
@@ -61,6 +63,15 @@ def build_loggers(names: Sequence[str], out: Path, hyperparameters: dict[str, An
     for logger in loggers[1:]:
         logger.log_hyperparams(hyperparameters)
     return loggers
+
+
+class PlainTensorBoardLogger(TensorBoardLogger):
+    """TensorBoard's logger whose hparams.yaml holds plain YAML (what `yaml.safe_load` reads): the hyperparameters
+    Lightning hands it (the module's and the data's too, with their tuples) as JSON values first."""
+
+    def log_hyperparams(self, params: Any, metrics: dict[str, Any] | None = None) -> None:
+        plain = vars(params) if isinstance(params, argparse.Namespace) else dict(params)
+        super().log_hyperparams(json.loads(json.dumps(plain, default=str)), metrics)
 
 
 def finish_loggers(loggers: Sequence[Logger]) -> None:
@@ -80,15 +91,31 @@ def wandb_id(out: Path) -> str:
 
 
 def hyperparameters(run: Run, labels: dict[str, Any]) -> dict[str, Any]:
-    """What a logger records of the run: its name, `labels` (experiment, scale), seed, commit and resolved config."""
-    return {"run": run.name, **labels, "seed": run.seed, "commit": source_commit(), "model": run.model,
-            "model_config": dataclasses.asdict(run.config), "budget": dataclasses.asdict(run.budget)}  # fmt: skip
+    """What a logger records of the run: its name, `labels` (experiment, scale), seed, commit and resolved config, as
+    plain JSON values (a tuple as a list: TensorBoard's hparams.yaml then loads with `yaml.safe_load`)."""
+    return json.loads(json.dumps({"run": run.name, **labels, "seed": run.seed, "commit": source_commit(),
+                                  "model": run.model, "model_config": dataclasses.asdict(run.config),
+                                  "budget": dataclasses.asdict(run.budget)}))  # fmt: skip
+
+
+FINAL_METRICS = ("val_loss", "val_bpb", "test_loss", "val_top1")  # what TensorBoard's HPARAMS tab shows per run
+
+
+def log_final_metrics(loggers: Sequence[Logger], done: dict[str, Any]) -> None:
+    """A finished run's final metrics beside its hyperparameters where a logger compares runs by them (TensorBoard's
+    HPARAMS tab: one row per run)."""
+    final = {f"final/{key}": done[key] for key in FINAL_METRICS if isinstance(done.get(key), (int, float))}
+    for logger in loggers:
+        if isinstance(logger, TensorBoardLogger) and final:
+            logger.log_hyperparams(logger.hparams, metrics=final)
 
 
 class _OncePerProcess(logging.Filter):
-    """Lightning's tips and accelerator lines, said at each Trainer's start: each distinct one once a process."""
+    """Lightning's accelerator lines, said at each Trainer's start: each distinct one once a process. Its tips
+    (an advertisement for a logging service, at every Trainer) never."""
 
-    REPEATED = ("💡 Tip", "GPU available", "TPU available", "HPU available")
+    ADVERTISEMENTS = ("💡 Tip",)
+    REPEATED = ("GPU available", "TPU available", "HPU available")
 
     def __init__(self) -> None:
         super().__init__()
@@ -96,6 +123,8 @@ class _OncePerProcess(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
+        if message.startswith(self.ADVERTISEMENTS):
+            return False
         if not message.startswith(self.REPEATED):
             return True
         first = message not in self.seen
@@ -104,6 +133,7 @@ class _OncePerProcess(logging.Filter):
 
 
 def quiet_lightning_logs() -> None:
+    """Lightning's log lines as the suite wants them (`_OncePerProcess`), from here on in this process."""
     logger = logging.getLogger("lightning.pytorch.utilities.rank_zero")
     if not any(isinstance(each, _OncePerProcess) for each in logger.filters):
         logger.addFilter(_OncePerProcess())

@@ -59,6 +59,8 @@ class Evidence:
     noise_metric: str | None = None
     noise_scale: float = 1.0
     unmatched: str | None = None  # how the arms of an "at equal parameters" claim are not matched
+    before_training: bool = False  # measured on the models before they train (at a growth): what training does to
+    # them later, a spike included, cannot change it
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -5,14 +5,16 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import statistics
 from pathlib import Path
 from typing import Any
 
 from scaling_axes.datamodules.corpora import corpus_spec, default_data_root, tokenizer_of
 from scaling_axes.datamodules.floors import unigram_floor
+from scaling_axes.datamodules.tokenizers import load_tokenizer
 from scaling_axes.harness.arms import not_learning, tuning_rows, unstable, unstable_seeds, untuned
 from scaling_axes.harness.claims import pooled_spread, seeds_of, settle
-from scaling_axes.harness.final import final_weights, read_done, write_done
+from scaling_axes.harness.final import check_tokenizer, final_weights, read_done, read_final_config, write_done
 from scaling_axes.harness.finished import load_results, tuning
 from scaling_axes.harness.locks import check_writable, run_lock
 from scaling_axes.harness.report import write_report
@@ -29,6 +31,7 @@ from scaling_axes.harness.runs import (
     fingerprint_fields,
     identity,
     move_aside,
+    read_config,
     resolve_options,
     run_dir,
 )
@@ -95,8 +98,7 @@ def train(experiment: Experiment, scale: Scale, run: Run, runs_dir: Path = RUNS_
     trains it); a directory whose settings match is kept, so a requeued `--force-new` job resumes."""
     epochs = data_epochs(experiment, scale, run, allow_repeats)
     out = run_dir(experiment, scale, run, runs_dir)
-    trainer_options = resolve_options(trainer_options)
-    check_launch(run, trainer_options)  # a refused launch writes nothing
+    trainer_options = check_launch(run, resolve_options(trainer_options))  # a refused launch writes nothing
     fields = fingerprint_fields(run, trainer_options)
     same = identity(experiment, scale, run, trainer_options)
     if not force_new and (shared := link_identical(Path(runs_dir), scale, same, out)) is not None:
@@ -104,6 +106,7 @@ def train(experiment: Experiment, scale: Scale, run: Run, runs_dir: Path = RUNS_
     check_writable(out)
     with run_lock(out):
         if force_new and (changes := _changes_or_unreadable(out, fields)):
+            forget_identity(out)
             move_aside(out, changes)
         check_fingerprint(out, fields)
         if (out / "done.json").exists():
@@ -138,25 +141,52 @@ IDENTICAL = ".identical"  # runs/.identical/<scale>/<identity>: where the run of
 
 
 def record_identity(runs_dir: Path, scale: Scale, same: str, out: Path, done: dict) -> None:
-    """Note that the run of identity `same` finished in `out` (a real directory, not a link to one); a diverged
-    sweep point is no run to share (declared plainly, the same settings stop with the error)."""
+    """Note that the run of identity `same` finished in `out` (a real directory, not a link to one), with the
+    fingerprint of the settings it trained with; a diverged sweep point is no run to share (declared plainly, the
+    same settings stop with the error)."""
     index = runs_dir / IDENTICAL / scale.name / same
     if not out.is_symlink() and not index.exists() and not done.get("diverged"):
-        atomic_write(index, str(out.relative_to(runs_dir)))
+        entry = {"run": str(out.relative_to(runs_dir)), "fingerprint": read_config(out).get("fingerprint")}
+        atomic_write(index, json.dumps(entry))
 
 
 def link_identical(runs_dir: Path, scale: Scale, same: str, out: Path) -> Path | None:
     """Where another experiment finished the run that `out` would train (the same identity): `out` becomes a link
-    to it (one run, one directory). None, and nothing done, where `out` exists or no such run finished."""
+    to it (one run, one directory). None, and nothing done, where `out` exists or no such run finished; an index
+    entry whose run no longer holds the settings it recorded (moved aside, retrained otherwise) is dropped."""
     index = runs_dir / IDENTICAL / scale.name / same
     if os.path.lexists(out) or not index.exists():
         return None
-    shared = runs_dir / index.read_text().strip()
-    if shared == out or not (shared / "done.json").exists():
+    try:
+        entry = json.loads(index.read_text())
+        shared = runs_dir / entry["run"]
+        current = read_config(shared).get("fingerprint") if (shared / "done.json").exists() else None
+    except (ValueError, TypeError, KeyError, OSError, CorruptFileError):  # an older suite's or a damaged entry
+        entry, shared, current = {}, None, None
+    if current is None or current != entry.get("fingerprint"):
+        index.unlink(missing_ok=True)
+        return None
+    if shared == out:
         return None
     out.parent.mkdir(parents=True, exist_ok=True)
     out.symlink_to(os.path.relpath(shared, out.parent), target_is_directory=True)
     return shared
+
+
+def forget_identity(out: Path) -> None:
+    """A run directory moved aside (`--force-new`) is shared no more: the index entries naming it and the other
+    experiments' links to it go (each of those runs trains again, or links to the new run once it finished)."""
+    runs_dir, scale = out.parents[2], out.parent.name
+    for index in (runs_dir / IDENTICAL / scale).glob("*"):
+        try:
+            named = runs_dir / json.loads(index.read_text())["run"]
+        except (ValueError, TypeError, KeyError, OSError):
+            named = None
+        if named is None or named == out:
+            index.unlink(missing_ok=True)
+    for link in runs_dir.glob(f"*/{scale}/*"):
+        if link.is_symlink() and (link.parent / os.readlink(link)).resolve() == out.resolve():
+            link.unlink()
 
 
 def at_chosen_rate(experiment: Experiment, scale: Scale, run: Run, runs_dir: Path = RUNS_DIR,
@@ -196,6 +226,9 @@ def grown_run(source: Run, source_dir: Path, run: Run, out: Path) -> tuple[Run, 
 
     weights, overrides = out / "init_grown.safetensors", out / "init_grown_overrides.json"
     read_done(source_dir / "done.json")  # the source's record and final weights, verified
+    if not run.classifies_images:  # the grown model reads the ids its source learned
+        tokenizer = load_tokenizer(tokenizer_of(run.corpus, run.tokenizer), run.data.get("tokenizer_path"))
+        check_tokenizer(read_final_config(source_dir), tokenizer, source_dir)
     if not overrides.exists():
         model = build_from_config(source.config)
         final = final_weights(source_dir)
@@ -250,17 +283,24 @@ def measured_noise(directory: Path) -> tuple[dict[str, float], list[Row]]:
                  for base, seeds in by_run.items()}  # fmt: skip
         stable = {base: {k: v for k, v in values.items() if k not in unsteady[base]} for base, values in every.items()}
         spread, dof = pooled_spread([list(values.values()) for values in stable.values()])
-        if not dof:
-            continue
-        noise[metric] = spread
-        left_out = sum(len(every[base]) - len(values) for base, values in stable.items() if len(every[base]) > 1)
-        everything = pooled_spread([list(values.values()) for values in every.values()])[0]
-        rows.append(Row(table="noise", row=metric, metric="seed_spread", ours=spread, status="measured",
-                        unit="nats/token" if metric == "val_loss" else "fraction",
-                        note=f"pooled over {sum(len(g) >= 2 for g in stable.values())} runs, {dof} degrees of freedom; "
-                        f"{left_out} unstable seed{'s' * (left_out != 1)} left out (over every seed: "
-                        f"{everything:.3g})"))  # fmt: skip
+        if dof:
+            noise[metric] = spread
+            rows.append(_noise_row(metric, spread, dof, every, stable))
     return noise, rows
+
+
+def _noise_row(metric: str, spread: float, dof: int, every: dict[str, dict[int, float]],
+               stable: dict[str, dict[int, float]]) -> Row:  # fmt: skip
+    """The measured noise of `metric`, with what it rests on: the runs and seeds pooled, the unstable seeds left out
+    (and the spread with them), and the runs whose seeds spread widest (what keeps the noise up)."""
+    left_out = sum(len(every[base]) - len(values) for base, values in stable.items() if len(every[base]) > 1)
+    everything = pooled_spread([list(values.values()) for values in every.values()])[0]
+    widest = sorted(((statistics.stdev(v.values()), base) for base, v in stable.items() if len(v) > 1), reverse=True)
+    return Row(table="noise", row=metric, metric="seed_spread", ours=spread, status="measured",
+               unit="nats/token" if metric == "val_loss" else "fraction",
+               note=f"pooled over {sum(len(g) >= 2 for g in stable.values())} runs, {dof} degrees of freedom; "
+               f"{left_out} unstable seed{'s' * (left_out != 1)} left out (over every seed: {everything:.3g}); "
+               f"widest: {', '.join(f'{name} {sd:.3g}' for sd, name in widest[:3])}")  # fmt: skip
 
 
 def floor_rows(runs: list[Run]) -> list[Row]:

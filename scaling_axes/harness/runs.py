@@ -192,7 +192,7 @@ def seed_run(run: Run, k: int) -> Run:
         return run
     grow_from = None if run.grow_from is None else f"{run.grow_from}{SEED_SUFFIX}{k}"
     data = {**run.data, "seed": run.data["seed"] + k - 1} if "seed" in run.data else run.data
-    sweep = run.sweep and dataclasses.replace(run.sweep, anchor=run.name, rule=SEED_RULE, check=False)
+    sweep = run.sweep and dataclasses.replace(run.sweep, anchor=run.name, rule=SEED_RULE, check=False, scale=1.0)
     return dataclasses.replace(run, name=f"{run.name}{SEED_SUFFIX}{k}", seed=run.seed + k - 1, grow_from=grow_from,
                                data=data, sweep=sweep)  # fmt: skip
 
@@ -317,8 +317,11 @@ def read_config(out: Path) -> dict:
 
 def fingerprint_changes(out: Path, fields: dict[str, Any]) -> list[str]:
     """The fields (`field: old -> new`) in which the run in `out` was started with other settings than `fields`;
-    fields it did not record (it predates them) are not compared, nor is a run from before fingerprints."""
-    if not (out / "config.yaml").exists():
+    fields it did not record (it predates them) are not compared, nor is a run from before fingerprints, nor one that
+    never reached a checkpoint (a launch stopped before training, by its data or its cluster: nothing of it is
+    kept, so its config.yaml is replaced)."""
+    if not (out / "config.yaml").exists() or not ((out / "checkpoints" / "last.ckpt").exists()
+                                                   or (out / "done.json").exists()):  # fmt: skip
         return []
     recorded = read_config(out).get("fingerprinted") or {}
     return recorded_differences(recorded, fields)

@@ -71,7 +71,9 @@ def instability(done: dict) -> str | None:
     if isinstance(spike, dict) and spike.get("nats", 0) > SPIKE_NATS:
         return (f"{done.get('run', 'the run')}'s training loss spiked at step {spike['step']} to {spike['loss']:.3f}, "
                 f"{spike['nats']:.2f} nats above its smoothed running minimum (threshold {SPIKE_NATS:g})")  # fmt: skip
-    rise, at = validation_rise(done.get("val_loss_curve") or [])
+    # a validation at step 0 is the model before this run trained: a grown stage's is the model it grew from (the
+    # growth's measure), which the stage's restart to its peak rate rises above by design, not by instability
+    rise, at = validation_rise([(step, loss) for step, loss in done.get("val_loss_curve") or [] if step > 0])
     if rise > VAL_RISE_NATS:
         return (f"{done.get('run', 'the run')}'s validation loss rose {rise:.2f} nats above its running minimum at "
                 f"step {at} (threshold {VAL_RISE_NATS:g})")  # fmt: skip

@@ -53,6 +53,7 @@ class Sweep:
     rate_option: str | None = None  # the LanguageModel option the rate is (None: the budget's lr), e.g. a scale on
     # fixed per-group rates
     draws: int = SWEEP_DRAWS  # sweep seeds the best rate and its neighbours are compared on
+    scale: float = 1.0  # an anchored run's rate: the anchor's times this (its `rule` says why)
 
     def __post_init__(self) -> None:
         if len(self.grid) < 2 or list(self.grid) != sorted(self.grid):
@@ -202,8 +203,9 @@ def neighbours(sweep: Sweep, lr: float) -> tuple[float, float, float]:
 
 
 def checked(sweep: Sweep, anchor: Choice, points: Points) -> Choice:
-    """An anchored run's points: the carried rate and, with `check`, its two grid neighbours (one draw each)."""
-    lr = anchor.lr
+    """An anchored run's points: the carried rate (the anchor's times `sweep.scale`) and, with `check`, its two grid
+    neighbours (one draw each)."""
+    lr = rate(anchor.lr * sweep.scale)
     wanted = neighbours(sweep, lr) if sweep.check else ()
     if missing := [each for each in wanted if 1 not in points.get(each, {})]:
         return Choice(None, missing[0], points, anchor.at_edge)

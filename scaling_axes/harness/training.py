@@ -40,6 +40,7 @@ from scaling_axes.harness.loggers import (
     check_loggers,
     finish_loggers,
     hyperparameters,
+    log_final_metrics,
     quiet_lightning_logs,
 )
 from scaling_axes.harness.runs import (
@@ -131,20 +132,22 @@ def trainer_settings(options: dict[str, Any], world_size: int) -> dict[str, Any]
     return options
 
 
-def check_trainer_settings(options: dict[str, Any]) -> None:
+def check_trainer_settings(options: dict[str, Any]) -> str:
     """Stop before any compute if Lightning refuses the launch's accelerator, devices, precision or strategy (it
-    checks them when a Trainer is built)."""
+    checks them when a Trainer is built); the precision Lightning will run (it replaces some it cannot: 16-mixed on
+    the CPU runs as bf16-mixed)."""
     check_loggers(options.get("loggers") or ())
     settings = trainer_settings(options, world_size(options))
     try:
         with _quiet_lightning():
-            L.Trainer(**settings, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                      enable_model_summary=False)  # fmt: skip
+            trainer = L.Trainer(**settings, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                                enable_model_summary=False)  # fmt: skip
     except (MisconfigurationException, ValueError, TypeError, RuntimeError) as error:
         asked = ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in options.items() if k not in SUITE_OPTIONS
                           and v not in (None, "auto") and (k, v) != ("num_nodes", 1))  # fmt: skip
         first = (str(error).splitlines() or [""])[0]
         raise SuiteError(f"Lightning refuses these Trainer settings ({asked or 'the defaults'}): {first}") from error
+    return str(trainer.precision)
 
 
 @contextlib.contextmanager
@@ -166,8 +169,7 @@ def train_run(run: Run, out: Path, growth: Growth | None = None, extra_callbacks
     `compile` (see `compile_by_default`); `precision` defaults to bf16-mixed on a CUDA GPU, else 32-true.
     One process per run directory (`run_lock`); `fingerprinted` (the runner's `fingerprint_fields`) must match what
     `out` was started with."""
-    options = resolve_options(options)
-    check_launch(run, options)
+    options = check_launch(run, resolve_options(options))
     check_writable(out)
     with run_lock(out):
         fingerprinted = fingerprinted or fingerprint_fields(run, options)
@@ -179,11 +181,13 @@ def train_run(run: Run, out: Path, growth: Growth | None = None, extra_callbacks
         return _train(run, out, growth, extra_callbacks, resume, fingerprinted, labels, **options)
 
 
-def check_launch(run: Run, options: dict[str, Any]) -> None:
+def check_launch(run: Run, options: dict[str, Any]) -> dict[str, Any]:
     """Every refusal the launch's settings can cause, before anything is written to the run's directory: Lightning's
-    own (accelerator, devices, precision, strategy) and a global batch the devices cannot split."""
-    check_trainer_settings(options)
+    own (accelerator, devices, precision, strategy) and a global batch the devices cannot split. Returns `options`
+    with the precision that will run (what the fingerprint and done.json record)."""
+    ran = check_trainer_settings(options)
     _accumulation(run, world_size(options))
+    return {**options, "precision": ran}
 
 
 def _train(run: Run, out: Path, growth: Growth | None, extra_callbacks: list | None, resumed: dict | None,
@@ -207,8 +211,10 @@ def _fit(run: Run, out: Path, growth: Growth | None, resumed: dict | None, train
     task = task_of(run)
     data, module = task.data(run, micro), task.module(run, growth.weights if growth else None, compile)
     growth_metrics = out / "growth_metrics.json"
-    if growth is not None and not growth_metrics.exists():
-        atomic_write(growth_metrics, json.dumps(_measure_growth(trainer, data, module, growth)), checksum=True)
+    if growth is not None and resumed is None:  # (again after a kill before the first checkpoint: its step-0 rows)
+        measured = _measure_growth(trainer, data, module, growth)
+        if not growth_metrics.exists():
+            atomic_write(growth_metrics, json.dumps(measured), checksum=True)
     last = out / "checkpoints" / "last.ckpt"
     started = time.time()
     resume = None if resumed is None else str(last)
@@ -261,6 +267,7 @@ def _fit(run: Run, out: Path, growth: Growth | None, resumed: dict | None, train
     if trainer.is_global_zero:
         write_final(out, run, weights)
         write_done(out, done)
+        log_final_metrics(trainer.loggers, done)
     return done
 
 

@@ -122,6 +122,16 @@ def preset_overrides(name: str, config: Any) -> dict[str, Any]:
             if getattr(config, f.name) != getattr(preset, f.name)}  # fmt: skip
 
 
+def config_from(class_name: str, fields: dict[str, Any]) -> Any:
+    """The config of the registered class named `class_name` whose every field `fields` gives (a finished run's
+    `model_config`, as JSON wrote it): the model rebuilt without its preset."""
+    preset = next((config for config in _PRESETS.values() if type(config).__name__ == class_name), None)
+    if preset is None:
+        known = sorted({type(config).__name__ for config in _PRESETS.values()})
+        raise KeyError(f"no registered architecture has a config class {class_name!r}; these do: {', '.join(known)}")
+    return replace_config(preset, **fields)
+
+
 def build_model(name: str, **overrides: Any) -> nn.Module:
     """Build the preset `name`, with config fields replaced by `overrides`."""
     return build_from_config(get_config(name, **overrides))

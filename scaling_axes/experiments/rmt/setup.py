@@ -124,10 +124,12 @@ def lm_options(lr: float) -> dict[str, Any]:
 
 
 def schedule(steps: int, batch: int, seq_len: int, lr: float, val_windows: int = PAPER_VAL_WINDOWS,
-             micro_batch: int | None = None, validations: int = 20, checkpoints: int = 20) -> Budget:  # fmt: skip
-    """5% linear warmup, cosine to 10%, about `validations` validations along the way (at least 5 steps apart) and
-    `checkpoints` checkpoints (at least 10 steps apart)."""
-    return Budget(steps=steps, batch_size=batch, seq_len=seq_len, lr=lr, warmup_steps=max(1, steps // 20),
+             micro_batch: int | None = None, validations: int = 20, checkpoints: int = 20,
+             warmup_fraction: float = 0.05) -> Budget:  # fmt: skip
+    """A linear warmup over `warmup_fraction` of the steps (the paper's 5%), cosine to 10%, about `validations`
+    validations along the way (at least 5 steps apart) and `checkpoints` checkpoints (at least 10 steps apart)."""
+    return Budget(steps=steps, batch_size=batch, seq_len=seq_len, lr=lr,
+                  warmup_steps=max(1, int(steps * warmup_fraction)),
                   min_lr_ratio=0.1, val_every=max(5, steps // validations), val_windows=val_windows,
                   micro_batch=micro_batch, checkpoint_every=max(10, steps // checkpoints))  # fmt: skip
 
@@ -143,6 +145,7 @@ def short_schedule(scale: Scale, lr: float) -> Budget:
         shrunk.val_windows,
         validations=shrunk.validations,
         checkpoints=shrunk.checkpoints,
+        warmup_fraction=shrunk.warmup_fraction,
     )
 
 

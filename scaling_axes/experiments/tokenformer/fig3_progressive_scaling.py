@@ -133,7 +133,8 @@ def growth_claims(scale: Scale, results: dict[str, dict]) -> list[Row]:
             margins = paired_margins(results, (run.name,), preserved)
             rows.append(judge("fig3", f"{run.name}_growth", f"zero-initialised growth preserves the function "
                               f"({progressive.growth_note(run)}; |validation loss change| under {PRESERVED:g})",
-                              scale, margins, 0.0, "nats/token", runs=(run.name,), runs_per_margin=1))  # fmt: skip
+                              scale, margins, 0.0, "nats/token", runs=(run.name,), runs_per_margin=1,
+                              before_training=True))  # fmt: skip
     return rows
 
 

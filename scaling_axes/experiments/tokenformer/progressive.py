@@ -114,19 +114,24 @@ CHAIN_RULE = "the paper keeps one lr at every stage"
 def swept(scale: Scale, runs: list[Run], compared: set[str]) -> list[Run]:
     """`runs` with the runs in `compared` (trained from scratch; what claims compare) swept over their family's grid
     at the scale (`recipes.PROGRESSIVE`), and every run grown from one of them at the lr its chain's first run
-    chose. Unchanged where the scale has no grids (paper: the paper's lr; smoke: a pipeline check)."""
+    chose (times the scale's `stage_lr_scale` for its family). Unchanged where the scale has no grids (paper: the
+    paper's lr; smoke: a pipeline check)."""
     grids = None if scale.paper_configs else progressive_at(scale).lr_grids
     if grids is None:
         return runs
+    stage_scale = progressive_at(scale).stage_lr_scale
     by_name = {run.name: run for run in runs}
     out = []
     for run in runs:
         root = chain(run, by_name)[-1]
-        grid = grids[root.model.partition("_")[0]]  # the family the chain started in: tokenformer or transformer
+        family = root.model.partition("_")[0]  # the family the chain started in: tokenformer or transformer
+        grid = grids[family]
         if run.name in compared:
             run = dataclasses.replace(run, sweep=Sweep(grid))
         elif run.grow_from and root.name in compared:
-            run = dataclasses.replace(run, sweep=Sweep(grid, anchor=root.name, rule=CHAIN_RULE))
+            factor = stage_scale.get(family, 1.0)
+            rule = CHAIN_RULE + (f", here x {factor:.3g} (`recipes.PROGRESSIVE`)" if factor != 1.0 else "")
+            run = dataclasses.replace(run, sweep=Sweep(grid, anchor=root.name, rule=rule, scale=factor))
         out.append(run)
     return out
 

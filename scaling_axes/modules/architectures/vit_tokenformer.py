@@ -25,7 +25,8 @@ import torch.nn.functional as F
 from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.layers import register_notrace_module
 from timm.models import generate_default_cfgs, register_model
-from timm.models._builder import resolve_pretrained_cfg
+from timm.models._builder import pretrained_cfg_for_features, resolve_pretrained_cfg
+from timm.models._features import FeatureGetterNet
 from timm.models.vision_transformer import Block, VisionTransformer
 from torch import Tensor, nn
 
@@ -221,8 +222,12 @@ NOT_SCRIPTABLE = ("Pattention dispatches at run time between a Triton kernel (a 
                   "torch.compile and torch.export cover what TorchScript did")  # fmt: skip
 
 
+FEATURE_OPTIONS = ("out_indices", "norm", "output_fmt")  # timm's feature-getter options (`features_only=True`)
+
+
 def _register_with_timm(timm_name: str, preset: str) -> None:
-    def create(pretrained: bool = False, **overrides) -> VisionTransformer:
+    def create(pretrained: bool = False, features_only: bool = False, feature_cls: str = "getter",
+               **overrides) -> nn.Module:  # fmt: skip
         if pretrained:
             raise ValueError(f"{timm_name}: no pretrained weights are published (Tokenformer issue #19)")
         cfg = resolve_pretrained_cfg(timm_name, overrides.pop("pretrained_cfg", None),
@@ -230,15 +235,27 @@ def _register_with_timm(timm_name: str, preset: str) -> None:
         overrides.pop("cache_dir", None)
         if "drop_path_rate" in overrides:
             overrides["drop_path"] = overrides.pop("drop_path_rate")
+        features = {"out_indices": 3, **{k: overrides.pop(k) for k in FEATURE_OPTIONS if k in overrides}}
         model = build_vit(get_config(preset, **overrides))
         c = model.config
         model.pretrained_cfg = model.default_cfg = {**cfg.to_dict(), "num_classes": model.num_classes,
                                                     "input_size": (c.in_chans, c.img_size, c.img_size)}  # fmt: skip
-        return model
+        return feature_network(model, feature_cls, features) if features_only else model
 
     create.__name__ = timm_name
     create.__module__ = __name__
     register_model(create)
+
+
+def feature_network(model: VisionTransformer, feature_cls: str, options: dict) -> nn.Module:
+    """`features_only=True`, as timm's ViTs: its blocks' outputs at `out_indices` through `forward_intermediates`
+    (timm's `FeatureGetterNet`, the one feature class timm's ViTs take)."""
+    if feature_cls != "getter":
+        raise ValueError(f"feature_cls={feature_cls!r}: a ViT gives its features by forward_intermediates "
+                         "(feature_cls='getter'), as timm's own ViTs")  # fmt: skip
+    network = FeatureGetterNet(model, **options)
+    network.pretrained_cfg = network.default_cfg = pretrained_cfg_for_features(model.pretrained_cfg)
+    return network
 
 
 for _timm_name, _preset in TIMM_NAMES.items():

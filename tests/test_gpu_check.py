@@ -1,0 +1,73 @@
+"""The one command a GPU lease runs (`gpu-check`), proven on the CPU at toy sizes before a lease is spent on it:
+every part in a process of its own under its time box, a part that runs long or fails leaving its error while the
+others run, at most 8 files, a summary with the versions, every target's line and every code path's status."""
+
+import subprocess
+import sys
+
+import pytest
+
+from scaling_axes.benchmarks import gpu_check, training
+
+
+def test_the_command_runs_end_to_end_on_the_cpu_and_a_part_past_its_time_box_leaves_its_error(tmp_path):
+    out = tmp_path / "out"
+    (out).mkdir()
+    command = [sys.executable, "-m", "scaling_axes", "gpu-check", str(out), "--tiny", "--timeout", "training=2"]
+    finished = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    assert finished.returncode == 0, finished.stderr[-2000:]
+    files = sorted(p.name for p in out.iterdir())
+    assert len(files) <= gpu_check.MAX_FILES and set(files) <= set(gpu_check.FILES)
+    summary = (out / "summary.md").read_text()
+    assert "- training: timed out after 2 s" in summary  # killed at its box; the parts after it still ran
+    assert "- kernels: finished in" in summary and "- paths: finished in" in summary
+    assert "- profile: finished in" in summary and "was not written" in (out / "profile.txt").read_text()
+    assert "every CUDA code path finishes with a finite loss: met" in summary
+    assert "FFN Pattention vs eager" in summary  # the kernel benchmark's target lines, judged from its CSV
+    assert "- torch " in summary and "triton" in summary and "- commit " in summary
+    paths = (out / "paths.csv").read_text()
+    for name in ("transformer_language_model", "tokenformer_language_model", "rmt_language_model", "mot_language_model",
+                 "vit_tokenformer", "tokenformer_growth", "net2net_growth", "lm_eval_adapter", "kill_and_resume",
+                 "ddp_one_process"):  # fmt: skip
+        assert f"\n{name},ok," in paths
+    assert "bit for bit equal" in paths  # the resumed run's final weights (on the CPU: exactly)
+    assert "===== kernels" in (out / "log.txt").read_text()
+
+
+def test_a_failing_code_path_is_a_row_with_its_error_and_the_others_still_run(tmp_path, monkeypatch):
+    from scaling_axes.benchmarks import gpu_paths
+
+    def broken(root):
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    monkeypatch.setattr(gpu_paths, "paths", lambda: {"broken": broken, "fine": lambda root: {"val_loss": 1.5}})
+    gpu_paths.main(tmp_path / "paths.csv")
+    rows = (tmp_path / "paths.csv").read_text().splitlines()
+    assert rows[1].startswith("broken,failed,") and "RuntimeError: CUDA error: an illegal memory" in rows[1]
+    assert rows[2].startswith("fine,ok,1.5,")
+    summary = gpu_check.write_summary(tmp_path, {"paths": "finished in 1 s"}, tiny=True).read_text()
+    assert "every CUDA code path finishes with a finite loss: NOT met (1 of 2: broken)" in summary
+
+
+def test_a_file_the_lease_would_not_return_is_refused(tmp_path):
+    (tmp_path / "stray.bin").write_bytes(b"x")
+    with pytest.raises(SystemExit, match=r"holds files the lease does not return: stray\.bin"):
+        gpu_check.write_summary(tmp_path, {}, tiny=True)
+    assert len(gpu_check.FILES) <= gpu_check.MAX_FILES
+
+
+def test_the_profile_takes_the_training_target_furthest_from_being_met():
+    rows = [{"family": "rmt_paper", "architecture": "rmt", "variant": "fused", "vs_transformer_best": 1.3,
+             "step_ms": 13.0, "mfu": None},
+            {"family": "tokenformer_150m", "architecture": "tokenformer", "variant": "compiled_fused", "mfu": 0.18,
+             "step_ms": 9.0, "vs_transformer_best": None}]  # fmt: skip
+    missed = [each for each in training.judged(rows) if not each.met]
+    worst = max(missed, key=lambda each: each.shortfall)
+    assert worst.case == ("tokenformer_150m", "tokenformer", "compiled_fused")  # 45/18 = 2.5x off, the RMT 1.13x
+    assert worst.line == "tokenformer at Tokenformer-150M shapes, best MFU 18.0% (target >= 45%): NOT met"
+
+
+def test_a_time_box_names_a_part(capsys):
+    with pytest.raises(SystemExit):
+        gpu_check.main(["out", "--timeout", "everything=10"])
+    assert "'everything' is no part; the parts: kernels, training, paths, profile" in capsys.readouterr().err
