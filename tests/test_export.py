@@ -186,7 +186,7 @@ REMOTE = [name for name, (_, _, _, native) in ARCHITECTURES.items() if not nativ
 
 @pytest.fixture
 def exported(tmp_path, request):
-    """(the suite's model, its tokenizer, the remote-code export loaded back) of architecture `request.param`."""
+    """(the suite's model, its tokenizer, the export loaded back) of architecture `request.param`."""
     from transformers import AutoModelForCausalLM
 
     from scaling_axes.datamodules.tokenizers import load_tokenizer
@@ -224,6 +224,27 @@ def test_a_remote_code_export_generates_as_the_suites_greedy_decode(exported, tm
     text = pipeline("text-generation", model=str(folder), trust_remote_code=True)(context, max_new_tokens=5)
     assert text[0]["generated_text"].startswith(context)
     assert len(hf_tokenizer("word " * 500, truncation=True)["input_ids"]) == model.config.max_seq_len
+
+
+@pytest.mark.parametrize("exported", list(ARCHITECTURES), indirect=True)
+def test_lm_evals_own_hf_model_generates_from_an_export_as_the_suites_adapter_does(exported, tmp_path) -> None:
+    """A generate_until task's requests (two contexts batched with left padding, a stop string) through lm-eval's
+    `hf` model on the exported folder and through the suite's adapter on the model: the same continuations."""
+    import lm_eval.models.huggingface
+    from lm_eval.api.instance import Instance
+
+    from scaling_axes.harness.lm_eval_model import SuiteLM
+
+    model, tokenizer, _ = exported
+    options = {"until": ["\n\n", "."], "max_gen_toks": 12, "do_sample": False}
+    requests = [
+        Instance("generate_until", {}, (context, dict(options)), idx)
+        for idx, context in enumerate(["The quick brown fox", "A much longer first prompt of some words"])
+    ]
+    theirs = lm_eval.models.huggingface.HFLM(pretrained=str(tmp_path / "hf"), trust_remote_code=True, device="cpu",
+                                             dtype="float32", batch_size=2).generate_until(requests)  # fmt: skip
+    ours = SuiteLM(model=model, tokenizer=tokenizer, device="cpu").generate_until(requests)
+    assert theirs == ours and any(ours)
 
 
 @pytest.mark.parametrize("exported", REMOTE, indirect=True)

@@ -4,11 +4,19 @@ restarted run continues its W&B run; a logger whose extra is missing stops the c
 import csv
 import importlib.util
 import logging
+import time
 
 import pytest
 import torch
 
-from scaling_axes.harness.loggers import build_loggers, check_loggers, parse_loggers, quiet_lightning_logs
+from scaling_axes.harness.callbacks import metric_rows
+from scaling_axes.harness.loggers import (
+    build_loggers,
+    check_loggers,
+    parse_loggers,
+    quiet_lightning_logs,
+    wandb_history_rows,
+)
 from scaling_axes.harness.training import train_run
 from scaling_axes.io import SuiteError
 from tests.test_run_safety import _stop_at, tiny
@@ -55,6 +63,37 @@ def test_tensorboard_and_wandb_follow_a_run_through_a_restart(tmp_path, offline_
     logged, tensorboard = _csv_losses(out / "metrics.csv"), _tensorboard_losses(out / "tensorboard")
     assert len(logged) >= 10 and sorted(tensorboard) == sorted(logged)
     assert torch.allclose(torch.tensor([tensorboard[s] for s in logged]), torch.tensor(list(logged.values())))
+
+
+def test_a_wandb_run_killed_before_writing_its_last_points_resumes_with_each_point_once(tmp_path, offline_wandb):
+    """A kill -9 takes the points W&B had not yet written: the first session's log is cut until its last val/loss
+    point is gone. The resumed session's log then holds it, and across both sessions every point of metrics.csv is
+    there once with its value, `_step` going on from the first session's."""
+    out = tmp_path / "r"
+    with pytest.raises(SystemExit, match="rerun the same command to resume"):
+        train_run(tiny(), out, extra_callbacks=[_stop_at(8)], accelerator="cpu", loggers=["wandb"], labels=LABELS)
+    run_id = (out / "wandb_id").read_text()
+    (first,) = out.glob(f"wandb/offline-run-*-{run_id}/run-{run_id}.wandb")
+    data = first.read_bytes()
+    lost = max(row["trainer/global_step"] for row in wandb_history_rows(first) if "val/loss" in row)
+    while any(row.get("trainer/global_step") == lost and "val/loss" in row for row in wandb_history_rows(first)):
+        data = data[:-16]  # cut mid-record, as a kill leaves it
+        first.write_bytes(data)
+    time.sleep(1.1)  # (W&B names a session's folder by the second it started)
+    train_run(tiny(), out, accelerator="cpu", loggers=["wandb"], labels=LABELS)
+    sessions = sorted(out.glob(f"wandb/offline-run-*-{run_id}/run-{run_id}.wandb"))
+    assert len(sessions) == 2 and sessions[0] == first
+    rows = [row for session in sessions for row in wandb_history_rows(session)]
+    steps = [row["_step"] for row in rows]
+    assert steps == sorted(set(steps))  # the resumed session's _step goes on from the first's
+    written = [(key, row["trainer/global_step"], value) for row in rows for key, value in row.items()
+               if not key.startswith(("_", "trainer/"))]  # fmt: skip
+    logged = {(key, int(row["step"])): float(value) for row in metric_rows(out / "metrics.csv")[1]
+              for key, value in row.items() if value and key != "step"}  # fmt: skip
+    assert ("val/loss", lost) in logged and len(logged) > 20
+    assert sorted((key, step) for key, step, _ in written) == sorted(logged)  # each point once
+    for key, step, value in written:
+        assert value == pytest.approx(logged[key, step], rel=1e-6), (key, step)
 
 
 def test_each_logger_is_given_the_runs_name_config_labels_and_commit(tmp_path, offline_wandb) -> None:

@@ -10,7 +10,7 @@ import torch
 
 from scaling_axes.harness.finished import staleness
 from scaling_axes.harness.lm_eval_model import load_checkpoint
-from scaling_axes.harness.runner import train
+from scaling_axes.harness.runner import IDENTICAL, train
 from scaling_axes.harness.scales import SMOKE
 from scaling_axes.harness.training import train_run
 from scaling_axes.io import CorruptFileError, checksum_file, read_verified_json
@@ -294,3 +294,8 @@ def test_a_run_moved_aside_is_shared_no_more(tmp_path, capsys) -> None:
     train(second, CPU, run, runs, accelerator="cpu")
     assert "training run r" in capsys.readouterr().out and not (runs / "second" / "cpu" / "r").is_symlink()
     assert "stale" not in load_results(second, CPU, runs)["r"]
+    for index in (runs / IDENTICAL / "cpu").iterdir():  # entries whose run holds other settings than they recorded
+        index.write_text(json.dumps({**json.loads(index.read_text()), "fingerprint": "of other settings"}))
+    third = Experiment("third", "", lambda scale: [run], lambda scale, results: [])
+    train(third, CPU, run, runs, accelerator="cpu")
+    assert "training run r" in capsys.readouterr().out and not (runs / "third" / "cpu" / "r").is_symlink()

@@ -112,7 +112,7 @@ def metrics_prefix(path: Path) -> dict[str, Any]:
     """The metrics log as it stands, for a checkpoint to carry: its rows (so that a resume can write it again), their
     number and a digest of their values (not of the file's bytes: the CSV writer rewrites the whole file, header
     included, when a new column appears)."""
-    header, rows = _metric_rows(path)
+    header, rows = metric_rows(path)
     return {"rows": len(rows), "blake2b": _rows_digest(rows), "header": header, "log": rows}
 
 
@@ -124,7 +124,7 @@ def cut_metrics(path: Path, prefix: dict[str, Any] | None) -> None:
     it."""
     if rank_zero_only.rank != 0:
         return
-    header, rows = _metric_rows(path)
+    header, rows = metric_rows(path)
     kept = rows[: prefix["rows"]] if prefix else []
     if prefix and (len(kept) < prefix["rows"] or _rows_digest(kept) != prefix["blake2b"]):
         if "log" not in prefix:
@@ -138,7 +138,7 @@ def cut_metrics(path: Path, prefix: dict[str, Any] | None) -> None:
         write_csv(path, tuple(header), kept)
 
 
-def _metric_rows(path: Path) -> tuple[list[str], list[dict[str, str]]]:
+def metric_rows(path: Path) -> tuple[list[str], list[dict[str, str]]]:
     if not path.is_file():
         return [], []
     with open(path, newline="") as f:

@@ -1,10 +1,10 @@
 """Where a run's curves go (Lightning's own lines, once each, too): `metrics.csv` always (the reports read it), and
 (`--logger csv,tensorboard,wandb`), each resuming into the same run after a restart.
 
-TensorBoard writes `<run dir>/tensorboard/`; a resumed run appends event files there. W&B writes under
+TensorBoard writes `<run dir>/tensorboard/`; a resumed run appends event files there. A resume repeats the steps
+after its checkpoint with the same values (resumption is exact): TensorBoard shows them twice. W&B writes under
 `<run dir>/wandb/` (`WANDB_MODE=offline` keeps it there; `wandb sync` uploads it) with the run id kept in
-`<run dir>/wandb_id`, so a restart continues the same W&B run. A resume repeats the steps after its checkpoint with
-the same values (resumption is exact): TensorBoard shows them twice, W&B keeps the first.
+`<run dir>/wandb_id`, so a restart continues the same W&B run, each point in it once (`ResumableWandbLogger`).
 """
 
 from __future__ import annotations
@@ -16,13 +16,16 @@ import json
 import logging
 import os
 import secrets
-from collections.abc import Sequence
+import struct
+import zlib
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from lightning.pytorch.loggers import Logger, TensorBoardLogger, WandbLogger
+from lightning.pytorch.utilities import rank_zero_only
 
-from scaling_axes.harness.callbacks import ResumableCSVLogger
+from scaling_axes.harness.callbacks import ResumableCSVLogger, metric_rows
 from scaling_axes.harness.runs import Run, source_commit
 from scaling_axes.io import SuiteError, atomic_write
 
@@ -55,13 +58,15 @@ def build_loggers(names: Sequence[str], out: Path, hyperparameters: dict[str, An
         loggers.append(PlainTensorBoardLogger(out, name="tensorboard", version="", default_hp_metric=False))
     if "wandb" in names:
         labels = ("experiment", "scale", "seed", "commit")
-        loggers.append(WandbLogger(
-            name=hyperparameters["run"], save_dir=str(out), id=wandb_id(out), resume="allow",
-            project=os.environ.get("WANDB_PROJECT", "scaling-axes"), group=hyperparameters.get("experiment"),
+        loggers.append(ResumableWandbLogger(
+            out, name=hyperparameters["run"], project=os.environ.get("WANDB_PROJECT", "scaling-axes"),
+            group=hyperparameters.get("experiment"),
             tags=[f"{key}={hyperparameters[key]}" for key in labels if key in hyperparameters],
         ))  # fmt: skip
     for logger in loggers[1:]:
         logger.log_hyperparams(hyperparameters)
+        if isinstance(logger, ResumableWandbLogger):
+            logger.log_missing(out / "metrics.csv")
     return loggers
 
 
@@ -72,6 +77,77 @@ class PlainTensorBoardLogger(TensorBoardLogger):
     def log_hyperparams(self, params: Any, metrics: dict[str, Any] | None = None) -> None:
         plain = vars(params) if isinstance(params, argparse.Namespace) else dict(params)
         super().log_hyperparams(json.loads(json.dumps(plain, default=str)), metrics)
+
+
+class ResumableWandbLogger(WandbLogger):
+    """W&B's logger for a run that restarts: the same W&B run, its `_step` going on from the last one an earlier
+    session wrote, and each (metric, step) point in it once. A session killed before W&B wrote its last points (a
+    kill -9 takes what W&B had not flushed) loses nothing: the points metrics.csv holds and no session wrote are
+    logged again (`log_missing`), and the points a killed session wrote past its checkpoint are not repeated."""
+
+    def __init__(self, out: Path, **options: Any) -> None:
+        run_id = wandb_id(out)
+        super().__init__(save_dir=str(out), id=run_id, resume="allow", **options)
+        self._written, self._next_step = wandb_history(out, run_id)
+
+    @rank_zero_only
+    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
+        unwritten = {key: value for key, value in metrics.items() if (key, step) not in self._written}
+        if unwritten:
+            self.experiment.log({**unwritten, "trainer/global_step": step}, step=self._next_step)
+            self._written.update((key, step) for key in unwritten)
+            self._next_step += 1
+
+    @rank_zero_only
+    def log_missing(self, metrics_csv: Path) -> None:
+        """Log the points of `metrics_csv` (as a resume cuts it: up to its checkpoint) that no session wrote."""
+        for row in metric_rows(metrics_csv)[1]:
+            self.log_metrics({key: float(value) for key, value in row.items() if value and key != "step"},
+                             int(row["step"]))  # fmt: skip
+
+
+def wandb_history(out: Path, run_id: str) -> tuple[set[tuple[str, int]], int]:
+    """The (metric, trainer step) points that the sessions of W&B run `run_id` in `out` wrote, and the `_step`
+    after their last."""
+    written, last_step = set(), -1
+    for path in sorted(out.glob(f"wandb/*-{run_id}/run-{run_id}.wandb")):
+        for history in wandb_history_rows(path):
+            last_step = max(last_step, history.get("_step", -1))
+            step = history.get("trainer/global_step")
+            written.update((key, step) for key in history if not key.startswith(("_", "trainer/global_step")))
+    return written, last_step + 1
+
+
+WANDB_BLOCK, WANDB_HEADER, WANDB_RECORD = 32768, struct.Struct("<4sHB"), struct.Struct("<IHB")
+
+
+def wandb_history_rows(path: Path) -> Iterator[dict[str, Any]]:
+    """The history rows of a W&B transaction log (`run-<id>.wandb`: LevelDB's log format, W&B's protobuf records),
+    up to the first record a kill cut short."""
+    from wandb.proto import wandb_internal_pb2
+
+    data, at, pending = path.read_bytes(), WANDB_HEADER.size, b""
+    if data[:4] != b":W&B":
+        return
+    while at + WANDB_RECORD.size <= len(data):
+        if WANDB_BLOCK - at % WANDB_BLOCK < WANDB_RECORD.size:  # a block's tail too short for a header: padding
+            at += WANDB_BLOCK - at % WANDB_BLOCK
+            continue
+        checksum, length, kind = WANDB_RECORD.unpack_from(data, at)
+        if kind == 0:  # zeros to the block's end
+            at += WANDB_BLOCK - at % WANDB_BLOCK
+            continue
+        chunk = data[at + WANDB_RECORD.size : at + WANDB_RECORD.size + length]
+        at += WANDB_RECORD.size + length
+        if len(chunk) < length or zlib.crc32(bytes([kind]) + chunk) != checksum:
+            return
+        pending += chunk
+        if kind in (1, 4):  # a record's whole (1) or last (4) fragment
+            record = wandb_internal_pb2.Record.FromString(pending)
+            pending = b""
+            if record.WhichOneof("record_type") == "history":
+                yield {item.key or "/".join(item.nested_key): json.loads(item.value_json)
+                       for item in record.history.item}  # fmt: skip
 
 
 def finish_loggers(loggers: Sequence[Logger]) -> None:
