@@ -60,9 +60,9 @@ RECIPES: dict[Scale, Recipe] = {
                 ShortBudget(200, 16, 128, val_windows=64, val_every=40, checkpoints=2), lr_factor=3,
                 # the scale's three seeds: the five it took while one-draw sweeps chose rates past the edge of
                 # stability (seeds spread 0.1-0.4 nats there) are not needed at stable rates (issue 46: 0.02)
-                # the TPU code's numerics: the one change of the recipe that the diagnosis found to move it (its
+                # the TPU code's numerics: the change of the recipe that the diagnosis found to move it most (its
                 # margins, intervals and seeds: results/cpu/tokenformer_cpu_diagnosis.csv, `experiments/tokenformer/
-                # diagnosis.py`)
+                # diagnosis.py`); its `tied_head` row gains too, but the head stays untied, as the Transformer's
                 tokenformer_numerics="tpu"),
 }  # fmt: skip
 
