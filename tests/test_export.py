@@ -184,28 +184,34 @@ def test_lm_evals_own_hf_model_scores_an_export_as_the_suites_adapter_does(name,
 REMOTE = [name for name, (_, _, _, native) in ARCHITECTURES.items() if not native]
 
 
-@pytest.fixture
-def exported(tmp_path, request):
-    """(the suite's model, its tokenizer, the export loaded back) of architecture `request.param`."""
-    from transformers import AutoModelForCausalLM
-
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory, request):
+    """(the suite's model, its tokenizer, the folder it is exported to) of architecture `request.param`, made once
+    for the tests of this module (each loads the export afresh: they change what they load)."""
     from scaling_axes.datamodules.tokenizers import load_tokenizer
     from scaling_axes.harness.export import export
 
+    root = tmp_path_factory.mktemp(request.param)
     preset, overrides, _, _ = ARCHITECTURES[request.param]
-    model, out = _finished_run(tmp_path, preset, {**overrides, "vocab_size": 50257}, "gpt2")
-    export(out, tmp_path / "hf")
-    return model, load_tokenizer("gpt2"), AutoModelForCausalLM.from_pretrained(tmp_path / "hf", trust_remote_code=True)
+    model, out = _finished_run(root, preset, {**overrides, "vocab_size": 50257}, "gpt2")
+    export(out, root / "hf")
+    return model, load_tokenizer("gpt2"), root / "hf"
+
+
+def _loaded(folder):
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True)
 
 
 @pytest.mark.parametrize("exported", REMOTE, indirect=True)
-def test_a_remote_code_export_generates_as_the_suites_greedy_decode(exported, tmp_path) -> None:
+def test_a_remote_code_export_generates_as_the_suites_greedy_decode(exported) -> None:
     from transformers import AutoTokenizer, pipeline
 
     from scaling_axes.harness.lm_eval_model import SuiteLM
 
-    model, tokenizer, hf = exported
-    folder = tmp_path / "hf"
+    model, tokenizer, folder = exported
+    hf = _loaded(folder)
     assert hf.can_generate() and hf.config.model_type == "scaling_axes" and hf.config.num_hidden_layers
     context = "The quick brown fox"
     ours = SuiteLM(model=model, tokenizer=tokenizer, device="cpu").generate_until(
@@ -227,7 +233,7 @@ def test_a_remote_code_export_generates_as_the_suites_greedy_decode(exported, tm
 
 
 @pytest.mark.parametrize("exported", list(ARCHITECTURES), indirect=True)
-def test_lm_evals_own_hf_model_generates_from_an_export_as_the_suites_adapter_does(exported, tmp_path) -> None:
+def test_lm_evals_own_hf_model_generates_from_an_export_as_the_suites_adapter_does(exported) -> None:
     """A generate_until task's requests (two contexts batched with left padding, a stop string) through lm-eval's
     `hf` model on the exported folder and through the suite's adapter on the model: the same continuations."""
     import lm_eval.models.huggingface
@@ -235,13 +241,13 @@ def test_lm_evals_own_hf_model_generates_from_an_export_as_the_suites_adapter_do
 
     from scaling_axes.harness.lm_eval_model import SuiteLM
 
-    model, tokenizer, _ = exported
+    model, tokenizer, folder = exported
     options = {"until": ["\n\n", "."], "max_gen_toks": 12, "do_sample": False}
     requests = [
         Instance("generate_until", {}, (context, dict(options)), idx)
         for idx, context in enumerate(["The quick brown fox", "A much longer first prompt of some words"])
     ]
-    theirs = lm_eval.models.huggingface.HFLM(pretrained=str(tmp_path / "hf"), trust_remote_code=True, device="cpu",
+    theirs = lm_eval.models.huggingface.HFLM(pretrained=str(folder), trust_remote_code=True, device="cpu",
                                              dtype="float32", batch_size=2).generate_until(requests)  # fmt: skip
     ours = SuiteLM(model=model, tokenizer=tokenizer, device="cpu").generate_until(requests)
     assert theirs == ours and any(ours)
@@ -249,7 +255,8 @@ def test_lm_evals_own_hf_model_generates_from_an_export_as_the_suites_adapter_do
 
 @pytest.mark.parametrize("exported", REMOTE, indirect=True)
 def test_a_remote_code_export_checkpoints_gradients_and_resizes_its_embeddings(exported) -> None:
-    model, _, hf = exported
+    model, _, folder = exported
+    hf = _loaded(folder)
     hf.train()
     ids = torch.randint(0, 50257, (2, 24), generator=torch.Generator().manual_seed(2))
 
