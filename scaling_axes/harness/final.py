@@ -58,13 +58,17 @@ def check_tokenizer(config: dict[str, Any], tokenizer: Tokenizer, run_dir: Path)
                                f"{now}, recorded {recorded}): restore that file, or retrain the run")  # fmt: skip
 
 
+def run_fingerprint(run_dir: Path) -> str | None:
+    """The fingerprint a run's config.yaml records (None: a run without one)."""
+    return read_config(run_dir).get("fingerprint") if (run_dir / "config.yaml").exists() else None
+
+
 def write_final(out: Path, run: Run, state: dict[str, torch.Tensor]) -> None:
     """A finished run's weights (safetensors) and config.json, each with its checksum; config.json binds the weights
     to the run (their digest, and the run's fingerprint from its config.yaml), so that another run's weights copied
     in, checksum and all, are refused (`read_done`)."""
     atomic_save_safetensors(state, out / FINAL_WEIGHTS, checksum=True)
-    fingerprint = read_config(out).get("fingerprint") if (out / "config.yaml").exists() else None
-    bound = {"weights_blake2b": file_digest(out / FINAL_WEIGHTS), "fingerprint": fingerprint}
+    bound = {"weights_blake2b": file_digest(out / FINAL_WEIGHTS), "fingerprint": run_fingerprint(out)}
     atomic_write(out / FINAL_CONFIG, json.dumps({**final_config(run), **bound}, indent=2), checksum=True)
 
 
@@ -108,7 +112,7 @@ def check_bound(run_dir: Path, fix: str) -> None:
     if config.get("weights_blake2b") and config["weights_blake2b"] != file_digest(final_weights(run_dir)):
         raise CorruptFileError(f"{final_weights(run_dir)} is not the weights {run_dir.name} wrote (config.json "
                                f"records other ones: another run's copied in?); {fix}")  # fmt: skip
-    recorded = read_config(run_dir).get("fingerprint") if (run_dir / "config.yaml").exists() else None
+    recorded = run_fingerprint(run_dir)
     if config.get("fingerprint") and recorded and config["fingerprint"] != recorded:
         raise CorruptFileError(f"{config_path} belongs to another run (fingerprint {config['fingerprint']}, this "
                                f"run's {recorded}); {fix}")  # fmt: skip
