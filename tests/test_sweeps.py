@@ -9,6 +9,7 @@ import math
 import pytest
 import yaml
 
+from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, ONE_SEED_Z
 from scaling_axes.harness.command import main
 from scaling_axes.harness.finished import load_results
 from scaling_axes.harness.runs import Budget, Experiment, Run, run_dir
@@ -18,7 +19,9 @@ from scaling_axes.harness.sweeps import (
     Choice,
     Point,
     Sweep,
+    checked,
     choose,
+    neighbours,
     parse_point,
     rate,
     sweep_point,
@@ -149,9 +152,10 @@ def test_claims_seeds_train_at_the_chosen_rate_and_the_sweep_on_a_seed_of_its_ow
     checks = sorted(results["large"]["tuning"].losses)  # the carried rate and its two neighbours, at the large size
     assert checks == pytest.approx([chosen / 10, chosen, chosen * 10])
     losses = results["large"]["tuning"].losses  # the report says whether the carried rate is still the best there
-    best_here = min(losses, key=lambda lr: losses[lr] if losses[lr] is not None else math.inf) == pytest.approx(chosen)
-    assert results["large"]["tuning"].carried_best == best_here
-    assert ("the carried lr is the best" in results["large"]["tuning"].describe()) == best_here
+    best = min(losses[lr] if losses[lr] is not None else math.inf for lr in losses)
+    stands = losses[rate(chosen)] is not None and losses[rate(chosen)] - best < ONE_SEED_Z * LOSS_NOISE_FLOOR * 2**0.5
+    assert results["large"]["tuning"].carried_best == stands
+    assert ("the carried lr is within one draw's noise" in results["large"]["tuning"].describe()) == stands
     unchecked = Choice(chosen, None, {})  # a size that carries the rate without a check says so, not "interior"
     assert unchecked.describe() == "carried over, not trained at other rates at this size"
     assert json.loads((run_dir(experiment, CPU, large, tmp_path / "runs") / "done.json").read_text())["steps"] == 3
@@ -256,6 +260,20 @@ def test_a_family_is_swept_at_its_largest_size_and_the_rule_checked_at_another()
     checked = [name for name, sweep in residual.items() if sweep.check]
     assert checked == [fig6_residual_scaling.GPT2_SMALL] and residual[fig6_residual_scaling.WIDEST].anchor is None
     assert residual[fig6_residual_scaling.EQUAL_RESIDUAL].anchor is None  # the Transformer: its own sweep
+
+
+def test_a_carried_rate_is_refuted_only_by_a_neighbour_better_beyond_one_draws_noise():
+    """RMT Fig. 6's check at D_k 12 (the call at 5fc01ea): the carried 0.01 drew 4.7742, its neighbour 0.033 4.7726.
+    A 0.0016-nat gap between single draws refutes nothing; a neighbour 0.1 nats better, or a carried rate that
+    spiked, does."""
+    sweep = Sweep((3e-3, 1e-2, 3e-2), anchor="dk64", rule="one lr", check=True)
+    anchor = Choice(1e-2, None, {})
+    below, carried, above = neighbours(sweep, 1e-2)
+    drawn = lambda *points: {lr: {1: point} for lr, point in zip((below, carried, above), points, strict=True)}  # noqa: E731
+    assert checked(sweep, anchor, drawn(Point(4.9278), Point(4.7742), Point(4.7726))).carried_best is True
+    assert checked(sweep, anchor, drawn(Point(4.9278), Point(4.7742), Point(4.6742))).carried_best is False
+    spiked = drawn(Point(4.9278), Point(4.77, "spiked"), Point(4.78))
+    assert checked(sweep, anchor, spiked).carried_best is False
 
 
 def test_a_transfer_refuted_at_its_checked_size_leaves_every_carried_size_untuned():

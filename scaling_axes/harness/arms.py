@@ -48,7 +48,7 @@ def untuned(claim: Row, results: dict[str, dict]) -> list[str]:
             reasons.append(f"{name}'s sweep ended at {choice.lr:g}, an edge")
         if checked := done.get("transfer_refuted"):
             reasons.append(f"{name}'s lr was carried from {done['tuning_anchor']}, and at {checked} the carried lr "
-                           "is not the best of it and its grid neighbours")  # fmt: skip
+                           "is beaten by a grid neighbour beyond one draw's noise")  # fmt: skip
         if (check := sweep_check(done)) is not None and check[0] > check[1]:
             reasons.append(f"{name}'s claim seeds end {check[0]:+.3f} nats/token from its sweep's estimate at "
                            f"{choice.lr:g}, beyond the 95% bound {check[1]:.3f}: the sweep's choice is not "

@@ -98,7 +98,7 @@ def load_results(experiment: Experiment, scale: Scale, runs_dir: Path = RUNS_DIR
 
 def with_refuted_transfers(results: dict[str, dict]) -> dict[str, dict]:
     """Each run whose lr was carried from an anchor that a checked size of the same family refutes (there the
-    carried lr is not the best of it and its neighbours) names that size as `transfer_refuted`."""
+    one of its neighbours beats the carried lr beyond one draw's noise) names that size as `transfer_refuted`."""
     refuted = {done["tuning_anchor"]: name for name, done in results.items()
                if done.get("tuning_anchor") and done["tuning"].carried_best is False}  # fmt: skip
     return {name: {**done, "transfer_refuted": refuted[done["tuning_anchor"]]}
