@@ -33,6 +33,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 _STATUS = pytest.StashKey[str]()
 
 
+@pytest.fixture(scope="session")
+def uninterrupted_run(tmp_path_factory) -> Path:
+    """`tests.test_run_safety.tiny()` trained once, uninterrupted, in a process of its own: what every kill-and-resume
+    test compares with (read only)."""
+    from tests.test_run_safety import _run_script
+
+    whole = tmp_path_factory.mktemp("uninterrupted") / "run"
+    assert _run_script(whole).returncode == 0
+    return whole
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)

@@ -116,11 +116,10 @@ def _logged_steps(out: Path, column: str) -> list[int]:
 
 @pytest.mark.parametrize("hook, step", [("on_validation_start", 8), ("on_train_batch_start", 10)],
                          ids=["between the step-8 checkpoint and its validation", "two steps after it"])  # fmt: skip
-def test_a_run_killed_anywhere_resumes_to_the_same_curves_and_weights(tmp_path, hook, step) -> None:
+def test_a_run_killed_anywhere_resumes_to_the_same_curves_and_weights(tmp_path, hook, step, uninterrupted_run) -> None:
     """The curves Tables 3-4, the MoT means and the equal-FLOP readings use are bitwise those of the uninterrupted run;
     and the resumed session did not train the steps before the checkpoint again (it fails with resume disabled)."""
-    whole, cut = tmp_path / "whole", tmp_path / "cut"
-    assert _run_script(whole).returncode == 0
+    whole, cut = uninterrupted_run, tmp_path / "cut"
     assert _run_script(cut, hook, step).returncode == 9
     resumed_from = torch.load(cut / "checkpoints" / "last.ckpt", weights_only=True)["global_step"]
     finish = _run_script(cut)
@@ -409,11 +408,11 @@ def _final_rows(out: Path) -> list[dict]:
     return [{k: v for k, v in r.items() if "time" not in k} for r in rows]
 
 
-def test_a_run_killed_after_its_last_step_logs_its_final_rows_as_the_uninterrupted_run(tmp_path) -> None:
+def test_a_run_killed_after_its_last_step_logs_its_final_rows_as_the_uninterrupted_run(tmp_path, uninterrupted_run
+                                                                                       ) -> None:  # fmt: skip
     """Killed in the final validation, after fit ended and before done.json: the resumed session trains nothing and
     logs the final validation and test at the same step and epoch, with the same values."""
-    whole, cut = tmp_path / "whole", tmp_path / "cut"
-    assert _run_script(whole).returncode == 0
+    whole, cut = uninterrupted_run, tmp_path / "cut"
     assert _run_script(cut, "on_validation_start", 12, "trainer.state.fn == 'validate'").returncode == 9
     assert _run_script(cut).returncode == 0
     assert _final_rows(cut)[-2:] == _final_rows(whole)[-2:] and len(_final_rows(whole)) >= 2

@@ -155,17 +155,8 @@ def test_a_non_finite_loss_is_one_line_on_the_command_line(tmp_path, capsys, mon
     assert stopped.value.code == 2 and "error: non-finite training loss" in err and "Traceback" not in err
 
 
-@pytest.fixture(scope="module")
-def uninterrupted_rows(tmp_path_factory) -> list:
-    from tests.test_integrity import _rows, _run_script
-
-    whole = tmp_path_factory.mktemp("whole") / "run"
-    assert _run_script(whole).returncode == 0
-    return _rows(whole)
-
-
 @pytest.mark.parametrize("damage", ["deleted", "cut"])
-def test_a_resume_writes_the_metrics_log_again_from_the_checkpoint(tmp_path, damage, uninterrupted_rows) -> None:
+def test_a_resume_writes_the_metrics_log_again_from_the_checkpoint(tmp_path, damage, uninterrupted_run) -> None:
     """metrics.csv deleted (or cut) after a kill past a checkpoint: the resumed run's curves are the uninterrupted
     run's, every row once."""
     from tests.test_integrity import _rows, _run_script
@@ -178,7 +169,7 @@ def test_a_resume_writes_the_metrics_log_again_from_the_checkpoint(tmp_path, dam
     else:
         log.write_text("".join(log.read_text().splitlines(keepends=True)[:3]))
     assert _run_script(cut).returncode == 0
-    assert _rows(cut) == uninterrupted_rows
+    assert _rows(cut) == _rows(uninterrupted_run)
 
 
 def test_a_grown_run_killed_before_its_first_checkpoint_keeps_its_step_0_point(tmp_path) -> None:
