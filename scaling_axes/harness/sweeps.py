@@ -213,10 +213,11 @@ def checked(sweep: Sweep, anchor: Choice, points: Points) -> Choice:
     wanted = neighbours(sweep, lr) if sweep.check else ()
     if missing := [each for each in wanted if 1 not in points.get(each, {})]:
         return Choice(None, missing[0], points, anchor.at_edge)
+    if not wanted:
+        return Choice(lr, None, points, anchor.at_edge)
     drawn = {each: {1: points[each][1]} for each in wanted}
-    best = min(wanted, key=lambda each: score(drawn[each])) if wanted else None
-    stands = best is not None and math.isfinite(score(drawn[best])) and within_noise(drawn[best], drawn[rate(lr)])
-    return Choice(lr, None, points, anchor.at_edge, stands if wanted else None)
+    best = drawn[min(wanted, key=lambda each: score(drawn[each]))]
+    return Choice(lr, None, points, anchor.at_edge, math.isfinite(score(best)) and within_noise(best, drawn[rate(lr)]))
 
 
 def tune(run: Run, points_of: Callable[[Run], Points], anchor_of: Callable[[str], Run],
