@@ -21,6 +21,7 @@ from scaling_axes.harness.sweeps import (
     Sweep,
     checked,
     choose,
+    fallback,
     neighbours,
     parse_point,
     rate,
@@ -311,3 +312,70 @@ def test_a_stage_carries_its_heads_rate_times_its_scale_and_its_seeds_carry_the_
     fig7 = next(e for e in all_experiments() if e.name == "tokenformer_fig7_net2net_scaling")
     scales = {run.model.split("_")[0]: run.sweep.scale for run in fig7.runs(CPU) if run.grow_from and run.sweep}
     assert scales == {"tokenformer": pytest.approx(1 / 3), "transformer": pytest.approx(1 / 3)}
+
+
+def test_claim_seeds_that_spike_at_the_chosen_rate_fall_back_to_the_best_stable_rate_below():
+    """Table 10's Transformer at cpu (measured, 53eecb0): its sweep chose 1e-2 on two stable draws (4.892, 4.947)
+    over 3e-3 (5.150) and 3e-2 (spiked); its claim seeds 1 and 3 spiked at 1e-2. The best stable rate below, 3e-3, is
+    the lowest tried: one grid step below it is trained first, as a sweep extends past an edge."""
+    sweep, spiked = Sweep((3e-3, 1e-2, 3e-2)), "spiked at step 18"
+    points = {3e-3: {1: Point(5.1502)}, 1e-2: {1: Point(4.8923), 2: Point(4.9469)}, 3e-2: {1: Point(5.8195, spiked)}}
+    below = rate(3e-3 / sweep.step)  # 9e-4
+    assert fallback(sweep, points, [1e-2]) == Choice(None, below, points)
+    points[below] = {1: Point(5.61)}
+    assert fallback(sweep, points, [1e-2]) == Choice(3e-3, None, points)  # interior now: settled
+    assert fallback(sweep, points, [1e-2, 3e-3]) == Choice(None, rate(below / sweep.step), points)  # spiked there too
+    lowest = rate(sweep.grid[0] / sweep.step**MAX_EXTENSIONS)
+    points = {lr: {1: Point(5.0, spiked)} for lr in (lowest, rate(below / sweep.step), below, 3e-3)}
+    assert fallback(sweep, points, [1e-2]) == Choice(None, None, points)  # no stable rate within the extensions
+    points[lowest] = {1: Point(5.5)}
+    assert fallback(sweep, points, [1e-2]) == Choice(lowest, None, points, at_edge=True)
+
+
+def test_a_swept_arms_claim_seeds_retrain_below_its_choice_under_names_of_their_own(tmp_path):
+    from scaling_axes.harness.arms import tuning_rows, unstable
+    from scaling_axes.harness.claims import lower_loss
+    from scaling_axes.harness.final import write_done
+    from scaling_axes.harness.finished import settled_rate
+    from scaling_axes.harness.runs import find_run, seed_run
+    from scaling_axes.io import atomic_torch_save
+
+    run = Run("a", "transformer_124m", Budget(3, 2, 32), TINY, corpus="embedded_news", tokenizer="bytes",
+              sweep=Sweep((3e-3, 1e-2, 3e-2)))  # fmt: skip
+    other = Run("b", "transformer_124m", Budget(3, 2, 32, lr=3e-2), TINY, corpus="embedded_news", tokenizer="bytes")
+    claims = lambda scale, results: [lower_loss("t", "a beats b", scale, "a", "b", results)]  # noqa: E731
+    experiment = Experiment("fallback_test", "claim seeds that spike", lambda scale: [run, other], claims)
+    losses, trained = {9e-4: 5.61, 3e-3: 5.15, 1e-2: 4.92, 3e-2: 5.82}, []
+
+    def train(point: Run) -> None:  # the measured shape of Table 10's Transformer: claim seeds 1 and 3 spike at 1e-2
+        out, k = run_dir(experiment, CPU, point, tmp_path / "runs"), point.seed - run.seed + 1
+        if (out / "done.json").exists():
+            return
+        lr = point.budget.lr
+        spike = {"nats": 2.67 if k in (1, 3) and lr == 1e-2 else 0.3, "step": 30, "loss": 9.48}
+        out.mkdir(parents=True)
+        atomic_torch_save({}, out / "final.pt", checksum=True)
+        write_done(out, {"run": point.name, "steps": 3, "val_loss": losses[lr] + 0.01 * k, "train_loss_spike": spike})
+        trained.append(point.name)
+
+    settled = settled_rate(experiment, CPU, run, tmp_path / "runs", 3, train)
+    stable = ["a_stable_lr0.003", "a_stable_lr0.003_seed2", "a_stable_lr0.003_seed3"]
+    assert trained[-5:] == ["a_seed3", "a_sweep_lr0.0009", *stable] and settled.lr == 3e-3
+    again = settled_rate(experiment, CPU, run, tmp_path / "runs", 3, train)  # on disk: nothing trained twice
+    assert (again.run, again.lr, again.seeds) == (settled.run, settled.lr, settled.seeds) and len(trained) == 11
+    for k, name in enumerate(stable, 1):
+        assert (
+            find_run(experiment, CPU, name) == seed_run(settled.run, k)
+            and find_run(experiment, CPU, name).seed == run.seed + k - 1
+        )
+    for k in (1, 2, 3):
+        train(seed_run(other, k))
+    results = load_results(experiment, CPU, tmp_path / "runs")
+    assert results["a"]["run"] == "a_stable_lr0.003" and sorted(results["a"]["seed_runs"]) == [2, 3]
+    assert sorted(results["a"]["stable_fallback"]["unstable_at"]) == [1e-2]
+    assert len(results["a"]["stable_fallback"]["unstable_at"][1e-2]) == 2  # seeds 1 and 3
+    claim = experiment.report(CPU, results)[0]
+    assert unstable(claim, results) == []  # decided on the stable seeds, not the spiked ones
+    rows = {row.metric: row for row in tuning_rows(results) if row.row == "a"}
+    assert rows["chosen_lr"].ours == 1e-2 and rows["stable_fallback_lr"].ours == 3e-3
+    assert "the sweep's mean at 0.003 over 1 draws 5.1500" in rows["claim_seeds_minus_sweep"].note

@@ -10,7 +10,8 @@ import statistics
 from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, seeds_of, sweep_disagreement
 from scaling_axes.harness.results import Row
 from scaling_axes.harness.runs import Run
-from scaling_axes.harness.stability import instability, outliers
+from scaling_axes.harness.stability import unstable_seeds
+from scaling_axes.harness.sweeps import Choice
 from scaling_axes.harness.training import task_of
 
 
@@ -29,14 +30,6 @@ def unstable(claim: Row, results: dict[str, dict]) -> list[str]:
             for why in unstable_seeds(seeds_of(results.get(name))).values()]  # fmt: skip
 
 
-def unstable_seeds(by_seed: dict[int, dict]) -> dict[int, str]:
-    """seed -> why, for each seed of a finished run (seed -> its done.json) that trained unstably."""
-    finals = {k: each["val_loss"] for k, each in by_seed.items() if isinstance(each.get("val_loss"), (int, float))}
-    found = {k: why for k, each in by_seed.items() if (why := instability(each))}
-    name = next((each.get("run") for each in by_seed.values()), "the run")
-    return {**{k: f"{name}: {why}" for k, why in outliers(finals).items() if k not in found}, **found}
-
-
 def untuned(claim: Row, results: dict[str, dict]) -> list[str]:
     """Why the runs `claim` compares are not at a tuned lr: a sweep that ended at an edge it could not pass, a
     carried lr whose transfer rule a checked size of the family refutes, or claim seeds that reach a worse loss at
@@ -49,18 +42,29 @@ def untuned(claim: Row, results: dict[str, dict]) -> list[str]:
         if checked := done.get("transfer_refuted"):
             reasons.append(f"{name}'s lr was carried from {done['tuning_anchor']}, and at {checked} the carried lr "
                            "is beaten by a grid neighbour beyond one draw's noise")  # fmt: skip
+        if (fell := done.get("stable_fallback")) and fell["at_edge"]:
+            reasons.append(f"{name}'s claim seeds fell back to {fell['lr']:g}, the lowest rate its fallback could "
+                           "try: a stable optimum below it is not excluded")  # fmt: skip
         if (check := sweep_check(done)) is not None and check[0] > check[1]:
             reasons.append(f"{name}'s claim seeds end {check[0]:+.3f} nats/token from its sweep's estimate at "
-                           f"{choice.lr:g}, beyond the 95% bound {check[1]:.3f}: the sweep's choice is not "
+                           f"{settled_lr(done):g}, beyond the 95% bound {check[1]:.3f}: the sweep's choice is not "
                            "confirmed")  # fmt: skip
     return reasons
 
 
+def settled_lr(done: dict) -> float:
+    """The rate a swept run's claim seeds trained at: its sweep's choice, or the fallback below it."""
+    return done["stable_fallback"]["lr"] if "stable_fallback" in done else done["tuning"].lr
+
+
 def sweep_check(done: dict) -> tuple[float, float] | None:
     """(difference, 95% bound) of a run swept on its own: its claim seeds' mean final loss minus its sweep's mean at
-    the chosen rate (positive: the claim seeds are worse); None for a run without its own finished sweep."""
+    the rate they trained at (positive: the claim seeds are worse); None for a run without its own finished sweep
+    there."""
     choice = done.get("tuning")
-    if choice is None or done.get("tuning_anchor") or choice.lr is None or not (sweep := choice.draws_at(choice.lr)):
+    if choice is None or done.get("tuning_anchor") or choice.lr is None:
+        return None
+    if not (sweep := choice.draws_at(settled_lr(done))):
         return None
     claims = [each["val_loss"] for each in seeds_of(done).values() if isinstance(each.get("val_loss"), (int, float))]
     return sweep_disagreement(sweep, claims, LOSS_NOISE_FLOOR) if claims else None
@@ -76,12 +80,25 @@ def tuning_rows(results: dict[str, dict]) -> list[Row]:
         rule = done.get("tuning_rule", "")
         rows.append(Row(table="lr_sweep", row=name, metric="chosen_lr", ours=choice.lr, run=name,
                         status="measured", note=f"{rule}{'; ' if rule else ''}{choice.describe()}"))  # fmt: skip
+        if fell := done.get("stable_fallback"):
+            rows.append(_fallback_row(name, choice, fell))
         if (check := sweep_check(done)) is not None:
             difference, bound = check
-            sweep, claims = statistics.fmean(choice.draws_at(choice.lr)), len(seeds_of(done))
+            lr = settled_lr(done)
+            sweep, claims = statistics.fmean(choice.draws_at(lr)), len(seeds_of(done))
             rows.append(Row(table="lr_sweep", row=name, metric="claim_seeds_minus_sweep", ours=difference,
                             low=difference - bound, high=difference + bound, seeds=claims, unit="nats/token",
                             run=name, status="differs" if difference > bound else "match",
-                            note=f"the sweep's mean at {choice.lr:g} over {len(choice.draws_at(choice.lr))} draws "
+                            note=f"the sweep's mean at {lr:g} over {len(choice.draws_at(lr))} draws "
                             f"{sweep:.4f}, the claim seeds' mean there {sweep + difference:.4f}"))  # fmt: skip
     return rows
+
+
+def _fallback_row(name: str, choice: Choice, fell: dict) -> Row:
+    """The rate a swept run's claim seeds settled at below its sweep's choice, and why they left each rate above."""
+    left = "; ".join(f"at {lr:g}: {' / '.join(why)}" for lr, why in sorted(fell["unstable_at"].items(), reverse=True))
+    losses = choice.losses.get(fell["lr"])
+    mean = f" (the sweep's mean there {losses:.4f})" if losses is not None else ""
+    return Row(table="lr_sweep", row=name, metric="stable_fallback_lr", ours=fell["lr"], run=name,
+               status="measured", note=f"the claim seeds trained unstably above it ({left}); retrained at "
+               f"{fell['lr']:g}, the best rate below whose sweep draws were all stable{mean}")  # fmt: skip

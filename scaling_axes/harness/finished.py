@@ -1,5 +1,6 @@
 """Finished runs as the reports read them: their done.json at every seed, whether each still matches its
-declaration (`staleness`), and where each swept run's sweep stands."""
+declaration (`staleness`), where each swept run's sweep stands, and the rate its claim seeds settled at
+(`settled_rate`)."""
 
 from __future__ import annotations
 
@@ -22,8 +23,19 @@ from scaling_axes.harness.runs import (
     seed_run,
 )
 from scaling_axes.harness.scales import Scale
-from scaling_axes.harness.stability import instability
-from scaling_axes.harness.sweeps import SWEEP_INFIX, Choice, Point, Points, parse_point, sweep_point, tune, tuned
+from scaling_axes.harness.stability import instability, unstable_seeds
+from scaling_axes.harness.sweeps import (
+    SWEEP_INFIX,
+    Choice,
+    Point,
+    Points,
+    fallback,
+    parse_point,
+    stable_run,
+    sweep_point,
+    tune,
+    tuned,
+)
 from scaling_axes.io import CorruptFileError
 
 SweepDone = dict[tuple[float, int], dict]  # (rate, draw) -> the done.json of a finished sweep point
@@ -61,10 +73,69 @@ def tuning(
     return tune(run, lambda r: as_points(read(r)), lambda name: find_run(experiment, scale, name), train)
 
 
+@dataclasses.dataclass(frozen=True)
+class Settled:
+    """Where a swept run's claim seeds settled: `run` at rate `lr` (its sweep's `choice`, or a `fallback` below it),
+    their finished done.json at each seed, and each higher rate where they trained unstably, with why."""
+
+    run: Run
+    lr: float
+    seeds: dict[int, dict]
+    choice: Choice
+    unstable_at: dict[float, list[str]] = dataclasses.field(default_factory=dict)
+    at_edge: bool = False  # the fallback's best stable rate is the lowest it could try
+
+
+def settled_rate(experiment: Experiment, scale: Scale, run: Run, runs_dir: Path = RUNS_DIR, seeds: int = 1,
+                 train: Callable[[Run], None] | None = None, read: Callable[[Run], SweepDone] | None = None,
+                 ) -> Settled | None:  # fmt: skip
+    """`run` (as declared, with its sweep) where its claim seeds settle: at the sweep's choice unless one of them
+    trained unstably there (`stability.unstable_seeds`), then at each `fallback` rate below in turn (a grown stage
+    stays at its chain's rate, which its head's sweep chose: its spikes are flagged). With `train`, trains its
+    `seeds` claim seeds at each rate and the points a fallback needs; without, goes as far as the finished runs on
+    disk. None: the sweep has not chosen."""
+    read = read or (lambda r: sweep_points(experiment, scale, r, runs_dir))
+    choice = tuning(experiment, scale, run, runs_dir, train, read)
+    if choice.lr is None:
+        return None
+    settled = Settled(tuned(run, choice.lr), choice.lr, {}, choice)
+    while True:
+        for k in range(1, seeds + 1) if train is not None else ():
+            train(seed_run(settled.run, k))
+        settled = dataclasses.replace(settled, seeds=finished_seeds(experiment, scale, settled.run, runs_dir))
+        if not (why := unstable_seeds(settled.seeds)) or run.grow_from is not None:  # a stage: its chain's rate
+            return settled
+        unstable_at = {**settled.unstable_at, settled.lr: list(why.values())}
+        lower = fallback(run.sweep, as_points(read(run)), unstable_at)
+        while lower.next is not None and train is not None:
+            train(sweep_point(run, lower.next))
+            lower = fallback(run.sweep, as_points(read(run)), unstable_at)
+        if lower.lr is None:
+            return settled
+        following = stable_run(run, lower.lr)
+        if train is None and not finished_seeds(experiment, scale, following, runs_dir):
+            return settled
+        settled = Settled(following, lower.lr, {}, choice, unstable_at, lower.at_edge)
+
+
+def finished_seeds(experiment: Experiment, scale: Scale, run: Run, runs_dir: Path = RUNS_DIR) -> dict[int, dict]:
+    """k -> done.json of `run`'s finished claim seeds (1: the run itself, k: `<run>_seed<k>`), each marked `stale`
+    where it no longer matches its declaration."""
+    out, found = run_dir(experiment, scale, run, runs_dir), {}
+    if (done := _read_finished(out / "done.json", run.name)) is not None:
+        found[1] = _with_staleness(done, run, out)
+    for path in out.parent.glob(f"{run.name}{SEED_SUFFIX}*/done.json"):
+        k = path.parent.name.removeprefix(f"{run.name}{SEED_SUFFIX}")
+        if k.isdigit() and (repeat := _read_finished(path, path.parent.name)) is not None:
+            found[int(k)] = _with_staleness(repeat, seed_run(run, int(k)), path.parent)
+    return dict(sorted(found.items()))
+
+
 def load_results(experiment: Experiment, scale: Scale, runs_dir: Path = RUNS_DIR) -> dict[str, dict]:
     """name -> done.json of the finished runs, each with `seed_runs` {k: done.json} of its finished repeats at
-    further seeds (`--seeds`); a broken done.json is skipped with a line saying why. A swept run is read at the rate
-    its sweep chose, with `tuning` (its `Choice`), and its finished sweep points are results of their own."""
+    further seeds (`--seeds`); a broken done.json is skipped with a line saying why. A swept run is read where its
+    claim seeds settled (`settled_rate`), with its sweep's `Choice` (`tuning`) and any fallback below it
+    (`stable_fallback`); its finished sweep points are results of their own."""
     results, points = {}, {}
 
     def read(run: Run) -> SweepDone:  # each sweep's points read once, an anchor's too
@@ -73,27 +144,28 @@ def load_results(experiment: Experiment, scale: Scale, runs_dir: Path = RUNS_DIR
         return points[run.name]
 
     for run in experiment.runs(scale):
+        settled = None
         if run.sweep is not None:
-            choice = tuning(experiment, scale, run, runs_dir, read=read)
             results |= {sweep_point(run, lr, draw).name: done for (lr, draw), done in read(run).items()}
-            if choice.lr is None:
+            if (settled := settled_rate(experiment, scale, run, runs_dir, read=read)) is None:
                 continue
-            run = tuned(run, choice.lr)
-        out = run_dir(experiment, scale, run, runs_dir)
-        if (done := _read_finished(out / "done.json", run.name)) is None:
+        by_seed = settled.seeds if settled else finished_seeds(experiment, scale, run, runs_dir)
+        if 1 not in by_seed:
             continue
-        done = _with_staleness(done, run, out)
-        seed_runs = {}
-        for path in out.parent.glob(f"{run.name}{SEED_SUFFIX}*/done.json"):
-            k = path.parent.name.removeprefix(f"{run.name}{SEED_SUFFIX}")
-            if k.isdigit() and (repeat := _read_finished(path, path.parent.name)) is not None:
-                seed_runs[int(k)] = _with_staleness(repeat, seed_run(run, int(k)), path.parent)
-        results[run.name] = {**done, "seed_runs": dict(sorted(seed_runs.items()))} if seed_runs else done
-        if run.sweep is not None:
-            rule = f"the lr of {run.sweep.anchor}'s sweep ({run.sweep.rule})" if run.sweep.anchor else ""
-            results[run.name] = {**results[run.name], "tuning": choice, "tuning_rule": rule,
-                                 "tuning_anchor": run.sweep.anchor}  # fmt: skip
+        repeats = {k: done for k, done in by_seed.items() if k > 1}
+        results[run.name] = {**by_seed[1], "seed_runs": repeats} if repeats else by_seed[1]
+        if settled is not None:
+            results[run.name] = {**results[run.name], **_tuning(run, settled)}
     return with_refuted_transfers(results)
+
+
+def _tuning(run: Run, settled: Settled) -> dict:
+    """What a swept run's results say of its rate: the sweep's choice (`tuning`), the rule it was carried by, and
+    where its claim seeds fell back below it."""
+    rule = f"the lr of {run.sweep.anchor}'s sweep ({run.sweep.rule})" if run.sweep.anchor else ""
+    fell = {"lr": settled.lr, "unstable_at": settled.unstable_at, "at_edge": settled.at_edge}
+    return {"tuning": settled.choice, "tuning_rule": rule, "tuning_anchor": run.sweep.anchor,
+            **({"stable_fallback": fell} if settled.unstable_at else {})}  # fmt: skip
 
 
 def with_refuted_transfers(results: dict[str, dict]) -> dict[str, dict]:

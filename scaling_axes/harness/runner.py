@@ -12,7 +12,7 @@ from typing import Any
 from scaling_axes.datamodules.corpora import corpus_spec, default_data_root, tokenizer_of
 from scaling_axes.datamodules.floors import unigram_floor
 from scaling_axes.datamodules.tokenizers import load_tokenizer
-from scaling_axes.harness.arms import not_learning, tuning_rows, unstable, unstable_seeds, untuned
+from scaling_axes.harness.arms import not_learning, tuning_rows, unstable, untuned
 from scaling_axes.harness.claims import pooled_spread, seeds_of, settle
 from scaling_axes.harness.final import check_tokenizer, final_weights, read_done, read_final_config, write_done
 from scaling_axes.harness.finished import load_results, tuning
@@ -36,6 +36,7 @@ from scaling_axes.harness.runs import (
     run_dir,
 )
 from scaling_axes.harness.scales import Scale
+from scaling_axes.harness.stability import unstable_seeds
 from scaling_axes.harness.sweeps import tuned
 from scaling_axes.harness.training import check_launch, task_of, train_run
 from scaling_axes.io import (

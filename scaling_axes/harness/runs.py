@@ -26,7 +26,7 @@ import yaml
 from scaling_axes.datamodules.corpora import train_tokens
 from scaling_axes.harness.results import Row
 from scaling_axes.harness.scales import Scale, get_scale
-from scaling_axes.harness.sweeps import SWEEP_INFIX, Sweep, parse_point, sweep_point
+from scaling_axes.harness.sweeps import STABLE_INFIX, SWEEP_INFIX, Sweep, is_rate, parse_point, stable_run, sweep_point
 from scaling_axes.io import CorruptFileError, atomic_write, verify_checksum
 from scaling_axes.modules import get_config
 from scaling_axes.modules.architectures.vit_tokenformer import ViTConfig
@@ -216,12 +216,17 @@ def find_run(experiment: Experiment, scale: Scale, name: str) -> Run:
     swept, _, point = name.rpartition(SWEEP_INFIX)
     if swept in runs and runs[swept].sweep and (lr_draw := parse_point(point)) is not None:
         return sweep_point(runs[swept], *lr_draw)
+    settled, _, rest = name.rpartition(STABLE_INFIX)  # <run>_stable_lr<x>(_seed<k>): claim seeds below a sweep
+    lr, _, k = rest.partition(SEED_SUFFIX) if settled in runs and runs[settled].sweep else ("", "", "")
+    if is_rate(lr) and (not k or (k.isdigit() and int(k) >= 2)):
+        return seed_run(stable_run(runs[settled], float(lr)), int(k or 1))
     base, _, k = name.rpartition(SEED_SUFFIX)
     if name not in runs and base in runs and k.isdigit() and int(k) >= 2:
         return seed_run(runs[base], int(k))
     if name not in runs:
         raise KeyError(f"experiment {experiment.name} has no run {name!r} at scale {scale}; runs: {', '.join(runs)} "
-                       f"(and each at seed k >= 2 as <run>{SEED_SUFFIX}<k>)")  # fmt: skip
+                       f"(and each at seed k >= 2 as <run>{SEED_SUFFIX}<k>; a swept run's claim seeds below its "
+                       f"sweep's choice as <run>{STABLE_INFIX}<lr>)")  # fmt: skip
     return runs[name]
 
 

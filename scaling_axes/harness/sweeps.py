@@ -13,6 +13,11 @@ one. A best rate at an edge of what was tried is not a choice: the sweep extends
 trains again, until the best is interior (or MAX_EXTENSIONS steps past the grid, where the run is flagged `at_edge`
 and no claim is decided on it).
 
+The claim seeds check the choice: where one of them trains unstably at the chosen rate (a spike, though the sweep's
+draws did not), the run's claim seeds retrain at the best rate below whose draws were all stable (`fallback`, one
+grid step further down first where that best is the lowest tried), under a name of their own (`stable_run`), and so
+on down while they spike; the report shows the sweep's choice beside the rate the claim seeds settled at.
+
 A sweep may be another run's (`anchor`): a family of sizes tuned once and the rate carried over by a stated rule
 (`rule`, such as muP's width transfer); `check` trains this run at the carried rate and at its two grid neighbours
 (one draw each), and the report says whether the rate still stands there: no neighbour better beyond one draw's
@@ -27,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import NamedTuple, TypeVar
 
 from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, ONE_SEED_Z
@@ -35,6 +40,7 @@ from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, ONE_SEED_Z
 Run = TypeVar("Run")  # a `harness.runs.Run` (runs imports this module, so not the other way round)
 
 SWEEP_INFIX = "_sweep_lr"  # a sweep point of run R at rate x is R_sweep_lr<x>
+STABLE_INFIX = "_stable_lr"  # run R's claim seeds at rate x below its sweep's choice are R_stable_lr<x>(_seed<k>)
 DRAW_INFIX = "_draw"  # its k-th draw (k >= 2) is R_sweep_lr<x>_draw<k>, on the k-th seed before the run's
 MAX_EXTENSIONS = 3  # grid steps a sweep may extend past either edge
 SWEEP_DRAWS = 2  # draws of the best rate and its neighbours
@@ -218,6 +224,26 @@ def checked(sweep: Sweep, anchor: Choice, points: Points) -> Choice:
     drawn = {each: {1: points[each][1]} for each in wanted}
     best = drawn[min(wanted, key=lambda each: score(drawn[each]))]
     return Choice(lr, None, points, anchor.at_edge, math.isfinite(score(best)) and within_noise(best, drawn[rate(lr)]))
+
+
+def fallback(sweep: Sweep, points: Points, unstable_at: Collection[float]) -> Choice:
+    """Where a run's claim seeds go when they trained unstably at each rate of `unstable_at` (the sweep's choice
+    first): the best by mean of the rates tried below all of those whose draws were all stable (`lr`), after
+    training the point one grid step below the lowest tried (`next`) where none is stable or the best is that
+    lowest, as `choose` extends past an edge (MAX_EXTENSIONS below the grid; then `at_edge`). lr None: none left."""
+    floor = min(unstable_at)
+    below = {lr: score(draws) for lr, draws in points.items() if lr < floor}
+    lowest = min((*below, floor))
+    stable = {lr: loss for lr, loss in below.items() if math.isfinite(loss)}
+    best = min(stable, key=stable.__getitem__) if stable else None
+    if best in (None, lowest) and round(math.log(sweep.grid[0] / lowest, sweep.step)) < MAX_EXTENSIONS:
+        return Choice(None, rate(lowest / sweep.step), points)
+    return Choice(best, None, points, at_edge=best is not None and best == lowest)
+
+
+def stable_run(run: Run, lr: float) -> Run:
+    """`run`'s claim seeds at rate `lr` below its sweep's choice, under a name of their own (`fallback`)."""
+    return dataclasses.replace(tuned(run, rate(lr)), name=f"{run.name}{STABLE_INFIX}{rate(lr):g}", sweep=None)
 
 
 def tune(run: Run, points_of: Callable[[Run], Points], anchor_of: Callable[[str], Run],
