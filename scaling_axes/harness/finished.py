@@ -100,9 +100,12 @@ def settled_rate(experiment: Experiment, scale: Scale, run: Run, runs_dir: Path 
         return None
     settled = Settled(tuned(run, choice.lr), choice.lr, {}, choice)
     while True:
-        for k in range(1, seeds + 1) if train is not None else ():
-            train(seed_run(settled.run, k))
-        settled = dataclasses.replace(settled, seeds=finished_seeds(experiment, scale, settled.run, runs_dir))
+        by_seed = finished_seeds(experiment, scale, settled.run, runs_dir)
+        if train is not None and (missing := [k for k in range(1, seeds + 1) if k not in by_seed]):
+            for k in missing:  # the finished ones are read once, not trained (and their weights hashed) again
+                train(seed_run(settled.run, k))
+            by_seed = finished_seeds(experiment, scale, settled.run, runs_dir)
+        settled = dataclasses.replace(settled, seeds=by_seed)
         if not (why := unstable_seeds(settled.seeds)) or run.grow_from is not None:  # a stage: its chain's rate
             return settled
         unstable_at = {**settled.unstable_at, settled.lr: list(why.values())}

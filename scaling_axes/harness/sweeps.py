@@ -179,8 +179,7 @@ def choose(sweep: Sweep, points: Points) -> Choice:
     tried = sorted(lr for lr, draws in points.items() if 1 in draws)
     scores = {lr: score(points[lr]) for lr in tried}
     best = min(tried, key=lambda lr: scores[lr])  # all infinite: the lowest
-    below = round(math.log(grid[0] / tried[0], step)) < MAX_EXTENSIONS
-    above = round(math.log(tried[-1] / grid[-1], step)) < MAX_EXTENSIONS
+    below, above = may_extend(grid[0], tried[0], step), may_extend(tried[-1], grid[-1], step)
     if best == tried[0] and below:
         return Choice(None, rate(best / step), points)
     if best == tried[-1] and above and math.isfinite(scores[best]):
@@ -191,6 +190,12 @@ def choose(sweep: Sweep, points: Points) -> Choice:
         if undrawn and math.isfinite(scores[lr]) and (lr == best or within_noise(points[best], points[lr])):
             return Choice(None, lr, points, next_draw=undrawn[0])
     return Choice(best, None, points, at_edge=best in (tried[0], tried[-1]))
+
+
+def may_extend(higher: float, lower: float, step: float) -> bool:
+    """Whether a sweep that has reached `lower` below its grid's `higher` edge (or `higher` above its `lower` edge)
+    may take one more grid step past it: fewer than MAX_EXTENSIONS taken."""
+    return round(math.log(higher / lower, step)) < MAX_EXTENSIONS
 
 
 def within_noise(best: dict[int, Point], other: dict[int, Point]) -> bool:
@@ -236,7 +241,7 @@ def fallback(sweep: Sweep, points: Points, unstable_at: Collection[float]) -> Ch
     lowest = min((*below, floor))
     stable = {lr: loss for lr, loss in below.items() if math.isfinite(loss)}
     best = min(stable, key=stable.__getitem__) if stable else None
-    if best in (None, lowest) and round(math.log(sweep.grid[0] / lowest, sweep.step)) < MAX_EXTENSIONS:
+    if best in (None, lowest) and may_extend(sweep.grid[0], lowest, sweep.step):
         return Choice(None, rate(lowest / sweep.step), points)
     return Choice(best, None, points, at_edge=best is not None and best == lowest)
 
