@@ -10,6 +10,9 @@ import pytest
 import torch
 
 CHECKOUT = Path(__file__).parent.parent
+# A subprocess's time limit in a test turns a hang into a failure; it never judges speed: the slowest such call (a
+# 2-process training, 13 s on 2 cores under AVX2 kernels and another job) gets about 45 times that
+HANG_GUARD_S = 600
 
 
 def checkout_status() -> str:

@@ -152,7 +152,8 @@ def test_a_diverging_sweep_point_is_recorded_and_a_plain_run_still_stops(tmp_pat
         train(table.EXPERIMENT, SMOKE, plain, tmp_path)
 
 
-def test_smoke_trains_and_reports_every_architecture(tmp_path, monkeypatch):
+@pytest.mark.trained_outcome
+def test_smoke_trains_and_reports_every_architecture(tmp_path, monkeypatch, record_property):
     """One lr per architecture and one size, for time: the CSV has both losses for each, and the figure is drawn."""
     monkeypatch.setattr(cross, "LR_GRID", {a: (1e-3, 3e-3) for a in cross.ARCHITECTURES})
     monkeypatch.setattr(cross, "SIZES", ("125m",))
@@ -167,6 +168,7 @@ def test_smoke_trains_and_reports_every_architecture(tmp_path, monkeypatch):
             r["metric"]: float(r["ours"]) for r in rows if r["row"] == f"{arch}_125m" and r["status"] == "measured"
         }
         assert {"val_loss_equal_tokens", "val_loss_equal_flops", "tokens_per_sec", "best_lr"} <= set(measured), arch
+        record_property(f"{arch}_val_loss", measured["val_loss_equal_tokens"])  # 8.45-10.28 (RMT) under both kernels
         assert 0 < measured["val_loss_equal_tokens"] < math.log(50257) + 1 and measured["tokens_per_sec"] > 0
     assert path.with_suffix(".png").stat().st_size > 10_000
 

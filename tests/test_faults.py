@@ -19,6 +19,7 @@ from scaling_axes.harness.runs import Experiment, Run, fingerprint_changes, fing
 from scaling_axes.harness.scales import SMOKE
 from scaling_axes.harness.training import train_run
 from scaling_axes.io import CorruptFileError, SuiteError, atomic_torch_save, atomic_write
+from tests.conftest import HANG_GUARD_S
 from tests.test_robustness import ROOT, TINY
 from tests.test_run_safety import _stop_at, lock_held_elsewhere, tiny
 
@@ -239,5 +240,5 @@ def test_a_corpus_is_prepared_by_one_process_while_the_others_wait(tmp_path) -> 
     waiter.join(timeout=2)
     assert waiter.is_alive() and not (tmp_path / "embedded_news").exists()  # waiting, writing nothing
     held.release()
-    waiter.join(timeout=120)
+    waiter.join(timeout=HANG_GUARD_S)
     assert (tmp_path / "embedded_news" / "gpt2" / "meta.json").exists()

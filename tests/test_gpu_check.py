@@ -8,13 +8,15 @@ import sys
 import pytest
 
 from scaling_axes.benchmarks import gpu_check, training
+from tests.conftest import HANG_GUARD_S
 
 
 def test_the_command_runs_end_to_end_on_the_cpu_and_a_part_past_its_time_box_leaves_its_error(tmp_path):
     out = tmp_path / "out"
     (out).mkdir()
     command = [sys.executable, "-m", "scaling_axes", "gpu-check", str(out), "--tiny", "--timeout", "training=2"]
-    finished = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    boxes = sum(part.tiny_seconds for part in gpu_check.PARTS if part.name != "training")  # the CPU's, not the GPU's
+    finished = subprocess.run(command, capture_output=True, text=True, timeout=boxes + HANG_GUARD_S)
     assert finished.returncode == 0, finished.stderr[-2000:]
     files = sorted(p.name for p in out.iterdir())
     assert len(files) <= gpu_check.MAX_FILES and set(files) <= set(gpu_check.FILES)
@@ -65,6 +67,21 @@ def test_the_profile_takes_the_training_target_furthest_from_being_met():
     worst = max(missed, key=lambda each: each.shortfall)
     assert worst.case == ("tokenformer_150m", "tokenformer", "compiled_fused")  # 45/18 = 2.5x off, the RMT 1.13x
     assert worst.line == "tokenformer at Tokenformer-150M shapes, best MFU 18.0% (target >= 45%): NOT met"
+
+
+def test_tiny_time_boxes_are_the_cpus_and_only_the_part_asked_is_cut_short(tmp_path, monkeypatch):
+    """--tiny boxes each part at TINY_MARGIN x what it took on 2 cores, not at its GPU box (paths' 150 s on an H100
+    cut the CPU proof short on a slower CPU); --timeout shortens only the part it names."""
+    boxes = {}
+    monkeypatch.setattr(gpu_check, "launch", lambda part, out, seconds, tiny: boxes.setdefault(part.name, seconds))
+    monkeypatch.setattr(gpu_check, "write_summary", lambda out, outcomes, tiny: tmp_path / "summary.md")
+    (tmp_path / "summary.md").write_text("")
+    gpu_check.main([str(tmp_path), "--tiny", "--timeout", "training=2"])
+    assert boxes == {part.name: 2 if part.name == "training" else 10 * part.tiny_took for part in gpu_check.PARTS}
+    assert boxes["paths"] > 3 * 150  # past the GPU's box, past the slower CPU's 150 s, three times over
+    boxes.clear()
+    gpu_check.main([str(tmp_path)])
+    assert boxes == {part.name: part.seconds for part in gpu_check.PARTS}
 
 
 def test_a_time_box_names_a_part(capsys):

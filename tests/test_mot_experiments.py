@@ -83,7 +83,8 @@ def test_paper_scale_counts_match_and_plans_run_the_published_budget() -> None:
                                                                                         416_969_510]  # fmt: skip
 
 
-def test_a_mot_run_with_muon_and_byte_targets_resumes_to_the_same_result(tmp_path) -> None:
+@pytest.mark.trained_outcome
+def test_a_mot_run_with_muon_and_byte_targets_resumes_to_the_same_result(tmp_path, record_property) -> None:
     run = mot_mixout_comparison.runs(SMOKE)[0]
     run = dataclasses.replace(run, budget=Budget(steps=12, batch_size=4, seq_len=16, val_every=4, val_windows=2,
                                                  checkpoint_every=5, val_at_start=True))  # fmt: skip
@@ -97,4 +98,6 @@ def test_a_mot_run_with_muon_and_byte_targets_resumes_to_the_same_result(tmp_pat
     for curve in straight["val_loss_curves"].values():  # validated at step 0 too, as the original: ln 512 at init
         assert curve[0][0] == 0 and curve[0][1] == pytest.approx(math.log(512), abs=1e-3) and len(curve) == 4
     # learning: from uniform over the 512 byte classes (ln 512 = 6.24, the zero-initialised head) to well below
+    # (seeds 1-4: 5.34-5.43 on AVX-512 and on the portable kernels alike; the bound 5.74 is 0.30 above the worst)
+    record_property("val_loss", straight["val_loss"])
     assert straight["val_loss"] < math.log(512) - 0.5

@@ -24,6 +24,7 @@ from scaling_axes.harness.runs import Budget, Run
 from scaling_axes.harness.scales import PAPER
 from scaling_axes.harness.training import train_run
 from scaling_axes.io import atomic_write, file_digest
+from tests.conftest import HANG_GUARD_S
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = {"n_layer": 2, "d_model": 32, "n_head": 4, "max_seq_len": 32}
@@ -49,7 +50,7 @@ def start(out: Path, steps: int, **trainer_options) -> subprocess.Popen:
 
 
 def finish(process: subprocess.Popen) -> str:
-    output, _ = process.communicate(timeout=300)
+    output, _ = process.communicate(timeout=HANG_GUARD_S)
     assert process.returncode == 0, output[-3000:]
     return output
 
@@ -108,8 +109,7 @@ def test_a_killed_run_resumes_to_the_same_final_loss_and_a_signal_checkpoints_at
     straight = train_run(tiny_run(), tmp_path / "straight", accelerator="cpu")
     killed = start(tmp_path / "killed", 30)
     wait_for(tmp_path / "killed" / "checkpoints" / "last.ckpt", killed)
-    time.sleep(0.4)  # somewhere after the step-5 checkpoint, mid-step or not
-    killed.send_signal(signal.SIGKILL)
+    killed.send_signal(signal.SIGKILL)  # at once: a sleep here could outlast the run on a fast machine
     killed.wait()
     assert not (tmp_path / "killed" / "done.json").exists()
     checkpoint = torch.load(tmp_path / "killed" / "checkpoints" / "last.ckpt", weights_only=True)["global_step"]
@@ -120,7 +120,7 @@ def test_a_killed_run_resumes_to_the_same_final_loss_and_a_signal_checkpoints_at
     stopped = start(tmp_path / "stopped", 30)
     wait_for(tmp_path / "stopped" / "checkpoints" / "last.ckpt", stopped)
     stopped.send_signal(signal.SIGTERM)
-    output, _ = stopped.communicate(timeout=120)
+    output, _ = stopped.communicate(timeout=HANG_GUARD_S)
     assert stopped.returncode != 0 and "rerun the same command to resume" in output
     step = torch.load(tmp_path / "stopped" / "checkpoints" / "last.ckpt", weights_only=False)["global_step"]
     assert 5 <= step < 30 and not (tmp_path / "stopped" / "done.json").exists()

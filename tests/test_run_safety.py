@@ -26,6 +26,7 @@ from scaling_axes.harness.runs import Budget, Experiment, Run
 from scaling_axes.harness.scales import SMOKE
 from scaling_axes.harness.training import train_run
 from scaling_axes.io import CorruptFileError, SuiteError, atomic_torch_save, atomic_write
+from tests.conftest import HANG_GUARD_S
 from tests.test_robustness import ROOT, TINY
 
 BUDGET = Budget(steps=12, batch_size=4, seq_len=32, lr=3e-3, warmup_steps=2, val_every=4, val_windows=8,
@@ -106,7 +107,7 @@ def _run_script(out: Path, kill_hook: str | None = None, kill_step: int = 0, whe
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run([sys.executable, str(script), str(out)], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=300)  # fmt: skip
+                          timeout=HANG_GUARD_S)  # fmt: skip
 
 
 def _logged_steps(out: Path, column: str) -> list[int]:
@@ -175,7 +176,7 @@ def lock_held_elsewhere(out: Path) -> Iterator[subprocess.Popen]:
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys, time\nfrom pathlib import Path\n"
          "from scaling_axes.harness.locks import run_lock\nwith run_lock(Path(sys.argv[1])):\n"
-         "    print('held', flush=True)\n    time.sleep(120)\n", str(out)],
+         "    print('held', flush=True)\n    time.sleep(10**6)\n", str(out)],
         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:

@@ -20,6 +20,7 @@ from scaling_axes.harness.runs import Budget, Experiment, Run, find_run
 from scaling_axes.harness.scales import PAPER, SMALL, SMOKE
 from scaling_axes.harness.training import train_run
 from scaling_axes.modules.registry import build_from_config
+from tests.conftest import HANG_GUARD_S
 from tests.test_robustness import assert_resumed_from
 
 TINY = {"n_layer": 2, "d_model": 32, "n_head": 4, "max_seq_len": 32}
@@ -176,7 +177,8 @@ def test_command_line_entry_points_start(command):
     import subprocess
     import sys
 
-    result = subprocess.run([sys.executable, "-m", *command], capture_output=True, text=True, timeout=120)
+    result = subprocess.run([sys.executable, "-m", *command], capture_output=True, text=True,
+                            timeout=HANG_GUARD_S)  # fmt: skip
     assert result.returncode == 0, result.stderr
 
 

@@ -186,10 +186,14 @@ def test_paper_budgets_follow_maes_recipe_per_size() -> None:
         200 * 313}  # fmt: skip
 
 
-def test_the_cpu_recipe_teaches_the_baseline_vit_the_digits(tmp_path) -> None:
+@pytest.mark.trained_outcome
+def test_the_cpu_recipe_teaches_the_baseline_vit_the_digits(tmp_path, record_property) -> None:
     """The cpu ViT recipe (regularisation and augmentation sized to 2,000 steps on 10 classes, not to 300 ImageNet
-    epochs) takes the baseline 2 x 32 ViT to at least 90% top-1 on the held-out digits: its claims then stand on
-    models that learned (the ImageNet recipe left it at 17-30%)."""
+    epochs) takes the baseline 2 x 32 ViT far above chance (10%) on the held-out digits, where the ImageNet recipe
+    left it at 17-30%: its claims then stand on models that learned. Measured at seeds 1-5 on 2 cores (issue 55):
+    84.6-88.2% on AVX-512 kernels, 83.8-88.2% on AVX2, 84.6-87.8% on PyTorch's portable ones (15 runs: mean 86.7,
+    standard deviation 1.6 points); 86.2-91.4% on the packages of issue 37. The bound sits 8.8 points below the
+    lowest of them, seven deviations below the mean: a seed, a CPU or a release moves the outcome by a few points."""
     import dataclasses
 
     from scaling_axes.experiments.tokenformer import vit_setup
@@ -199,7 +203,8 @@ def test_the_cpu_recipe_teaches_the_baseline_vit_the_digits(tmp_path) -> None:
     run = vit_setup.vit_run(CPU, "vit_b16", "vit_b16")  # (its claims are out of reach at cpu scale: not trained)
     run = dataclasses.replace(run, data={**run.data, "root": str(tmp_path / "digits")})
     done = train_run(run, tmp_path / "run", accelerator="cpu")
-    assert done["val_top1"] >= 0.90, done["val_top1"]
+    record_property("val_top1", done["val_top1"])
+    assert done["val_top1"] >= 0.75, done["val_top1"]
 
 
 SMOKE_VIT = {"img_size": 32, "patch_size": 8, "embed_dim": 32, "depth": 2, "num_heads": 4, "num_classes": 10,
