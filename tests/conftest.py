@@ -4,10 +4,17 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never reach the hub; fail 
 os.environ.setdefault("TRITON_INTERPRET", "1")  # Triton kernels run on the CPU (read when a kernel is decorated)
 
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
 import torch
+
+# torch.compile's kernel cache is shared machine-wide (/tmp/torchinductor_<user>) and its keys leave out the CPU
+# capability ATen runs at: kernels compiled under ATEN_CPU_CAPABILITY=avx2 crashed a later native run of the same
+# test on an AVX-512 machine (heap corruption, then a segfault: issue 55). The tests keep a cache per capability.
+_KERNELS = f"{torch.__version__}-{torch.backends.cpu.get_cpu_capability()}"
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", f"{tempfile.gettempdir()}/torchinductor-{_KERNELS}")
 
 CHECKOUT = Path(__file__).parent.parent
 # A subprocess's time limit in a test turns a hang into a failure; it never judges speed: the slowest such call (a
