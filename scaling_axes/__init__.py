@@ -3,8 +3,10 @@
 One package whose folders are its import names. Layers, each importing only from those before it: `io` (atomic
 files, CSV) <- `kernels` (Triton) <- `datamodules.tokenizers` and `datamodules.token_bytes` <- `modules` (the
 registry and FLOP counts, then `architectures`, then `growth`) <- `modules.tasks` (LightningModules, optimisers) and
-`datamodules` (corpora, LightningDataModules) <- `harness` (scales, runs, training, results, evaluation) <-
-`experiments` (one module per paper table or figure, and each paper's recipes) <- `benchmarks` <- `cli`.
+`datamodules` (corpora, LightningDataModules) <- `harness` (the vocabulary: scales, runs and their names, sweeps,
+claims, results; then `harness.training`, one run's life; then `harness.experiment`, one experiment's runs and table)
+<- `interop` (Hugging Face export, lm-eval, evaluation) <- `experiments` (one module per paper table or figure, and
+each paper's recipes) <- `benchmarks` <- `cli`.
 """
 
 import importlib.util as _importlib_util
@@ -18,7 +20,7 @@ def _hide_checkout_links() -> None:
     our link refuses a bare import with an ImportError that the probe does not catch. Once this package is imported,
     a name that would resolve to one of its links resolves to nothing (a real package of that name is untouched)."""
     here = _Path(__file__).resolve().parent
-    for name in ("kernels", "modules", "datamodules", "harness", "experiments", "benchmarks"):
+    for name in ("kernels", "modules", "datamodules", "harness", "interop", "experiments", "benchmarks"):
         if name in _sys.modules:
             continue
         try:

@@ -27,21 +27,20 @@ import torch
 from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
 from scaling_axes import experiments
-from scaling_axes.harness.arguments import in_range, scale_argument
-from scaling_axes.harness.command import main
-from scaling_axes.harness.loggers import quiet_lightning_logs
-from scaling_axes.harness.plan import GPUS, MEASURED_MFU, dry_run, print_plan
-from scaling_axes.harness.report import write_report
+from scaling_axes.harness.experiment.command import main
+from scaling_axes.harness.experiment.plan import GPUS, MEASURED_MFU, dry_run, print_plan
+from scaling_axes.harness.experiment.report import write_report
 from scaling_axes.harness.runs import RUNS_DIR, Experiment, git, source_commit
-from scaling_axes.harness.scales import PAPER, SCALES, SMOKE, Scale
+from scaling_axes.harness.scales import PAPER, SCALES, SMOKE, Scale, in_range, scale_argument
+from scaling_axes.harness.training.loggers import quiet_lightning_logs
 from scaling_axes.io import SuiteError, read_json
 
 DELEGATED = {  # subcommands that parse their own arguments: module, function taking argv
-    "fit": ("scaling_axes.harness.fit", "fit_main"),
-    "grow": ("scaling_axes.harness.grow", "grow_checkpoint_cli"),
-    "eval": ("scaling_axes.harness.evaluate", "main"),
-    "lm-eval": ("scaling_axes.harness.lm_eval", "main"),
-    "export": ("scaling_axes.harness.export", "main"),
+    "fit": ("scaling_axes.harness.training.lightning_cli", "fit_main"),
+    "grow": ("scaling_axes.harness.training.growth", "grow_checkpoint_cli"),
+    "eval": ("scaling_axes.interop.evaluate", "main"),
+    "lm-eval": ("scaling_axes.interop.lm_eval", "main"),
+    "export": ("scaling_axes.interop.export", "main"),
     "bench-kernels": ("scaling_axes.benchmarks.kernels", "main"),
     "bench-training": ("scaling_axes.benchmarks.training", "main"),
     "bench-harness": ("scaling_axes.benchmarks.harness", "main"),

@@ -9,21 +9,13 @@ import torch
 
 from scaling_axes.cli import all_experiments
 from scaling_axes.harness.claims import judge, paired_margins, t_critical
-from scaling_axes.harness.command import main
-from scaling_axes.harness.finished import load_results
-from scaling_axes.harness.plan import MEASURED_MFU, dry_run
+from scaling_axes.harness.experiment.command import main
+from scaling_axes.harness.experiment.finished import load_results
+from scaling_axes.harness.experiment.plan import MEASURED_MFU, dry_run
 from scaling_axes.harness.results import Row
-from scaling_axes.harness.runs import (
-    COMPILE_MIN_STEPS,
-    Budget,
-    Experiment,
-    Run,
-    compile_by_default,
-    find_run,
-    seed_run,
-    with_seeds,
-)
+from scaling_axes.harness.runs import Budget, Experiment, Run, find_run, seed_run, with_seeds
 from scaling_axes.harness.scales import CPU, PAPER, SMALL
+from scaling_axes.harness.training.launch import COMPILE_MIN_STEPS, compile_by_default
 
 TINY = {"n_layer": 1, "d_model": 32, "n_head": 4, "max_seq_len": 64, "vocab_size": 512}
 
@@ -119,7 +111,7 @@ def test_a_claim_says_what_its_data_can_show_memorisation_and_staleness(tmp_path
     """A claim names the data it was judged on (a stand-in says so); runs trained past their data budget make it
     `memorisation`, whatever it was judged; runs whose declaration changed since they trained make it `stale`,
     naming the field."""
-    from scaling_axes.harness.runner import data_caveats
+    from scaling_axes.harness.experiment.table import data_caveats
 
     experiment = _tiny_experiment()
     main(experiment, ["--scale", "small", "--out-dir", str(tmp_path)])
@@ -300,7 +292,7 @@ def test_cross_architecture_claims_and_ranking_use_each_best_learning_rate():
 def test_a_repeat_at_another_seed_draws_its_text_in_another_order(tmp_path):
     """`--seeds` varies the data order of language-model runs too: the first training batch of a run's repeat at
     seed 2 differs from the run's, and a run that pins its own data seed (the MoT runs) has it shifted."""
-    from scaling_axes.harness.training import task_of
+    from scaling_axes.harness.training.tasks import task_of
 
     run = Run("r", "transformer_124m", Budget(steps=3, batch_size=4, seq_len=64), TINY, corpus="embedded_news",
               tokenizer="bytes", data={"data_root": str(tmp_path)})  # fmt: skip

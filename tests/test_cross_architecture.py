@@ -13,7 +13,8 @@ from scaling_axes.experiments.cross_architecture import setup as cross
 from scaling_axes.experiments.cross_architecture import table
 from scaling_axes.experiments.cross_architecture.recipes import recipe_at
 from scaling_axes.harness import sweeps
-from scaling_axes.harness.runner import at_chosen_rate, report, train
+from scaling_axes.harness.experiment.schedule import Schedule
+from scaling_axes.harness.experiment.table import rebuild
 from scaling_axes.harness.scales import PAPER, SMALL, SMOKE
 from scaling_axes.harness.sweeps import Choice, Point, sweep_point
 from scaling_axes.modules import get_config
@@ -144,12 +145,12 @@ def test_no_equal_flops_reading_until_every_architecture_has_finished():
 def test_a_diverging_sweep_point_is_recorded_and_a_plain_run_still_stops(tmp_path):
     run = sweep_point(cross.make_run(SMOKE, "transformer", "125m"), 1e4)
     run = dataclasses.replace(run, budget=dataclasses.replace(run.budget, warmup_steps=0))
-    done = train(table.EXPERIMENT, SMOKE, run, tmp_path)
+    done = Schedule.of(table.EXPERIMENT, SMOKE, tmp_path).train(run)
     assert done["val_loss"] is None and "non-finite training loss" in done["diverged"]
-    assert train(table.EXPERIMENT, SMOKE, run, tmp_path) == done
+    assert Schedule.of(table.EXPERIMENT, SMOKE, tmp_path).train(run) == done
     plain = dataclasses.replace(run, name="plain", lr_sweep=False)
     with pytest.raises(FloatingPointError, match="non-finite training loss"):
-        train(table.EXPERIMENT, SMOKE, plain, tmp_path)
+        Schedule.of(table.EXPERIMENT, SMOKE, tmp_path).train(plain)
 
 
 @pytest.mark.trained_outcome
@@ -158,10 +159,10 @@ def test_smoke_trains_and_reports_every_architecture(tmp_path, monkeypatch, reco
     monkeypatch.setattr(cross, "LR_GRID", {a: (1e-3, 3e-3) for a in cross.ARCHITECTURES})
     monkeypatch.setattr(cross, "SIZES", ("125m",))
     monkeypatch.setattr(sweeps, "MAX_EXTENSIONS", 0)  # the two grid points alone, for time
+    schedule = Schedule.of(table.EXPERIMENT, SMOKE, tmp_path / "runs")
     for run in cross.runs(SMOKE):
-        train(table.EXPERIMENT, SMOKE, at_chosen_rate(table.EXPERIMENT, SMOKE, run, tmp_path / "runs"),
-              tmp_path / "runs")  # fmt: skip
-    path = report(table.EXPERIMENT, SMOKE, tmp_path / "runs", tmp_path / "results")
+        schedule.train(schedule.at_chosen_rate(run))
+    path = rebuild(table.EXPERIMENT, SMOKE, tmp_path / "runs", tmp_path / "results")
     rows = list(csv.DictReader(path.open()))
     for arch in cross.ARCHITECTURES:
         measured = {

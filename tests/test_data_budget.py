@@ -8,14 +8,13 @@ import pytest
 
 from scaling_axes.cli import all_experiments
 from scaling_axes.harness.claims import judge
-from scaling_axes.harness.command import main
-from scaling_axes.harness.plan import dry_run
-from scaling_axes.harness.report import write_report
+from scaling_axes.harness.experiment.command import main
+from scaling_axes.harness.experiment.plan import dry_run
+from scaling_axes.harness.experiment.report import write_report
+from scaling_axes.harness.experiment.schedule import data_epochs, epoch_limit
 from scaling_axes.harness.results import Row, write_rows
-from scaling_axes.harness.runner import data_epochs, epoch_limit
-from scaling_axes.harness.runs import Budget, Experiment, Run, default_runs
+from scaling_axes.harness.runs import Budget, Experiment, Run, default_runs, passes
 from scaling_axes.harness.scales import CPU, PAPER, SMALL, SMOKE
-from scaling_axes.harness.training import task_of
 
 NEWS_BYTES = 323_453  # embedded_news, byte tokens of its training split
 TINY = {"n_layer": 1, "d_model": 32, "n_head": 4, "max_seq_len": 256, "vocab_size": 512}
@@ -32,7 +31,7 @@ def _experiment(steps: int) -> Experiment:
 
 def test_epochs_count_the_passes_over_the_training_split():
     run = _experiment(10).runs(SMALL)[0]
-    assert task_of(run).epochs(run)[0] == pytest.approx(10 * 64 * 256 / NEWS_BYTES)
+    assert passes(run)[0] == pytest.approx(10 * 64 * 256 / NEWS_BYTES)
 
 
 def test_an_over_budget_run_is_refused_with_what_to_do_and_allowed_with_its_rows_marked(tmp_path):
@@ -82,7 +81,7 @@ def test_small_scale_on_embedded_data_stays_within_two_passes():
         plan = [p for p in dry_run(experiment, SMALL, 0.4, 989.0, 1) if "_sweep_lr" not in p["run"]]
         for planned, run in zip(plan, default_runs(experiment, SMALL), strict=True):
             assert not math.isnan(planned["epochs"]), (experiment.name, run.name)
-            limit = 2.0 if task_of(run).accuracy_curves == () else epoch_limit(experiment, SMALL)
+            limit = 2.0 if not run.classifies_images else epoch_limit(experiment, SMALL)
             assert planned["epochs"] <= limit, (experiment.name, run.name, planned["epochs"])
 
 

@@ -14,11 +14,13 @@ from lm_eval.tasks import TaskManager
 from scaling_axes.datamodules.tokenizers import Tokenizer
 from scaling_axes.experiments.rmt import table5_6_downstream as rmt_downstream
 from scaling_axes.experiments.tokenformer import table1_zeroshot as table1
-from scaling_axes.harness import evaluate, lm_eval_tasks
-from scaling_axes.harness.final import write_done
-from scaling_axes.harness.lm_eval_model import SuiteLM, load_checkpoint
-from scaling_axes.harness.runs import Budget, Run, write_config
+from scaling_axes.harness.runs import Budget, Run
 from scaling_axes.harness.scales import PAPER
+from scaling_axes.harness.training.launch import resolve
+from scaling_axes.harness.training.record import write_done
+from scaling_axes.harness.training.rundir import write_config
+from scaling_axes.interop import evaluate, lm_eval_tasks
+from scaling_axes.interop.lm_eval_model import SuiteLM, load_checkpoint
 from scaling_axes.io import CorruptFileError, atomic_torch_save
 from scaling_axes.modules import build_model
 from scaling_axes.modules.architectures.official_weights import (
@@ -130,7 +132,7 @@ def _trained_run_dir(tmp_path):
     overrides = {**TINY_TRANSFORMER, "vocab_size": 50257}
     run = Run("tiny", "transformer_rmt_49m", Budget(1, 1, 8), overrides, corpus="embedded_news")
     out = tmp_path / "tiny"
-    write_config(run, out, {})
+    write_config(resolve(run, out, {"accelerator": "cpu"}), run)
     model = build_model(run.model, **run.overrides)
     atomic_torch_save(model.state_dict(), out / "final.pt", checksum=True)
     write_done(out, {"run": run.name, "steps": 0})

@@ -8,10 +8,11 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from scaling_axes.harness.lm_eval_model import load_checkpoint
-from scaling_axes.harness.runner import grown_run, train
+from scaling_axes.harness.experiment.schedule import Schedule
 from scaling_axes.harness.runs import Experiment, Run, source_commit
 from scaling_axes.harness.scales import SMOKE
+from scaling_axes.harness.training.growth import grown_run
+from scaling_axes.interop.lm_eval_model import load_checkpoint
 from scaling_axes.modules import get_config
 from tests.test_run_safety import tiny
 
@@ -20,8 +21,8 @@ from tests.test_run_safety import tiny
 def finished(tmp_path_factory):
     """A finished smoke-sized run of the runner: (run, its directory)."""
     root, run = tmp_path_factory.mktemp("export"), tiny(4)
-    train(Experiment("export", "test", lambda scale: [run], lambda scale, results: []), SMOKE, run, root,
-          accelerator="cpu")  # fmt: skip
+    experiment = Experiment("export", "test", lambda scale: [run], lambda scale, results: [])
+    Schedule.of(experiment, SMOKE, root, accelerator="cpu").train(run)
     return run, root / "export" / "smoke" / "r"
 
 
@@ -73,8 +74,8 @@ ARCHITECTURES = {  # smoke-sized models of every architecture: (preset, override
 def _finished_run(root, preset: str, overrides: dict, tokenizer: str):
     """A finished run's directory as the runner writes it (final.safetensors, config.json, done.json), holding a
     model whose every weight, norms and biases included, is perturbed away from its initialisation."""
-    from scaling_axes.harness.final import write_done, write_final
     from scaling_axes.harness.runs import Budget
+    from scaling_axes.harness.training.record import write_done, write_final
     from scaling_axes.modules import build_model
 
     run = Run("r", preset, Budget(1, 1, 8), overrides, corpus="embedded_news", tokenizer=tokenizer)
@@ -93,7 +94,7 @@ def _finished_run(root, preset: str, overrides: dict, tokenizer: str):
 def test_an_exported_model_gives_the_suites_logits(name, tmp_path) -> None:
     from transformers import AutoModelForCausalLM
 
-    from scaling_axes.harness.export import export
+    from scaling_axes.interop.export import export
 
     preset, overrides, tokenizer, native = ARCHITECTURES[name]
     model, out = _finished_run(tmp_path, preset, overrides, tokenizer)
@@ -113,7 +114,7 @@ def test_the_exported_tokenizer_encodes_as_the_suites(name, tmp_path) -> None:
     from transformers import AutoTokenizer
 
     from scaling_axes.datamodules.tokenizers import load_tokenizer
-    from scaling_axes.harness.export import save_tokenizer
+    from scaling_axes.interop.export import save_tokenizer
 
     ours = load_tokenizer(name)
     save_tokenizer(ours, tmp_path, 64)
@@ -129,7 +130,7 @@ def test_the_exported_tokenizer_encodes_as_the_suites(name, tmp_path) -> None:
 def test_export_without_its_extra_stops_with_one_line(finished, tmp_path, monkeypatch) -> None:
     import importlib.util
 
-    from scaling_axes.harness.export import export
+    from scaling_axes.interop.export import export
     from scaling_axes.io import SuiteError
 
     _, out = finished
@@ -148,8 +149,8 @@ def test_lm_evals_own_hf_model_scores_an_export_as_the_suites_adapter_does(name,
     import lm_eval.models.huggingface  # (registers lm-eval's "hf", as its command line does)
     from lm_eval.tasks import TaskManager
 
-    from scaling_axes.harness import lm_eval_tasks
-    from scaling_axes.harness.export import export
+    from scaling_axes.interop import lm_eval_tasks
+    from scaling_axes.interop.export import export
 
     preset, overrides, _, native = ARCHITECTURES[name]
     _, out = _finished_run(tmp_path, preset, {**overrides, "vocab_size": 50257}, "gpt2")
@@ -189,7 +190,7 @@ def exported(tmp_path_factory, request):
     """(the suite's model, its tokenizer, the folder it is exported to) of architecture `request.param`, made once
     for the tests of this module (each loads the export afresh: they change what they load)."""
     from scaling_axes.datamodules.tokenizers import load_tokenizer
-    from scaling_axes.harness.export import export
+    from scaling_axes.interop.export import export
 
     root = tmp_path_factory.mktemp(request.param)
     preset, overrides, _, _ = ARCHITECTURES[request.param]
@@ -208,7 +209,7 @@ def _loaded(folder):
 def test_a_remote_code_export_generates_as_the_suites_greedy_decode(exported) -> None:
     from transformers import AutoTokenizer, pipeline
 
-    from scaling_axes.harness.lm_eval_model import SuiteLM
+    from scaling_axes.interop.lm_eval_model import SuiteLM
 
     model, tokenizer, folder = exported
     hf = _loaded(folder)
@@ -239,7 +240,7 @@ def test_lm_evals_own_hf_model_generates_from_an_export_as_the_suites_adapter_do
     import lm_eval.models.huggingface
     from lm_eval.api.instance import Instance
 
-    from scaling_axes.harness.lm_eval_model import SuiteLM
+    from scaling_axes.interop.lm_eval_model import SuiteLM
 
     model, tokenizer, folder = exported
     options = {"until": ["\n\n", "."], "max_gen_toks": 12, "do_sample": False}
@@ -283,7 +284,7 @@ def test_a_remote_code_export_checkpoints_gradients_and_resizes_its_embeddings(e
 
 
 def test_export_refuses_a_folder_with_files_and_one_inside_the_run(finished, tmp_path) -> None:
-    from scaling_axes.harness.export import export
+    from scaling_axes.interop.export import export
     from scaling_axes.io import SuiteError
 
     _, out = finished

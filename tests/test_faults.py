@@ -11,13 +11,15 @@ import torch
 import yaml
 
 from scaling_axes.cli import cli
-from scaling_axes.harness.command import main
-from scaling_axes.harness.final import write_done
-from scaling_axes.harness.lm_eval_model import load_checkpoint
-from scaling_axes.harness.runner import train
-from scaling_axes.harness.runs import Experiment, Run, fingerprint_changes, fingerprint_fields, resolve_options
+from scaling_axes.harness.experiment.command import main
+from scaling_axes.harness.experiment.schedule import Schedule
+from scaling_axes.harness.runs import Experiment, Run
 from scaling_axes.harness.scales import SMOKE
-from scaling_axes.harness.training import train_run
+from scaling_axes.harness.training.launch import fingerprint_fields, resolve_options
+from scaling_axes.harness.training.lifecycle import train_run
+from scaling_axes.harness.training.record import write_done
+from scaling_axes.harness.training.rundir import fingerprint_changes
+from scaling_axes.interop.lm_eval_model import load_checkpoint
 from scaling_axes.io import CorruptFileError, SuiteError, atomic_torch_save, atomic_write
 from tests.conftest import HANG_GUARD_S
 from tests.test_robustness import ROOT, TINY
@@ -35,7 +37,7 @@ def test_force_new_refuses_while_another_process_trains_the_run(tmp_path) -> Non
     with lock_held_elsewhere(out) as holder:
         other = Run("r", "transformer_124m", tiny().budget, {**TINY, "n_layer": 3})
         with pytest.raises(SystemExit, match=rf"is being trained by \S+ pid {holder.pid}"):
-            train(_experiment(other), SMOKE, other, tmp_path, force_new=True, accelerator="cpu")
+            Schedule.of(_experiment(other), SMOKE, tmp_path, force_new=True, accelerator="cpu").train(other)
     assert sorted(p.name for p in out.parent.iterdir() if not p.name.startswith(".")) == ["r"]  # nothing moved
     assert not (out / "done.json").exists()
 
@@ -45,11 +47,11 @@ def test_a_requeued_force_new_resumes_a_run_whose_settings_match(tmp_path, capsy
     with pytest.raises(SystemExit):
         train_run(tiny(), out, extra_callbacks=[_stop_at(5)], accelerator="cpu")
     capsys.readouterr()
-    done = train(_experiment(tiny()), SMOKE, tiny(), tmp_path, force_new=True, accelerator="cpu")
+    done = Schedule.of(_experiment(tiny()), SMOKE, tmp_path, force_new=True, accelerator="cpu").train(tiny())
     assert done["steps"] == 12 and [p.name for p in out.parent.iterdir() if not p.name.startswith(".")] == ["r"]
     resumed = capsys.readouterr().out
     assert "step 12/12" in resumed and "step 1/12" not in resumed  # resumed from its checkpoint, not restarted
-    train(_experiment(tiny()), SMOKE, tiny(), tmp_path, force_new=True, accelerator="cpu")  # finished: kept
+    Schedule.of(_experiment(tiny()), SMOKE, tmp_path, force_new=True, accelerator="cpu").train(tiny())  # finished: kept
     assert "finished earlier" in capsys.readouterr().out and not list(out.parent.glob("r.replaced-*"))
 
 
@@ -98,7 +100,7 @@ def test_a_malformed_config_yaml_names_the_file_and_the_fix(tmp_path, text) -> N
 @pytest.mark.parametrize("content", [b"hello world", b"PK\x03\x04 not a zip", "a list"], ids=["text", "zip", "list"])
 def test_garbage_final_weights_name_the_file_whatever_loading_raises(tmp_path, content) -> None:
     run = tiny(4)
-    train(_experiment(run), SMOKE, run, tmp_path, accelerator="cpu")
+    Schedule.of(_experiment(run), SMOKE, tmp_path, accelerator="cpu").train(run)
     final = tmp_path / "safety" / "smoke" / "r" / "final.safetensors"
     if content == "a list":
         torch.save([1, 2, 3], final)
@@ -179,8 +181,8 @@ def test_the_command_line_prints_the_suites_errors_as_one_line_and_exits_2(tmp_p
 
 def test_offline_evaluation_asks_only_for_the_tasks_requested(tmp_path, monkeypatch) -> None:
     """piqa offline, no LAMBADA file anywhere: it runs (it used to demand LAMBADA); LAMBADA asked for is refused."""
-    from scaling_axes.harness import lm_eval_tasks
-    from scaling_axes.harness.lm_eval import with_offline_tasks
+    from scaling_axes.interop import lm_eval_tasks
+    from scaling_axes.interop.lm_eval import with_offline_tasks
 
     monkeypatch.setenv("SCALING_AXES_DATA", str(tmp_path / "data"))
     directory = lm_eval_tasks.offline_tasks(tmp_path / "tasks", tmp_path / "missing.jsonl", ["piqa"])
@@ -199,8 +201,8 @@ def test_offline_evaluation_asks_only_for_the_tasks_requested(tmp_path, monkeypa
 def test_a_checkpoint_of_fit_is_evaluable(tmp_path, monkeypatch) -> None:
     """`python -m scaling_axes fit` (LightningCLI) writes lightning_logs/version_0/checkpoints/*.ckpt, with no run
     config.yaml of the runner beside it: eval and lm-eval read its model and tokenizer from the checkpoint."""
-    from scaling_axes.harness.fit import fit_main
-    from scaling_axes.harness.lm_eval_model import SuiteLM
+    from scaling_axes.harness.training.lightning_cli import fit_main
+    from scaling_axes.interop.lm_eval_model import SuiteLM
 
     monkeypatch.chdir(tmp_path)
     overrides = json.dumps({k: v for k, v in TINY.items() if k != "vocab_size"})

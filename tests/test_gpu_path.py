@@ -11,10 +11,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from scaling_axes.harness.callbacks import ProgressLog
 from scaling_axes.harness.runs import Budget, Run
 from scaling_axes.harness.scales import SMOKE
-from scaling_axes.harness.training import train_run
+from scaling_axes.harness.training.callbacks import ProgressLog
+from scaling_axes.harness.training.lifecycle import train_run
 from scaling_axes.modules.registry import build_model
 from tests.conftest import TINY_TOKENFORMER, TINY_TRANSFORMER
 
@@ -254,7 +254,7 @@ def test_mfu_divides_by_the_peak_of_the_precision_the_run_computes_in(monkeypatc
 
     from lightning.pytorch.plugins.precision import MixedPrecision, Precision
 
-    from scaling_axes.harness.curves import mfu_peak
+    from scaling_axes.harness.training.curves import mfu_peak
 
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H100 80GB HBM3")
     monkeypatch.setattr("lightning.fabric.accelerators.cuda._is_ampere_or_later", lambda: True)
@@ -273,7 +273,7 @@ def test_the_lightning_cli_and_the_image_classifier_train_under_bf16_mixed_with_
     import dataclasses
 
     from scaling_axes.experiments.tokenformer import table2_imagenet as table2
-    from scaling_axes.harness.fit import cli_main
+    from scaling_axes.harness.training.lightning_cli import cli_main
 
     monkeypatch.setattr("sys.argv", ["scaling-axes"])
     norms = GradientNorms()

@@ -9,12 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from scaling_axes.harness.finished import load_results
-from scaling_axes.harness.lm_eval_model import load_checkpoint
-from scaling_axes.harness.runner import grown_run, report, train
+from scaling_axes.harness.experiment.finished import load_results
+from scaling_axes.harness.experiment.schedule import Schedule
+from scaling_axes.harness.experiment.table import rebuild
 from scaling_axes.harness.runs import Experiment, Run
 from scaling_axes.harness.scales import SMOKE
-from scaling_axes.harness.training import train_run
+from scaling_axes.harness.training.growth import grown_run
+from scaling_axes.harness.training.lifecycle import train_run
+from scaling_axes.interop.lm_eval_model import load_checkpoint
 from scaling_axes.io import CorruptFileError, checksum_file
 from tests.test_run_safety import _run_script, _stop_at, tiny
 
@@ -62,14 +64,14 @@ def test_final_weights_are_verified_wherever_a_finished_run_is_used(tmp_path, ca
     runs = (tiny(4), Run("other", "transformer_124m", tiny(4).budget, tiny(4).overrides, seed=7))
     experiment = _experiment(*runs)
     for run in runs:
-        train(experiment, SMOKE, run, tmp_path, accelerator="cpu")
+        Schedule.of(experiment, SMOKE, tmp_path, accelerator="cpu").train(run)
     out = tmp_path / "safety" / "smoke" / "r"
     _flip(out / "final.safetensors", 4)
     match = rf"{out / 'final.safetensors'} does not match the checksum written with it"
     with pytest.raises(CorruptFileError, match=match):
         load_checkpoint(out)
     with pytest.raises(CorruptFileError, match=match):
-        train(experiment, SMOKE, runs[0], tmp_path, accelerator="cpu")
+        Schedule.of(experiment, SMOKE, tmp_path, accelerator="cpu").train(runs[0])
     with pytest.raises(CorruptFileError, match=match):
         grown_run(runs[0], out, Run("grown", "transformer_124m", tiny(4).budget, {}, grow_from="r"), tmp_path / "g")
     capsys.readouterr()
@@ -111,13 +113,13 @@ def test_a_done_json_of_nothing_is_named_and_the_report_reports_the_rest(tmp_pat
     runs = (tiny(4), Run("other", "transformer_124m", tiny(4).budget, tiny(4).overrides, seed=7))
     experiment = _experiment(*runs)
     for run in runs:
-        train(experiment, SMOKE, run, tmp_path, accelerator="cpu")
+        Schedule.of(experiment, SMOKE, tmp_path, accelerator="cpu").train(run)
     done = tmp_path / "safety" / "smoke" / "r" / "done.json"
     done.write_text("{}")
     with pytest.raises(CorruptFileError, match=rf"{done} does not match the checksum written with it"):
-        train(experiment, SMOKE, runs[0], tmp_path, accelerator="cpu")
+        Schedule.of(experiment, SMOKE, tmp_path, accelerator="cpu").train(runs[0])
     capsys.readouterr()
-    report(experiment, SMOKE, tmp_path, tmp_path / "results")
+    rebuild(experiment, SMOKE, tmp_path, tmp_path / "results")
     assert f"skipping run r in the report: {done}" in capsys.readouterr().out
     assert (tmp_path / "results" / "smoke" / "safety.csv").exists()
 
@@ -127,10 +129,10 @@ def test_a_refused_launch_records_nothing(tmp_path) -> None:
     plain launch is not "started with other settings"."""
     run = tiny(4)
     with pytest.raises(ValueError, match="global batch 4 of run r is not a multiple of micro-batch"):
-        train(_experiment(run), SMOKE, run, tmp_path, accelerator="cpu", devices=3)
+        Schedule.of(_experiment(run), SMOKE, tmp_path, accelerator="cpu", devices=3).train(run)
     out = tmp_path / "safety" / "smoke" / "r"
     assert not out.exists() or not any(out.iterdir())
-    assert train(_experiment(run), SMOKE, run, tmp_path, accelerator="cpu")["steps"] == 4
+    assert Schedule.of(_experiment(run), SMOKE, tmp_path, accelerator="cpu").train(run)["steps"] == 4
 
 
 def _rows(out: Path) -> list[dict]:

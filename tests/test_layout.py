@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-CARD_FOLDERS = ("kernels", "modules", "datamodules", "harness", "experiments", "benchmarks")
+CARD_FOLDERS = ("kernels", "modules", "datamodules", "harness", "interop", "experiments", "benchmarks")
 NEW_EXPERIMENT = '''"""A table added by a new paper."""
 from scaling_axes.harness.runs import Experiment
 

@@ -9,15 +9,15 @@ import time
 import pytest
 import torch
 
-from scaling_axes.harness.callbacks import metric_rows
-from scaling_axes.harness.loggers import (
+from scaling_axes.harness.training.lifecycle import train_run
+from scaling_axes.harness.training.loggers import (
     build_loggers,
     check_loggers,
     parse_loggers,
     quiet_lightning_logs,
     wandb_history_rows,
 )
-from scaling_axes.harness.training import train_run
+from scaling_axes.harness.training.metrics_csv import metric_rows
 from scaling_axes.io import SuiteError
 from tests.test_run_safety import _stop_at, tiny
 
@@ -145,7 +145,7 @@ def test_loggers_are_named_and_a_missing_extra_stops_before_any_compute(monkeypa
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "wandb" else find_spec(name, *a))
     with pytest.raises(SuiteError, match=r"^--logger wandb needs its extra: pip install 'scaling-axes\[wandb\]'$"):
         check_loggers(["csv", "wandb"])
-    from scaling_axes.harness.command import main
+    from scaling_axes.harness.experiment.command import main
     from scaling_axes.harness.runs import Experiment
 
     def no_runs(scale):

@@ -13,7 +13,7 @@ from scaling_axes.experiments.mot import results_tables as mot_results_tables
 from scaling_axes.experiments.mot import setup as mot_setup
 from scaling_axes.harness.runs import Budget
 from scaling_axes.harness.scales import PAPER, SMOKE
-from scaling_axes.harness.training import train_run
+from scaling_axes.harness.training.lifecycle import train_run
 from tests.test_runner import Crash
 
 FINEWEB = [(s, 5.0 - s / 100) for s in range(0, 100, 10)]  # 5.0 ... 4.1

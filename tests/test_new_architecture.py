@@ -7,10 +7,10 @@ import pytest
 import torch
 from torch import Tensor, nn
 
-from scaling_axes.harness.plan import dry_run
+from scaling_axes.harness.experiment.plan import dry_run
 from scaling_axes.harness.runs import Budget, Experiment, Run
 from scaling_axes.harness.scales import SMOKE
-from scaling_axes.harness.training import train_run
+from scaling_axes.harness.training.lifecycle import train_run
 from scaling_axes.modules import get_config
 from scaling_axes.modules.flops import counted_flops, counted_params, formula_flops, formula_params
 from scaling_axes.modules.registry import Architecture, register
@@ -91,7 +91,7 @@ def test_a_registered_architecture_is_planned_and_trained(tmp_path, record_prope
 
 
 def test_an_architecture_cannot_grow_unless_it_registers_growth():
-    from scaling_axes.harness.grow import grow_model
+    from scaling_axes.harness.training.growth import grow_model
 
     model = MLPOnly(get_config("test_mlp_only_tiny"))
     with pytest.raises(TypeError, match=r"MLPOnly cannot grow; these can: .*TokenformerConfig.*TransformerConfig"):

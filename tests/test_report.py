@@ -6,9 +6,9 @@ import csv
 import statistics
 
 from scaling_axes.harness.claims import judge, settle, significance_bound
-from scaling_axes.harness.report import write_report
+from scaling_axes.harness.experiment.report import write_report
+from scaling_axes.harness.experiment.table import write_seeds
 from scaling_axes.harness.results import Row, write_rows
-from scaling_axes.harness.runner import write_seeds
 from scaling_axes.harness.scales import CPU
 
 HOLDS, FAILS, UNDECIDED = [0.30, 0.25, 0.28], [-0.30, -0.25, -0.28], [0.01, -0.02, 0.015]

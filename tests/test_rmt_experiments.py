@@ -152,7 +152,7 @@ def test_curve_helpers():
     assert rmt_setup.first_crossing([(10, 4.0), (20, 3.0), (30, 2.0)], 2.5) == 25
     assert rmt_setup.first_crossing([(10, 2.0)], 2.5) == 10 and rmt_setup.first_crossing([(10, 4.0)], 3) is None
     assert rmt_setup.smoothed([(1, 3.0), (2, 1.0), (3, 2.0)], window=2) == [(1, 3.0), (2, 2.0), (3, 1.5)]
-    from scaling_axes.harness.curves import (
+    from scaling_axes.harness.training.curves import (
         training_clock,  # a resumed run's clock restarts; stitched, it keeps counting
     )
 
@@ -176,7 +176,7 @@ def test_tables_3_4_percentages_and_errata_from_the_papers_own_values():
 
 
 def test_scaling_plan_at_paper_scale(capsys):
-    from scaling_axes.harness.command import main
+    from scaling_axes.harness.experiment.command import main
 
     main(fig2.EXPERIMENT, ["--scale", "paper", "--dry-run"])
     plan = capsys.readouterr().out

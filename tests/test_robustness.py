@@ -22,7 +22,7 @@ from scaling_axes.datamodules.corpora import open_split, prepare_corpus
 from scaling_axes.datamodules.text import TextDataModule
 from scaling_axes.harness.runs import Budget, Run
 from scaling_axes.harness.scales import PAPER
-from scaling_axes.harness.training import train_run
+from scaling_axes.harness.training.lifecycle import train_run
 from scaling_axes.io import atomic_write, file_digest
 from tests.conftest import HANG_GUARD_S
 
@@ -41,7 +41,7 @@ def start(out: Path, steps: int, **trainer_options) -> subprocess.Popen:
     script = out.parent / f"{out.name}.py"
     script.write_text(
         "import sys\nfrom pathlib import Path\nfrom tests.test_robustness import tiny_run\n"
-        "from scaling_axes.harness.training import train_run\n"
+        "from scaling_axes.harness.training.lifecycle import train_run\n"
         f"train_run(tiny_run({steps}), Path(sys.argv[1]), accelerator='cpu', **{trainer_options!r})\n"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -231,7 +231,7 @@ def _cases() -> list:
     from scaling_axes.datamodules.tokenizers import load_tokenizer
     from scaling_axes.experiments.tokenformer.fig3_progressive_scaling import EXPERIMENT as FIG3
     from scaling_axes.harness.runs import find_run
-    from scaling_axes.harness.training import _accumulation
+    from scaling_axes.harness.training.launch import _accumulation
     from scaling_axes.kernels import check_kernel
     from scaling_axes.modules import build_model, get_config
 
@@ -300,7 +300,7 @@ def test_bad_input_stops_with_a_message_naming_the_value_and_what_is_allowed(cas
 
 def test_the_plan_covers_every_experiment_without_training(capsys, tmp_path, monkeypatch) -> None:
     from scaling_axes.cli import all_experiments, plan
-    from scaling_axes.harness.plan import dry_run, memory_estimate
+    from scaling_axes.harness.experiment.plan import dry_run, memory_estimate
     from scaling_axes.modules import get_config
 
     monkeypatch.chdir(tmp_path)  # nothing may be written: no runs/ appears

@@ -20,11 +20,11 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from scaling_axes.harness.command import main
-from scaling_axes.harness.runner import train
+from scaling_axes.harness.experiment.command import main
+from scaling_axes.harness.experiment.schedule import Schedule
 from scaling_axes.harness.runs import Budget, Experiment, Run
 from scaling_axes.harness.scales import SMOKE
-from scaling_axes.harness.training import train_run
+from scaling_axes.harness.training.lifecycle import train_run
 from scaling_axes.io import CorruptFileError, SuiteError, atomic_torch_save, atomic_write
 from tests.conftest import HANG_GUARD_S
 from tests.test_robustness import ROOT, TINY
@@ -56,8 +56,8 @@ def crafted(tmp_path) -> tuple[Path, Path]:
 
 
 def test_no_loader_unpickles_a_crafted_file(crafted, tmp_path) -> None:
-    from scaling_axes.harness.grow import grow_checkpoint_cli
-    from scaling_axes.harness.lm_eval_model import load_checkpoint
+    from scaling_axes.harness.training.growth import grow_checkpoint_cli
+    from scaling_axes.interop.lm_eval_model import load_checkpoint
     from scaling_axes.modules.architectures.official_weights import load_official_tokenformer
     from scaling_axes.modules.registry import build_model
     from scaling_axes.modules.tasks.lm import LanguageModel, load_lm_checkpoint
@@ -95,7 +95,7 @@ def _run_script(out: Path, kill_hook: str | None = None, kill_step: int = 0, whe
         from pathlib import Path
         import lightning as L
         from tests.test_run_safety import tiny
-        from scaling_axes.harness.training import train_run
+        from scaling_axes.harness.training.lifecycle import train_run
 
         class Die(L.Callback):
             def {kill_hook or "on_fit_end"}(self, trainer, *args):
@@ -175,7 +175,7 @@ def lock_held_elsewhere(out: Path) -> Iterator[subprocess.Popen]:
     """Another process that holds `out`'s run lock (as a live training would) until the block ends, then dies."""
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys, time\nfrom pathlib import Path\n"
-         "from scaling_axes.harness.locks import run_lock\nwith run_lock(Path(sys.argv[1])):\n"
+         "from scaling_axes.harness.training.rundir import run_lock\nwith run_lock(Path(sys.argv[1])):\n"
          "    print('held', flush=True)\n    time.sleep(10**6)\n", str(out)],
         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
@@ -217,15 +217,15 @@ class _Single:
 
 def test_a_rerun_or_resume_with_other_settings_stops_and_force_new_moves_the_old_run_aside(tmp_path, capsys) -> None:
     experiment = _Single(tiny(4)).experiment
-    train(experiment, SMOKE, tiny(4), tmp_path, accelerator="cpu")
-    train(experiment, SMOKE, tiny(4), tmp_path, accelerator="cpu")
+    Schedule.of(experiment, SMOKE, tmp_path, accelerator="cpu").train(tiny(4))
+    Schedule.of(experiment, SMOKE, tmp_path, accelerator="cpu").train(tiny(4))
     assert "finished earlier" in capsys.readouterr().out and "skipped" in capsys.readouterr().out + "skipped"
     with pytest.raises(SystemExit, match=r"precision: '32-true' -> 'bf16-mixed'"):
-        train(experiment, SMOKE, tiny(4), tmp_path, accelerator="cpu", precision="bf16-mixed")
+        Schedule.of(experiment, SMOKE, tmp_path, accelerator="cpu", precision="bf16-mixed").train(tiny(4))
     other = Run("r", "transformer_124m", tiny(4).budget, {**TINY, "n_layer": 3})
     with pytest.raises(SystemExit, match=r"model_config.n_layer: 2 -> 3"):
-        train(experiment, SMOKE, other, tmp_path, accelerator="cpu")
-    done = train(experiment, SMOKE, other, tmp_path, force_new=True, accelerator="cpu")
+        Schedule.of(experiment, SMOKE, tmp_path, accelerator="cpu").train(other)
+    done = Schedule.of(experiment, SMOKE, tmp_path, force_new=True, accelerator="cpu").train(other)
     assert done["params"] > 0
     aside = [p for p in (tmp_path / "safety" / "smoke").iterdir() if p.name.startswith("r.replaced-")]
     assert len(aside) == 1 and (aside[0] / "done.json").exists()  # never overwritten
@@ -253,12 +253,12 @@ def test_a_broken_checkpoint_names_the_file_and_what_to_do(tmp_path, size) -> No
 
 def test_broken_final_weights_done_json_and_meta_json_name_the_file(tmp_path, capsys) -> None:
     from scaling_axes.datamodules.corpora import open_split, prepare_corpus
-    from scaling_axes.harness.finished import load_results
-    from scaling_axes.harness.lm_eval_model import load_checkpoint
+    from scaling_axes.harness.experiment.finished import load_results
+    from scaling_axes.interop.lm_eval_model import load_checkpoint
 
     run = tiny(4)
     experiment = _Single(run).experiment
-    train(experiment, SMOKE, run, tmp_path, accelerator="cpu")
+    Schedule.of(experiment, SMOKE, tmp_path, accelerator="cpu").train(run)
     out = tmp_path / "safety" / "smoke" / "r"
     final = out / "final.safetensors"
     final.write_bytes(final.read_bytes()[:500])
@@ -268,7 +268,7 @@ def test_broken_final_weights_done_json_and_meta_json_name_the_file(tmp_path, ca
     assert load_results(experiment, SMOKE, tmp_path) == {}
     assert "skipping run r in the report" in capsys.readouterr().out
     with pytest.raises(CorruptFileError, match=r"done.json does not match the checksum .*delete .*done.json and rerun"):
-        train(experiment, SMOKE, run, tmp_path, accelerator="cpu")
+        Schedule.of(experiment, SMOKE, tmp_path, accelerator="cpu").train(run)
     corpus = prepare_corpus("embedded_news", "gpt2", tmp_path / "data")
     meta = json.loads((corpus / "meta.json").read_text())
     (corpus / "meta.json").write_text("{")
@@ -335,7 +335,7 @@ def test_every_command_line_number_is_range_checked(argv, message, capsys) -> No
 
 
 def test_devices_take_what_lightning_takes_and_configs_refuse_nan(capsys) -> None:
-    from scaling_axes.harness.runs import world_size
+    from scaling_axes.harness.training.launch import world_size
     from scaling_axes.modules.registry import get_config
 
     assert world_size({"devices": "0,1", "num_nodes": 2}) == 4 and world_size({"devices": [0, 3, 5]}) == 3
@@ -347,7 +347,7 @@ def test_devices_take_what_lightning_takes_and_configs_refuse_nan(capsys) -> Non
 
 
 def test_evaluation_shows_progress(tmp_path, capsys) -> None:
-    from scaling_axes.harness.evaluate import corpus_perplexity
+    from scaling_axes.interop.evaluate import corpus_perplexity
     from scaling_axes.modules.registry import build_model
 
     model = build_model("transformer_124m", **TINY)
@@ -359,8 +359,8 @@ def test_lm_eval_cli_and_timm_work_as_their_users_call_them(monkeypatch) -> None
     import timm
 
     import scaling_axes.modules.architectures.vit_tokenformer  # noqa: F401  (the documented import registers the names with timm)
-    from scaling_axes.harness import lm_eval as lm_eval_cli
-    from scaling_axes.harness.lm_eval_model import SuiteLM
+    from scaling_axes.interop import lm_eval as lm_eval_cli
+    from scaling_axes.interop.lm_eval_model import SuiteLM
 
     monkeypatch.setattr(sys, "argv", ["lm_eval", "--model", "scaling-axes", "--help"])
     with pytest.raises(SystemExit) as info:
@@ -397,8 +397,8 @@ def test_experiments_sharing_a_run_may_spell_its_overrides_differently(tmp_path,
     assert spelled.config == plain.config and spelled.overrides != plain.overrides
     first = Experiment("first", "test", lambda scale: [plain], lambda scale, results: [], run_group="shared")
     second = Experiment("second", "test", lambda scale: [spelled], lambda scale, results: [], run_group="shared")
-    train(first, SMOKE, plain, tmp_path, accelerator="cpu")
-    train(second, SMOKE, spelled, tmp_path, accelerator="cpu")
+    Schedule.of(first, SMOKE, tmp_path, accelerator="cpu").train(plain)
+    Schedule.of(second, SMOKE, tmp_path, accelerator="cpu").train(spelled)
     assert "finished earlier" in capsys.readouterr().out
 
 

@@ -12,13 +12,13 @@ from safetensors.torch import load_file
 from scaling_axes.experiments.tokenformer import fig3_progressive_scaling as fig3
 from scaling_axes.experiments.tokenformer import table3_params_flops as table3
 from scaling_axes.experiments.tokenformer import table8_variants as table8
-from scaling_axes.harness.command import main
-from scaling_axes.harness.report import write_report
+from scaling_axes.harness.experiment.command import main
+from scaling_axes.harness.experiment.report import write_report
+from scaling_axes.harness.experiment.schedule import Schedule
 from scaling_axes.harness.results import COLUMNS, Row, write_rows
-from scaling_axes.harness.runner import train
 from scaling_axes.harness.runs import Budget, Experiment, Run, find_run
 from scaling_axes.harness.scales import PAPER, SMALL, SMOKE
-from scaling_axes.harness.training import train_run
+from scaling_axes.harness.training.lifecycle import train_run
 from scaling_axes.modules.registry import build_from_config
 from tests.conftest import HANG_GUARD_S
 from tests.test_robustness import assert_resumed_from
@@ -77,7 +77,7 @@ def test_grown_run_starts_from_the_grown_weights(tmp_path, family):
         big = Run("big", "transformer_757m", BUDGET, {**TINY, "d_model": 48}, grow_from="small")
         expected = {"norm_eps": 1e-5 * 32 / 48}
     experiment = Experiment("exp", "", lambda scale: [source, big], lambda scale, results: [])
-    train(experiment, SMOKE, big, tmp_path, accelerator="cpu")
+    Schedule.of(experiment, SMOKE, tmp_path, accelerator="cpu").train(big)
     small_dir, big_dir = tmp_path / "exp" / "smoke" / "small", tmp_path / "exp" / "smoke" / "big"
     assert (small_dir / "done.json").exists() and (big_dir / "done.json").exists()
     overrides = json.loads((big_dir / "init_grown_overrides.json").read_text())
@@ -144,7 +144,7 @@ def test_table3_shows_the_erratum_and_table8_matches_the_published_configs():
 
 
 def test_lightning_cli_trains_any_preset(tmp_path, monkeypatch):
-    from scaling_axes.harness.fit import cli_main
+    from scaling_axes.harness.training.lightning_cli import cli_main
 
     monkeypatch.setattr("sys.argv", ["scaling-axes"])  # pytest's own arguments are not the CLI's
     overrides = json.dumps({**TINY, "qkv_tokens": 8, "proj_tokens": 8, "ffn_tokens": 32})
@@ -233,7 +233,7 @@ def test_fig6_batch_512_reading_is_an_erratum_row_and_runs_only_on_request(capsy
     """App. E's one pass vs 2,204 steps x 512 x 1,024 tokens (~43 passes of enwik8): an erratum row; the batch-512
     runs exist at paper scale, are listed, found by --run, and left out of what a plain run or a plan trains."""
     from scaling_axes.experiments.tokenformer import fig6_enwik8_continual as fig6
-    from scaling_axes.harness.plan import dry_run
+    from scaling_axes.harness.experiment.plan import dry_run
     from scaling_axes.harness.runs import default_runs
 
     row = fig6.erratum_row(PAPER)

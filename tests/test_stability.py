@@ -11,20 +11,20 @@ from pathlib import Path
 
 import pytest
 
-from scaling_axes.harness.arms import sweep_check, tuning_rows, unstable, untuned
 from scaling_axes.harness.claims import judge, settle
-from scaling_axes.harness.runner import measured_noise
+from scaling_axes.harness.experiment.arms import sweep_check, tuning_rows, unstable, untuned
+from scaling_axes.harness.experiment.table import measured_noise
 from scaling_axes.harness.scales import CPU
 from scaling_axes.harness.stability import (
     SMOOTHING,
     SPIKE_NATS,
     VAL_RISE_NATS,
-    LossSpikes,
     instability,
     outliers,
     validation_rise,
 )
 from scaling_axes.harness.sweeps import Choice, Point
+from scaling_axes.harness.training.callbacks import LossSpikes
 from tests.test_verdicts import TINY, _experiment, _finish
 
 STEP_LOSSES = json.loads((Path(__file__).parent / "data" / "step_losses.json").read_text())  # measured: each
@@ -174,12 +174,12 @@ def test_an_arm_whose_claim_seeds_end_worse_than_its_sweep_is_flagged_and_decide
 
 
 def test_a_trained_run_keeps_its_largest_spike_in_done_json(tmp_path):
-    from scaling_axes.harness.runner import train
+    from scaling_axes.harness.experiment.schedule import Schedule
     from scaling_axes.harness.runs import Budget, Run
 
     run = Run("a", "transformer_124m", Budget(steps=6, batch_size=2, seq_len=32, val_windows=2, log_every=1), TINY,
               corpus="embedded_news", tokenizer="bytes", lm={"z_loss": 0.0})  # fmt: skip
-    done = train(_experiment([run]), CPU, run, tmp_path / "runs")
+    done = Schedule.of(_experiment([run]), CPU, tmp_path / "runs").train(run)
     logged = [loss for _, loss in done["train_loss_curve"]]  # every step's loss, as Lightning logged it
     nats, step = _reference_spike(logged)
     spike = done["train_loss_spike"]

@@ -10,8 +10,9 @@ import pytest
 import yaml
 
 from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, ONE_SEED_Z
-from scaling_axes.harness.command import main
-from scaling_axes.harness.finished import load_results
+from scaling_axes.harness.experiment.command import main
+from scaling_axes.harness.experiment.finished import load_results
+from scaling_axes.harness.names import parse_seed, parse_stable, parse_sweep, rate, seed_name
 from scaling_axes.harness.runs import Budget, Experiment, Run, run_dir
 from scaling_axes.harness.scales import CPU
 from scaling_axes.harness.sweeps import (
@@ -23,8 +24,7 @@ from scaling_axes.harness.sweeps import (
     choose,
     fallback,
     neighbours,
-    parse_point,
-    rate,
+    stable_run,
     sweep_point,
     tune,
 )
@@ -119,8 +119,23 @@ def test_a_sweep_point_is_named_and_parsed_with_its_draw():
     second = sweep_point(run, 3e-3, 2)
     assert second.name == "r_sweep_lr0.003_draw2" and second.seed == run.seed - 2 and second.data["seed"] == 8
     assert sweep_point(run, 3e-3).name == "r_sweep_lr0.003" and sweep_point(run, 3e-3).seed == run.seed - 1
-    assert parse_point("0.003_draw2") == (0.003, 2) and parse_point("0.003") == (0.003, 1)
-    assert parse_point("0.003_draw1") is None and parse_point("x_draw2") is None
+    assert parse_sweep("r_sweep_lr0.003_draw2") == ("r", 0.003, 2) and parse_sweep("r_sweep_lr0.003") == ("r", 0.003, 1)
+    assert parse_sweep("r_sweep_lr0.003_draw1") is None and parse_sweep("r_sweep_lrx_draw2") is None
+    assert parse_sweep("r_seed2") is None
+
+
+def test_every_name_the_harness_gives_a_run_parses_back_to_what_made_it():
+    """One grammar (`harness.names`): a repeat at seed k, a sweep point and its draws, claim seeds below a sweep's
+    choice and their repeats each parse back to the run, rate and seed they were made from; nothing else does."""
+    run = Run("r_seed", "transformer_124m", Budget(1, 1, 8), sweep=Sweep(GRID))  # a name that ends like a suffix
+    assert parse_seed(seed_name(run.name, 3)) == ("r_seed", 3) and parse_seed(run.name) == ("r_seed", 1)
+    assert parse_seed("r_seed1") == ("r_seed1", 1) and parse_seed("r_seedx") == ("r_seedx", 1)
+    point = sweep_point(run, 1e-2 / 3, 2)
+    assert parse_sweep(point.name) == ("r_seed", rate(1e-2 / 3), 2) and parse_stable(point.name) is None
+    stable = stable_run(run, 3e-3)
+    assert parse_stable(stable.name) == ("r_seed", 0.003, 1) and parse_sweep(stable.name) is None
+    assert parse_stable(seed_name(stable.name, 2)) == ("r_seed", 0.003, 2)
+    assert parse_stable("r_stable_lr0.003_seed1") is None and parse_stable("r_stable_lrfast") is None
 
 
 TINY = {"n_layer": 1, "d_model": 32, "n_head": 4, "max_seq_len": 64, "vocab_size": 512}
@@ -163,8 +178,8 @@ def test_claims_seeds_train_at_the_chosen_rate_and_the_sweep_on_a_seed_of_its_ow
 
 
 def test_no_claim_is_decided_on_an_arm_whose_sweep_ended_at_an_edge():
-    from scaling_axes.harness.arms import untuned
     from scaling_axes.harness.claims import judge, settle
+    from scaling_axes.harness.experiment.arms import untuned
 
     claim = judge("t", "a_vs_b", "a beats b", CPU, [0.3, 0.25, 0.28], 0.02, runs=("a", "b"))
     assert claim.status == "claim_holds"
@@ -209,7 +224,7 @@ def test_a_sweep_of_fixed_per_group_rates_scales_them_all():
     """MoT below paper scale: the speedrun's rates times the swept factor, every group, budget.lr untouched."""
     from scaling_axes.experiments.mot import results_tables
     from scaling_axes.harness.scales import PAPER
-    from scaling_axes.harness.training import task_of
+    from scaling_axes.harness.training.tasks import task_of
     from scaling_axes.modules.tasks.optim import speedrun_lrs
 
     run = results_tables.runs(CPU)[0]
@@ -278,9 +293,9 @@ def test_a_carried_rate_is_refuted_only_by_a_neighbour_better_beyond_one_draws_n
 
 
 def test_a_transfer_refuted_at_its_checked_size_leaves_every_carried_size_untuned():
-    from scaling_axes.harness.arms import untuned
     from scaling_axes.harness.claims import judge, settle
-    from scaling_axes.harness.finished import with_refuted_transfers
+    from scaling_axes.harness.experiment.arms import untuned
+    from scaling_axes.harness.experiment.finished import with_refuted_transfers
 
     one_draw = lambda losses: {lr: {1: Point(loss)} for lr, loss in losses.items()}  # noqa: E731
     carried = {"tuning": Choice(0.01, None, {}), "tuning_anchor": "large"}
@@ -333,11 +348,11 @@ def test_claim_seeds_that_spike_at_the_chosen_rate_fall_back_to_the_best_stable_
 
 
 def test_a_swept_arms_claim_seeds_retrain_below_its_choice_under_names_of_their_own(tmp_path):
-    from scaling_axes.harness.arms import tuning_rows, unstable
     from scaling_axes.harness.claims import lower_loss
-    from scaling_axes.harness.final import write_done
-    from scaling_axes.harness.finished import settled_rate
+    from scaling_axes.harness.experiment.arms import tuning_rows, unstable
+    from scaling_axes.harness.experiment.finished import settled_rate
     from scaling_axes.harness.runs import find_run, seed_run
+    from scaling_axes.harness.training.record import write_done
     from scaling_axes.io import atomic_torch_save
 
     run = Run("a", "transformer_124m", Budget(3, 2, 32), TINY, corpus="embedded_news", tokenizer="bytes",

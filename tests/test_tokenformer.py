@@ -6,8 +6,8 @@ import pytest
 import torch
 from conftest import TINY_TOKENFORMER
 
-from scaling_axes.harness.grow import grow_checkpoint_cli
 from scaling_axes.harness.scales import SMOKE
+from scaling_axes.harness.training.growth import grow_checkpoint_cli
 from scaling_axes.modules import build_model, get_config
 from scaling_axes.modules.architectures.tokenformer import Pattention, Tokenformer
 from scaling_axes.modules.growth.tokenformer import grow
@@ -99,7 +99,7 @@ def test_growth_draws_its_fresh_init_from_the_runs_seed_not_from_what_the_proces
     """What growth initialises afresh comes from the run's seed: new parameter tokens' values, the fresh columns that
     Net2Net keeps where the new residual coordinates are read, Eq. 14's new blocks. Grown after other work (another
     random state), a stage starts from the same weights; the caller's random state is untouched."""
-    from scaling_axes.harness.grow import grow_model
+    from scaling_axes.harness.training.growth import grow_model
 
     if growth == "tokens":
         small, target, options = Tokenformer(_tiny(qkv_tokens=8, proj_tokens=8, ffn_tokens=32)), _tiny(), {}

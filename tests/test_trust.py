@@ -8,23 +8,24 @@ import shutil
 import pytest
 import torch
 
-from scaling_axes.harness.finished import staleness
-from scaling_axes.harness.lm_eval_model import load_checkpoint
-from scaling_axes.harness.runner import IDENTICAL, train
+from scaling_axes.harness.experiment.finished import staleness
+from scaling_axes.harness.experiment.schedule import Schedule
 from scaling_axes.harness.scales import SMOKE
-from scaling_axes.harness.training import train_run
+from scaling_axes.harness.training.identical import IDENTICAL
+from scaling_axes.harness.training.lifecycle import train_run
+from scaling_axes.interop.lm_eval_model import load_checkpoint
 from scaling_axes.io import CorruptFileError, checksum_file, read_verified_json
 from tests.test_integrity import _experiment, _flip, _interrupted
 from tests.test_run_safety import tiny
 
 
 def test_another_runs_weights_copied_in_with_their_checksum_are_refused(tmp_path) -> None:
-    from scaling_axes.harness.final import read_done
     from scaling_axes.harness.runs import Run
+    from scaling_axes.harness.training.record import read_done
 
     runs = (tiny(3), Run("other", "transformer_124m", tiny(3).budget, tiny(3).overrides, seed=7))
     for run in runs:
-        train(_experiment(*runs), SMOKE, run, tmp_path, accelerator="cpu")
+        Schedule.of(_experiment(*runs), SMOKE, tmp_path, accelerator="cpu").train(run)
     mine, other = tmp_path / "safety" / "smoke" / "r", tmp_path / "safety" / "smoke" / "other"
     for name in ("final.safetensors", "final.safetensors.blake2b"):
         shutil.copy(other / name, mine / name)
@@ -42,13 +43,13 @@ def test_a_tokenizer_other_than_the_one_a_run_trained_with_is_refused(tmp_path, 
     """The run records its tokenizer's digest; scoring (eval, lm-eval, export read it through `load_checkpoint`) and
     growth refuse a file that changed since."""
     from scaling_axes.datamodules.tokenizers import load_tokenizer
-    from scaling_axes.harness.runner import grown_run
     from scaling_axes.harness.runs import Run
+    from scaling_axes.harness.training.growth import grown_run
 
     source = shutil.copy(load_tokenizer("neox").source, tmp_path / "tokenizer.json")
     run = Run("r", "transformer_124m", tiny(3).budget, {**tiny(3).overrides, "vocab_size": 50304},
               data={"tokenizer_path": str(source)}, tokenizer="neox")  # fmt: skip
-    train(_experiment(run), SMOKE, run, tmp_path / "runs", accelerator="cpu")
+    Schedule.of(_experiment(run), SMOKE, tmp_path / "runs", accelerator="cpu").train(run)
     out = tmp_path / "runs" / "safety" / "smoke" / "r"
     assert json.loads((out / "config.json").read_text())["tokenizer_blake2b"]
     load_checkpoint(out)  # as trained: accepted
@@ -77,12 +78,13 @@ def test_a_corrupt_or_edited_tokenizer_file_is_named(tmp_path) -> None:
 
 
 def test_fit_verifies_a_checkpoint_before_resuming_it(tmp_path, monkeypatch) -> None:
-    from scaling_axes.harness.fit import fit_main
+    from scaling_axes.harness.training.lightning_cli import fit_main
 
     def lightning(args: list[str]) -> None:
         raise AssertionError(f"{args[-1]} reached Lightning unverified")
 
-    monkeypatch.setattr("scaling_axes.harness.fit.cli_main", lightning)  # were the check gone: fail, not train
+    # were the check gone: fail, not train
+    monkeypatch.setattr("scaling_axes.harness.training.lightning_cli.cli_main", lightning)
 
     out = tmp_path / "r"
     _interrupted(out)
@@ -97,7 +99,7 @@ def test_fit_verifies_a_checkpoint_before_resuming_it(tmp_path, monkeypatch) -> 
 
 def test_settings_whose_checksum_is_gone_make_a_run_stale(tmp_path) -> None:
     run = tiny(3)
-    train(_experiment(run), SMOKE, run, tmp_path, accelerator="cpu")
+    Schedule.of(_experiment(run), SMOKE, tmp_path, accelerator="cpu").train(run)
     out = tmp_path / "safety" / "smoke" / "r"
     assert staleness(run, out) is None
     checksum_file(out / "config.yaml").unlink()
@@ -117,9 +119,10 @@ def test_a_launch_stopped_before_any_checkpoint_leaves_no_run_to_refuse(tmp_path
     other settings replaces it (nothing of that run was kept), where one that checkpointed is refused."""
     out = tmp_path / "r"
     out.mkdir()
-    from scaling_axes.harness.runs import fingerprint_fields, write_config
+    from scaling_axes.harness.training.launch import resolve
+    from scaling_axes.harness.training.rundir import write_config
 
-    write_config(tiny(2), out, {"precision": "bf16-mixed"}, fingerprint_fields(tiny(2), {"precision": "bf16-mixed"}))
+    write_config(resolve(tiny(2), out, {"precision": "bf16-mixed"}), tiny(2))
     assert train_run(tiny(2), out, accelerator="cpu")["steps"] == 2
     _interrupted(tmp_path / "s")
     with pytest.raises(SystemExit, match="other settings"):
@@ -175,8 +178,9 @@ def test_a_resume_writes_the_metrics_log_again_from_the_checkpoint(tmp_path, dam
 def test_a_grown_run_killed_before_its_first_checkpoint_keeps_its_step_0_point(tmp_path) -> None:
     import lightning as L
 
-    from scaling_axes.harness.runner import grown_run
     from scaling_axes.harness.runs import Run
+    from scaling_axes.harness.training.launch import resolve
+    from scaling_axes.harness.training.lifecycle import train
     from tests.test_integrity import _rows
 
     class Killed(L.Callback):  # dies as kill -9 would: no checkpoint written on the way out
@@ -185,18 +189,18 @@ def test_a_grown_run_killed_before_its_first_checkpoint_keeps_its_step_0_point(t
                 raise RuntimeError("killed")
 
     source = tiny(3)
-    train(_experiment(source), SMOKE, source, tmp_path, accelerator="cpu")
+    Schedule.of(_experiment(source), SMOKE, tmp_path, accelerator="cpu").train(source)
     source_dir = tmp_path / "safety" / "smoke" / "r"
     stage = Run("g", "transformer_124m", tiny(6).budget, {**tiny(6).overrides, "d_model": 48}, grow_from="r")
     outs = {}
     for name, stop in (("whole", None), ("cut", 2)):
         out = tmp_path / name
-        grown, growth = grown_run(source, source_dir, stage, out)
+        launch = resolve(stage, out, {"accelerator": "cpu"}, source=(source, source_dir))
         if stop:
             with pytest.raises(RuntimeError, match="killed"):
-                train_run(grown, out, growth, extra_callbacks=[Killed()], accelerator="cpu")
+                train(launch, extra_callbacks=[Killed()])
             assert not (out / "checkpoints" / "last.ckpt").exists()
-        train_run(grown, out, growth, accelerator="cpu")
+        train(launch)
         outs[name] = out
     assert _rows(outs["cut"]) == _rows(outs["whole"]) and any(r["step"] == "0" for r in _rows(outs["whole"]))
 
@@ -218,7 +222,7 @@ def written(tmp_path_factory):
     source = tiny(3)
     stage = Run("g", "transformer_124m", tiny(3).budget, {**tiny(3).overrides, "d_model": 48}, grow_from="r")
     experiment = _experiment(source, stage)
-    train(experiment, SMOKE, stage, root / "runs", accelerator="cpu")
+    Schedule.of(experiment, SMOKE, root / "runs", accelerator="cpu").train(stage)
     return experiment, (source, stage), root / "runs" / "safety" / "smoke", data
 
 
@@ -234,9 +238,9 @@ def test_no_file_the_suite_trusts_passes_without_its_checksum(written, name, mon
     from scaling_axes.datamodules.corpora import corpus_dir, open_split
     from scaling_axes.datamodules.floors import unigram_floor
     from scaling_axes.datamodules.tokenizers import corpus_bpe_file, load_tokenizer
-    from scaling_axes.harness.final import read_done
-    from scaling_axes.harness.fit import verify_resumed
-    from scaling_axes.harness.runner import grown_run
+    from scaling_axes.harness.training.growth import grown_run
+    from scaling_axes.harness.training.lightning_cli import verify_resumed
+    from scaling_axes.harness.training.record import read_done
 
     _, (source, stage), runs, data = written
     monkeypatch.setenv("SCALING_AXES_DATA", str(data))
@@ -274,7 +278,7 @@ def test_a_run_moved_aside_is_shared_no_more(tmp_path, capsys) -> None:
     B's link and the index entry go, and B trains its own."""
     import dataclasses
 
-    from scaling_axes.harness.finished import load_results
+    from scaling_axes.harness.experiment.finished import load_results
     from scaling_axes.harness.runs import Experiment
     from scaling_axes.harness.scales import CPU
 
@@ -282,19 +286,19 @@ def test_a_run_moved_aside_is_shared_no_more(tmp_path, capsys) -> None:
     first = Experiment("first", "", lambda scale: [run], lambda scale, results: [])
     second = Experiment("second", "", lambda scale: [run], lambda scale, results: [])
     runs = tmp_path / "runs"
-    train(first, CPU, run, runs, accelerator="cpu")
-    train(second, CPU, run, runs, accelerator="cpu")
+    Schedule.of(first, CPU, runs, accelerator="cpu").train(run)
+    Schedule.of(second, CPU, runs, accelerator="cpu").train(run)
     assert (runs / "second" / "cpu" / "r").is_symlink()
     other = dataclasses.replace(run, budget=dataclasses.replace(run.budget, lr=1e-3))
-    train(Experiment("first", "", lambda scale: [other], lambda scale, results: []), CPU, other, runs,
-          force_new=True, accelerator="cpu")  # fmt: skip
+    first_again = Experiment("first", "", lambda scale: [other], lambda scale, results: [])
+    Schedule.of(first_again, CPU, runs, force_new=True, accelerator="cpu").train(other)
     assert not (runs / "second" / "cpu" / "r").exists()  # the link to what r was: gone
     capsys.readouterr()
-    train(second, CPU, run, runs, accelerator="cpu")
+    Schedule.of(second, CPU, runs, accelerator="cpu").train(run)
     assert "training run r" in capsys.readouterr().out and not (runs / "second" / "cpu" / "r").is_symlink()
     assert "stale" not in load_results(second, CPU, runs)["r"]
     for index in (runs / IDENTICAL / "cpu").iterdir():  # entries whose run holds other settings than they recorded
         index.write_text(json.dumps({**json.loads(index.read_text()), "fingerprint": "of other settings"}))
     third = Experiment("third", "", lambda scale: [run], lambda scale, results: [])
-    train(third, CPU, run, runs, accelerator="cpu")
+    Schedule.of(third, CPU, runs, accelerator="cpu").train(run)
     assert "training run r" in capsys.readouterr().out and not (runs / "third" / "cpu" / "r").is_symlink()

@@ -21,10 +21,10 @@ from scaling_axes.harness.claims import (
     pooled_spread,
     seeds_needed,
 )
-from scaling_axes.harness.final import write_done
-from scaling_axes.harness.runner import measured_noise, report
+from scaling_axes.harness.experiment.table import measured_noise, rebuild
 from scaling_axes.harness.runs import Budget, Experiment, Run, run_dir
 from scaling_axes.harness.scales import CPU
+from scaling_axes.harness.training.record import write_done
 from scaling_axes.io import atomic_torch_save
 
 TINY = {"n_layer": 1, "d_model": 32, "n_head": 4, "max_seq_len": 64, "vocab_size": 512}
@@ -71,7 +71,7 @@ def _finish(tmp_path, experiment: Experiment, name: str, **done) -> None:
 
 
 def _claim(tmp_path, experiment: Experiment) -> dict:
-    path = report(experiment, CPU, tmp_path / "runs", tmp_path / "results")
+    path = rebuild(experiment, CPU, tmp_path / "runs", tmp_path / "results")
     import csv
 
     with open(path, newline="") as f:
@@ -146,8 +146,8 @@ def test_the_minimum_detectable_effect_and_the_seeds_a_margin_needs():
 def test_a_run_two_experiments_declare_identically_is_trained_once(tmp_path, capsys):
     """B declares A's run under another name (and a run grown from it, as A does): both are links to A's
     directories, its numbers read by B's report, not stale; a run that differs in anything is trained."""
-    from scaling_axes.harness.command import main
-    from scaling_axes.harness.finished import load_results
+    from scaling_axes.harness.experiment.command import main
+    from scaling_axes.harness.experiment.finished import load_results
 
     budget = Budget(steps=2, batch_size=2, seq_len=32, val_windows=2)
     base = Run("base", "transformer_124m", budget, TINY, corpus="embedded_news", tokenizer="bytes")

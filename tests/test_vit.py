@@ -151,7 +151,7 @@ def test_an_image_run_trains_through_the_runner(tmp_path) -> None:
 
     from scaling_axes.experiments.tokenformer import table2_imagenet as table2
     from scaling_axes.harness.runs import Budget
-    from scaling_axes.harness.training import train_run
+    from scaling_axes.harness.training.lifecycle import train_run
 
     run = next(r for r in table2.runs(SMOKE) if r.name == "vit_tokenformer_b16")
     run = dataclasses.replace(run, budget=Budget(steps=4, batch_size=8, seq_len=17, lr=1e-3, val_windows=20),
@@ -198,7 +198,7 @@ def test_the_cpu_recipe_teaches_the_baseline_vit_the_digits(tmp_path, record_pro
 
     from scaling_axes.experiments.tokenformer import vit_setup
     from scaling_axes.harness.scales import CPU
-    from scaling_axes.harness.training import train_run
+    from scaling_axes.harness.training.lifecycle import train_run
 
     run = vit_setup.vit_run(CPU, "vit_b16", "vit_b16")  # (its claims are out of reach at cpu scale: not trained)
     run = dataclasses.replace(run, data={**run.data, "root": str(tmp_path / "digits")})

@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from scaling_axes.harness.arguments import in_range
+from scaling_axes.harness.scales import in_range
 from scaling_axes.io import atomic_write
 
 

@@ -22,10 +22,10 @@ import torch
 
 from scaling_axes.experiments.cross_architecture import setup as cross
 from scaling_axes.experiments.tokenformer import fig7_net2net_scaling, table2_imagenet
-from scaling_axes.harness.runner import train
+from scaling_axes.harness.experiment.schedule import Schedule
 from scaling_axes.harness.runs import Experiment, Run
 from scaling_axes.harness.scales import SMOKE
-from scaling_axes.harness.training import train_run
+from scaling_axes.harness.training.lifecycle import train_run
 from scaling_axes.io import load_state, write_csv
 
 # deterministic cuBLAS for the resumed run's comparison (read when CUDA starts, so before any path runs)
@@ -64,12 +64,12 @@ def _finite(done: dict) -> dict:
 
 def language_model(arch: str, root: Path) -> dict:
     run = short(cross.make_run(SMOKE, arch, "125m"))
-    return _finite(train(_experiment([run]), SMOKE, run, root / arch, **LAUNCH))
+    return _finite(Schedule.of(_experiment([run]), SMOKE, root / arch, **LAUNCH).train(run))
 
 
 def vit(root: Path) -> dict:
     run = short(next(r for r in table2_imagenet.runs(SMOKE) if r.name.startswith("vit_tokenformer")))
-    done = train(_experiment([run]), SMOKE, run, root / "vit", **LAUNCH)
+    done = Schedule.of(_experiment([run]), SMOKE, root / "vit", **LAUNCH).train(run)
     return {"val_loss": done.get("val_loss"), "detail": f"top-1 {done.get('val_top1')}"}
 
 
@@ -81,18 +81,18 @@ def growth(family: str, root: Path) -> dict:
     while source.grow_from:
         source = runs[source.grow_from]
     chain = _experiment([source, dataclasses.replace(grown, grow_from=source.name)])
-    done = train(chain, SMOKE, chain.runs(SMOKE)[1], root / f"growth_{family}", **LAUNCH)
+    done = Schedule.of(chain, SMOKE, root / f"growth_{family}", **LAUNCH).train(chain.runs(SMOKE)[1])
     return {**_finite(done), "detail": f"loss {done['val_loss_before_growth']:.4f} before growth, "
             f"{done['val_loss_after_growth']:.4f} right after"}  # fmt: skip
 
 
 def lm_eval_adapter(root: Path) -> dict:
     """lm-eval through the suite's adapter on an offline task, the model on the GPU."""
-    from scaling_axes.harness import evaluate, lm_eval_tasks
-    from scaling_axes.harness.lm_eval_model import SuiteLM
+    from scaling_axes.interop import evaluate, lm_eval_tasks
+    from scaling_axes.interop.lm_eval_model import SuiteLM
 
     run = short(cross.make_run(SMOKE, "transformer", "125m"))
-    train(_experiment([run]), SMOKE, run, root / "lm_eval", **LAUNCH)
+    Schedule.of(_experiment([run]), SMOKE, root / "lm_eval", **LAUNCH).train(run)
     out = root / "lm_eval" / "gpu_check" / SMOKE.name / run.name
     lm = SuiteLM(checkpoint=str(out), batch_size=8, device=LAUNCH["accelerator"])
     lambada = lm_eval_tasks.lambada_stand_in(root / "lm_eval_data")

@@ -31,7 +31,8 @@ from scaling_axes.experiments.cross_architecture.setup import make_run
 from scaling_axes.harness.runs import Run
 from scaling_axes.harness.scales import CPU
 from scaling_axes.harness.sweeps import sweep_point
-from scaling_axes.harness.training import task_of, train_run
+from scaling_axes.harness.training.lifecycle import train_run
+from scaling_axes.harness.training.tasks import task_of
 from scaling_axes.io import read_json, write_csv
 from scaling_axes.modules.tasks.acceleration import keep_freed_host_memory
 

@@ -27,7 +27,7 @@ import torch
 from torch import Tensor, nn
 
 from scaling_axes.benchmarks.common import failure, time_ms
-from scaling_axes.harness.arguments import in_range
+from scaling_axes.harness.scales import in_range
 from scaling_axes.io import write_csv
 from scaling_axes.modules.architectures.rmt import RMTAttention, RMTFeedForward, matrix_norm
 from scaling_axes.modules.architectures.tokenformer import Pattention, QKVPattention

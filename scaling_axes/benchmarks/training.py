@@ -47,8 +47,7 @@ from scaling_axes.experiments.cross_architecture import setup as cross
 from scaling_axes.experiments.cross_architecture.recipes import recipe_at
 from scaling_axes.experiments.rmt import setup as rmt
 from scaling_axes.experiments.rmt.recipes import PAPER_LR
-from scaling_axes.harness.arguments import in_range
-from scaling_axes.harness.scales import PAPER, SMOKE
+from scaling_axes.harness.scales import PAPER, SMOKE, in_range
 from scaling_axes.io import atomic_write, write_csv
 from scaling_axes.modules import get_config
 from scaling_axes.modules.flops import train_flops_per_token

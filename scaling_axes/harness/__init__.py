@@ -1,4 +1,5 @@
-"""The machinery every table shares: runs and budgets, training, results rows, evaluation, growth, LightningCLI."""
+"""The vocabulary the experiments speak: scales, run declarations and their names, sweeps, claims, results rows
+and the rules of a stable run that learned. One run's life is in `training/`, one experiment's in `experiment/`."""
 
 if __name__ != "scaling_axes.harness":  # the checkout's top-level `harness` link, imported by its bare name
     raise ImportError(

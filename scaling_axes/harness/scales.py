@@ -4,13 +4,18 @@
 `scale.paper_configs`, `scale.corpus(...)`) and never compares it with a string; each paper's per-scale choices sit
 in that paper's recipes module, in tables keyed by these objects (`recipe_for` refuses a scale a paper has no recipe
 for, by name). A new scale is one entry in `SCALES` plus one recipe entry per paper.
+
+Beside them, the argparse types that check a command line's values where they are parsed (`scale_argument`, a
+number in range, Lightning's devices), so that a bad value stops with one line naming what is allowed.
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import functools
-from collections.abc import Mapping
+import math
+from collections.abc import Callable, Mapping
 from typing import Any, Literal, TypeVar
 
 from scaling_axes.datamodules.corpora import default_data_root, on_disk
@@ -155,3 +160,33 @@ def recipe_for(table: Mapping[Scale, T], scale: Scale, what: str) -> T:
         have = ", ".join(s.name for s in table)
         raise UnknownScale(f"{what} has no recipe for the {scale.name} scale (it has: {have}); add one to its recipes")
     return table[scale]
+
+
+def in_range(kind: type, low: float, high: float = math.inf, low_open: bool = False) -> Callable[[str], Any]:
+    """An argparse type: `kind(text)` within [low, high] (or (low, high] when `low_open`), or an error saying so."""
+
+    def parse(text: str) -> Any:
+        value = kind(text)
+        if not (low < value if low_open else low <= value) or value > high or value != value:
+            raise argparse.ArgumentTypeError(f"{value} is out of range {'(' if low_open else '['}{low:g}, {high:g}]")
+        return value
+
+    parse.__name__ = kind.__name__  # argparse says "invalid int value: 'two'"
+    return parse
+
+
+def device_spec(text: str) -> str:
+    """--devices as Lightning takes it: 'auto', a count (-1: all), or a comma list of device indices ('0,1')."""
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if text == "auto" or (len(parts) == 1 and parts[0].lstrip("-").isdigit() and int(parts[0]) >= -1 and
+                          int(parts[0]) != 0) or (len(parts) > 1 and all(p.isdigit() for p in parts)):  # fmt: skip
+        return text
+    raise argparse.ArgumentTypeError(f"{text!r}: use 'auto', a device count (-1 for all) or indices such as '0,1'")
+
+
+def scale_argument(text: str) -> Scale:
+    """--scale: a registered scale, or the registry's refusal naming the scales."""
+    try:
+        return get_scale(text)
+    except UnknownScale as error:
+        raise argparse.ArgumentTypeError(str(error)) from None

@@ -1,5 +1,6 @@
-"""Whether a run trained stably: loss spikes caught while it trains, rises of its validation loss, and seeds whose
-final loss is an outlier among the run's seeds. An unstable run decides no claim and is never a sweep's choice.
+"""Whether a finished run can carry a claim: it trained stably (no loss spike, caught while it trains by
+`training.callbacks.LossSpikes`; no rise of its validation loss; no seed whose final loss is an outlier among the
+run's seeds), and it clearly learned (`not_learned`). An unstable run decides no claim and is never a sweep's choice.
 
 A spike is a step's training loss far above the moving average of the steps before it. The baseline moves with the
 curve on purpose: measured against the running minimum of that average (as before), a stable run's hard batch of
@@ -13,48 +14,15 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Any
 
-import lightning as L
+from scaling_axes.datamodules.floors import unigram_floor
+from scaling_axes.harness.runs import Run
 
 SMOOTHING = 0.9  # the training loss's exponential moving average (about the last ten steps): a step's baseline
 SPIKE_NATS = 0.8  # a step loss this far above the moving average before it is a spike
 VAL_RISE_NATS = 0.1  # a validation loss this far above its own running minimum: the model got worse, not noisier
 OUTLIER_NATS = 0.25  # a seed's final loss this far from its seeds' median, and
 OUTLIER_Z = 3.5  # this many robust deviations (1.4826 x the median absolute deviation) from it, is an outlier
-
-
-class LossSpikes(L.Callback):
-    """Tracks each optimizer step's training loss (the mean over its micro-batches, on rank zero) against the
-    exponential moving average of the steps before it, and keeps the largest excess: `record()` is what done.json
-    keeps. Its state is checkpointed, so a resumed run records what the uninterrupted one does."""
-
-    def __init__(self) -> None:
-        self.state: dict[str, Any] = {"ema": None, "spike": None, "step_loss": 0.0}
-
-    def on_train_batch_end(self, trainer: L.Trainer, pl_module, outputs, batch, batch_idx: int) -> None:
-        loss = outputs["loss"] if isinstance(outputs, dict) else outputs
-        state = self.state
-        state["step_loss"] += float(loss)  # Lightning divides each micro-batch's loss by the accumulation
-        if (batch_idx + 1) % trainer.accumulate_grad_batches:
-            return
-        value, state["step_loss"] = state["step_loss"], 0.0
-        if not math.isfinite(value):
-            return  # a non-finite loss stops the run itself
-        ema, spike = state["ema"], state["spike"]
-        if ema is not None and (spike is None or value - ema > spike["nats"]):
-            state["spike"] = {"nats": value - ema, "step": trainer.global_step, "loss": value}
-        state["ema"] = value if ema is None else SMOOTHING * ema + (1 - SMOOTHING) * value
-
-    def state_dict(self) -> dict[str, Any]:
-        return dict(self.state)
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        self.state = dict(state_dict)
-
-    def record(self) -> dict[str, Any]:
-        """done.json's record: the largest excess of a step's training loss over the moving average before it."""
-        return {"train_loss_spike": self.state["spike"]}
 
 
 def validation_rise(curve: list[tuple[int, float]]) -> tuple[float, int | None]:
@@ -101,3 +69,35 @@ def unstable_seeds(by_seed: dict[int, dict]) -> dict[int, str]:
     found = {k: why for k, each in by_seed.items() if (why := instability(each))}
     name = next((each.get("run") for each in by_seed.values()), "the run")
     return {**{k: f"{name}: {why}" for k, why in outliers(finals).items() if k not in found}, **found}
+
+
+# What "clearly learned" means: a language model at least LEARNED_NATS below its data's unigram floor (a bigram
+# statistic alone gains about a nat on these corpora; sampling noise is a few hundredths), a classifier at least
+# LEARNED_POINTS of top-1 above chance (guessing's accuracy, 1 / classes)
+LEARNED_NATS = 0.5
+LEARNED_POINTS = 25.0
+
+
+def _text_learned(run: Run, done: dict) -> str | None:
+    try:
+        floor = unigram_floor(run.corpus, run.tokenizer)
+    except FileNotFoundError:
+        return None  # not prepared here: nothing to compare with (the row keeps its judgement)
+    loss = done.get("val_loss")
+    if loss is None or loss > floor - LEARNED_NATS:
+        return (f"{done.get('run', run.name)} ends at {loss if loss is None else f'{loss:.3f}'} nats/token, not "
+                f"{LEARNED_NATS:g} below the unigram floor {floor:.3f} of {run.corpus}")  # fmt: skip
+    return None
+
+
+def _image_learned(run: Run, done: dict) -> str | None:
+    chance, top1 = 100.0 / run.config.num_classes, done.get("val_top1")
+    if top1 is None or 100 * top1 < chance + LEARNED_POINTS:
+        return (f"{done.get('run', run.name)} ends at {top1 if top1 is None else f'{100 * top1:.1f}'}% top-1, not "
+                f"{LEARNED_POINTS:g} points above chance ({chance:.3g}%)")  # fmt: skip
+    return None
+
+
+def not_learned(run: Run, done: dict) -> str | None:
+    """None where the finished `run` (its record `done`) clearly learned, else why not."""
+    return _image_learned(run, done) if run.classifies_images else _text_learned(run, done)

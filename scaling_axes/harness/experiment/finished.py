@@ -8,34 +8,23 @@ import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
-from scaling_axes.harness.final import read_done
-from scaling_axes.harness.runs import (
-    LAUNCH_FIELDS,
-    RUNS_DIR,
-    SEED_SUFFIX,
-    Experiment,
-    Run,
-    find_run,
-    fingerprint_fields,
-    read_config,
-    recorded_differences,
-    run_dir,
-    seed_run,
-)
+from scaling_axes.harness.names import parse_seed, parse_sweep, seed_glob, sweep_glob
+from scaling_axes.harness.runs import RUNS_DIR, Experiment, Run, find_run, run_dir, seed_run
 from scaling_axes.harness.scales import Scale
 from scaling_axes.harness.stability import instability, unstable_seeds
 from scaling_axes.harness.sweeps import (
-    SWEEP_INFIX,
     Choice,
     Point,
     Points,
     fallback,
-    parse_point,
     stable_run,
     sweep_point,
     tune,
     tuned,
 )
+from scaling_axes.harness.training.launch import LAUNCH_FIELDS, fingerprint_fields
+from scaling_axes.harness.training.record import read_done
+from scaling_axes.harness.training.rundir import read_config, recorded_differences
 from scaling_axes.io import CorruptFileError
 
 SweepDone = dict[tuple[float, int], dict]  # (rate, draw) -> the done.json of a finished sweep point
@@ -44,10 +33,10 @@ SweepDone = dict[tuple[float, int], dict]  # (rate, draw) -> the done.json of a 
 def sweep_points(experiment: Experiment, scale: Scale, run: Run, runs_dir: Path = RUNS_DIR) -> SweepDone:
     """(rate, draw) -> done.json of `run`'s finished sweep points."""
     points = {}
-    for path in run_dir(experiment, scale, run, runs_dir).parent.glob(f"{run.name}{SWEEP_INFIX}*/done.json"):
-        point = parse_point(path.parent.name.removeprefix(f"{run.name}{SWEEP_INFIX}"))
-        if point is not None and (done := _read_finished(path, path.parent.name)) is not None:
-            points[point] = done
+    for path in run_dir(experiment, scale, run, runs_dir).parent.glob(f"{sweep_glob(run.name)}/done.json"):
+        point = parse_sweep(path.parent.name)
+        if point and point[0] == run.name and (done := _read_finished(path, path.parent.name)) is not None:
+            points[point[1:]] = done
     return points
 
 
@@ -127,10 +116,10 @@ def finished_seeds(experiment: Experiment, scale: Scale, run: Run, runs_dir: Pat
     out, found = run_dir(experiment, scale, run, runs_dir), {}
     if (done := _read_finished(out / "done.json", run.name)) is not None:
         found[1] = _with_staleness(done, run, out)
-    for path in out.parent.glob(f"{run.name}{SEED_SUFFIX}*/done.json"):
-        k = path.parent.name.removeprefix(f"{run.name}{SEED_SUFFIX}")
-        if k.isdigit() and (repeat := _read_finished(path, path.parent.name)) is not None:
-            found[int(k)] = _with_staleness(repeat, seed_run(run, int(k)), path.parent)
+    for path in out.parent.glob(f"{seed_glob(run.name)}/done.json"):
+        base, k = parse_seed(path.parent.name)
+        if base == run.name and k >= 2 and (repeat := _read_finished(path, path.parent.name)) is not None:
+            found[k] = _with_staleness(repeat, seed_run(run, k), path.parent)
     return dict(sorted(found.items()))
 
 

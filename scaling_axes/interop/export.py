@@ -19,8 +19,8 @@ import torch
 from torch import Tensor, nn
 
 from scaling_axes.datamodules.tokenizers import EOT, Tokenizer, as_hf_tokenizer
-from scaling_axes.harness.final import read_done, read_final_config
-from scaling_axes.harness.lm_eval_model import load_checkpoint
+from scaling_axes.harness.training.record import read_done, read_final_config
+from scaling_axes.interop.lm_eval_model import load_checkpoint
 from scaling_axes.io import SuiteError, check_directory
 from scaling_axes.modules.architectures.transformer import TransformerConfig
 
@@ -143,7 +143,7 @@ def neox_state(model: nn.Module) -> dict[str, Tensor]:
 
 
 def as_remote_code(config: dict[str, Any], model: nn.Module, tokenizer: Tokenizer) -> nn.Module:
-    from scaling_axes.harness.hf_modeling import ScalingAxesConfig, ScalingAxesForCausalLM
+    from scaling_axes.interop.hf_modeling import ScalingAxesConfig, ScalingAxesForCausalLM
 
     ScalingAxesConfig.register_for_auto_class()
     ScalingAxesForCausalLM.register_for_auto_class("AutoModelForCausalLM")

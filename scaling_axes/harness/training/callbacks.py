@@ -1,12 +1,11 @@
-"""The Trainer's pieces for resumable runs: atomic checkpoints, a CSV log that survives resumption, checkpoints on
-a schedule and on a cluster's termination signal, and a one-line progress log for non-terminal stdout."""
+"""The Trainer's callbacks for resumable runs: atomic checkpoints on a schedule and on a cluster's termination signal
+(each recording the run's settings and how far its metrics log went), the loss-spike watch, throughput counters that
+resume, and a one-line progress log for non-terminal stdout."""
 
 from __future__ import annotations
 
-import csv
 import functools
-import hashlib
-import json
+import math
 import signal
 import sys
 import threading
@@ -15,22 +14,18 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
-from lightning.fabric.loggers.logger import rank_zero_experiment
 from lightning.pytorch.callbacks import ModelCheckpoint, ThroughputMonitor
-from lightning.pytorch.loggers import CSVLogger
-from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.trainer.states import RunningStage
-from lightning.pytorch.utilities import rank_zero_only
 
-from scaling_axes.harness.runs import recorded_differences
+from scaling_axes.harness.stability import SMOOTHING
+from scaling_axes.harness.training.metrics_csv import metrics_prefix
+from scaling_axes.harness.training.rundir import recorded_differences
 from scaling_axes.io import (
     CorruptFileError,
     atomic_torch_save,
-    atomic_write,
     load_torch,
     verify_checksum,
-    write_csv,
 )
 
 
@@ -41,39 +36,6 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     def save_checkpoint(self, checkpoint: dict, path, storage_options: Any | None = None) -> None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         atomic_torch_save(checkpoint, path, checksum=True)  # verified on resume: a flipped byte is not resumed
-
-
-class _AppendingWriter(ExperimentWriter):
-    """Keeps an existing metrics.csv (Lightning's writer deletes it), so a resumed run appends to its history. A row
-    cut by a crash mid-write is dropped (its step is past the checkpoint, so the resumed run logs it again)."""
-
-    def _check_log_dir_exists(self) -> None:
-        path = Path(self.metrics_file_path)
-        if path.is_file():
-            self.metrics_keys = repair_metrics(path)
-
-
-def repair_metrics(path: Path) -> list[str]:
-    """Drop a last row that a kill cut short (no newline, or the wrong number of fields); return the header."""
-    text = path.read_text()
-    lines = text.splitlines(keepends=True)
-    header = next(csv.reader(lines[:1]), [])
-    if lines and (not lines[-1].endswith("\n") or len(next(csv.reader([lines[-1]]))) != len(header)):
-        print(f"{path}: dropped a row cut short by an interrupted write: {lines[-1].strip()[:80]!r}")
-        atomic_write(path, "".join(lines[:-1]))
-    return header
-
-
-class ResumableCSVLogger(CSVLogger):
-    """CSVLogger writing `<run dir>/metrics.csv`, appending after a resume (to the log as the checkpoint left it,
-    see `cut_metrics`)."""
-
-    @property
-    @rank_zero_experiment
-    def experiment(self) -> ExperimentWriter:
-        if self._experiment is None:
-            self._experiment = _AppendingWriter(log_dir=self.log_dir)
-        return self._experiment
 
 
 RUN_STATE = "scaling_axes"  # a checkpoint's own record: the run's settings and how far its metrics log went
@@ -108,47 +70,37 @@ class StepCheckpoint(ModelCheckpoint):
         super()._save_checkpoint(trainer, filepath)
 
 
-def metrics_prefix(path: Path) -> dict[str, Any]:
-    """The metrics log as it stands, for a checkpoint to carry: its rows (so that a resume can write it again), their
-    number and a digest of their values (not of the file's bytes: the CSV writer rewrites the whole file, header
-    included, when a new column appears)."""
-    header, rows = metric_rows(path)
-    return {"rows": len(rows), "blake2b": _rows_digest(rows), "header": header, "log": rows}
+class LossSpikes(L.Callback):
+    """Tracks each optimizer step's training loss (the mean over its micro-batches, on rank zero) against the
+    exponential moving average of the steps before it, and keeps the largest excess: `record()` is what done.json
+    keeps. Its state is checkpointed, so a resumed run records what the uninterrupted one does."""
 
+    def __init__(self) -> None:
+        self.state: dict[str, Any] = {"ema": None, "spike": None, "step_loss": 0.0}
 
-def cut_metrics(path: Path, prefix: dict[str, Any] | None) -> None:
-    """Before a run trains: the metrics log as it was when the checkpoint it resumes from was written
-    (`metrics_prefix`; empty for a run that starts over), so that the steps after it, which the run trains and logs
-    again, appear once. A log that was deleted, cut or edited since is written again from the checkpoint's copy
-    (a checkpoint of an older suite, which kept no copy, stops the run instead). Rank zero, the log's writer, does
-    it."""
-    if rank_zero_only.rank != 0:
-        return
-    header, rows = metric_rows(path)
-    kept = rows[: prefix["rows"]] if prefix else []
-    if prefix and (len(kept) < prefix["rows"] or _rows_digest(kept) != prefix["blake2b"]):
-        if "log" not in prefix:
-            raise CorruptFileError(f"{path} no longer holds the {prefix['rows']} rows logged before the last "
-                                   "checkpoint (it was cut or edited); restore it, or delete the run directory to "
-                                   "start over")  # fmt: skip
-        print(f"{path} lost rows logged before the last checkpoint (deleted, cut or edited): written again from it")
-        header, rows, kept = prefix["header"], prefix["log"], prefix["log"]
-        write_csv(path, tuple(header), kept)
-    elif path.is_file() and len(rows) > len(kept):
-        write_csv(path, tuple(header), kept)
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module, outputs, batch, batch_idx: int) -> None:
+        loss = outputs["loss"] if isinstance(outputs, dict) else outputs
+        state = self.state
+        state["step_loss"] += float(loss)  # Lightning divides each micro-batch's loss by the accumulation
+        if (batch_idx + 1) % trainer.accumulate_grad_batches:
+            return
+        value, state["step_loss"] = state["step_loss"], 0.0
+        if not math.isfinite(value):
+            return  # a non-finite loss stops the run itself
+        ema, spike = state["ema"], state["spike"]
+        if ema is not None and (spike is None or value - ema > spike["nats"]):
+            state["spike"] = {"nats": value - ema, "step": trainer.global_step, "loss": value}
+        state["ema"] = value if ema is None else SMOOTHING * ema + (1 - SMOOTHING) * value
 
+    def state_dict(self) -> dict[str, Any]:
+        return dict(self.state)
 
-def metric_rows(path: Path) -> tuple[list[str], list[dict[str, str]]]:
-    if not path.is_file():
-        return [], []
-    with open(path, newline="") as f:
-        reader = csv.DictReader(f)
-        return list(reader.fieldnames or []), list(reader)
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.state = dict(state_dict)
 
-
-def _rows_digest(rows: list[dict[str, str]]) -> str:
-    values = json.dumps([{k: v for k, v in row.items() if v} for row in rows], sort_keys=True)
-    return hashlib.blake2b(values.encode(), digest_size=16).hexdigest()
+    def record(self) -> dict[str, Any]:
+        """done.json's record: the largest excess of a step's training loss over the moving average before it."""
+        return {"train_loss_spike": self.state["spike"]}
 
 
 class ResumableThroughputMonitor(ThroughputMonitor):

@@ -14,7 +14,7 @@ from pathlib import Path
 from lightning.pytorch.cli import LightningCLI
 
 from scaling_axes.datamodules.text import TextDataModule
-from scaling_axes.harness.callbacks import AtomicCheckpointIO, progress
+from scaling_axes.harness.training.callbacks import AtomicCheckpointIO, progress
 from scaling_axes.io import load_torch, verify_checksum
 from scaling_axes.modules.tasks.acceleration import default_precision, keep_freed_host_memory
 from scaling_axes.modules.tasks.lm import LanguageModel

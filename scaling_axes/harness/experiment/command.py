@@ -10,15 +10,22 @@ import argparse
 import dataclasses
 from pathlib import Path
 
-from scaling_axes.harness.arguments import device_spec, in_range, scale_argument
-from scaling_axes.harness.finished import settled_rate
-from scaling_axes.harness.loggers import parse_loggers
-from scaling_axes.harness.plan import GPUS, MEASURED_MFU, MEASURED_MFU_SOURCE, RUN_OVERHEAD_S, dry_run, print_plan
+from scaling_axes.harness.experiment.finished import settled_rate
+from scaling_axes.harness.experiment.plan import (
+    GPUS,
+    MEASURED_MFU,
+    MEASURED_MFU_SOURCE,
+    RUN_OVERHEAD_S,
+    dry_run,
+    print_plan,
+)
+from scaling_axes.harness.experiment.schedule import Schedule
+from scaling_axes.harness.experiment.table import rebuild
 from scaling_axes.harness.results import RESULTS_DIR
-from scaling_axes.harness.runner import at_chosen_rate, report, train
-from scaling_axes.harness.runs import RUNS_DIR, Experiment, Run, default_runs, find_run, with_seeds, world_size
-from scaling_axes.harness.scales import SCALES, SMOKE
-from scaling_axes.harness.training import check_trainer_settings
+from scaling_axes.harness.runs import RUNS_DIR, Experiment, Run, default_runs, find_run, with_seeds
+from scaling_axes.harness.scales import SCALES, SMOKE, device_spec, in_range, scale_argument
+from scaling_axes.harness.training.launch import world_size
+from scaling_axes.harness.training.loggers import parse_loggers
 from scaling_axes.io import check_directory
 
 
@@ -96,30 +103,31 @@ def main(experiment: Experiment, argv: list[str] | None = None) -> None:
             "compile": args.compile,
             "loggers": args.logger,
         }
-        check_trainer_settings(trainer_options)  # Lightning's refusal now, not after the first run's data and model
-        train_runs(experiment, args, trainer_options)
+        # Lightning's refusal now, not after the first run's data and model
+        schedule = Schedule.of(experiment, args.scale, args.out_dir / RUNS_DIR, args.force_new, args.allow_repeats,
+                               **trainer_options)  # fmt: skip
+        train_runs(schedule, args)
         if args.run:
             return  # one cluster job trains one run; --report gathers them
-    path = report(experiment, args.scale, args.out_dir / RUNS_DIR, args.out_dir / RESULTS_DIR)
+    path = rebuild(experiment, args.scale, args.out_dir / RUNS_DIR, args.out_dir / RESULTS_DIR)
     print(f"wrote {path}")
 
 
-def train_runs(experiment: Experiment, args: argparse.Namespace, trainer_options: dict) -> None:
+def train_runs(schedule: Schedule, args: argparse.Namespace) -> None:
     """The run `--run` names, as one job at its own seed (a sweep point, or a repeat `<run>_seed<k>`); or every run:
     its sweep first (on its own seeds), then its claim seeds at the chosen rate, and below it where they spiked
     there (`settled_rate`)."""
-    runs_dir = args.out_dir / RUNS_DIR
+    experiment, scale = schedule.experiment, schedule.scale
 
     def launch(run: Run) -> None:
         if args.micro_batch:
             run = dataclasses.replace(run, budget=dataclasses.replace(run.budget, micro_batch=args.micro_batch))
-        train(experiment, args.scale, run, runs_dir, args.force_new, args.allow_repeats, **trainer_options)
+        schedule.train(run)
 
-    runs = [find_run(experiment, args.scale, args.run)] if args.run else default_runs(experiment, args.scale)
-    chosen = [at_chosen_rate(experiment, args.scale, run, runs_dir, allow_repeats=args.allow_repeats,
-                             **trainer_options) for run in runs]  # fmt: skip
+    runs = [find_run(experiment, scale, args.run)] if args.run else default_runs(experiment, scale)
+    chosen = [schedule.at_chosen_rate(run) for run in runs]
     for run in chosen if args.run else with_seeds(chosen, args.seeds):
         launch(run)
     for run in () if args.run else runs:
         if run.sweep is not None:
-            settled_rate(experiment, args.scale, run, runs_dir, args.seeds, launch)
+            settled_rate(experiment, scale, run, schedule.runs_dir, args.seeds, launch)

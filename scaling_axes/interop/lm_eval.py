@@ -6,17 +6,17 @@
         --tasks piqa_offline,lambada_openai_offline
 
 (`lm_eval --model scaling-axes` itself cannot see a model that no installed package registers; this is that CLI
-after `import harness.lm_eval_model`.) The model runs on CUDA when there is a GPU, else on the CPU, whatever
+after `import interop.lm_eval_model`.) The model runs on CUDA when there is a GPU, else on the CPU, whatever
 lm-eval's `--device` default says. Tasks named `<task>_offline` are the suite's offline copies
-(`harness.lm_eval_tasks`): their YAMLs are written to `<data root>/lm_eval_tasks/` and that folder is passed as
+(`interop.lm_eval_tasks`): their YAMLs are written to `<data root>/lm_eval_tasks/` and that folder is passed as
 lm-eval's `--include_path` unless the command names one (then it must hold them: any lm-eval, in any process,
 reads them with `--include_path data/lm_eval_tasks` or `TaskManager(include_path="data/lm_eval_tasks")`).
 """
 
 from __future__ import annotations
 
-import scaling_axes.harness.lm_eval_model  # noqa: F401  (registers "scaling-axes")
-from scaling_axes.harness import lm_eval_tasks
+import scaling_axes.interop.lm_eval_model  # noqa: F401  (registers "scaling-axes")
+from scaling_axes.interop import lm_eval_tasks
 
 
 def with_offline_tasks(argv: list[str]) -> list[str]:

@@ -6,7 +6,7 @@
 `SuiteLM` is a `TemplateLM` (lm-eval does the context/continuation split and the empty-context prefix): it scores
 token sequences in length-sorted, right-padded batches (a causal model never sees the padding to its right),
 truncating from the left to the model's window; rolling log-likelihoods use lm-eval's own disjoint windows; greedy
-generation stops at the task's stop strings. A checkpoint is a run directory of the runner (``final.safetensors``
+generation stops at the task's stop strings. A checkpoint is a finished run's directory (``final.safetensors``
 and ``config.json``; an older run's ``final.pt`` and ``config.yaml``), the weights inside one, or a Lightning
 ``.ckpt``; official Tokenformer weights load with ``official_weights=<path or hub id>`` and ``model=<preset>``.
 """
@@ -27,7 +27,13 @@ from tqdm.auto import tqdm
 
 from scaling_axes.datamodules.corpora import tokenizer_of
 from scaling_axes.datamodules.tokenizers import Tokenizer, load_tokenizer
-from scaling_axes.harness.final import FINAL_WEIGHTS, check_tokenizer, final_weights, read_done, read_final_config
+from scaling_axes.harness.training.record import (
+    FINAL_WEIGHTS,
+    check_tokenizer,
+    final_weights,
+    read_done,
+    read_final_config,
+)
 from scaling_axes.io import CorruptFileError, load_state, load_torch, verify_checksum
 from scaling_axes.modules import build_model
 from scaling_axes.modules.tasks.lm import load_weights as fit_weights

@@ -15,12 +15,12 @@ from pathlib import Path
 from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, NOTE_PARTS, TOP1_NOISE_FLOOR
 from scaling_axes.harness.results import RESULTS_DIR, VERDICTS, pyplot, save_figure
 from scaling_axes.harness.scales import SCALES, Scale
-from scaling_axes.harness.training import LEARNED_NATS
+from scaling_axes.harness.stability import LEARNED_NATS
 from scaling_axes.io import atomic_write
 
 HEADINGS = {"claim_holds": "Holds", "claim_fails": "Fails", "insufficient": "Insufficient",
             "out_of_reach": "Out of reach", "not_learning": "Not learning", "unstable": "Unstable"}  # fmt: skip
-DATA_NOTE = "; data: "  # what `runner.data_caveats` appends to a claim's note
+DATA_NOTE = "; data: "  # what `table.data_caveats` appends to a claim's note
 FOREST = "claims_forest.png"
 
 

@@ -1,0 +1,121 @@
+"""Grow a model: a Tokenformer by appending parameter tokens (paper section 3.3), a Transformer by Net2Net; a run
+grown from its source's final weights (`grown_run`), and what growth did to the loss before any training.
+
+    python -m scaling_axes grow small.ckpt tokenformer_354m grown.ckpt [--new-keys random] [--no-pin-tau]
+    python -m scaling_axes grow small.ckpt transformer_757m grown.ckpt [--noise 1e-3]
+
+The grown checkpoint holds weights only: training it starts a fresh optimizer and schedule, as the paper does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+from torch import nn
+
+from scaling_axes.datamodules.corpora import tokenizer_of
+from scaling_axes.datamodules.text import TextDataModule
+from scaling_axes.datamodules.tokenizers import load_tokenizer
+from scaling_axes.harness.runs import Run
+from scaling_axes.harness.scales import in_range
+from scaling_axes.harness.training.record import check_tokenizer, final_weights, read_done, read_final_config
+from scaling_axes.harness.training.tasks import language_model
+from scaling_axes.io import atomic_save_safetensors, atomic_write, load_state, read_verified_json, verify_checksum
+from scaling_axes.modules import get_config
+from scaling_axes.modules.registry import architecture_of, build_from_config, preset_overrides
+from scaling_axes.modules.tasks.lm import LanguageModel, load_lm_checkpoint, load_weights, save_lm_checkpoint
+
+
+def grow_model(
+    model: nn.Module,
+    target: Any,
+    new_keys: str = "zero",
+    pin_tau: bool = False,
+    noise: float = 0.0,
+    seed: int = 0,
+    net2net: str = "exact",
+) -> nn.Module:
+    """Grow `model` into config `target` by its architecture's growth: a Tokenformer takes `new_keys` and `pin_tau`,
+    a Transformer `noise`, `seed` and `net2net` ("exact", or "new_parameters" as the Tokenformer paper's Eq. 14);
+    each is given only the options it takes."""
+    options = {"new_keys": new_keys, "pin_tau": pin_tau, "noise": noise, "seed": seed, "net2net": net2net}
+    return architecture_of(model.config).grow_model(model, target, **options)
+
+
+def grow_checkpoint(src: str, target: str, dst: str, **options: Any) -> None:
+    """Grow the model in a `LanguageModel` Lightning checkpoint into preset `target`; write a new one."""
+    model, hparams = load_lm_checkpoint(src)
+    growing = architecture_of(model.config).growing_fields
+    kept = {k: v for k, v in (hparams.get("model_overrides") or {}).items() if k not in growing}
+    grown = grow_model(model, get_config(target, **kept), **options)
+    save_lm_checkpoint(dst, target, preset_overrides(target, grown.config), grown.state_dict(), hparams)
+
+
+def grow_checkpoint_cli(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("checkpoint", help="Lightning .ckpt of a scaling_axes.modules.tasks.lm.LanguageModel")
+    parser.add_argument("target", help="preset to grow into, e.g. tokenformer_354m or transformer_757m")
+    parser.add_argument("output", help="where to write the grown .ckpt")
+    parser.add_argument("--new-keys", choices=("zero", "random"), default="zero", help="Tokenformer: new key init")
+    parser.add_argument(
+        "--pin-tau",
+        action="store_true",
+        help="Tokenformer: keep tau (exact growth with zero keys); default: tau from the new n, as the paper",
+    )
+    parser.add_argument("--noise", type=in_range(float, 0), default=0.0,
+                        help="Transformer: relative noise on widened weights")  # fmt: skip
+    parser.add_argument(
+        "--net2net",
+        choices=("exact", "new_parameters"),
+        default="exact",
+        help="Transformer: function-preserving Net2Net, or the Tokenformer paper's (Eq. 14)",
+    )
+    args = parser.parse_args(argv)
+    grow_checkpoint(args.checkpoint, args.target, args.output, new_keys=args.new_keys, pin_tau=args.pin_tau,
+                    noise=args.noise, net2net=args.net2net)  # fmt: skip
+    print(f"wrote {args.output}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Growth:
+    """A run starts from `weights`, grown from `source`'s final weights at `source_weights`."""
+
+    weights: Path
+    source: Run
+    source_weights: Path
+
+
+def grown_run(source: Run, source_dir: Path, run: Run, out: Path) -> tuple[Run, Growth]:
+    """Grow `source`'s final weights into `run`'s model. Growth may set config fields (tau pins, Net2Net's eps):
+    the returned run carries them as overrides, and both are kept in `out` so that a resumed run agrees."""
+
+    weights, overrides = out / "init_grown.safetensors", out / "init_grown_overrides.json"
+    read_done(source_dir / "done.json")  # the source's record and final weights, verified
+    if not run.classifies_images:  # the grown model reads the ids its source learned
+        tokenizer = load_tokenizer(tokenizer_of(run.corpus, run.tokenizer), run.data.get("tokenizer_path"))
+        check_tokenizer(read_final_config(source_dir), tokenizer, source_dir)
+    if not overrides.exists():
+        model = build_from_config(source.config)
+        final = final_weights(source_dir)
+        load_weights(model, load_state(final, f"delete {source_dir / 'done.json'} and rerun to retrain {source.name}"),
+                     str(final))  # fmt: skip
+        grown = grow_model(model, run.config, seed=run.seed, **run.grow_options)
+        atomic_save_safetensors(grown.state_dict(), weights, checksum=True)
+        atomic_write(overrides, json.dumps(preset_overrides(run.model, grown.config)), checksum=True)
+    fix = f"delete {out} and rerun to grow {run.name} again"
+    verify_checksum(weights, fix)
+    grown = dataclasses.replace(run, overrides=read_verified_json(overrides, fix))
+    return grown, Growth(weights, source, final_weights(source_dir))
+
+
+def measure_growth(trainer: L.Trainer, data: TextDataModule, grown: LanguageModel, growth: Growth) -> dict:
+    """Validation loss on this run's data of the model before growth and right after it, before any training."""
+    source = language_model(growth.source, growth.source_weights, compile=False)  # one validation: not worth it
+    before = trainer.validate(source, datamodule=data, verbose=False)[0]["val/loss"]
+    after = trainer.validate(grown, datamodule=data, verbose=False)[0]["val/loss"]
+    return {"val_loss_before_growth": before, "val_loss_after_growth": after}

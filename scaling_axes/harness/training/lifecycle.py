@@ -1,0 +1,83 @@
+"""A run's life, in one function over one `Launch`: its lock taken, the settings its directory holds checked, then
+trained (grown first where it grows) or resumed, and recorded.
+
+    done = train(resolve(run, out, {"accelerator": "cpu"}))   # or train_run(run, out, accelerator="cpu")
+
+A finished run is read, never trained again; an interrupted one resumes from `checkpoints/last.ckpt` to the result
+the uninterrupted run reaches. An experiment launches its runs through `experiment.schedule`, which trains a grown
+run's source first and says where each run sits in its sweep.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from scaling_axes.harness.runs import Run
+from scaling_axes.harness.training.callbacks import checkpoint_state
+from scaling_axes.harness.training.growth import grown_run
+from scaling_axes.harness.training.identical import forget_identity
+from scaling_axes.harness.training.launch import Launch, resolve
+from scaling_axes.harness.training.record import read_done, write_done
+from scaling_axes.harness.training.rundir import (
+    changes_or_unreadable,
+    check_fingerprint,
+    check_writable,
+    move_aside,
+    run_lock,
+    write_config,
+)
+from scaling_axes.harness.training.trainer import fit
+from scaling_axes.io import remove_temporaries
+
+
+def train(launch: Launch, extra_callbacks: list | None = None) -> dict:
+    """Train the launch's run to its budget, or resume it, and return its done.json record. A directory started
+    with other settings stops it (each differing field named) unless `force_new` moves that directory aside, under
+    the run's lock (never while another process trains it); a directory whose settings match is kept, so a requeued
+    `--force-new` job resumes. A sweep point whose loss goes non-finite is recorded as diverged."""
+    run, out = launch.run, launch.out
+    check_writable(out)
+    with run_lock(out):
+        if launch.force_new and (changes := changes_or_unreadable(out, launch.fingerprint)):
+            forget_identity(out)
+            move_aside(out, changes)
+        finished = (out / "done.json").exists()
+        resumed = None if finished else checkpoint_state(out, launch.fingerprint)  # the checkpoint's own record
+        check_fingerprint(out, launch.fingerprint)
+        if finished:
+            print(f"run {run.name}: finished earlier ({out / 'done.json'}); skipped")
+            return read_done(out / "done.json")
+        run, growth = grown_run(*launch.source, run, out) if launch.source else (run, None)
+        for directory in (out, out / "checkpoints"):
+            remove_temporaries(directory)  # a killed write's: this process holds the run's lock
+        write_config(launch, run)
+        if launch.experiment is not None:
+            print(f"== {launch.experiment.name}: training run {run.name} ({launch.scale} scale) in {out}", flush=True)
+        try:
+            done = fit(launch, run, growth, resumed, extra_callbacks)
+        except FloatingPointError as error:
+            if not run.lr_sweep:
+                raise
+            return diverged(run, out, error)
+        if launch.data_epochs is not None:  # allowed past the limit (--allow-repeats): in done.json and its rows
+            done = {**done, "data_epochs": launch.data_epochs, "repeats_allowed": True}
+            write_done(out, done)
+        return done
+
+
+def train_run(run: Run, out: Path, extra_callbacks: list | None = None, labels: dict | None = None,
+              **options: Any) -> dict:  # fmt: skip
+    """Train `run` into `out` on its own, outside any experiment (tests, benchmarks, a job of one's own): `options`
+    go to the Trainer, except `compile` (`launch.compile_by_default`) and `loggers` (named by `labels`);
+    `precision` defaults to bf16-mixed on a CUDA GPU, else 32-true."""
+    return train(resolve(run, out, options, labels=labels or {}), extra_callbacks)
+
+
+def diverged(run: Run, out: Path, error: FloatingPointError) -> dict:
+    """A sweep point whose loss went non-finite is finished: done.json says so (val_loss null) and keeps the error."""
+    done = {"run": run.name, "model": run.model, "val_loss": None, "diverged": str(error),
+            "train_flops": run.train_flops()}  # fmt: skip
+    write_done(out, done)
+    print(f"run {run.name} diverged (a learning-rate sweep point; recorded, the experiment goes on): {error}")
+    return done

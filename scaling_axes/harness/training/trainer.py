@@ -1,0 +1,168 @@
+"""The Trainer of one run and what it fits: built from the `Launch`, its callbacks and loggers attached, run to the
+end of the budget (or to a signal's checkpoint), and the finished run's record gathered from its curves."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import lightning as L
+import torch
+from torch.distributed.tensor import DTensor
+
+from scaling_axes.harness.runs import Run
+from scaling_axes.harness.training.callbacks import (
+    AtomicCheckpointIO,
+    CheckpointOnSignal,
+    LossSpikes,
+    ResumableThroughputMonitor,
+    RunInterrupted,
+    StepCheckpoint,
+    flush_logs,
+    progress,
+)
+from scaling_axes.harness.training.curves import read_curves, step_ms, throughput, training_clock
+from scaling_axes.harness.training.growth import Growth, measure_growth
+from scaling_axes.harness.training.launch import Launch
+from scaling_axes.harness.training.loggers import (
+    build_loggers,
+    finish_loggers,
+    hyperparameters,
+    log_final_metrics,
+    quiet_lightning_logs,
+)
+from scaling_axes.harness.training.metrics_csv import cut_metrics
+from scaling_axes.harness.training.record import write_done, write_final
+from scaling_axes.harness.training.tasks import task_of
+from scaling_axes.io import atomic_write, read_verified_json
+from scaling_axes.modules.tasks.acceleration import keep_freed_host_memory
+
+
+def fit(launch: Launch, run: Run, growth: Growth | None, resumed: dict | None,
+        extra_callbacks: list | None = None) -> dict:  # fmt: skip
+    """Train `run` from scratch (from `growth`'s weights where grown), or from the checkpoint whose record is
+    `resumed` (`callbacks.checkpoint_state`), with the metrics log first cut back to what it held when that
+    checkpoint was written (emptied for a start from scratch): the curves then continue exactly. Returns done.json's
+    record."""
+    cut_metrics(launch.out / "metrics.csv", None if resumed is None else resumed["metrics_csv"])
+    L.seed_everything(run.seed, workers=True)
+    trainer = build_trainer(launch, run, extra_callbacks)
+    try:
+        return _fit(launch, run, growth, resumed, trainer)
+    finally:
+        finish_loggers(trainer.loggers)  # the next run in this process logs to a run of its own
+
+
+def build_trainer(launch: Launch, run: Run, extra_callbacks: list | None = None) -> L.Trainer:
+    """The Trainer of `launch` training `run` (the launch's, or grown from its source); its loggers are given the
+    run's hyperparameters and the launch's labels (its experiment and scale)."""
+    out, accumulate = launch.out, launch.accumulation
+    quiet_lightning_logs()
+    budget = run.budget
+    keep_freed_host_memory()
+    val_every = (budget.val_every or budget.steps) * accumulate
+    log_every = budget.log_every or max(1, min(50, budget.steps // 10))
+    progress_bar, progress_callbacks = progress(log_every)
+    return L.Trainer(
+        max_steps=budget.steps,
+        accumulate_grad_batches=accumulate,
+        gradient_clip_val=run.trainer.get("gradient_clip_val", 1.0),
+        val_check_interval=val_every,
+        check_val_every_n_epoch=None,
+        num_sanity_val_steps=0,
+        inference_mode=False,  # eval metrics reset inside inference mode would be unusable in the next fit
+        logger=build_loggers(launch.loggers, out, hyperparameters(run, launch.labels)),
+        callbacks=[
+            LossSpikes(),  # first: a step's loss is counted before any checkpoint of that step is written
+            StepCheckpoint(out / "checkpoints", budget.checkpoint_every, launch.fingerprint, out / "metrics.csv"),
+            ResumableThroughputMonitor(
+                batch_size_fn=lambda batch: batch[0].shape[0],
+                length_fn=lambda batch: batch[0].shape[0] * budget.seq_len,  # tokens (an image's: its patches + 1)
+                window_size=max(2, min(100, budget.steps // 4)),
+            ),
+            CheckpointOnSignal(out / "checkpoints" / "last.ckpt"),
+            *progress_callbacks,
+            *(extra_callbacks or []),
+        ],
+        plugins=[AtomicCheckpointIO()],
+        log_every_n_steps=log_every,
+        enable_progress_bar=progress_bar,
+        enable_model_summary=False,
+        **launch.trainer_options,
+    )
+
+
+def _fit(launch: Launch, run: Run, growth: Growth | None, resumed: dict | None, trainer: L.Trainer) -> dict:
+    """Validate first where the run asks, fit (to the end, or to a signal's checkpoint), then validate and test the
+    final weights and gather what done.json keeps; rank zero writes the weights and the record."""
+    task, out = task_of(run), launch.out
+    data = task.data(run, launch.micro_batch)
+    module = task.module(run, growth.weights if growth else None, launch.compile)
+    growth_metrics = out / "growth_metrics.json"
+    if growth is not None and resumed is None:  # (again after a kill before the first checkpoint: its step-0 rows)
+        measured = measure_growth(trainer, data, module, growth)
+        if not growth_metrics.exists():
+            atomic_write(growth_metrics, json.dumps(measured), checksum=True)
+    last = out / "checkpoints" / "last.ckpt"
+    started = time.time()
+    resume = None if resumed is None else str(last)
+    if run.budget.val_at_start and resume is None:
+        trainer.validate(module, datamodule=data, verbose=False)  # logged at step 0: the curves start there
+    try:
+        trainer.fit(module, datamodule=data, ckpt_path=resume, weights_only=True)  # checked as such by resume_point
+    except RunInterrupted:
+        pass
+    if trainer.global_step < run.budget.steps:
+        raise SystemExit(
+            f"run {run.name} stopped at step {trainer.global_step} of {run.budget.steps} (a signal or an early stop); "
+            f"its checkpoint is {last}: rerun the same command to resume"
+        )
+    # fit counts its epoch as finished only after the last step's checkpoint: saved again, a run killed before
+    # done.json resumes at the epoch where the uninterrupted run logs its final validation and test rows (the logs
+    # flushed first, so that the checkpoint records where they end)
+    flush_logs(trainer)
+    trainer.save_checkpoint(last, weights_only=False)  # the whole state, as every checkpoint of a run
+    val_sets = [f"val/{name}/loss" for name in getattr(data, "val_names", [])]
+    accuracy = list(task.accuracy_curves)
+    monitored = ("train/device/items_per_sec", "train/device/mfu")
+    curves = read_curves(
+        out / "metrics.csv", ("train/loss", "val/loss", "train/time", *monitored, *val_sets, *accuracy)
+    )
+    metrics = trainer.validate(module, datamodule=data, verbose=False)[0]  # after the curves: it repeats a point
+    if "test" in getattr(data, "splits", []):
+        metrics.update(trainer.test(module, datamodule=data, verbose=False)[0])
+    done = {
+        "run": run.name,
+        "model": run.model,
+        "steps": trainer.global_step,
+        "tokens": getattr(module, "tokens_seen", trainer.global_step * run.budget.tokens // run.budget.steps),
+        "params": sum(p.numel() for p in module.model.parameters()),
+        "train_flops": run.train_flops(),
+        **task.final_metrics(metrics),
+        **(read_verified_json(growth_metrics, f"delete {growth_metrics} and rerun") if growth is not None else {}),
+        **next(c for c in trainer.callbacks if isinstance(c, LossSpikes)).record(),
+        "train_loss_curve": curves["train/loss"],
+        "val_loss_curve": curves["val/loss"],
+        **({"val_loss_curves": {c.split("/")[1]: curves[c] for c in val_sets}} if val_sets else {}),
+        **{f"{c.replace('val/', 'val_')}_curve": curves[c] for c in accuracy},
+        "train_time_curve": (clock := training_clock(curves["train/time"])),
+        "train_seconds": (clock or [(0, None)])[-1][1],
+        "step_ms": step_ms(curves["train/time"]),
+        **throughput(curves, trainer),
+        "wall_seconds_last_session": time.time() - started,
+    }
+    weights = full_state_dict(module.model)  # every rank takes part when the model is sharded
+    if trainer.is_global_zero:
+        write_final(out, run, weights)
+        write_done(out, done)
+        log_final_metrics(trainer.loggers, done)
+    return done
+
+
+def full_state_dict(model: torch.nn.Module) -> dict:
+    """The model's whole state dict on the CPU, gathered from the ranks when FSDP has sharded it."""
+    if not any(isinstance(p, DTensor) for p in model.parameters()):
+        return model.state_dict()
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
