@@ -1,4 +1,5 @@
-"""The one long results format, the papers' published numbers, and REPORT.md.
+"""The one long results format (`Row`), the papers' published numbers, and the figures beside a table (REPORT.md,
+which gathers the tables, is `experiment.report`'s).
 
 Every experiment writes rows ``experiment, table, row, metric, paper, ours, low, high, seeds, unit, scale, run,
 status, note`` to ``results/<scale>/<experiment>.csv``. Status: ``match`` (ours within the stated tolerance of the
