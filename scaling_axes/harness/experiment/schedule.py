@@ -18,7 +18,7 @@ from scaling_axes.harness.runs import RUNS_DIR, Experiment, Run, find_run, passe
 from scaling_axes.harness.scales import Scale
 from scaling_axes.harness.sweeps import tuned
 from scaling_axes.harness.training import lifecycle
-from scaling_axes.harness.training.identical import link_identical, record_identity
+from scaling_axes.harness.training.identical import identity, link_identical, record_identity
 from scaling_axes.harness.training.launch import Launch, check_options, resolve
 from scaling_axes.harness.training.rundir import changes_or_unreadable
 
@@ -50,11 +50,12 @@ class Schedule:
         launch = resolve(run, self.run_dir(run), self.options, checked=True, experiment=self.experiment,
                          scale=self.scale, force_new=self.force_new, data_epochs=past,
                          labels={"experiment": self.experiment.name, "scale": self.scale.name})  # fmt: skip
-        if (shared := link_identical(launch)) is not None:
+        same = identity(launch)  # computed once: a grown run's walks its growth chain
+        if (shared := link_identical(launch, same)) is not None:
             print(f"run {run.name}: declared identically by another experiment and trained once, in {shared}; linked")
         if run.grow_from is not None and not self.finished(launch):
             launch = dataclasses.replace(launch, source=self.trained_source(run))
-        return record_identity(launch, lifecycle.train(launch))
+        return record_identity(launch, same, lifecycle.train(launch))
 
     def finished(self, launch: Launch) -> bool:
         """Whether the launch's directory holds its finished run (and keeps it: --force-new moves one started with

@@ -16,30 +16,28 @@ from scaling_axes.io import CorruptFileError, atomic_write
 IDENTICAL = ".identical"  # runs/.identical/<scale>/<identity>: where the run of that identity finished
 
 
-def record_identity(launch: Launch, done: dict) -> dict:
-    """Note that the run of the launch's identity finished in its directory (a real directory, not a link to one),
-    with the fingerprint of the settings it trained with; a diverged sweep point is no run to share (declared
-    plainly, the same settings stop with the error). Returns `done`."""
-    if launch.experiment is None:
-        return done
+def record_identity(launch: Launch, same: str, done: dict) -> dict:
+    """Note that the run of identity `same` (the launch's) finished in its directory (a real directory, not a link
+    to one), with the fingerprint of the settings it trained with; a diverged sweep point is no run to share
+    (declared plainly, the same settings stop with the error). Returns `done`."""
     runs_dir, out = launch.out.parents[2], launch.out
-    index = runs_dir / IDENTICAL / launch.scale.name / identity(launch)
+    index = runs_dir / IDENTICAL / launch.scale.name / same
     if not out.is_symlink() and not index.exists() and not done.get("diverged"):
         entry = {"run": str(out.relative_to(runs_dir)), "fingerprint": read_config(out).get("fingerprint")}
         atomic_write(index, json.dumps(entry))
     return done
 
 
-def link_identical(launch: Launch) -> Path | None:
-    """Where another experiment finished the run that the launch would train (the same identity): its directory
+def link_identical(launch: Launch, same: str) -> Path | None:
+    """Where another experiment finished the run of identity `same` that the launch would train: its directory
     becomes a link to it (one run, one directory). None, and nothing done, where the directory exists or no such run
     finished; an index entry whose run no longer holds the settings it recorded (moved aside, retrained otherwise)
     is dropped."""
     out = launch.out
-    if launch.experiment is None or launch.force_new or os.path.lexists(out):
+    if launch.force_new or os.path.lexists(out):
         return None
     runs_dir = out.parents[2]
-    index = runs_dir / IDENTICAL / launch.scale.name / identity(launch)
+    index = runs_dir / IDENTICAL / launch.scale.name / same
     if not index.exists():
         return None
     try:
