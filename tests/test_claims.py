@@ -10,7 +10,7 @@ import torch
 from scaling_axes.cli import all_experiments
 from scaling_axes.harness.claims import judge, paired_margins, t_critical
 from scaling_axes.harness.experiment.command import main
-from scaling_axes.harness.experiment.finished import load_results
+from scaling_axes.harness.experiment.finished import FinishedRuns
 from scaling_axes.harness.experiment.plan import MEASURED_MFU, dry_run
 from scaling_axes.harness.results import Row
 from scaling_axes.harness.runs import Budget, Experiment, Run, find_run, seed_run, with_seeds
@@ -83,7 +83,7 @@ def _tiny_experiment() -> Experiment:
 def test_seeds_train_repeats_that_the_claims_pair_seed_by_seed(tmp_path):
     experiment = _tiny_experiment()
     main(experiment, ["--scale", "small", "--out-dir", str(tmp_path), "--seeds", "2"])
-    results = load_results(experiment, SMALL, tmp_path / "runs")
+    results = FinishedRuns(experiment, SMALL, tmp_path / "runs").results()
     assert set(results) == {"wide", "narrow"}  # the repeats hang under their run, the report's rows stay as they were
     first, second = results["wide"], results["wide"]["seed_runs"][2]
     assert second["val_loss"] != first["val_loss"]  # another initialisation and data order
@@ -115,7 +115,7 @@ def test_a_claim_says_what_its_data_can_show_memorisation_and_staleness(tmp_path
 
     experiment = _tiny_experiment()
     main(experiment, ["--scale", "small", "--out-dir", str(tmp_path)])
-    results = load_results(experiment, SMALL, tmp_path / "runs")
+    results = FinishedRuns(experiment, SMALL, tmp_path / "runs").results()
     runs = experiment.runs(SMALL)
     (claim,) = data_caveats(experiment.report(SMALL, results), results, runs)
     assert (
@@ -128,7 +128,7 @@ def test_a_claim_says_what_its_data_can_show_memorisation_and_staleness(tmp_path
     changed = [dataclasses.replace(r, budget=dataclasses.replace(r.budget, lr=1e-3)) if r.name == "wide" else r
                for r in runs]  # fmt: skip
     edited = Experiment(experiment.name, "", lambda scale: changed, experiment.report)
-    stale = load_results(edited, SMALL, tmp_path / "runs")
+    stale = FinishedRuns(edited, SMALL, tmp_path / "runs").results()
     assert "run.budget.lr: 0.0006 -> 0.001" in stale["wide"]["stale"] and "stale" not in stale["narrow"]
     (claim,) = data_caveats(edited.report(SMALL, stale), stale, changed)
     assert claim.status == "stale" and "retrain (--force-new)" in claim.note

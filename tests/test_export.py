@@ -12,6 +12,7 @@ from scaling_axes.harness.experiment.schedule import Schedule
 from scaling_axes.harness.runs import Experiment, Run, source_commit
 from scaling_axes.harness.scales import SMOKE
 from scaling_axes.harness.training.growth import grown_run
+from scaling_axes.harness.training.rundir import final_weights
 from scaling_axes.interop.lm_eval_model import load_checkpoint
 from scaling_axes.modules import get_config
 from tests.test_run_safety import tiny
@@ -47,8 +48,8 @@ def test_nothing_that_loads_a_final_model_unpickles(finished, tmp_path, monkeypa
     monkeypatch.setattr(torch, "load", refuse)
     monkeypatch.setattr(pickle, "load", refuse)
     load_checkpoint(out)  # evaluation
-    grown, growth = grown_run(run, out, Run("grown", "transformer_124m", run.budget, {**run.overrides, "d_model": 48},
-                                            grow_from="r"), tmp_path / "grown")  # fmt: skip
+    stage = Run("grown", "transformer_124m", run.budget, {**run.overrides, "d_model": 48}, grow_from="r")
+    grown, growth = grown_run(run, final_weights(out), stage, tmp_path / "grown")
     from scaling_axes.modules.tasks.lm import LanguageModel
 
     LanguageModel(grown.model, grown.overrides, init_weights=str(growth.weights))  # the stage starts from its weights
@@ -75,7 +76,7 @@ def _finished_run(root, preset: str, overrides: dict, tokenizer: str):
     """A finished run's directory as the runner writes it (final.safetensors, config.json, done.json), holding a
     model whose every weight, norms and biases included, is perturbed away from its initialisation."""
     from scaling_axes.harness.runs import Budget
-    from scaling_axes.harness.training.record import write_done, write_final
+    from scaling_axes.harness.training.rundir import write_done, write_final
     from scaling_axes.modules import build_model
 
     run = Run("r", preset, Budget(1, 1, 8), overrides, corpus="embedded_news", tokenizer=tokenizer)

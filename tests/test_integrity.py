@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from scaling_axes.harness.experiment.finished import load_results
+from scaling_axes.harness.experiment.finished import FinishedRuns
 from scaling_axes.harness.experiment.schedule import Schedule
 from scaling_axes.harness.experiment.table import rebuild
 from scaling_axes.harness.runs import Experiment, Run
 from scaling_axes.harness.scales import SMOKE
-from scaling_axes.harness.training.growth import grown_run
 from scaling_axes.harness.training.lifecycle import train_run
+from scaling_axes.harness.training.rundir import source_weights
 from scaling_axes.interop.lm_eval_model import load_checkpoint
 from scaling_axes.io import CorruptFileError, checksum_file
 from tests.test_run_safety import _run_script, _stop_at, tiny
@@ -73,9 +73,9 @@ def test_final_weights_are_verified_wherever_a_finished_run_is_used(tmp_path, ca
     with pytest.raises(CorruptFileError, match=match):
         Schedule.of(experiment, SMOKE, tmp_path, accelerator="cpu").train(runs[0])
     with pytest.raises(CorruptFileError, match=match):
-        grown_run(runs[0], out, Run("grown", "transformer_124m", tiny(4).budget, {}, grow_from="r"), tmp_path / "g")
+        source_weights(out, Run("grown", "transformer_124m", tiny(4).budget, {}, grow_from="r"))
     capsys.readouterr()
-    results = load_results(experiment, SMOKE, tmp_path)
+    results = FinishedRuns(experiment, SMOKE, tmp_path).results()
     assert list(results) == ["other"] and "skipping run r in the report" in capsys.readouterr().out
 
 

@@ -253,7 +253,7 @@ def test_a_broken_checkpoint_names_the_file_and_what_to_do(tmp_path, size) -> No
 
 def test_broken_final_weights_done_json_and_meta_json_name_the_file(tmp_path, capsys) -> None:
     from scaling_axes.datamodules.corpora import open_split, prepare_corpus
-    from scaling_axes.harness.experiment.finished import load_results
+    from scaling_axes.harness.experiment.finished import FinishedRuns
     from scaling_axes.interop.lm_eval_model import load_checkpoint
 
     run = tiny(4)
@@ -265,7 +265,7 @@ def test_broken_final_weights_done_json_and_meta_json_name_the_file(tmp_path, ca
     with pytest.raises(CorruptFileError, match=rf"{final} is truncated or corrupt"):
         load_checkpoint(out)
     (out / "done.json").write_text('{"run": "r", "val_lo')
-    assert load_results(experiment, SMOKE, tmp_path) == {}
+    assert FinishedRuns(experiment, SMOKE, tmp_path).results() == {}
     assert "skipping run r in the report" in capsys.readouterr().out
     with pytest.raises(CorruptFileError, match=r"done.json does not match the checksum .*delete .*done.json and rerun"):
         Schedule.of(experiment, SMOKE, tmp_path, accelerator="cpu").train(run)

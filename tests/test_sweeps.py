@@ -11,7 +11,7 @@ import yaml
 
 from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, ONE_SEED_Z
 from scaling_axes.harness.experiment.command import main
-from scaling_axes.harness.experiment.finished import load_results
+from scaling_axes.harness.experiment.finished import FinishedRuns
 from scaling_axes.harness.names import parse_seed, parse_stable, parse_sweep, rate, seed_name
 from scaling_axes.harness.runs import Budget, Experiment, Run, run_dir
 from scaling_axes.harness.scales import CPU
@@ -150,7 +150,7 @@ def test_claims_seeds_train_at_the_chosen_rate_and_the_sweep_on_a_seed_of_its_ow
                 tokenizer="bytes", sweep=carried)  # fmt: skip
     experiment = Experiment("sweep_test", "tuned arms", lambda scale: [anchor, large], lambda scale, results: [])
     main(experiment, ["--scale", "cpu", "--seeds", "2", "--out-dir", str(tmp_path)])
-    results = load_results(experiment, CPU, tmp_path / "runs")
+    results = FinishedRuns(experiment, CPU, tmp_path / "runs").results()
     chosen = results["small"]["tuning"].lr
     assert chosen is not None and not results["small"]["tuning"].at_edge
     tried = sorted(results["small"]["tuning"].losses)
@@ -246,7 +246,7 @@ def test_a_grown_stage_trains_at_its_chain_heads_chosen_rate_from_its_tuned_weig
                 tokenizer="bytes", grow_from="head", sweep=carried)  # fmt: skip
     experiment = Experiment("chain_test", "a swept chain", lambda scale: [head, stage], lambda scale, results: [])
     main(experiment, ["--scale", "cpu", "--seeds", "1", "--out-dir", str(tmp_path), "--run", "stage"])
-    results = load_results(experiment, CPU, tmp_path / "runs")
+    results = FinishedRuns(experiment, CPU, tmp_path / "runs").results()
     chosen = results["head"]["tuning"].lr
     out = run_dir(experiment, CPU, stage, tmp_path / "runs")
     assert yaml.safe_load((out / "config.yaml").read_text())["budget"]["lr"] == chosen
@@ -350,9 +350,8 @@ def test_claim_seeds_that_spike_at_the_chosen_rate_fall_back_to_the_best_stable_
 def test_a_swept_arms_claim_seeds_retrain_below_its_choice_under_names_of_their_own(tmp_path):
     from scaling_axes.harness.claims import lower_loss
     from scaling_axes.harness.experiment.arms import tuning_rows, unstable
-    from scaling_axes.harness.experiment.finished import settled_rate
     from scaling_axes.harness.runs import find_run, seed_run
-    from scaling_axes.harness.training.record import write_done
+    from scaling_axes.harness.training.rundir import write_done
     from scaling_axes.io import atomic_torch_save
 
     run = Run("a", "transformer_124m", Budget(3, 2, 32), TINY, corpus="embedded_news", tokenizer="bytes",
@@ -373,10 +372,11 @@ def test_a_swept_arms_claim_seeds_retrain_below_its_choice_under_names_of_their_
         write_done(out, {"run": point.name, "steps": 3, "val_loss": losses[lr] + 0.01 * k, "train_loss_spike": spike})
         trained.append(point.name)
 
-    settled = settled_rate(experiment, CPU, run, tmp_path / "runs", 3, train)
+    finished = FinishedRuns(experiment, CPU, tmp_path / "runs")
+    settled = finished.settled_rate(run, 3, train)
     stable = ["a_stable_lr0.003", "a_stable_lr0.003_seed2", "a_stable_lr0.003_seed3"]
     assert trained[-5:] == ["a_seed3", "a_sweep_lr0.0009", *stable] and settled.lr == 3e-3
-    again = settled_rate(experiment, CPU, run, tmp_path / "runs", 3, train)  # on disk: nothing trained twice
+    again = finished.settled_rate(run, 3, train)  # on disk: nothing trained twice
     assert (again.run, again.lr, again.seeds) == (settled.run, settled.lr, settled.seeds) and len(trained) == 11
     for k, name in enumerate(stable, 1):
         assert (
@@ -385,7 +385,7 @@ def test_a_swept_arms_claim_seeds_retrain_below_its_choice_under_names_of_their_
         )
     for k in (1, 2, 3):
         train(seed_run(other, k))
-    results = load_results(experiment, CPU, tmp_path / "runs")
+    results = FinishedRuns(experiment, CPU, tmp_path / "runs").results()
     assert results["a"]["run"] == "a_stable_lr0.003" and sorted(results["a"]["seed_runs"]) == [2, 3]
     assert sorted(results["a"]["stable_fallback"]["unstable_at"]) == [1e-2]
     assert len(results["a"]["stable_fallback"]["unstable_at"][1e-2]) == 2  # seeds 1 and 3

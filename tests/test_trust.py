@@ -21,7 +21,7 @@ from tests.test_run_safety import tiny
 
 def test_another_runs_weights_copied_in_with_their_checksum_are_refused(tmp_path) -> None:
     from scaling_axes.harness.runs import Run
-    from scaling_axes.harness.training.record import read_done
+    from scaling_axes.harness.training.rundir import read_done
 
     runs = (tiny(3), Run("other", "transformer_124m", tiny(3).budget, tiny(3).overrides, seed=7))
     for run in runs:
@@ -44,7 +44,7 @@ def test_a_tokenizer_other_than_the_one_a_run_trained_with_is_refused(tmp_path, 
     growth refuse a file that changed since."""
     from scaling_axes.datamodules.tokenizers import load_tokenizer
     from scaling_axes.harness.runs import Run
-    from scaling_axes.harness.training.growth import grown_run
+    from scaling_axes.harness.training.rundir import source_weights
 
     source = shutil.copy(load_tokenizer("neox").source, tmp_path / "tokenizer.json")
     run = Run("r", "transformer_124m", tiny(3).budget, {**tiny(3).overrides, "vocab_size": 50304},
@@ -63,7 +63,7 @@ def test_a_tokenizer_other_than_the_one_a_run_trained_with_is_refused(tmp_path, 
     grown = Run("g", "transformer_124m", run.budget, {**run.overrides, "d_model": 48}, grow_from="r",
                 data=run.data, tokenizer="neox")  # fmt: skip
     with pytest.raises(CorruptFileError, match=r"is not the one .* trained with"):
-        grown_run(run, out, grown, tmp_path / "g")
+        source_weights(out, grown)
 
 
 def test_a_corrupt_or_edited_tokenizer_file_is_named(tmp_path) -> None:
@@ -181,6 +181,7 @@ def test_a_grown_run_killed_before_its_first_checkpoint_keeps_its_step_0_point(t
     from scaling_axes.harness.runs import Run
     from scaling_axes.harness.training.launch import resolve
     from scaling_axes.harness.training.lifecycle import train
+    from scaling_axes.harness.training.rundir import source_weights
     from tests.test_integrity import _rows
 
     class Killed(L.Callback):  # dies as kill -9 would: no checkpoint written on the way out
@@ -195,7 +196,7 @@ def test_a_grown_run_killed_before_its_first_checkpoint_keeps_its_step_0_point(t
     outs = {}
     for name, stop in (("whole", None), ("cut", 2)):
         out = tmp_path / name
-        launch = resolve(stage, out, {"accelerator": "cpu"}, source=(source, source_dir))
+        launch = resolve(stage, out, {"accelerator": "cpu"}, source=(source, source_weights(source_dir, stage)))
         if stop:
             with pytest.raises(RuntimeError, match="killed"):
                 train(launch, extra_callbacks=[Killed()])
@@ -240,7 +241,7 @@ def test_no_file_the_suite_trusts_passes_without_its_checksum(written, name, mon
     from scaling_axes.datamodules.tokenizers import corpus_bpe_file, load_tokenizer
     from scaling_axes.harness.training.growth import grown_run
     from scaling_axes.harness.training.lightning_cli import verify_resumed
-    from scaling_axes.harness.training.record import read_done
+    from scaling_axes.harness.training.rundir import final_weights, read_done
 
     _, (source, stage), runs, data = written
     monkeypatch.setenv("SCALING_AXES_DATA", str(data))
@@ -253,8 +254,8 @@ def test_no_file_the_suite_trusts_passes_without_its_checksum(written, name, mon
         "final.safetensors": lambda: read_done(runs / "r" / "done.json"),
         "config.json": lambda: load_checkpoint(runs / "r"),
         "done.json": lambda: read_done(runs / "r" / "done.json"),
-        "init_grown.safetensors": lambda: grown_run(source, runs / "r", stage, runs / "g"),
-        "init_grown_overrides.json": lambda: grown_run(source, runs / "r", stage, runs / "g"),
+        "init_grown.safetensors": lambda: grown_run(source, final_weights(runs / "r"), stage, runs / "g"),
+        "init_grown_overrides.json": lambda: grown_run(source, final_weights(runs / "r"), stage, runs / "g"),
         "growth_metrics.json": lambda: read_verified_json(path, "rerun"),  # as `training._fit` reads it
         "meta.json": lambda: open_split(corpus, "train"),
         "unigram.json": lambda: unigram_floor("embedded_wiki", "wiki_bpe2048"),
@@ -278,7 +279,7 @@ def test_a_run_moved_aside_is_shared_no_more(tmp_path, capsys) -> None:
     B's link and the index entry go, and B trains its own."""
     import dataclasses
 
-    from scaling_axes.harness.experiment.finished import load_results
+    from scaling_axes.harness.experiment.finished import FinishedRuns
     from scaling_axes.harness.runs import Experiment
     from scaling_axes.harness.scales import CPU
 
@@ -296,7 +297,7 @@ def test_a_run_moved_aside_is_shared_no_more(tmp_path, capsys) -> None:
     capsys.readouterr()
     Schedule.of(second, CPU, runs, accelerator="cpu").train(run)
     assert "training run r" in capsys.readouterr().out and not (runs / "second" / "cpu" / "r").is_symlink()
-    assert "stale" not in load_results(second, CPU, runs)["r"]
+    assert "stale" not in FinishedRuns(second, CPU, runs).results()["r"]
     for index in (runs / IDENTICAL / "cpu").iterdir():  # entries whose run holds other settings than they recorded
         index.write_text(json.dumps({**json.loads(index.read_text()), "fingerprint": "of other settings"}))
     third = Experiment("third", "", lambda scale: [run], lambda scale, results: [])

@@ -24,7 +24,7 @@ from scaling_axes.harness.claims import (
 from scaling_axes.harness.experiment.table import measured_noise, rebuild
 from scaling_axes.harness.runs import Budget, Experiment, Run, run_dir
 from scaling_axes.harness.scales import CPU
-from scaling_axes.harness.training.record import write_done
+from scaling_axes.harness.training.rundir import write_done
 from scaling_axes.io import atomic_torch_save
 
 TINY = {"n_layer": 1, "d_model": 32, "n_head": 4, "max_seq_len": 64, "vocab_size": 512}
@@ -147,7 +147,7 @@ def test_a_run_two_experiments_declare_identically_is_trained_once(tmp_path, cap
     """B declares A's run under another name (and a run grown from it, as A does): both are links to A's
     directories, its numbers read by B's report, not stale; a run that differs in anything is trained."""
     from scaling_axes.harness.experiment.command import main
-    from scaling_axes.harness.experiment.finished import load_results
+    from scaling_axes.harness.experiment.finished import FinishedRuns
 
     budget = Budget(steps=2, batch_size=2, seq_len=32, val_windows=2)
     base = Run("base", "transformer_124m", budget, TINY, corpus="embedded_news", tokenizer="bytes")
@@ -176,7 +176,7 @@ def test_a_run_two_experiments_declare_identically_is_trained_once(tmp_path, cap
     assert not any((runs / "third" / "cpu" / name).is_symlink() for name in ("base", "grown"))
     assert (runs / "third" / "cpu" / "other").is_symlink()  # first's, at the same lr
     assert printed.count("training run") == 6 and printed.count("trained once") == 3
-    results = load_results(second, CPU, runs)
+    results = FinishedRuns(second, CPU, runs).results()
     assert set(results) == {"from_scratch", "grown", "other"} and not any("stale" in r for r in results.values())
 
 

@@ -40,12 +40,12 @@ class Tokenizer:
 @functools.lru_cache(maxsize=8)
 def load_tokenizer(name: str, path: str | None = None) -> Tokenizer:
     """Tokenizer `name` (one of TOKENIZERS), from `path` if given."""
-    if name in CORPUS_BPES:
-        return _corpus_bpe(name, path)
     if name == "gpt2":
         return _gpt2(path)
     if name == "neox":
         return _neox(path)
+    if name in CORPUS_BPES:
+        return _corpus_bpe(name, path)
     if name == "bytes":
         return Tokenizer(
             "bytes",

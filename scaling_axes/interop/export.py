@@ -19,7 +19,7 @@ import torch
 from torch import Tensor, nn
 
 from scaling_axes.datamodules.tokenizers import EOT, Tokenizer, as_hf_tokenizer
-from scaling_axes.harness.training.record import read_done, read_final_config
+from scaling_axes.harness.training.rundir import read_done, read_final_config
 from scaling_axes.interop.lm_eval_model import load_checkpoint
 from scaling_axes.io import SuiteError, check_directory
 from scaling_axes.modules.architectures.transformer import TransformerConfig

@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 
 from scaling_axes.datamodules.corpora import tokenizer_of
 from scaling_axes.datamodules.tokenizers import Tokenizer, load_tokenizer
-from scaling_axes.harness.training.record import (
+from scaling_axes.harness.training.rundir import (
     FINAL_WEIGHTS,
     check_tokenizer,
     final_weights,

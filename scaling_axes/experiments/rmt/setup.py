@@ -220,7 +220,7 @@ def downstream_checkpoints(scale: Scale, runs_dir=None) -> dict[str, Path]:
     """Hook for `rmt_table5_6_downstream` (filed with the evaluation work): the final weights of the 405M Transformer
     and the 305M RMT that Fig. 2 and Tables 3-4 train (run group "rmt_scaling"), by run name."""
     from scaling_axes.harness.runs import RUNS_DIR
-    from scaling_axes.harness.training.record import final_weights
+    from scaling_axes.harness.training.rundir import final_weights
 
     root = Path(runs_dir or RUNS_DIR) / "rmt_scaling" / scale.name
     return {name: final_weights(root / name) for name in ("transformer_rmt_405m", "rmt_305m")}

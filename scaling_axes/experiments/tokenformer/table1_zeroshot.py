@@ -25,7 +25,7 @@ from scaling_axes.experiments.tokenformer.recipes import PILE_CORPUS, zero_shot_
 from scaling_axes.harness.results import Row, compare, published
 from scaling_axes.harness.runs import RUNS_DIR, Budget, Experiment, Run, fitted, run_dir
 from scaling_axes.harness.scales import Scale
-from scaling_axes.harness.training.record import final_weights
+from scaling_axes.harness.training.rundir import final_weights
 from scaling_axes.interop.evaluate import (
     TOLERANCE,
     evaluate_cached,

@@ -10,7 +10,6 @@ import argparse
 import dataclasses
 from pathlib import Path
 
-from scaling_axes.harness.experiment.finished import settled_rate
 from scaling_axes.harness.experiment.plan import (
     GPUS,
     MEASURED_MFU,
@@ -116,7 +115,7 @@ def main(experiment: Experiment, argv: list[str] | None = None) -> None:
 def train_runs(schedule: Schedule, args: argparse.Namespace) -> None:
     """The run `--run` names, as one job at its own seed (a sweep point, or a repeat `<run>_seed<k>`); or every run:
     its sweep first (on its own seeds), then its claim seeds at the chosen rate, and below it where they spiked
-    there (`settled_rate`)."""
+    there (`FinishedRuns.settled_rate`)."""
     experiment, scale = schedule.experiment, schedule.scale
 
     def launch(run: Run) -> None:
@@ -130,4 +129,4 @@ def train_runs(schedule: Schedule, args: argparse.Namespace) -> None:
         launch(run)
     for run in () if args.run else runs:
         if run.sweep is not None:
-            settled_rate(experiment, scale, run, schedule.runs_dir, args.seeds, launch)
+            schedule.finished_runs.settled_rate(run, args.seeds, launch)

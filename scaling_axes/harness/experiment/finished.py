@@ -1,6 +1,9 @@
-"""Finished runs as the reports read them: their done.json at every seed, whether each still matches its
-declaration (`staleness`), where each swept run's sweep stands, and the rate its claim seeds settled at
-(`settled_rate`)."""
+"""An experiment's finished runs at one scale as the reports read them (`FinishedRuns`, the read side of
+`schedule.Schedule`): their done.json at every seed, whether each still matches its declaration (`staleness`), where
+each swept run's sweep stands, and the rate its claim seeds settled at (`settled_rate`).
+
+    results = FinishedRuns(experiment, CPU, runs_dir).results()   # name -> done.json, as the table reads them
+"""
 
 from __future__ import annotations
 
@@ -23,21 +26,10 @@ from scaling_axes.harness.sweeps import (
     tuned,
 )
 from scaling_axes.harness.training.launch import LAUNCH_FIELDS, fingerprint_fields
-from scaling_axes.harness.training.record import read_done
-from scaling_axes.harness.training.rundir import read_config, recorded_differences
+from scaling_axes.harness.training.rundir import read_config, read_done, recorded_differences
 from scaling_axes.io import CorruptFileError
 
 SweepDone = dict[tuple[float, int], dict]  # (rate, draw) -> the done.json of a finished sweep point
-
-
-def sweep_points(experiment: Experiment, scale: Scale, run: Run, runs_dir: Path = RUNS_DIR) -> SweepDone:
-    """(rate, draw) -> done.json of `run`'s finished sweep points."""
-    points = {}
-    for path in run_dir(experiment, scale, run, runs_dir).parent.glob(f"{sweep_glob(run.name)}/done.json"):
-        point = parse_sweep(path.parent.name)
-        if point and point[0] == run.name and (done := _read_finished(path, path.parent.name)) is not None:
-            points[point[1:]] = done
-    return points
 
 
 def as_points(finished: SweepDone) -> Points:
@@ -46,20 +38,6 @@ def as_points(finished: SweepDone) -> Points:
     for (lr, draw), done in sorted(finished.items()):
         points.setdefault(lr, {})[draw] = Point(done.get("val_loss"), instability(done))
     return points
-
-
-def tuning(
-    experiment: Experiment,
-    scale: Scale,
-    run: Run,
-    runs_dir: Path = RUNS_DIR,
-    train: Callable[[Run], None] | None = None,
-    read: Callable[[Run], SweepDone] | None = None,
-) -> Choice:
-    """Where `run`'s sweep stands on disk, training its next points with `train` until it has chosen (`read`: how
-    a run's finished points are read, `sweep_points` unless given)."""
-    read = read or (lambda r: sweep_points(experiment, scale, r, runs_dir))
-    return tune(run, lambda r: as_points(read(r)), lambda name: find_run(experiment, scale, name), train)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,80 +53,103 @@ class Settled:
     at_edge: bool = False  # the fallback's best stable rate is the lowest it could try
 
 
-def settled_rate(experiment: Experiment, scale: Scale, run: Run, runs_dir: Path = RUNS_DIR, seeds: int = 1,
-                 train: Callable[[Run], None] | None = None, read: Callable[[Run], SweepDone] | None = None,
-                 ) -> Settled | None:  # fmt: skip
-    """`run` (as declared, with its sweep) where its claim seeds settle: at the sweep's choice unless one of them
-    trained unstably there (`stability.unstable_seeds`), then at each `fallback` rate below in turn (a grown stage
-    stays at its chain's rate, which its head's sweep chose: its spikes are flagged). With `train`, trains its
-    `seeds` claim seeds at each rate and the points a fallback needs; without, goes as far as the finished runs on
-    disk. None: the sweep has not chosen."""
-    read = read or (lambda r: sweep_points(experiment, scale, r, runs_dir))
-    choice = tuning(experiment, scale, run, runs_dir, train, read)
-    if choice.lr is None:
-        return None
-    settled = Settled(tuned(run, choice.lr), choice.lr, {}, choice)
-    while True:
-        by_seed = finished_seeds(experiment, scale, settled.run, runs_dir)
-        if train is not None and (missing := [k for k in range(1, seeds + 1) if k not in by_seed]):
-            for k in missing:  # the finished ones are read once, not trained (and their weights hashed) again
-                train(seed_run(settled.run, k))
-            by_seed = finished_seeds(experiment, scale, settled.run, runs_dir)
-        settled = dataclasses.replace(settled, seeds=by_seed)
-        if not (why := unstable_seeds(settled.seeds)) or run.grow_from is not None:  # a stage: its chain's rate
-            return settled
-        unstable_at = {**settled.unstable_at, settled.lr: list(why.values())}
-        lower = fallback(run.sweep, as_points(read(run)), unstable_at)
-        while lower.next is not None and train is not None:
-            train(sweep_point(run, lower.next))
-            lower = fallback(run.sweep, as_points(read(run)), unstable_at)
-        if lower.lr is None:
-            return settled
-        following = stable_run(run, lower.lr)
-        if train is None and not finished_seeds(experiment, scale, following, runs_dir):
-            return settled
-        settled = Settled(following, lower.lr, {}, choice, unstable_at, lower.at_edge)
+@dataclasses.dataclass(frozen=True)
+class FinishedRuns:
+    """`experiment`'s finished runs at `scale` in `runs_dir`. With `train` (a launch of one run), `tuning` and
+    `settled_rate` train what they still need; without, they go as far as the finished runs on disk. `points_read`
+    keeps each sweep's points once read (where nothing trains meanwhile: `results`)."""
 
+    experiment: Experiment
+    scale: Scale
+    runs_dir: Path = RUNS_DIR
+    points_read: dict[str, SweepDone] | None = dataclasses.field(default=None, compare=False, repr=False)
 
-def finished_seeds(experiment: Experiment, scale: Scale, run: Run, runs_dir: Path = RUNS_DIR) -> dict[int, dict]:
-    """k -> done.json of `run`'s finished claim seeds (1: the run itself, k: `<run>_seed<k>`), each marked `stale`
-    where it no longer matches its declaration."""
-    out, found = run_dir(experiment, scale, run, runs_dir), {}
-    if (done := _read_finished(out / "done.json", run.name)) is not None:
-        found[1] = _with_staleness(done, run, out)
-    for path in out.parent.glob(f"{seed_glob(run.name)}/done.json"):
-        base, k = parse_seed(path.parent.name)
-        if base == run.name and k >= 2 and (repeat := _read_finished(path, path.parent.name)) is not None:
-            found[k] = _with_staleness(repeat, seed_run(run, k), path.parent)
-    return dict(sorted(found.items()))
+    def run_dir(self, run: Run) -> Path:
+        return run_dir(self.experiment, self.scale, run, self.runs_dir)
 
+    def sweep_points(self, run: Run) -> SweepDone:
+        """(rate, draw) -> done.json of `run`'s finished sweep points."""
+        if self.points_read is not None and run.name in self.points_read:
+            return self.points_read[run.name]
+        points = {}
+        for path in self.run_dir(run).parent.glob(f"{sweep_glob(run.name)}/done.json"):
+            point = parse_sweep(path.parent.name)
+            if point and point[0] == run.name and (done := _read_finished(path, path.parent.name)) is not None:
+                points[point[1:]] = done
+        if self.points_read is not None:
+            self.points_read[run.name] = points
+        return points
 
-def load_results(experiment: Experiment, scale: Scale, runs_dir: Path = RUNS_DIR) -> dict[str, dict]:
-    """name -> done.json of the finished runs, each with `seed_runs` {k: done.json} of its finished repeats at
-    further seeds (`--seeds`); a broken done.json is skipped with a line saying why. A swept run is read where its
-    claim seeds settled (`settled_rate`), with its sweep's `Choice` (`tuning`) and any fallback below it
-    (`stable_fallback`); its finished sweep points are results of their own."""
-    results, points = {}, {}
+    def tuning(self, run: Run, train: Callable[[Run], None] | None = None) -> Choice:
+        """Where `run`'s sweep stands, training its next points with `train` until it has chosen."""
+        return tune(run, lambda r: as_points(self.sweep_points(r)),
+                    lambda name: find_run(self.experiment, self.scale, name), train)  # fmt: skip
 
-    def read(run: Run) -> SweepDone:  # each sweep's points read once, an anchor's too
-        if run.name not in points:
-            points[run.name] = sweep_points(experiment, scale, run, runs_dir)
-        return points[run.name]
+    def settled_rate(self, run: Run, seeds: int = 1, train: Callable[[Run], None] | None = None) -> Settled | None:
+        """`run` (as declared, with its sweep) where its claim seeds settle: at the sweep's choice unless one of them
+        trained unstably there (`stability.unstable_seeds`), then at each `fallback` rate below in turn (a grown
+        stage stays at its chain's rate, which its head's sweep chose: its spikes are flagged). With `train`, trains
+        its `seeds` claim seeds at each rate and the points a fallback needs. None: the sweep has not chosen."""
+        choice = self.tuning(run, train)
+        if choice.lr is None:
+            return None
+        settled = Settled(tuned(run, choice.lr), choice.lr, {}, choice)
+        while True:
+            by_seed = self.seeds(settled.run)
+            if train is not None and (missing := [k for k in range(1, seeds + 1) if k not in by_seed]):
+                for k in missing:  # the finished ones are read once, not trained (and their weights hashed) again
+                    train(seed_run(settled.run, k))
+                by_seed = self.seeds(settled.run)
+            settled = dataclasses.replace(settled, seeds=by_seed)
+            if not (why := unstable_seeds(settled.seeds)) or run.grow_from is not None:  # a stage: its chain's rate
+                return settled
+            unstable_at = {**settled.unstable_at, settled.lr: list(why.values())}
+            lower = fallback(run.sweep, as_points(self.sweep_points(run)), unstable_at)
+            while lower.next is not None and train is not None:
+                train(sweep_point(run, lower.next))
+                lower = fallback(run.sweep, as_points(self.sweep_points(run)), unstable_at)
+            if lower.lr is None:
+                return settled
+            following = stable_run(run, lower.lr)
+            if train is None and not self.seeds(following):
+                return settled
+            settled = Settled(following, lower.lr, {}, choice, unstable_at, lower.at_edge)
 
-    for run in experiment.runs(scale):
-        settled = None
-        if run.sweep is not None:
-            results |= {sweep_point(run, lr, draw).name: done for (lr, draw), done in read(run).items()}
-            if (settled := settled_rate(experiment, scale, run, runs_dir, read=read)) is None:
+    def seeds(self, run: Run) -> dict[int, dict]:
+        """k -> done.json of `run`'s finished claim seeds (1: the run itself, k: `<run>_seed<k>`), each marked
+        `stale` where it no longer matches its declaration."""
+        out, found = self.run_dir(run), {}
+        if (done := _read_finished(out / "done.json", run.name)) is not None:
+            found[1] = _with_staleness(done, run, out)
+        for path in out.parent.glob(f"{seed_glob(run.name)}/done.json"):
+            base, k = parse_seed(path.parent.name)
+            if base == run.name and k >= 2 and (repeat := _read_finished(path, path.parent.name)) is not None:
+                found[k] = _with_staleness(repeat, seed_run(run, k), path.parent)
+        return dict(sorted(found.items()))
+
+    def results(self) -> dict[str, dict]:
+        """name -> done.json of the finished runs, each with `seed_runs` {k: done.json} of its finished repeats at
+        further seeds (`--seeds`); a broken done.json is skipped with a line saying why. A swept run is read where
+        its claim seeds settled (`settled_rate`), with its sweep's `Choice` (`tuning`) and any fallback below it
+        (`stable_fallback`); its finished sweep points are results of their own."""
+        if self.points_read is None:  # each sweep's points read once, an anchor's too
+            return dataclasses.replace(self, points_read={}).results()
+        results = {}
+        for run in self.experiment.runs(self.scale):
+            settled = None
+            if run.sweep is not None:
+                swept = self.sweep_points(run)
+                results |= {sweep_point(run, lr, draw).name: done for (lr, draw), done in swept.items()}
+                if (settled := self.settled_rate(run)) is None:
+                    continue
+            by_seed = settled.seeds if settled else self.seeds(run)
+            if 1 not in by_seed:
                 continue
-        by_seed = settled.seeds if settled else finished_seeds(experiment, scale, run, runs_dir)
-        if 1 not in by_seed:
-            continue
-        repeats = {k: done for k, done in by_seed.items() if k > 1}
-        results[run.name] = {**by_seed[1], "seed_runs": repeats} if repeats else by_seed[1]
-        if settled is not None:
-            results[run.name] = {**results[run.name], **_tuning(run, settled)}
-    return with_refuted_transfers(results)
+            repeats = {k: done for k, done in by_seed.items() if k > 1}
+            results[run.name] = {**by_seed[1], "seed_runs": repeats} if repeats else by_seed[1]
+            if settled is not None:
+                results[run.name] = {**results[run.name], **_tuning(run, settled)}
+        return with_refuted_transfers(results)
 
 
 def _tuning(run: Run, settled: Settled) -> dict:

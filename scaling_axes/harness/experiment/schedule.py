@@ -13,14 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from scaling_axes.datamodules.corpora import default_data_root
-from scaling_axes.harness.experiment.finished import tuning
-from scaling_axes.harness.runs import RUNS_DIR, Experiment, Run, find_run, passes, run_dir
+from scaling_axes.harness.experiment.finished import FinishedRuns
+from scaling_axes.harness.runs import RUNS_DIR, Experiment, Run, find_run, passes
 from scaling_axes.harness.scales import Scale
 from scaling_axes.harness.sweeps import tuned
 from scaling_axes.harness.training import lifecycle
 from scaling_axes.harness.training.identical import identity, link_identical, record_identity
 from scaling_axes.harness.training.launch import Launch, check_options, resolve
-from scaling_axes.harness.training.rundir import changes_or_unreadable
+from scaling_axes.harness.training.rundir import changes_or_unreadable, source_weights
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,11 +64,12 @@ class Schedule:
         return done and not (launch.force_new and changes_or_unreadable(launch.out, launch.fingerprint))
 
     def trained_source(self, run: Run) -> tuple[Run, Path]:
-        """The run `run` grows from, at the rate its sweep chooses, trained (never moved aside), and its directory."""
+        """The run `run` grows from, at the rate its sweep chooses, trained (never moved aside), and its final
+        weights, verified."""
         source = self.at_chosen_rate(find_run(self.experiment, self.scale, run.grow_from))
         if not (self.run_dir(source) / "done.json").exists():
             dataclasses.replace(self, force_new=False).train(source)
-        return source, self.run_dir(source)
+        return source, source_weights(self.run_dir(source), run)
 
     def at_chosen_rate(self, run: Run) -> Run:
         """`run` at the rate its sweep chooses, training the sweep's points until it has; a run without a sweep as
@@ -76,10 +77,15 @@ class Schedule:
         if run.sweep is None:
             return run
         points = dataclasses.replace(self, force_new=False)
-        return tuned(run, tuning(self.experiment, self.scale, run, self.runs_dir, points.train).lr)
+        return tuned(run, self.finished_runs.tuning(run, points.train).lr)
+
+    @property
+    def finished_runs(self) -> FinishedRuns:
+        """What of this schedule's runs its directory holds finished."""
+        return FinishedRuns(self.experiment, self.scale, self.runs_dir)
 
     def run_dir(self, run: Run) -> Path:
-        return run_dir(self.experiment, self.scale, run, self.runs_dir)
+        return self.finished_runs.run_dir(run)
 
 
 def epoch_limit(experiment: Experiment, scale: Scale) -> float:

@@ -12,21 +12,21 @@ from scaling_axes.datamodules.corpora import corpus_spec, tokenizer_of
 from scaling_axes.datamodules.floors import unigram_floor
 from scaling_axes.harness.claims import pooled_spread, seeds_of, settle
 from scaling_axes.harness.experiment.arms import not_learning, tuning_rows, unstable, untuned
-from scaling_axes.harness.experiment.finished import load_results
+from scaling_axes.harness.experiment.finished import FinishedRuns
 from scaling_axes.harness.experiment.report import write_report
 from scaling_axes.harness.names import parse_seed
 from scaling_axes.harness.results import RESULTS_DIR, Row, write_rows
 from scaling_axes.harness.runs import RUNS_DIR, Experiment, Run
 from scaling_axes.harness.scales import Scale
 from scaling_axes.harness.stability import unstable_seeds
-from scaling_axes.harness.training.record import read_done
+from scaling_axes.harness.training.rundir import read_done
 from scaling_axes.io import CorruptFileError, write_csv
 
 
 def rebuild(experiment: Experiment, scale: Scale, runs_dir: Path = RUNS_DIR, results_dir: Path | None = None) -> Path:
     """Rebuild `results/<scale>/<experiment>.csv` (and its figure) from finished runs, then REPORT.md."""
     results_dir = Path(results_dir or RESULTS_DIR)
-    results, runs = load_results(experiment, scale, runs_dir), experiment.runs(scale)
+    results, runs = FinishedRuns(experiment, scale, runs_dir).results(), experiment.runs(scale)
     noise, spread_rows = measured_noise(Path(runs_dir) / (experiment.run_group or experiment.name) / scale.name)
     rows = [settle(row, scale, noise, not_learning(row, results, runs), untuned(row, results),
                    unstable(row, results)) if row.evidence else row

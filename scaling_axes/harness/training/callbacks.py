@@ -20,12 +20,9 @@ from lightning.pytorch.trainer.states import RunningStage
 
 from scaling_axes.harness.stability import SMOOTHING
 from scaling_axes.harness.training.metrics_csv import metrics_prefix
-from scaling_axes.harness.training.rundir import recorded_differences
+from scaling_axes.harness.training.rundir import RUN_STATE
 from scaling_axes.io import (
-    CorruptFileError,
     atomic_torch_save,
-    load_torch,
-    verify_checksum,
 )
 
 
@@ -36,9 +33,6 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     def save_checkpoint(self, checkpoint: dict, path, storage_options: Any | None = None) -> None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         atomic_torch_save(checkpoint, path, checksum=True)  # verified on resume: a flipped byte is not resumed
-
-
-RUN_STATE = "scaling_axes"  # a checkpoint's own record: the run's settings and how far its metrics log went
 
 
 class StepCheckpoint(ModelCheckpoint):
@@ -244,23 +238,3 @@ def _clock(seconds: float) -> str:
 def progress(every: int) -> tuple[bool, list[L.Callback]]:
     """(enable_progress_bar, callbacks): Lightning's bar on a terminal, else `ProgressLog` lines."""
     return (True, []) if sys.stdout.isatty() else (False, [ProgressLog(every)])
-
-
-def checkpoint_state(out: Path, fingerprinted: dict) -> dict | None:
-    """The record (`RUN_STATE`) of `out`'s `checkpoints/last.ckpt`, verified, or None without one. Verified: that it
-    opens as tensors and plain data (cheaply, memory-mapped; a crafted pickle is named as such), its checksum, and
-    that the settings it records are `fingerprinted` (config.yaml may be damaged or edited; the checkpoint is
-    checksummed). A broken one stops the run with what to do."""
-    last = out / "checkpoints" / "last.ckpt"
-    if not last.exists():
-        return None
-    fix = "delete it and rerun to start the run over (no earlier checkpoint is kept), or restore it from a copy"
-    checkpoint = load_torch(last, fix, mmap=True)
-    verify_checksum(last, fix)
-    state = checkpoint.get(RUN_STATE) if isinstance(checkpoint, dict) else None
-    if not isinstance(state, dict) or not {"fingerprinted", "metrics_csv"} <= state.keys():
-        raise CorruptFileError(f"{last} records no run settings (a checkpoint of an older suite); {fix}")
-    if changes := recorded_differences(state["fingerprinted"], fingerprinted):
-        raise SystemExit(f"{last} was written by a run with other settings ({'; '.join(changes[:10])}). Rerun with "
-                         "its settings to resume, or pass --force-new to move it aside and start over")  # fmt: skip
-    return state

@@ -11,24 +11,25 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 from pathlib import Path
 from typing import Any
 
 import lightning as L
 from torch import nn
 
-from scaling_axes.datamodules.corpora import tokenizer_of
 from scaling_axes.datamodules.text import TextDataModule
-from scaling_axes.datamodules.tokenizers import load_tokenizer
 from scaling_axes.harness.runs import Run
 from scaling_axes.harness.scales import in_range
-from scaling_axes.harness.training.record import check_tokenizer, final_weights, read_done, read_final_config
+from scaling_axes.harness.training.rundir import (
+    GROWN_OVERRIDES,
+    GROWN_WEIGHTS,
+    read_grown,
+    write_grown,
+)
 from scaling_axes.harness.training.tasks import language_model
-from scaling_axes.io import atomic_save_safetensors, atomic_write, load_state, read_verified_json, verify_checksum
 from scaling_axes.modules import get_config
-from scaling_axes.modules.registry import architecture_of, build_from_config, preset_overrides
-from scaling_axes.modules.tasks.lm import LanguageModel, load_lm_checkpoint, load_weights, save_lm_checkpoint
+from scaling_axes.modules.registry import architecture_of, preset_overrides
+from scaling_axes.modules.tasks.lm import LanguageModel, load_lm_checkpoint, save_lm_checkpoint
 
 
 def grow_model(
@@ -90,27 +91,15 @@ class Growth:
     source_weights: Path
 
 
-def grown_run(source: Run, source_dir: Path, run: Run, out: Path) -> tuple[Run, Growth]:
-    """Grow `source`'s final weights into `run`'s model. Growth may set config fields (tau pins, Net2Net's eps):
-    the returned run carries them as overrides, and both are kept in `out` so that a resumed run agrees."""
-
-    weights, overrides = out / "init_grown.safetensors", out / "init_grown_overrides.json"
-    read_done(source_dir / "done.json")  # the source's record and final weights, verified
-    if not run.classifies_images:  # the grown model reads the ids its source learned
-        tokenizer = load_tokenizer(tokenizer_of(run.corpus, run.tokenizer), run.data.get("tokenizer_path"))
-        check_tokenizer(read_final_config(source_dir), tokenizer, source_dir)
-    if not overrides.exists():
-        model = build_from_config(source.config)
-        final = final_weights(source_dir)
-        load_weights(model, load_state(final, f"delete {source_dir / 'done.json'} and rerun to retrain {source.name}"),
-                     str(final))  # fmt: skip
+def grown_run(source: Run, source_weights: Path, run: Run, out: Path) -> tuple[Run, Growth]:
+    """Grow `source`'s final weights (verified: `rundir.source_weights`) into `run`'s model. Growth may set config
+    fields (tau pins, Net2Net's eps): the returned run carries them as overrides, and both are kept in `out` so that
+    a resumed run agrees."""
+    if not (out / GROWN_OVERRIDES).exists():
+        model = language_model(source, source_weights, compile=False).model
         grown = grow_model(model, run.config, seed=run.seed, **run.grow_options)
-        atomic_save_safetensors(grown.state_dict(), weights, checksum=True)
-        atomic_write(overrides, json.dumps(preset_overrides(run.model, grown.config)), checksum=True)
-    fix = f"delete {out} and rerun to grow {run.name} again"
-    verify_checksum(weights, fix)
-    grown = dataclasses.replace(run, overrides=read_verified_json(overrides, fix))
-    return grown, Growth(weights, source, final_weights(source_dir))
+        write_grown(out, run, grown)
+    return read_grown(out, run), Growth(out / GROWN_WEIGHTS, source, source_weights)
 
 
 def measure_growth(trainer: L.Trainer, data: TextDataModule, grown: LanguageModel, growth: Growth) -> dict:

@@ -44,7 +44,7 @@ class Launch:
     fingerprint: dict[str, Any]
     experiment: Experiment | None = None
     scale: Scale | None = None
-    source: tuple[Run, Path] | None = None  # (the run it grows from, that run's directory)
+    source: tuple[Run, Path] | None = None  # (the run it grows from, its final weights, verified)
     force_new: bool = False
     data_epochs: float | None = None  # set where the run passes over its data more often than allowed
     labels: dict[str, str] = dataclasses.field(default_factory=dict)  # what the loggers name it by (experiment, scale)

@@ -14,18 +14,20 @@ from pathlib import Path
 from typing import Any
 
 from scaling_axes.harness.runs import Run
-from scaling_axes.harness.training.callbacks import checkpoint_state
 from scaling_axes.harness.training.growth import grown_run
 from scaling_axes.harness.training.identical import forget_identity
 from scaling_axes.harness.training.launch import Launch, resolve
-from scaling_axes.harness.training.record import read_done, write_done
+from scaling_axes.harness.training.metrics_csv import cut_metrics
 from scaling_axes.harness.training.rundir import (
     changes_or_unreadable,
     check_fingerprint,
     check_writable,
+    checkpoint_state,
     move_aside,
+    read_done,
     run_lock,
     write_config,
+    write_diverged,
 )
 from scaling_axes.harness.training.trainer import fit
 from scaling_axes.io import remove_temporaries
@@ -52,18 +54,16 @@ def train(launch: Launch, extra_callbacks: list | None = None) -> dict:
         for directory in (out, out / "checkpoints"):
             remove_temporaries(directory)  # a killed write's: this process holds the run's lock
         write_config(launch, run)
+        cut_metrics(out / "metrics.csv", resumed["metrics_csv"] if resumed else None)  # the curves go on exactly
         if launch.experiment is not None:
             print(f"== {launch.experiment.name}: training run {run.name} ({launch.scale} scale) in {out}", flush=True)
         try:
-            done = fit(launch, run, growth, resumed, extra_callbacks)
+            return fit(launch, run, growth, resumed, extra_callbacks)
         except FloatingPointError as error:
             if not run.lr_sweep:
                 raise
-            return diverged(run, out, error)
-        if launch.data_epochs is not None:  # allowed past the limit (--allow-repeats): in done.json and its rows
-            done = {**done, "data_epochs": launch.data_epochs, "repeats_allowed": True}
-            write_done(out, done)
-        return done
+            print(f"run {run.name} diverged (a learning-rate sweep point; recorded, the experiment goes on): {error}")
+            return write_diverged(out, run, error)
 
 
 def train_run(run: Run, out: Path, extra_callbacks: list | None = None, labels: dict | None = None,
@@ -72,12 +72,3 @@ def train_run(run: Run, out: Path, extra_callbacks: list | None = None, labels: 
     go to the Trainer, except `compile` (`launch.compile_by_default`) and `loggers` (named by `labels`);
     `precision` defaults to bf16-mixed on a CUDA GPU, else 32-true."""
     return train(resolve(run, out, options, labels=labels or {}), extra_callbacks)
-
-
-def diverged(run: Run, out: Path, error: FloatingPointError) -> dict:
-    """A sweep point whose loss went non-finite is finished: done.json says so (val_loss null) and keeps the error."""
-    done = {"run": run.name, "model": run.model, "val_loss": None, "diverged": str(error),
-            "train_flops": run.train_flops()}  # fmt: skip
-    write_done(out, done)
-    print(f"run {run.name} diverged (a learning-rate sweep point; recorded, the experiment goes on): {error}")
-    return done

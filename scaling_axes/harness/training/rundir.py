@@ -1,11 +1,13 @@
-"""A run's directory: the lock that lets one process train it (an OS file lock beside it), the check that it can
-take files, and what it holds of the settings it was started with (config.yaml, compared field by field with the
-launch's fingerprint; moved aside by --force-new, never deleted)."""
+"""A run's directory, every file in it: the lock that lets one process train it, the settings it was started with
+(config.yaml, compared field by field with the launch's fingerprint; moved aside by --force-new, never deleted), the
+checkpoint's own record, a grown run's first weights, and a finished run's `done.json`, `final.safetensors` and
+`config.json`, each written with its checksum and verified where read."""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import os
 import socket
 import sys
@@ -14,13 +16,33 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import torch
 import yaml
 from filelock import FileLock, Timeout
 from lightning.pytorch.utilities import rank_zero_only
 
-from scaling_axes.harness.runs import Run
+from scaling_axes.datamodules.corpora import tokenizer_of
+from scaling_axes.datamodules.tokenizers import Tokenizer, load_tokenizer, tokenizer_digest
+from scaling_axes.harness.runs import Run, source_commit
 from scaling_axes.harness.training.launch import NAMES, Launch, fingerprint
-from scaling_axes.io import CorruptFileError, atomic_write, check_directory, verify_checksum
+from scaling_axes.io import (
+    CorruptFileError,
+    atomic_save_safetensors,
+    atomic_write,
+    check_directory,
+    file_digest,
+    load_torch,
+    read_verified_json,
+    verify_checksum,
+)
+from scaling_axes.modules.registry import preset_overrides
+
+RUN_STATE = "scaling_axes"  # a checkpoint's own record: the run's settings and how far its metrics log went
+FINAL_WEIGHTS = "final.safetensors"  # a finished run's weights (a run finished before issue 39: final.pt, still read)
+LEGACY_FINAL_WEIGHTS = "final.pt"
+FINAL_CONFIG = "config.json"  # beside them: what builds the model and tokenizes its input (`final_config`)
+GROWN_WEIGHTS = "init_grown.safetensors"  # a grown run's first weights, grown from its source's final ones
+GROWN_OVERRIDES = "init_grown_overrides.json"  # the config fields growth set (tau pins, Net2Net's eps)
 
 
 def check_writable(out: Path) -> None:
@@ -89,6 +111,26 @@ def check_fingerprint(out: Path, fields: dict[str, Any]) -> None:
         )
 
 
+def checkpoint_state(out: Path, fingerprinted: dict) -> dict | None:
+    """The record (`RUN_STATE`) of `out`'s `checkpoints/last.ckpt`, verified, or None without one. Verified: that it
+    opens as tensors and plain data (cheaply, memory-mapped; a crafted pickle is named as such), its checksum, and
+    that the settings it records are `fingerprinted` (config.yaml may be damaged or edited; the checkpoint is
+    checksummed). A broken one stops the run with what to do."""
+    last = out / "checkpoints" / "last.ckpt"
+    if not last.exists():
+        return None
+    fix = "delete it and rerun to start the run over (no earlier checkpoint is kept), or restore it from a copy"
+    checkpoint = load_torch(last, fix, mmap=True)
+    verify_checksum(last, fix)
+    state = checkpoint.get(RUN_STATE) if isinstance(checkpoint, dict) else None
+    if not isinstance(state, dict) or not {"fingerprinted", "metrics_csv"} <= state.keys():
+        raise CorruptFileError(f"{last} records no run settings (a checkpoint of an older suite); {fix}")
+    if changes := recorded_differences(state["fingerprinted"], fingerprinted):
+        raise SystemExit(f"{last} was written by a run with other settings ({'; '.join(changes[:10])}). Rerun with "
+                         "its settings to resume, or pass --force-new to move it aside and start over")  # fmt: skip
+    return state
+
+
 def recorded_differences(recorded: dict, now: dict) -> list[str]:
     """`field: recorded -> now` for each recorded field that differs now, names aside (`NAMES`)."""
     differences = _differences(recorded, {key: now.get(key) for key in recorded})
@@ -135,3 +177,124 @@ def changes_or_unreadable(out: Path, fields: dict[str, Any]) -> list[str]:
         return fingerprint_changes(out, fields)
     except CorruptFileError as error:
         return [str(error)]
+
+
+def final_weights(run_dir: Path) -> Path:
+    """Where a finished run's weights are: final.safetensors, or an older run's final.pt."""
+    legacy = run_dir / LEGACY_FINAL_WEIGHTS
+    return legacy if legacy.exists() and not (run_dir / FINAL_WEIGHTS).exists() else run_dir / FINAL_WEIGHTS
+
+
+def final_config(run: Run) -> dict[str, Any]:
+    """config.json: the preset and the overrides that resolve it to the model trained, the resolved config itself
+    (`model_config`: enough to rebuild the model with `registry.config_from`, whatever the presets become), the
+    tokenizer, the commit."""
+    text = not run.classifies_images
+    tokenizer = tokenizer_of(run.corpus, run.tokenizer) if text else None
+    path = run.data.get("tokenizer_path")
+    return {"run": run.name, "model": run.model, "overrides": preset_overrides(run.model, run.config),
+            "model_class": type(run.config).__name__, "model_config": dataclasses.asdict(run.config),
+            "tokenizer": tokenizer, "tokenizer_path": path,
+            "tokenizer_blake2b": tokenizer_digest(load_tokenizer(tokenizer, path)) if text else None,
+            "corpus": run.corpus, "commit": source_commit()}  # fmt: skip
+
+
+def check_tokenizer(config: dict[str, Any], tokenizer: Tokenizer, run_dir: Path) -> None:
+    """Stop unless `tokenizer` is the one the run in `run_dir` trained with (the digest its config.json records):
+    other ids would score, export or grow its model silently wrong."""
+    recorded, now = config.get("tokenizer_blake2b"), tokenizer_digest(tokenizer)
+    if recorded and recorded != now:
+        raise CorruptFileError(f"the tokenizer {tokenizer.source} is not the one {run_dir} trained with (its digest "
+                               f"{now}, recorded {recorded}): restore that file, or retrain the run")  # fmt: skip
+
+
+def run_fingerprint(run_dir: Path) -> str | None:
+    """The fingerprint a run's config.yaml records (None: a run without one)."""
+    return read_config(run_dir).get("fingerprint") if (run_dir / "config.yaml").exists() else None
+
+
+def write_final(out: Path, run: Run, state: dict[str, torch.Tensor]) -> None:
+    """A finished run's weights and config.json, which binds them to the run (their digest, the fingerprint of its
+    config.yaml): another run's weights copied in, checksum and all, are refused (`read_done`)."""
+    config, fingerprinted = final_config(run), run_fingerprint(out)
+    atomic_save_safetensors(state, out / FINAL_WEIGHTS, checksum=True)
+    bound = {"weights_blake2b": file_digest(out / FINAL_WEIGHTS), "fingerprint": fingerprinted}
+    atomic_write(out / FINAL_CONFIG, json.dumps({**config, **bound}, indent=2), checksum=True)
+
+
+def read_final_config(run_dir: Path) -> dict[str, Any]:
+    """What builds a finished run's model: its config.json, verified, or an older run's config.yaml."""
+    if (run_dir / FINAL_CONFIG).exists():
+        return read_verified_json(run_dir / FINAL_CONFIG, f"delete {run_dir / 'done.json'} and rerun the run")
+    run = read_config(run_dir).get("run")
+    if not isinstance(run, dict) or "model" not in run:
+        raise CorruptFileError(f"{run_dir / 'config.yaml'} names no run model: not a run's config.yaml; restore it "
+                               "or rerun the run")  # fmt: skip
+    tokenizer = tokenizer_of(run["corpus"], run.get("tokenizer"))
+    return {**run, "tokenizer": tokenizer, "tokenizer_path": (run.get("data") or {}).get("tokenizer_path")}
+
+
+def write_done(out: Path, done: dict) -> None:
+    """A finished run's record, `out/done.json`, with its checksum (written after its final weights)."""
+    atomic_write(out / "done.json", json.dumps(done, indent=2), checksum=True)
+
+
+def write_diverged(out: Path, run: Run, error: FloatingPointError) -> dict:
+    """A sweep point whose loss went non-finite is finished: done.json says so (val_loss null) and keeps the error."""
+    done = {"run": run.name, "model": run.model, "val_loss": None, "diverged": str(error),
+            "train_flops": run.train_flops()}  # fmt: skip
+    write_done(out, done)
+    return done
+
+
+def read_done(path: Path) -> dict:
+    """A finished run's done.json and its final weights, both verified against their checksums (a diverged sweep
+    point has no weights); an error naming the broken file and the fix otherwise."""
+    fix = f"delete {path} and rerun the run's command to finish it again from {path.parent}"
+    weights = final_weights(path.parent)
+    done = read_verified_json(path, fix)
+    if not isinstance(done, dict) or "run" not in done or not ("steps" in done or "diverged" in done):
+        raise CorruptFileError(f"{path} is not a finished run's record (no run name and steps); {fix}")
+    if not done.get("diverged"):
+        verify_checksum(weights, fix)
+        check_bound(path.parent, fix)
+    return done
+
+
+def check_bound(run_dir: Path, fix: str) -> None:
+    """Stop unless the final weights in `run_dir` are the ones its run wrote: their digest is the one config.json
+    records, and config.json's fingerprint is the run's (config.yaml). A run from before the binding has none."""
+    config_path, weights = run_dir / FINAL_CONFIG, final_weights(run_dir)
+    if not config_path.exists():
+        return
+    recorded = run_fingerprint(run_dir)
+    config = read_verified_json(config_path, fix)
+    if config.get("weights_blake2b") and config["weights_blake2b"] != file_digest(weights):
+        raise CorruptFileError(f"{weights} is not the weights {run_dir.name} wrote (config.json records other ones: "
+                               f"another run's copied in?); {fix}")  # fmt: skip
+    if config.get("fingerprint") and recorded and config["fingerprint"] != recorded:
+        raise CorruptFileError(f"{config_path} belongs to another run (fingerprint {config['fingerprint']}, this "
+                               f"run's {recorded}); {fix}")  # fmt: skip
+
+
+def source_weights(source_dir: Path, grown: Run) -> Path:
+    """The final weights of the finished run in `source_dir`, verified (`read_done`), for `grown` to grow from: a
+    text run must read the ids its source learned (the tokenizer its config.json records)."""
+    read_done(source_dir / "done.json")
+    if not grown.classifies_images:
+        tokenizer = load_tokenizer(tokenizer_of(grown.corpus, grown.tokenizer), grown.data.get("tokenizer_path"))
+        check_tokenizer(read_final_config(source_dir), tokenizer, source_dir)
+    return final_weights(source_dir)
+
+
+def write_grown(out: Path, run: Run, grown: torch.nn.Module) -> None:
+    """A grown run's first weights and the config fields growth set, each with its checksum."""
+    atomic_save_safetensors(grown.state_dict(), out / GROWN_WEIGHTS, checksum=True)
+    atomic_write(out / GROWN_OVERRIDES, json.dumps(preset_overrides(run.model, grown.config)), checksum=True)
+
+
+def read_grown(out: Path, run: Run) -> Run:
+    """`run` as grown into `out` (`write_grown`): with the overrides growth set, its weights verified."""
+    fix = f"delete {out} and rerun to grow {run.name} again"
+    verify_checksum(out / GROWN_WEIGHTS, fix)
+    return dataclasses.replace(run, overrides=read_verified_json(out / GROWN_OVERRIDES, fix))

@@ -31,8 +31,7 @@ from scaling_axes.harness.training.loggers import (
     log_final_metrics,
     quiet_lightning_logs,
 )
-from scaling_axes.harness.training.metrics_csv import cut_metrics
-from scaling_axes.harness.training.record import write_done, write_final
+from scaling_axes.harness.training.rundir import write_done, write_final
 from scaling_axes.harness.training.tasks import task_of
 from scaling_axes.io import atomic_write, read_verified_json
 from scaling_axes.modules.tasks.acceleration import keep_freed_host_memory
@@ -41,10 +40,8 @@ from scaling_axes.modules.tasks.acceleration import keep_freed_host_memory
 def fit(launch: Launch, run: Run, growth: Growth | None, resumed: dict | None,
         extra_callbacks: list | None = None) -> dict:  # fmt: skip
     """Train `run` from scratch (from `growth`'s weights where grown), or from the checkpoint whose record is
-    `resumed` (`callbacks.checkpoint_state`), with the metrics log first cut back to what it held when that
-    checkpoint was written (emptied for a start from scratch): the curves then continue exactly. Returns done.json's
+    `resumed` (`rundir.checkpoint_state`; the metrics log already cut back to what it held then). Returns done.json's
     record."""
-    cut_metrics(launch.out / "metrics.csv", None if resumed is None else resumed["metrics_csv"])
     L.seed_everything(run.seed, workers=True)
     trainer = build_trainer(launch, run, extra_callbacks)
     try:
@@ -150,6 +147,8 @@ def _fit(launch: Launch, run: Run, growth: Growth | None, resumed: dict | None, 
         "step_ms": step_ms(curves["train/time"]),
         **throughput(curves, trainer),
         "wall_seconds_last_session": time.time() - started,
+        # allowed past the data limit (--allow-repeats): said in done.json and its rows
+        **({"data_epochs": launch.data_epochs, "repeats_allowed": True} if launch.data_epochs is not None else {}),
     }
     weights = full_state_dict(module.model)  # every rank takes part when the model is sharded
     if trainer.is_global_zero:
