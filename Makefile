@@ -37,8 +37,11 @@ refresh-constraints:
 smoke: $(STAMP)
 	$(PY) -m scaling_axes all --scale smoke
 
+# A test file runs whole in one process (its module fixtures built once), as many at a time as there are cores
+# (tests/conftest.py gives each process one thread)
+TEST_WORKERS ?= auto
 test: $(STAMP)
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not slow"
 
 test-all: $(STAMP)
 	$(PY) -m pytest -q

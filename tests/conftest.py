@@ -2,6 +2,9 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never reach the hub; fail at once instead of retrying for 20 s
 os.environ.setdefault("TRITON_INTERPRET", "1")  # Triton kernels run on the CPU (read when a kernel is decorated)
+if os.environ.get("PYTEST_XDIST_WORKER"):  # test processes share the cores (`make test`: pytest-xdist): one thread
+    os.environ["OMP_NUM_THREADS"] = "1"  # each, their subprocesses' too (OpenMP threads of two processes spinning on
+    # two cores ran up to 14 times slower)
 
 import subprocess
 import tempfile

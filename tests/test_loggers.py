@@ -19,6 +19,7 @@ from scaling_axes.harness.training.loggers import (
 )
 from scaling_axes.harness.training.metrics_csv import metric_rows
 from scaling_axes.io import SuiteError
+from tests.conftest import HANG_GUARD_S
 from tests.test_run_safety import _stop_at, tiny
 
 ALL = ["csv", "tensorboard", "wandb"]
@@ -65,6 +66,15 @@ def test_tensorboard_and_wandb_follow_a_run_through_a_restart(tmp_path, offline_
     assert torch.allclose(torch.tensor([tensorboard[s] for s in logged]), torch.tensor(list(logged.values())))
 
 
+def _wait_for_history(path, written) -> None:
+    """Until W&B's log at `path` holds a row that is `written`: its service process may still be writing when the
+    run has finished in this one (seen when two test processes share the cores). Within the tests' hang guard."""
+    deadline = time.monotonic() + HANG_GUARD_S
+    while not any(written(row) for row in wandb_history_rows(path)):
+        assert time.monotonic() < deadline, f"W&B never wrote the row awaited to {path}"
+        time.sleep(0.5)
+
+
 def test_a_wandb_run_killed_before_writing_its_last_points_resumes_with_each_point_once(tmp_path, offline_wandb):
     """A kill -9 takes the points W&B had not yet written: the first session's log is cut until its last val/loss
     point is gone. The resumed session's log then holds it, and across both sessions every point of metrics.csv is
@@ -74,8 +84,9 @@ def test_a_wandb_run_killed_before_writing_its_last_points_resumes_with_each_poi
         train_run(tiny(), out, extra_callbacks=[_stop_at(8)], accelerator="cpu", loggers=["wandb"], labels=LABELS)
     run_id = (out / "wandb_id").read_text()
     (first,) = out.glob(f"wandb/offline-run-*-{run_id}/run-{run_id}.wandb")
+    lost = max(int(row["step"]) for row in metric_rows(out / "metrics.csv")[1] if row.get("val/loss"))
+    _wait_for_history(first, lambda row: row.get("trainer/global_step") == lost and "val/loss" in row)
     data = first.read_bytes()
-    lost = max(row["trainer/global_step"] for row in wandb_history_rows(first) if "val/loss" in row)
     while any(row.get("trainer/global_step") == lost and "val/loss" in row for row in wandb_history_rows(first)):
         data = data[:-16]  # cut mid-record, as a kill leaves it
         first.write_bytes(data)

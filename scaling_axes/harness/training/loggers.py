@@ -151,11 +151,14 @@ def wandb_history_rows(path: Path) -> Iterator[dict[str, Any]]:
 
 
 def finish_loggers(loggers: Sequence[Logger]) -> None:
-    """End the W&B run of a run that finished or stopped (a restart resumes it by its id)."""
+    """End the W&B run of a run that finished or stopped (a restart resumes it by its id), and wait for W&B's service
+    to have written all of it: `finish` alone can return while the service still writes (seen with two processes
+    on two cores), and a restart reads that log to log each point once (`wandb_history`)."""
     if any(isinstance(logger, WandbLogger) for logger in loggers):
         import wandb
 
         wandb.finish()
+        wandb.teardown()
 
 
 def wandb_id(out: Path) -> str:
