@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from scaling_axes.cli import all_experiments
-from scaling_axes.harness.claims import judge, paired_margins, t_critical
+from scaling_axes.harness.claims import judge, paired_margins, settle
 from scaling_axes.harness.experiment.command import main
 from scaling_axes.harness.experiment.finished import FinishedRuns
 from scaling_axes.harness.experiment.plan import MEASURED_MFU, dry_run
@@ -16,6 +16,7 @@ from scaling_axes.harness.results import Row
 from scaling_axes.harness.runs import Budget, Experiment, Run, find_run, seed_run, with_seeds
 from scaling_axes.harness.scales import CPU, PAPER, SMALL
 from scaling_axes.harness.training.launch import COMPILE_MIN_STEPS, compile_by_default
+from scaling_axes.significance import false_discovery_q, significance, t_critical, t_two_sided_p
 
 TINY = {"n_layer": 1, "d_model": 32, "n_head": 4, "max_seq_len": 64, "vocab_size": 512}
 
@@ -31,7 +32,7 @@ TINY = {"n_layer": 1, "d_model": 32, "n_head": 4, "max_seq_len": 64, "vocab_size
         ([0.30, 0.20, 0.25], "claim_holds", ""),  # t_2 x 0.05 / sqrt 3 = 0.124
         ([-0.30, -0.20, -0.25], "claim_fails", ""),
         # one seed: a difference of two runs, so sqrt 2 x the 0.02 floor, twice that = 0.057 (0.04 without the sqrt 2)
-        ([0.05], "insufficient", "minimum detectable effect 0.0803 at 1 seed"),
+        ([0.05], "insufficient", "minimum detectable effect 0.0792 at 1 seed"),
         ([0.06], "claim_holds", ""),
     ],
 )
@@ -41,20 +42,68 @@ def test_seeds_judge_a_margin_against_student_t_and_the_floor(margins, status, w
     assert f"; {len(margins)} seed" in row.note and row.run == "a,b"
 
 
-def test_the_t_table_is_student_t():
-    """Each critical value c has P(|T| < c) = 0.95 for Student-t with its degrees of freedom, by integrating the
-    density numerically (float64, Simpson's rule)."""
-    for df in (1, 2, 3, 5, 10, 30):
-        c = t_critical(df)
-        log_norm = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
-        x = torch.linspace(0, c, 200_001, dtype=torch.float64)
-        density = torch.exp(log_norm - (df + 1) / 2 * torch.log1p(x**2 / df))
-        h = c / 200_000
-        integral = h / 3 * (density[0] + density[-1] + 4 * density[1:-1:2].sum() + 2 * density[2:-1:2].sum())
-        assert 2 * integral.item() == pytest.approx(0.95, abs=2e-4), df
-    assert t_critical(1000) == 1.96
+def _t_mass(t: float, df: int) -> float:
+    """P(|T| < t) for Student-t with `df` degrees of freedom, its density integrated numerically (float64,
+    Simpson's rule): independent of `claims`' incomplete beta."""
+    log_norm = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
+    x = torch.linspace(0, t, 200_001, dtype=torch.float64)
+    density = torch.exp(log_norm - (df + 1) / 2 * torch.log1p(x**2 / df))
+    h = t / 200_000
+    return 2 * (h / 3 * (density[0] + density[-1] + 4 * density[1:-1:2].sum() + 2 * density[2:-1:2].sum())).item()
+
+
+def test_t_critical_values_and_p_values_are_student_ts():
+    """Each critical value c has P(|T| < c) = 0.95, and each p-value is P(|T| >= |t|), for Student-t with its
+    degrees of freedom; infinitely many: the normal's."""
+    for df in (1, 2, 3, 5, 10, 16, 30, 100):
+        assert _t_mass(t_critical(df), df) == pytest.approx(0.95, abs=2e-6), df
+        for t in (0.3, 1.0, 2.5, 6.0):
+            assert t_two_sided_p(t, df) == pytest.approx(1 - _t_mass(t, df), abs=1e-7), (df, t)
+            assert t_two_sided_p(-t, df) == t_two_sided_p(t, df)
+    assert t_critical(math.inf) == pytest.approx(1.959964, abs=1e-6)
+    assert t_critical(math.inf) < t_critical(1000) < t_critical(30)
+    assert t_two_sided_p(1.959964, math.inf) == pytest.approx(0.05, abs=1e-6)
     with pytest.raises(ValueError, match="two seeds"):
         t_critical(0)
+
+
+def test_a_claims_p_is_the_larger_of_its_two_tests_and_p_below_5_percent_decides_it():
+    """The p of a mean margin: the larger of Student-t's on the seeds' own spread (n - 1 degrees of freedom) and the
+    normal's against the assumed floor (sqrt 2 x 0.02 a seed), each computed here from the densities alone."""
+    for margins in ([0.1, 0.12, 0.09], [0.05, 0.01, 0.09], [0.03, 0.03, 0.031], [0.06]):
+        row = judge("t", "a_vs_b", "a beats b", CPU, margins, 0.02, runs=("a", "b"))
+        n, mean = len(margins), sum(margins) / len(margins)
+        floor_p = math.erfc(abs(mean) * math.sqrt(n) / (math.sqrt(2) * 0.02) / math.sqrt(2))
+        spread = math.sqrt(sum((m - mean) ** 2 for m in margins) / (n - 1)) if n > 1 else 0.0
+        spread_p = 1 - _t_mass(abs(mean) * math.sqrt(n) / spread, n - 1) if spread else 0.0
+        assert row.p == pytest.approx(max(floor_p, spread_p), rel=1e-5, abs=1e-9), margins
+        assert (row.status == "claim_holds") == (row.p < 0.05) and row.q == row.p
+        assert (abs(mean) > significance(margins, 0.02).bound) == (row.p < 0.05)
+        assert f"p {row.p:.3g}" in row.note
+
+
+def test_an_estimated_floor_enters_through_student_t_on_its_degrees_of_freedom():
+    """A floor measured on 16 degrees of freedom is not known: one seed's margin of 2.05 floors holds against an
+    assumed floor (z 1.96) and not against the measured one (t_16 2.12)."""
+    claim = judge("t", "a_vs_b", "a beats b", CPU, [2.05 * math.sqrt(2) * 0.03], 0.02, runs=("a", "b"),
+                  noise_metric="val_loss")  # fmt: skip
+    assumed = judge("t", "a_vs_b", "a beats b", CPU, claim.evidence.margins, 0.03, runs=("a", "b"))
+    measured = settle(claim, CPU, {"val_loss": (0.03, 16)})
+    assert assumed.status == "claim_holds" and "assumed" in assumed.note
+    assert measured.status == "insufficient" and "measured on 16 degrees of freedom" in measured.note
+    assert measured.p == pytest.approx(1 - _t_mass(2.05, 16), abs=1e-7)
+    assert measured.high - measured.ours == pytest.approx(t_critical(16) * math.sqrt(2) * 0.03)
+
+
+def test_false_discovery_q_is_benjamini_hochbergs_step_up():
+    """q_i = min over the p-values at or above p_i of p_j m / rank_j, checked against that definition written out."""
+    generator = torch.Generator().manual_seed(0)
+    for m in (1, 2, 5, 40):
+        p = (torch.rand(m, generator=generator, dtype=torch.float64) ** 3).tolist()
+        ranks = {i: sorted(p).index(p[i]) + 1 for i in range(m)}
+        expected = [min(p[j] * m / ranks[j] for j in range(m) if p[j] >= p[i]) for i in range(m)]
+        assert false_discovery_q(p) == pytest.approx([min(1.0, e) for e in expected], rel=1e-12)
+    assert false_discovery_q([0.01, 0.04, 0.045, 0.3]) == pytest.approx([0.04, 0.06, 0.06, 0.3])
 
 
 @pytest.mark.parametrize("seeds", [1, 2, 3, 5])

@@ -11,7 +11,7 @@ PACKAGE = ROOT / "scaling_axes"
 # of the data layer, below the models (the Mixture of Tokenizers is defined by a tokenizer's bytes); the training
 # tasks and the rest of the data layer are one level: neither imports the other.
 LAYERS = (
-    ("scaling_axes.io",),
+    ("scaling_axes.io", "scaling_axes.significance"),
     ("scaling_axes.kernels",),
     ("scaling_axes.datamodules.tokenizers", "scaling_axes.datamodules.token_bytes"),
     ("scaling_axes.modules.registry", "scaling_axes.modules.flops"),

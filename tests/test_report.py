@@ -5,11 +5,14 @@ file from which any verdict can be recomputed by hand."""
 import csv
 import statistics
 
-from scaling_axes.harness.claims import judge, settle, significance_bound
+import pytest
+
+from scaling_axes.harness.claims import judge, settle
 from scaling_axes.harness.experiment.report import write_report
 from scaling_axes.harness.experiment.table import write_seeds
 from scaling_axes.harness.results import Row, write_rows
 from scaling_axes.harness.scales import CPU
+from scaling_axes.significance import significance
 
 HOLDS, FAILS, UNDECIDED = [0.30, 0.25, 0.28], [-0.30, -0.25, -0.28], [0.01, -0.02, 0.015]
 
@@ -35,10 +38,10 @@ def test_the_report_lists_each_claim_once_by_verdict_within_its_length(tmp_path)
     headings = [text.index(f"### {h}") for h in ("Holds (3)", "Fails (1)", "Insufficient (1)", "Not learning (1)")]
     assert headings == sorted(headings)
     (holds,) = [line for line in lines if line.startswith("- a beats b")]
-    low = statistics.mean(HOLDS) - significance_bound(HOLDS, 0.02)[0]
+    low = statistics.mean(HOLDS) - significance(HOLDS, 0.02).bound
     assert f"**+{statistics.mean(HOLDS):.3g} [{low:.3g}, " in holds and "3 seeds" in holds
     assert "exp_a: a_vs_b; exp_b: a_vs_b" in holds  # merged, both places named
-    assert sum(line.startswith("- ") and " seeds**" in line for line in lines) == 6  # 4 shared + 2 own
+    assert sum(line.startswith("- ") and " seeds, p " in line.partition("**")[2] for line in lines) == 6  # 4 + 2
     assert "minimum detectable effect" in next(line for line in lines if line.startswith("- c beats b"))
     assert "decides nothing: d ends at 7.0" in next(line for line in lines if line.startswith("- d beats e"))
     assert text.count(CPU.note) == 1 and "r399" not in text  # the caveat once; the bulk stays in the CSVs
@@ -54,7 +57,7 @@ def test_a_verdict_can_be_recomputed_from_the_per_seed_file(tmp_path):
         rows = list(csv.DictReader(f))
     margins = {int(r["seed"]): float(r["value"]) for r in rows if r["kind"] == "claim"}
     assert margins == {1: 0.30, 2: 0.25, 4: 0.28}  # each margin at its own seed (3 did not finish)
-    bound, _ = significance_bound(list(margins.values()), 0.02)
+    bound = significance(list(margins.values()), 0.02).bound
     assert claim.low == statistics.mean(margins.values()) - bound and claim.status == "claim_holds"
     runs = {(r["run"], r["seed"], r["metric"]): float(r["value"]) for r in rows if r["kind"] == "run"}
     assert runs == {("a", "1", "val_loss"): 4.0, ("a", "1", "steps"): 10, ("a", "2", "val_loss"): 4.1,
@@ -81,3 +84,42 @@ def test_smoke_results_stay_out_of_the_committed_report(tmp_path):
     write_rows("exp_a", SMOKE, _claims("exp_a"), tmp_path)
     assert write_report(tmp_path).read_text() == before and "smoke scale" not in before
     assert write_report(tmp_path, scale=SMOKE).parent == tmp_path / "smoke"
+
+
+def _one_seed_claim(statement: str, runs: tuple[str, str], p: float) -> Row:
+    """A one-seed claim whose two-sided p against the assumed floor (sqrt 2 x 0.02, a normal test) is `p`."""
+    margin = statistics.NormalDist().inv_cdf(1 - p / 2) * 2**0.5 * 0.02
+    return judge("t", "_vs_".join(runs), statement, CPU, [margin], 0.02, "nats/token", runs=runs)
+
+
+def test_the_false_discovery_rate_is_controlled_over_the_scales_claims_each_comparison_once(tmp_path):
+    """Four tested claims over two experiments, one of them stated by both (counted once): p 0.01, 0.04, 0.045, 0.3
+    give Benjamini-Hochberg's q 0.04, 0.06, 0.06, 0.3. The two decided by their own test at q >= 0.05 decide nothing
+    and say why; a claim kept from a test by a run that did not learn is not in the family. Controlling again
+    changes nothing, and REPORT.md states the family."""
+    from scaling_axes.harness.experiment.table import control_false_discoveries
+
+    shared = _one_seed_claim("a beats b", ("a", "b"), 0.01)
+    not_learning = settle(_one_seed_claim("d beats e", ("d", "e"), 0.001), CPU, not_learning=["d did not learn"])
+    write_rows("exp_a", CPU, [shared, _one_seed_claim("c beats b", ("c", "b"), 0.04), not_learning], tmp_path)
+    write_rows("exp_b", CPU, [shared, _one_seed_claim("f beats g", ("f", "g"), 0.045),
+                              _one_seed_claim("h beats g", ("h", "g"), 0.3)], tmp_path)  # fmt: skip
+    control_false_discoveries(tmp_path / "cpu")
+    rows = {}
+    for name in ("exp_a", "exp_b"):
+        with open(tmp_path / "cpu" / f"{name}.csv", newline="") as f:
+            rows |= {(name, r["row"]): r for r in csv.DictReader(f)}
+    q = {key: float(r["q"]) for key, r in rows.items() if r["q"]}
+    assert q == pytest.approx({("exp_a", "a_vs_b"): 0.04, ("exp_a", "c_vs_b"): 0.06, ("exp_b", "a_vs_b"): 0.04,
+                               ("exp_b", "f_vs_g"): 0.06, ("exp_b", "h_vs_g"): 0.3}, rel=1e-4)  # fmt: skip
+    status = {key: r["status"] for key, r in rows.items()}
+    assert status[("exp_a", "a_vs_b")] == status[("exp_b", "a_vs_b")] == "claim_holds"
+    assert status[("exp_a", "c_vs_b")] == status[("exp_b", "f_vs_g")] == status[("exp_b", "h_vs_g")] == "insufficient"
+    assert status[("exp_a", "d_vs_e")] == "not_learning"
+    assert "multiplicity: q 0.06 >= 0.05 over the 4 claims tested" in rows[("exp_a", "c_vs_b")]["note"]
+    before = {name: (tmp_path / "cpu" / f"{name}.csv").read_text() for name in ("exp_a", "exp_b")}
+    control_false_discoveries(tmp_path / "cpu")
+    assert before == {name: (tmp_path / "cpu" / f"{name}.csv").read_text() for name in ("exp_a", "exp_b")}
+    text = write_report(tmp_path, scale=CPU).read_text()
+    assert "The family: the 4 claims tested at this scale" in text and "2 decided by its own test did not" in text
+    assert "p 0.04, q 0.06**; multiplicity: q 0.06" in text

@@ -144,7 +144,7 @@ def test_unstable_seeds_are_left_out_of_the_measured_noise(tmp_path):
     stable = [[4.0, 4.02, 4.04], [4.3, 4.31]]  # a's 4th seed an outlier, b's 3rd spiked
     dof = sum(len(v) - 1 for v in stable)
     expected = math.sqrt(sum((len(v) - 1) * statistics.variance(v) for v in stable) / dof)
-    assert noise["val_loss"] == pytest.approx(expected)
+    assert noise["val_loss"] == pytest.approx((expected, dof))
     assert "2 unstable seeds left out" in rows[0].note
 
 

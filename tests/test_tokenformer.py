@@ -259,8 +259,8 @@ def test_the_diagnosis_changes_one_thing_at_a_time_and_measures_its_gain():
     import dataclasses
 
     from scaling_axes.experiments.tokenformer import diagnosis
-    from scaling_axes.harness.claims import significance_bound
     from scaling_axes.harness.scales import CPU
+    from scaling_axes.significance import significance
 
     runs = {run.name: run for run in diagnosis.runs(CPU)}
     recipe = dataclasses.asdict(runs[diagnosis.RECIPE].config)
@@ -276,7 +276,7 @@ def test_the_diagnosis_changes_one_thing_at_a_time_and_measures_its_gain():
     gain = [5.0 - 4.6, 5.1 - 4.8, 4.9 - 4.55]
     row = rows[("full_rotary", "gain_over_recipe")]
     assert row.ours == pytest.approx(sum(gain) / 3) and row.seeds == 3
-    assert row.high - row.ours == pytest.approx(significance_bound(gain, 0.02)[0])
+    assert row.high - row.ours == pytest.approx(significance(gain, 0.02).bound)
     assert rows[("full_rotary", "gap_to_transformer")].ours == pytest.approx((0.6 + 0.7 + 0.65) / 3)
 
 

@@ -13,19 +13,13 @@ import pytest
 
 from scaling_axes.datamodules.corpora import corpus_dir, prepare_corpus
 from scaling_axes.datamodules.floors import unigram_floor
-from scaling_axes.harness.claims import (
-    MAX_SEEDS,
-    judge,
-    lower_loss,
-    minimum_detectable_effect,
-    pooled_spread,
-    seeds_needed,
-)
+from scaling_axes.harness.claims import judge, lower_loss
 from scaling_axes.harness.experiment.table import measured_noise, rebuild
 from scaling_axes.harness.runs import Budget, Experiment, Run, run_dir
 from scaling_axes.harness.scales import CPU
 from scaling_axes.harness.training.rundir import write_done
 from scaling_axes.io import atomic_torch_save
+from scaling_axes.significance import MAX_SEEDS, minimum_detectable_effect, pooled_spread, seeds_needed
 
 TINY = {"n_layer": 1, "d_model": 32, "n_head": 4, "max_seq_len": 64, "vocab_size": 512}
 
@@ -125,8 +119,10 @@ def test_noise_is_measured_from_every_runs_seeds_and_raises_the_floor(tmp_path):
     noise, _ = measured_noise(tmp_path / "runs" / "verdict_test" / "cpu")
     dof = sum(len(v) - 1 for v in values.values())
     expected = math.sqrt(sum((len(v) - 1) * statistics.variance(v) for v in values.values()) / dof)
-    assert noise["val_loss"] == pytest.approx(expected) and pooled_spread(list(values.values())) == (noise["val_loss"],
-                                                                                                      dof)  # fmt: skip
+    assert (
+        noise["val_loss"] == pytest.approx((expected, dof))
+        and pooled_spread(list(values.values())) == (noise["val_loss"])
+    )
     claim = _claim(tmp_path, experiment)
     assert claim["status"] == "insufficient" and f"floor {math.sqrt(2) * expected:.3g}" in claim["note"]
     assert judge("t", "r", "s", CPU, [0.1] * 3, 0.02).status == "claim_holds"  # at the assumed floor it would hold
@@ -135,8 +131,9 @@ def test_noise_is_measured_from_every_runs_seeds_and_raises_the_floor(tmp_path):
 def test_the_minimum_detectable_effect_and_the_seeds_a_margin_needs():
     noise = 0.1
     for seeds in (1, 2, 3, 10, 40):  # (critical value + the 80% power quantile) x noise / sqrt(n)
-        critical = 2.0 if seeds == 1 else {2: 12.706, 3: 4.303, 10: 2.262, 40: 2.0}[seeds]
-        assert minimum_detectable_effect(noise, seeds) == pytest.approx((critical + 0.84) * noise / math.sqrt(seeds))
+        critical = 1.95996 if seeds == 1 else {2: 12.7062, 3: 4.30265, 10: 2.26216, 40: 2.02269}[seeds]  # t tables
+        assert minimum_detectable_effect(noise, seeds) == pytest.approx((critical + 0.84) * noise / math.sqrt(seeds),
+                                                                        rel=1e-5)  # fmt: skip
     for margin in (0.3, 0.1, 0.05, -0.05):
         n = seeds_needed(margin, noise)
         assert minimum_detectable_effect(noise, n) < abs(margin) <= minimum_detectable_effect(noise, n - 1)
@@ -186,9 +183,9 @@ def test_a_claim_whose_paper_effect_is_below_what_the_scale_detects_is_out_of_re
     from scaling_axes.harness.results import Row
     from scaling_axes.harness.scales import PAPER
 
-    # one seed of two runs: (2 + 0.84) x sqrt 2 x the noise
+    # one seed of two runs: (1.96 + 0.84) x sqrt 2 x the noise
     assert beyond_reach(0.1, 0.02, 1) is None and beyond_reach(0.05, 0.02, 1) is not None
-    assert "minimum detectable effect here, 0.0803" in beyond_reach(0.05, 0.02, 1)
+    assert "minimum detectable effect here, 0.0792" in beyond_reach(0.05, 0.02, 1)
     values = {"lambada_ppl": (60.0, 30.0), "openwebtext_ppl": (20.0, 18.0), "pile_10k_ppl": (20.0, 18.0),
               "wikitext_ppl": (20.0, 18.0), "piqa_acc": (60.0, 63.0)}  # (Transformer, RMT)  # fmt: skip
     rows = [Row(table="t", row=name, metric=metric, ours=pair[i]) for metric, pair in values.items()

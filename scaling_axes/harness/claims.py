@@ -5,11 +5,13 @@ A claim is measured as a signed margin, positive where the paper's claim holds (
 the RMT's), once per seed at which every run it compares finished (`paired_margins`; further seeds are trained with
 `--seeds N`). It is judged only where the data can support it: never at smoke scale (tiny models on a few thousand
 tokens prove the pipeline, not a claim). A margin is a difference of two runs, so its noise is at least
-sqrt(2) x the metric's noise floor for one run (`margin_floor`). From one seed, a margin beyond twice that floor
-holds or fails by its sign. From n seeds, the mean margin must clear both tests: Student-t at 95% (two-sided) on the
-seeds' own spread, t_{n-1} x s / sqrt(n) (twice the standard error passes a false claim about 30% of the time at
-n = 2, where t is 12.7), and twice the floor / sqrt(n), since a spread measured from a few seeds can be zero by
-chance (three equal margins of 0.001 do not hold). The margin, the noise and the seeds are in the note.
+sqrt(2) x the metric's noise floor for one run (`margin_floor`). The mean margin of n seeds is tested against that
+floor / sqrt n (a normal test for an assumed floor, Student-t on its degrees of freedom for a measured one) and, from
+two seeds on, by Student-t on the seeds' own spread (t_{n-1} s / sqrt n: twice the standard error would pass a false
+claim about 30% of the time at n = 2, where t is 12.7; a spread of three seeds can be zero by chance, so the floor's
+test stays). Its p is the larger of the two (`significance.significance`); its test decides it where p < ALPHA. Over a
+scale, the claims tested are one family whose false-discovery rate Benjamini-Hochberg's q holds at ALPHA
+(`false_discovery_q`, `with_multiplicity`). The margin, p, the noise and the seeds are in the note.
 """
 
 from __future__ import annotations
@@ -22,45 +24,27 @@ from typing import Any
 
 from scaling_axes.harness.results import Evidence, Row
 from scaling_axes.harness.scales import Scale
+from scaling_axes.significance import (
+    ALPHA,
+    MAX_SEEDS,
+    Significance,
+    margin_floor,
+    minimum_detectable_effect,
+    pooled_spread,
+    seeds_needed,
+    significance,
+    t_critical,
+)
 
 # Noise floors of one run's metric, used as the least noise a margin can have (assumed, not measured here): the final
 # validation loss of a small language model, and ImageNet top-1
 LOSS_NOISE_FLOOR = 0.02  # nats/token
 TOP1_NOISE_FLOOR = 0.3  # points
-ONE_SEED_Z = 2.0  # a one-seed margin against the floor: the floor is taken as the known sigma (a z test)
-# Student-t's two-sided 95% critical values t_{0.975, df}, df = 1 ... 30 (a property of the distribution, checked in
-# tests against its density integrated numerically); beyond 30 the normal's 1.96
-T_CRITICAL_95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
-                 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
-                 2.045, 2.042)  # fmt: skip
-
-
-def t_critical(df: int) -> float:
-    """Student-t's two-sided 95% critical value with `df` degrees of freedom."""
-    if df < 1:
-        raise ValueError(f"df={df}: Student-t needs at least one degree of freedom (two seeds)")
-    return T_CRITICAL_95[df - 1] if df <= len(T_CRITICAL_95) else 1.96
-
-
-def margin_floor(noise_floor: float, runs_per_margin: int = 2) -> float:
-    """The least noise of a margin combining `runs_per_margin` runs of a metric whose one-run noise is `noise_floor`
-    (a difference of two runs: sqrt 2 x)."""
-    return math.sqrt(runs_per_margin) * noise_floor
-
-
-def significance_bound(margins: Sequence[float], noise_floor: float, runs_per_margin: int = 2) -> tuple[float, float]:
-    """(bound, noise): |mean margin| must exceed `bound` to hold or fail. One seed: ONE_SEED_Z x the margin's floor.
-    n seeds: the larger of Student-t on their spread (t_{n-1} s / sqrt n) and ONE_SEED_Z x the floor / sqrt n."""
-    floor = margin_floor(noise_floor, runs_per_margin)
-    if len(margins) < 2:
-        return ONE_SEED_Z * floor, floor
-    n, spread = len(margins), statistics.stdev(margins)
-    return max(t_critical(n - 1) * spread, ONE_SEED_Z * floor) / math.sqrt(n), max(spread, floor)
+ONE_SEED_Z = 2.0  # a sweep's tie: rates whose mean losses lie within this many standard errors (`sweeps.within_noise`)
 
 
 NOTE_PARTS = " | "  # a claim's note: its statement | what was measured | why it was not decided (when it was not)
-POWER_Z = 0.84  # the normal quantile of 80% power: a minimum detectable effect is found 4 times in 5
-MAX_SEEDS = 100  # beyond this many seeds a margin is out of reach in practice
+DATA_NOTE = "; data: "  # what `table.data_caveats` appends to a claim's note: the data it was judged on
 
 
 def judge(
@@ -96,48 +80,89 @@ def judge(
 def settle(
     claim: Row,
     scale: Scale,
-    measured_noise: dict[str, float] | None = None,
+    measured_noise: dict[str, tuple[float, int]] | None = None,
     not_learning: Sequence[str] = (),
     untuned: Sequence[str] = (),
     unstable: Sequence[str] = (),
 ) -> Row:
-    """`claim` judged from its evidence: with `measured_noise` (metric -> pooled one-run spread at this scale) as a
-    floor where it exceeds the assumed one, and never decided on a run in `not_learning` (why each is not), on one
-    that trained unstably (`unstable`: why each did) or on one whose lr is not tuned (`untuned`: why)."""
+    """`claim` judged from its evidence: with `measured_noise` (metric -> the pooled one-run spread at this scale and
+    its degrees of freedom) as the floor where it exceeds the assumed one, and never decided on a run in
+    `not_learning` (why each is not), on one that trained unstably (`unstable`: why each did) or on one whose lr is
+    not tuned (`untuned`: why). A claim its test decides (or leaves within the bound) carries its p twice: as `p`,
+    and as `q` until the scale's false-discovery control adjusts it (`control_false_discoveries`)."""
     e = claim.evidence
-    floor = max(e.noise_floor, e.noise_scale * (measured_noise or {}).get(e.noise_metric, 0.0))
+    floor, floor_dof = e.noise_floor, math.inf
+    spread, dof = (measured_noise or {}).get(e.noise_metric, (0.0, 0))
+    if e.noise_scale * spread > floor:  # the measured noise: estimated, on its degrees of freedom
+        floor, floor_dof = e.noise_scale * spread, dof
+    test = significance(e.margins, floor, e.runs_per_margin, floor_dof) if e.margins else None
+    status, why = _verdict(claim, scale, test, floor_dof, not_learning, untuned, unstable)
+    tested = test is not None and (not why or why.startswith(WITHIN))  # its verdict is its test's
     margin = statistics.mean(e.margins) if e.margins else None
-    bound, noise = significance_bound(e.margins, floor, e.runs_per_margin)
-    n, status, why = len(e.margins), "insufficient", ""
-    if margin is None:
-        why = "the runs it needs have not finished"
-    elif not scale.judges_claims:
-        why = f"{scale} scale proves the pipeline, not a claim"
-    elif not_learning:
-        status, why = "not_learning", f"decides nothing: {not_learning[0]}{_more(not_learning[1:])}"
-    elif unstable and not e.before_training:
-        status, why = "unstable", f"decides nothing: {'; '.join(unstable[:3])}{_more(unstable[3:])}"
-    elif untuned:
-        why = f"an arm's lr is not tuned: {'; '.join(untuned)}"
-    elif e.unmatched:
-        why = f"the arms are not matched: {e.unmatched}"
-    elif e.fails_because:
-        status, why = "claim_fails", e.fails_because
-    elif abs(margin) > bound:
-        status = "claim_holds" if margin > 0 else "claim_fails"
-    else:
-        detectable = minimum_detectable_effect(noise, n)
-        needed = seeds_needed(margin, noise)
-        needs = f"--seeds {needed}" if needed <= MAX_SEEDS else f"over {MAX_SEEDS} seeds: out of reach here"
-        why = (f"within the 95% bound; minimum detectable effect {detectable:.3g} at {n} seed{'s' * (n != 1)}, "
-               f"this margin needs {needs}")  # fmt: skip
+    low, high = (None, None) if test is None else (margin - test.bound, margin + test.bound)
+    note = NOTE_PARTS.join((e.statement, _measured(claim, test, floor, floor_dof), why)).rstrip(" |")
+    return dataclasses.replace(claim, ours=margin, low=low, high=high, seeds=len(e.margins), status=status,
+                               p=test and test.p, q=test.p if tested else None, note=note)  # fmt: skip
+
+
+WITHIN = "within the 95% bound"
+
+
+def _verdict(claim: Row, scale: Scale, test: Significance | None, floor_dof: float, not_learning: Sequence[str],
+             untuned: Sequence[str], unstable: Sequence[str]) -> tuple[str, str]:  # fmt: skip
+    """(status, why it is not decided: empty where it is) of `claim` (see `settle`)."""
+    e, n = claim.evidence, len(claim.evidence.margins)
+    if test is None:
+        return "insufficient", "the runs it needs have not finished"
+    if not scale.judges_claims:
+        return "insufficient", f"{scale} scale proves the pipeline, not a claim"
+    if not_learning:
+        return "not_learning", f"decides nothing: {not_learning[0]}{_more(not_learning[1:])}"
+    if unstable and not e.before_training:
+        return "unstable", f"decides nothing: {'; '.join(unstable[:3])}{_more(unstable[3:])}"
+    if untuned:
+        return "insufficient", f"an arm's lr is not tuned: {'; '.join(untuned)}"
+    if e.unmatched:
+        return "insufficient", f"the arms are not matched: {e.unmatched}"
+    if e.fails_because:
+        return "claim_fails", e.fails_because
+    margin = statistics.fmean(e.margins)
+    if test.p < ALPHA:
+        return ("claim_holds" if margin > 0 else "claim_fails"), ""
+    detectable = minimum_detectable_effect(test.noise, n, floor_dof)
+    needed = seeds_needed(margin, test.noise, floor_dof)
+    needs = f"--seeds {needed}" if needed <= MAX_SEEDS else f"over {MAX_SEEDS} seeds: out of reach here"
+    return "insufficient", (f"{WITHIN}; minimum detectable effect {detectable:.3g} at {n} seed{'s' * (n != 1)}, "
+                            f"this margin needs {needs}")  # fmt: skip
+
+
+def _measured(claim: Row, test: Significance | None, floor: float, floor_dof: float) -> str:
+    """What a claim's note says was measured: the margin, its bound and p, the noise and the floor it rests on."""
+    if test is None:
+        return ""
+    e, n = claim.evidence, len(claim.evidence.margins)
     how = "one seed against the floor" if n < 2 else f"Student-t {t_critical(n - 1):.3g}"
-    measured = "" if margin is None else (f"margin {margin:+.4g} {claim.unit}, 95% bound {bound:.3g}, noise "
-                                          f"{noise:.3g} (floor {margin_floor(floor, e.runs_per_margin):.3g}; {n} "
-                                          f"seed{'s' * (n != 1)}; {how})")  # fmt: skip
-    low, high = (None, None) if margin is None else (margin - bound, margin + bound)
-    return dataclasses.replace(claim, ours=margin, low=low, high=high, seeds=n, status=status,
-                               note=NOTE_PARTS.join((e.statement, measured, why)).rstrip(" |"))  # fmt: skip
+    rests = "assumed" if math.isinf(floor_dof) else f"measured on {floor_dof} degrees of freedom"
+    return (f"margin {statistics.fmean(e.margins):+.4g} {claim.unit}, 95% bound {test.bound:.3g}, p {test.p:.3g}, "
+            f"noise {test.noise:.3g} (floor {margin_floor(floor, e.runs_per_margin):.3g}, {rests}; {n} "
+            f"seed{'s' * (n != 1)}; {how})")  # fmt: skip
+
+
+MULTIPLICITY = f"{NOTE_PARTS}multiplicity: "  # where a note says its claim did not survive the family's control
+
+
+def with_multiplicity(row: dict[str, str], q: float, family: int) -> dict[str, str]:
+    """A tested claim's CSV row with its `q` over a family of `family` tested claims: a claim its test decided
+    (p < ALPHA) stays decided only if q < ALPHA too; else it is `insufficient`, its note says why."""
+    note, data_sep, data = row["note"].partition(DATA_NOTE)
+    note = note.split(MULTIPLICITY)[0]
+    status = row["status"]
+    if float(row["p"]) < ALPHA:
+        status = ("claim_holds" if float(row["ours"]) > 0 else "claim_fails") if q < ALPHA else "insufficient"
+        if q >= ALPHA:
+            note += (f"{MULTIPLICITY}q {q:.3g} >= {ALPHA:g} over the {family} claims tested at this scale "
+                     "(Benjamini-Hochberg): decides nothing")  # fmt: skip
+    return {**row, "q": f"{q:.6g}", "status": status, "note": note + data_sep + data}
 
 
 def _more(reasons: Sequence[str]) -> str:
@@ -152,19 +177,6 @@ def sweep_disagreement(sweep: Sequence[float], claims: Sequence[float], noise_fl
     spread, dof = pooled_spread([sweep, claims])
     critical = t_critical(dof) if dof else ONE_SEED_Z
     return difference, critical * max(spread, noise_floor) * math.sqrt(1 / len(sweep) + 1 / len(claims))
-
-
-def minimum_detectable_effect(noise: float, seeds: int) -> float:
-    """The smallest true mean margin that `seeds` seeds of a margin with one-seed noise `noise` decide 80% of the
-    time: (the 95% critical value + POWER_Z) x noise / sqrt(seeds)."""
-    critical = ONE_SEED_Z if seeds < 2 else max(t_critical(seeds - 1), ONE_SEED_Z)
-    return (critical + POWER_Z) * noise / math.sqrt(seeds)
-
-
-def seeds_needed(margin: float, noise: float) -> int:
-    """The fewest seeds whose minimum detectable effect is below |margin| (MAX_SEEDS + 1: none up to MAX_SEEDS)."""
-    return next((n for n in range(2, MAX_SEEDS + 1) if minimum_detectable_effect(noise, n) < abs(margin)),
-                MAX_SEEDS + 1)  # fmt: skip
 
 
 def beyond_reach(paper_effect: float, noise_floor: float, seeds: int, runs_per_margin: int = 2) -> str | None:
@@ -206,16 +218,6 @@ def parameter_match(table: str, arms: dict[str, Any], measure: str) -> tuple[lis
     if len(set(tied.values())) > 1 and len(tied) == len(arms):
         return rows, f"the head is tied on {', '.join(a for a, t in tied.items() if t)} only"
     return rows, None
-
-
-def pooled_spread(groups: Sequence[Sequence[float]]) -> tuple[float, int]:
-    """(pooled standard deviation, degrees of freedom) of repeated measurements: sqrt(sum (n_i - 1) s_i^2 / sum
-    (n_i - 1)) over the groups of two or more (one run's seeds each); (0, 0) without any."""
-    repeated = [g for g in groups if len(g) >= 2]
-    dof = sum(len(g) - 1 for g in repeated)
-    if not dof:
-        return 0.0, 0
-    return math.sqrt(sum((len(g) - 1) * statistics.variance(g) for g in repeated) / dof), dof
 
 
 def seeds_of(done: dict | None) -> dict[int, dict]:

@@ -1,13 +1,14 @@
 """The one long results format (`Row`), the papers' published numbers, and the figures beside a table (REPORT.md,
 which gathers the tables, is `experiment.report`'s).
 
-Every experiment writes rows ``experiment, table, row, metric, paper, ours, low, high, seeds, unit, scale, run,
-status, note`` to ``results/<scale>/<experiment>.csv``. Status: ``match`` (ours within the stated tolerance of the
+Every experiment writes rows ``experiment, table, row, metric, paper, ours, low, high, seeds, p, q, unit, scale,
+run, status, note`` to ``results/<scale>/<experiment>.csv``. Status: ``match`` (ours within the stated tolerance of the
 paper's), ``differs``, ``not_run`` (the run has not finished), ``analytic`` (ours is a formula or a count, not a
 training result), ``measured`` (a training result the paper gives no number for), ``cited`` (a paper's number for a
 model this suite does not build, such as the Pythia rows of a comparison table, shown for reference only), and for a
 paper's claims (metric ``claim``, see `harness.claims`; ``ours`` the mean margin, ``low``/``high`` its 95% interval,
-``seeds`` how many) ``claim_holds``, ``claim_fails``, ``insufficient``, ``out_of_reach`` (not trained at this scale:
+``seeds`` how many, ``p`` its two-sided p, ``q`` the same adjusted for the false-discovery rate over the scale's
+tested claims) ``claim_holds``, ``claim_fails``, ``insufficient``, ``out_of_reach`` (not trained at this scale:
 its effect is below what the scale can detect), ``not_learning`` (a run it compares did not learn) or ``unstable`` (a
 run it compares spiked, or ended as an outlier among its seeds: `harness.stability`); a row whose
 runs passed over their data more often than allowed (``--allow-repeats``) is ``memorisation``, and one whose runs on
@@ -27,8 +28,8 @@ from typing import Any
 from scaling_axes.harness.scales import Scale
 from scaling_axes.io import atomic_write
 
-COLUMNS = ("experiment", "table", "row", "metric", "paper", "ours", "low", "high", "seeds", "unit", "scale", "run",
-           "status", "note")  # fmt: skip
+COLUMNS = ("experiment", "table", "row", "metric", "paper", "ours", "low", "high", "seeds", "p", "q", "unit", "scale",
+           "run", "status", "note")  # fmt: skip
 VERDICTS = (
     "claim_holds",
     "claim_fails",
@@ -76,6 +77,8 @@ class Row:
     low: float | None = None  # a claim's 95% interval of its mean margin
     high: float | None = None
     seeds: int | None = None  # the seeds a claim's margin was measured at
+    p: float | None = None  # a claim's two-sided p (`significance.significance`)
+    q: float | None = None  # its Benjamini-Hochberg q over the scale's tested claims (`significance.false_discovery_q`)
     unit: str = ""
     run: str = ""
     status: str = "analytic"
@@ -120,6 +123,8 @@ def write_rows(experiment: str, scale: Scale, rows: list[Row], results_dir: Path
             _fmt(r.low),
             _fmt(r.high),
             _fmt(r.seeds),
+            _fmt(r.p),
+            _fmt(r.q),
             r.unit,
             scale.name,
             r.run,

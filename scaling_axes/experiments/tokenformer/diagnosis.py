@@ -33,10 +33,11 @@ import math
 import statistics
 
 from scaling_axes.experiments.cross_architecture.setup import make_run
-from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, metric_margin, paired_margins, significance_bound
+from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, metric_margin, paired_margins
 from scaling_axes.harness.results import Row
 from scaling_axes.harness.runs import Experiment, Run, fitted
 from scaling_axes.harness.scales import Scale
+from scaling_axes.significance import significance
 
 SIZE = "125m"
 RECIPE, TRANSFORMER = f"tokenformer_{SIZE}", f"transformer_{SIZE}"
@@ -74,7 +75,7 @@ COMPARISONS = (  # (row metric, the run compared with, sign of its loss minus th
 
 def report(scale: Scale, results: dict[str, dict]) -> list[Row]:
     """Per variant: its gain over today's recipe and the gap left to the Transformer (mean over seeds, with the
-    95% interval of `claims.significance_bound`)."""
+    95% interval of `significance.significance`)."""
     rows = []
     for run in runs(scale)[2:]:
         variant = run.name.removeprefix("tokenformer_")
@@ -88,7 +89,7 @@ def _row(variant: str, metric: str, margins: list[float], what: str, names: tupl
     if not margins:
         return Row(table="diagnosis", row=variant, metric=metric, unit="nats/token", run=",".join(names),
                    status="not_run")  # fmt: skip
-    mean, bound = statistics.mean(margins), significance_bound(margins, LOSS_NOISE_FLOOR)[0]
+    mean, bound = statistics.mean(margins), significance(margins, LOSS_NOISE_FLOOR).bound
     return Row(table="diagnosis", row=variant, metric=metric, ours=mean, low=mean - bound, high=mean + bound,
                seeds=len(margins), unit="nats/token", run=",".join(names), status="measured",
                note=f"{what}; each arm at its own swept lr")  # fmt: skip

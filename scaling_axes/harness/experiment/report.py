@@ -12,7 +12,7 @@ import csv
 import dataclasses
 from pathlib import Path
 
-from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, NOTE_PARTS, TOP1_NOISE_FLOOR
+from scaling_axes.harness.claims import DATA_NOTE, LOSS_NOISE_FLOOR, NOTE_PARTS, TOP1_NOISE_FLOOR
 from scaling_axes.harness.results import RESULTS_DIR, VERDICTS, pyplot, save_figure
 from scaling_axes.harness.scales import SCALES, Scale
 from scaling_axes.harness.stability import LEARNED_NATS
@@ -20,7 +20,6 @@ from scaling_axes.io import atomic_write
 
 HEADINGS = {"claim_holds": "Holds", "claim_fails": "Fails", "insufficient": "Insufficient",
             "out_of_reach": "Out of reach", "not_learning": "Not learning", "unstable": "Unstable"}  # fmt: skip
-DATA_NOTE = "; data: "  # what `table.data_caveats` appends to a claim's note
 FOREST = "claims_forest.png"
 
 
@@ -38,6 +37,8 @@ class Claim:
     seeds: int
     where: list[str]
     data: str
+    p: str = ""
+    q: str = ""  # set on a claim tested in the scale's family (`table.control_false_discoveries`)
 
 
 Tables = dict[str, list[dict[str, str]]]  # experiment -> its CSV's rows
@@ -52,6 +53,11 @@ def read_tables(scale_dir: Path) -> Tables:
     return tables
 
 
+def claim_key(row: dict[str, str]) -> tuple[str, str]:
+    """What makes two claim rows one comparison: their statement, of the same runs."""
+    return row["note"].partition(DATA_NOTE)[0].partition(NOTE_PARTS)[0], ",".join(sorted(row["run"].split(",")))
+
+
 def claims_of(tables: Tables) -> list[Claim]:
     """The claims in a scale's tables, one per statement and set of runs, in verdict order."""
     merged: dict[tuple[str, str], Claim] = {}
@@ -62,13 +68,14 @@ def claims_of(tables: Tables) -> list[Claim]:
             note, _, data = r["note"].partition(DATA_NOTE)
             statement, _, why = note.partition(NOTE_PARTS)
             why = why.partition(NOTE_PARTS)[2]
-            key = (statement, ",".join(sorted(r["run"].split(","))))
+            key = claim_key(r)
             if key in merged:
                 merged[key].where.append(f"{name}: {r['row']}")
                 continue
             # (a CSV written before the interval columns has none: its claims show their mean alone)
             merged[key] = Claim(statement, r["status"], r["ours"], r.get("low", ""), r.get("high", ""), r["unit"],
-                                why, int(r.get("seeds") or 0), [f"{name}: {r['row']}"], data)  # fmt: skip
+                                why, int(r.get("seeds") or 0), [f"{name}: {r['row']}"], data, r.get("p", ""),
+                                r.get("q", ""))  # fmt: skip
     order = {status: i for i, status in enumerate(VERDICTS)}
     return sorted(merged.values(), key=lambda c: (order.get(c.status, len(order)), c.where[0]))
 
@@ -82,8 +89,9 @@ def claim_lines(claims: list[Claim]) -> list[str]:
             continue
         lines += [f"### {HEADINGS.get(status, status)} ({len(group)})", ""]
         for c in group:
+            tests = "".join(f", {name} {_g(value)}" for name, value in (("p", c.p), ("q", c.q)) if value)
             measured = f"{_g(c.margin, '+')} [{_g(c.low)}, {_g(c.high)}] {c.unit}, {c.seeds} seed" \
-                f"{'s' * (c.seeds != 1)}" if c.margin else "no margin"  # fmt: skip
+                f"{'s' * (c.seeds != 1)}{tests}" if c.margin else "no margin"  # fmt: skip
             why = f"; {c.why}" if c.why else ""
             lines.append(f"- {c.statement}: **{measured}**{why} ({'; '.join(c.where)})")
         lines.append("")
@@ -178,12 +186,24 @@ def scale_section(scale_dir: Path, claims: list[Claim], link_prefix: str, level:
     if claims:
         counts = collections.Counter(c.status for c in claims)
         lines += [f"{level} Claims: " + ", ".join(f"{counts[s]} {HEADINGS.get(s, s).lower()}" for s in counts), "",
-                  "Mean margin over seeds (> 0: the claim holds), [its 95% interval], the seeds; a claim several "
-                  "experiments state of the same runs is one line.", ""]  # fmt: skip
+                  "Mean margin over seeds (> 0: the claim holds), [its 95% interval], the seeds, p and q; a claim "
+                  "several experiments state of the same runs is one line.", "", *family_lines(claims)]  # fmt: skip
         if forest_plot(claims, scale_dir / FOREST, f"claims at {scale_dir.name} scale"):
             lines += [f"![margins of every claim]({link_prefix}{FOREST})", ""]
         lines += claim_lines(claims)
     return lines
+
+
+def family_lines(claims: list[Claim]) -> list[str]:
+    """What the claims' false-discovery control was taken over, and what it took away."""
+    tested = [c for c in claims if c.q]
+    if not tested:
+        return []
+    demoted = sum(c.why.startswith("multiplicity") for c in tested)
+    return [f"The family: the {len(tested)} claims tested at this scale (each comparison once; a claim that an "
+            "arm's stability, learning, tuning or matching keeps from a test is not in it). A claim is decided only "
+            f"where its q, Benjamini-Hochberg's adjusted p over the family, is below 0.05: {demoted} decided by "
+            "its own test did not survive (insufficient, 'multiplicity').", ""]  # fmt: skip
 
 
 def write_report(results_dir: Path = RESULTS_DIR, scale: Scale | None = None, header: tuple[str, ...] = ()) -> Path:

@@ -10,17 +10,18 @@ from pathlib import Path
 
 from scaling_axes.datamodules.corpora import corpus_spec, tokenizer_of
 from scaling_axes.datamodules.floors import unigram_floor
-from scaling_axes.harness.claims import pooled_spread, seeds_of, settle
+from scaling_axes.harness.claims import seeds_of, settle, with_multiplicity
 from scaling_axes.harness.experiment.arms import not_learning, tuning_rows, unstable, untuned
 from scaling_axes.harness.experiment.finished import FinishedRuns
-from scaling_axes.harness.experiment.report import write_report
+from scaling_axes.harness.experiment.report import claim_key, read_tables, write_report
 from scaling_axes.harness.names import parse_seed
-from scaling_axes.harness.results import RESULTS_DIR, Row, write_rows
+from scaling_axes.harness.results import COLUMNS, RESULTS_DIR, Row, write_rows
 from scaling_axes.harness.runs import RUNS_DIR, Experiment, Run
 from scaling_axes.harness.scales import Scale
 from scaling_axes.harness.stability import unstable_seeds
 from scaling_axes.harness.training.rundir import read_done
 from scaling_axes.io import CorruptFileError, write_csv
+from scaling_axes.significance import false_discovery_q, pooled_spread
 
 
 def rebuild(experiment: Experiment, scale: Scale, runs_dir: Path = RUNS_DIR, results_dir: Path | None = None) -> Path:
@@ -33,6 +34,7 @@ def rebuild(experiment: Experiment, scale: Scale, runs_dir: Path = RUNS_DIR, res
             for row in experiment.report(scale, results)]  # fmt: skip
     rows = data_caveats(rows, results, runs) + tuning_rows(results) + spread_rows + floor_rows(runs)
     path = write_rows(experiment.name, scale, rows, results_dir)
+    control_false_discoveries(path.parent)
     write_seeds(experiment.name, scale, rows, results, results_dir)
     if experiment.figure is not None:
         experiment.figure(scale, results, path.with_suffix(".png"))
@@ -40,14 +42,28 @@ def rebuild(experiment: Experiment, scale: Scale, runs_dir: Path = RUNS_DIR, res
     return path
 
 
+def control_false_discoveries(scale_dir: Path) -> None:
+    """Each results CSV of one scale rewritten with the q of each tested claim (a row with a q: `claims.settle`) over
+    the family of them all, a comparison that several tables state of the same runs counted once
+    (`claims.with_multiplicity`)."""
+    tables, family = read_tables(scale_dir), {}
+    for rows in tables.values():
+        family |= {claim_key(r): float(r["p"]) for r in rows if r.get("q") and claim_key(r) not in family}
+    q = dict(zip(family, false_discovery_q(list(family.values())), strict=True))
+    for name, rows in tables.items():
+        adjusted = [with_multiplicity(r, q[claim_key(r)], len(q)) if r.get("q") else r for r in rows]
+        if adjusted != rows:
+            write_csv(scale_dir / f"{name}.csv", COLUMNS, adjusted)
+
+
 NOISE_METRICS = ("val_loss", "val_top1")  # the final metrics whose spread over seeds is measured
 
 
-def measured_noise(directory: Path) -> tuple[dict[str, float], list[Row]]:
-    """metric -> the pooled spread over seeds of one run's final `metric`, from the finished runs in `directory` (an
-    experiment's runs at one scale) that trained at two seeds or more, leaving out the seeds that trained unstably
-    (a spike, or an outlier among the run's seeds: `harness.stability`), whose spread is not the seeds' noise; and a
-    row for each, its note giving the spread over every seed beside it."""
+def measured_noise(directory: Path) -> tuple[dict[str, tuple[float, int]], list[Row]]:
+    """metric -> (the pooled spread over seeds of one run's final `metric`, its degrees of freedom), from the finished
+    runs in `directory` (an experiment's runs at one scale) that trained at two seeds or more, leaving out the seeds
+    that trained unstably (a spike, or an outlier among the run's seeds: `harness.stability`), whose spread is not
+    the seeds' noise; and a row for each, its note giving the spread over every seed beside it."""
     by_run: dict[str, dict[int, dict]] = {}
     for done_path in sorted(Path(directory).glob("*/done.json")):
         name = done_path.parent.name
@@ -63,7 +79,7 @@ def measured_noise(directory: Path) -> tuple[dict[str, float], list[Row]]:
         stable = {base: {k: v for k, v in values.items() if k not in unsteady[base]} for base, values in every.items()}
         spread, dof = pooled_spread([list(values.values()) for values in stable.values()])
         if dof:
-            noise[metric] = spread
+            noise[metric] = spread, dof
             rows.append(_noise_row(metric, spread, dof, every, stable))
     return noise, rows
 
@@ -138,7 +154,8 @@ def data_caveats(rows: list[Row], results: dict[str, dict], runs: list[Run]) -> 
             notes.append(f"stale: trained with other settings than declared now: {'; '.join(stale)}; retrain "
                          "(--force-new) or restore the declaration")  # fmt: skip
         note = "; ".join(filter(None, (row.note, *notes)))
-        out.append(dataclasses.replace(row, status=status, note=note) if notes else row)
+        q = row.q if status == row.status else None  # memorisation or stale: not a tested claim
+        out.append(dataclasses.replace(row, status=status, note=note, q=q) if notes else row)
     return out
 
 
