@@ -377,3 +377,22 @@ def test_rmt_tables_5_6_claim_lower_perplexity_and_higher_accuracy_per_metric():
     small = {r.row.removeprefix("rmt_305m_vs_transformer_rmt_405m_"): r for r in downstream.claim_rows(SMALL, rows)}
     assert small["lambada_ppl"].status == "claim_holds"  # the paper's 0.89 nats: in reach
     assert small["piqa_acc"].status == small["arc_challenge_acc"].status == "out_of_reach"
+
+
+def test_rmt_table3_where_the_rmt_never_reaches_the_loss_is_an_outcome_with_its_gap_not_a_minus_one():
+    """The RMT's loss stays 0.3 nats above the Transformer's minimum at both seeds: one `never_reached` row whose
+    margin is that gap, without an interval or p; no resource row, no -1 placeholder anywhere."""
+    from scaling_axes.experiments.rmt import table3_4_resources as table34
+
+    transformer, rmt = table34.runs(SMALL)
+    steps = rmt.budget.steps
+    each = {transformer.name: {"train_loss_curve": [(s, 5.0 - s / steps) for s in range(1, steps + 1)],
+                               "params": 400, "val_loss": 4.0},
+            rmt.name: {"train_loss_curve": [(s, 5.3 - s / steps) for s in range(1, steps + 1)],
+                       "params": 300, "val_loss": 4.3}}  # fmt: skip
+    results = {name: {**done, "seed_runs": {2: done}} for name, done in each.items()}
+    rows = [r for r in table34.claim_rows(SMALL, transformer, rmt, results) if r.table == "table3"]
+    claims = [r for r in rows if r.metric == "claim"]
+    assert [(r.status, r.seeds, r.low, r.p) for r in claims] == [("never_reached", 2, None, None)]
+    assert claims[0].ours == pytest.approx(-0.3, abs=0.02) and "seeds 1, 2" in claims[0].note
+    assert all(r.ours != -1 for r in rows)

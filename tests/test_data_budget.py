@@ -180,8 +180,9 @@ def test_fig3_judges_whether_zero_initialised_growth_preserves_the_function():
     results = {"tokenformer_354m_shortpinned": {"val_loss_before_growth": 5.0, "val_loss_after_growth": 5.00001},
                "tokenformer_354m_short": {"val_loss_before_growth": 5.0, "val_loss_after_growth": 5.3}}  # fmt: skip
     rows = {r.row: r for r in fig3.growth_claims(SMALL, results)}
-    assert rows["tokenformer_354m_shortpinned_growth"].status == "claim_holds"
-    assert rows["tokenformer_354m_short_growth"].status == "claim_fails"
+    assert rows["tokenformer_354m_shortpinned_growth"].status == "check_passes"
+    short = rows["tokenformer_354m_short_growth"]
+    assert short.status == "check_fails" and short.ours == pytest.approx(0.3) and short.p is None
     assert "tau follows the new n" in rows["tokenformer_354m_short_growth"].note
     assert not any("random" in row for row in rows)  # the released code's random keys make no such claim
 

@@ -123,3 +123,20 @@ def test_the_false_discovery_rate_is_controlled_over_the_scales_claims_each_comp
     text = write_report(tmp_path, scale=CPU).read_text()
     assert "The family: the 4 claims tested at this scale" in text and "2 decided by its own test did not" in text
     assert "p 0.04, q 0.06**; multiplicity: q 0.06" in text
+
+
+def test_exact_checks_are_listed_apart_from_the_claims_and_outside_their_counts(tmp_path):
+    """Growth preserving the function is a check, passed or not: no margin, interval or p, not a claim's verdict;
+    REPORT.md lists the checks under their own heading and counts only the claims as claims."""
+    from scaling_axes.harness.claims import exact_check
+
+    passes = exact_check("fig3", "g_growth", "growth preserves the function", {1: 2e-6, 2: -5e-6}, 1e-4, "nats/token",
+                         runs=("g",))  # fmt: skip
+    fails = exact_check("fig3", "h_growth", "growth preserves h's function", {1: 0.3}, 1e-4, "nats/token", runs=("h",))
+    assert (passes.status, passes.ours, passes.seeds, passes.p, passes.low) == ("check_passes", 5e-6, 2, None, None)
+    assert fails.status == "check_fails" and fails.ours == 0.3
+    write_rows("exp_a", CPU, [*_claims("exp_a"), passes, fails], tmp_path)
+    text = write_report(tmp_path, scale=CPU).read_text()
+    assert "## Exact checks: 1 of 2 pass" in text and "- growth preserves h's function: **fails**" in text
+    claims_heading = next(line for line in text.splitlines() if line.startswith("## Claims: "))
+    assert sum(int(word) for word in claims_heading.replace(",", " ").split() if word.isdigit()) == 5

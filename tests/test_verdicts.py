@@ -15,6 +15,7 @@ from scaling_axes.datamodules.corpora import corpus_dir, prepare_corpus
 from scaling_axes.datamodules.floors import unigram_floor
 from scaling_axes.harness.claims import judge, lower_loss
 from scaling_axes.harness.experiment.table import measured_noise, rebuild
+from scaling_axes.harness.results import Row
 from scaling_axes.harness.runs import Budget, Experiment, Run, run_dir
 from scaling_axes.harness.scales import CPU
 from scaling_axes.harness.training.rundir import write_done
@@ -180,7 +181,6 @@ def test_a_run_two_experiments_declare_identically_is_trained_once(tmp_path, cap
 def test_a_claim_whose_paper_effect_is_below_what_the_scale_detects_is_out_of_reach():
     from scaling_axes.experiments.rmt import table5_6_downstream as table5
     from scaling_axes.harness.claims import beyond_reach
-    from scaling_axes.harness.results import Row
     from scaling_axes.harness.scales import PAPER
 
     # one seed of two runs: (1.96 + 0.84) x sqrt 2 x the noise
@@ -302,3 +302,22 @@ def test_runs_no_claim_reads_train_only_on_request_where_claims_are_judged(monke
         cli.run_all(scale, report_only=False)
     assert calls["cpu"]["tokenformer_cpu_diagnosis"] and not calls["smoke"]["tokenformer_cpu_diagnosis"]
     assert not any(report for name, report in calls["cpu"].items() if name != "tokenformer_cpu_diagnosis")
+
+
+def test_a_number_unlike_the_papers_is_not_comparable_never_match_or_differs():
+    """A time on this machine, or a loss learned from an embedded stand-in for the paper's corpus, beside the
+    paper's number is `not_comparable`, saying why; a parameter count of the same runs is compared as it is."""
+    from scaling_axes.harness.experiment.table import data_caveats
+
+    run = Run("r", "transformer_124m", Budget(steps=3, batch_size=4, seq_len=64), TINY, corpus="embedded_news")
+    on_owt = dataclasses.replace(run, name="o", corpus="openwebtext")
+    rows = [Row(table="t", row="r", metric="train_loss", paper=3.0, ours=5.0, unit="nats/token", run="r",
+                status="differs"),
+            Row(table="t", row="r", metric="train_seconds", paper=3600, ours=3500, unit="s", run="o", status="match"),
+            Row(table="t", row="r", metric="params", paper=100, ours=101, unit="parameters", run="r", status="match"),
+            Row(table="t", row="o", metric="train_loss", paper=3.0, ours=3.01, unit="nats/token", run="o",
+                status="match")]  # fmt: skip
+    out = {(r.run, r.metric): r for r in data_caveats(rows, {}, [run, on_owt])}
+    assert out[("r", "train_loss")].status == out[("o", "train_seconds")].status == "not_comparable"
+    assert "embedded stand-in" in out[("r", "train_loss")].note and "machine" in out[("o", "train_seconds")].note
+    assert out[("r", "params")].status == out[("o", "train_loss")].status == "match"

@@ -189,6 +189,31 @@ def beyond_reach(paper_effect: float, noise_floor: float, seeds: int, runs_per_m
             f"{detectable:.3g} at {seeds} seed{'s' * (seeds != 1)} (one-run noise {noise_floor:.3g})")  # fmt: skip
 
 
+def exact_check(table: str, row: str, statement: str, deviations: Mapping[int, float], tolerance: float, unit: str,
+                runs: Sequence[str] = ()) -> Row:  # fmt: skip
+    """An exact property (growth preserves the function), checked at each seed (seed -> its deviation): it passes
+    where every seed's |deviation| is within `tolerance`. Not a claim a test decides: no margin, interval or p, and
+    not counted among the claims (metric `check`; REPORT.md lists the checks apart)."""
+    if not deviations:
+        return Row(table=table, row=row, metric="check", unit=unit, run=",".join(runs), status="not_run",
+                   note=statement)  # fmt: skip
+    worst = max(abs(d) for d in deviations.values())
+    return Row(table=table, row=row, metric="check", ours=worst, seeds=len(deviations), unit=unit,
+               run=",".join(runs), status="check_passes" if worst <= tolerance else "check_fails",
+               note=f"{statement} | largest |deviation| {worst:.3g} {unit} over {len(deviations)} "
+               f"seed{'s' * (len(deviations) != 1)} (tolerance {tolerance:g})")  # fmt: skip
+
+
+def never_reached(table: str, row: str, statement: str, gaps: Mapping[int, float], runs: Sequence[str]) -> Row:
+    """A claim measured where a run reaches a loss, at seeds where it never did within its budget (seed -> the gap:
+    the loss minus the run's lowest, negative): an outcome of its own, its margin the mean gap, without interval or
+    p (a resource saved at a crossing that did not happen is not a number)."""
+    n, gap = len(gaps), statistics.fmean(gaps.values())
+    return Row(table=table, row=row, metric="claim", ours=gap, seeds=n, unit="nats/token", run=",".join(runs),
+               status="never_reached", note=f"{statement} | never reached within the budget at seed"
+               f"{'s' * (n != 1)} {', '.join(map(str, gaps))}: mean gap {gap:+.4g} nats/token")  # fmt: skip
+
+
 def out_of_reach(table: str, row: str, statement: str, unit: str, why: str, runs: Sequence[str] = ()) -> Row:
     """A claim not judged (nor trained for) at this scale, and why."""
     return Row(table=table, row=row, metric="claim", unit=unit, run=",".join(runs), status="out_of_reach",

@@ -3,16 +3,19 @@ which gathers the tables, is `experiment.report`'s).
 
 Every experiment writes rows ``experiment, table, row, metric, paper, ours, low, high, seeds, p, q, unit, scale,
 run, status, note`` to ``results/<scale>/<experiment>.csv``. Status: ``match`` (ours within the stated tolerance of the
-paper's), ``differs``, ``not_run`` (the run has not finished), ``analytic`` (ours is a formula or a count, not a
+paper's), ``differs``, ``not_comparable`` (not the paper's measure: a time on another machine, a loss learned on an
+embedded stand-in), ``not_run`` (the run has not finished), ``analytic`` (ours is a formula or a count, not a
 training result), ``measured`` (a training result the paper gives no number for), ``cited`` (a paper's number for a
 model this suite does not build, such as the Pythia rows of a comparison table, shown for reference only), and for a
 paper's claims (metric ``claim``, see `harness.claims`; ``ours`` the mean margin, ``low``/``high`` its 95% interval,
 ``seeds`` how many, ``p`` its two-sided p, ``q`` the same adjusted for the false-discovery rate over the scale's
-tested claims) ``claim_holds``, ``claim_fails``, ``insufficient``, ``out_of_reach`` (not trained at this scale:
-its effect is below what the scale can detect), ``not_learning`` (a run it compares did not learn) or ``unstable`` (a
-run it compares spiked, or ended as an outlier among its seeds: `harness.stability`); a row whose
+tested claims) ``claim_holds``, ``claim_fails``, ``never_reached`` (the loss it is measured at was not reached
+within the budget: ``ours`` the final-loss gap, no interval), ``insufficient``, ``out_of_reach`` (not trained at
+this scale: its effect is below what the scale can detect), ``not_learning`` (a run it compares did not learn) or
+``unstable`` (a run it compares spiked, or ended as an outlier among its seeds: `harness.stability`); a row whose
 runs passed over their data more often than allowed (``--allow-repeats``) is ``memorisation``, and one whose runs on
-disk were trained with other settings than the code now declares is ``stale``, whatever it was judged. Each claim's
+disk were trained with other settings than the code now declares is ``stale``, whatever it was judged. Exact
+checks (metric ``check``, `claims.exact_check`) are ``check_passes`` or ``check_fails``. Each claim's
 margin per seed and each run's final metrics per seed are in ``results/<scale>/seeds/<experiment>.csv``.
 """
 
@@ -33,12 +36,15 @@ COLUMNS = ("experiment", "table", "row", "metric", "paper", "ours", "low", "high
 VERDICTS = (
     "claim_holds",
     "claim_fails",
+    "never_reached",
     "insufficient",
     "out_of_reach",
     "not_learning",
     "unstable",
 )  # a claim's, in this order
-STATUSES = ("match", "differs", "not_run", "analytic", "measured", "cited", *VERDICTS, "memorisation", "stale")
+CHECKS = ("check_passes", "check_fails")  # an exact property's (`claims.exact_check`): not a statistical claim
+STATUSES = ("match", "differs", "not_comparable", "not_run", "analytic", "measured", "cited", *VERDICTS, *CHECKS,
+            "memorisation", "stale")  # fmt: skip
 # Where outputs go, one rule: `runs/` and `results/` under the output root, the working directory unless a command
 # is given --out-dir. The papers' numbers are package data (`scaling_axes.published`, the checkout's
 # results/published/), so an installed wheel reads them wherever it runs.

@@ -18,8 +18,9 @@ from scaling_axes.harness.scales import SCALES, Scale
 from scaling_axes.harness.stability import LEARNED_NATS
 from scaling_axes.io import atomic_write
 
-HEADINGS = {"claim_holds": "Holds", "claim_fails": "Fails", "insufficient": "Insufficient",
-            "out_of_reach": "Out of reach", "not_learning": "Not learning", "unstable": "Unstable"}  # fmt: skip
+HEADINGS = {"claim_holds": "Holds", "claim_fails": "Fails", "never_reached": "Never reached",
+            "insufficient": "Insufficient", "out_of_reach": "Out of reach", "not_learning": "Not learning",
+            "unstable": "Unstable"}  # fmt: skip
 FOREST = "claims_forest.png"
 
 
@@ -109,7 +110,7 @@ def _label(where: str, width: int = 64) -> str:
 
 def forest_plot(claims: list[Claim], path: Path, title: str) -> bool:
     """Every claim's mean margin and 95% interval, a panel per unit, coloured by verdict; False if none has one."""
-    shown = [c for c in claims if c.margin and c.low and c.high]
+    shown = [c for c in claims if c.margin and ((c.low and c.high) or c.status == "never_reached")]
     units = sorted({c.unit for c in shown}, key=lambda u: -sum(c.unit == u for c in shown))
     if not shown:
         return False
@@ -120,6 +121,9 @@ def forest_plot(claims: list[Claim], path: Path, title: str) -> bool:
     for ax, unit in zip(axes[:, 0], units, strict=True):
         group = [c for c in shown if c.unit == unit]
         for y, c in enumerate(group):
+            if c.status == "never_reached":  # a gap, not a margin with an interval: marked as such
+                ax.plot(float(c.margin), y, "x", color=colours[c.status], markersize=5)
+                continue
             low, mean, high = float(c.low), float(c.margin), float(c.high)
             ax.plot([low, high], [y, y], color=colours.get(c.status, "k"), linewidth=1.5)
             ax.plot(mean, y, "o", color=colours.get(c.status, "k"), markersize=3)
@@ -194,6 +198,21 @@ def scale_section(scale_dir: Path, claims: list[Claim], link_prefix: str, level:
     return lines
 
 
+def check_lines(tables: Tables, level: str = "##") -> list[str]:
+    """The exact checks (`claims.exact_check`), apart from the claims and outside their counts: each with its largest
+    deviation over its seeds and whether it passes."""
+    checks = [(name, r) for name, rows in tables.items() for r in rows if r["metric"] == "check"]
+    if not checks:
+        return []
+    passed = sum(r["status"] == "check_passes" for _, r in checks)
+    lines = [f"{level} Exact checks: {passed} of {len(checks)} pass", ""]
+    for name, r in checks:
+        statement, _, measured = r["note"].partition(NOTE_PARTS)
+        verdict = {"check_passes": "passes", "check_fails": "**fails**"}.get(r["status"], r["status"])
+        lines.append(f"- {statement}: {verdict}; {measured or 'not measured'} ({name}: {r['row']})")
+    return [*lines, ""]
+
+
 def family_lines(claims: list[Claim]) -> list[str]:
     """What the claims' false-discovery control was taken over, and what it took away."""
     tested = [c for c in claims if c.q]
@@ -215,7 +234,7 @@ def write_report(results_dir: Path = RESULTS_DIR, scale: Scale | None = None, he
         tables = read_tables(scale_dir)
         claims = claims_of(tables)
         lines = [f"# Results at {scale} scale", "", *header, *([scale.scope, ""] if scale.scope else []),
-                 *scale_section(scale_dir, claims, ""), *caveat_lines(scale, tables, claims),
+                 *scale_section(scale_dir, claims, ""), *check_lines(tables), *caveat_lines(scale, tables, claims),
                  *experiment_lines(scale_dir, tables, "")]  # fmt: skip
         path = scale_dir / "REPORT.md"
     else:
@@ -228,6 +247,7 @@ def write_report(results_dir: Path = RESULTS_DIR, scale: Scale | None = None, he
             if each.judges_claims and (tables := read_tables(scale_dir)):  # smoke's stays in results/smoke/
                 lines += [f"## {each} scale ([its report]({each.name}/REPORT.md))", "",
                           *scale_section(scale_dir, claims_of(tables), f"{each.name}/", "###"),
+                          *check_lines(tables, "###"),
                           *experiment_lines(scale_dir, tables, f"{each.name}/")]  # fmt: skip
         path = results_dir / "REPORT.md"
     atomic_write(path, "\n".join(lines))

@@ -114,7 +114,17 @@ def floor_rows(runs: list[Run]) -> list[Row]:
 
 
 SEED_COLUMNS = ("kind", "table", "row", "run", "seed", "metric", "value")
-SEED_METRICS = ("val_loss", "val_bpb", "val_top1", "val_ema_top1", "test_loss", "steps", "tokens")
+SEED_METRICS = (
+    "val_loss",
+    "val_bpb",
+    "val_top1",
+    "val_ema_top1",
+    "test_loss",
+    "steps",
+    "tokens",
+    "val_loss_before_growth",
+    "val_loss_after_growth",
+)  # the last two: an exact check of growth's
 
 
 def write_seeds(experiment: str, scale: Scale, rows: list[Row], results: dict[str, dict],
@@ -146,6 +156,10 @@ def data_caveats(rows: list[Row], results: dict[str, dict], runs: list[Run]) -> 
         notes, status = [], row.status
         if row.metric == "claim" and names:
             notes.append(f"data: {', '.join(dict.fromkeys(data_of(by_name[n]) for n in names if n in by_name))}")
+        if status in ("match", "differs") and (unlike := not_comparable(row, [by_name[n] for n in names
+                                                                              if n in by_name])):  # fmt: skip
+            status = "not_comparable"
+            notes.append(unlike)
         if repeated := [f"{d['run']} {d['data_epochs']:.1f}" for d in finished if d.get("repeats_allowed")]:
             status = "memorisation"
             notes.append(f"passes over the data (--allow-repeats): {', '.join(repeated)}; memorisation, not a result")
@@ -157,6 +171,22 @@ def data_caveats(rows: list[Row], results: dict[str, dict], runs: list[Run]) -> 
         q = row.q if status == row.status else None  # memorisation or stale: not a tested claim
         out.append(dataclasses.replace(row, status=status, note=note, q=q) if notes else row)
     return out
+
+
+TIMED_UNITS = ("s", "ms", "tokens/s")  # a time, or a rate over time: the machine's as much as the model's
+TRAINED_METRICS = ("loss", "ppl", "acc", "top1", "bpb")  # what the data a model trained on decides (a count does not)
+
+
+def not_comparable(row: Row, runs: list[Run]) -> str | None:
+    """Why a number beside the paper's is not the same measure (None: it is): a time measured on another machine
+    than the paper's, or what a model learned from an embedded stand-in for the paper's corpus and tokenizer."""
+    if row.unit in TIMED_UNITS or "seconds" in row.metric:
+        return "not comparable: a time on this run's machine beside the paper's on its own hardware"
+    stand_ins = [run.name for run in runs if not run.classifies_images and corpus_spec(run.corpus).embedded]
+    if stand_ins and any(word in row.metric for word in TRAINED_METRICS):
+        return (f"not comparable: {', '.join(stand_ins)} trained on an embedded stand-in for the paper's corpus "
+                "and tokenizer")  # fmt: skip
+    return None
 
 
 def data_of(run: Run) -> str:
