@@ -140,3 +140,16 @@ def test_exact_checks_are_listed_apart_from_the_claims_and_outside_their_counts(
     assert "## Exact checks: 1 of 2 pass" in text and "- growth preserves h's function: **fails**" in text
     claims_heading = next(line for line in text.splitlines() if line.startswith("## Claims: "))
     assert sum(int(word) for word in claims_heading.replace(",", " ").split() if word.isdigit()) == 5
+
+
+def test_no_empty_figure_is_written_or_linked(tmp_path):
+    """A figure without a point to draw (MoT's mixouts before their curves exist) is not written, an earlier one at
+    its path goes, and REPORT.md links none; with points it is written and linked."""
+    from scaling_axes.harness.results import line_figure
+
+    path = tmp_path / "cpu" / "exp_a.png"
+    write_rows("exp_a", CPU, _claims("exp_a"), tmp_path)
+    line_figure(path, {"a": [(1, 2.0), (2, 1.5)]}, title="t")
+    assert path.stat().st_size > 1000 and "[figure](exp_a.png)" in write_report(tmp_path, scale=CPU).read_text()
+    line_figure(path, {"a": [], "b": []}, title="t")
+    assert not path.exists() and "[figure]" not in write_report(tmp_path, scale=CPU).read_text()

@@ -170,7 +170,11 @@ def save_figure(fig: Any, path: Path) -> None:
 
 def line_figure(path: Path, series: dict[str, list[tuple[float, float]]], *, markers: bool = True,
                 **axes: Any) -> None:  # fmt: skip
-    """One line per series (label -> points, plotted in order), axis settings as `Axes.set` keywords."""
+    """One line per series (label -> points, plotted in order), axis settings as `Axes.set` keywords. Without a point
+    to draw, no figure: an empty axis is not written (and an earlier one at `path` goes), so none is linked."""
+    if not any(series.values()):
+        Path(path).unlink(missing_ok=True)
+        return
     fig, ax = pyplot().subplots(figsize=(6.5, 4.2))
     for label, points in series.items():
         if points:
