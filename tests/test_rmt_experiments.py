@@ -241,7 +241,15 @@ def test_section_4_4_savings_where_the_wide_residual_reaches_the_narrow_ones_los
     rows = {r.metric: r for r in fig6.section_4_4_rows(PAPER, results)}
     crossing = 30_000 + 15_000 * (3.5 - 3.43) / 0.1  # linear between the two evaluations
     assert rows["tokens_saving_percent"].ours == pytest.approx(100 * (1 - crossing / steps))
-    assert rows["flops_saving_percent"].ours == pytest.approx(100 * (1 - crossing / steps * ratio))
+    counted = {run.name: run.train_flops() for run in fig6.runs(PAPER)}  # the claim's own FLOP count, as its row's
+    counted = counted["rmt_residual_dk64"] / counted["rmt_residual_dk12"]
+    assert rows["flops_saving_percent"].ours == pytest.approx(100 * (1 - crossing / steps * counted))
+    assert counted != pytest.approx(ratio, rel=1e-3) and rows["flops_saving_percent"].seeds == 1
+    short = {**results, "rmt_residual_dk64": {"val_loss": 3.5, "val_loss_curve": [(0, 9.0), (45_000, 3.5)]}}
+    rows = {r.metric: r for r in fig6.section_4_4_rows(PAPER, short)}  # never reached: no number, no -1
+    assert rows["tokens_saving_percent"].ours is None and "never reaches" in rows["tokens_saving_percent"].note
+    claims = [r for r in fig6.claim_rows(PAPER, short) if r.table == "sec4_4"]
+    assert [(r.status, r.ours) for r in claims] == [("never_reached", pytest.approx(3.43 - 3.5))]
 
 
 def test_mup_values_are_app_c21s_and_two_lie_outside_its_search_range():
