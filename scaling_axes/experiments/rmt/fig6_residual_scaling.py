@@ -103,7 +103,7 @@ def claim_rows(scale: Scale, results: dict[str, dict]) -> list[Row]:
     names = [run.name for run in residual_runs(scale)]
     rows = [lower_loss("fig6", "the loss falls monotonically as the residual stream grows", scale, wider, narrower,
                        results) for narrower, wider in itertools.pairwise(names)]  # fmt: skip
-    steps, paper = {run.name: run for run in runs(scale)}[WIDEST].budget.steps, published("rmt")
+    paper = published("rmt")
     if missed := paired_margins(results, (GPT2_SMALL, WIDEST), _gap):  # the savings need the crossing at every seed
         rows.append(
             never_reached(
@@ -114,16 +114,12 @@ def claim_rows(scale: Scale, results: dict[str, dict]) -> list[Row]:
                 (WIDEST, GPT2_SMALL),
             )
         )
-    for resource, ratio in (("tokens", 1.0), ("flops", _counted_ratio(scale))) if not missed else ():
+    for resource, ratio in _ratios(scale) if not missed else ():
         expected = paper[("sec4_4", "rmt_residual_dk64_vs_dk12", f"{resource}_saving_percent")]
-
-        def saved(small: dict, wide: dict, ratio: float = ratio) -> float | None:
-            return _saving(small, wide, steps, ratio)
-
         rows.append(judge("sec4_4", f"{WIDEST}_vs_{GPT2_SMALL}_{resource}",
                           f"residual 4096 reaches residual 768's final loss with fewer {resource} (paper: "
-                          f"{expected:g}% fewer)", scale, paired_margins(results, (GPT2_SMALL, WIDEST), saved),
-                          SAVING_NOISE_FLOOR, "fraction saved", runs=(WIDEST, GPT2_SMALL)))  # fmt: skip
+                          f"{expected:g}% fewer)", scale, _savings(scale, results, ratio), SAVING_NOISE_FLOOR,
+                          "fraction saved", runs=(WIDEST, GPT2_SMALL)))  # fmt: skip
     rows.append(as_good_as("fig6", "at the Transformer's residual size the RMT is as good as the Transformer "
                            "(validation loss)", scale, GPT2_SMALL, EQUAL_RESIDUAL, results, COMPARABLE, "val_loss",
                            -1.0, LOSS_NOISE_FLOOR, "nats/token"))  # fmt: skip
@@ -148,10 +144,18 @@ def _gap(small: dict, wide: dict) -> float | None:
     return None if lowest <= small["val_loss"] else small["val_loss"] - lowest
 
 
-def _counted_ratio(scale: Scale) -> float:
-    """D_k 64's training FLOPs over D_k 12's, counted on this scale's models (what the claim and its row use)."""
+def _ratios(scale: Scale) -> tuple[tuple[str, float], ...]:
+    """(resource, D_k 64's use of it per unit of D_k 12's): tokens alike; training FLOPs counted on this scale's
+    models (what the claim and its row both use)."""
     by_name = {run.name: run for run in runs(scale)}
-    return by_name[WIDEST].train_flops() / by_name[GPT2_SMALL].train_flops()
+    return ("tokens", 1.0), ("flops", by_name[WIDEST].train_flops() / by_name[GPT2_SMALL].train_flops())
+
+
+def _savings(scale: Scale, results: dict[str, dict], ratio: float) -> dict[int, float]:
+    """seed -> the fraction of its budget (x `ratio`) D_k 64 saves to reach D_k 12's final loss, at each paired seed
+    where it reaches it."""
+    steps = {run.name: run for run in runs(scale)}[WIDEST].budget.steps
+    return paired_margins(results, (GPT2_SMALL, WIDEST), lambda small, wide: _saving(small, wide, steps, ratio))
 
 
 def _flops_ratio(small: RMTConfig, wide: RMTConfig) -> float:
@@ -161,28 +165,24 @@ def _flops_ratio(small: RMTConfig, wide: RMTConfig) -> float:
 def section_4_4_rows(scale: Scale, results: dict[str, dict]) -> list[Row]:
     """§4.4: tokens and FLOPs the D_k 64 model saves to reach the D_k 12 model's final validation loss."""
     paper, key = published("rmt"), ("sec4_4", "rmt_residual_dk64_vs_dk12")
-    by_name = {run.name: run for run in runs(scale)}
     paper_ratio = _flops_ratio(get_config(GPT2_SMALL), get_config(WIDEST))
     implied = -percent_change(1, (1 - paper[(*key, "tokens_saving_percent")] / 100) * paper_ratio)
     expected = paper[(*key, "flops_saving_percent")]
     note = f"the paper's 25% fewer tokens x its formula's per-token FLOP ratio {paper_ratio:.4f} (D_k 64 / D_k 12)"
     rows = [Row(table=key[0], row=key[1], metric="flops_saving_implied_by_tokens_saving", paper=expected, ours=implied,
                 unit="%", status=compare(expected, implied, 0.05), note=note)]  # fmt: skip
-    finished = paired_margins(results, (GPT2_SMALL, WIDEST), lambda small, wide: 0.0)  # the seeds both finished
-    for metric, ratio in (("tokens_saving_percent", 1.0), ("flops_saving_percent", _counted_ratio(scale))):
-        fractions = paired_margins(results, (GPT2_SMALL, WIDEST),
-                                   lambda small, wide, ratio=ratio: _saving(small, wide, by_name[WIDEST].budget.steps,
-                                                                            ratio))  # fmt: skip
-        saving = 100 * sum(fractions.values()) / len(fractions) if fractions else None
-        reached = len(fractions) == len(finished)
-        status = "not_run" if not finished else "differs" if not reached else "measured" if scale.note else (
+    missed = paired_margins(results, (GPT2_SMALL, WIDEST), _gap)
+    for resource, ratio in _ratios(scale):
+        metric, fractions = f"{resource}_saving_percent", _savings(scale, results, ratio)
+        saving = 100 * sum(fractions.values()) / len(fractions) if fractions and not missed else None
+        status = "not_run" if not (fractions or missed) else "differs" if missed else "measured" if scale.note else (
             "match" if abs(saving - paper[(*key, metric)]) <= SAVINGS_TOLERANCE else "differs")  # fmt: skip
-        rows.append(Row(table=key[0], row=key[1], metric=metric, paper=paper[(*key, metric)],
-                        ours=saving if reached else None, unit="%", run=f"{WIDEST},{GPT2_SMALL}", status=status,
-                        seeds=len(fractions) or None,
-                        note="; ".join(filter(None, (scale.note, "where D_k 64's validation curve first reaches D_k "
-                        f"12's final loss, the mean of {len(fractions)} seed(s); FLOPs counted, as the claim" if
-                        reached else "D_k 64 never reaches D_k 12's final loss at some seed")))))  # fmt: skip
+        how = (f"D_k 64 never reaches D_k 12's final loss at seed(s) {', '.join(map(str, missed))}" if missed else
+               f"where D_k 64's validation curve first reaches D_k 12's final loss, the mean of {len(fractions)} "
+               "seed(s); FLOPs counted, as the claim")  # fmt: skip
+        rows.append(Row(table=key[0], row=key[1], metric=metric, paper=paper[(*key, metric)], ours=saving, unit="%",
+                        run=f"{WIDEST},{GPT2_SMALL}", status=status, seeds=len(fractions) or None,
+                        note="; ".join(filter(None, (scale.note, how)))))  # fmt: skip
     return rows
 
 

@@ -257,21 +257,21 @@ def read_done(path: Path) -> dict:
         raise CorruptFileError(f"{path} is not a finished run's record (no run name and steps); {fix}")
     if not done.get("diverged"):
         verify_checksum(weights, fix)
-        check_bound(path.parent, fix)
+        check_bound(path.parent, weights, fix)
     return done
 
 
-def check_bound(run_dir: Path, fix: str) -> None:
-    """Stop unless the final weights in `run_dir` are the ones its run wrote: their digest is the one config.json
+def check_bound(run_dir: Path, weights: Path, fix: str) -> None:
+    """Stop unless the final `weights` in `run_dir` are the ones its run wrote: their digest is the one config.json
     records, and config.json's fingerprint is the run's (config.yaml). A run from before the binding has none."""
-    config_path, weights = run_dir / FINAL_CONFIG, final_weights(run_dir)
+    config_path = run_dir / FINAL_CONFIG
     if not config_path.exists():
         return
-    recorded = run_fingerprint(run_dir)
     config = read_verified_json(config_path, fix)
     if config.get("weights_blake2b") and config["weights_blake2b"] != file_digest(weights):
         raise CorruptFileError(f"{weights} is not the weights {run_dir.name} wrote (config.json records other ones: "
                                f"another run's copied in?); {fix}")  # fmt: skip
+    recorded = run_fingerprint(run_dir)
     if config.get("fingerprint") and recorded and config["fingerprint"] != recorded:
         raise CorruptFileError(f"{config_path} belongs to another run (fingerprint {config['fingerprint']}, this "
                                f"run's {recorded}); {fix}")  # fmt: skip
