@@ -13,6 +13,7 @@ from scaling_axes.experiments.cross_architecture import setup as cross
 from scaling_axes.experiments.cross_architecture import table
 from scaling_axes.experiments.cross_architecture.recipes import recipe_at
 from scaling_axes.harness import sweeps
+from scaling_axes.harness.experiment.arms import MATCH_TOLERANCE
 from scaling_axes.harness.experiment.schedule import Schedule
 from scaling_axes.harness.experiment.table import rebuild
 from scaling_axes.harness.scales import PAPER, SMALL, SMOKE
@@ -42,7 +43,7 @@ def test_non_embedding_parameters_match_within_three_percent_counted_on_the_mode
         with torch.device("meta"):
             counted[arch] = counted_non_embedding_params(build_from_config(config))
         assert counted[arch] == non_embedding_params(config), arch
-    assert max(counted.values()) / min(counted.values()) - 1 <= cross.MATCH_TOLERANCE
+    assert max(counted.values()) / min(counted.values()) - 1 <= MATCH_TOLERANCE
     if scale is PAPER:  # and they are the sizes the experiment is named after
         assert all(abs(p / recipe_at(scale).shapes[size].target - 1) < 0.03 for p in counted.values())
 

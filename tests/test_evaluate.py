@@ -258,8 +258,9 @@ def test_table1_puts_each_paper_number_on_its_likely_metric_and_averages_those(m
 def test_rmt_tables_5_and_6_from_the_scaling_runs(monkeypatch, tmp_path) -> None:
     monkeypatch.setattr(rmt_downstream, "evaluate_cached", lambda *a, **k: FAKE_RESULT)
     monkeypatch.setattr(rmt_downstream, "weights_fingerprint", lambda path: "x")
-    weights = {name: tmp_path / "final.pt" for name in ("transformer_rmt_405m", "rmt_305m")}
-    monkeypatch.setattr(rmt_downstream.rmt_setup, "downstream_checkpoints", lambda scale: weights)
+    weights = {name: {1: tmp_path / "final.pt"} for name in ("transformer_rmt_405m", "rmt_305m")}
+    monkeypatch.setattr(rmt_downstream.rmt_setup, "downstream_checkpoints",
+                        lambda scale, results: {name: weights[name] for name in results})  # fmt: skip
     (tmp_path / "final.pt").touch()
     rows = {(r.table, r.row, r.metric): r for r in rmt_downstream.report(PAPER, {"rmt_305m": {}})}
     assert rows[("table5", "rmt_305m", "lambada_ppl")].paper == 25.21
@@ -268,6 +269,30 @@ def test_rmt_tables_5_and_6_from_the_scaling_runs(monkeypatch, tmp_path) -> None
     assert rows[("table6", "rmt_305m", "piqa_acc_norm")].paper is None
     assert rows[("table6", "transformer_rmt_405m", "piqa_acc")].status == "not_run"
     assert rmt_downstream.EXPERIMENT.run_group == "rmt_scaling"
+
+
+def test_rmt_tables_5_and_6_claims_take_each_metrics_noise_over_every_evaluated_seed():
+    """The log-perplexity margin per seed, its noise that metric's own over both runs' seeds (here 0.1 nats, five
+    times the loss floor: the bound widens with it); one seed each measures no noise and decides nothing."""
+    import math
+    import statistics
+
+    from scaling_axes.significance import margin_floor, pooled_spread, t_critical
+
+    rmt = {1: 20.0, 2: 22.0, 3: 18.0}
+    transformer = {k: 2 * v for k, v in rmt.items()}
+    evaluated = {name: {k: {"lambada_ppl": v} for k, v in values.items()}
+                 for name, values in (("rmt_305m", rmt), ("transformer_rmt_405m", transformer))}  # fmt: skip
+    (claim,) = rmt_downstream.claim_rows(PAPER, evaluated)
+    spread, dof = pooled_spread([[math.log(v) for v in transformer.values()], [math.log(v) for v in rmt.values()]])
+    assert pooled_spread(claim.evidence.own_values) == (spread, dof) and dof == 4 and spread > 0.09
+    assert claim.ours == pytest.approx(math.log(2)) and claim.seeds == 3
+    bound = t_critical(dof) * margin_floor(spread) / math.sqrt(3)  # the margins' own spread is 0
+    assert claim.high - claim.ours == pytest.approx(bound) and claim.status == "claim_holds"
+    one = {name: {1: seeds[1]} for name, seeds in evaluated.items()}
+    (single,) = rmt_downstream.claim_rows(PAPER, one)
+    assert single.status == "insufficient" and "one seed each measures none" in single.note
+    assert statistics.mean(single.evidence.margins) == pytest.approx(math.log(2))
 
 
 def test_pile_and_the_evaluation_corpora_go_through_the_memmap_path_from_local_files(tmp_path) -> None:

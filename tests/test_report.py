@@ -9,7 +9,7 @@ import pytest
 
 from scaling_axes.harness.claims import judge, settle
 from scaling_axes.harness.experiment.report import write_report
-from scaling_axes.harness.experiment.table import write_seeds
+from scaling_axes.harness.experiment.table import Judged, write_seeds
 from scaling_axes.harness.results import Row, write_rows
 from scaling_axes.harness.scales import CPU
 from scaling_axes.significance import significance
@@ -52,7 +52,7 @@ def test_the_report_lists_each_claim_once_by_verdict_within_its_length(tmp_path)
 def test_a_verdict_can_be_recomputed_from_the_per_seed_file(tmp_path):
     claim = judge("t", "a_vs_b", "a beats b", CPU, {1: 0.30, 2: 0.25, 4: 0.28}, 0.02, "nats/token", runs=("a", "b"))
     results = {"a": {"val_loss": 4.0, "steps": 10, "seed_runs": {2: {"val_loss": 4.1, "steps": 10}}}}
-    path = write_seeds("exp", CPU, [claim], results, tmp_path)
+    path = write_seeds("exp", CPU, [claim], Judged(results, {}), tmp_path)
     with open(path, newline="") as f:
         rows = list(csv.DictReader(f))
     margins = {int(r["seed"]): float(r["value"]) for r in rows if r["kind"] == "claim"}
@@ -145,11 +145,36 @@ def test_exact_checks_are_listed_apart_from_the_claims_and_outside_their_counts(
 def test_no_empty_figure_is_written_or_linked(tmp_path):
     """A figure without a point to draw (MoT's mixouts before their curves exist) is not written, an earlier one at
     its path goes, and REPORT.md links none; with points it is written and linked."""
-    from scaling_axes.harness.results import line_figure
+    from scaling_axes.harness.experiment.figures import line_figure
 
     path = tmp_path / "cpu" / "exp_a.png"
     write_rows("exp_a", CPU, _claims("exp_a"), tmp_path)
-    line_figure(path, {"a": [(1, 2.0), (2, 1.5)]}, title="t")
+    line_figure(path, {"a": [(1, 2.0, 0.1), (2, 1.5, 0.0)]}, title="t")
     assert path.stat().st_size > 1000 and "[figure](exp_a.png)" in write_report(tmp_path, scale=CPU).read_text()
     line_figure(path, {"a": [], "b": []}, title="t")
     assert not path.exists() and "[figure]" not in write_report(tmp_path, scale=CPU).read_text()
+
+
+def test_a_figures_points_are_every_seeds_mean_and_spread_and_a_fallback_is_labelled():
+    """Fig. 6 at cpu drew seed 1 alone, at mixed rates: a point is the seeds' mean with their standard deviation, a
+    curve their mean at the steps all logged, and a run whose claim seeds fell back or spiked says so."""
+    from scaling_axes.harness.experiment.figures import marked, over_seeds, seed_curves
+
+    seed2 = {"run": "a_seed2", "val_loss": 4.2, "val_loss_curve": [[10, 5.4], [20, 4.2], [30, 4.1]]}
+    seed3 = {"run": "a_seed3", "val_loss": 4.4, "val_loss_curve": [[10, 5.2], [20, 4.4]]}
+    done = {"run": "a", "val_loss": 4.0, "val_loss_curve": [[10, 5.0], [20, 4.0]], "seed_runs": {2: seed2, 3: seed3}}
+    assert over_seeds(done) == pytest.approx((4.2, statistics.stdev([4.0, 4.2, 4.4])))
+    curve = seed_curves(done, lambda each: each["val_loss_curve"])
+    assert [step for step, _, _ in curve] == [10, 20] and curve[0][1:] == pytest.approx((5.2, 0.2))
+    assert marked("a", done) == "a (3 seeds)"
+    fell = {**done, "stable_fallback": {"lr": 3e-3, "unstable_at": {1e-2: ["a spiked"]}, "at_edge": False}}
+    spiked = {
+        **done,
+        "seed_runs": {
+            **done["seed_runs"],
+            3: {**done["seed_runs"][3], "train_loss_spike": {"nats": 2.4, "step": 7, "loss": 9}},
+        },
+    }
+    assert (
+        marked("a", fell) == "a (3 seeds; fallback lr 0.003)" and marked("a", spiked) == "a (3 seeds; unstable: seed 3)"
+    )

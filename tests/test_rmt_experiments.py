@@ -9,6 +9,7 @@ from scaling_axes.experiments.rmt import table1_2_moment_propagation as moments
 from scaling_axes.experiments.rmt import table3_4_resources as table34
 from scaling_axes.experiments.rmt import table7_formulas_and_table8_9_configs as table7
 from scaling_axes.harness.scales import PAPER, SMOKE
+from scaling_axes.harness.training.curves import smoothed
 from scaling_axes.modules import get_config
 
 
@@ -151,7 +152,7 @@ def test_table3_locates_the_train_loss_threshold_between_logged_steps():
 def test_curve_helpers():
     assert rmt_setup.first_crossing([(10, 4.0), (20, 3.0), (30, 2.0)], 2.5) == 25
     assert rmt_setup.first_crossing([(10, 2.0)], 2.5) == 10 and rmt_setup.first_crossing([(10, 4.0)], 3) is None
-    assert rmt_setup.smoothed([(1, 3.0), (2, 1.0), (3, 2.0)], window=2) == [(1, 3.0), (2, 2.0), (3, 1.5)]
+    assert smoothed([(1, 3.0), (2, 1.0), (3, 2.0)], window=2) == [(1, 3.0), (2, 2.0), (3, 1.5)]
     from scaling_axes.harness.training.curves import (
         training_clock,  # a resumed run's clock restarts; stitched, it keeps counting
     )
@@ -192,9 +193,12 @@ def test_downstream_hook_points_at_the_scaling_runs(tmp_path):
     from scaling_axes.experiments.rmt import setup as rmt_setup
     from scaling_axes.harness.runs import run_dir
 
-    paths = rmt_setup.downstream_checkpoints(PAPER, tmp_path)
+    results = {"rmt_305m": {"run": "rmt_305m", "seed_runs": {2: {"run": "rmt_305m_stable_lr0.01_seed2"}}},
+               "transformer_rmt_405m": {}}  # fmt: skip
+    paths = rmt_setup.downstream_checkpoints(PAPER, results, tmp_path)
     for run in table34.runs(PAPER):
-        assert paths[run.name] == run_dir(table34.EXPERIMENT, PAPER, run, tmp_path) / "final.safetensors"
+        assert paths[run.name][1] == run_dir(table34.EXPERIMENT, PAPER, run, tmp_path) / "final.safetensors"
+    assert paths["rmt_305m"][2].parent.name == "rmt_305m_stable_lr0.01_seed2"  # where that seed settled
 
 
 def test_table10_reports_the_residual_stream_size_column():
@@ -250,6 +254,21 @@ def test_section_4_4_savings_where_the_wide_residual_reaches_the_narrow_ones_los
     assert rows["tokens_saving_percent"].ours is None and "never reaches" in rows["tokens_saving_percent"].note
     claims = [r for r in fig6.claim_rows(PAPER, short) if r.table == "sec4_4"]
     assert [(r.status, r.ours) for r in claims] == [("never_reached", pytest.approx(3.43 - 3.5))]
+
+
+def test_fig6_equal_residual_claim_decides_nothing_where_the_residuals_differ():
+    """Below paper scale D_k 12's residual (D_k x D_v) is not the shrunk Transformer's width: the claim stated at
+    equal residual size is `unmatched`, whatever its margin; at paper scale both are 768 and it is judged."""
+    from scaling_axes.experiments.rmt import fig6_residual_scaling as fig6
+    from scaling_axes.harness.scales import CPU
+
+    assert fig6.residual_mismatch(PAPER) is None
+    why = fig6.residual_mismatch(CPU)
+    assert "rmt_residual_dk12 192" in why and "transformer_rmt_160m 64" in why
+    results = {name: {"val_loss": loss, "seed_runs": {k: {"val_loss": loss + 0.01 * k} for k in (2, 3)}}
+               for name, loss in (("rmt_residual_dk12", 3.0), ("transformer_rmt_160m", 3.5))}  # fmt: skip
+    (claim,) = [r for r in fig6.claim_rows(CPU, results) if r.row == "rmt_residual_dk12_vs_transformer_rmt_160m"]
+    assert claim.status == "unmatched" and why in claim.note
 
 
 def test_mup_values_are_app_c21s_and_two_lie_outside_its_search_range():

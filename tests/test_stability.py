@@ -13,7 +13,7 @@ import pytest
 
 from scaling_axes.harness.claims import judge, settle
 from scaling_axes.harness.experiment.arms import sweep_check, tuning_rows, unstable, untuned
-from scaling_axes.harness.experiment.table import measured_noise
+from scaling_axes.harness.experiment.table import measured_noise, trained_runs
 from scaling_axes.harness.scales import CPU
 from scaling_axes.harness.stability import (
     SMOOTHING,
@@ -25,6 +25,7 @@ from scaling_axes.harness.stability import (
 )
 from scaling_axes.harness.sweeps import Choice, Point
 from scaling_axes.harness.training.callbacks import LossSpikes
+from scaling_axes.significance import pooled_spread, t_critical
 from tests.test_verdicts import TINY, _experiment, _finish
 
 STEP_LOSSES = json.loads((Path(__file__).parent / "data" / "step_losses.json").read_text())  # measured: each
@@ -140,12 +141,44 @@ def test_unstable_seeds_are_left_out_of_the_measured_noise(tmp_path):
         for k, loss in enumerate(losses, 1):
             _finish(tmp_path, experiment, name + ("" if k == 1 else f"_seed{k}"), val_loss=loss,
                     **({"train_loss_spike": spike} if (name, k) == ("b", 3) else {}))  # fmt: skip
-    noise, rows = measured_noise(tmp_path / "runs" / "verdict_test" / "cpu")
+    noise, rows = measured_noise(trained_runs(tmp_path / "runs" / "verdict_test" / "cpu"))
     stable = [[4.0, 4.02, 4.04], [4.3, 4.31]]  # a's 4th seed an outlier, b's 3rd spiked
     dof = sum(len(v) - 1 for v in stable)
     expected = math.sqrt(sum((len(v) - 1) * statistics.variance(v) for v in stable) / dof)
     assert noise["val_loss"] == pytest.approx((expected, dof))
     assert "2 unstable seeds left out" in rows[0].note
+
+
+def test_train_loss_claims_are_judged_on_the_train_losss_own_noise(tmp_path):
+    """Table 10 judges the smoothed final train loss: its noise is that metric's spread over seeds (here 0.1, ten
+    times the validation loss's), not the validation loss's."""
+    from scaling_axes.experiments.rmt import table10_variants as table10
+    from scaling_axes.harness.runs import Budget, Run
+    from scaling_axes.harness.training.curves import final_train_loss
+
+    runs = [Run(name, "transformer_124m", Budget(3, 4, 64), TINY, corpus="embedded_news", tokenizer="bytes")
+            for name in "ab"]  # fmt: skip
+    experiment = _experiment(runs)
+    train = {"a": [3.0, 3.1, 3.2], "b": [3.5, 3.6, 3.7]}
+    for name, finals in train.items():
+        for k, final in enumerate(finals, 1):
+            curve = [[step, final + 1.0 - step / 20] for step in range(1, 21)]  # its smoothed end: final + 0.0
+            _finish(tmp_path, experiment, name + ("" if k == 1 else f"_seed{k}"), val_loss=4.0 + 0.01 * k,
+                    train_loss_curve=curve)  # fmt: skip
+    trained = trained_runs(tmp_path / "runs" / "verdict_test" / "cpu")
+    noise, _ = measured_noise(trained)
+    ends = [[final_train_loss(done) for done in seeds.values()] for seeds in trained.values()]
+    assert (
+        noise["train_loss"] == pytest.approx(pooled_spread(ends)) and noise["train_loss"][0] > 5 * noise["val_loss"][0]
+    )
+    claims = table10.claim_rows(CPU, {})
+    assert claims and {claim.evidence.noise_metric for claim in claims} == {"train_loss"}
+    claim = judge("t", "a_vs_b", "a ends at a lower train loss", CPU, [0.5, 0.5, 0.5], 0.02, "nats/token",
+                  noise_metric="train_loss")  # fmt: skip
+    bound = settle(claim, CPU, noise).high - 0.5
+    assert bound == pytest.approx(
+        t_critical(noise["train_loss"][1]) * math.sqrt(2) * noise["train_loss"][0] / math.sqrt(3)
+    )
 
 
 def _swept(sweep_draws: list[float], claim_seeds: list[float]) -> dict:

@@ -347,10 +347,11 @@ def test_claim_seeds_that_spike_at_the_chosen_rate_fall_back_to_the_best_stable_
     assert fallback(sweep, points, [1e-2]) == Choice(lowest, None, points, at_edge=True)
 
 
-def test_a_swept_arms_claim_seeds_retrain_below_its_choice_under_names_of_their_own(tmp_path):
+def _spiking_arm(tmp_path, other_loss: float = 2.82):
+    """An experiment whose claim "a beats b" compares swept arm `a` (the measured shape of Table 10's Transformer at
+    cpu, 3 nats lower so that it learns: claim seeds 1 and 3 spike at the sweep's choice 1e-2) with `b` (at
+    `other_loss` + 0.01 k at seed k), and a `train` that writes each run's done.json as it would finish."""
     from scaling_axes.harness.claims import lower_loss
-    from scaling_axes.harness.experiment.arms import tuning_rows, unstable
-    from scaling_axes.harness.runs import find_run, seed_run
     from scaling_axes.harness.training.rundir import write_done
     from scaling_axes.io import atomic_torch_save
 
@@ -359,10 +360,11 @@ def test_a_swept_arms_claim_seeds_retrain_below_its_choice_under_names_of_their_
     other = Run("b", "transformer_124m", Budget(3, 2, 32, lr=3e-2), TINY, corpus="embedded_news", tokenizer="bytes")
     claims = lambda scale, results: [lower_loss("t", "a beats b", scale, "a", "b", results)]  # noqa: E731
     experiment = Experiment("fallback_test", "claim seeds that spike", lambda scale: [run, other], claims)
-    losses, trained = {9e-4: 5.61, 3e-3: 5.15, 1e-2: 4.92, 3e-2: 5.82}, []
+    losses, trained = {9e-4: 2.61, 3e-3: 2.15, 1e-2: 1.92, 3e-2: other_loss}, []
 
-    def train(point: Run) -> None:  # the measured shape of Table 10's Transformer: claim seeds 1 and 3 spike at 1e-2
-        out, k = run_dir(experiment, CPU, point, tmp_path / "runs"), point.seed - run.seed + 1
+    def train(point: Run) -> None:
+        out = run_dir(experiment, CPU, point, tmp_path / "runs")
+        k = point.seed - (run if point.name.startswith("a") else other).seed + 1
         if (out / "done.json").exists():
             return
         lr = point.budget.lr
@@ -372,6 +374,14 @@ def test_a_swept_arms_claim_seeds_retrain_below_its_choice_under_names_of_their_
         write_done(out, {"run": point.name, "steps": 3, "val_loss": losses[lr] + 0.01 * k, "train_loss_spike": spike})
         trained.append(point.name)
 
+    return experiment, run, other, train, trained
+
+
+def test_a_swept_arms_claim_seeds_retrain_below_its_choice_under_names_of_their_own(tmp_path):
+    from scaling_axes.harness.experiment.arms import tuning_rows, unstable
+    from scaling_axes.harness.runs import find_run, seed_run
+
+    experiment, run, other, train, trained = _spiking_arm(tmp_path)
     finished = FinishedRuns(experiment, CPU, tmp_path / "runs")
     settled = finished.settled_rate(run, 3, train)
     stable = ["a_stable_lr0.003", "a_stable_lr0.003_seed2", "a_stable_lr0.003_seed3"]
@@ -393,4 +403,40 @@ def test_a_swept_arms_claim_seeds_retrain_below_its_choice_under_names_of_their_
     assert unstable(claim, results) == []  # decided on the stable seeds, not the spiked ones
     rows = {row.metric: row for row in tuning_rows(results) if row.row == "a"}
     assert rows["chosen_lr"].ours == 1e-2 and rows["stable_fallback_lr"].ours == 3e-3
-    assert "the sweep's mean at 0.003 over 1 draws 5.1500" in rows["claim_seeds_minus_sweep"].note
+    assert "the sweep's mean at 0.003 over 1 draws 2.1500" in rows["claim_seeds_minus_sweep"].note
+
+
+@pytest.mark.parametrize("other_loss, fragile", [(2.0, True), (2.4, False)])
+def test_a_claim_the_tuning_policy_decides_is_fragile(tmp_path, other_loss, fragile):
+    """`a` settles at 3e-3 (2.15 + 0.01 k), below its choice 1e-2 (1.92 + 0.01 k, seeds 1 and 3 spiked). Against
+    `b` at 2.0 it fails where it settled and holds at the choice: the policy decides it, so `fragile` (no q, both
+    margins in the note). Against `b` at 2.4 it holds both ways: decided, the other policy's margin beside. The
+    abandoned claim seeds are in the per-seed file, marked."""
+    import csv
+
+    from scaling_axes.harness.experiment.table import rebuild
+    from scaling_axes.harness.runs import seed_run
+
+    experiment, run, other, train, _ = _spiking_arm(tmp_path, other_loss)
+    FinishedRuns(experiment, CPU, tmp_path / "runs").settled_rate(run, 3, train)
+    for k in (1, 2, 3):
+        train(seed_run(other, k))
+    path = rebuild(experiment, CPU, tmp_path / "runs", tmp_path / "results")
+    with open(path, newline="") as f:
+        (claim,) = [r for r in csv.DictReader(f) if r["metric"] == "claim"]
+    assert (
+        f"margin {other_loss - 1.92:+.4g} [" in claim["note"] and f"margin {other_loss - 2.15:+.4g} [" in claim["note"]
+    )
+    if fragile:
+        assert claim["status"] == "fragile" and claim["q"] == "" and "decided by the tuning policy" in claim["note"]
+    else:
+        assert (
+            claim["status"] == "claim_holds" and claim["q"] and "the other tuning policy: claim_holds" in claim["note"]
+        )
+    with open(path.parent / "seeds" / path.name, newline="") as f:
+        seeds = list(csv.DictReader(f))
+    abandoned = {(r["run"], r["seed"]): r["flag"] for r in seeds if r["kind"] == "trained" and r["metric"] == "val_loss"
+                 and r["run"] == "a"}  # fmt: skip
+    assert abandoned == {("a", "1"): "unstable abandoned", ("a", "2"): "abandoned", ("a", "3"): "unstable abandoned"}
+    at_choice = [float(r["value"]) for r in seeds if r["kind"] == "claim_at_choice"]
+    assert at_choice == pytest.approx([other_loss - 1.92] * 3)

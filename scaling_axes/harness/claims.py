@@ -20,7 +20,6 @@ import dataclasses
 import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 from scaling_axes.harness.results import Evidence, Row
 from scaling_axes.harness.scales import Scale
@@ -62,6 +61,7 @@ def judge(
     noise_scale: float = 1.0,
     unmatched: str | None = None,
     before_training: bool = False,
+    own_values: Sequence[Sequence[float]] | None = None,
 ) -> Row:
     """The claim `statement`, measured by `margins` (seed -> margin, or a list from seed 1; positive: the claim
     holds), each combining
@@ -69,10 +69,13 @@ def judge(
     metric whose measured spread may raise it, see `settle`). `fails_because`: a part of the claim that the runs
     already contradict whatever the margin (a cost that is not lower). `runs`: the runs it compares (the row's
     `run`, comma-separated), whose data, staleness and learning the harness reads. `before_training`: the margin is
-    measured on the models before they train, so their training's stability does not bear on it."""
+    measured on the models before they train, so their training's stability does not bear on it. `own_values`:
+    a metric that no run's done.json holds, per arm over its seeds: its noise is their pooled spread (one seed each
+    measures none, and the claim is not decided on another metric's floor)."""
     by_seed = margins if isinstance(margins, Mapping) else dict(enumerate(margins, 1))
     evidence = Evidence(statement, tuple(by_seed.values()), tuple(by_seed), noise_floor, runs_per_margin,
-                        fails_because, noise_metric, noise_scale, unmatched, before_training)  # fmt: skip
+                        fails_because, noise_metric, noise_scale, unmatched, before_training,
+                        None if own_values is None else tuple(map(tuple, own_values)))  # fmt: skip
     claim = Row(table=table, row=row, metric="claim", unit=unit, run=",".join(runs), evidence=evidence)
     return settle(claim, scale)
 
@@ -92,9 +95,11 @@ def settle(
     and as `q` until the scale's false-discovery control adjusts it (`control_false_discoveries`)."""
     e = claim.evidence
     floor, floor_dof = e.noise_floor, math.inf
-    spread, dof = (measured_noise or {}).get(e.noise_metric, (0.0, 0))
-    if e.noise_scale * spread > floor:  # the measured noise: estimated, on its degrees of freedom
-        floor, floor_dof = e.noise_scale * spread, dof
+    pooled, pooled_dof = (measured_noise or {}).get(e.noise_metric, (0.0, 0))
+    own = (0.0, 0) if e.own_values is None else pooled_spread(e.own_values)
+    for spread, dof in ((e.noise_scale * pooled, pooled_dof), own):
+        if dof and spread > floor:  # the measured noise: estimated, on its degrees of freedom
+            floor, floor_dof = spread, dof
     test = significance(e.margins, floor, e.runs_per_margin, floor_dof) if e.margins else None
     status, why = _verdict(claim, scale, test, floor_dof, not_learning, untuned, unstable)
     tested = test is not None and (not why or why.startswith(WITHIN))  # its verdict is its test's
@@ -123,7 +128,10 @@ def _verdict(claim: Row, scale: Scale, test: Significance | None, floor_dof: flo
     if untuned:
         return "insufficient", f"an arm's lr is not tuned: {'; '.join(untuned)}"
     if e.unmatched:
-        return "insufficient", f"the arms are not matched: {e.unmatched}"
+        return "unmatched", f"decides nothing: the arms are not matched on what the claim is stated at: {e.unmatched}"
+    if e.own_values is not None and not pooled_spread(e.own_values)[1]:
+        return "insufficient", ("its metric's noise is measured over its arms' seeds, and one seed each measures "
+                                "none: another metric's floor decides nothing")  # fmt: skip
     if e.fails_because:
         return "claim_fails", e.fails_because
     margin = statistics.fmean(e.margins)
@@ -163,6 +171,28 @@ def with_multiplicity(row: dict[str, str], q: float, family: int) -> dict[str, s
             note += (f"{MULTIPLICITY}q {q:.3g} >= {ALPHA:g} over the {family} claims tested at this scale "
                      "(Benjamini-Hochberg): decides nothing")  # fmt: skip
     return {**row, "q": f"{q:.6g}", "status": status, "note": note + data_sep + data}
+
+
+DECIDED = ("claim_holds", "claim_fails")
+OTHER_POLICY = f"{NOTE_PARTS}the other tuning policy: "  # where a note gives a claim's verdict under it
+
+
+def fragile(claim: Row, other: Row) -> Row:
+    """`claim` as judged where its arms' claim seeds settled (a fallback below a sweep's choice where they spiked),
+    beside `other`, the same claim judged with every arm at its sweep's choice, spikes it recovered from kept. Where
+    one of the two is decided and they differ, the tuning policy decides it: `fragile`, deciding nothing (no q: not
+    among the scale's tested claims). The note gives both margins either way."""
+
+    def said(row: Row) -> str:
+        interval = f" [{row.low:+.4g}, {row.high:+.4g}]" if row.low is not None else ""
+        return f"{row.status}, margin {row.ours:+.4g}{interval}" if row.ours is not None else row.status
+
+    both = (f"{said(claim)} where the claim seeds settled; {said(other)} with every arm at its sweep's choice, "
+            "recovered spikes kept")  # fmt: skip
+    if claim.status == other.status or not {claim.status, other.status} & set(DECIDED):
+        return dataclasses.replace(claim, note=f"{claim.note}{OTHER_POLICY}{both}")
+    return dataclasses.replace(claim, status="fragile", q=None,
+                               note=f"{claim.note}{OTHER_POLICY}decided by the tuning policy: {both}")  # fmt: skip
 
 
 def _more(reasons: Sequence[str]) -> str:
@@ -218,31 +248,6 @@ def out_of_reach(table: str, row: str, statement: str, unit: str, why: str, runs
     """A claim not judged (nor trained for) at this scale, and why."""
     return Row(table=table, row=row, metric="claim", unit=unit, run=",".join(runs), status="out_of_reach",
                note=NOTE_PARTS.join((statement, "", why)))  # fmt: skip
-
-
-MATCH_TOLERANCE = 0.03  # "at equal parameters": within 3% on the paper's measure
-
-
-def parameter_match(table: str, arms: dict[str, Any], measure: str) -> tuple[list[Row], str | None]:
-    """Rows of each arm's total and non-embedding parameters (`arms`: run name -> model config), and how they are
-    not matched for an "at equal parameters" claim (None: they are): more than MATCH_TOLERANCE apart on `measure`
-    ("total" or "non_embedding", the paper's), or a tied head on one arm and not on the other."""
-    from scaling_axes.modules.flops import formula_params, non_embedding_params
-
-    counts = {arm: {"total": sum(formula_params(c).values()), "non_embedding": non_embedding_params(c)}
-              for arm, c in arms.items()}  # fmt: skip
-    rows = [Row(table=table, row=arm, metric=f"{kind}_params", ours=n, unit="parameters", run=arm)
-            for arm, each in counts.items() for kind, n in each.items()]  # fmt: skip
-    measured = {arm: each[measure] for arm, each in counts.items()}
-    spread = max(measured.values()) / min(measured.values()) - 1
-    tied = {arm: c.tie_embeddings for arm, c in arms.items() if hasattr(c, "tie_embeddings")}
-    if spread > MATCH_TOLERANCE:
-        listed = ", ".join(f"{arm} {n:,}" for arm, n in measured.items())
-        what = measure.replace("_", "-")
-        return rows, f"{what} parameters {spread:.1%} apart ({listed}), above {MATCH_TOLERANCE:.0%}"
-    if len(set(tied.values())) > 1 and len(tied) == len(arms):
-        return rows, f"the head is tied on {', '.join(a for a, t in tied.items() if t)} only"
-    return rows, None
 
 
 def seeds_of(done: dict | None) -> dict[int, dict]:

@@ -10,8 +10,11 @@ model this suite does not build, such as the Pythia rows of a comparison table, 
 paper's claims (metric ``claim``, see `harness.claims`; ``ours`` the mean margin, ``low``/``high`` its 95% interval,
 ``seeds`` how many, ``p`` its two-sided p, ``q`` the same adjusted for the false-discovery rate over the scale's
 tested claims) ``claim_holds``, ``claim_fails``, ``never_reached`` (the loss it is measured at was not reached
-within the budget: ``ours`` the final-loss gap, no interval), ``insufficient``, ``out_of_reach`` (not trained at
-this scale: its effect is below what the scale can detect), ``not_learning`` (a run it compares did not learn) or
+within the budget: ``ours`` the final-loss gap, no interval), ``fragile`` (decided one way where an arm's claim
+seeds fell back below its sweep's choice and otherwise at the choice: `claims.fragile`), ``unmatched`` (its arms
+differ in what the claim holds equal: parameters, residual size), ``insufficient``,
+``out_of_reach`` (not trained at this scale: its effect is below what the scale can detect), ``not_learning`` (a run
+it compares did not learn) or
 ``unstable`` (a run it compares spiked, or ended as an outlier among its seeds: `harness.stability`); a row whose
 runs passed over their data more often than allowed (``--allow-repeats``) is ``memorisation``, and one whose runs on
 disk were trained with other settings than the code now declares is ``stale``, whatever it was judged. Exact
@@ -37,6 +40,8 @@ VERDICTS = (
     "claim_holds",
     "claim_fails",
     "never_reached",
+    "fragile",
+    "unmatched",
     "insufficient",
     "out_of_reach",
     "not_learning",
@@ -66,9 +71,11 @@ class Evidence:
     fails_because: str | None = None
     noise_metric: str | None = None
     noise_scale: float = 1.0
-    unmatched: str | None = None  # how the arms of an "at equal parameters" claim are not matched
+    unmatched: str | None = None  # how the arms are not matched on what the claim is stated at (parameters, residual)
     before_training: bool = False  # measured on the models before they train (at a growth): what training does to
     # them later, a spike included, cannot change it
+    own_values: tuple[tuple[float, ...], ...] | None = None  # a metric no done.json holds (a downstream
+    # evaluation), per arm over its seeds, in the margin's unit: its noise is their pooled spread
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -166,21 +173,6 @@ def save_figure(fig: Any, path: Path) -> None:
     fig.savefig(buffer, format="png", dpi=120)
     pyplot().close(fig)
     atomic_write(path, buffer.getvalue())
-
-
-def line_figure(path: Path, series: dict[str, list[tuple[float, float]]], *, markers: bool = True,
-                **axes: Any) -> None:  # fmt: skip
-    """One line per series (label -> points, plotted in order), axis settings as `Axes.set` keywords. Without a point
-    to draw, no figure: an empty axis is not written (and an earlier one at `path` goes), so none is linked."""
-    if not any(series.values()):
-        Path(path).unlink(missing_ok=True)
-        return
-    fig, ax = pyplot().subplots(figsize=(6.5, 4.2))
-    for label, points in series.items():
-        if points:
-            ax.plot(*zip(*points, strict=True), "-o" if markers else "-", label=label, markersize=4, linewidth=1.2)
-    ax.set(**axes)
-    save_figure(fig, path)
 
 
 def published_file(name: str) -> Path:

@@ -26,8 +26,6 @@ FAMILIES = {
 
 ARCHITECTURES = tuple(FAMILIES)
 
-MATCH_TOLERANCE = 0.03
-
 LM = {"weight_decay": 0.1, "decay_embeddings": False, "z_loss": 1e-4}
 
 

@@ -40,14 +40,15 @@ import numpy as np
 from scaling_axes.experiments.cross_architecture.recipes import recipe_at
 from scaling_axes.experiments.cross_architecture.setup import (
     ARCHITECTURES,
-    MATCH_TOLERANCE,
     make_run,
     matched,
     runs,
     sizes,
     sweep,
 )
-from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, as_good_as, lower_loss, parameter_match
+from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, as_good_as, lower_loss
+from scaling_axes.harness.experiment.arms import MATCH_TOLERANCE, parameter_match
+from scaling_axes.harness.experiment.figures import draw, marked, seed_curves
 from scaling_axes.harness.results import Row, pyplot, save_figure
 from scaling_axes.harness.runs import Experiment, Run
 from scaling_axes.harness.scales import Scale
@@ -200,8 +201,10 @@ def figure(scale: Scale, results: dict[str, dict], path: Path) -> None:
         for colour, arch in enumerate(ARCHITECTURES):
             winner = best(scale, arch, size, results)
             if winner is not None:
-                label = f"{arch} {size} (lr {winner[0].budget.lr:g})"
-                ax.plot(*zip(*loss_curve(*winner), strict=True), style, color=f"C{colour}", label=label, linewidth=1.2)
+                run, done = winner
+                label = marked(f"{arch} {size} (lr {run.budget.lr:g})", done)
+                draw(ax, seed_curves(done, lambda each, run=run: loss_curve(run, each)), label, style,
+                     color=f"C{colour}")  # fmt: skip
     ax.set(xscale="log", xlabel="training FLOPs", ylabel="validation loss (nats/token)",
            title=f"Cross-architecture, best lr each ({scale} scale)")  # fmt: skip
     save_figure(fig, path)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from scaling_axes.experiments.mot import setup as mot_setup
 from scaling_axes.experiments.mot.recipes import shrunk_at
-from scaling_axes.harness.results import line_figure
+from scaling_axes.harness.experiment.figures import line_figure, marked, seed_curves
 from scaling_axes.harness.runs import Experiment, Run, fitted
 from scaling_axes.harness.scales import Scale
 
@@ -32,10 +32,11 @@ def runs(scale: Scale) -> list[Run]:
 
 def figure(scale: Scale, results: dict[str, dict], path: Path) -> None:
     series = {
-        run.name.removeprefix("mot_concat_"): mot_setup.val_curves(run, results[run.name])["fineweb"]
+        marked(run.name.removeprefix("mot_concat_"), results[run.name]):
+            seed_curves(results[run.name], lambda done, run=run: mot_setup.val_curves(run, done)["fineweb"])
         for run in runs(scale)
         if run.name in results
-    }
+    }  # fmt: skip
     line_figure(path, series, markers=False, xlabel="step", ylabel="byte-level validation loss (nats/byte slot)",
                 title=f"MoT mixouts, FineWeb validation ({scale} scale)")  # fmt: skip
 

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from scaling_axes.experiments.mot import setup as mot_setup
 from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, judge, out_of_reach, paired_margins
-from scaling_axes.harness.results import Row, line_figure
+from scaling_axes.harness.experiment.figures import line_figure, marked, seed_curves
+from scaling_axes.harness.results import Row
 from scaling_axes.harness.runs import Experiment, Run, fitted
 from scaling_axes.harness.scales import Scale
 
@@ -31,11 +32,12 @@ def runs(scale: Scale) -> list[Run]:
 
 def figure(scale: Scale, results: dict[str, dict], path: Path) -> None:
     series = {
-        f"{run.name.removeprefix('mot_')} {name}": curve
+        f"{marked(run.name.removeprefix('mot_'), results[run.name])} {name}":
+            seed_curves(results[run.name], lambda done, run=run, name=name: mot_setup.val_curves(run, done)[name])
         for run in runs(scale)
         if run.name in results
-        for name, curve in mot_setup.val_curves(run, results[run.name]).items()
-    }
+        for name in mot_setup.VAL_SETS
+    }  # fmt: skip
     line_figure(path, series, markers=False, xlabel="step", ylabel="validation loss (nats/token)",
                 title=f"MoT results tables: FineWeb and FineMath validation ({scale} scale)")  # fmt: skip
 

@@ -20,6 +20,7 @@ import numpy as np
 from scaling_axes.experiments.rmt import setup as rmt_setup
 from scaling_axes.experiments.rmt.setup import value_at
 from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, judge, paired_margins, seeds_of
+from scaling_axes.harness.experiment.figures import caveats, draw, over_seeds
 from scaling_axes.harness.results import Row, compare, published, pyplot, save_figure
 from scaling_axes.harness.runs import Experiment, Run, fitted
 from scaling_axes.harness.scales import Scale
@@ -144,11 +145,22 @@ def _points(scale: Scale, results: dict[str, dict]) -> dict[str, list[dict[str, 
 
 
 def figure(scale: Scale, results: dict[str, dict], path: Path) -> None:
+    """Each family's loss at its Fig. 2 reading against training FLOPs and parameters: each point its seeds' mean
+    and spread, the runs whose seeds fell back or trained unstably named beside it."""
+    points: dict[str, list[tuple[dict[str, float], tuple[float, float], list[str]]]] = {}
+    for run in runs(scale):
+        done = results.get(run.name)
+        if (values := point(run, done or {}, scale)) is not None:
+            loss = over_seeds(done, lambda each, run=run: (point(run, each, scale) or {}).get("val_loss"))
+            points.setdefault(rmt_setup.family(run.model), []).append((values, loss, caveats(done)))
     fig, axes = pyplot().subplots(2, 1, figsize=(6.5, 7))
-    for family, points in _points(scale, results).items():
+    for family, finished in points.items():
         for ax, x in zip(axes, ("train_flops", "params"), strict=True):
-            ordered = sorted(points, key=lambda p: p[x])
-            ax.plot([p[x] for p in ordered], [p["val_loss"] for p in ordered], "-o", label=family, markersize=4)
+            ordered = sorted(finished, key=lambda p: p[0][x])
+            draw(ax, [(values[x], *loss) for values, loss, _ in ordered], family)
+            for values, loss, notes in ordered:
+                if notes:
+                    ax.annotate("; ".join(notes), (values[x], loss[0]), fontsize=6)
     axes[0].set(xscale="log", yscale="log", xlabel="training FLOPs", ylabel="validation loss",
                 title=f"RMT Fig. 2: scaling ({scale} scale)")  # fmt: skip
     axes[1].set(xscale="log", yscale="log", xlabel="model parameters", ylabel="validation loss")

@@ -23,6 +23,7 @@ from scaling_axes.harness.results import published
 from scaling_axes.harness.runs import Budget, Run
 from scaling_axes.harness.scales import Scale
 from scaling_axes.harness.sweeps import Sweep
+from scaling_axes.harness.training.curves import Curve
 from scaling_axes.modules.architectures.rmt import RMTConfig
 from scaling_axes.modules.architectures.transformer import TransformerConfig
 
@@ -64,24 +65,6 @@ def table7_forward_flops(c: TransformerConfig | RMTConfig, compatible: bool) -> 
 def train_flops(c: TransformerConfig | RMTConfig, tokens: float, compatible: bool) -> float:
     """3 x Table 7's forward per example, over `tokens`: the paper's reported FLOPs when `compatible`."""
     return 3 * table7_forward_flops(c, compatible) * tokens / PAPER_SEQ
-
-
-Curve = list[tuple[float, float]]  # (step, value) as done.json stores a logged metric
-
-
-def smoothed(curve: Curve, window: int | None = None) -> Curve:
-    """Trailing mean over `window` logged points (default 10, at most 5% of the curve): a threshold read on
-    single-step train losses would be crossed first by a lucky batch."""
-    window = window or max(1, min(10, len(curve) // 20))
-    values = [value for _, value in curve]
-    return [(step, sum(values[max(0, i - window + 1) : i + 1]) / min(window, i + 1))
-            for i, (step, _) in enumerate(curve)]  # fmt: skip
-
-
-def final_train_loss(done: dict) -> float | None:
-    """A finished run's final train loss: the smoothed end of its logged curve."""
-    curve = smoothed(done.get("train_loss_curve") or [])
-    return curve[-1][1] if curve else None
 
 
 def first_crossing(curve: Curve, threshold: float) -> float | None:
@@ -216,11 +199,16 @@ def scaling_run(model: str, scale: Scale) -> Run:
     )
 
 
-def downstream_checkpoints(scale: Scale, runs_dir=None) -> dict[str, Path]:
-    """Hook for `rmt_table5_6_downstream` (filed with the evaluation work): the final weights of the 405M Transformer
-    and the 305M RMT that Fig. 2 and Tables 3-4 train (run group "rmt_scaling"), by run name."""
+def downstream_checkpoints(scale: Scale, results: dict[str, dict], runs_dir=None) -> dict[str, dict[int, Path]]:
+    """Hook for `rmt_table5_6_downstream`: the final weights of the 405M Transformer and the 305M RMT that Fig. 2
+    and Tables 3-4 train (run group "rmt_scaling"), by run name and seed, where their claim seeds settled (the
+    directory each seed's done.json names: a fallback below a sweep's choice has a name of its own)."""
+    from scaling_axes.harness.claims import seeds_of
+    from scaling_axes.harness.names import seed_name
     from scaling_axes.harness.runs import RUNS_DIR
     from scaling_axes.harness.training.rundir import final_weights
 
     root = Path(runs_dir or RUNS_DIR) / "rmt_scaling" / scale.name
-    return {name: final_weights(root / name) for name in ("transformer_rmt_405m", "rmt_305m")}
+    return {name: {k: final_weights(root / done.get("run", seed_name(name, k)))
+                   for k, done in seeds_of(results.get(name)).items()}
+            for name in ("transformer_rmt_405m", "rmt_305m")}  # fmt: skip

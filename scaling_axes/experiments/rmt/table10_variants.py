@@ -16,11 +16,12 @@ from pathlib import Path
 
 from scaling_axes.experiments.rmt import setup as rmt_setup
 from scaling_axes.experiments.rmt.recipes import PAPER_SEQ, UNTUNED_LR, shrunk_at
-from scaling_axes.experiments.rmt.setup import final_train_loss
 from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, judge, paired_margins
+from scaling_axes.harness.experiment.figures import draw, marked, over_seeds, seed_curves
 from scaling_axes.harness.results import Row, compare, published, pyplot, save_figure
 from scaling_axes.harness.runs import Experiment, Run, fitted
 from scaling_axes.harness.scales import Scale
+from scaling_axes.harness.training.curves import final_train_loss
 from scaling_axes.modules.architectures.transformer import STANDARD_PARAMETRISATION
 from scaling_axes.modules.flops import formula_params
 from scaling_axes.modules.registry import architecture_of
@@ -110,7 +111,7 @@ def claim_rows(scale: Scale, results: dict[str, dict]) -> list[Row]:
         fails = f"the RMT has no fewer {' or '.join(costlier)} than {name} at {scale} scale" if costlier else None
         rows.append(judge("table10", f"{RMT}_vs_{name}", f"the RMT ends at a lower train loss than {name}, with fewer "
                           "parameters and FLOPs", scale, paired_margins(results, (RMT, name), gap), LOSS_NOISE_FLOOR,
-                          "nats/token", fails_because=fails, runs=(RMT, name)))  # fmt: skip
+                          "nats/token", fails_because=fails, runs=(RMT, name), noise_metric="train_loss"))  # fmt: skip
     return rows
 
 
@@ -132,12 +133,12 @@ def figure(scale: Scale, results: dict[str, dict], path: Path) -> None:
     """Fig. 5: training loss against training FLOPs (left) and final training loss against parameters (right)."""
     fig, (curves, finals) = pyplot().subplots(1, 2, figsize=(11, 4))
     for run in runs(scale):
-        done = results.get(run.name, {})
-        per_step = run.train_flops() / run.budget.steps
-        curve = [(step * per_step, loss) for step, loss in done.get("train_loss_curve", []) if step > 0]
+        done, per_step = results.get(run.name), run.train_flops() / run.budget.steps
+        curve = seed_curves(done, lambda d, per_step=per_step: [
+            (step * per_step, loss) for step, loss in d.get("train_loss_curve", []) if step > 0])  # fmt: skip
         if curve:
-            curves.plot(*zip(*curve, strict=True), label=run.name, linewidth=1.2)
-            finals.plot(done["params"], final_train_loss(done), "o", label=run.name)
+            draw(curves, curve, marked(run.name, done), "-")
+            draw(finals, [(done["params"], *over_seeds(done, final_train_loss))], marked(run.name, done), "o")
     curves.set(xscale="log", xlabel="training FLOPs", ylabel="training loss (nats/token)",
                title=f"RMT Fig. 5 / Table 10 ({scale} scale)")  # fmt: skip
     finals.set(xlabel="model parameters", ylabel="final training loss (nats/token)")

@@ -20,16 +20,16 @@ from scaling_axes.experiments.rmt import setup as rmt_setup
 from scaling_axes.experiments.rmt.setup import (
     RMT,
     TRANSFORMER,
-    final_train_loss,
     first_crossing,
     percent_change,
-    smoothed,
     value_at,
 )
 from scaling_axes.harness.claims import judge, lower_loss, never_reached, paired_margins
+from scaling_axes.harness.experiment.figures import draw, marked, seed_curves
 from scaling_axes.harness.results import Row, compare, published, pyplot, save_figure
 from scaling_axes.harness.runs import Experiment, Run, fitted
 from scaling_axes.harness.scales import Scale
+from scaling_axes.harness.training.curves import final_train_loss, smoothed
 from scaling_axes.modules import get_config
 
 REACHED = "rmt_305m_to_transformer_best"
@@ -245,16 +245,16 @@ def figure(scale: Scale, results: dict[str, dict], path: Path) -> None:
     fig, axes = pyplot().subplots(1, 3, figsize=(12, 3.6))
     for run in runs(scale):
         done = results.get(run.name)
-        if not done or not done.get("train_loss_curve"):
+        curve = seed_curves(done, lambda each: smoothed(each.get("train_loss_curve") or []))
+        if not curve:
             continue
-        curve = smoothed(done["train_loss_curve"])
-        steps, losses = [s for s, _ in curve], [loss for _, loss in curve]
-        per_step = run.budget.tokens / run.budget.steps
+        label, per_step = marked(run.name, done), run.budget.tokens / run.budget.steps
         flops_per_token = rmt_setup.train_flops(run.config, 1.0, True)
-        axes[0].plot([s * per_step for s in steps], losses, label=run.name)
-        axes[1].plot([s * per_step * flops_per_token for s in steps], losses, label=run.name)
-        if done.get("train_time_curve"):
-            axes[2].plot([value_at(done["train_time_curve"], s) for s in steps], losses, label=run.name)
+        draw(axes[0], [(step * per_step, *loss) for step, *loss in curve], label, "-")
+        draw(axes[1], [(step * per_step * flops_per_token, *loss) for step, *loss in curve], label, "-")
+        if done.get("train_time_curve"):  # seed 1's clock: times are one machine's, not averaged
+            axes[2].plot([value_at(done["train_time_curve"], s) for s, *_ in curve], [m for _, m, _ in curve],
+                         label=f"{run.name} (seed 1's clock)")  # fmt: skip
     for ax, xlabel in zip(axes, ("tokens", "training FLOPs (paper formula)", "training time (s)"), strict=True):
         ax.set(xlabel=xlabel, ylabel="train loss", yscale="log")
     axes[0].set_title(f"RMT Fig. 3-4 ({scale} scale)")

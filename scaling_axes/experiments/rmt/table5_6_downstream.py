@@ -54,19 +54,24 @@ def _rows(run: Run, result: dict, scale: Scale) -> list[Row]:
 
 
 def report(scale: Scale, results: dict[str, dict]) -> list[Row]:
-    checkpoints = rmt_setup.downstream_checkpoints(scale)
+    """Each run's rows at seed 1, and the claims from every seed each run evaluated (`claim_rows`)."""
+    checkpoints = rmt_setup.downstream_checkpoints(scale, results)
     corpora = CORPORA if scale.paper_configs else dict.fromkeys(CORPORA, "embedded_news")
-    rows = []
+    rows, evaluated = [], {}
     for run in runs(scale):
-        weights = checkpoints[run.name]
-        if run.name not in results or not weights.exists():
+        weights = {k: path for k, path in checkpoints.get(run.name, {}).items() if path.exists()}
+        if 1 not in weights:
             rows.append(Row(table="table6", row=run.name, metric="piqa_acc", paper=None, ours=None, unit="%",
                             run=run.name, status="not_run", note=scale.note))  # fmt: skip
             continue
-        result = evaluate_cached(weights.parent / "eval.json", lambda w=weights: SuiteLM(checkpoint=str(w.parent)),
-                                 scale, corpora, weights_fingerprint(weights))  # fmt: skip
-        rows += _rows(run, result, scale)
-    return rows + claim_rows(scale, rows)
+        by_seed = {k: _rows(run, evaluate_cached(path.parent / "eval.json",
+                                                 lambda path=path: SuiteLM(checkpoint=str(path.parent)), scale,
+                                                 corpora, weights_fingerprint(path)), scale)
+                   for k, path in weights.items()}  # fmt: skip
+        rows += by_seed[1]
+        evaluated[run.name] = {k: {r.metric: r.ours for r in seed_rows if r.ours is not None}
+                               for k, seed_rows in by_seed.items()}  # fmt: skip
+    return rows + claim_rows(scale, evaluated)
 
 
 ACCURACY_NOISE_FLOOR = 1.0  # points: the sampling error of one model's accuracy on a task of 1-2k items (assumed)
@@ -89,37 +94,36 @@ def paper_effect(metric: str) -> float | None:
     return math.log(transformer / rmt) if table == "table5" else rmt - transformer
 
 
-def claim_rows(scale: Scale, rows: list[Row]) -> list[Row]:
+def claim_rows(scale: Scale, evaluated: dict[str, dict[int, dict[str, float]]]) -> list[Row]:
     """Tables 5-6's claim, per metric: the RMT has the lower perplexity (margin: the difference of the log
-    perplexities, in nats) and the higher accuracy (acc, the paper's likelier column) than the Transformer. Seed 1
-    only: the evaluation reads seed 1's weights. Below paper scale the three corpora are one stand-in, judged once,
-    and a claim whose paper effect is below what one seed can detect here is out of reach."""
-    value = {(r.row, r.metric): r.ours for r in rows if r.ours is not None}
+    perplexities, in nats) and the higher accuracy (acc, the paper's likelier column) than the Transformer, at each
+    seed both evaluated (`evaluated`: run -> seed -> metric -> value). The noise is that metric's, over the two
+    runs' seeds (`own_values`): no run's training measures it. Below paper scale the three corpora are one stand-in,
+    judged once, and a claim whose paper effect is below what its seeds can detect here is out of reach."""
+    rmt, transformer = evaluated.get(RMT, {}), evaluated.get(TRANSFORMER, {})
+    seeds = sorted(set(rmt) & set(transformer))
     claims, stand_in = [], None
-    for metric in sorted({m for _, m in value if m.endswith(("_ppl", "_acc"))}):
-        if (RMT, metric) not in value or (TRANSFORMER, metric) not in value:
-            continue
-        rmt, transformer = value[(RMT, metric)], value[(TRANSFORMER, metric)]
+    for metric in sorted({m for k in seeds for m in rmt[k] if m.endswith(("_ppl", "_acc")) and m in transformer[k]}):
         perplexity = metric.endswith("_ppl")
-        table, unit, row = (
-            "table5" if perplexity else "table6",
-            "nats" if perplexity else "points",
-            f"{RMT}_vs_{TRANSFORMER}_{metric}",
-        )
+        table, unit = ("table5", "nats") if perplexity else ("table6", "points")
+        row, names = f"{RMT}_vs_{TRANSFORMER}_{metric}", (RMT, TRANSFORMER)
         statement = f"the RMT has the {'lower' if perplexity else 'higher'} {metric}"
         floor = LOSS_NOISE_FLOOR if perplexity else accuracy_floor(scale)
         if metric in CORPORA and not scale.paper_configs:
             if stand_in is not None:
                 claims.append(out_of_reach(table, row, statement, unit, f"the same stand-in as {stand_in}: one "
-                                           "measurement, judged there", (RMT, TRANSFORMER)))  # fmt: skip
+                                           "measurement, judged there", names))  # fmt: skip
                 continue
             stand_in = metric
         effect = paper_effect(metric)
-        if not scale.paper_configs and effect is not None and (why := beyond_reach(effect, floor, 1)):
-            claims.append(out_of_reach(table, row, statement, unit, why, (RMT, TRANSFORMER)))
+        if not scale.paper_configs and effect is not None and (why := beyond_reach(effect, floor, len(seeds))):
+            claims.append(out_of_reach(table, row, statement, unit, why, names))
             continue
-        margin = math.log(transformer / rmt) if perplexity else rmt - transformer
-        claims.append(judge(table, row, statement, scale, [margin], floor, unit, runs=(RMT, TRANSFORMER)))
+        per_arm = [[math.log(arm[k][metric]) if perplexity else arm[k][metric] for k in seeds]
+                   for arm in (transformer, rmt)]  # fmt: skip
+        margins = {k: (t - r) if perplexity else (r - t) for k, t, r in zip(seeds, *per_arm, strict=True)}
+        claims.append(judge(table, row, statement, scale, margins, floor, unit, runs=names,
+                            own_values=per_arm))  # fmt: skip
     return claims
 
 

@@ -34,7 +34,8 @@ from scaling_axes.experiments.tokenformer.progressive import (
     TOKENFORMER_GROWTH,
 )
 from scaling_axes.experiments.tokenformer.recipes import ENWIK8, continual_at
-from scaling_axes.harness.results import Row, line_figure, published
+from scaling_axes.harness.experiment.figures import line_figure, marked, seed_curves
+from scaling_axes.harness.results import Row, published
 from scaling_axes.harness.runs import Budget, Experiment, Run, fitted, within_epochs
 from scaling_axes.harness.scales import Scale
 
@@ -172,7 +173,8 @@ def report(scale: Scale, results: dict[str, dict]) -> list[Row]:
 
 
 def figure(scale: Scale, results: dict[str, dict], path: Path) -> None:
-    series = {r.name: results.get(r.name, {}).get("train_loss_curve", []) for r in runs(scale) if r.grow_from}
+    series = {marked(r.name, results.get(r.name)): seed_curves(results.get(r.name), lambda d: d.get("train_loss_curve"))
+              for r in runs(scale) if r.grow_from}  # fmt: skip
     line_figure(path, series, markers=False, xlabel="step on enwik8 (after growth)",
                 ylabel="training loss (nats/token)",
                 title=f"Tokenformer Fig. 6: growing onto new data ({scale} scale)")  # fmt: skip

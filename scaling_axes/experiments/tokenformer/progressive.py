@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from scaling_axes.experiments.tokenformer.recipes import OPENWEBTEXT, progressive_at
-from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, judge, metric_margin, paired_margins, parameter_match
+from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, judge, metric_margin, paired_margins
+from scaling_axes.harness.experiment.arms import parameter_match
+from scaling_axes.harness.experiment.figures import draw, over_seeds
 from scaling_axes.harness.results import Row, compare, published, pyplot, save_figure
 from scaling_axes.harness.runs import Budget, Experiment, Run, within_epochs
 from scaling_axes.harness.scales import Scale
@@ -307,9 +309,9 @@ def _stage_panel(ax: Any, runs: list[Run], results: dict[str, dict]) -> None:
         if label in labels and run.name in results:
             how = "grown" if run.grow_from else "from scratch"
             series.setdefault(f"{family} {how} ({label})", []).append(
-                (results[run.name]["params"], results[run.name]["val_ppl"]))  # fmt: skip
+                (results[run.name]["params"], *over_seeds(results[run.name], lambda d: d.get("val_ppl"))))  # fmt: skip
     for key, points in series.items():
-        ax.plot(*zip(*sorted(points), strict=True), "-o" if "grown" in key else "--s", markersize=4, label=key)
+        draw(ax, sorted(points), key, "-o" if "grown" in key else "--s")
     ax.set(xscale="log", yscale="log", xlabel="parameters", ylabel="validation perplexity",
            title="per stage, same tokens per stage (Fig. 4)")  # fmt: skip
 
@@ -325,13 +327,13 @@ def _cost_panel(ax: Any, runs: list[Run], results: dict[str, dict], title: str) 
                 continue  # plotted as part of the chain of its last stage
             path_runs = [r for r in reversed(chain(run, by_name)) if r.name in results]
             flops = [sum(s.train_flops() for s in chain(r, by_name)) for r in path_runs]
-            ppl = [results[r.name]["val_ppl"] for r in path_runs]
-            ax.plot(flops, ppl, "-o", markersize=4, label=f"{family} grown ({label}/stage)")
+            ppl = [over_seeds(results[r.name], lambda d: d.get("val_ppl")) for r in path_runs]
+            draw(ax, [(x, *y) for x, y in zip(flops, ppl, strict=True)], f"{family} grown ({label}/stage)")
         elif run.name not in grown_from and run.name in results:
             scratch.setdefault(f"{family} from scratch ({label})", []).append(
-                (run.train_flops(), results[run.name]["val_ppl"])
+                (run.train_flops(), *over_seeds(results[run.name], lambda d: d.get("val_ppl")))
             )
     for key, points in scratch.items():
-        ax.plot(*zip(*sorted(points), strict=True), "--s", markersize=4, label=key)
+        draw(ax, sorted(points), key, "--s")
     ax.set(xscale="log", yscale="log", xlabel="training FLOPs (cumulative along a growth chain)",
            ylabel="validation perplexity", title=title)  # fmt: skip

@@ -49,7 +49,7 @@ PROGRESSIVE: dict[Scale, Progressive] = {
     # of the stage (at 50 steps the restart dominated it and both families got worse stage by stage); the chain
     # (first run + 3 stages) 0.9 passes. Below paper scale the Transformers' widths (cpu) or the Tokenformers' tokens
     # (small) are chosen so that the two families' models of one size label have equal total parameters within 3%
-    # from 354M up, the sizes Figs. 6-7 compare (`claims.parameter_match`)
+    # from 354M up, the sizes Figs. 6-7 compare (`arms.parameter_match`)
     CPU: Progressive(
         shape={"n_layer": 2, "d_model": 64, "n_head": 4, "max_seq_len": 128}, tokens=(16, 48, 112, 224),
         widths=(48, 64, 88, 120), head_size=8,

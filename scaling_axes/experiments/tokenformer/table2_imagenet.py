@@ -11,6 +11,8 @@ from pathlib import Path
 
 from scaling_axes.experiments.tokenformer import vit_setup
 from scaling_axes.harness.claims import as_good_as, out_of_reach
+from scaling_axes.harness.experiment.arms import parameter_match
+from scaling_axes.harness.experiment.figures import draw, marked, over_seeds
 from scaling_axes.harness.results import Row, published, pyplot, save_figure
 from scaling_axes.harness.runs import Experiment, Run, fitted
 from scaling_axes.harness.scales import Scale
@@ -55,17 +57,19 @@ def claim_rows(scale: Scale, results: dict[str, dict]) -> list[Row]:
         if why := vit_setup.reach(scale, margin):
             rows.append(out_of_reach("table2", f"{ours}_vs_{vit}", statement, "points", why, (ours, vit)))
         else:
-            rows.append(as_good_as("table2", statement, scale, ours, vit, results, tolerance))
+            arms = {name: vit_setup.vit_run(scale, name, name).config for name in (ours, vit)}
+            unmatched = parameter_match("table2", arms, "total")[1] if ours in MATCHED else None
+            rows.append(as_good_as("table2", statement, scale, ours, vit, results, tolerance, unmatched=unmatched))
     return rows
 
 
 def figure(scale: Scale, results: dict[str, dict], path: Path) -> None:
-    """Top-1 against parameters, one point per trained model."""
+    """Top-1 against parameters, one point per trained model: its seeds' mean and spread."""
     fig, ax = pyplot().subplots(figsize=(6.5, 4.2))
     for run in runs(scale):
-        if run.name in results and results[run.name].get("val_top1") is not None:
+        if top1 := over_seeds(results.get(run.name), lambda d: d.get("val_top1")):
             done = results[run.name]
-            ax.plot(done["params"], 100 * done["val_top1"], "o", label=run.name)
+            draw(ax, [(done["params"], 100 * top1[0], 100 * top1[1])], marked(run.name, done), "o")
     ax.set(xlabel="parameters", ylabel="top-1 (%)", title=f"Tokenformer Table 2: ImageNet ({scale} scale)")
     save_figure(fig, path)
 

@@ -1,17 +1,21 @@
 """Whether the runs a claim compares (its arms) can decide it: each learned, each at a tuned learning rate that its
-claim seeds confirm, each trained stably. A claim on an arm that lacks one of these says which instead of holding or
-failing (`claims.settle`), and each swept arm's row shows its sweep beside what its claim seeds reached there.
+claim seeds confirm, each trained stably, all matched on what the claim holds equal (`parameter_match`). A claim on
+arms that lack one of these says which instead of holding or failing (`claims.settle`), and each swept arm's row
+shows its sweep beside what its claim seeds reached there.
 """
 
 from __future__ import annotations
 
 import statistics
+from collections.abc import Collection
+from typing import Any
 
 from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, seeds_of, sweep_disagreement
 from scaling_axes.harness.results import Row
 from scaling_axes.harness.runs import Run
 from scaling_axes.harness.stability import not_learned, unstable_seeds
 from scaling_axes.harness.sweeps import Choice
+from scaling_axes.modules.flops import formula_params, non_embedding_params
 
 
 def not_learning(claim: Row, results: dict[str, dict], runs: list[Run]) -> list[str]:
@@ -23,10 +27,11 @@ def not_learning(claim: Row, results: dict[str, dict], runs: list[Run]) -> list[
             if not done.get("diverged") and (why := not_learned(by_name[name], done))]  # fmt: skip
 
 
-def unstable(claim: Row, results: dict[str, dict]) -> list[str]:
+def unstable(claim: Row, results: dict[str, dict], kept: Collection[str] = ()) -> list[str]:
     """Why each run (at each seed) that `claim` compares trained unstably: a spike or a validation rise
-    (`stability.instability`), or a final loss that is an outlier among the run's seeds; empty if none did."""
-    return [why for name in claim.run.split(",") if name
+    (`stability.instability`), or a final loss that is an outlier among the run's seeds; empty if none did. The runs
+    in `kept` are judged as they trained, spikes and all (the other tuning policy's arms: `claims.fragile`)."""
+    return [why for name in claim.run.split(",") if name and name not in kept
             for why in unstable_seeds(seeds_of(results.get(name))).values()]  # fmt: skip
 
 
@@ -102,3 +107,26 @@ def _fallback_row(name: str, choice: Choice, fell: dict) -> Row:
     return Row(table="lr_sweep", row=name, metric="stable_fallback_lr", ours=fell["lr"], run=name,
                status="measured", note=f"the claim seeds trained unstably above it ({left}); retrained at "
                f"{fell['lr']:g}, the best rate below whose sweep draws were all stable{mean}")  # fmt: skip
+
+
+MATCH_TOLERANCE = 0.03  # "at equal parameters": within 3% on the paper's measure
+
+
+def parameter_match(table: str, arms: dict[str, Any], measure: str) -> tuple[list[Row], str | None]:
+    """Rows of each arm's total and non-embedding parameters (`arms`: run name -> model config), and how they are
+    not matched for an "at equal parameters" claim (None: they are): more than MATCH_TOLERANCE apart on `measure`
+    ("total" or "non_embedding", the paper's), or a tied head on one arm and not on the other."""
+    counts = {arm: {"total": sum(formula_params(c).values()), "non_embedding": non_embedding_params(c)}
+              for arm, c in arms.items()}  # fmt: skip
+    rows = [Row(table=table, row=arm, metric=f"{kind}_params", ours=n, unit="parameters", run=arm)
+            for arm, each in counts.items() for kind, n in each.items()]  # fmt: skip
+    measured = {arm: each[measure] for arm, each in counts.items()}
+    spread = max(measured.values()) / min(measured.values()) - 1
+    tied = {arm: c.tie_embeddings for arm, c in arms.items() if hasattr(c, "tie_embeddings")}
+    if spread > MATCH_TOLERANCE:
+        listed = ", ".join(f"{arm} {n:,}" for arm, n in measured.items())
+        what = measure.replace("_", "-")
+        return rows, f"{what} parameters {spread:.1%} apart ({listed}), above {MATCH_TOLERANCE:.0%}"
+    if len(set(tied.values())) > 1 and len(tied) == len(arms):
+        return rows, f"the head is tied on {', '.join(a for a, t in tied.items() if t)} only"
+    return rows, None

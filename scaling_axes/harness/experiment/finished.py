@@ -85,11 +85,13 @@ class FinishedRuns:
         return tune(run, lambda r: as_points(self.sweep_points(r)),
                     lambda name: find_run(self.experiment, self.scale, name), train)  # fmt: skip
 
-    def settled_rate(self, run: Run, seeds: int = 1, train: Callable[[Run], None] | None = None) -> Settled | None:
+    def settled_rate(self, run: Run, seeds: int = 1, train: Callable[[Run], None] | None = None,
+                     fall_back: bool = True) -> Settled | None:  # fmt: skip
         """`run` (as declared, with its sweep) where its claim seeds settle: at the sweep's choice unless one of them
         trained unstably there (`stability.unstable_seeds`), then at each `fallback` rate below in turn (a grown
         stage stays at its chain's rate, which its head's sweep chose: its spikes are flagged). With `train`, trains
-        its `seeds` claim seeds at each rate and the points a fallback needs. None: the sweep has not chosen."""
+        its `seeds` claim seeds at each rate and the points a fallback needs; without `fall_back`, its claim seeds
+        at the sweep's choice however they trained. None: the sweep has not chosen."""
         choice = self.tuning(run, train)
         if choice.lr is None:
             return None
@@ -101,8 +103,8 @@ class FinishedRuns:
                     train(seed_run(settled.run, k))
                 by_seed = self.seeds(settled.run)
             settled = dataclasses.replace(settled, seeds=by_seed)
-            if not (why := unstable_seeds(settled.seeds)) or run.grow_from is not None:  # a stage: its chain's rate
-                return settled
+            if not fall_back or run.grow_from is not None or not (why := unstable_seeds(settled.seeds)):
+                return settled  # (a grown stage keeps its chain's rate, which its head's sweep chose)
             unstable_at = {**settled.unstable_at, settled.lr: list(why.values())}
             lower = fallback(run.sweep, as_points(self.sweep_points(run)), unstable_at)
             while lower.next is not None and train is not None:
@@ -127,20 +129,21 @@ class FinishedRuns:
                 found[k] = _with_staleness(repeat, seed_run(run, k), path.parent)
         return dict(sorted(found.items()))
 
-    def results(self) -> dict[str, dict]:
+    def results(self, at_choice: bool = False) -> dict[str, dict]:
         """name -> done.json of the finished runs, each with `seed_runs` {k: done.json} of its finished repeats at
         further seeds (`--seeds`); a broken done.json is skipped with a line saying why. A swept run is read where
         its claim seeds settled (`settled_rate`), with its sweep's `Choice` (`tuning`) and any fallback below it
-        (`stable_fallback`); its finished sweep points are results of their own."""
+        (`stable_fallback`); `at_choice`: at its sweep's choice, where its claim seeds trained first (the other
+        tuning policy, `claims.fragile`). Its finished sweep points are results of their own."""
         if self.points_read is None:  # each sweep's points read once, an anchor's too
-            return dataclasses.replace(self, points_read={}).results()
+            return dataclasses.replace(self, points_read={}).results(at_choice)
         results = {}
         for run in self.experiment.runs(self.scale):
             settled = None
             if run.sweep is not None:
                 swept = self.sweep_points(run)
                 results |= {sweep_point(run, lr, draw).name: done for (lr, draw), done in swept.items()}
-                if (settled := self.settled_rate(run)) is None:
+                if (settled := self.settled_rate(run, fall_back=not at_choice)) is None:
                     continue
             by_seed = settled.seeds if settled else self.seeds(run)
             if 1 not in by_seed:

@@ -12,13 +12,14 @@ import csv
 import dataclasses
 from pathlib import Path
 
-from scaling_axes.harness.claims import DATA_NOTE, LOSS_NOISE_FLOOR, NOTE_PARTS, TOP1_NOISE_FLOOR
+from scaling_axes.harness.claims import DATA_NOTE, LOSS_NOISE_FLOOR, MULTIPLICITY, NOTE_PARTS, TOP1_NOISE_FLOOR
 from scaling_axes.harness.results import RESULTS_DIR, VERDICTS, pyplot, save_figure
 from scaling_axes.harness.scales import SCALES, Scale
 from scaling_axes.harness.stability import LEARNED_NATS
 from scaling_axes.io import atomic_write
 
 HEADINGS = {"claim_holds": "Holds", "claim_fails": "Fails", "never_reached": "Never reached",
+            "fragile": "Fragile (decided by the tuning policy)", "unmatched": "Unmatched",
             "insufficient": "Insufficient", "out_of_reach": "Out of reach", "not_learning": "Not learning",
             "unstable": "Unstable"}  # fmt: skip
 FOREST = "claims_forest.png"
@@ -218,9 +219,10 @@ def family_lines(claims: list[Claim]) -> list[str]:
     tested = [c for c in claims if c.q]
     if not tested:
         return []
-    demoted = sum(c.why.startswith("multiplicity") for c in tested)
+    demoted = sum(MULTIPLICITY.strip(" |") in c.why for c in tested)
     return [f"The family: the {len(tested)} claims tested at this scale (each comparison once; a claim that an "
-            "arm's stability, learning, tuning or matching keeps from a test is not in it). A claim is decided only "
+            "arm's stability, learning, tuning or matching keeps from a test, or that the tuning policy decides "
+            "(fragile), is not in it). A claim is decided only "
             f"where its q, Benjamini-Hochberg's adjusted p over the family, is below 0.05: {demoted} decided by "
             "its own test did not survive (insufficient, 'multiplicity').", ""]  # fmt: skip
 

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
+from collections.abc import Callable
 from pathlib import Path
 
 from scaling_axes.datamodules.corpora import corpus_spec, tokenizer_of
 from scaling_axes.datamodules.floors import unigram_floor
-from scaling_axes.harness.claims import seeds_of, settle, with_multiplicity
+from scaling_axes.harness.claims import fragile, seeds_of, settle, with_multiplicity
 from scaling_axes.harness.experiment.arms import not_learning, tuning_rows, unstable, untuned
 from scaling_axes.harness.experiment.finished import FinishedRuns
 from scaling_axes.harness.experiment.report import claim_key, read_tables, write_report
@@ -19,6 +20,7 @@ from scaling_axes.harness.results import COLUMNS, RESULTS_DIR, Row, write_rows
 from scaling_axes.harness.runs import RUNS_DIR, Experiment, Run
 from scaling_axes.harness.scales import Scale
 from scaling_axes.harness.stability import unstable_seeds
+from scaling_axes.harness.training.curves import final_train_loss
 from scaling_axes.harness.training.rundir import read_done
 from scaling_axes.io import CorruptFileError, write_csv
 from scaling_axes.significance import false_discovery_q, pooled_spread
@@ -26,20 +28,42 @@ from scaling_axes.significance import false_discovery_q, pooled_spread
 
 def rebuild(experiment: Experiment, scale: Scale, runs_dir: Path = RUNS_DIR, results_dir: Path | None = None) -> Path:
     """Rebuild `results/<scale>/<experiment>.csv` (and its figure) from finished runs, then REPORT.md."""
-    results_dir = Path(results_dir or RESULTS_DIR)
-    results, runs = FinishedRuns(experiment, scale, runs_dir).results(), experiment.runs(scale)
-    noise, spread_rows = measured_noise(Path(runs_dir) / (experiment.run_group or experiment.name) / scale.name)
-    rows = [settle(row, scale, noise, not_learning(row, results, runs), untuned(row, results),
-                   unstable(row, results)) if row.evidence else row
-            for row in experiment.report(scale, results)]  # fmt: skip
-    rows = data_caveats(rows, results, runs) + tuning_rows(results) + spread_rows + floor_rows(runs)
+    results_dir, runs = Path(results_dir or RESULTS_DIR), experiment.runs(scale)
+    trained = trained_runs(Path(runs_dir) / (experiment.run_group or experiment.name) / scale.name)
+    noise, noise_rows = measured_noise(trained)
+    rows, judged = judge_claims(experiment, scale, FinishedRuns(experiment, scale, runs_dir), trained, noise)
+    rows = data_caveats(rows, judged.results, runs) + tuning_rows(judged.results) + noise_rows + floor_rows(runs)
     path = write_rows(experiment.name, scale, rows, results_dir)
     control_false_discoveries(path.parent)
-    write_seeds(experiment.name, scale, rows, results, results_dir)
+    write_seeds(experiment.name, scale, rows, judged, results_dir)
     if experiment.figure is not None:
-        experiment.figure(scale, results, path.with_suffix(".png"))
+        experiment.figure(scale, judged.results, path.with_suffix(".png"))
     write_report(results_dir)
     return path
+
+
+def judge_claims(experiment: Experiment, scale: Scale, finished: FinishedRuns, trained: Trained,
+                 noise: dict[str, tuple[float, int]]) -> tuple[list[Row], Judged]:  # fmt: skip
+    """`experiment`'s rows with its claims settled on the `finished` runs against the measured `noise`; where an
+    arm's claim seeds fell back below its sweep's choice, each claim on it judged again with every arm at its
+    sweep's choice, and `fragile` where the two verdicts differ (`claims.fragile`)."""
+    runs = experiment.runs(scale)
+
+    def judged(results: dict[str, dict], kept: tuple[str, ...] = ()) -> list[Row]:
+        return [settle(row, scale, noise, not_learning(row, results, runs), untuned(row, results),
+                       unstable(row, results, kept)) if row.evidence else row
+                for row in experiment.report(scale, results)]  # fmt: skip
+
+    results = finished.results()
+    rows = judged(results)
+    if not (moved := tuple(name for name, done in results.items() if done.get("stable_fallback"))):
+        return rows, Judged(results, trained)
+    at_choice = [row for row in judged(finished.results(at_choice=True), moved) if row.evidence]
+    other = {(row.table, row.row): row for row in at_choice}
+    rows = [fragile(row, other[row.table, row.row])
+            if row.evidence and set(row.run.split(",")) & set(moved) and (row.table, row.row) in other
+            else row for row in rows]  # fmt: skip
+    return rows, Judged(results, trained, moved, tuple(at_choice))
 
 
 def control_false_discoveries(scale_dir: Path) -> None:
@@ -56,26 +80,44 @@ def control_false_discoveries(scale_dir: Path) -> None:
             write_csv(scale_dir / f"{name}.csv", COLUMNS, adjusted)
 
 
-NOISE_METRICS = ("val_loss", "val_top1")  # the final metrics whose spread over seeds is measured
+# The final metrics whose spread over seeds is measured, each as a finished run's done.json gives it: the claims
+# judged on a metric take its noise (`Evidence.noise_metric`), a train-loss claim the smoothed train loss's
+NOISE_METRICS: dict[str, Callable[[dict], float | None]] = {
+    "val_loss": lambda done: done.get("val_loss"),
+    "val_top1": lambda done: done.get("val_top1"),
+    "train_loss": final_train_loss,
+}
+Trained = dict[str, dict[int, dict]]  # base run name -> seed -> done.json: every run trained in one directory
 
 
-def measured_noise(directory: Path) -> tuple[dict[str, tuple[float, int]], list[Row]]:
-    """metric -> (the pooled spread over seeds of one run's final `metric`, its degrees of freedom), from the finished
-    runs in `directory` (an experiment's runs at one scale) that trained at two seeds or more, leaving out the seeds
-    that trained unstably (a spike, or an outlier among the run's seeds: `harness.stability`), whose spread is not
-    the seeds' noise; and a row for each, its note giving the spread over every seed beside it."""
-    by_run: dict[str, dict[int, dict]] = {}
+def trained_runs(directory: Path) -> Trained:
+    """Every finished run in `directory` (an experiment's runs at one scale, sweep points and seeds its claims left
+    included) by its name without the seed, at each seed."""
+    by_run: Trained = {}
     for done_path in sorted(Path(directory).glob("*/done.json")):
-        name = done_path.parent.name
-        base, seed = parse_seed(name)
+        base, seed = parse_seed(done_path.parent.name)
         try:
             by_run.setdefault(base, {})[seed] = read_done(done_path)
         except (CorruptFileError, FileNotFoundError):
             continue
-    noise, rows, unsteady = {}, [], {base: unstable_seeds(seeds) for base, seeds in by_run.items()}
+    return by_run
+
+
+def metric_values(trained: Trained, metric: str) -> dict[str, dict[int, float]]:
+    """base -> seed -> the final `metric` (a NOISE_METRICS key) of each trained run that has it."""
+    value = NOISE_METRICS[metric]
+    return {base: {k: float(v) for k, done in seeds.items() if isinstance(v := value(done), (int, float))}
+            for base, seeds in trained.items()}  # fmt: skip
+
+
+def measured_noise(trained: Trained) -> tuple[dict[str, tuple[float, int]], list[Row]]:
+    """metric -> (the pooled spread over seeds of one run's final `metric`, its degrees of freedom), from the
+    `trained` runs (`trained_runs`) at two seeds or more, leaving out the seeds that trained unstably (a spike, or an
+    outlier among the run's seeds: `harness.stability`), whose spread is not the seeds' noise; and a row for each,
+    its note giving the spread over every seed beside it."""
+    noise, rows, unsteady = {}, [], {base: unstable_seeds(seeds) for base, seeds in trained.items()}
     for metric in NOISE_METRICS:
-        every = {base: {k: float(d[metric]) for k, d in seeds.items() if isinstance(d.get(metric), (int, float))}
-                 for base, seeds in by_run.items()}  # fmt: skip
+        every = metric_values(trained, metric)
         stable = {base: {k: v for k, v in values.items() if k not in unsteady[base]} for base, values in every.items()}
         spread, dof = pooled_spread([list(values.values()) for values in stable.values()])
         if dof:
@@ -92,7 +134,7 @@ def _noise_row(metric: str, spread: float, dof: int, every: dict[str, dict[int, 
     everything = pooled_spread([list(values.values()) for values in every.values()])[0]
     widest = sorted(((statistics.stdev(v.values()), base) for base, v in stable.items() if len(v) > 1), reverse=True)
     return Row(table="noise", row=metric, metric="seed_spread", ours=spread, status="measured",
-               unit="nats/token" if metric == "val_loss" else "fraction",
+               unit="fraction" if metric == "val_top1" else "nats/token",
                note=f"pooled over {sum(len(g) >= 2 for g in stable.values())} runs, {dof} degrees of freedom; "
                f"{left_out} unstable seed{'s' * (left_out != 1)} left out (over every seed: {everything:.3g}); "
                f"widest: {', '.join(f'{name} {sd:.3g}' for sd, name in widest[:3])}")  # fmt: skip
@@ -113,7 +155,7 @@ def floor_rows(runs: list[Run]) -> list[Row]:
     return list(rows.values())
 
 
-SEED_COLUMNS = ("kind", "table", "row", "run", "seed", "metric", "value")
+SEED_COLUMNS = ("kind", "table", "row", "run", "seed", "metric", "value", "flag")
 SEED_METRICS = (
     "val_loss",
     "val_bpb",
@@ -125,21 +167,51 @@ SEED_METRICS = (
     "val_loss_before_growth",
     "val_loss_after_growth",
 )  # the last two: an exact check of growth's
+EVIDENCE = ("noise_floor", "runs_per_margin", "noise_scale", "noise_metric")  # what a claim's noise rests on
 
 
-def write_seeds(experiment: str, scale: Scale, rows: list[Row], results: dict[str, dict],
+@dataclasses.dataclass(frozen=True)
+class Judged:
+    """What an experiment's rows were judged from, as `write_seeds` commits it: the runs as the claims read them,
+    every run trained in their directory (noise), the arms whose claim seeds fell back below their sweep's choice
+    (`moved`), and the claims judged with those arms at the choice (`at_choice`, `claims.fragile`)."""
+
+    results: dict[str, dict]
+    trained: Trained
+    moved: tuple[str, ...] = ()
+    at_choice: tuple[Row, ...] = ()
+
+
+def write_seeds(experiment: str, scale: Scale, rows: list[Row], judged: Judged,
                 results_dir: Path = RESULTS_DIR) -> Path:  # fmt: skip
-    """`results/<scale>/seeds/<experiment>.csv`: every finished run's final metrics at each seed, and every claim's
-    margin at each seed, so that a verdict can be recomputed by hand."""
-    runs = [{"kind": "run", "table": "", "row": "", "run": name, "seed": seed, "metric": metric, "value": each[metric]}
-            for name, done in sorted(results.items()) for seed, each in seeds_of(done).items()
+    """`results/<scale>/seeds/<experiment>.csv`, from which every number of a claim can be rebuilt: each run's final
+    metrics at each seed as the claims read it (`run`), every run trained beside them with its noise metrics
+    (`trained`; `flag`: `unstable`, left out of the noise, and `abandoned`, claim seeds at a sweep's choice that
+    their arm left), each claim's margin at each seed (`claim`; `claim_at_choice` under the other tuning policy) and
+    what its noise rests on (`evidence`; `claim_arm`: a metric no run records, each arm's values over its seeds)."""
+    unsteady = {base: unstable_seeds(seeds) for base, seeds in judged.trained.items()}
+    runs = [{"kind": "run", "run": name, "seed": seed, "metric": metric, "value": each[metric]}
+            for name, done in sorted(judged.results.items()) for seed, each in seeds_of(done).items()
             for metric in SEED_METRICS if isinstance(each.get(metric), (int, float))]  # fmt: skip
-    claims = [{"kind": "claim", "table": row.table, "row": row.row, "run": row.run, "seed": seed,
-               "metric": row.unit or "margin", "value": f"{margin:.6g}"}
-              for row in rows if row.evidence
+    trained = [{"kind": "trained", "run": base, "seed": seed, "metric": metric, "value": f"{value:.9g}",
+                "flag": " ".join(flag for flag, marked in (("unstable", seed in unsteady[base]),
+                                                           ("abandoned", base in judged.moved)) if marked)}
+               for metric in NOISE_METRICS for base, values in metric_values(judged.trained, metric).items()
+               for seed, value in values.items()]  # fmt: skip
+    claims = [{"kind": kind, "table": row.table, "row": row.row, "run": row.run, "seed": seed,
+               "metric": row.unit or "margin", "value": f"{margin:.9g}"}
+              for kind, judged_rows in (("claim", rows), ("claim_at_choice", judged.at_choice))
+              for row in judged_rows if row.evidence
               for seed, margin in zip(row.evidence.seeds, row.evidence.margins, strict=True)]  # fmt: skip
+    evidence = [{"kind": "evidence", "table": row.table, "row": row.row, "run": row.run, "metric": field,
+                 "value": "" if (value := getattr(row.evidence, field)) is None else value}
+                for row in rows if row.evidence for field in EVIDENCE]  # fmt: skip
+    own = [{"kind": "claim_arm", "table": row.table, "row": row.row, "run": row.run, "seed": k, "metric": f"arm{i}",
+            "value": f"{value:.9g}"}
+           for row in rows if row.evidence and row.evidence.own_values
+           for i, values in enumerate(row.evidence.own_values, 1) for k, value in enumerate(values, 1)]  # fmt: skip
     path = Path(results_dir) / scale.name / "seeds" / f"{experiment}.csv"
-    write_csv(path, SEED_COLUMNS, runs + claims)
+    write_csv(path, SEED_COLUMNS, runs + trained + claims + evidence + own)
     return path
 
 

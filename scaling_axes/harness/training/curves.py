@@ -84,3 +84,21 @@ def mfu_peak(trainer: L.Trainer) -> dict[str, Any]:
     if flops is None:
         return {"mfu_peak": f"none known for {gpu} in {name}", "mfu_peak_tflops": None}
     return {"mfu_peak": f"{name} dense peak of {gpu}", "mfu_peak_tflops": flops / 1e12}
+
+
+Curve = list[tuple[float, float]]  # (step, value) as done.json stores a logged metric
+
+
+def smoothed(curve: Curve, window: int | None = None) -> Curve:
+    """Trailing mean over `window` logged points (default 10, at most 5% of the curve): a threshold read on
+    single-step train losses would be crossed first by a lucky batch."""
+    window = window or max(1, min(10, len(curve) // 20))
+    values = [value for _, value in curve]
+    return [(step, sum(values[max(0, i - window + 1) : i + 1]) / min(window, i + 1))
+            for i, (step, _) in enumerate(curve)]  # fmt: skip
+
+
+def final_train_loss(done: dict) -> float | None:
+    """A finished run's final train loss: the smoothed end of its logged curve."""
+    curve = smoothed(done.get("train_loss_curve") or [])
+    return curve[-1][1] if curve else None

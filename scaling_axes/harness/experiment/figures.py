@@ -1,0 +1,88 @@
+"""The figures beside a table, drawn from every seed: each point the mean of a run's seeds with their spread, each
+curve their mean at the steps all of them logged with its spread as a band, and each series labelled where its
+claim seeds fell back below their sweep's rate or trained unstably (a reader must not take those for the tuned
+run's). Seed 1 alone would show its noise as a shape: Fig. 6's dip at residual 768 at cpu was seed 1's."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from scaling_axes.harness.claims import seeds_of
+from scaling_axes.harness.results import pyplot, save_figure
+from scaling_axes.harness.stability import unstable_seeds
+
+Point = tuple[float, float, float]  # x, the seeds' mean, their standard deviation (0 for one seed)
+Curve = list[tuple[float, float]]
+
+
+def _mean(values: list[float]) -> tuple[float, float]:
+    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def over_seeds(done: dict | None, value: Callable[[dict], float | None] = lambda d: d.get("val_loss")
+               ) -> tuple[float, float] | None:  # fmt: skip
+    """(mean, standard deviation) of `value` over a finished run's seeds (`done` with its `seed_runs`); None where
+    no seed has it."""
+    values = [float(v) for each in seeds_of(done).values() if isinstance(v := value(each), (int, float))]
+    return _mean(values) if values else None
+
+
+def mean_curve(curves: list[Curve]) -> list[Point]:
+    """The seeds' curves (each (step, value)) as their mean and spread at every step all of them logged."""
+    curves = [dict(curve) for curve in curves if curve]
+    if not curves:
+        return []
+    steps = sorted(set.intersection(*(set(curve) for curve in curves)))
+    return [(step, *_mean([curve[step] for curve in curves])) for step in steps]
+
+
+def seed_curves(done: dict | None, curve_of: Callable[[dict], Curve]) -> list[Point]:
+    """`curve_of` each seed of a finished run, as their mean and spread (`mean_curve`)."""
+    return mean_curve([curve_of(each) for each in seeds_of(done).values()])
+
+
+def caveats(done: dict | None) -> list[str]:
+    """What a reader of a finished run's points must know: the rate its claim seeds fell back to, below its sweep's
+    choice, and its seeds that trained unstably."""
+    notes = [f"fallback lr {fell['lr']:g}"] if (fell := (done or {}).get("stable_fallback")) else []
+    if unstable := unstable_seeds(seeds_of(done)):
+        notes.append(f"unstable: seed{'s' * (len(unstable) > 1)} {', '.join(map(str, sorted(unstable)))}")
+    return notes
+
+
+def marked(name: str, done: dict | None) -> str:
+    """`name` with its seeds and its `caveats`."""
+    seeds = len(seeds_of(done))
+    notes = [f"{seeds} seed{'s' * (seeds != 1)}"] * bool(seeds) + caveats(done)
+    return f"{name} ({'; '.join(notes)})" if notes else name
+
+
+def draw(ax: Any, points: list[Point], label: str, style: str = "-o", **line: Any) -> None:
+    """`points` as a line at the seeds' means: error bars at its markers, a band where it has none."""
+    if not points:
+        return
+    xs, means, spreads = zip(*points, strict=True)
+    (drawn,) = ax.plot(xs, means, style, label=label, markersize=4, linewidth=1.2, **line)
+    if any(spreads):
+        if "o" in style:
+            ax.errorbar(xs, means, yerr=spreads, fmt="none", ecolor=drawn.get_color(), capsize=2, linewidth=0.8)
+        else:
+            low, high = zip(*((m - s, m + s) for m, s in zip(means, spreads, strict=True)), strict=True)
+            ax.fill_between(xs, low, high, color=drawn.get_color(), alpha=0.2, linewidth=0)
+
+
+def line_figure(path: Path, series: dict[str, list[Point]], *, markers: bool = True, **axes: Any) -> None:
+    """One line per series (label -> points over seeds, plotted in order), axis settings as `Axes.set` keywords.
+    Without a point to draw, no figure: an empty axis is not written (and an earlier one at `path` goes), so none
+    is linked."""
+    if not any(series.values()):
+        Path(path).unlink(missing_ok=True)
+        return
+    fig, ax = pyplot().subplots(figsize=(6.5, 4.2))
+    for label, points in series.items():
+        draw(ax, points, label, "-o" if markers else "-")
+    ax.set(**axes)
+    save_figure(fig, path)
