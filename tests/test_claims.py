@@ -146,13 +146,14 @@ def test_seeds_train_repeats_that_the_claims_pair_seed_by_seed(tmp_path):
 
 
 def test_run_trains_exactly_the_run_it_names_not_repeats_of_it(tmp_path):
-    """`--run` is one cluster job's run: `r_seed2` trains at seed 2 alone (not also a run `r_seed2_seed2` at seed 3,
-    which for a grown run names a source that does not exist), and `r` trains seed 1 alone, whatever `--seeds` says."""
+    """`--run-name` is one cluster job's run: `r_seed2` trains at seed 2 alone (not also a run `r_seed2_seed2` at seed
+    3, which for a grown run names a source that does not exist), and `r` trains seed 1 alone, whatever `--seeds`
+    says."""
     experiment = _tiny_experiment()
     trained = tmp_path / "runs" / experiment.name / "small"
-    main(experiment, ["--scale", "small", "--out-dir", str(tmp_path), "--seeds", "3", "--run", "wide_seed2"])
+    main(experiment, ["--scale", "small", "--out-dir", str(tmp_path), "--seeds", "3", "--run-name", "wide_seed2"])
     assert sorted(p.name for p in trained.glob("[!.]*")) == ["wide_seed2"]
-    main(experiment, ["--scale", "small", "--out-dir", str(tmp_path), "--seeds", "3", "--run", "narrow"])
+    main(experiment, ["--scale", "small", "--out-dir", str(tmp_path), "--seeds", "3", "--run-name", "narrow"])
     assert sorted(p.name for p in trained.glob("[!.]*")) == ["narrow", "wide_seed2"]
 
 

@@ -157,7 +157,7 @@ def test_the_command_line_prints_the_suites_errors_as_one_line_and_exits_2(tmp_p
     (tmp_path / "afile").write_text("")
     fig2 = ("run", "rmt_fig2_scaling_laws")
     cases = {
-        (*fig2, "--run", "rmt_9b"): "no run 'rmt_9b' at scale smoke; runs: ",
+        (*fig2, "--run-name", "rmt_9b"): "no run 'rmt_9b' at scale smoke; runs: ",
         (*fig2, "--out-dir", "afile"): "--out-dir afile is a file, not a directory: pass a directory",
         (*fig2, "--out-dir", "afile/sub"): "cannot write in afile/sub .*make it writable or pass another --out-dir",
         (*fig2, "--precision", "fp9"): "Lightning refuses these Trainer settings \\(--precision fp9\\): Precision",
@@ -175,7 +175,7 @@ def test_the_command_line_prints_the_suites_errors_as_one_line_and_exits_2(tmp_p
         assert "Traceback" not in line
     assert not (tmp_path / "runs").exists()  # every refusal came before any compute
     with pytest.raises(KeyError, match="rmt_9b"):
-        cli(["--debug", *fig2, "--run", "rmt_9b"])  # --debug: the exception itself, with its traceback
+        cli(["--debug", *fig2, "--run-name", "rmt_9b"])  # --debug: the exception itself, with its traceback
 
 
 def test_offline_evaluation_asks_only_for_the_tasks_requested(tmp_path, monkeypatch) -> None:

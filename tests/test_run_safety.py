@@ -175,7 +175,7 @@ def lock_held_elsewhere(out: Path) -> Iterator[subprocess.Popen]:
     """Another process that holds `out`'s run lock (as a live training would) until the block ends, then dies."""
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys, time\nfrom pathlib import Path\n"
-         "from scaling_axes.harness.training.rundir import run_lock\nwith run_lock(Path(sys.argv[1])):\n"
+         "from scaling_axes.harness.training.lock import run_lock\nwith run_lock(Path(sys.argv[1])):\n"
          "    print('held', flush=True)\n    time.sleep(10**6)\n", str(out)],
         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
@@ -196,6 +196,19 @@ def test_a_second_launch_of_a_run_is_refused_and_a_dead_holders_lock_is_taken_ov
         assert not (out / "metrics.csv").exists()
     assert train_run(tiny(4), out, accelerator="cpu")["steps"] == 4  # the dead holder's lock is taken over
     assert not (out.parent / f".{out.name}.lock.owner").exists() and (out.parent / f".{out.name}.lock").exists()
+
+
+def test_a_live_runs_lock_file_deleted_by_a_cleanup_still_refuses_a_second_launch(tmp_path) -> None:
+    """`rm .*.lock` beside a live run let a second launch train the same directory beside the first (issue 58): the
+    run also holds its directory itself, which no cleanup deletes."""
+    out = tmp_path / "r"
+    out.mkdir()
+    with lock_held_elsewhere(out):
+        for leftover in out.parent.glob(f".{out.name}.lock*"):
+            leftover.unlink()
+        with pytest.raises(SystemExit, match=r"its directory is locked, though its lock file \.r\.lock is gone"):
+            train_run(tiny(), out, accelerator="cpu")
+        assert not (out / "metrics.csv").exists()
 
 
 def test_a_metrics_log_cut_mid_row_is_repaired_and_the_curves_are_whole(tmp_path) -> None:

@@ -245,7 +245,7 @@ def test_a_grown_stage_trains_at_its_chain_heads_chosen_rate_from_its_tuned_weig
     stage = Run("stage", "transformer_124m", budget, {**TINY, "d_model": 48}, corpus="embedded_news",
                 tokenizer="bytes", grow_from="head", sweep=carried)  # fmt: skip
     experiment = Experiment("chain_test", "a swept chain", lambda scale: [head, stage], lambda scale, results: [])
-    main(experiment, ["--scale", "cpu", "--seeds", "1", "--out-dir", str(tmp_path), "--run", "stage"])
+    main(experiment, ["--scale", "cpu", "--seeds", "1", "--out-dir", str(tmp_path), "--run-name", "stage"])
     results = FinishedRuns(experiment, CPU, tmp_path / "runs").results()
     chosen = results["head"]["tuning"].lr
     out = run_dir(experiment, CPU, stage, tmp_path / "runs")

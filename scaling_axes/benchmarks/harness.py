@@ -1,4 +1,4 @@
-"""The suite's training step against a bare PyTorch loop, and the fixed cost of one ``run --run`` call:
+"""The suite's training step against a bare PyTorch loop, and the fixed cost of one ``run --run-name`` call:
 ``python -m scaling_axes bench-harness`` -> ``results/bench_harness.csv``.
 
 The case is a cpu-scale run of the cross-architecture table (the Transformer, its 200 steps of 16 x 128 tokens) on
@@ -7,8 +7,9 @@ the device it names (the CPU by default; ``--accelerator cuda`` on a GPU). The s
 loader, logging, checkpoints and everything else the Trainer does per step. The bare loop trains the same model
 (the same initialisation) on the same batches (taken from the suite's data module beforehand), with the same AdamW
 (`LanguageModel`'s parameter groups, fused), the same schedule and z-loss and clipping at 1.0, and nothing else.
-The fixed cost is the wall time of ``python -m scaling_axes run cross_architecture --scale cpu --run RUN --seeds 1``
-in a fresh process minus its training clock (imports, data, model, Trainer, final validation and writes).
+The fixed cost is the wall time of
+``python -m scaling_axes run cross_architecture --scale cpu --run-name RUN --seeds 1`` in a fresh process minus its
+training clock (imports, data, model, Trainer, final validation and writes).
 
 Targets at cpu scale: the suite's step at most 1.15x the bare loop's, and at most 10 s of fixed cost.
 """
@@ -44,7 +45,7 @@ REPEATS = 3  # each side timed this often, alternating; the medians are compared
 NOTE = (
     "medians of {repeats} alternating timings, {precision}; suite: train_run's steps 2..N, validation excluded; "
     "bare: the same model, batches, fused AdamW, schedule, z-loss and clipping in a loop; fixed: a fresh `run "
-    "--run` call's wall time minus its training clock (validations included); host memory kept by glibc on both "
+    "--run-name` call's wall time minus its training clock (validations included); host memory kept by glibc on both "
     "sides (`keep_freed_host_memory`)"
 )
 CASE = ("transformer", "125m", 9e-3)  # the cross-architecture Transformer at cpu scale
@@ -110,11 +111,11 @@ def bare_loop(run: Run, accelerator: str) -> tuple[float, torch.nn.Module]:
 
 
 def fixed_cost_s(run: Run, out: Path) -> float:
-    """A fresh `run --run` call's wall time minus its training clock (its done.json's `train_seconds`): the call
+    """A fresh `run --run-name` call's wall time minus its training clock (its done.json's `train_seconds`): the call
     trains `run` at its declared lr as one of its sweep's points, so that no other point is trained first."""
     run = sweep_point(run, run.budget.lr) if run.sweep else run
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "scaling_axes", "run", "cross_architecture", "--scale", "cpu", "--run",
+    subprocess.run([sys.executable, "-m", "scaling_axes", "run", "cross_architecture", "--scale", "cpu", "--run-name",
                     run.name, "--seeds", "1", "--out-dir", str(out)], check=True, capture_output=True)  # fmt: skip
     wall = time.perf_counter() - started
     done = read_json(out / "runs" / "cross_architecture" / "cpu" / run.name / "done.json", "rerun the benchmark")

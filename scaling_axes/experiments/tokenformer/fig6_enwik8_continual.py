@@ -13,7 +13,7 @@ splits, and the loss curves.
 App. E gives a constant lr of 6e-4, one pass, 2,204 steps and the pre-training batch of 512; these disagree: at 512 x
 1,024 tokens the 2,204 steps pass over enwik8's ~26.5M tokens 43 times (an erratum row). The default runs keep the one
 pass, which sets the batch: tokens / (2,204 x 1,024), 12 sequences (1.02 epochs; `plan_note` prints it); at paper
-scale the batch-512 reading of the main pair is there too, trained only when named (`--run <run>_batch512
+scale the batch-512 reading of the main pair is there too, trained only when named (`--run-name <run>_batch512
 --allow-repeats`: 43 passes measure memorisation). The pre-training budget is not in the material this suite was
 built from: 6e4 steps ("30B"), a growth stage of §4.1. Smoke scale stands in gensim's Wikipedia XML excerpt (enwik8's
 format) for enwik8 and trains a few steps; small trains one epoch of whichever corpus is present.
@@ -120,7 +120,7 @@ def runs(scale: Scale) -> list[Run]:
 
 def _batch_512_reading(result: list[Run]) -> list[Run]:
     """App. E read with the pre-training batch of 512 (about 43 passes over enwik8): the main pair again, trained
-    only when named (`--run ... --allow-repeats`; its rows are then marked as memorisation)."""
+    only when named (`--run-name ... --allow-repeats`; its rows are then marked as memorisation)."""
     batch = int(published("tokenformer")[("fig6", "continual", "batch_size")])
     main_pair = ("tokenformer_757m_enwik8", "transformer_757m_enwik8_net2net")
     return [dataclasses.replace(run, name=f"{run.name}_batch{batch}", on_request=True,

@@ -1,5 +1,5 @@
-"""One experiment's command line: ``python -m scaling_axes run <experiment> --scale SCALE [--run RUN]
-[--seeds N] [--report] [--list] [--dry-run]``. ``--run RUN`` trains exactly one run (what a cluster job launches
+"""One experiment's command line: ``python -m scaling_axes run <experiment> --scale SCALE [--run-name RUN]
+[--seeds N] [--report] [--list] [--dry-run]``. ``--run-name RUN`` trains exactly one run (what a cluster job launches
 under torchrun or srun; `<run>_seed<k>` is its repeat at seed k); without it every missing run is trained in order,
 then the results table is rebuilt.
 """
@@ -33,7 +33,11 @@ def main(experiment: Experiment, argv: list[str] | None = None) -> None:
         prog=f"python -m scaling_axes run {experiment.name}", description=experiment.description
     )
     parser.add_argument("--scale", type=scale_argument, choices=SCALES.values(), default=SMOKE)
-    parser.add_argument("--run", help="train exactly this run")
+    parser.add_argument(
+        "--run-name",
+        dest="run",
+        help="train exactly this run (not --run: torchrun would take it for its own --run-path)",
+    )
     parser.add_argument("--list", action="store_true", help="print the runs and exit")
     parser.add_argument("--report", action="store_true", help="only rebuild the results table from finished runs")
     parser.add_argument("--dry-run", action="store_true", help="print parameters, FLOPs and time; train nothing")
@@ -75,7 +79,7 @@ def main(experiment: Experiment, argv: list[str] | None = None) -> None:
     if args.list:
         for run in with_seeds(experiment.runs(args.scale), args.seeds):
             grown = f" (grown from {run.grow_from})" if run.grow_from else ""
-            grown += " (on request: --run names it)" if run.on_request else ""
+            grown += " (on request: --run-name names it)" if run.on_request else ""
             if run.sweep:
                 swept = f"{run.sweep.anchor}'s lr: {run.sweep.rule}" if run.sweep.anchor else \
                     f"lr swept from {', '.join(f'{lr:g}' for lr in run.sweep.grid)}"  # fmt: skip
@@ -113,8 +117,8 @@ def main(experiment: Experiment, argv: list[str] | None = None) -> None:
 
 
 def train_runs(schedule: Schedule, args: argparse.Namespace) -> None:
-    """The run `--run` names, as one job at its own seed (a sweep point, or a repeat `<run>_seed<k>`); or every run:
-    its sweep first (on its own seeds), then its claim seeds at the chosen rate, and below it where they spiked
+    """The run `--run-name` names, as one job at its own seed (a sweep point, or a repeat `<run>_seed<k>`); or every
+    run: its sweep first (on its own seeds), then its claim seeds at the chosen rate, and below it where they spiked
     there (`FinishedRuns.settled_rate`)."""
     experiment, scale = schedule.experiment, schedule.scale
 

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import functools
 import math
+import os
+import secrets
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -14,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
+import torch
+from lightning.fabric.plugins.environments import SLURMEnvironment
 from lightning.pytorch.callbacks import ModelCheckpoint, ThroughputMonitor
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.trainer.states import RunningStage
@@ -21,9 +26,7 @@ from lightning.pytorch.trainer.states import RunningStage
 from scaling_axes.harness.stability import SMOOTHING
 from scaling_axes.harness.training.metrics_csv import metrics_prefix
 from scaling_axes.harness.training.rundir import RUN_STATE
-from scaling_axes.io import (
-    atomic_torch_save,
-)
+from scaling_axes.io import atomic_torch_save, atomic_write
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -65,7 +68,7 @@ class StepCheckpoint(ModelCheckpoint):
 
 
 class LossSpikes(L.Callback):
-    """Tracks each optimizer step's training loss (the mean over its micro-batches, on rank zero) against the
+    """Tracks each optimizer step's training loss (the mean over its micro-batches and every process) against the
     exponential moving average of the steps before it, and keeps the largest excess: `record()` is what done.json
     keeps. Its state is checkpointed, so a resumed run records what the uninterrupted one does."""
 
@@ -74,6 +77,7 @@ class LossSpikes(L.Callback):
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module, outputs, batch, batch_idx: int) -> None:
         loss = outputs["loss"] if isinstance(outputs, dict) else outputs
+        loss = trainer.strategy.reduce(loss.detach(), reduce_op="mean")  # the whole batch's, on every process
         state = self.state
         state["step_loss"] += float(loss)  # Lightning divides each micro-batch's loss by the accumulation
         if (batch_idx + 1) % trainer.accumulate_grad_batches:
@@ -148,8 +152,10 @@ class CheckpointOnSignal(L.Callback):
     """SIGTERM, SIGUSR1 (a scheduler's notice before preemption or the time limit) or Ctrl-C: finish the optimizer
     step, write `last.ckpt`, stop. The run then ends without done.json, and rerunning the command resumes it exactly.
 
-    SIGTERM replaces Lightning's handler, which would stop mid-accumulation; SIGUSR1 still reaches Lightning's SLURM
-    handler (requeue) after this one. A second Ctrl-C stops at once. All ranks stop at the same step boundary.
+    SIGTERM replaces Lightning's handler, which would stop mid-accumulation. Under SLURM, SIGUSR1 (`--signal
+    USR1@120`) also requeues the job (`scontrol requeue`, rank zero), which then resumes from `last.ckpt`: Lightning's
+    own requeue is off (`slurm_plugins`), since it writes a second checkpoint outside the run directory, which its
+    requeued job then fails to find. A second Ctrl-C stops at once. All ranks stop at the same step boundary.
     """
 
     def __init__(self, path: Path) -> None:
@@ -191,7 +197,51 @@ class CheckpointOnSignal(L.Callback):
         not have."""
         flush_logs(trainer)
         trainer.save_checkpoint(self.path, weights_only=False)
+        if self.received == "SIGUSR1" and SLURMEnvironment.detect() and trainer.is_global_zero:
+            job = os.environ.get("SLURM_ARRAY_JOB_ID", os.environ["SLURM_JOB_ID"])
+            job += f"_{os.environ['SLURM_ARRAY_TASK_ID']}" if "SLURM_ARRAY_JOB_ID" in os.environ else ""
+            requeued = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True)
+            print(f"SLURM job {job} {'requeued' if not requeued.returncode else 'not requeued: ' + requeued.stderr}")
         raise RunInterrupted(f"{self.received} at step {trainer.global_step}")
+
+
+def slurm_plugins() -> list:
+    """Under SLURM, its environment with Lightning's requeue off: `CheckpointOnSignal` requeues instead."""
+    return [SLURMEnvironment(auto_requeue=False)] if SLURMEnvironment.detect() else []
+
+
+class SameRunDirectory(L.Callback):
+    """Before anything is restored or trained, on more than one process: every rank must see the run directory that
+    rank zero writes (the checkpoint, metrics.csv and done.json are rank zero's, and every rank reads them), and
+    would resume from the same step. Node-local --out-dirs fail both (each node its own directory and checkpoint;
+    the ranks then block on each other's collectives). All ranks refuse together, in one line, at once."""
+
+    PROBE = ".every_rank_sees_this"
+
+    def __init__(self, out: Path, resume_step: int) -> None:
+        self.out, self.resume_step = out, resume_step
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        if trainer.world_size < 2:
+            return
+        token = trainer.strategy.broadcast(secrets.token_hex(8))  # rank zero's
+        probe = self.out / self.PROBE
+        if trainer.is_global_zero:
+            atomic_write(probe, token)
+        trainer.strategy.barrier()
+        sees = probe.exists() and probe.read_text() == token
+        seen = trainer.strategy.all_gather(torch.tensor([int(sees), self.resume_step]))
+        trainer.strategy.barrier()
+        if trainer.is_global_zero:
+            probe.unlink(missing_ok=True)
+        blind = [rank for rank, (saw, _) in enumerate(seen.tolist()) if not saw]
+        steps = sorted({step for _, step in seen.tolist()})
+        if blind or len(steps) > 1:
+            raise SystemExit(
+                f"ranks {blind or 'all'} of {trainer.world_size} do not see {self.out} as rank 0 writes it (or would "
+                f"resume from different steps: {steps}): a run on several nodes needs one run directory every node "
+                "sees, a shared filesystem; give every node the same --out-dir on it (docs/gpu-and-clusters.md)"
+            )
 
 
 class RunInterrupted(Exception):

@@ -17,6 +17,7 @@ from scaling_axes.harness.runs import Run
 from scaling_axes.harness.training.growth import grown_run
 from scaling_axes.harness.training.identical import forget_identity
 from scaling_axes.harness.training.launch import Launch, resolve
+from scaling_axes.harness.training.lock import run_lock
 from scaling_axes.harness.training.metrics_csv import cut_metrics
 from scaling_axes.harness.training.rundir import (
     changes_or_unreadable,
@@ -25,7 +26,6 @@ from scaling_axes.harness.training.rundir import (
     checkpoint_state,
     move_aside,
     read_done,
-    run_lock,
     write_config,
     write_diverged,
 )
@@ -40,10 +40,12 @@ def train(launch: Launch, extra_callbacks: list | None = None) -> dict:
     `--force-new` job resumes. A sweep point whose loss goes non-finite is recorded as diverged."""
     run, out = launch.run, launch.out
     check_writable(out)
-    with run_lock(out):
+    with run_lock(out) as lock:
         if launch.force_new and (changes := changes_or_unreadable(out, launch.fingerprint)):
             forget_identity(out)
             move_aside(out, changes)
+            if lock is not None:
+                lock.hold()  # the fresh directory, locked as the one moved aside was
         finished = (out / "done.json").exists()
         resumed = None if finished else checkpoint_state(out, launch.fingerprint)  # the checkpoint's own record
         check_fingerprint(out, launch.fingerprint)
@@ -51,8 +53,8 @@ def train(launch: Launch, extra_callbacks: list | None = None) -> dict:
             print(f"run {run.name}: finished earlier ({out / 'done.json'}); skipped")
             return read_done(out / "done.json")
         run, growth = grown_run(*launch.source, run, out) if launch.source else (run, None)
-        for directory in (out, out / "checkpoints"):
-            remove_temporaries(directory)  # a killed write's: this process holds the run's lock
+        for directory in (out, out / "checkpoints") if lock is not None else ():  # rank zero: it holds the lock
+            remove_temporaries(directory)  # a killed write's
         write_config(launch, run)
         cut_metrics(out / "metrics.csv", resumed["metrics_csv"] if resumed else None)  # the curves go on exactly
         if launch.experiment is not None:

@@ -1,24 +1,19 @@
-"""A run's directory, every file in it: the lock that lets one process train it, the settings it was started with
+"""A run's directory, every file in it (its lock: `lock.py`): the settings it was started with
 (config.yaml, compared field by field with the launch's fingerprint; moved aside by --force-new, never deleted), the
 checkpoint's own record, a grown run's first weights, and a finished run's `done.json`, `final.safetensors` and
 `config.json`, each written with its checksum and verified where read."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
-import os
-import socket
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
 import yaml
-from filelock import FileLock, Timeout
 from lightning.pytorch.utilities import rank_zero_only
 
 from scaling_axes.datamodules.corpora import tokenizer_of
@@ -49,30 +44,6 @@ def check_writable(out: Path) -> None:
     """Fail before any compute (and before its lock is taken) if the run's directories cannot take files."""
     for directory in (out, out / "checkpoints"):
         check_directory(directory, "--out-dir")
-
-
-@contextlib.contextmanager
-def run_lock(out: Path) -> Iterator[None]:
-    """One process trains a run directory at a time (rank 0 of a job holds the lock; its other ranks are its own).
-    The lock is an OS file lock beside the directory (`.<run>.lock`), so it holds while --force-new moves the
-    directory aside, and is released when its holder dies, so a killed run's lock is simply taken over."""
-    if rank_zero_only.rank != 0:
-        yield
-        return
-    out.parent.mkdir(parents=True, exist_ok=True)
-    lock, owner = FileLock(out.parent / f".{out.name}.lock"), out.parent / f".{out.name}.lock.owner"
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        holder = owner.read_text().strip() if owner.exists() else "another process"
-        raise SystemExit(f"run {out} is being trained by {holder}; wait for it to finish or stop it (a second launch "
-                         "of the same run would clobber its checkpoints and logs)") from None  # fmt: skip
-    try:
-        atomic_write(owner, f"{socket.gethostname()} pid {os.getpid()} since {time.strftime('%Y-%m-%d %H:%M:%S')}")
-        yield
-    finally:
-        owner.unlink(missing_ok=True)
-        lock.release()
 
 
 def read_config(out: Path) -> dict:
@@ -128,7 +99,7 @@ def checkpoint_state(out: Path, fingerprinted: dict) -> dict | None:
     if changes := recorded_differences(state["fingerprinted"], fingerprinted):
         raise SystemExit(f"{last} was written by a run with other settings ({'; '.join(changes[:10])}). Rerun with "
                          "its settings to resume, or pass --force-new to move it aside and start over")  # fmt: skip
-    return state
+    return {**state, "global_step": int(checkpoint.get("global_step", 0))}  # where it resumes
 
 
 def recorded_differences(recorded: dict, now: dict) -> list[str]:
@@ -156,7 +127,10 @@ def move_aside(out: Path, changes: list[str]) -> Path | None:
 
 
 def write_config(launch: Launch, run: Run) -> None:
-    """config.yaml: `run` as it trains (grown: with the overrides growth set), the launch's options and fingerprint."""
+    """config.yaml: `run` as it trains (grown: with the overrides growth set), the launch's options and fingerprint.
+    Rank zero writes it (each rank's would differ in its time)."""
+    if rank_zero_only.rank != 0:
+        return
     config = {
         "run": {k: v for k, v in dataclasses.asdict(run).items() if k != "budget"},
         "budget": dataclasses.asdict(run.budget),

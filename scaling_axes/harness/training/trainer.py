@@ -17,9 +17,11 @@ from scaling_axes.harness.training.callbacks import (
     LossSpikes,
     ResumableThroughputMonitor,
     RunInterrupted,
+    SameRunDirectory,
     StepCheckpoint,
     flush_logs,
     progress,
+    slurm_plugins,
 )
 from scaling_axes.harness.training.curves import read_curves, step_ms, throughput, training_clock
 from scaling_axes.harness.training.growth import Growth, measure_growth
@@ -43,16 +45,16 @@ def fit(launch: Launch, run: Run, growth: Growth | None, resumed: dict | None,
     `resumed` (`rundir.checkpoint_state`; the metrics log already cut back to what it held then). Returns done.json's
     record."""
     L.seed_everything(run.seed, workers=True)
-    trainer = build_trainer(launch, run, extra_callbacks)
+    trainer = build_trainer(launch, run, extra_callbacks, resumed["global_step"] if resumed else 0)
     try:
         return _fit(launch, run, growth, resumed, trainer)
     finally:
         finish_loggers(trainer.loggers)  # the next run in this process logs to a run of its own
 
 
-def build_trainer(launch: Launch, run: Run, extra_callbacks: list | None = None) -> L.Trainer:
-    """The Trainer of `launch` training `run` (the launch's, or grown from its source); its loggers are given the
-    run's hyperparameters and the launch's labels (its experiment and scale)."""
+def build_trainer(launch: Launch, run: Run, extra_callbacks: list | None = None, resume_step: int = 0) -> L.Trainer:
+    """The Trainer of `launch` training `run` (the launch's, or grown from its source, resuming at `resume_step`);
+    its loggers are given the run's hyperparameters and the launch's labels (its experiment and scale)."""
     out, accumulate = launch.out, launch.accumulation
     quiet_lightning_logs()
     budget = run.budget
@@ -78,10 +80,12 @@ def build_trainer(launch: Launch, run: Run, extra_callbacks: list | None = None)
                 window_size=max(2, min(100, budget.steps // 4)),
             ),
             CheckpointOnSignal(out / "checkpoints" / "last.ckpt"),
+            SameRunDirectory(out, resume_step),
             *progress_callbacks,
             *(extra_callbacks or []),
         ],
-        plugins=[AtomicCheckpointIO()],
+        plugins=[AtomicCheckpointIO(), *slurm_plugins()],
+        default_root_dir=out,  # whatever Lightning itself writes stays in the run directory
         log_every_n_steps=log_every,
         enable_progress_bar=progress_bar,
         enable_model_summary=False,
@@ -98,7 +102,7 @@ def _fit(launch: Launch, run: Run, growth: Growth | None, resumed: dict | None, 
     growth_metrics = out / "growth_metrics.json"
     if growth is not None and resumed is None:  # (again after a kill before the first checkpoint: its step-0 rows)
         measured = measure_growth(trainer, data, module, growth)
-        if not growth_metrics.exists():
+        if not growth_metrics.exists() and trainer.is_global_zero:
             atomic_write(growth_metrics, json.dumps(measured), checksum=True)
     last = out / "checkpoints" / "last.ckpt"
     started = time.time()

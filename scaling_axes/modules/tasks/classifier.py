@@ -118,7 +118,7 @@ class ImageClassifier(L.LightningModule):
             targets = F.one_hot(labels, self.hparams.num_classes).float()
         loss = torch.sum(-targets * F.log_softmax(self(images).float(), dim=-1), dim=-1).mean()
         check_finite_loss(self, loss)
-        self.log("train/loss", loss, prog_bar=True)
+        self.log("train/loss", loss, prog_bar=True, sync_dist=True)  # the whole batch's, as LanguageModel's
         return loss
 
     def on_train_batch_end(self, *args: Any) -> None:

@@ -136,7 +136,9 @@ class LanguageModel(L.LightningModule):
         loss = ce + self.hparams.z_loss * z
         check_finite_loss(self, loss)
         self.tokens_seen += inputs.numel() * self.trainer.world_size
-        self.log_dict({"train/loss": ce, "train/z_loss": z, "train/tokens": float(self.tokens_seen)}, prog_bar=False)
+        # every process's mean: the curve, the spike test and the table read the whole batch's loss, not rank 0's part
+        self.log_dict({"train/loss": ce, "train/z_loss": z}, sync_dist=True)
+        self.log("train/tokens", float(self.tokens_seen))
         self.log("train/loss_step", ce, prog_bar=True, logger=False)
         return loss
 
