@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-TEMPORARY = re.compile(r"^\..+\.tmp\d+$")  # `.<name>.tmp<pid>`: what `temporary_path` names
+TEMPORARY = re.compile(r"^\..+\.tmp(\d+)$")  # `.<name>.tmp<pid>`: what `temporary_path` names
 
 
 def temporary_path(path: Path) -> Path:
@@ -29,15 +29,27 @@ def temporary_path(path: Path) -> Path:
     return path.with_name(f".{path.name}.tmp{os.getpid()}")
 
 
-def remove_temporaries(directory: Path) -> list[Path]:
+def remove_temporaries(directory: Path, unlocked: bool = False) -> list[Path]:
     """Delete the temporary files that writes killed mid-way left in `directory`; call it only while holding the lock
-    on what writes there (a live writer's file would go too). Returns what was removed."""
-    found = [p for p in directory.glob(".*.tmp*") if TEMPORARY.match(p.name) and p.is_file()]
+    on what writes there (a live writer's file would go too), or `unlocked`: then only those whose writer (the pid
+    in its name) is no longer alive on this machine. Returns what was removed."""
+    found = [p for p in directory.glob(".*.tmp*") if (m := TEMPORARY.match(p.name)) and p.is_file()
+             and not (unlocked and _alive(int(m.group(1))))]  # fmt: skip
     for path in found:
         path.unlink(missing_ok=True)
     if found:
         print(f"removed {len(found)} temporary file(s) that an interrupted write left in {directory}")
     return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's live process
+    return True
 
 
 def _replace_with(path: str | Path, write: Callable[[Path], None], before_rename: Callable | None = None) -> None:

@@ -79,6 +79,32 @@ def test_final_weights_are_verified_wherever_a_finished_run_is_used(tmp_path, ca
     assert list(results) == ["other"] and "skipping run r in the report" in capsys.readouterr().out
 
 
+def test_data_re_prepared_under_a_finished_run_makes_it_stale_and_stops_growth_from_it(tmp_path, monkeypatch) -> None:
+    """Issue 58, case 6: the prepared tokens replaced and meta.json's checksums updated, as a re-prepared corpus has
+    them. The run's config.json records the digest of the data it trained on: the report marks it stale, growth
+    from it stops, both naming what changed and the fix."""
+    import shutil
+
+    from scaling_axes.datamodules.corpora import corpus_dir, tokenizer_of
+    from scaling_axes.io import atomic_write
+
+    shutil.copytree(Path(__file__).resolve().parents[1] / "data" / "embedded_news", tmp_path / "data" / "embedded_news")
+    monkeypatch.setenv("SCALING_AXES_DATA", str(tmp_path / "data"))
+    run = tiny(4)
+    experiment = _experiment(run)
+    Schedule.of(experiment, SMOKE, tmp_path, accelerator="cpu").train(run)
+    out = tmp_path / "safety" / "smoke" / "r"
+    assert "stale" not in FinishedRuns(experiment, SMOKE, tmp_path).results()["r"]
+    prepared = corpus_dir(tmp_path / "data", run.corpus, tokenizer_of(run.corpus, run.tokenizer))
+    meta = json.loads((prepared / "meta.json").read_text())
+    meta["splits"]["train"]["blake2b"] = "0" * 32  # other tokens, their checksum recorded as a preparation would
+    atomic_write(prepared / "meta.json", json.dumps(meta), checksum=True)
+    stale = FinishedRuns(experiment, SMOKE, tmp_path).results()["r"]["stale"]
+    assert "its data changed since it trained" in stale and "--force-new" in stale
+    with pytest.raises(CorruptFileError, match="which grown grows from: its data changed since it trained"):
+        source_weights(out, Run("grown", "transformer_124m", tiny(4).budget, {}, grow_from="r"))
+
+
 def test_a_deleted_checksum_file_does_not_turn_verification_off(tmp_path) -> None:
     """Case 3: without `last.ckpt.blake2b` a checkpoint is not resumed, flipped or not; a meta.json without its
     checksum file, or one whose splits carry no checksums, is not read."""

@@ -178,3 +178,28 @@ def test_a_figures_points_are_every_seeds_mean_and_spread_and_a_fallback_is_labe
     assert (
         marked("a", fell) == "a (3 seeds; fallback lr 0.003)" and marked("a", spiked) == "a (3 seeds; unstable: seed 3)"
     )
+
+
+def test_a_report_killed_mid_write_leaves_nothing_after_the_next_one(tmp_path):
+    """Issue 58, case 7: a `--report` killed mid-write left `.<experiment>.csv.tmp<pid>` that nothing cleaned. The
+    next rebuild removes a dead writer's temporaries and leaves a live writer's alone."""
+    import os
+    import subprocess
+    import sys
+
+    from scaling_axes.harness.experiment.table import rebuild
+    from scaling_axes.harness.runs import Experiment
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    scale_dir = tmp_path / "results" / "cpu"
+    (scale_dir / "seeds").mkdir(parents=True)
+    killed = [
+        scale_dir / f".exp.csv.tmp{dead.stdout.strip()}",
+        scale_dir / "seeds" / f".exp.csv.tmp{dead.stdout.strip()}",
+    ]
+    live = scale_dir / f".other.csv.tmp{os.getpid()}"
+    for path in (*killed, live):
+        path.touch()
+    rebuild(Experiment("exp", "nothing", lambda scale: [], lambda scale, results: []), CPU, tmp_path / "runs",
+            tmp_path / "results")  # fmt: skip
+    assert not any(path.exists() for path in killed) and live.exists()

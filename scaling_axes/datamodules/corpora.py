@@ -384,6 +384,16 @@ def open_split(directory: Path, split: str) -> tuple[np.memmap, dict]:
     return np.memmap(path, dtype=meta["dtype"], mode="r"), meta
 
 
+def data_digest(corpus: str, tokenizer: str | None = None, data_root: str | Path | None = None) -> str | None:
+    """One digest of a prepared corpus's token files, from the checksum meta.json records of each split: the data
+    a run trained and validated on (config.json keeps it); None while the corpus is not prepared."""
+    directory = corpus_dir(data_root or default_data_root(), corpus, tokenizer_of(corpus, tokenizer))
+    if not (directory / "meta.json").exists():
+        return None
+    splits = {name: split["blake2b"] for name, split in sorted(read_meta(directory)["splits"].items())}
+    return hashlib.blake2b(json.dumps(splits).encode(), digest_size=16).hexdigest()
+
+
 def read_meta(directory: Path) -> dict:
     """A prepared corpus's meta.json, verified against its checksum and checked to hold what the suite writes there
     (each split's token count and checksum)."""

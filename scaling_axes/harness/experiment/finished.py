@@ -26,7 +26,7 @@ from scaling_axes.harness.sweeps import (
     tuned,
 )
 from scaling_axes.harness.training.launch import LAUNCH_FIELDS, fingerprint_fields
-from scaling_axes.harness.training.rundir import read_config, read_done, recorded_differences
+from scaling_axes.harness.training.rundir import data_changed, read_config, read_done, recorded_differences
 from scaling_axes.io import CorruptFileError
 
 SweepDone = dict[tuple[float, int], dict]  # (rate, draw) -> the done.json of a finished sweep point
@@ -175,8 +175,11 @@ def with_refuted_transfers(results: dict[str, dict]) -> dict[str, dict]:
 
 def _with_staleness(done: dict, run: Run, out: Path) -> dict:
     """`done` with `stale` (what changed) when the run in `out` was trained with other settings than `run` declares
-    now: a changed preset, budget or corpus makes its numbers someone else's."""
-    stale = staleness(run, out)
+    now, or on other data than its corpus holds now: a changed preset, budget or corpus makes its numbers someone
+    else's."""
+    stale = "; ".join(
+        filter(None, (staleness(run, out), data_changed(out) if (out / "config.json").exists() else None))
+    )
     return {**done, "stale": stale} if stale else done
 
 

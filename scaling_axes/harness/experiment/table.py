@@ -9,7 +9,7 @@ import statistics
 from collections.abc import Callable
 from pathlib import Path
 
-from scaling_axes.datamodules.corpora import corpus_spec, tokenizer_of
+from scaling_axes.datamodules.corpora import corpus_spec, data_digest, tokenizer_of
 from scaling_axes.datamodules.floors import unigram_floor
 from scaling_axes.harness.claims import fragile, seeds_of, settle, with_multiplicity
 from scaling_axes.harness.experiment.arms import not_learning, tuning_rows, unstable, untuned
@@ -22,13 +22,16 @@ from scaling_axes.harness.scales import Scale
 from scaling_axes.harness.stability import unstable_seeds
 from scaling_axes.harness.training.curves import final_train_loss
 from scaling_axes.harness.training.rundir import read_done
-from scaling_axes.io import CorruptFileError, write_csv
+from scaling_axes.io import CorruptFileError, remove_temporaries, write_csv
 from scaling_axes.significance import false_discovery_q, pooled_spread
 
 
 def rebuild(experiment: Experiment, scale: Scale, runs_dir: Path = RUNS_DIR, results_dir: Path | None = None) -> Path:
     """Rebuild `results/<scale>/<experiment>.csv` (and its figure) from finished runs, then REPORT.md."""
     results_dir, runs = Path(results_dir or RESULTS_DIR), experiment.runs(scale)
+    for directory in (results_dir / scale.name, results_dir / scale.name / "seeds"):
+        if directory.is_dir():
+            remove_temporaries(directory, unlocked=True)  # what a --report killed mid-write left
     trained = trained_runs(Path(runs_dir) / (experiment.run_group or experiment.name) / scale.name)
     noise, noise_rows = measured_noise(trained)
     rows, judged = judge_claims(experiment, scale, FinishedRuns(experiment, scale, runs_dir), trained, noise)
@@ -149,7 +152,8 @@ def floor_rows(runs: list[Run]) -> list[Row]:
             continue
         try:
             rows[key] = Row(table="floor", row=key, metric="unigram_cross_entropy", unit="nats/token",
-                            ours=unigram_floor(run.corpus, run.tokenizer), status="measured")  # fmt: skip
+                            ours=unigram_floor(run.corpus, run.tokenizer), status="measured",
+                            note=f"counted on the prepared data {data_digest(run.corpus, run.tokenizer)}")  # fmt: skip
         except FileNotFoundError:
             continue
     return list(rows.values())

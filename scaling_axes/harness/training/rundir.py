@@ -16,7 +16,7 @@ import torch
 import yaml
 from lightning.pytorch.utilities import rank_zero_only
 
-from scaling_axes.datamodules.corpora import tokenizer_of
+from scaling_axes.datamodules.corpora import data_digest, tokenizer_of
 from scaling_axes.datamodules.tokenizers import Tokenizer, load_tokenizer, tokenizer_digest
 from scaling_axes.harness.runs import Run, source_commit
 from scaling_axes.harness.training.launch import NAMES, Launch, fingerprint
@@ -170,7 +170,22 @@ def final_config(run: Run) -> dict[str, Any]:
             "model_class": type(run.config).__name__, "model_config": dataclasses.asdict(run.config),
             "tokenizer": tokenizer, "tokenizer_path": path,
             "tokenizer_blake2b": tokenizer_digest(load_tokenizer(tokenizer, path)) if text else None,
-            "corpus": run.corpus, "commit": source_commit()}  # fmt: skip
+            "corpus": run.corpus, "data_blake2b": data_digest(run.corpus, tokenizer) if text else None,
+            "commit": source_commit()}  # fmt: skip
+
+
+def data_changed(run_dir: Path) -> str | None:
+    """Why the data a finished run trained and validated on is not the corpus as prepared now (re-prepared since:
+    the digest its config.json records differs), or None (the same, or a run from before the digest)."""
+    config = read_final_config(run_dir)
+    if (
+        not (recorded := config.get("data_blake2b"))
+        or (now := data_digest(config["corpus"], config["tokenizer"])) == recorded
+    ):
+        return None
+    return (f"its data changed since it trained: {config['corpus']}/{config['tokenizer']} is prepared with other "
+            f"tokens now (digest {now}, recorded {recorded}); retrain it on this data (--force-new) or restore "
+            "the data it trained on")  # fmt: skip
 
 
 def check_tokenizer(config: dict[str, Any], tokenizer: Tokenizer, run_dir: Path) -> None:
@@ -255,6 +270,8 @@ def source_weights(source_dir: Path, grown: Run) -> Path:
     """The final weights of the finished run in `source_dir`, verified (`read_done`), for `grown` to grow from: a
     text run must read the ids its source learned (the tokenizer its config.json records)."""
     read_done(source_dir / "done.json")
+    if changed := data_changed(source_dir):
+        raise CorruptFileError(f"{source_dir}, which {grown.name} grows from: {changed}")
     if not grown.classifies_images:
         tokenizer = load_tokenizer(tokenizer_of(grown.corpus, grown.tokenizer), grown.data.get("tokenizer_path"))
         check_tokenizer(read_final_config(source_dir), tokenizer, source_dir)
