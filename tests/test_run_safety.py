@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -433,3 +434,45 @@ def test_a_run_killed_after_its_last_step_logs_its_final_rows_as_the_uninterrupt
     done = {name: json.loads((d / "done.json").read_text()) for name, d in (("whole", whole), ("cut", cut))}
     for metric in ("val_loss", "test_loss"):
         assert done["cut"][metric] == done["whole"][metric], metric
+
+
+# What issue 58's audit tried and found holding, kept as tests: a stale lock from another host or with a skewed clock
+# is taken over, a checkpoint of another process count is refused by name, a Python tag in config.yaml runs nothing,
+# and `..`, spaces and unicode in a path are a path like any other.
+
+
+def test_a_stale_lock_from_another_host_or_a_skewed_clock_is_taken_over(tmp_path) -> None:
+    out = tmp_path / "r"
+    lock, owner = tmp_path / ".r.lock", tmp_path / ".r.lock.owner"
+    lock.touch()
+    owner.write_text("node17 pid 1 since 2099-01-01 00:00:00")
+    future = time.time() + 10 * 365 * 86400  # written by a host whose clock runs ten years ahead
+    for path in (lock, owner):
+        os.utime(path, (future, future))
+    assert train_run(tiny(4), out, accelerator="cpu")["steps"] == 4
+
+
+def test_a_checkpoint_of_another_process_count_is_refused_naming_the_difference(tmp_path) -> None:
+    out = tmp_path / "r"
+    with pytest.raises(SystemExit, match="rerun the same command to resume"):
+        train_run(tiny(), out, extra_callbacks=[_stop_at(5)], accelerator="cpu")
+    with pytest.raises(SystemExit, match=r"world_size: 1 -> 2"):
+        train_run(tiny(), out, accelerator="cpu", devices=2, strategy="ddp")
+    assert not (out / "done.json").exists()
+
+
+def test_a_python_tag_in_config_yaml_is_refused_and_runs_nothing(tmp_path) -> None:
+    out, marker = tmp_path / "r", tmp_path / "pwned"
+    with pytest.raises(SystemExit):
+        train_run(tiny(4), out, extra_callbacks=[_stop_at(2)], accelerator="cpu")
+    (out / "config.yaml").write_text(f"run: !!python/object/apply:os.system ['touch {marker}']\n")
+    with pytest.raises(CorruptFileError, match=r"config\.yaml"):
+        train_run(tiny(4), out, accelerator="cpu")
+    assert not marker.exists()
+
+
+def test_dots_spaces_and_unicode_in_a_run_path_are_a_path_like_any_other(tmp_path) -> None:
+    out = tmp_path / "a dir" / "ü é 漢" / ".." / "run ✓"
+    assert train_run(tiny(4), out, accelerator="cpu")["steps"] == 4
+    assert (tmp_path / "a dir" / "run ✓" / "done.json").exists()
+    assert train_run(tiny(4), tmp_path / "a dir" / "run ✓", accelerator="cpu")["steps"] == 4  # finished: skipped

@@ -178,10 +178,8 @@ def data_changed(run_dir: Path) -> str | None:
     """Why the data a finished run trained and validated on is not the corpus as prepared now (re-prepared since:
     the digest its config.json records differs), or None (the same, or a run from before the digest)."""
     config = read_final_config(run_dir)
-    if (
-        not (recorded := config.get("data_blake2b"))
-        or (now := data_digest(config["corpus"], config["tokenizer"])) == recorded
-    ):
+    recorded = config.get("data_blake2b")
+    if not recorded or (now := data_digest(config["corpus"], config["tokenizer"])) == recorded:
         return None
     return (f"its data changed since it trained: {config['corpus']}/{config['tokenizer']} is prepared with other "
             f"tokens now (digest {now}, recorded {recorded}); retrain it on this data (--force-new) or restore "
