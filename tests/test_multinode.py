@@ -70,8 +70,8 @@ def test_two_nodes_on_one_run_directory_train_what_one_process_does(tmp_path) ->
     weights = [
         load_file(next(out.rglob(f"{RUN[1]}/final.safetensors"))) for out in (tmp_path / "one", tmp_path / "two")
     ]
-    for name, value in weights[0].items():  # rows of rare tokens move by Adam's sign of a near-zero gradient, which
-        # the order of a reduction can flip: measured 2.3e-4 on the embedding, 1.7e-5 on the head, <8e-6 elsewhere
+    for name, value in weights[0].items():  # measured: 2.3e-4 on the embedding, 1.7e-5 on the head, < 8e-6 elsewhere
+        # (its cause is open: docs/gpu-and-clusters.md)
         atol = 1e-3 if name in ("embed.token.weight", "lm_head.weight") else 2e-5
         torch.testing.assert_close(weights[1][name], value, rtol=1e-4, atol=atol, msg=name)
 
