@@ -440,3 +440,15 @@ def test_a_claim_the_tuning_policy_decides_is_fragile(tmp_path, other_loss, frag
     assert abandoned == {("a", "1"): "unstable abandoned", ("a", "2"): "abandoned", ("a", "3"): "unstable abandoned"}
     at_choice = [float(r["value"]) for r in seeds if r["kind"] == "claim_at_choice"]
     assert at_choice == pytest.approx([other_loss - 1.92] * 3)
+
+
+def test_a_claim_not_measured_under_the_other_policy_is_fragile_where_decided():
+    """Fig. 6 §4.4 at cpu: with D_k 12 at its sweep's choice, D_k 64 never reaches its loss, so the savings claim
+    has no row there; decided where D_k 12 settled below, it is `fragile`; undecided, it stays as it is."""
+    from scaling_axes.harness.claims import fragile, judge
+
+    holds = judge("sec4_4", "a_vs_b_tokens", "a reaches b's loss on fewer tokens", CPU, [0.45, 0.40, 0.50], 0.05)
+    assert holds.status == "claim_holds" and fragile(holds, None).status == "fragile"
+    assert "not measured (a run never reached" in fragile(holds, None).note
+    within = judge("sec4_4", "a_vs_b_flops", "a reaches b's loss on fewer FLOPs", CPU, [0.3, -0.1, 0.4], 0.05)
+    assert within.status == "insufficient" and fragile(within, None).status == "insufficient"

@@ -177,19 +177,23 @@ DECIDED = ("claim_holds", "claim_fails")
 OTHER_POLICY = f"{NOTE_PARTS}the other tuning policy: "  # where a note gives a claim's verdict under it
 
 
-def fragile(claim: Row, other: Row) -> Row:
+def fragile(claim: Row, other: Row | None) -> Row:
     """`claim` as judged where its arms' claim seeds settled (a fallback below a sweep's choice where they spiked),
-    beside `other`, the same claim judged with every arm at its sweep's choice, spikes it recovered from kept. Where
-    one of the two is decided and they differ, the tuning policy decides it: `fragile`, deciding nothing (no q: not
-    among the scale's tested claims). The note gives both margins either way."""
+    beside `other`, the same claim judged with every arm at its sweep's choice, spikes it recovered from kept (None:
+    not measured there, as where a run never reaches the loss it is measured at). Where one of the two is decided
+    and they differ, the tuning policy decides it: `fragile`, deciding nothing (no q: not among the scale's tested
+    claims). The note gives both margins either way."""
 
-    def said(row: Row) -> str:
+    def said(row: Row | None) -> str:
+        if row is None:
+            return "not measured (a run never reached the loss it is measured at, or did not finish)"
         interval = f" [{row.low:+.4g}, {row.high:+.4g}]" if row.low is not None else ""
         return f"{row.status}, margin {row.ours:+.4g}{interval}" if row.ours is not None else row.status
 
     both = (f"{said(claim)} where the claim seeds settled; {said(other)} with every arm at its sweep's choice, "
             "recovered spikes kept")  # fmt: skip
-    if claim.status == other.status or not {claim.status, other.status} & set(DECIDED):
+    verdicts = {claim.status, other.status if other else None}
+    if len(verdicts) == 1 or not verdicts & set(DECIDED):
         return dataclasses.replace(claim, note=f"{claim.note}{OTHER_POLICY}{both}")
     return dataclasses.replace(claim, status="fragile", q=None,
                                note=f"{claim.note}{OTHER_POLICY}decided by the tuning policy: {both}")  # fmt: skip

@@ -63,8 +63,7 @@ def judge_claims(experiment: Experiment, scale: Scale, finished: FinishedRuns, t
         return rows, Judged(results, trained)
     at_choice = [row for row in judged(finished.results(at_choice=True), moved) if row.evidence]
     other = {(row.table, row.row): row for row in at_choice}
-    rows = [fragile(row, other[row.table, row.row])
-            if row.evidence and set(row.run.split(",")) & set(moved) and (row.table, row.row) in other
+    rows = [fragile(row, other.get((row.table, row.row))) if row.evidence and set(row.run.split(",")) & set(moved)
             else row for row in rows]  # fmt: skip
     return rows, Judged(results, trained, moved, tuple(at_choice))
 
