@@ -65,13 +65,16 @@ def test_a_verdict_can_be_recomputed_from_the_per_seed_file(tmp_path):
 
 
 def test_a_results_csv_from_before_the_interval_columns_still_reports(tmp_path):
-    """A committed CSV of the earlier format (no low, high, seeds) is read, its claims shown with their mean."""
+    """A committed CSV of an earlier format (no low, high, seeds, p, q) is read, its claims shown with their mean,
+    apart from today's verdicts: it was judged by older rules."""
     (tmp_path / "cpu").mkdir()
     (tmp_path / "cpu" / "old.csv").write_text(
         "experiment,table,row,metric,paper,ours,unit,scale,run,status,note\n"
         'old,t,a_vs_b,claim,,0.3,nats/token,cpu,"a,b",claim_holds,a beats b | margin +0.3 nats/token\n')  # fmt: skip
     text = write_report(tmp_path).read_text() + write_report(tmp_path, scale=CPU).read_text()
     assert "- a beats b: **+0.3 [?, ?] nats/token, 0 seeds** (old: a_vs_b)" in text
+    assert "### Judged by older rules (not rebuilt since: no p or q, no second tuning policy) (1)" in text
+    assert "### Holds" not in text
 
 
 def test_smoke_results_stay_out_of_the_committed_report(tmp_path):

@@ -23,6 +23,8 @@ HEADINGS = {"claim_holds": "Holds", "claim_fails": "Fails", "never_reached": "Ne
             "insufficient": "Insufficient", "out_of_reach": "Out of reach", "not_learning": "Not learning",
             "unstable": "Unstable"}  # fmt: skip
 FOREST = "claims_forest.png"
+OLDER_RULES = "older_rules"  # the claims of a CSV not rebuilt since the verdicts gained p, q and the fragile check
+HEADINGS[OLDER_RULES] = "Judged by older rules (not rebuilt since: no p or q, no second tuning policy)"
 
 
 @dataclasses.dataclass
@@ -74,8 +76,10 @@ def claims_of(tables: Tables) -> list[Claim]:
             if key in merged:
                 merged[key].where.append(f"{name}: {r['row']}")
                 continue
-            # (a CSV written before the interval columns has none: its claims show their mean alone)
-            merged[key] = Claim(statement, r["status"], r["ours"], r.get("low", ""), r.get("high", ""), r["unit"],
+            # a CSV written before the p and q columns was judged by older rules (no false-discovery control, no
+            # second tuning policy): its verdict is not one of today's, and is listed apart as such
+            status = r["status"] if "q" in r else OLDER_RULES
+            merged[key] = Claim(statement, status, r["ours"], r.get("low", ""), r.get("high", ""), r["unit"],
                                 why, int(r.get("seeds") or 0), [f"{name}: {r['row']}"], data, r.get("p", ""),
                                 r.get("q", ""))  # fmt: skip
     order = {status: i for i, status in enumerate(VERDICTS)}
