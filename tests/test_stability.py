@@ -28,13 +28,17 @@ from scaling_axes.harness.training.callbacks import LossSpikes
 from scaling_axes.significance import pooled_spread, t_critical
 from tests.test_verdicts import TINY, _experiment, _finish
 
+ONE_PROCESS = types.SimpleNamespace(reduce=lambda loss, reduce_op: loss)  # a strategy's mean over one process
 STEP_LOSSES = json.loads((Path(__file__).parent / "data" / "step_losses.json").read_text())  # measured: each
 # step's training loss of four cpu claim runs, retrained with the suite's runner and logged at every step (issue 46)
 
 
 def _feed(losses: list[float], accumulate: int = 1) -> dict:
     """LossSpikes' record after micro-batch `losses` (as Lightning hands them: each divided by the accumulation)."""
-    spikes, trainer = LossSpikes(), types.SimpleNamespace(accumulate_grad_batches=accumulate, global_step=0)
+    spikes, trainer = (
+        LossSpikes(),
+        types.SimpleNamespace(strategy=ONE_PROCESS, accumulate_grad_batches=accumulate, global_step=0),
+    )
     for i, loss in enumerate(losses):
         trainer.global_step = i // accumulate + 1
         spikes.on_train_batch_end(trainer, None, {"loss": loss / accumulate}, None, i)
@@ -82,7 +86,7 @@ def test_measured_spikes_are_caught_and_a_hard_batch_after_a_restart_is_not():
 
 def test_the_spike_record_survives_a_checkpoint():
     first, resumed = LossSpikes(), LossSpikes()
-    trainer = types.SimpleNamespace(accumulate_grad_batches=1, global_step=0)
+    trainer = types.SimpleNamespace(strategy=ONE_PROCESS, accumulate_grad_batches=1, global_step=0)
     steps = [7.0, 6.0, 5.5, 8.0, 5.0]
     for i, loss in enumerate(steps[:3]):
         trainer.global_step = i + 1

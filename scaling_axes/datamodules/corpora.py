@@ -385,12 +385,11 @@ def open_split(directory: Path, split: str) -> tuple[np.memmap, dict]:
 
 
 def data_digest(corpus: str, tokenizer: str | None = None, data_root: str | Path | None = None) -> str | None:
-    """One digest of a prepared corpus's token files, from the checksum meta.json records of each split: the data
-    a run trained and validated on (config.json keeps it); None while the corpus is not prepared."""
-    directory = corpus_dir(data_root or default_data_root(), corpus, tokenizer_of(corpus, tokenizer))
-    if not (directory / "meta.json").exists():
+    """A digest of a prepared corpus's splits (meta.json's checksum of each): the data a run trained on, or None."""
+    meta = corpus_dir(data_root or default_data_root(), corpus, tokenizer_of(corpus, tokenizer)) / "meta.json"
+    if not meta.exists():
         return None
-    splits = {name: split["blake2b"] for name, split in sorted(read_meta(directory)["splits"].items())}
+    splits = {name: split["blake2b"] for name, split in sorted(read_meta(meta.parent)["splits"].items())}
     return hashlib.blake2b(json.dumps(splits).encode(), digest_size=16).hexdigest()
 
 

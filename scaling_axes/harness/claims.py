@@ -173,8 +173,7 @@ def with_multiplicity(row: dict[str, str], q: float, family: int) -> dict[str, s
     return {**row, "q": f"{q:.6g}", "status": status, "note": note + data_sep + data}
 
 
-DECIDED = ("claim_holds", "claim_fails")
-OTHER_POLICY = f"{NOTE_PARTS}the other tuning policy: "  # where a note gives a claim's verdict under it
+DECIDED, OTHER_POLICY = ("claim_holds", "claim_fails"), f"{NOTE_PARTS}the other tuning policy: "
 
 
 def fragile(claim: Row, other: Row | None) -> Row:
@@ -192,8 +191,7 @@ def fragile(claim: Row, other: Row | None) -> Row:
 
     both = (f"{said(claim)} where the claim seeds settled; {said(other)} with every arm at its sweep's choice, "
             "recovered spikes kept")  # fmt: skip
-    verdicts = {claim.status, other.status if other else None}
-    if len(verdicts) == 1 or not verdicts & set(DECIDED):
+    if len(verdicts := {claim.status, other.status if other else None}) == 1 or not verdicts & set(DECIDED):
         return dataclasses.replace(claim, note=f"{claim.note}{OTHER_POLICY}{both}")
     return dataclasses.replace(claim, status="fragile", q=None,
                                note=f"{claim.note}{OTHER_POLICY}decided by the tuning policy: {both}")  # fmt: skip

@@ -77,7 +77,7 @@ class LossSpikes(L.Callback):
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module, outputs, batch, batch_idx: int) -> None:
         loss = outputs["loss"] if isinstance(outputs, dict) else outputs
-        loss = trainer.strategy.reduce(loss.detach(), reduce_op="mean")  # the whole batch's, on every process
+        loss = trainer.strategy.reduce(torch.as_tensor(loss, dtype=torch.float64).detach(), reduce_op="mean")
         state = self.state
         state["step_loss"] += float(loss)  # Lightning divides each micro-batch's loss by the accumulation
         if (batch_idx + 1) % trainer.accumulate_grad_batches:
