@@ -153,7 +153,11 @@ def wandb_history_rows(path: Path) -> Iterator[dict[str, Any]]:
 def finish_loggers(loggers: Sequence[Logger]) -> None:
     """End the W&B run of a run that finished or stopped (a restart resumes it by its id), and wait for W&B's service
     to have written all of it: `finish` alone can return while the service still writes (seen with two processes
-    on two cores), and a restart reads that log to log each point once (`wandb_history`)."""
+    on two cores), and a restart reads that log to log each point once (`wandb_history`). TensorBoard's writer is
+    flushed: the final metrics' HPARAMS event comes after fit, and sat in its queue (seen under two test processes)."""
+    for logger in loggers:
+        if isinstance(logger, TensorBoardLogger):
+            logger.experiment.flush()
     if any(isinstance(logger, WandbLogger) for logger in loggers):
         import wandb
 
