@@ -152,7 +152,7 @@ def test_no_empty_figure_is_written_or_linked(tmp_path):
 
     path = tmp_path / "cpu" / "exp_a.png"
     write_rows("exp_a", CPU, _claims("exp_a"), tmp_path)
-    line_figure(path, {"a": [(1, 2.0, 0.1), (2, 1.5, 0.0)]}, title="t")
+    line_figure(path, {"a": [(1, 2.0, 0.1), (2, 1.5, 0.0)]}, notes=(("fallback lr 0.003", 1, 2.0),), title="t")
     assert path.stat().st_size > 1000 and "[figure](exp_a.png)" in write_report(tmp_path, scale=CPU).read_text()
     line_figure(path, {"a": [], "b": []}, title="t")
     assert not path.exists() and "[figure]" not in write_report(tmp_path, scale=CPU).read_text()

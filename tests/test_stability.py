@@ -171,7 +171,7 @@ def test_train_loss_claims_are_judged_on_the_train_losss_own_noise(tmp_path):
                     train_loss_curve=curve)  # fmt: skip
     trained = trained_runs(tmp_path / "runs" / "verdict_test" / "cpu")
     noise, _ = measured_noise(trained)
-    ends = [[final_train_loss(done) for done in seeds.values()] for seeds in trained.values()]
+    ends = [[final_train_loss(done) for done in seeds.values()] for seeds in trained.by_run.values()]
     assert (
         noise["train_loss"] == pytest.approx(pooled_spread(ends)) and noise["train_loss"][0] > 5 * noise["val_loss"][0]
     )

@@ -25,8 +25,8 @@ from scaling_axes.harness.claims import (
     never_reached,
     paired_margins,
 )
-from scaling_axes.harness.experiment.figures import caveats, draw, over_seeds
-from scaling_axes.harness.results import Row, compare, published, pyplot, save_figure
+from scaling_axes.harness.experiment.figures import caveats, line_figure, over_seeds
+from scaling_axes.harness.results import Row, compare, published
 from scaling_axes.harness.runs import Experiment, Run, fitted
 from scaling_axes.harness.scales import Scale
 from scaling_axes.harness.sweeps import Sweep
@@ -201,19 +201,13 @@ def section_4_4_rows(scale: Scale, results: dict[str, dict]) -> list[Row]:
 def figure(scale: Scale, results: dict[str, dict], path: Path) -> None:
     """The final validation loss against the residual size, each point its seeds' mean and spread; a point whose
     seeds fell back below the family's rate or trained unstably is labelled."""
-    finished = [(r.config.d_key * r.config.d_value, r.name, results[r.name]) for r in residual_runs(scale)
-                if over_seeds(results.get(r.name))]  # fmt: skip
-    if not finished:
-        path.unlink(missing_ok=True)
-        return
-    fig, ax = pyplot().subplots(figsize=(6.5, 4.2))
-    draw(ax, [(x, *over_seeds(done)) for x, _, done in finished], "RMT (each point: its seeds' mean and spread)")
-    for x, _, done in finished:
-        if notes := caveats(done):
-            ax.annotate("; ".join(notes), (x, over_seeds(done)[0]), fontsize=6)
-    ax.set(xscale="log", xlabel="residual stream size D_k x D_v", ylabel="validation loss (nats/token)",
-           title=f"RMT Fig. 6: residual scaling ({scale} scale)")  # fmt: skip
-    save_figure(fig, path)
+    finished = [(r.config.d_key * r.config.d_value, over_seeds(results.get(r.name)), results.get(r.name))
+                for r in residual_runs(scale)]  # fmt: skip
+    points = [(x, *mean) for x, mean, _ in finished if mean]
+    notes = tuple(("; ".join(why), x, mean[0]) for x, mean, done in finished if mean and (why := caveats(done)))
+    line_figure(path, {"RMT (each point: its seeds' mean and spread)": points}, notes=notes, xscale="log",
+                xlabel="residual stream size D_k x D_v", ylabel="validation loss (nats/token)",
+                title=f"RMT Fig. 6: residual scaling ({scale} scale)")  # fmt: skip
 
 
 EXPERIMENT = Experiment(

@@ -74,15 +74,18 @@ def draw(ax: Any, points: list[Point], label: str, style: str = "-o", **line: An
             ax.fill_between(xs, low, high, color=drawn.get_color(), alpha=0.2, linewidth=0)
 
 
-def line_figure(path: Path, series: dict[str, list[Point]], *, markers: bool = True, **axes: Any) -> None:
-    """One line per series (label -> points over seeds, plotted in order), axis settings as `Axes.set` keywords.
-    Without a point to draw, no figure: an empty axis is not written (and an earlier one at `path` goes), so none
-    is linked."""
+def line_figure(path: Path, series: dict[str, list[Point]], *, markers: bool = True,
+                notes: tuple[tuple[str, float, float], ...] = (), **axes: Any) -> None:  # fmt: skip
+    """One line per series (label -> points over seeds, plotted in order), each of `notes` (text, x, y) written at
+    its point, axis settings as `Axes.set` keywords. Without a point to draw, no figure: an empty axis is not
+    written (and an earlier one at `path` goes), so none is linked."""
     if not any(series.values()):
         Path(path).unlink(missing_ok=True)
         return
     fig, ax = pyplot().subplots(figsize=(6.5, 4.2))
     for label, points in series.items():
         draw(ax, points, label, "-o" if markers else "-")
+    for text, x, y in notes:
+        ax.annotate(text, (x, y), fontsize=6)
     ax.set(**axes)
     save_figure(fig, path)

@@ -34,7 +34,7 @@ def rebuild(experiment: Experiment, scale: Scale, runs_dir: Path = RUNS_DIR, res
             remove_temporaries(directory, unlocked=True)  # what a --report killed mid-write left
     trained = trained_runs(Path(runs_dir) / (experiment.run_group or experiment.name) / scale.name)
     noise, noise_rows = measured_noise(trained)
-    rows, judged = judge_claims(experiment, scale, FinishedRuns(experiment, scale, runs_dir), trained, noise)
+    rows, judged = judge_claims(experiment, scale, runs, FinishedRuns(experiment, scale, runs_dir), trained, noise)
     rows = data_caveats(rows, judged.results, runs) + tuning_rows(judged.results) + noise_rows + floor_rows(runs)
     path = write_rows(experiment.name, scale, rows, results_dir)
     control_false_discoveries(path.parent)
@@ -45,12 +45,11 @@ def rebuild(experiment: Experiment, scale: Scale, runs_dir: Path = RUNS_DIR, res
     return path
 
 
-def judge_claims(experiment: Experiment, scale: Scale, finished: FinishedRuns, trained: Trained,
+def judge_claims(experiment: Experiment, scale: Scale, runs: list[Run], finished: FinishedRuns, trained: Trained,
                  noise: dict[str, tuple[float, int]]) -> tuple[list[Row], Judged]:  # fmt: skip
-    """`experiment`'s rows with its claims settled on the `finished` runs against the measured `noise`; where an
-    arm's claim seeds fell back below its sweep's choice, each claim on it judged again with every arm at its
-    sweep's choice, and `fragile` where the two verdicts differ (`claims.fragile`)."""
-    runs = experiment.runs(scale)
+    """`experiment`'s rows with its claims settled on the `finished` runs (of its `runs` at `scale`) against the
+    measured `noise`; where an arm's claim seeds fell back below its sweep's choice, each claim on it judged again
+    with every arm at its sweep's choice, and `fragile` where the two verdicts differ (`claims.fragile`)."""
 
     def judged(results: dict[str, dict], kept: tuple[str, ...] = ()) -> list[Row]:
         return [settle(row, scale, noise, not_learning(row, results, runs), untuned(row, results),
@@ -89,27 +88,35 @@ NOISE_METRICS: dict[str, Callable[[dict], float | None]] = {
     "val_top1": lambda done: done.get("val_top1"),
     "train_loss": final_train_loss,
 }
-Trained = dict[str, dict[int, dict]]  # base run name -> seed -> done.json: every run trained in one directory
+
+
+@dataclasses.dataclass(frozen=True)
+class Trained:
+    """Every run trained in one directory: base run name -> seed -> done.json, and base -> the seeds that trained
+    unstably (`stability.unstable_seeds`: left out of the noise, flagged in the per-seed file)."""
+
+    by_run: dict[str, dict[int, dict]]
+    unsteady: dict[str, dict[int, str]]
 
 
 def trained_runs(directory: Path) -> Trained:
     """Every finished run in `directory` (an experiment's runs at one scale, sweep points and seeds its claims left
     included) by its name without the seed, at each seed."""
-    by_run: Trained = {}
+    by_run: dict[str, dict[int, dict]] = {}
     for done_path in sorted(Path(directory).glob("*/done.json")):
         base, seed = parse_seed(done_path.parent.name)
         try:
             by_run.setdefault(base, {})[seed] = read_done(done_path)
         except (CorruptFileError, FileNotFoundError):
             continue
-    return by_run
+    return Trained(by_run, {base: unstable_seeds(seeds) for base, seeds in by_run.items()})
 
 
 def metric_values(trained: Trained, metric: str) -> dict[str, dict[int, float]]:
     """base -> seed -> the final `metric` (a NOISE_METRICS key) of each trained run that has it."""
     value = NOISE_METRICS[metric]
     return {base: {k: float(v) for k, done in seeds.items() if isinstance(v := value(done), (int, float))}
-            for base, seeds in trained.items()}  # fmt: skip
+            for base, seeds in trained.by_run.items()}  # fmt: skip
 
 
 def measured_noise(trained: Trained) -> tuple[dict[str, tuple[float, int]], list[Row]]:
@@ -117,7 +124,7 @@ def measured_noise(trained: Trained) -> tuple[dict[str, tuple[float, int]], list
     `trained` runs (`trained_runs`) at two seeds or more, leaving out the seeds that trained unstably (a spike, or an
     outlier among the run's seeds: `harness.stability`), whose spread is not the seeds' noise; and a row for each,
     its note giving the spread over every seed beside it."""
-    noise, rows, unsteady = {}, [], {base: unstable_seeds(seeds) for base, seeds in trained.items()}
+    noise, rows, unsteady = {}, [], trained.unsteady
     for metric in NOISE_METRICS:
         every = metric_values(trained, metric)
         stable = {base: {k: v for k, v in values.items() if k not in unsteady[base]} for base, values in every.items()}
@@ -192,7 +199,7 @@ def write_seeds(experiment: str, scale: Scale, rows: list[Row], judged: Judged,
     (`trained`; `flag`: `unstable`, left out of the noise, and `abandoned`, claim seeds at a sweep's choice that
     their arm left), each claim's margin at each seed (`claim`; `claim_at_choice` under the other tuning policy) and
     what its noise rests on (`evidence`; `claim_arm`: a metric no run records, each arm's values over its seeds)."""
-    unsteady = {base: unstable_seeds(seeds) for base, seeds in judged.trained.items()}
+    unsteady = judged.trained.unsteady
     runs = [{"kind": "run", "run": name, "seed": seed, "metric": metric, "value": each[metric]}
             for name, done in sorted(judged.results.items()) for seed, each in seeds_of(done).items()
             for metric in SEED_METRICS if isinstance(each.get(metric), (int, float))]  # fmt: skip
