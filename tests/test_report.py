@@ -9,7 +9,7 @@ import pytest
 
 from scaling_axes.harness.claims import judge, settle
 from scaling_axes.harness.experiment.report import write_report
-from scaling_axes.harness.experiment.table import Judged, write_seeds
+from scaling_axes.harness.experiment.table import Judged, Trained, write_seeds
 from scaling_axes.harness.results import Row, write_rows
 from scaling_axes.harness.scales import CPU
 from scaling_axes.significance import significance
@@ -52,7 +52,7 @@ def test_the_report_lists_each_claim_once_by_verdict_within_its_length(tmp_path)
 def test_a_verdict_can_be_recomputed_from_the_per_seed_file(tmp_path):
     claim = judge("t", "a_vs_b", "a beats b", CPU, {1: 0.30, 2: 0.25, 4: 0.28}, 0.02, "nats/token", runs=("a", "b"))
     results = {"a": {"val_loss": 4.0, "steps": 10, "seed_runs": {2: {"val_loss": 4.1, "steps": 10}}}}
-    path = write_seeds("exp", CPU, [claim], Judged(results, {}), tmp_path)
+    path = write_seeds("exp", CPU, [claim], Judged(results, Trained({}, {})), tmp_path)
     with open(path, newline="") as f:
         rows = list(csv.DictReader(f))
     margins = {int(r["seed"]): float(r["value"]) for r in rows if r["kind"] == "claim"}
