@@ -71,16 +71,17 @@ SCRATCH = "scratch_"  # tokenformer_1_4b_scratch_<budget>: the largest Tokenform
 
 PRESERVED = 1e-4  # nats: a change the float32 evaluation of the same function stays under
 COMPARABLE = 0.05  # nats: "comparable" perplexity, about 5% (the paper's 11.77 vs 11.63 is 0.012 nats)
-ABOUT_A_THIRD = 0.5  # the cost part of the claim: the chain at most half the from-scratch run's FLOPs
+ABOUT_A_THIRD = 0.5  # the claim's condition: the chain at most half the from-scratch run's FLOPs
 
 
 def claims(scale: Scale, results: dict[str, dict]) -> list[Row]:
     """Fig. 3's claims, per stage budget: the grown 1.4B reaches a loss comparable to the from-scratch 1.4B's
     (within COMPARABLE) at about a third of its training FLOPs (the chain's cumulative FLOPs beside the paper's
-    ~1/3; above ABOUT_A_THIRD the claim fails whatever the loss). Fig. 4 / Table 6's: at equal tokens per stage the
-    grown 1.4B ends below the 1.4B trained from scratch on the stage's tokens (11.77 vs 13.34). And growth with zero
-    new keys preserves the function, as the paper says: measured as the validation loss change at each growth
-    (exact only with tau pinned)."""
+    ~1/3). The ratio is the plan's, not an outcome: a plan whose chain costs above ABOUT_A_THIRD (the shrunk
+    scales, whose small models cost nearly what the large do per token) does not test the claim as stated:
+    `unmatched`. Fig. 4 / Table 6's: at equal tokens per stage the grown 1.4B ends below the 1.4B trained from
+    scratch on the stage's tokens (11.77 vs 13.34). And growth with zero new keys preserves the function, as the
+    paper says: measured as the validation loss change at each growth (exact only with tau pinned)."""
     by_name, rows = {r.name: r for r in runs(scale)}, []
     full = "300b" if scale.paper_configs else "full"
     scratch, transformer = f"tokenformer_1_4b_{SCRATCH}{full}", f"transformer_1_4b_{full}"
@@ -92,11 +93,11 @@ def claims(scale: Scale, results: dict[str, dict]) -> list[Row]:
         )
         statement = (f"growth reaches a loss comparable to the same 1.4B trained from scratch at about a third of its "
                      f"training FLOPs (here {ratio:.2f}x; the paper ~{third:.2f}x)")  # fmt: skip
-        fails = (
-            f"the grown chain cost {ratio:.2f}x the FLOPs, above {ABOUT_A_THIRD:g}x" if ratio > ABOUT_A_THIRD else None
-        )
+        costlier = None if ratio <= ABOUT_A_THIRD else (
+            f"this scale's grown chain costs {ratio:.2f}x the from-scratch run's FLOPs, not about a third (at most "
+            f"{ABOUT_A_THIRD:g}x): judged where the plan's chain is")  # fmt: skip
         rows.append(as_good_as("fig3", statement, scale, grown, scratch, results, COMPARABLE, "val_loss", -1.0,
-                               LOSS_NOISE_FLOOR, "nats/token", fails_because=fails))  # fmt: skip
+                               LOSS_NOISE_FLOOR, "nats/token", unmatched=costlier))  # fmt: skip
         rows.append(
             Row(
                 table="fig3",
