@@ -154,9 +154,12 @@ def test_a_diverging_sweep_point_is_recorded_and_a_plain_run_still_stops(tmp_pat
         Schedule.of(table.EXPERIMENT, SMOKE, tmp_path).train(plain)
 
 
+@pytest.mark.slow  # 90-160 s of make test's CPU; `make smoke` trains and reports the whole table, the report's
+# reading is `test_report_takes_each_best_lr_and_reads_the_curves_at_equal_flops`'s, each architecture's training
+# `gpu-check --tiny`'s (tests/test_gpu_check.py)
 @pytest.mark.trained_outcome
 def test_smoke_trains_and_reports_every_architecture(tmp_path, monkeypatch, record_property):
-    """One lr per architecture and one size, for time: the CSV has both losses for each, and the figure is drawn."""
+    """Two lrs per architecture and one size, for time: the CSV has both losses for each, and the figure is drawn."""
     monkeypatch.setattr(cross, "LR_GRID", {a: (1e-3, 3e-3) for a in cross.ARCHITECTURES})
     monkeypatch.setattr(cross, "SIZES", ("125m",))
     monkeypatch.setattr(sweeps, "MAX_EXTENSIONS", 0)  # the two grid points alone, for time

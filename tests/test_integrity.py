@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
+from safetensors.torch import load_file
 
 from scaling_axes.harness.experiment.finished import FinishedRuns
 from scaling_axes.harness.experiment.schedule import Schedule
@@ -178,18 +180,30 @@ def _done(out: Path) -> dict:
         ("on_train_batch_start", 2, "True"),  # mid-run, before any checkpoint
         ("on_train_batch_start", 8, "True"),  # just after the checkpoint of step 8
         ("on_save_checkpoint", 8, "True"),  # mid-write of that checkpoint
+        ("on_validation_start", 8, "True"),  # between the step-8 checkpoint and its validation
         ("on_validation_end", 12, "trainer.state.fn == 'validate'"),  # after the final validation, before done.json
     ],
-    ids=["step2", "after_checkpoint", "mid_write", "after_final_validation"],
+    ids=["step2", "after_checkpoint", "mid_write", "before_validation", "after_final_validation"],
 )
-def test_curves_are_exact_after_a_kill_at_any_point(tmp_path, hook, step, when, uninterrupted_run) -> None:
+def test_a_run_killed_at_any_point_resumes_to_the_uninterrupted_runs_curves_record_and_weights(
+    tmp_path, hook, step, when, uninterrupted_run
+) -> None:
     """Cases 6 and 7: killed (as kill -9) at each point and rerun, metrics.csv and done.json equal an uninterrupted
-    run's, clock and speed aside: no row logged twice, counters continued, no extra final point."""
+    run's, clock and speed aside (no row logged twice, counters continued, no extra final point: the curves Tables
+    3-4, the MoT means and the equal-FLOP readings use), the final weights bitwise, and the steps before the
+    checkpoint not trained again."""
     whole, cut = uninterrupted_run, tmp_path / "cut"
     assert _run_script(cut, hook, step, when).returncode == 9
-    assert _run_script(cut).returncode == 0
+    checkpoint = cut / "checkpoints" / "last.ckpt"
+    resumed_from = torch.load(checkpoint, weights_only=True)["global_step"] if checkpoint.exists() else 0
+    finish = _run_script(cut)
+    assert finish.returncode == 0, finish.stdout[-2000:] + finish.stderr[-3000:]
     assert _rows(cut) == _rows(whole)
     assert _done(cut) == _done(whole)
+    whole_weights, cut_weights = (load_file(d / "final.safetensors") for d in (whole, cut))
+    assert all(torch.equal(cut_weights[k], v) for k, v in whole_weights.items())
+    if 0 < resumed_from < 12:  # the resumed session's own progress lines: it went on from its checkpoint
+        assert "step 1/12" not in finish.stdout and f"step {resumed_from + 1}/12" in finish.stdout
 
 
 def test_a_deleted_done_json_is_written_again_as_it_was(tmp_path) -> None:

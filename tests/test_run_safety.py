@@ -2,7 +2,6 @@
 every curve, one process per run, config fingerprints, and every fault naming its file and the fix."""
 
 import contextlib
-import csv
 import errno
 import json
 import os
@@ -109,34 +108,6 @@ def _run_script(out: Path, kill_hook: str | None = None, kill_step: int = 0, whe
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run([sys.executable, str(script), str(out)], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=HANG_GUARD_S)  # fmt: skip
-
-
-def _logged_steps(out: Path, column: str) -> list[int]:
-    with open(out / "metrics.csv", newline="") as f:
-        return [int(r["step"]) for r in csv.DictReader(f) if r.get(column)]
-
-
-@pytest.mark.parametrize("hook, step", [("on_validation_start", 8), ("on_train_batch_start", 10)],
-                         ids=["between the step-8 checkpoint and its validation", "two steps after it"])  # fmt: skip
-def test_a_run_killed_anywhere_resumes_to_the_same_curves_and_weights(tmp_path, hook, step, uninterrupted_run) -> None:
-    """The curves Tables 3-4, the MoT means and the equal-FLOP readings use are bitwise those of the uninterrupted run;
-    and the resumed session did not train the steps before the checkpoint again (it fails with resume disabled)."""
-    whole, cut = uninterrupted_run, tmp_path / "cut"
-    assert _run_script(cut, hook, step).returncode == 9
-    resumed_from = torch.load(cut / "checkpoints" / "last.ckpt", weights_only=True)["global_step"]
-    finish = _run_script(cut)
-    assert finish.returncode == 0, finish.stdout[-2000:] + finish.stderr[-3000:]
-    done = {name: json.loads((d / "done.json").read_text()) for name, d in (("whole", whole), ("cut", cut))}
-    for curve in ("train_loss_curve", "val_loss_curve"):
-        assert done["cut"][curve] == done["whole"][curve], curve
-    assert [s for s, _ in done["cut"]["val_loss_curve"]] == [3, 7, 11]
-    assert done["cut"]["val_loss"] == done["whole"]["val_loss"]
-    whole_weights, cut_weights = (load_file(d / "final.safetensors") for d in (whole, cut))
-    assert all(torch.equal(cut_weights[k], v) for k, v in whole_weights.items())
-    trained = _logged_steps(cut, "train/loss")
-    assert len(trained) == len(set(trained)), "a step's row logged twice (the log is cut back to the checkpoint)"
-    assert "step 1/12" not in finish.stdout and f"step {resumed_from + 1}/12" in finish.stdout, (
-        "the resumed session retrained steps before its checkpoint")  # fmt: skip
 
 
 def _stop_at(step: int, sig: int = signal.SIGTERM) -> L.Callback:
@@ -414,26 +385,6 @@ def test_experiments_sharing_a_run_may_spell_its_overrides_differently(tmp_path,
     Schedule.of(first, SMOKE, tmp_path, accelerator="cpu").train(plain)
     Schedule.of(second, SMOKE, tmp_path, accelerator="cpu").train(spelled)
     assert "finished earlier" in capsys.readouterr().out
-
-
-def _final_rows(out: Path) -> list[dict]:
-    """metrics.csv's rows of the final validation and test, without the clock columns."""
-    with open(out / "metrics.csv", newline="") as f:
-        rows = [r for r in csv.DictReader(f) if r.get("test/loss") or (r.get("val/loss") and not r.get("train/loss"))]
-    return [{k: v for k, v in r.items() if "time" not in k} for r in rows]
-
-
-def test_a_run_killed_after_its_last_step_logs_its_final_rows_as_the_uninterrupted_run(tmp_path, uninterrupted_run
-                                                                                       ) -> None:  # fmt: skip
-    """Killed in the final validation, after fit ended and before done.json: the resumed session trains nothing and
-    logs the final validation and test at the same step and epoch, with the same values."""
-    whole, cut = uninterrupted_run, tmp_path / "cut"
-    assert _run_script(cut, "on_validation_start", 12, "trainer.state.fn == 'validate'").returncode == 9
-    assert _run_script(cut).returncode == 0
-    assert _final_rows(cut)[-2:] == _final_rows(whole)[-2:] and len(_final_rows(whole)) >= 2
-    done = {name: json.loads((d / "done.json").read_text()) for name, d in (("whole", whole), ("cut", cut))}
-    for metric in ("val_loss", "test_loss"):
-        assert done["cut"][metric] == done["whole"][metric], metric
 
 
 # What issue 58's audit tried and found holding, kept as tests: a stale lock from another host or with a skewed clock

@@ -186,6 +186,8 @@ def test_paper_budgets_follow_maes_recipe_per_size() -> None:
         200 * 313}  # fmt: skip
 
 
+@pytest.mark.slow  # 75-115 s of make test's CPU; run by `make test-all` and `make test-portable-kernels` (-m
+# trained_outcome), and the image pipeline it trains through by `test_an_image_run_trains_through_the_runner`
 @pytest.mark.trained_outcome
 def test_the_cpu_recipe_teaches_the_baseline_vit_the_digits(tmp_path, record_property) -> None:
     """The cpu ViT recipe (regularisation and augmentation sized to 2,000 steps on 10 classes, not to 300 ImageNet
