@@ -5,6 +5,7 @@ python -m scaling_axes plan [--scale paper] [--gpu h100] [--mfu 0.2] [--devices 
 python -m scaling_axes run rmt_fig2_scaling_laws --scale small  # one experiment (options: run NAME --help)
 python -m scaling_axes all --scale smoke                       # every experiment, then results/REPORT.md
 python -m scaling_axes report                                  # results/REPORT.md from the results CSVs
+python -m scaling_axes report --scale cpu                      # a scale's claims judged again from its files
 python -m scaling_axes fit --model.model tokenformer_150m ...  # LightningCLI, for runs outside the tables
 python -m scaling_axes grow in.ckpt tokenformer_354m out.ckpt  # grow a checkpoint
 python -m scaling_axes export runs/<experiment>/<scale>/<run> OUT  # a Hugging Face folder (transformers)
@@ -123,7 +124,10 @@ def _parser() -> argparse.ArgumentParser:
     all_parser = commands.add_parser("all", help="run every experiment at one scale, then write REPORT.md")
     all_parser.add_argument("--scale", type=scale_argument, choices=SCALES.values(), default=SMOKE)
     all_parser.add_argument("--report", action="store_true", help="only rebuild the tables from finished runs")
-    commands.add_parser("report", help="rebuild results/REPORT.md from the results CSVs")
+    report_parser = commands.add_parser("report", help="rebuild results/REPORT.md from the results CSVs")
+    report_parser.add_argument("--scale", type=scale_argument, choices=SCALES.values(),
+                               help="judge that scale's committed claims again by today's rules from its CSVs and "
+                               "per-seed files (no runs needed), then write its REPORT.md")  # fmt: skip
     for name in DELEGATED:
         commands.add_parser(name, help=f"its own options: python -m scaling_axes {name} --help")
     return parser
@@ -145,6 +149,10 @@ def run_main(argv: list[str]) -> None:
         plan(args.scale, args.gpu, args.mfu, args.devices)
     elif args.command == "all":
         run_all(args.scale, args.report)
+    elif args.command == "report" and args.scale is not None:
+        from scaling_axes.harness.experiment.rejudge import rejudge_scale
+
+        print(f"wrote {rejudge_scale(args.scale)}")
     elif args.command == "report":
         print(f"wrote {write_report()}")
     else:

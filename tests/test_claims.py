@@ -216,11 +216,12 @@ def test_small_plans_fit_a_quarter_hour_on_an_h100_with_the_real_corpora(tmp_pat
         assert all(find_run(experiment, SMALL, p["run"]) for p in plan)
 
 
-@pytest.mark.parametrize(("matched_top1", "status"), [(0.81, "claim_holds"), (0.80, "insufficient"),
+@pytest.mark.parametrize(("matched_top1", "status"), [(0.81, "insufficient"), (0.80, "insufficient"),
                                                       (0.785, "claim_fails")])  # fmt: skip
 def test_table2_vit_tokenformer_as_good_as_the_vit_at_its_parameters(matched_top1, status):
-    """Margin = the difference + 0.5 points (ViT at 80.0): +1.5 holds, +0.5 is within twice the 0.3-point floor,
-    -1.0 fails."""
+    """"As good as" within 0.5 points is an equivalence (ViT at 80.0, one seed, a margin's floor 0.42 points): a
+    difference of +1.0 lies beyond the tolerance but not clearly (p 0.23), 0 cannot be shown within it by one seed
+    (two one-sided tests, p 0.12), -1.5 lies clearly below it: fails. Margin = the difference + 0.5 points."""
     from scaling_axes.experiments.tokenformer import table2_imagenet as table2
 
     results = {"vit_b16": {"val_top1": 0.80}, "vit_tokenformer_b16_matched": {"val_top1": matched_top1}}
@@ -248,13 +249,13 @@ def test_rmt_fig6_claims_a_monotonic_fall_and_section_4_4s_savings():
     from scaling_axes.experiments.rmt import fig6_residual_scaling as fig6
 
     runs = {run.name: run for run in fig6.runs(SMALL)}
-    losses = dict(zip(runs, (4.0, 3.8, 3.6, 3.4, 3.5, 3.0, 3.82), strict=True))  # the last: the Transformer
+    losses = dict(zip(runs, (4.0, 3.8, 3.6, 3.4, 3.5, 3.0, 3.8), strict=True))  # the last: the Transformer
     steps = runs["rmt_residual_dk64"].budget.steps
     results = {name: {"val_loss": loss, "val_loss_curve": [(0, 9.0), (steps // 2, 3.8), (steps, loss)]}
                for name, loss in losses.items()}  # fmt: skip
     rows = {r.row: r for r in fig6.claim_rows(SMALL, results)}
-    equal = rows.pop("rmt_residual_dk12_vs_transformer_rmt_160m")  # 0.02 better, within 0.05: margin 0.07
-    assert equal.status == "claim_holds" and equal.ours == pytest.approx(0.07)
+    equal = rows.pop("rmt_residual_dk12_vs_transformer_rmt_160m")  # equal: inside +-0.05 by two one-sided tests
+    assert equal.status == "claim_holds" and equal.ours == pytest.approx(0.05) and equal.p < 0.05
     monotonic = {row: r.status for row, r in rows.items() if r.table == "fig6"}
     assert monotonic == {
         "rmt_residual_dk12_vs_rmt_residual_dk6": "claim_holds",

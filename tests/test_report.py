@@ -35,13 +35,15 @@ def test_the_report_lists_each_claim_once_by_verdict_within_its_length(tmp_path)
         write_rows(experiment, CPU, [*bulk, *_claims(experiment)], tmp_path)
     text = write_report(tmp_path, scale=CPU).read_text()
     lines = text.splitlines()
-    headings = [text.index(f"### {h}") for h in ("Holds (3)", "Fails (1)", "Insufficient (1)", "Not learning (1)")]
+    headings = [text.index(f"### {h}") for h in ("Holds (2)", "Fails (1)", "Insufficient (1)", "Not learning (1)")]
     assert headings == sorted(headings)
     (holds,) = [line for line in lines if line.startswith("- a beats b")]
     low = statistics.mean(HOLDS) - significance(HOLDS, 0.02).bound
     assert f"**+{statistics.mean(HOLDS):.3g} [{low:.3g}, " in holds and "3 seeds" in holds
     assert "exp_a: a_vs_b; exp_b: a_vs_b" in holds  # merged, both places named
-    assert sum(line.startswith("- ") and " seeds, p " in line.partition("**")[2] for line in lines) == 6  # 4 + 2
+    # the claim each table states in its own words, of the same runs and margins, is one hypothesis: one line
+    assert "exp_a: shared; exp_b: shared" in next(line for line in lines if line.startswith("- a claim only exp_a"))
+    assert sum(line.startswith("- ") and " seeds, p " in line.partition("**")[2] for line in lines) == 5
     assert "minimum detectable effect" in next(line for line in lines if line.startswith("- c beats b"))
     assert "decides nothing: d ends at 7.0" in next(line for line in lines if line.startswith("- d beats e"))
     assert text.count(CPU.note) == 1 and "r399" not in text  # the caveat once; the bulk stays in the CSVs
@@ -95,37 +97,62 @@ def _one_seed_claim(statement: str, runs: tuple[str, str], p: float) -> Row:
     return judge("t", "_vs_".join(runs), statement, CPU, [margin], 0.02, "nats/token", runs=runs)
 
 
-def test_the_false_discovery_rate_is_controlled_over_the_scales_claims_each_comparison_once(tmp_path):
-    """Four tested claims over two experiments, one of them stated by both (counted once): p 0.01, 0.04, 0.045, 0.3
-    give Benjamini-Hochberg's q 0.04, 0.06, 0.06, 0.3. The two decided by their own test at q >= 0.05 decide nothing
-    and say why; a claim kept from a test by a run that did not learn is not in the family. Controlling again
-    changes nothing, and REPORT.md states the family."""
-    from scaling_axes.harness.experiment.table import control_false_discoveries
+def _judged_scale(results_dir, tables: dict[str, list[Row]]) -> dict[tuple[str, str], dict[str, str]]:
+    """`tables` written as a scale's CSVs and per-seed files, then judged as one family; (table, row) -> CSV row."""
+    from scaling_axes.harness.experiment.family import judge_family
 
-    shared = _one_seed_claim("a beats b", ("a", "b"), 0.01)
+    for name, rows in tables.items():
+        write_rows(name, CPU, rows, results_dir)
+        write_seeds(name, CPU, rows, Judged({}, Trained({}, {})), results_dir)
+    judge_family(results_dir / "cpu")
+    out = {}
+    for name in tables:
+        with open(results_dir / "cpu" / f"{name}.csv", newline="") as f:
+            out |= {(name, r["row"]): r for r in csv.DictReader(f)}
+    return out
+
+
+def test_the_family_is_every_declared_claim_each_hypothesis_once_under_benjamini_yekutieli(tmp_path):
+    """Five hypotheses over two experiments, one stated by both (counted once), one kept from its test by a run
+    that did not learn (in the family all the same, at p = 1): p 0.001, 0.04, 0.045, 0.3, 1 give Benjamini-Hochberg's
+    0.005, 0.075, 0.075, 0.375, 1, times 1 + 1/2 + ... + 1/5 under any dependence (Benjamini-Yekutieli). The two
+    decided by their own test at q >= 0.05 decide nothing and say why. Judging again changes nothing, and REPORT.md
+    states the family."""
+    shared = _one_seed_claim("a beats b", ("a", "b"), 0.001)
     not_learning = settle(_one_seed_claim("d beats e", ("d", "e"), 0.001), CPU, not_learning=["d did not learn"])
-    write_rows("exp_a", CPU, [shared, _one_seed_claim("c beats b", ("c", "b"), 0.04), not_learning], tmp_path)
-    write_rows("exp_b", CPU, [shared, _one_seed_claim("f beats g", ("f", "g"), 0.045),
-                              _one_seed_claim("h beats g", ("h", "g"), 0.3)], tmp_path)  # fmt: skip
-    control_false_discoveries(tmp_path / "cpu")
-    rows = {}
-    for name in ("exp_a", "exp_b"):
-        with open(tmp_path / "cpu" / f"{name}.csv", newline="") as f:
-            rows |= {(name, r["row"]): r for r in csv.DictReader(f)}
-    q = {key: float(r["q"]) for key, r in rows.items() if r["q"]}
-    assert q == pytest.approx({("exp_a", "a_vs_b"): 0.04, ("exp_a", "c_vs_b"): 0.06, ("exp_b", "a_vs_b"): 0.04,
-                               ("exp_b", "f_vs_g"): 0.06, ("exp_b", "h_vs_g"): 0.3}, rel=1e-4)  # fmt: skip
+    exp_a = [shared, _one_seed_claim("c beats b", ("c", "b"), 0.04), not_learning]
+    exp_b = [shared, _one_seed_claim("f beats g", ("f", "g"), 0.045), _one_seed_claim("h beats g", ("h", "g"), 0.3)]
+    rows = _judged_scale(tmp_path, {"exp_a": exp_a, "exp_b": exp_b})
+    harmonic = sum(1 / k for k in range(1, 6))
+    q = {key: float(r["q"]) for key, r in rows.items()}
+    expected = {("exp_a", "a_vs_b"): 0.005, ("exp_a", "c_vs_b"): 0.075, ("exp_a", "d_vs_e"): 1 / harmonic,
+                ("exp_b", "a_vs_b"): 0.005, ("exp_b", "f_vs_g"): 0.075, ("exp_b", "h_vs_g"): 0.375}  # fmt: skip
+    assert q == pytest.approx({key: min(1.0, value * harmonic) for key, value in expected.items()}, rel=1e-4)
     status = {key: r["status"] for key, r in rows.items()}
     assert status[("exp_a", "a_vs_b")] == status[("exp_b", "a_vs_b")] == "claim_holds"
     assert status[("exp_a", "c_vs_b")] == status[("exp_b", "f_vs_g")] == status[("exp_b", "h_vs_g")] == "insufficient"
-    assert status[("exp_a", "d_vs_e")] == "not_learning"
-    assert "multiplicity: q 0.06 >= 0.05 over the 4 claims tested" in rows[("exp_a", "c_vs_b")]["note"]
+    assert status[("exp_a", "d_vs_e")] == "not_learning" and "enters with p = 1" in rows[("exp_a", "d_vs_e")]["note"]
+    assert "q 0.171 over 5 hypotheses (Benjamini-Yekutieli)" in rows[("exp_a", "c_vs_b")]["note"]
+    assert "decides nothing (multiplicity)" in rows[("exp_a", "c_vs_b")]["note"]
     before = {name: (tmp_path / "cpu" / f"{name}.csv").read_text() for name in ("exp_a", "exp_b")}
-    control_false_discoveries(tmp_path / "cpu")
+    from scaling_axes.harness.experiment.family import judge_family
+
+    assert judge_family(tmp_path / "cpu") == 5
     assert before == {name: (tmp_path / "cpu" / f"{name}.csv").read_text() for name in ("exp_a", "exp_b")}
     text = write_report(tmp_path, scale=CPU).read_text()
-    assert "The family: the 4 claims tested at this scale" in text and "2 decided by its own test did not" in text
-    assert "p 0.04, q 0.06**; multiplicity: q 0.06" in text
+    assert "The family: every claim declared at this scale, 6 rows, 5 hypotheses" in text
+    assert "2 decided by their own test did not survive" in text
+
+
+def test_the_family_with_the_rule_switched_off_is_looser():
+    """Benjamini-Yekutieli's factor is what makes the control valid under dependence: the same p without it are
+    Benjamini-Hochberg's, smaller by exactly 1 + 1/2 + ... + 1/m."""
+    from scaling_axes.significance import false_discovery_q
+
+    p = [0.001, 0.04, 0.045, 0.3, 1.0]
+    by, bh = false_discovery_q(p, dependent=True), false_discovery_q(p)
+    assert by == pytest.approx([min(1.0, q * sum(1 / k for k in range(1, 6))) for q in bh])
+    assert bh == pytest.approx([0.005, 0.075, 0.075, 0.375, 1.0])
 
 
 def test_exact_checks_are_listed_apart_from_the_claims_and_outside_their_counts(tmp_path):
@@ -152,8 +179,20 @@ def test_no_empty_figure_is_written_or_linked(tmp_path):
 
     path = tmp_path / "cpu" / "exp_a.png"
     write_rows("exp_a", CPU, _claims("exp_a"), tmp_path)
-    line_figure(path, {"a": [(1, 2.0, 0.1), (2, 1.5, 0.0)]}, notes=(("fallback lr 0.003", 1, 2.0),), title="t")
+    points = [(1, 2.0, 0.1, (1.9, 2.1)), (2, 1.5, 0.0, (1.5, 1.5))]
+    line_figure(path, {"a": points}, notes=(("fallback lr 0.003", 1, 2.0),), title="t")
     assert path.stat().st_size > 1000 and "[figure](exp_a.png)" in write_report(tmp_path, scale=CPU).read_text()
+    from scaling_axes.harness.experiment.figures import draw
+    from scaling_axes.harness.results import pyplot
+
+    fig, ax = pyplot().subplots()
+    draw(ax, points, "a")  # the mean's line, and every seed a point beside it
+    assert sorted(zip(*ax.get_lines()[1].get_data(), strict=True)) == [(1, 1.9), (1, 2.1), (2, 1.5), (2, 1.5)]
+    pyplot().close(fig)
+    fig, ax = pyplot().subplots()
+    draw(ax, points, "curve", "-")  # along a curve, each seed a thin line of its own
+    assert [tuple(line.get_ydata()) for line in ax.get_lines()[1:]] == [(1.9, 1.5), (2.1, 1.5)]
+    pyplot().close(fig)
     line_figure(path, {"a": [], "b": []}, title="t")
     assert not path.exists() and "[figure]" not in write_report(tmp_path, scale=CPU).read_text()
 
@@ -166,9 +205,11 @@ def test_a_figures_points_are_every_seeds_mean_and_spread_and_a_fallback_is_labe
     seed2 = {"run": "a_seed2", "val_loss": 4.2, "val_loss_curve": [[10, 5.4], [20, 4.2], [30, 4.1]]}
     seed3 = {"run": "a_seed3", "val_loss": 4.4, "val_loss_curve": [[10, 5.2], [20, 4.4]]}
     done = {"run": "a", "val_loss": 4.0, "val_loss_curve": [[10, 5.0], [20, 4.0]], "seed_runs": {2: seed2, 3: seed3}}
-    assert over_seeds(done) == pytest.approx((4.2, statistics.stdev([4.0, 4.2, 4.4])))
+    assert over_seeds(done)[:2] == pytest.approx((4.2, statistics.stdev([4.0, 4.2, 4.4])))
+    assert over_seeds(done)[2] == (4.0, 4.2, 4.4)  # each seed, drawn beside the mean
     curve = seed_curves(done, lambda each: each["val_loss_curve"])
-    assert [step for step, _, _ in curve] == [10, 20] and curve[0][1:] == pytest.approx((5.2, 0.2))
+    assert [point[0] for point in curve] == [10, 20] and curve[0][1:3] == pytest.approx((5.2, 0.2))
+    assert curve[0][3] == (5.0, 5.4, 5.2)
     assert marked("a", done) == "a (3 seeds)"
     fell = {**done, "stable_fallback": {"lr": 3e-3, "unstable_at": {1e-2: ["a spiked"]}, "at_edge": False}}
     spiked = {

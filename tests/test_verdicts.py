@@ -130,15 +130,42 @@ def test_noise_is_measured_from_every_runs_seeds_and_raises_the_floor(tmp_path):
 
 
 def test_the_minimum_detectable_effect_and_the_seeds_a_margin_needs():
+    """The effect that n seeds find 4 times in 5: the noncentral t's (scipy's) at the binding test's degrees of
+    freedom, not (t + 0.84) sigma / sqrt n, which mixes t and z (2.97 sigma at 3 seeds, whose power is 74%)."""
+    from scipy import stats
+
     noise = 0.1
-    for seeds in (1, 2, 3, 10, 40):  # (critical value + the 80% power quantile) x noise / sqrt(n)
-        critical = 1.95996 if seeds == 1 else {2: 12.7062, 3: 4.30265, 10: 2.26216, 40: 2.02269}[seeds]  # t tables
-        assert minimum_detectable_effect(noise, seeds) == pytest.approx((critical + 0.84) * noise / math.sqrt(seeds),
-                                                                        rel=1e-5)  # fmt: skip
+    for seeds, dof in ((1, math.inf), (2, math.inf), (3, math.inf), (10, math.inf), (40, math.inf), (3, 6), (10, 4)):
+        df = dof if seeds < 2 else min(seeds - 1, dof)
+        effect = minimum_detectable_effect(noise, seeds, dof) * math.sqrt(seeds) / noise  # the noncentrality
+        critical = stats.norm.ppf(0.975) if math.isinf(df) else stats.t.ppf(0.975, df)
+        power = (stats.norm.sf(critical - effect) + stats.norm.cdf(-critical - effect) if math.isinf(df)
+                 else stats.nct.sf(critical, df, effect) + stats.nct.cdf(-critical, df, effect))  # fmt: skip
+        assert power == pytest.approx(0.8, abs=1e-6), (seeds, dof)
+    assert minimum_detectable_effect(1.0, 3) == pytest.approx(3.264, abs=1e-3)  # the issue's 3.26 sigma
     for margin in (0.3, 0.1, 0.05, -0.05):
         n = seeds_needed(margin, noise)
         assert minimum_detectable_effect(noise, n) < abs(margin) <= minimum_detectable_effect(noise, n - 1)
     assert seeds_needed(0.001, noise) == MAX_SEEDS + 1
+
+
+def test_two_one_sided_tests_and_the_narrowest_bound_the_data_exclude():
+    """Equivalence within a tolerance by two one-sided t tests (scipy's t, written again): inside where both reject,
+    and the narrowest d for which they would is |mean| + the one-sided 95% t quantile x the standard error."""
+    from scipy import stats
+
+    from scaling_axes.significance import significance
+
+    margins = [0.01, -0.02, 0.015, 0.0, 0.005]
+    test = significance(margins, 0.01, runs_per_margin=1, floor_dof=8)
+    mean, n = statistics.fmean(margins), len(margins)
+    expected = (0.01 / math.sqrt(n), 8, statistics.stdev(margins) / math.sqrt(n), n - 1)  # the floor's, the seeds'
+    assert [value for test_of in test.tests for value in test_of] == pytest.approx(expected)
+    tost = max(max(stats.t.sf((mean + 0.05) / se, df), stats.t.cdf((mean - 0.05) / se, df)) for se, df in test.tests)
+    assert test.equivalence_p(mean, 0.05) == pytest.approx(tost, rel=1e-6) and tost < 0.05
+    narrowest = max(abs(mean) + stats.t.ppf(0.95, df) * se for se, df in test.tests)
+    assert test.excluded_beyond(mean) == pytest.approx(narrowest, rel=1e-6)
+    assert test.equivalence_p(mean, narrowest) == pytest.approx(0.05, rel=1e-4)  # the bound: where TOST just passes
 
 
 def test_a_run_two_experiments_declare_identically_is_trained_once(tmp_path, capsys):
@@ -180,8 +207,8 @@ def test_a_run_two_experiments_declare_identically_is_trained_once(tmp_path, cap
 
 def test_a_claim_whose_paper_effect_is_below_what_the_scale_detects_is_out_of_reach():
     from scaling_axes.experiments.rmt import table5_6_downstream as table5
-    from scaling_axes.harness.claims import beyond_reach
     from scaling_axes.harness.scales import PAPER
+    from scaling_axes.significance import beyond_reach
 
     # one seed of two runs: (1.96 + 0.84) x sqrt 2 x the noise
     assert beyond_reach(0.1, 0.02, 1) is None and beyond_reach(0.05, 0.02, 1) is not None

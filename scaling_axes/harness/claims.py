@@ -1,17 +1,14 @@
 """A paper's claims as result rows, judged from whatever runs finished: `claim_holds`, `claim_fails` or
-`insufficient`.
+`insufficient`, and the rows of what decides nothing (`never_reached`, `out_of_reach`, the exact checks).
 
 A claim is measured as a signed margin, positive where the paper's claim holds (say the Transformer's loss minus
-the RMT's), once per seed at which every run it compares finished (`paired_margins`; further seeds are trained with
-`--seeds N`). It is judged only where the data can support it: never at smoke scale (tiny models on a few thousand
-tokens prove the pipeline, not a claim). A margin is a difference of two runs, so its noise is at least
-sqrt(2) x the metric's noise floor for one run (`margin_floor`). The mean margin of n seeds is tested against that
-floor / sqrt n (a normal test for an assumed floor, Student-t on its degrees of freedom for a measured one) and, from
-two seeds on, by Student-t on the seeds' own spread (t_{n-1} s / sqrt n: twice the standard error would pass a false
-claim about 30% of the time at n = 2, where t is 12.7; a spread of three seeds can be zero by chance, so the floor's
-test stays). Its p is the larger of the two (`significance.significance`); its test decides it where p < ALPHA. Over a
-scale, the claims tested are one family whose false-discovery rate Benjamini-Hochberg's q holds at ALPHA
-(`false_discovery_q`, `with_multiplicity`). The margin, p, the noise and the seeds are in the note.
+the RMT's), once per seed at which every run it compares finished (`paired_margins`). It is judged only where the
+data can support it: never at smoke scale. The arms of a margin share its seed, so its noise is the spread of the
+experiment's paired margins on the same metric (`paired_noise`); an unpaired margin's is at least sqrt(2) x one
+run's (`margin_floor`). The mean of n seeds must clear two Student-t tests: on that noise (its degrees of freedom)
+and on the seeds' own spread (n - 1); its p is the larger. A claim stated within a tolerance is an equivalence: two
+one-sided tests. Over a scale, every declared claim is one family whose false discoveries `experiment.family`
+controls; the margin, p, the noise, the seeds and the narrowest difference the data exclude are in the note.
 """
 
 from __future__ import annotations
@@ -33,13 +30,13 @@ from scaling_axes.significance import (
     seeds_needed,
     significance,
     t_critical,
+    t_two_sided_p,
 )
 
 # Noise floors of one run's metric, used as the least noise a margin can have (assumed, not measured here): the final
 # validation loss of a small language model, and ImageNet top-1
 LOSS_NOISE_FLOOR = 0.02  # nats/token
 TOP1_NOISE_FLOOR = 0.3  # points
-ONE_SEED_Z = 2.0  # a sweep's tie: rates whose mean losses lie within this many standard errors (`sweeps.within_noise`)
 
 
 NOTE_PARTS = " | "  # a claim's note: its statement | what was measured | why it was not decided (when it was not)
@@ -62,22 +59,41 @@ def judge(
     unmatched: str | None = None,
     before_training: bool = False,
     own_values: Sequence[Sequence[float]] | None = None,
+    tolerance: float | None = None,
 ) -> Row:
-    """The claim `statement`, measured by `margins` (seed -> margin, or a list from seed 1; positive: the claim
-    holds), each combining
-    `runs_per_margin` runs of a metric whose one-run noise is at least `noise_floor` (`noise_metric`: the per-run
-    metric whose measured spread may raise it, see `settle`). `fails_because`: a part of the claim that the runs
-    already contradict whatever the margin (a cost that is not lower). `runs`: the runs it compares (the row's
-    `run`, comma-separated), whose data, staleness and learning the harness reads. `before_training`: the margin is
-    measured on the models before they train, so their training's stability does not bear on it. `own_values`:
-    a metric that no run's done.json holds, per arm over its seeds: its noise is their pooled spread (one seed each
-    measures none, and the claim is not decided on another metric's floor)."""
+    """The claim `statement`, measured by `margins` (seed -> margin, or a list from seed 1; positive: it holds), each
+    combining `runs_per_margin` runs of a metric whose one-run noise is at least `noise_floor` (`noise_metric`: the
+    per-run metric whose measured spread may raise it). `fails_because`: a part of the claim the runs contradict
+    whatever the margin. `runs`: the runs it compares. `before_training`: measured on the models before they train.
+    `own_values`: a metric no done.json holds, per arm over its seeds (its noise their pooled spread). `tolerance`:
+    a claim stated within it, each margin the difference plus it (`as_good_as`)."""
     by_seed = margins if isinstance(margins, Mapping) else dict(enumerate(margins, 1))
     evidence = Evidence(statement, tuple(by_seed.values()), tuple(by_seed), noise_floor, runs_per_margin,
                         fails_because, noise_metric, noise_scale, unmatched, before_training,
-                        None if own_values is None else tuple(map(tuple, own_values)))  # fmt: skip
+                        None if own_values is None else tuple(map(tuple, own_values)), tolerance)  # fmt: skip
     claim = Row(table=table, row=row, metric="claim", unit=unit, run=",".join(runs), evidence=evidence)
     return settle(claim, scale)
+
+
+PairedNoise = dict[tuple, tuple[float, int]]  # a pool of paired margins -> (one margin's pooled spread, its dof)
+
+
+def pool_of(claim: Row) -> tuple:
+    """The pool whose paired margins share one noise: the experiment's claims on the same metric, unit and runs per
+    margin (a claim on a metric no run records, as a downstream evaluation, pools alone)."""
+    e = claim.evidence
+    return (e.noise_metric, claim.unit, e.runs_per_margin) if e.noise_metric else (claim.table, claim.row)
+
+
+def paired_noise(claims: Sequence[Row]) -> PairedNoise:
+    """Per pool (`pool_of`), the pooled spread over seeds of its paired claims' margins and its degrees of freedom,
+    each comparison once (two claims on the same runs and margins are one)."""
+    pools: dict[tuple, dict[tuple, list[float]]] = {}
+    for claim in claims:
+        if (e := claim.evidence) is not None and e.paired and len(e.margins) >= 2:
+            same = (",".join(sorted(claim.run.split(","))), tuple(f"{m:.9g}" for m in e.margins))
+            pools.setdefault(pool_of(claim), {})[same] = list(e.margins)
+    return {key: pooled_spread(list(pool.values())) for key, pool in pools.items()}
 
 
 def settle(
@@ -87,38 +103,69 @@ def settle(
     not_learning: Sequence[str] = (),
     untuned: Sequence[str] = (),
     unstable: Sequence[str] = (),
+    paired: PairedNoise | None = None,
 ) -> Row:
-    """`claim` judged from its evidence: with `measured_noise` (metric -> the pooled one-run spread at this scale and
-    its degrees of freedom) as the floor where it exceeds the assumed one, and never decided on a run in
-    `not_learning` (why each is not), on one that trained unstably (`unstable`: why each did) or on one whose lr is
-    not tuned (`untuned`: why). A claim its test decides (or leaves within the bound) carries its p twice: as `p`,
-    and as `q` until the scale's false-discovery control adjusts it (`control_false_discoveries`)."""
+    """`claim` judged from its evidence: a paired margin against `paired`, its pool's spread (`paired_noise`); an
+    unpaired one, or one whose pool measured none, against sqrt(runs per margin) x one run's noise (the assumed floor,
+    raised by `measured_noise`: metric -> pooled one-run spread and dof). Never decided on a run `not_learning`,
+    `unstable` or `untuned` (why each). A tested claim carries its p as `p`, and as `q` until `experiment.family`."""
     e = claim.evidence
-    floor, floor_dof = e.noise_floor, math.inf
-    pooled, pooled_dof = (measured_noise or {}).get(e.noise_metric, (0.0, 0))
-    own = (0.0, 0) if e.own_values is None else pooled_spread(e.own_values)
-    for spread, dof in ((e.noise_scale * pooled, pooled_dof), own):
-        if dof and spread > floor:  # the measured noise: estimated, on its degrees of freedom
-            floor, floor_dof = spread, dof
-    test = significance(e.margins, floor, e.runs_per_margin, floor_dof) if e.margins else None
-    status, why = _verdict(claim, scale, test, floor_dof, not_learning, untuned, unstable)
+    noise, noise_dof, per_margin, pooled_over = _noise(claim, measured_noise, paired)
+    test = significance(e.margins, noise, per_margin, noise_dof) if e.margins else None
+    p, decided = _decision(e, test) if test is not None else (None, "insufficient")
+    status, why = _verdict(claim, scale, test, decided, noise_dof, not_learning, untuned, unstable)
     tested = test is not None and (not why or why.startswith(WITHIN))  # its verdict is its test's
     margin = statistics.mean(e.margins) if e.margins else None
     low, high = (None, None) if test is None else (margin - test.bound, margin + test.bound)
-    note = NOTE_PARTS.join((e.statement, _measured(claim, test, floor, floor_dof), why)).rstrip(" |")
+    measured = _measured(claim, test, p, margin_floor(noise, per_margin), noise_dof, pooled_over)
+    note = NOTE_PARTS.join((e.statement, measured, why)).rstrip(" |")
+    evidence = dataclasses.replace(e, tests=test.tests) if test is not None else e
     return dataclasses.replace(claim, ours=margin, low=low, high=high, seeds=len(e.margins), status=status,
-                               p=test and test.p, q=test.p if tested else None, note=note)  # fmt: skip
+                               p=p, q=p if tested else None, note=note, evidence=evidence)  # fmt: skip
+
+
+def _noise(claim: Row, measured: dict[str, tuple[float, int]] | None,
+           paired: PairedNoise | None) -> tuple[float, float, int, str]:  # fmt: skip
+    """(noise, its degrees of freedom, runs per margin it is multiplied by, what it rests on) of `claim`'s margin."""
+    e = claim.evidence
+    spread, dof = (paired or {}).get(pool_of(claim), (0.0, 0))
+    if e.paired and dof and spread:
+        return spread, dof, 1, "paired"
+    floor, floor_dof = e.noise_floor, math.inf
+    pooled, pooled_dof = (measured or {}).get(e.noise_metric, (0.0, 0))
+    own = (0.0, 0) if e.own_values is None else pooled_spread(e.own_values)
+    for each, each_dof in ((e.noise_scale * pooled, pooled_dof), own):
+        if each_dof and each > floor:  # the measured noise: estimated, on its degrees of freedom
+            floor, floor_dof = each, each_dof
+    return floor, floor_dof, e.runs_per_margin, "floor"
+
+
+def _decision(e: Evidence, test: Significance) -> tuple[float, str]:
+    """(p, the verdict its test reaches at ALPHA, before the family's control). A difference: two-sided. Within a
+    tolerance: two one-sided tests that the difference lies inside it where the mean does, else the test that it
+    lies beyond (two-sided, on the side it lies)."""
+    margin = statistics.fmean(e.margins)
+    if e.tolerance is None:
+        return test.p, ("claim_holds" if margin > 0 else "claim_fails") if test.p < ALPHA else "insufficient"
+    difference = margin - e.tolerance
+    if abs(difference) < e.tolerance:
+        p = test.equivalence_p(difference, e.tolerance)
+        return p, "claim_holds" if p < ALPHA else "insufficient"
+    beyond = abs(difference) - e.tolerance
+    p = max(t_two_sided_p(beyond / se, df) if se else float(beyond == 0) for se, df in test.tests)
+    return p, "claim_fails" if p < ALPHA else "insufficient"
 
 
 WITHIN = "within the 95% bound"
 
 
-def _verdict(claim: Row, scale: Scale, test: Significance | None, floor_dof: float, not_learning: Sequence[str],
-             untuned: Sequence[str], unstable: Sequence[str]) -> tuple[str, str]:  # fmt: skip
+def _verdict(claim: Row, scale: Scale, test: Significance | None, decided: str, noise_dof: float,
+             not_learning: Sequence[str], untuned: Sequence[str],
+             unstable: Sequence[str]) -> tuple[str, str]:  # fmt: skip
     """(status, why it is not decided: empty where it is) of `claim` (see `settle`)."""
     e, n = claim.evidence, len(claim.evidence.margins)
     if test is None:
-        return "insufficient", "the runs it needs have not finished"
+        return "insufficient", "the runs it needs have not finished: no difference can be excluded"
     if not scale.judges_claims:
         return "insufficient", f"{scale} scale proves the pipeline, not a claim"
     if not_learning:
@@ -134,91 +181,42 @@ def _verdict(claim: Row, scale: Scale, test: Significance | None, floor_dof: flo
                                 "none: another metric's floor decides nothing")  # fmt: skip
     if e.fails_because:
         return "claim_fails", e.fails_because
-    margin = statistics.fmean(e.margins)
-    if test.p < ALPHA:
-        return ("claim_holds" if margin > 0 else "claim_fails"), ""
-    detectable = minimum_detectable_effect(test.noise, n, floor_dof)
-    needed = seeds_needed(margin, test.noise, floor_dof)
+    if decided != "insufficient":
+        return decided, ""
+    margin = statistics.fmean(e.margins) - (e.tolerance or 0.0)
+    detectable = minimum_detectable_effect(test.noise, n, noise_dof)
+    needed = seeds_needed(margin, test.noise, noise_dof)
     needs = f"--seeds {needed}" if needed <= MAX_SEEDS else f"over {MAX_SEEDS} seeds: out of reach here"
-    return "insufficient", (f"{WITHIN}; minimum detectable effect {detectable:.3g} at {n} seed{'s' * (n != 1)}, "
-                            f"this margin needs {needs}")  # fmt: skip
+    return "insufficient", (f"{WITHIN}; minimum detectable effect {detectable:.3g} at {n} seed{'s' * (n != 1)} "
+                            f"(80% power), this margin needs {needs}")  # fmt: skip
 
 
-def _measured(claim: Row, test: Significance | None, floor: float, floor_dof: float) -> str:
-    """What a claim's note says was measured: the margin, its bound and p, the noise and the floor it rests on."""
+def _measured(claim: Row, test: Significance | None, p: float | None, noise_floor: float, noise_dof: float,
+              rests_on: str) -> str:  # fmt: skip
+    """What a claim's note says was measured: the margin, its bound and p, the noise it rests on, the tolerance's
+    two one-sided tests, and the narrowest difference the data exclude."""
     if test is None:
         return ""
     e, n = claim.evidence, len(claim.evidence.margins)
     how = "one seed against the floor" if n < 2 else f"Student-t {t_critical(n - 1):.3g}"
-    rests = "assumed" if math.isinf(floor_dof) else f"measured on {floor_dof} degrees of freedom"
-    return (f"margin {statistics.fmean(e.margins):+.4g} {claim.unit}, 95% bound {test.bound:.3g}, p {test.p:.3g}, "
-            f"noise {test.noise:.3g} (floor {margin_floor(floor, e.runs_per_margin):.3g}, {rests}; {n} "
-            f"seed{'s' * (n != 1)}; {how})")  # fmt: skip
+    estimated = "assumed" if math.isinf(noise_dof) else f"measured on {noise_dof} degrees of freedom"
+    source = "paired margins' spread" if rests_on == "paired" else "floor"
+    difference = statistics.fmean(e.margins) - (e.tolerance or 0.0)
+    tost = ""
+    if e.tolerance is not None:
+        beyond = "" if abs(difference) < e.tolerance else "; p is the test that it lies beyond"
+        tost = (f"; the difference {difference:+.4g} against +-{e.tolerance:g}: two one-sided tests that it lies "
+                f"within, p {test.equivalence_p(difference, e.tolerance):.3g}{beyond}")
+    return (f"margin {statistics.fmean(e.margins):+.4g} {claim.unit}, 95% bound {test.bound:.3g}, p {p:.3g}, "
+            f"noise {test.noise:.3g} ({source} {noise_floor:.3g}, {estimated}; {n} seed{'s' * (n != 1)}; {how})"
+            f"{tost}; {EXCLUDES}{test.excluded_beyond(difference):.3g} {claim.unit}")  # fmt: skip
 
 
-MULTIPLICITY = f"{NOTE_PARTS}multiplicity: "  # where a note says its claim did not survive the family's control
-
-
-def with_multiplicity(row: dict[str, str], q: float, family: int) -> dict[str, str]:
-    """A tested claim's CSV row with its `q` over a family of `family` tested claims: a claim its test decided
-    (p < ALPHA) stays decided only if q < ALPHA too; else it is `insufficient`, its note says why."""
-    note, data_sep, data = row["note"].partition(DATA_NOTE)
-    note = note.split(MULTIPLICITY)[0]
-    status = row["status"]
-    if float(row["p"]) < ALPHA:
-        status = ("claim_holds" if float(row["ours"]) > 0 else "claim_fails") if q < ALPHA else "insufficient"
-        if q >= ALPHA:
-            note += (f"{MULTIPLICITY}q {q:.3g} >= {ALPHA:g} over the {family} claims tested at this scale "
-                     "(Benjamini-Hochberg): decides nothing")  # fmt: skip
-    return {**row, "q": f"{q:.6g}", "status": status, "note": note + data_sep + data}
-
-
-DECIDED, OTHER_POLICY = ("claim_holds", "claim_fails"), f"{NOTE_PARTS}the other tuning policy: "
-
-
-def fragile(claim: Row, other: Row | None) -> Row:
-    """`claim` as judged where its arms' claim seeds settled (a fallback below a sweep's choice where they spiked),
-    beside `other`, the same claim judged with every arm at its sweep's choice, spikes it recovered from kept (None:
-    not measured there, as where a run never reaches the loss it is measured at). Where one of the two is decided
-    and they differ, the tuning policy decides it: `fragile`, deciding nothing (no q: not among the scale's tested
-    claims). The note gives both margins either way."""
-
-    def said(row: Row | None) -> str:
-        if row is None:
-            return "not measured (a run never reached the loss it is measured at, or did not finish)"
-        interval = f" [{row.low:+.4g}, {row.high:+.4g}]" if row.low is not None else ""
-        return f"{row.status}, margin {row.ours:+.4g}{interval}" if row.ours is not None else row.status
-
-    both = (f"{said(claim)} where the claim seeds settled; {said(other)} with every arm at its sweep's choice, "
-            "recovered spikes kept")  # fmt: skip
-    if len(verdicts := {claim.status, other.status if other else None}) == 1 or not verdicts & set(DECIDED):
-        return dataclasses.replace(claim, note=f"{claim.note}{OTHER_POLICY}{both}")
-    return dataclasses.replace(claim, status="fragile", q=None,
-                               note=f"{claim.note}{OTHER_POLICY}decided by the tuning policy: {both}")  # fmt: skip
+EXCLUDES = "cannot exclude a difference of "  # the narrowest equivalence bound the data support, in every note
 
 
 def _more(reasons: Sequence[str]) -> str:
     return f" (and {len(reasons)} more run{'s' * (len(reasons) > 1)} or seeds)" if reasons else ""
-
-
-def sweep_disagreement(sweep: Sequence[float], claims: Sequence[float], noise_floor: float) -> tuple[float, float]:
-    """(difference, bound): the claim seeds' mean final loss minus the sweep's mean at the same rate, and the 95%
-    bound of that difference of two means (Student-t on their pooled spread, at least `noise_floor`; one value on
-    each side: ONE_SEED_Z x the floor)."""
-    difference = statistics.fmean(claims) - statistics.fmean(sweep)
-    spread, dof = pooled_spread([sweep, claims])
-    critical = t_critical(dof) if dof else ONE_SEED_Z
-    return difference, critical * max(spread, noise_floor) * math.sqrt(1 / len(sweep) + 1 / len(claims))
-
-
-def beyond_reach(paper_effect: float, noise_floor: float, seeds: int, runs_per_margin: int = 2) -> str | None:
-    """Why a claim whose effect in the paper is `paper_effect` cannot be decided by `seeds` seeds of runs whose
-    one-run noise is `noise_floor` (None: it can): the effect is below their minimum detectable effect."""
-    detectable = minimum_detectable_effect(margin_floor(noise_floor, runs_per_margin), seeds)
-    if abs(paper_effect) >= detectable:
-        return None
-    return (f"the paper's effect, {abs(paper_effect):.3g}, is below the minimum detectable effect here, "
-            f"{detectable:.3g} at {seeds} seed{'s' * (seeds != 1)} (one-run noise {noise_floor:.3g})")  # fmt: skip
 
 
 def exact_check(table: str, row: str, statement: str, deviations: Mapping[int, float], tolerance: float, unit: str,
@@ -289,12 +287,13 @@ def as_good_as(table: str, statement: str, scale: Scale, candidate: str, referen
                tolerance: float, key: str = "val_top1", scale_by: float = 100.0, noise_floor: float = TOP1_NOISE_FLOOR,
                unit: str = "points", fails_because: str | None = None,
                unmatched: str | None = None) -> Row:  # fmt: skip
-    """The claim that run `candidate` is as good as `reference`: its `key` (x `scale_by`; higher is better) no more
-    than `tolerance` below. Margin: the difference plus the tolerance, per seed. `fails_because`: as `judge`'s."""
+    """The claim that run `candidate` is as good as `reference`: its `key` (x `scale_by`; higher is better) within
+    `tolerance` of it, tested as an equivalence (two one-sided tests; `settle`). Margin: the difference plus the
+    tolerance, per seed. `fails_because`: as `judge`'s."""
     difference = metric_margin(key, scale_by)
     margins = paired_margins(results, (candidate, reference),
                              lambda c, r: None if (d := difference(c, r)) is None else d + tolerance)  # fmt: skip
     within = f" (within {tolerance:g} {unit})" if tolerance else ""
     return judge(table, f"{candidate}_vs_{reference}", f"{statement}{within}", scale, margins, noise_floor, unit,
                  fails_because, runs=(candidate, reference), noise_metric=key, noise_scale=abs(scale_by),
-                 unmatched=unmatched)  # fmt: skip
+                 unmatched=unmatched, tolerance=tolerance if tolerance else None)  # fmt: skip

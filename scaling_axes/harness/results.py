@@ -76,6 +76,12 @@ class Evidence:
     # them later, a spike included, cannot change it
     own_values: tuple[tuple[float, ...], ...] | None = None  # a metric no done.json holds (a downstream
     # evaluation), per arm over its seeds, in the margin's unit: its noise is their pooled spread
+    tolerance: float | None = None  # a claim stated within a tolerance ("as good as"): each margin is the difference
+    # plus it, and the claim holds only where two one-sided tests put the difference inside +-tolerance
+    paired: bool = True  # its arms share each seed (initialisation and data order): judged on the spread of paired
+    # margins, not on a floor sized for independent arms
+    tests: tuple[tuple[float, float], ...] = ()  # set where it is settled: (standard error, degrees of freedom) of each
+    # test its mean must clear, from which the family widens its interval for the control (`experiment.family`)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -120,31 +126,19 @@ def _fmt(value: float | None) -> str:
     return f"{value:.6g}"
 
 
+def csv_row(experiment: str, scale: Scale, r: Row) -> dict[str, str]:
+    """`r` as its CSV row, by column."""
+    values = (experiment, r.table, r.row, r.metric, _fmt(r.paper), _fmt(r.ours), _fmt(r.low), _fmt(r.high),
+              _fmt(r.seeds), _fmt(r.p), _fmt(r.q), r.unit, scale.name, r.run, r.status, r.note)  # fmt: skip
+    return dict(zip(COLUMNS, values, strict=True))
+
+
 def write_rows(experiment: str, scale: Scale, rows: list[Row], results_dir: Path = RESULTS_DIR) -> Path:
     """Write `results/<scale>/<experiment>.csv` atomically."""
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(COLUMNS)
-    for r in rows:
-        values = (
-            experiment,
-            r.table,
-            r.row,
-            r.metric,
-            _fmt(r.paper),
-            _fmt(r.ours),
-            _fmt(r.low),
-            _fmt(r.high),
-            _fmt(r.seeds),
-            _fmt(r.p),
-            _fmt(r.q),
-            r.unit,
-            scale.name,
-            r.run,
-            r.status,
-            r.note,
-        )
-        writer.writerow(values)
+    writer = csv.DictWriter(buffer, COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(csv_row(experiment, scale, r) for r in rows)
     path = Path(results_dir) / scale.name / f"{experiment}.csv"
     atomic_write(path, buffer.getvalue())
     return path

@@ -32,16 +32,29 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from typing import NamedTuple, TypeVar
 
-from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, ONE_SEED_Z
+from scaling_axes.harness.claims import LOSS_NOISE_FLOOR
 from scaling_axes.harness.names import rate, stable_name, sweep_name
+from scaling_axes.significance import pooled_spread, t_critical
 
 Run = TypeVar("Run")  # a `harness.runs.Run` (runs imports this module, so not the other way round)
 
 MAX_EXTENSIONS = 3  # grid steps a sweep may extend past either edge
 SWEEP_DRAWS = 2  # draws of the best rate and its neighbours
+
+ONE_SEED_Z = 2.0  # a sweep's tie: rates whose mean losses lie within this many standard errors (`within_noise`)
+
+
+def sweep_disagreement(sweep: Sequence[float], claims: Sequence[float], noise_floor: float) -> tuple[float, float]:
+    """(difference, bound): the claim seeds' mean final loss minus the sweep's mean at the same rate, and the 95%
+    bound of that difference of two means (Student-t on their pooled spread, at least `noise_floor`; one value on
+    each side: ONE_SEED_Z x the floor)."""
+    difference = statistics.fmean(claims) - statistics.fmean(sweep)
+    spread, dof = pooled_spread([sweep, claims])
+    critical = t_critical(dof) if dof else ONE_SEED_Z
+    return difference, critical * max(spread, noise_floor) * math.sqrt(1 / len(sweep) + 1 / len(claims))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -161,9 +161,9 @@ def figure(scale: Scale, results: dict[str, dict], path: Path) -> None:
             for values, loss, notes in ordered:
                 if notes:
                     ax.annotate("; ".join(notes), (values[x], loss[0]), fontsize=6)
-    axes[0].set(xscale="log", yscale="log", xlabel="training FLOPs", ylabel="validation loss",
+    axes[0].set(xscale="log", xlabel="training FLOPs", ylabel="validation loss (nats/token)",
                 title=f"RMT Fig. 2: scaling ({scale} scale)")  # fmt: skip
-    axes[1].set(xscale="log", yscale="log", xlabel="model parameters", ylabel="validation loss")
+    axes[1].set(xscale="log", xlabel="model parameters", ylabel="validation loss (nats/token)")
     save_figure(fig, path)
 
 

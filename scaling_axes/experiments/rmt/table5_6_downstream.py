@@ -17,12 +17,13 @@ import math
 
 from scaling_axes.experiments.rmt import setup as rmt_setup
 from scaling_axes.experiments.rmt.setup import RMT, TRANSFORMER
-from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, beyond_reach, judge, out_of_reach
+from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, judge, out_of_reach
 from scaling_axes.harness.results import Row, compare, published
 from scaling_axes.harness.runs import Experiment, Run, fitted
 from scaling_axes.harness.scales import Scale
 from scaling_axes.interop.evaluate import TOLERANCE, evaluate_cached, weights_fingerprint, zero_shot_rows
 from scaling_axes.interop.lm_eval_model import SuiteLM
+from scaling_axes.significance import beyond_reach
 
 CORPORA = {"openwebtext_ppl": "openwebtext", "pile_10k_ppl": "pile_10k", "wikitext_ppl": "wikitext"}
 

@@ -12,8 +12,8 @@ from pathlib import Path
 from scaling_axes.experiments.tokenformer import vit_setup
 from scaling_axes.harness.claims import as_good_as, out_of_reach
 from scaling_axes.harness.experiment.arms import parameter_match
-from scaling_axes.harness.experiment.figures import draw, marked, over_seeds
-from scaling_axes.harness.results import Row, published, pyplot, save_figure
+from scaling_axes.harness.experiment.figures import line_figure, marked, over_seeds
+from scaling_axes.harness.results import Row, published
 from scaling_axes.harness.runs import Experiment, Run, fitted
 from scaling_axes.harness.scales import Scale
 
@@ -64,14 +64,15 @@ def claim_rows(scale: Scale, results: dict[str, dict]) -> list[Row]:
 
 
 def figure(scale: Scale, results: dict[str, dict], path: Path) -> None:
-    """Top-1 against parameters, one point per trained model: its seeds' mean and spread."""
-    fig, ax = pyplot().subplots(figsize=(6.5, 4.2))
+    """Top-1 against parameters, one point per trained model: its seeds' mean and spread, and each seed. Nothing
+    trained (the claims out of reach at this scale): no figure."""
+    series = {}
     for run in runs(scale):
-        if top1 := over_seeds(results.get(run.name), lambda d: d.get("val_top1")):
-            done = results[run.name]
-            draw(ax, [(done["params"], 100 * top1[0], 100 * top1[1])], marked(run.name, done), "o")
-    ax.set(xlabel="parameters", ylabel="top-1 (%)", title=f"Tokenformer Table 2: ImageNet ({scale} scale)")
-    save_figure(fig, path)
+        if top1 := over_seeds(done := results.get(run.name), lambda d: d.get("val_top1")):
+            mean, spread, seeds = (100 * top1[0], 100 * top1[1], tuple(100 * v for v in top1[2]))
+            series[marked(run.name, done)] = [(done["params"], mean, spread, seeds)]
+    line_figure(path, series, xlabel="parameters", ylabel="top-1 (%)",
+                title=f"Tokenformer Table 2: ImageNet ({scale} scale)")
 
 
 EXPERIMENT = Experiment(

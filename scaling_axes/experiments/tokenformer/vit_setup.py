@@ -20,10 +20,10 @@ import math
 
 from scaling_axes.datamodules.imagenet import IMAGENET_TRAIN_IMAGES
 from scaling_axes.experiments.tokenformer.recipes import IMAGENET, PAPER_EMA, vit_at
-from scaling_axes.harness.claims import beyond_reach
 from scaling_axes.harness.results import Row, compare, published
 from scaling_axes.harness.runs import Budget, Experiment, Run
 from scaling_axes.harness.scales import Scale
+from scaling_axes.significance import beyond_reach
 
 EPOCHS = {"b16": 300, "l16": 200}  # MAE's from-scratch recipe (its appendix A.2): ViT-B 300 epochs, ViT-L 200
 GROUP = "tokenformer_imagenet"

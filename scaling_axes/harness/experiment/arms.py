@@ -10,11 +10,11 @@ import statistics
 from collections.abc import Collection
 from typing import Any
 
-from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, seeds_of, sweep_disagreement
+from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, seeds_of
 from scaling_axes.harness.results import Row
 from scaling_axes.harness.runs import Run
 from scaling_axes.harness.stability import not_learned, unstable_seeds
-from scaling_axes.harness.sweeps import Choice
+from scaling_axes.harness.sweeps import Choice, sweep_disagreement
 from scaling_axes.modules.flops import formula_params, non_embedding_params
 
 

@@ -1,7 +1,7 @@
-"""The figures beside a table, drawn from every seed: each point the mean of a run's seeds with their spread, each
-curve their mean at the steps all of them logged with its spread as a band, and each series labelled where its
-claim seeds fell back below their sweep's rate or trained unstably (a reader must not take those for the tuned
-run's). Seed 1 alone would show its noise as a shape: Fig. 6's dip at residual 768 at cpu was seed 1's."""
+"""The figures beside a table, drawn from every seed: each seed's value a small point (each seed's curve a thin
+line) beside the seeds' mean with their spread, and each series labelled where its claim seeds fell back below their
+sweep's rate or trained unstably (a reader must not take those for the tuned run's). Seed 1 alone would show its
+noise as a shape: Fig. 6's dip at residual 768 at cpu was seed 1's."""
 
 from __future__ import annotations
 
@@ -14,18 +14,19 @@ from scaling_axes.harness.claims import seeds_of
 from scaling_axes.harness.results import pyplot, save_figure
 from scaling_axes.harness.stability import unstable_seeds
 
-Point = tuple[float, float, float]  # x, the seeds' mean, their standard deviation (0 for one seed)
+Point = tuple[float, float, float, tuple[float, ...]]  # x, the seeds' mean, their standard deviation (0 for one
+# seed), and each seed's value in seed order
 Curve = list[tuple[float, float]]
 
 
-def _mean(values: list[float]) -> tuple[float, float]:
-    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+def _mean(values: list[float]) -> tuple[float, float, tuple[float, ...]]:
+    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0, tuple(values)
 
 
 def over_seeds(done: dict | None, value: Callable[[dict], float | None] = lambda d: d.get("val_loss")
-               ) -> tuple[float, float] | None:  # fmt: skip
-    """(mean, standard deviation) of `value` over a finished run's seeds (`done` with its `seed_runs`); None where
-    no seed has it."""
+               ) -> tuple[float, float, tuple[float, ...]] | None:  # fmt: skip
+    """(mean, standard deviation, each seed's) of `value` over a finished run's seeds (`done` with its `seed_runs`);
+    None where no seed has it."""
     values = [float(v) for each in seeds_of(done).values() if isinstance(v := value(each), (int, float))]
     return _mean(values) if values else None
 
@@ -61,17 +62,25 @@ def marked(name: str, done: dict | None) -> str:
 
 
 def draw(ax: Any, points: list[Point], label: str, style: str = "-o", **line: Any) -> None:
-    """`points` as a line at the seeds' means: error bars at its markers, a band where it has none."""
+    """`points` as a line at the seeds' means: error bars at its markers, a band where it has none; and each seed
+    drawn beside it, a point at a marker, a thin line along a curve."""
     if not points:
         return
-    xs, means, spreads = zip(*points, strict=True)
+    xs, means, spreads, seeds = zip(*points, strict=True)
     (drawn,) = ax.plot(xs, means, style, label=label, markersize=4, linewidth=1.2, **line)
+    colour = drawn.get_color()
+    if "o" in style or "s" in style:
+        each = [(x, value) for x, values in zip(xs, seeds, strict=True) for value in values]
+        ax.plot(*zip(*each, strict=True), ".", color=colour, markersize=2.5, alpha=0.6)
+    elif len({len(values) for values in seeds}) == 1:
+        for k in range(len(seeds[0])):
+            ax.plot(xs, [values[k] for values in seeds], "-", color=colour, linewidth=0.4, alpha=0.5)
     if any(spreads):
         if "o" in style:
-            ax.errorbar(xs, means, yerr=spreads, fmt="none", ecolor=drawn.get_color(), capsize=2, linewidth=0.8)
+            ax.errorbar(xs, means, yerr=spreads, fmt="none", ecolor=colour, capsize=2, linewidth=0.8)
         else:
             low, high = zip(*((m - s, m + s) for m, s in zip(means, spreads, strict=True)), strict=True)
-            ax.fill_between(xs, low, high, color=drawn.get_color(), alpha=0.2, linewidth=0)
+            ax.fill_between(xs, low, high, color=colour, alpha=0.2, linewidth=0)
 
 
 def line_figure(path: Path, series: dict[str, list[Point]], *, markers: bool = True,

@@ -10,9 +10,11 @@ from __future__ import annotations
 import collections
 import csv
 import dataclasses
+import re
 from pathlib import Path
 
-from scaling_axes.harness.claims import DATA_NOTE, LOSS_NOISE_FLOOR, MULTIPLICITY, NOTE_PARTS, TOP1_NOISE_FLOOR
+from scaling_axes.harness.claims import DATA_NOTE, EXCLUDES, LOSS_NOISE_FLOOR, NOTE_PARTS, TOP1_NOISE_FLOOR
+from scaling_axes.harness.experiment.family import ADJUSTED, MULTIPLICITY, OTHER_POLICY
 from scaling_axes.harness.results import RESULTS_DIR, VERDICTS, pyplot, save_figure
 from scaling_axes.harness.scales import SCALES, Scale
 from scaling_axes.harness.stability import LEARNED_NATS
@@ -42,7 +44,10 @@ class Claim:
     where: list[str]
     data: str
     p: str = ""
-    q: str = ""  # set on a claim tested in the scale's family (`table.control_false_discoveries`)
+    q: str = ""  # its hypothesis's q over the scale's family (`experiment.family`)
+    adjusted: tuple[float, float] | None = None  # its interval adjusted for the family, where tested
+    other_margin: float | None = None  # its mean margin under the other tuning policy, where measured
+    excludes: str = ""  # the narrowest difference its data exclude (`claims.EXCLUDES`)
 
 
 Tables = dict[str, list[dict[str, str]]]  # experiment -> its CSV's rows
@@ -57,14 +62,21 @@ def read_tables(scale_dir: Path) -> Tables:
     return tables
 
 
-def claim_key(row: dict[str, str]) -> tuple[str, str]:
-    """What makes two claim rows one comparison: their statement, of the same runs."""
-    return row["note"].partition(DATA_NOTE)[0].partition(NOTE_PARTS)[0], ",".join(sorted(row["run"].split(",")))
+def claim_key(row: dict[str, str]) -> tuple[str, ...]:
+    """What makes two claim rows one line: one hypothesis (the same runs, unit and numbers: `experiment.family`
+    shows its test in every row that states it), or without a test the same statement of the same runs."""
+    runs = ",".join(sorted(row["run"].split(",")))
+    if row.get("p"):
+        return runs, row["unit"], row["ours"], row["p"], row["status"]
+    return row["note"].partition(DATA_NOTE)[0].partition(NOTE_PARTS)[0], runs
+
+
+NUMBER = r"([-+]?[\d.]+(?:e[-+]?\d+)?|nan)"
 
 
 def claims_of(tables: Tables) -> list[Claim]:
-    """The claims in a scale's tables, one per statement and set of runs, in verdict order."""
-    merged: dict[tuple[str, str], Claim] = {}
+    """The claims in a scale's tables, one per hypothesis, in verdict order."""
+    merged: dict[tuple[str, ...], Claim] = {}
     for name, rows in tables.items():
         for r in rows:
             if r["metric"] != "claim":
@@ -79,9 +91,13 @@ def claims_of(tables: Tables) -> list[Claim]:
             # a CSV written before the p and q columns was judged by older rules (no false-discovery control, no
             # second tuning policy): its verdict is not one of today's, and is listed apart as such
             status = r["status"] if "q" in r else OLDER_RULES
+            adjusted = re.search(rf"{ADJUSTED}\[{NUMBER}, {NUMBER}\]", note)
+            other = re.search(rf"{re.escape(OTHER_POLICY)}.*?; \w+, margin {NUMBER}", note)
+            excludes = re.search(rf"{EXCLUDES}{NUMBER}", note)
             merged[key] = Claim(statement, status, r["ours"], r.get("low", ""), r.get("high", ""), r["unit"],
                                 why, int(r.get("seeds") or 0), [f"{name}: {r['row']}"], data, r.get("p", ""),
-                                r.get("q", ""))  # fmt: skip
+                                r.get("q", ""), adjusted and (float(adjusted[1]), float(adjusted[2])),
+                                other and float(other[1]), excludes[1] if excludes else "")  # fmt: skip
     order = {status: i for i, status in enumerate(VERDICTS)}
     return sorted(merged.values(), key=lambda c: (order.get(c.status, len(order)), c.where[0]))
 
@@ -96,9 +112,11 @@ def claim_lines(claims: list[Claim]) -> list[str]:
         lines += [f"### {HEADINGS.get(status, status)} ({len(group)})", ""]
         for c in group:
             tests = "".join(f", {name} {_g(value)}" for name, value in (("p", c.p), ("q", c.q)) if value)
-            measured = f"{_g(c.margin, '+')} [{_g(c.low)}, {_g(c.high)}] {c.unit}, {c.seeds} seed" \
-                f"{'s' * (c.seeds != 1)}{tests}" if c.margin else "no margin"  # fmt: skip
-            why = f"; {c.why}" if c.why else ""
+            interval = " (the gap)" if c.status == "never_reached" else f" [{_g(c.low)}, {_g(c.high)}]"
+            measured = f"{_g(c.margin, '+')}{interval} {c.unit}, {c.seeds} seed{'s' * (c.seeds != 1)}{tests}" \
+                if c.margin else "no margin"  # fmt: skip
+            excludes = f"; {EXCLUDES}{c.excludes} {c.unit}" if c.excludes and c.status == "insufficient" else ""
+            why = f"{excludes}; {c.why}" if c.why else excludes
             lines.append(f"- {c.statement}: **{measured}**{why} ({'; '.join(c.where)})")
         lines.append("")
     return lines
@@ -108,36 +126,51 @@ def _g(value: str, sign: str = "") -> str:
     return f"{float(value):{sign}.3g}" if value else "?"
 
 
-def _label(where: str, width: int = 64) -> str:
-    """`experiment: row`, shortened in the middle, where the two names differ least."""
-    return where if len(where) <= width else f"{where[: width // 2 - 1]}…{where[-(width // 2) :]}"
-
-
 def forest_plot(claims: list[Claim], path: Path, title: str) -> bool:
-    """Every claim's mean margin and 95% interval, a panel per unit, coloured by verdict; False if none has one."""
+    """Every claim's mean margin, a panel per unit, coloured by verdict: thick its interval adjusted for the family
+    (the one that decides), thin its 95% interval; a fragile claim's margin under the other tuning policy a hollow
+    diamond; the never-reached gaps in a panel of their own. Whole labels, the legend below the panels. False if
+    no claim has a margin."""
     shown = [c for c in claims if c.margin and ((c.low and c.high) or c.status == "never_reached")]
-    units = sorted({c.unit for c in shown}, key=lambda u: -sum(c.unit == u for c in shown))
-    if not shown:
+    panels = [(unit, [c for c in shown if c.unit == unit and c.status != "never_reached"])
+              for unit in sorted({c.unit for c in shown}, key=lambda u: -sum(c.unit == u for c in shown))]  # fmt: skip
+    panels = [(unit, group) for unit, group in panels if group]
+    if gaps := [c for c in shown if c.status == "never_reached"]:
+        panels.append(("gap", gaps))
+    if not panels:
         return False
-    heights = [sum(c.unit == u for c in shown) + 1 for u in units]
-    fig, axes = pyplot().subplots(len(units), 1, figsize=(8, 0.22 * sum(heights) + 1.2), squeeze=False,
+    heights = [len(group) + 1 for _, group in panels] + [4]  # the last row holds the legend, below the data
+    fig, axes = pyplot().subplots(len(heights), 1, figsize=(11, 0.24 * sum(heights) + 1.6), squeeze=False,
                                   gridspec_kw={"height_ratios": heights})  # fmt: skip
     colours = {status: f"C{i}" for i, status in enumerate(VERDICTS)}
-    for ax, unit in zip(axes[:, 0], units, strict=True):
-        group = [c for c in shown if c.unit == unit]
+    for ax, (unit, group) in zip(axes[:-1, 0], panels, strict=True):
         for y, c in enumerate(group):
-            if c.status == "never_reached":  # a gap, not a margin with an interval: marked as such
-                ax.plot(float(c.margin), y, "x", color=colours[c.status], markersize=5)
-                continue
-            low, mean, high = float(c.low), float(c.margin), float(c.high)
-            ax.plot([low, high], [y, y], color=colours.get(c.status, "k"), linewidth=1.5)
-            ax.plot(mean, y, "o", color=colours.get(c.status, "k"), markersize=3)
+            colour, mean = colours.get(c.status, "k"), float(c.margin)
+            if c.status != "never_reached":
+                ax.plot([float(c.low), float(c.high)], [y, y], color=colour, linewidth=0.8)
+                if c.adjusted:
+                    ax.plot(c.adjusted, [y, y], color=colour, linewidth=2.5, alpha=0.6)
+            ax.plot(mean, y, "x" if c.status == "never_reached" else "o", color=colour, markersize=4)
+            if c.status == "fragile" and c.other_margin is not None:
+                ax.plot(c.other_margin, y, "D", markerfacecolor="none", color=colour, markersize=4)
         ax.axvline(0, color="grey", linewidth=0.8)
-        ax.set_yticks(range(len(group)), [_label(c.where[0]) for c in group], fontsize=6)
+        ends = [float(v) for c in group for v in (c.low, c.high, c.margin) if v] + [0.0]
+        pad = 0.15 * (max(ends) - min(ends) or 1.0)
+        ax.set_xlim(min(ends) - pad, max(ends) + pad)  # the adjusted intervals run off where they are wider
+        labels = [c.where[0] + (f" (+{len(c.where) - 1})" if len(c.where) > 1 else "") for c in group]
+        ax.set_yticks(range(len(group)), labels, fontsize=6)
         ax.set_ylim(len(group) - 0.5, -0.5)
-        ax.set_xlabel(f"margin ({unit}; > 0: the claim holds)", fontsize=7)
-    for status, colour in colours.items():
-        axes[0, 0].plot([], [], color=colour, label=HEADINGS[status])
+        ax.set_xlabel("never reached: the loss it is measured at minus the run's lowest (nats/token)" if unit == "gap"
+                      else f"margin ({unit}; > 0: the claim holds)", fontsize=7)  # fmt: skip
+    from matplotlib.lines import Line2D  # after `pyplot()` chose the file-only backend
+
+    handles = [Line2D([], [], color=colour, label=HEADINGS[status]) for status, colour in colours.items()]
+    handles += [Line2D([], [], color="k", linewidth=2.5, alpha=0.6, label="adjusted for the family (runs off)"),
+                Line2D([], [], color="k", linewidth=0.8, label="95% interval, unadjusted"),
+                Line2D([], [], marker="D", linestyle="", markerfacecolor="none", color="k",
+                       label="fragile: its margin under the other tuning policy")]  # fmt: skip
+    axes[-1, 0].axis("off")
+    axes[-1, 0].legend(handles=handles, loc="center", ncol=4, fontsize=6, frameon=False)
     axes[0, 0].set_title(title, fontsize=9)
     save_figure(fig, path)
     return True
@@ -179,10 +212,11 @@ def sweep_lines(tables: Tables) -> list[str]:
 
 
 def experiment_lines(scale_dir: Path, tables: Tables, link_prefix: str) -> list[str]:
-    """One line per experiment: its rows by status and where its table and figure are."""
+    """One line per experiment: its rows by status (every row, the noise and floor rows `measured`) and where its
+    table and figure are."""
     lines = ["## Tables", ""]
     for name, rows in tables.items():
-        counts = collections.Counter(r["status"] for r in rows if r["table"] not in ("noise", "floor"))
+        counts = collections.Counter(r["status"] for r in rows)
         figure = f", [figure]({link_prefix}{name}.png)" if (scale_dir / f"{name}.png").exists() else ""
         summary = ", ".join(f"{n} {status}" for status, n in counts.most_common())
         lines.append(f"- [{name}]({link_prefix}{name}.csv){figure}: {summary}")
@@ -195,8 +229,10 @@ def scale_section(scale_dir: Path, claims: list[Claim], link_prefix: str, level:
     if claims:
         counts = collections.Counter(c.status for c in claims)
         lines += [f"{level} Claims: " + ", ".join(f"{counts[s]} {HEADINGS.get(s, s).lower()}" for s in counts), "",
-                  "Mean margin over seeds (> 0: the claim holds), [its 95% interval], the seeds, p and q; a claim "
-                  "several experiments state of the same runs is one line.", "", *family_lines(claims)]  # fmt: skip
+                  "Mean margin over seeds (> 0: the claim holds), [its 95% interval], the seeds, p and q; a "
+                  "hypothesis several tables state (the same runs and margins) is one line; an insufficient claim "
+                  "names the narrowest difference its data exclude (two one-sided tests at 5%).", "",
+                  *family_lines(claims)]  # fmt: skip
         if forest_plot(claims, scale_dir / FOREST, f"claims at {scale_dir.name} scale"):
             lines += [f"![margins of every claim]({link_prefix}{FOREST})", ""]
         lines += claim_lines(claims)
@@ -219,16 +255,20 @@ def check_lines(tables: Tables, level: str = "##") -> list[str]:
 
 
 def family_lines(claims: list[Claim]) -> list[str]:
-    """What the claims' false-discovery control was taken over, and what it took away."""
-    tested = [c for c in claims if c.q]
-    if not tested:
+    """What the claims' false-discovery control was taken over, how it was formed, and what it took away."""
+    if not any(c.q for c in claims):
         return []
-    demoted = sum(MULTIPLICITY.strip(" |") in c.why for c in tested)
-    return [f"The family: the {len(tested)} claims tested at this scale (each comparison once; a claim that an "
-            "arm's stability, learning, tuning or matching keeps from a test, or that the tuning policy decides "
-            "(fragile), is not in it). A claim is decided only "
-            f"where its q, Benjamini-Hochberg's adjusted p over the family, is below 0.05: {demoted} decided by "
-            "its own test did not survive (insufficient, 'multiplicity').", ""]  # fmt: skip
+    rows = sum(len(c.where) for c in claims)
+    tested = [c for c in claims if c.p and c.status not in ("not_learning", "unstable", "unmatched")]
+    demoted = sum(MULTIPLICITY in c.why for c in claims)
+    return [f"The family: every claim declared at this scale, {rows} rows, {len(claims)} hypotheses (rows on the "
+            "same runs and margins are one hypothesis, tested once and shown once here; the exact checks apart). A "
+            "claim that could not be tested (unstable, unmatched, not learning, never reached, out of reach, "
+            "untuned, unfinished) enters with p = 1; one judged under two tuning policies with the larger of its "
+            "two p. A claim is decided only where its q, Benjamini-Yekutieli's adjusted p over the family (valid "
+            "under any dependence between claims that share an arm), is below 0.05; its interval adjusted for the "
+            f"family is the thick bar of the forest plot. {len(tested)} were tested; {demoted} decided by their own "
+            "test did not survive the control (insufficient, 'multiplicity').", ""]  # fmt: skip
 
 
 def write_report(results_dir: Path = RESULTS_DIR, scale: Scale | None = None, header: tuple[str, ...] = ()) -> Path:

@@ -6,24 +6,25 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from scaling_axes.datamodules.corpora import corpus_spec, data_digest, tokenizer_of
 from scaling_axes.datamodules.floors import unigram_floor
-from scaling_axes.harness.claims import fragile, seeds_of, settle, with_multiplicity
+from scaling_axes.harness.claims import paired_noise, seeds_of, settle
 from scaling_axes.harness.experiment.arms import not_learning, tuning_rows, unstable, untuned
+from scaling_axes.harness.experiment.family import judge_family
 from scaling_axes.harness.experiment.finished import FinishedRuns
-from scaling_axes.harness.experiment.report import claim_key, read_tables, write_report
+from scaling_axes.harness.experiment.report import write_report
 from scaling_axes.harness.names import parse_seed
-from scaling_axes.harness.results import COLUMNS, RESULTS_DIR, Row, write_rows
+from scaling_axes.harness.results import RESULTS_DIR, Row, write_rows
 from scaling_axes.harness.runs import RUNS_DIR, Experiment, Run
 from scaling_axes.harness.scales import Scale
 from scaling_axes.harness.stability import unstable_seeds
 from scaling_axes.harness.training.curves import final_train_loss
 from scaling_axes.harness.training.rundir import read_done
 from scaling_axes.io import CorruptFileError, remove_temporaries, write_csv
-from scaling_axes.significance import false_discovery_q, pooled_spread
+from scaling_axes.significance import pooled_spread
 
 
 def rebuild(experiment: Experiment, scale: Scale, runs_dir: Path = RUNS_DIR, results_dir: Path | None = None) -> Path:
@@ -37,8 +38,8 @@ def rebuild(experiment: Experiment, scale: Scale, runs_dir: Path = RUNS_DIR, res
     rows, judged = judge_claims(experiment, scale, runs, FinishedRuns(experiment, scale, runs_dir), trained, noise)
     rows = data_caveats(rows, judged.results, runs) + tuning_rows(judged.results) + noise_rows + floor_rows(runs)
     path = write_rows(experiment.name, scale, rows, results_dir)
-    control_false_discoveries(path.parent)
     write_seeds(experiment.name, scale, rows, judged, results_dir)
+    judge_family(path.parent)
     if experiment.figure is not None:
         experiment.figure(scale, judged.results, path.with_suffix(".png"))
     write_report(results_dir)
@@ -48,37 +49,23 @@ def rebuild(experiment: Experiment, scale: Scale, runs_dir: Path = RUNS_DIR, res
 def judge_claims(experiment: Experiment, scale: Scale, runs: list[Run], finished: FinishedRuns, trained: Trained,
                  noise: dict[str, tuple[float, int]]) -> tuple[list[Row], Judged]:  # fmt: skip
     """`experiment`'s rows with its claims settled on the `finished` runs (of its `runs` at `scale`) against the
-    measured `noise`; where an arm's claim seeds fell back below its sweep's choice, each claim on it judged again
-    with every arm at its sweep's choice, and `fragile` where the two verdicts differ (`claims.fragile`)."""
+    measured `noise` and the spread of its paired margins (`claims.paired_noise`, over the claims whose arms learned
+    and trained stably); where an arm's claim seeds fell back below its sweep's choice, each claim judged again with
+    every arm at its sweep's choice (`at_choice`: the family decides where the two policies differ)."""
 
     def judged(results: dict[str, dict], kept: tuple[str, ...] = ()) -> list[Row]:
-        return [settle(row, scale, noise, not_learning(row, results, runs), untuned(row, results),
-                       unstable(row, results, kept)) if row.evidence else row
-                for row in experiment.report(scale, results)]  # fmt: skip
+        rows = experiment.report(scale, results)
+        blocked = {id(row): (not_learning(row, results, runs), untuned(row, results), unstable(row, results, kept))
+                   for row in rows if row.evidence}  # fmt: skip
+        paired = paired_noise([row for row in rows if row.evidence and not any(blocked[id(row)][::2])])
+        return [settle(row, scale, noise, *blocked[id(row)], paired) if row.evidence else row for row in rows]
 
     results = finished.results()
     rows = judged(results)
     if not (moved := tuple(name for name, done in results.items() if done.get("stable_fallback"))):
         return rows, Judged(results, trained)
     at_choice = [row for row in judged(finished.results(at_choice=True), moved) if row.evidence]
-    other = {(row.table, row.row): row for row in at_choice}
-    rows = [fragile(row, other.get((row.table, row.row))) if row.evidence and set(row.run.split(",")) & set(moved)
-            else row for row in rows]  # fmt: skip
     return rows, Judged(results, trained, moved, tuple(at_choice))
-
-
-def control_false_discoveries(scale_dir: Path) -> None:
-    """Each results CSV of one scale rewritten with the q of each tested claim (a row with a q: `claims.settle`) over
-    the family of them all, a comparison that several tables state of the same runs counted once
-    (`claims.with_multiplicity`)."""
-    tables, family = read_tables(scale_dir), {}
-    for rows in tables.values():
-        family |= {claim_key(r): float(r["p"]) for r in rows if r.get("q") and claim_key(r) not in family}
-    q = dict(zip(family, false_discovery_q(list(family.values())), strict=True))
-    for name, rows in tables.items():
-        adjusted = [with_multiplicity(r, q[claim_key(r)], len(q)) if r.get("q") else r for r in rows]
-        if adjusted != rows:
-            write_csv(scale_dir / f"{name}.csv", COLUMNS, adjusted)
 
 
 # The final metrics whose spread over seeds is measured, each as a finished run's done.json gives it: the claims
@@ -177,7 +164,8 @@ SEED_METRICS = (
     "val_loss_before_growth",
     "val_loss_after_growth",
 )  # the last two: an exact check of growth's
-EVIDENCE = ("noise_floor", "runs_per_margin", "noise_scale", "noise_metric")  # what a claim's noise rests on
+EVIDENCE = ("noise_floor", "runs_per_margin", "noise_scale", "noise_metric", "tolerance", "paired")  # what its test
+# rests on; with, for the family (`experiment.family`), its p and verdict where tested, under each tuning policy
 
 
 @dataclasses.dataclass(frozen=True)
@@ -213,9 +201,7 @@ def write_seeds(experiment: str, scale: Scale, rows: list[Row], judged: Judged,
               for kind, judged_rows in (("claim", rows), ("claim_at_choice", judged.at_choice))
               for row in judged_rows if row.evidence
               for seed, margin in zip(row.evidence.seeds, row.evidence.margins, strict=True)]  # fmt: skip
-    evidence = [{"kind": "evidence", "table": row.table, "row": row.row, "run": row.run, "metric": field,
-                 "value": "" if (value := getattr(row.evidence, field)) is None else value}
-                for row in rows if row.evidence for field in EVIDENCE]  # fmt: skip
+    evidence = evidence_rows(rows, judged.moved, judged.at_choice)
     own = [{"kind": "claim_arm", "table": row.table, "row": row.row, "run": row.run, "seed": k, "metric": f"arm{i}",
             "value": f"{value:.9g}"}
            for row in rows if row.evidence and row.evidence.own_values
@@ -223,6 +209,28 @@ def write_seeds(experiment: str, scale: Scale, rows: list[Row], judged: Judged,
     path = Path(results_dir) / scale.name / "seeds" / f"{experiment}.csv"
     write_csv(path, SEED_COLUMNS, runs + trained + claims + evidence + own)
     return path
+
+
+def evidence_rows(rows: Sequence[Row], moved: Sequence[str], at_choice: Sequence[Row]) -> list[dict]:
+    """The per-seed file's `evidence` rows of each claim in `rows` (`claim_evidence`)."""
+    return [{"kind": "evidence", "table": row.table, "row": row.row, "run": row.run, "metric": field,
+             "value": "" if value is None else value}
+            for row in rows if row.evidence
+            for field, value in claim_evidence(row, moved, at_choice).items()]  # fmt: skip
+
+
+def claim_evidence(row: Row, moved: Sequence[str], at_choice: Sequence[Row]) -> dict[str, object]:
+    """What a claim's per-seed file records of its test: what its noise rests on, its p and verdict where tested,
+    and under the other tuning policy (where an arm moved) the same, empty where that is not tested."""
+    out = {field: getattr(row.evidence, field) for field in EVIDENCE}
+    if row.q is not None:
+        tests = ";".join(f"{se:.9g}:{df:g}" for se, df in row.evidence.tests)
+        out |= {"p": f"{row.p:.9g}", "verdict": row.status, "tests": tests}
+    if set(row.run.split(",")) & set(moved):
+        other = next((each for each in at_choice if (each.table, each.row) == (row.table, row.row)), None)
+        tested = other is not None and other.q is not None
+        out |= {"p_at_choice": f"{other.p:.9g}" if tested else "", "verdict_at_choice": other.status if tested else ""}
+    return out
 
 
 def data_caveats(rows: list[Row], results: dict[str, dict], runs: list[Run]) -> list[Row]:
