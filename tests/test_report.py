@@ -49,6 +49,8 @@ def test_the_report_lists_each_claim_once_by_verdict_within_its_length(tmp_path)
     assert text.count(CPU.note) == 1 and "r399" not in text  # the caveat once; the bulk stays in the CSVs
     assert len(lines) < 400 and (tmp_path / "cpu" / "claims_forest.png").stat().st_size > 10_000
     assert text.index("## Claims") < text.index("## What every number") < text.index("## Tables")
+    counts = next(line for line in lines if line.startswith("- [exp_a](exp_a.csv)")).partition(": ")[2]
+    assert sum(int(part.split()[0]) for part in counts.split(", ")) == 405  # every row of the table, counted
 
 
 def test_a_verdict_can_be_recomputed_from_the_per_seed_file(tmp_path):
@@ -97,13 +99,14 @@ def _one_seed_claim(statement: str, runs: tuple[str, str], p: float) -> Row:
     return judge("t", "_vs_".join(runs), statement, CPU, [margin], 0.02, "nats/token", runs=runs)
 
 
-def _judged_scale(results_dir, tables: dict[str, list[Row]]) -> dict[tuple[str, str], dict[str, str]]:
-    """`tables` written as a scale's CSVs and per-seed files, then judged as one family; (table, row) -> CSV row."""
+def _judged_scale(results_dir, tables: dict[str, list[Row]], results: dict | None = None) -> dict[tuple, dict]:
+    """`tables` written as a scale's CSVs and per-seed files (the runs' `results` in them), then judged as one
+    family; (table, row) -> CSV row."""
     from scaling_axes.harness.experiment.family import judge_family
 
     for name, rows in tables.items():
         write_rows(name, CPU, rows, results_dir)
-        write_seeds(name, CPU, rows, Judged({}, Trained({}, {})), results_dir)
+        write_seeds(name, CPU, rows, Judged(results or {}, Trained({}, {})), results_dir)
     judge_family(results_dir / "cpu")
     out = {}
     for name in tables:
@@ -141,7 +144,33 @@ def test_the_family_is_every_declared_claim_each_hypothesis_once_under_benjamini
     assert before == {name: (tmp_path / "cpu" / f"{name}.csv").read_text() for name in ("exp_a", "exp_b")}
     text = write_report(tmp_path, scale=CPU).read_text()
     assert "The family: every claim declared at this scale, 6 rows, 5 hypotheses" in text
+    from scaling_axes.harness.experiment.report import claims_of, read_tables
+
+    claims = {c.where[0]: c for c in claims_of(read_tables(tmp_path / "cpu"))}
+    low, high = claims["exp_a: c_vs_b"].adjusted  # the interval the control decides by: wider than the 95% one
+    assert low < float(claims["exp_a: c_vs_b"].low) and high > float(claims["exp_a: c_vs_b"].high) and low < 0
     assert "2 decided by their own test did not survive" in text
+
+
+def test_a_decided_verdict_that_a_threshold_moved_a_quarter_would_change_says_so(tmp_path):
+    """A claim decided on arms whose seed 2 spiked 0.7 nats (below the 0.8 threshold, above 0.6 = -25%) hangs on
+    SPIKE_NATS; an "as good as" claim shown inside +-0.05 (two one-sided tests p 0.02, q 0.04) hangs on its tolerance
+    at 0.0375; one decided clear of every threshold says nothing. REPORT.md lists them under its thresholds."""
+    spiked = {"val_loss": 3.0, "seed_runs": {2: {"val_loss": 3.0, "train_loss_spike": {"nats": 0.7, "step": 5,
+                                                                                       "loss": 9.0}}}}  # fmt: skip
+    results = {"a": spiked, "b": {"val_loss": 3.3}, "c": {"val_loss": 3.0}, "d": {"val_loss": 3.3}}
+    on_spike = judge("t", "a_vs_b", "a beats b", CPU, [0.3, 0.31, 0.29], 0.02, "nats/token", runs=("a", "b"))
+    clear = judge("t", "c_vs_d", "c beats d", CPU, [0.3, 0.31, 0.29], 0.02, "nats/token", runs=("c", "d"))
+    within = judge("t", "e_vs_f", "e as good as f (within 0.05 nats/token)", CPU, [0.05, 0.04, 0.06], 0.03,
+                   "nats/token", runs=("e", "f"), tolerance=0.05)  # fmt: skip
+    assert within.status == "claim_holds"
+    rows = _judged_scale(tmp_path, {"exp": [on_spike, clear, within]}, results)
+    assert rows[("exp", "a_vs_b")]["status"] == rows[("exp", "c_vs_d")]["status"] == "claim_holds"
+    assert "hangs on a threshold: SPIKE_NATS at 0.6: a seed 2 turns unstable" in rows[("exp", "a_vs_b")]["note"]
+    assert "hangs on a threshold" not in rows[("exp", "c_vs_d")]["note"]
+    assert "its tolerance at 0.0375: insufficient" in rows[("exp", "e_vs_f")]["note"]
+    text = write_report(tmp_path, scale=CPU).read_text()
+    assert "## Thresholds: 2 of 3 decided verdicts hang on one" in text and "- `SPIKE_NATS` 0.8 (" in text
 
 
 def test_the_family_with_the_rule_switched_off_is_looser():

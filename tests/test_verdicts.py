@@ -351,3 +351,33 @@ def test_a_number_unlike_the_papers_is_not_comparable_never_match_or_differs():
     assert out[("r", "train_loss")].status == out[("o", "train_seconds")].status == "not_comparable"
     assert "embedded stand-in" in out[("r", "train_loss")].note and "machine" in out[("o", "train_seconds")].note
     assert out[("r", "params")].status == out[("o", "train_loss")].status == "match"
+
+
+def test_paired_margins_are_judged_on_their_pooled_spread_unpaired_ones_on_the_floor():
+    """Table 10's highway claim at cpu: its arms share each seed, so its margin's noise is the spread of the
+    experiment's paired margins on the same metric (pooled with their degrees of freedom, each comparison once), not
+    sqrt 2 x the one-run noise; an unpaired margin keeps the floor. p by scipy's Student-t on the pooled spread."""
+    import dataclasses
+
+    from scipy import stats
+
+    from scaling_axes.harness.claims import paired_noise, settle
+
+    measured = {"val_loss": (0.118, 11)}  # the one-run noise: a floor of 0.167 for a margin of two runs
+    margins = {"a_vs_b": [0.20, 0.05, 0.21], "a_vs_c": [0.30, 0.26, 0.33], "a_vs_d": [0.10, 0.12, 0.02]}
+    claims = [judge("t", row, f"{row} holds", CPU, values, 0.02, "nats/token", runs=tuple(row.split("_vs_")),
+                    noise_metric="val_loss") for row, values in margins.items()]  # fmt: skip
+    claims.append(dataclasses.replace(claims[0], row="again"))  # the same comparison stated twice counts once
+    pools = paired_noise(claims)
+    spread, dof = pools[("val_loss", "nats/token", 2)]
+    expected = math.sqrt(sum(statistics.variance(m) for m in margins.values()) / 3)
+    assert (spread, dof) == (pytest.approx(expected), 6)
+    paired = settle(claims[0], CPU, measured, paired=pools)
+    mean = statistics.fmean(margins["a_vs_b"])
+    p_pool = 2 * stats.t.sf(mean / (spread / math.sqrt(3)), 6)
+    p_own = 2 * stats.t.sf(mean / (statistics.stdev(margins["a_vs_b"]) / math.sqrt(3)), 2)
+    assert paired.p == pytest.approx(max(p_pool, p_own), rel=1e-6) and "paired margins' spread" in paired.note
+    unpaired = dataclasses.replace(claims[0], evidence=dataclasses.replace(claims[0].evidence, paired=False))
+    floor = settle(unpaired, CPU, measured, paired=pools)
+    p_floor = 2 * stats.t.sf(mean / (math.sqrt(2) * 0.118 / math.sqrt(3)), 11)
+    assert floor.p == pytest.approx(max(p_floor, p_own), rel=1e-6) and floor.p > paired.p

@@ -112,7 +112,9 @@ CPU_SCOPE = (
     "tokenized with a 2,048-token byte-level BPE trained on that split (`wiki_bpe2048`), at three seeds each; MoT's "
     "FineMath and Tokenformer Fig. 6's new data are the embedded news (117k tokens), the ViT claims the 5,000 "
     "embedded MNIST digits at 16 px. What this can show: whether each architecture's effect appears, at these "
-    "sizes, on this data, beyond the spread of three seeds (Student-t at 95%, with a noise floor). What it cannot "
+    "sizes, on this data, beyond the spread of three seeds (Student-t at 95% on the paired margins' spread and on "
+    "the seeds' own), and beyond the chance that one of the scale's many claims passes by luck (Benjamini-Yekutieli "
+    "over every claim declared). What it cannot "
     "show: anything about the papers' scales (10^8-10^9 parameters, 10^9-10^11 tokens), scaling exponents, or the "
     "papers' corpora; a claim that holds or fails here is evidence at this size only, never a reproduction."
 )

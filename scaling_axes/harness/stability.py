@@ -35,6 +35,16 @@ def validation_rise(curve: list[tuple[int, float]]) -> tuple[float, int | None]:
     return rise, at
 
 
+def stability_measures(done: dict) -> dict[str, float]:
+    """What the thresholds below cut, as measured on a finished run: its largest training-loss excess over the
+    moving average (where recorded) and its validation loss's largest rise (`experiment.sensitivity` moves them)."""
+    spike, curve = done.get("train_loss_spike"), done.get("val_loss_curve")
+    measures = {"spike_nats": float(spike["nats"])} if isinstance(spike, dict) else {}
+    if curve:
+        measures["val_rise_nats"] = validation_rise([(step, loss) for step, loss in curve if step > 0])[0]
+    return measures
+
+
 def instability(done: dict) -> str | None:
     """Why a finished run (its done.json) trained unstably, or None: a training-loss spike or a validation rise."""
     spike = done.get("train_loss_spike")

@@ -32,7 +32,8 @@ FAMILY = f"{NOTE_PARTS}family: "  # what the family says of each claim: its q, a
 MULTIPLICITY = "decides nothing (multiplicity)"  # where a claim its own test decided did not survive the control
 ADJUSTED = "interval adjusted for them "
 OTHER_POLICY = f"{NOTE_PARTS}the other tuning policy: "
-SUFFIXES = (FAMILY, OTHER_POLICY)  # what the family appends to a note, stripped before it appends again
+HANGS = f"{NOTE_PARTS}hangs on a threshold: "  # a decided verdict that a threshold moved 25% would change
+SUFFIXES = (FAMILY, OTHER_POLICY, HANGS)  # what the family appends to a note, stripped before it appends again
 Table = list[dict[str, str]]
 
 
@@ -87,9 +88,20 @@ def members_of(name: str, rows: Table, seeds: Table) -> list[Member]:
         key = (runs, r["unit"], tuple(f"{m:.6g}" for m in mine)) if mine else (runs, statement_of(r))
         other = margins[(*where, "claim_at_choice")]
         tests = tuple(tuple(map(float, t.split(":"))) for t in e.get("tests", "").split(";") if t)
-        out.append(Member(name, i, key, _float(e.get("p")), e.get("verdict") or None, tests,
-                          2 if "p_at_choice" in e else 1, _float(e.get("p_at_choice")),
-                          e.get("verdict_at_choice") or None, sum(other) / len(other) if other else None))  # fmt: skip
+        out.append(
+            Member(
+                name,
+                i,
+                key,
+                _float(e.get("p")),
+                e.get("verdict") or None,
+                tests,
+                2 if "p_at_choice" in e else 1,
+                _float(e.get("p_at_choice")),
+                e.get("verdict_at_choice") or None,
+                sum(other) / len(other) if other else None,
+            )
+        )
     return out
 
 
@@ -105,7 +117,8 @@ def judge_family(scale_dir: Path) -> int:
     """Every claim row of `scale_dir`'s tables rewritten with its hypothesis's q over the declared family and its
     final status (`final`); returns the family's size in hypotheses."""
     tables = {path.stem: read_table(path) for path in sorted(Path(scale_dir).glob("*.csv"))}
-    members = [m for name, rows in tables.items() for m in members_of(name, rows, read_seeds(Path(scale_dir), name))]
+    seeds = {name: read_seeds(Path(scale_dir), name) for name in tables}
+    members = [m for name, rows in tables.items() for m in members_of(name, rows, seeds[name])]
     hypotheses: dict[tuple, list[Member]] = {}
     for m in members:
         hypotheses.setdefault(m.key, []).append(m)
@@ -124,10 +137,30 @@ def judge_family(scale_dir: Path) -> int:
         family = Family(q[index], len(keys), adjusted_alpha, lambda value, i=index: q_with(i, value))
         for m in hypotheses[key]:
             row = _as_tested_by(tables[m.table][m.index], tables[tested_by.table][tested_by.index])
-            tables[m.table][m.index] = final(row, tested_by, family)
+            row = final(row, tested_by, family)
+            if row["status"] in DECIDED:
+                row = _with_hangs(row, seeds[m.table], _floors(tables[m.table]), family)
+            tables[m.table][m.index] = row
     for name, rows in tables.items():
         write_csv(Path(scale_dir) / f"{name}.csv", COLUMNS, rows)
     return len(keys)
+
+
+def _floors(rows: Table) -> dict[str, float]:
+    return {r["row"]: float(r["ours"]) for r in rows if r["table"] == "floor" and r["ours"]}
+
+
+def _with_hangs(row: dict[str, str], seeds: Table, floors: dict[str, float], family: Family) -> dict[str, str]:
+    """A decided `row` with the thresholds its verdict hangs on (`sensitivity.hangs_on`), in its note."""
+    from scaling_axes.harness.experiment.sensitivity import hangs_on  # it reads this module's tables
+
+    def redecide(p: float, verdict: str) -> str:
+        return verdict if family.q_with(p) < ALPHA else "insufficient"
+
+    if not (hangs := hangs_on(row, seeds, floors, redecide)):
+        return row
+    note, data_sep, data = row["note"].partition(DATA_NOTE)
+    return {**row, "note": f"{note}{HANGS}{'; '.join(hangs)}{data_sep}{data}"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -169,8 +202,10 @@ def final(row: dict[str, str], m: Member, family: Family) -> dict[str, str]:
     status, mine = m.verdict, family.q_with(m.p) if m.policies == 2 else family.q
     margin = float(row["ours"])
     half = max(t_critical(df, family.adjusted_alpha) * se for se, df in m.tests) if m.tests else math.nan
-    note += (f"{FAMILY}q {mine:.3g} over {family.size} hypotheses (Benjamini-Yekutieli), its {ADJUSTED}"
-             f"[{margin - half:+.4g}, {margin + half:+.4g}]")  # fmt: skip
+    note += (
+        f"{FAMILY}q {mine:.3g} over {family.size} hypotheses (Benjamini-Yekutieli), its {ADJUSTED}"
+        f"[{margin - half:+.4g}, {margin + half:+.4g}]"
+    )
     if m.verdict in DECIDED and mine >= ALPHA:
         status, note = "insufficient", f"{note}; {MULTIPLICITY}"
     if m.policies == 2:

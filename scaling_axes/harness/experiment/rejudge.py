@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import re
+import time
 from pathlib import Path
 
 from scaling_axes.harness.claims import DATA_NOTE, NOTE_PARTS, paired_noise, settle
@@ -18,6 +19,7 @@ from scaling_axes.harness.experiment.family import Table, judge_family, read_see
 from scaling_axes.harness.experiment.report import write_report
 from scaling_axes.harness.experiment.table import SEED_COLUMNS, evidence_rows
 from scaling_axes.harness.results import COLUMNS, RESULTS_DIR, Evidence, Row, csv_row
+from scaling_axes.harness.runs import source_commit
 from scaling_axes.harness.scales import Scale
 from scaling_axes.io import write_csv
 from scaling_axes.significance import pooled_spread
@@ -30,7 +32,8 @@ Blocked = tuple[list[str], list[str], list[str]]  # why (not learning, untuned, 
 
 def rejudge_scale(scale: Scale, results_dir: Path = RESULTS_DIR) -> Path:
     """Every table of `results/<scale>/` with a per-seed file judged again by today's rules; then the family, then
-    the scale's REPORT.md and results/REPORT.md. Returns the scale's report."""
+    the scale's REPORT.md (keeping the line that says where its runs were trained, and saying when and by which
+    commit's rules they were judged again) and results/REPORT.md. Returns the scale's report."""
     scale_dir = Path(results_dir) / scale.name
     for path in sorted(scale_dir.glob("*.csv")):
         if seeds := read_seeds(scale_dir, path.stem):
@@ -39,7 +42,13 @@ def rejudge_scale(scale: Scale, results_dir: Path = RESULTS_DIR) -> Path:
             write_csv(path, COLUMNS, rows)
     judge_family(scale_dir)
     write_report(results_dir)
-    return write_report(results_dir, scale)
+    report = scale_dir / "REPORT.md"
+    trained = [line for line in report.read_text().splitlines() if line.startswith("Machine: ")][:1]
+    judged = (
+        f"Judged again from the committed CSVs and per-seed files by the rules of commit {source_commit()}, "
+        f"{time.strftime('%Y-%m-%d')} (`python -m scaling_axes report --scale {scale.name}`)."
+    )
+    return write_report(results_dir, scale, header=(*trained, "", judged, ""))
 
 
 def rejudge_table(name: str, scale: Scale, rows: Table, seeds: Table) -> tuple[Table, Table]:
@@ -95,22 +104,29 @@ def read_claim(row: dict[str, str], seeds: Table) -> tuple[Row, Blocked, dict[in
     why = "" if why.startswith(("multiplicity:", "family:", "the other tuning policy:")) else why
     within = re.search(r"\(within ([\d.]+) [^)]*\)$", statement)  # an older file's tolerance: its statement's
     tolerance = fields.get("tolerance") or (within and within[1])
-    evidence = Evidence(statement, tuple(margins.values()), tuple(margins), float(fields["noise_floor"]),
-                        int(fields["runs_per_margin"]), why if status == "claim_fails" and why else None,
-                        fields["noise_metric"] or None, float(fields["noise_scale"]),
-                        why.removeprefix(NOT_MATCHED) if status == "unmatched" else None,
-                        own_values=tuple(map(tuple, arms.values())) or None,
-                        tolerance=float(tolerance) if tolerance else None,
-                        paired=fields.get("paired", "True") == "True")  # fmt: skip
-    blocked = ([why.removeprefix(NOTHING)] if status == "not_learning" else [],
-               [why.removeprefix(UNTUNED)] if why.startswith(UNTUNED) else [],
-               [why.removeprefix(NOTHING)] if status == "unstable" else [])  # fmt: skip
-    claim = Row(table=row["table"], row=row["row"], metric="claim", unit=row["unit"], run=row["run"],
-                evidence=evidence)  # fmt: skip
+    evidence = Evidence(
+        statement,
+        tuple(margins.values()),
+        tuple(margins),
+        float(fields["noise_floor"]),
+        int(fields["runs_per_margin"]),
+        why if status == "claim_fails" and why else None,
+        fields["noise_metric"] or None,
+        float(fields["noise_scale"]),
+        why.removeprefix(NOT_MATCHED) if status == "unmatched" else None,
+        own_values=tuple(map(tuple, arms.values())) or None,
+        tolerance=float(tolerance) if tolerance else None,
+        paired=fields.get("paired", "True") == "True",
+    )
+    blocked = (
+        [why.removeprefix(NOTHING)] if status == "not_learning" else [],
+        [why.removeprefix(UNTUNED)] if why.startswith(UNTUNED) else [],
+        [why.removeprefix(NOTHING)] if status == "unstable" else [],
+    )
+    claim = Row(table=row["table"], row=row["row"], metric="claim", unit=row["unit"], run=row["run"], evidence=evidence)
     return claim, blocked, other
 
 
 def _with_margins(claim: Row, margins: dict[int, float]) -> Row:
     evidence = dataclasses.replace(claim.evidence, margins=tuple(margins.values()), seeds=tuple(margins))
     return dataclasses.replace(claim, evidence=evidence)
-

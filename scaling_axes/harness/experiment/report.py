@@ -14,8 +14,10 @@ import re
 from pathlib import Path
 
 from scaling_axes.harness.claims import DATA_NOTE, EXCLUDES, LOSS_NOISE_FLOOR, NOTE_PARTS, TOP1_NOISE_FLOOR
-from scaling_axes.harness.experiment.family import ADJUSTED, MULTIPLICITY, OTHER_POLICY
-from scaling_axes.harness.results import RESULTS_DIR, VERDICTS, pyplot, save_figure
+from scaling_axes.harness.experiment.family import ADJUSTED, HANGS, MULTIPLICITY, OTHER_POLICY
+from scaling_axes.harness.experiment.forest import forest_plot
+from scaling_axes.harness.experiment.sensitivity import SHIFT, THRESHOLDS
+from scaling_axes.harness.results import RESULTS_DIR, VERDICTS
 from scaling_axes.harness.scales import SCALES, Scale
 from scaling_axes.harness.stability import LEARNED_NATS
 from scaling_axes.io import atomic_write
@@ -126,56 +128,6 @@ def _g(value: str, sign: str = "") -> str:
     return f"{float(value):{sign}.3g}" if value else "?"
 
 
-def forest_plot(claims: list[Claim], path: Path, title: str) -> bool:
-    """Every claim's mean margin, a panel per unit, coloured by verdict: thick its interval adjusted for the family
-    (the one that decides), thin its 95% interval; a fragile claim's margin under the other tuning policy a hollow
-    diamond; the never-reached gaps in a panel of their own. Whole labels, the legend below the panels. False if
-    no claim has a margin."""
-    shown = [c for c in claims if c.margin and ((c.low and c.high) or c.status == "never_reached")]
-    panels = [(unit, [c for c in shown if c.unit == unit and c.status != "never_reached"])
-              for unit in sorted({c.unit for c in shown}, key=lambda u: -sum(c.unit == u for c in shown))]  # fmt: skip
-    panels = [(unit, group) for unit, group in panels if group]
-    if gaps := [c for c in shown if c.status == "never_reached"]:
-        panels.append(("gap", gaps))
-    if not panels:
-        return False
-    heights = [len(group) + 1 for _, group in panels] + [4]  # the last row holds the legend, below the data
-    fig, axes = pyplot().subplots(len(heights), 1, figsize=(11, 0.24 * sum(heights) + 1.6), squeeze=False,
-                                  gridspec_kw={"height_ratios": heights})  # fmt: skip
-    colours = {status: f"C{i}" for i, status in enumerate(VERDICTS)}
-    for ax, (unit, group) in zip(axes[:-1, 0], panels, strict=True):
-        for y, c in enumerate(group):
-            colour, mean = colours.get(c.status, "k"), float(c.margin)
-            if c.status != "never_reached":
-                ax.plot([float(c.low), float(c.high)], [y, y], color=colour, linewidth=0.8)
-                if c.adjusted:
-                    ax.plot(c.adjusted, [y, y], color=colour, linewidth=2.5, alpha=0.6)
-            ax.plot(mean, y, "x" if c.status == "never_reached" else "o", color=colour, markersize=4)
-            if c.status == "fragile" and c.other_margin is not None:
-                ax.plot(c.other_margin, y, "D", markerfacecolor="none", color=colour, markersize=4)
-        ax.axvline(0, color="grey", linewidth=0.8)
-        ends = [float(v) for c in group for v in (c.low, c.high, c.margin) if v] + [0.0]
-        pad = 0.15 * (max(ends) - min(ends) or 1.0)
-        ax.set_xlim(min(ends) - pad, max(ends) + pad)  # the adjusted intervals run off where they are wider
-        labels = [c.where[0] + (f" (+{len(c.where) - 1})" if len(c.where) > 1 else "") for c in group]
-        ax.set_yticks(range(len(group)), labels, fontsize=6)
-        ax.set_ylim(len(group) - 0.5, -0.5)
-        ax.set_xlabel("never reached: the loss it is measured at minus the run's lowest (nats/token)" if unit == "gap"
-                      else f"margin ({unit}; > 0: the claim holds)", fontsize=7)  # fmt: skip
-    from matplotlib.lines import Line2D  # after `pyplot()` chose the file-only backend
-
-    handles = [Line2D([], [], color=colour, label=HEADINGS[status]) for status, colour in colours.items()]
-    handles += [Line2D([], [], color="k", linewidth=2.5, alpha=0.6, label="adjusted for the family (runs off)"),
-                Line2D([], [], color="k", linewidth=0.8, label="95% interval, unadjusted"),
-                Line2D([], [], marker="D", linestyle="", markerfacecolor="none", color="k",
-                       label="fragile: its margin under the other tuning policy")]  # fmt: skip
-    axes[-1, 0].axis("off")
-    axes[-1, 0].legend(handles=handles, loc="center", ncol=4, fontsize=6, frameon=False)
-    axes[0, 0].set_title(title, fontsize=9)
-    save_figure(fig, path)
-    return True
-
-
 def caveat_lines(scale: Scale, tables: Tables, claims: list[Claim]) -> list[str]:
     """What holds for every row at this scale, said once: its note, the data, the measured noise, the floors."""
     lines = [f"## What every number at {scale} scale rests on", ""]
@@ -233,9 +185,22 @@ def scale_section(scale_dir: Path, claims: list[Claim], link_prefix: str, level:
                   "hypothesis several tables state (the same runs and margins) is one line; an insufficient claim "
                   "names the narrowest difference its data exclude (two one-sided tests at 5%).", "",
                   *family_lines(claims)]  # fmt: skip
-        if forest_plot(claims, scale_dir / FOREST, f"claims at {scale_dir.name} scale"):
+        if forest_plot(claims, scale_dir / FOREST, f"claims at {scale_dir.name} scale", HEADINGS):
             lines += [f"![margins of every claim]({link_prefix}{FOREST})", ""]
         lines += claim_lines(claims)
+    return lines
+
+
+def threshold_lines(claims: list[Claim], level: str = "##") -> list[str]:
+    """The fixed thresholds the verdicts pass through, where each value came from, and the decided verdicts that
+    one of them moved 25% either way would change (`experiment.sensitivity`)."""
+    decided = [c for c in claims if c.status in ("claim_holds", "claim_fails")]
+    hanging = [c for c in decided if HANGS.strip(" |") in c.why]
+    lines = [f"{level} Thresholds: {len(hanging)} of {len(decided)} decided verdicts hang on one", "",
+             f"Each decided verdict judged again with each threshold moved {SHIFT:.0%} down and up:", "",
+             *(f"- `{t.name}` {'' if t.name == 'tolerance' else f'{t.value:g} '}({t.source})" for t in THRESHOLDS),
+             *(f"- hangs: {c.statement} ({c.where[0]}): {c.why.partition(HANGS.strip(' |'))[2].strip(': ')}"
+               for c in hanging), ""]  # fmt: skip
     return lines
 
 
@@ -280,7 +245,8 @@ def write_report(results_dir: Path = RESULTS_DIR, scale: Scale | None = None, he
         tables = read_tables(scale_dir)
         claims = claims_of(tables)
         lines = [f"# Results at {scale} scale", "", *header, *([scale.scope, ""] if scale.scope else []),
-                 *scale_section(scale_dir, claims, ""), *check_lines(tables), *caveat_lines(scale, tables, claims),
+                 *scale_section(scale_dir, claims, ""), *threshold_lines(claims), *check_lines(tables),
+                 *caveat_lines(scale, tables, claims),
                  *experiment_lines(scale_dir, tables, "")]  # fmt: skip
         path = scale_dir / "REPORT.md"
     else:

@@ -20,7 +20,7 @@ from scaling_axes.harness.names import parse_seed
 from scaling_axes.harness.results import RESULTS_DIR, Row, write_rows
 from scaling_axes.harness.runs import RUNS_DIR, Experiment, Run
 from scaling_axes.harness.scales import Scale
-from scaling_axes.harness.stability import unstable_seeds
+from scaling_axes.harness.stability import stability_measures, unstable_seeds
 from scaling_axes.harness.training.curves import final_train_loss
 from scaling_axes.harness.training.rundir import read_done
 from scaling_axes.io import CorruptFileError, remove_temporaries, write_csv
@@ -188,9 +188,10 @@ def write_seeds(experiment: str, scale: Scale, rows: list[Row], judged: Judged,
     their arm left), each claim's margin at each seed (`claim`; `claim_at_choice` under the other tuning policy) and
     what its noise rests on (`evidence`; `claim_arm`: a metric no run records, each arm's values over its seeds)."""
     unsteady = judged.trained.unsteady
-    runs = [{"kind": "run", "run": name, "seed": seed, "metric": metric, "value": each[metric]}
+    runs = [{"kind": "run", "run": name, "seed": seed, "metric": metric, "value": value}
             for name, done in sorted(judged.results.items()) for seed, each in seeds_of(done).items()
-            for metric in SEED_METRICS if isinstance(each.get(metric), (int, float))]  # fmt: skip
+            for metric, value in {**{m: each.get(m) for m in SEED_METRICS}, **stability_measures(each)}.items()
+            if isinstance(value, (int, float))]  # fmt: skip
     trained = [{"kind": "trained", "run": base, "seed": seed, "metric": metric, "value": f"{value:.9g}",
                 "flag": " ".join(flag for flag, marked in (("unstable", seed in unsteady[base]),
                                                            ("abandoned", base in judged.moved)) if marked)}
