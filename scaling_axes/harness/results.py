@@ -8,11 +8,12 @@ embedded stand-in), ``not_run`` (the run has not finished), ``analytic`` (ours i
 training result), ``measured`` (a training result the paper gives no number for), ``cited`` (a paper's number for a
 model this suite does not build, such as the Pythia rows of a comparison table, shown for reference only), and for a
 paper's claims (metric ``claim``, see `harness.claims`; ``ours`` the mean margin, ``low``/``high`` its 95% interval,
-``seeds`` how many, ``p`` its two-sided p, ``q`` the same adjusted for the false-discovery rate over the scale's
-tested claims) ``claim_holds``, ``claim_fails``, ``never_reached`` (the loss it is measured at was not reached
-within the budget: ``ours`` the final-loss gap, no interval), ``fragile`` (decided one way where an arm's claim
-seeds fell back below its sweep's choice and otherwise at the choice: `claims.fragile`), ``unmatched`` (its arms
-differ in what the claim holds equal: parameters, residual size), ``insufficient``,
+``seeds`` how many, ``p`` its two-sided p, ``q`` the same adjusted for the false-discovery rate over every claim
+the scale declares, `experiment.family`) ``claim_holds``, ``claim_fails``, ``never_reached`` (the loss it is
+measured at was not reached within the budget: ``ours`` the final-loss gap, no interval), ``fragile`` (decided one
+way where an arm's claim seeds fell back below its sweep's choice and otherwise at the choice, each after the
+family's control), ``unmatched`` (its arms differ in what the claim holds equal: parameters, residual size),
+``insufficient``,
 ``out_of_reach`` (not trained at this scale: its effect is below what the scale can detect), ``not_learning`` (a run
 it compares did not learn) or
 ``unstable`` (a run it compares spiked, or ended as an outlier among its seeds: `harness.stability`); a row whose
@@ -97,7 +98,7 @@ class Row:
     high: float | None = None
     seeds: int | None = None  # the seeds a claim's margin was measured at
     p: float | None = None  # a claim's two-sided p (`significance.significance`)
-    q: float | None = None  # its Benjamini-Hochberg q over the scale's tested claims (`significance.false_discovery_q`)
+    q: float | None = None  # its Benjamini-Yekutieli q over the scale's declared claims (`experiment.family`)
     unit: str = ""
     run: str = ""
     status: str = "analytic"

@@ -30,7 +30,7 @@ def not_learning(claim: Row, results: dict[str, dict], runs: list[Run]) -> list[
 def unstable(claim: Row, results: dict[str, dict], kept: Collection[str] = ()) -> list[str]:
     """Why each run (at each seed) that `claim` compares trained unstably: a spike or a validation rise
     (`stability.instability`), or a final loss that is an outlier among the run's seeds; empty if none did. The runs
-    in `kept` are judged as they trained, spikes and all (the other tuning policy's arms: `claims.fragile`)."""
+    in `kept` are judged as they trained, spikes and all (the other tuning policy's arms: `experiment.family`)."""
     return [why for name in claim.run.split(",") if name and name not in kept
             for why in unstable_seeds(seeds_of(results.get(name))).values()]  # fmt: skip
 

@@ -134,7 +134,7 @@ class FinishedRuns:
         further seeds (`--seeds`); a broken done.json is skipped with a line saying why. A swept run is read where
         its claim seeds settled (`settled_rate`), with its sweep's `Choice` (`tuning`) and any fallback below it
         (`stable_fallback`); `at_choice`: at its sweep's choice, where its claim seeds trained first (the other
-        tuning policy, `claims.fragile`). Its finished sweep points are results of their own."""
+        tuning policy, `experiment.family`). Its finished sweep points are results of their own."""
         if self.points_read is None:  # each sweep's points read once, an anchor's too
             return dataclasses.replace(self, points_read={}).results(at_choice)
         results = {}

@@ -172,7 +172,7 @@ EVIDENCE = ("noise_floor", "runs_per_margin", "noise_scale", "noise_metric", "to
 class Judged:
     """What an experiment's rows were judged from, as `write_seeds` commits it: the runs as the claims read them,
     every run trained in their directory (noise), the arms whose claim seeds fell back below their sweep's choice
-    (`moved`), and the claims judged with those arms at the choice (`at_choice`, `claims.fragile`)."""
+    (`moved`), and the claims judged with those arms at the choice (`at_choice`, `experiment.family`)."""
 
     results: dict[str, dict]
     trained: Trained
