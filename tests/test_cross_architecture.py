@@ -11,6 +11,7 @@ import torch
 from scaling_axes.benchmarks import training as bench_training
 from scaling_axes.experiments.cross_architecture import setup as cross
 from scaling_axes.experiments.cross_architecture import table
+from scaling_axes.experiments.cross_architecture.arms import Versus
 from scaling_axes.experiments.cross_architecture.recipes import recipe_at
 from scaling_axes.harness import sweeps
 from scaling_axes.harness.experiment.arms import MATCH_TOLERANCE
@@ -19,7 +20,6 @@ from scaling_axes.harness.experiment.table import rebuild
 from scaling_axes.harness.scales import PAPER, SMALL, SMOKE
 from scaling_axes.harness.sweeps import Choice, Point, sweep_point
 from scaling_axes.modules import get_config
-from scaling_axes.modules.architectures.transformer import STANDARD_PARAMETRISATION
 from scaling_axes.modules.flops import (
     counted_flops,
     counted_non_embedding_params,
@@ -60,9 +60,8 @@ def test_shapes_change_only_shape_fields_of_each_family(arch):
     """...and, for the Transformer, its parametrisation: standard, as every other row (the Table 8 preset is muP);
     for the Tokenformer, its head: untied, as the Transformer's."""
     config = cross.make_run(PAPER, arch, "350m", 1e-3).config
-    parametrisation = {"transformer": set(STANDARD_PARAMETRISATION),
-                       "tokenformer": {"tie_embeddings", "numerics"}}.get(arch, set())  # fmt: skip
-    assert set(preset_overrides(cross.FAMILIES[arch], config)) <= SHAPE_FIELDS | parametrisation
+    parametrisation = set(cross.ARM[arch].parametrisation)  # what its record declares beyond its shape
+    assert set(preset_overrides(cross.ARM[arch].preset, config)) <= SHAPE_FIELDS | parametrisation
 
 
 @pytest.mark.parametrize("size", cross.SIZES)
@@ -115,7 +114,7 @@ def _fake_results(scale, best_index, skip=()):
 
 
 def test_report_takes_each_best_lr_and_reads_the_curves_at_equal_flops():
-    best_index = {"transformer": 1, "tokenformer": 0, "rmt": 2, "mot": 1, "mot_backbone": 1}
+    best_index = {arch: (1, 0, 2)[i % 3] for i, arch in enumerate(cross.ARCHITECTURES)}  # an edge each way, too
     results = _fake_results(SMOKE, best_index)
     rows = {(r.row, r.metric): r for r in table.report(SMOKE, results)}
     for arch, index in best_index.items():
@@ -160,7 +159,8 @@ def test_a_diverging_sweep_point_is_recorded_and_a_plain_run_still_stops(tmp_pat
 @pytest.mark.trained_outcome
 def test_smoke_trains_and_reports_every_architecture(tmp_path, monkeypatch, record_property):
     """Two lrs per architecture and one size, for time: the CSV has both losses for each, and the figure is drawn."""
-    monkeypatch.setattr(cross, "LR_GRID", {a: (1e-3, 3e-3) for a in cross.ARCHITECTURES})
+    two_rates = {a: dataclasses.replace(arm, lr_grid=(1e-3, 3e-3)) for a, arm in cross.ARM.items()}
+    monkeypatch.setattr(cross, "ARM", two_rates)
     monkeypatch.setattr(cross, "SIZES", ("125m",))
     monkeypatch.setattr(sweeps, "MAX_EXTENSIONS", 0)  # the two grid points alone, for time
     schedule = Schedule.of(table.EXPERIMENT, SMOKE, tmp_path / "runs")
@@ -193,7 +193,7 @@ def test_training_benchmark_runs_every_variant_end_to_end_at_toy_sizes(monkeypat
     from scaling_axes.modules.architectures.rmt import RMT
 
     tiny = recipe_at(SMOKE).shapes["125m"]
-    toy = [bench_training.Case(family, arch, cross.FAMILIES[arch], cross.overrides(arch, tiny, 8), 2, 8, 1e-4)
+    toy = [bench_training.Case(family, arch, cross.ARM[arch].preset, cross.ARM[arch].shape(tiny, 8), 2, 8, 1e-4)
            for family, archs in (("rmt_paper", ("transformer", "rmt")),
                                  ("tokenformer_150m", ("tokenformer", "transformer", "mot")))
            for arch in archs]  # fmt: skip
@@ -293,3 +293,22 @@ def test_the_cpu_tokenformer_follows_the_diagnosis_and_its_claim_names_the_recip
     assert cross.make_run(PAPER, "tokenformer", "125m").config.numerics == "gpu"
     (claim,) = [r for r in table.report(CPU, {}) if r.row.startswith("tokenformer_") and r.metric == "claim"]
     assert "recipe: the TPU code's numerics, head untied" in claim.note
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [({"lr_grid": ()}, "arm 'rmt' (experiments/cross_architecture/arms.py): no lr_grid"),
+     ({"preset": "tokenformer_150m"}, "arm 'rmt' (experiments/cross_architecture/arms.py): its shape at 125m does not "
+      "fit preset 'tokenformer_150m' (a preset of another family?): unknown config field(s)"),
+     ({"claims": (Versus("as_good_as", "nobody", "s", None, 0.05),)}, "claim 'as_good_as' against 'nobody'")],
+)  # fmt: skip
+def test_an_arm_record_missing_or_wrong_fails_the_listing_in_one_line_naming_it(monkeypatch, capsys, change, message):
+    """An arm is one record: one without a field, or whose shape does not fit its preset (another family's), or
+    whose claim names no arm, stops `run cross_architecture --list` in one line naming the record and the field."""
+    from scaling_axes.cli import cli
+
+    monkeypatch.setattr(cross, "ARM", {**cross.ARM, "rmt": dataclasses.replace(cross.ARM["rmt"], **change)})
+    with pytest.raises(SystemExit):
+        cli(["run", "cross_architecture", "--scale", "smoke", "--list"])
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1

@@ -1,5 +1,6 @@
-"""The README's recipe for a new architecture, followed by a test: one class, one config, one registration, and the
-suite's formulas check, planner and training take it with nothing else changed."""
+"""docs/layout.md's recipe for a new architecture ("What each kind of change touches"), followed by a test: one
+class, one config, one registration, and the suite's formulas check, planner and training take it with nothing else
+changed."""
 
 import dataclasses
 

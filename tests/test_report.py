@@ -276,3 +276,4 @@ def test_a_report_killed_mid_write_leaves_nothing_after_the_next_one(tmp_path):
     rebuild(Experiment("exp", "nothing", lambda scale: [], lambda scale, results: []), CPU, tmp_path / "runs",
             tmp_path / "results")  # fmt: skip
     assert not any(path.exists() for path in killed) and live.exists()
+    assert (scale_dir / "REPORT.md").exists()  # `run --report` writes the scale's report, not only results/REPORT.md

@@ -84,11 +84,10 @@ def cases() -> list[Case]:
     found = [Case("rmt_paper", "transformer", "transformer_rmt_405m", {}, 16, 512, rmt_z),
              Case("rmt_paper", "rmt", "rmt_305m", {}, 16, 512, rmt_z),
              Case("tokenformer_150m", "tokenformer", "tokenformer_150m", {}, 8, 2048, 0.0)]  # fmt: skip
-    found += [Case("tokenformer_150m", arch, cross.FAMILIES[arch], cross.overrides(arch, width_of_150m, 2048), 8, 2048,
-                   0.0)
-              for arch in ("transformer", "rmt", "mot")]  # fmt: skip
-    found += [Case(f"cross_arch_{size}", arch, cross.FAMILIES[arch],
-                   cross.overrides(arch, paper_shapes[size], 1024), 8, 1024, cross_z)
+    found += [Case("tokenformer_150m", arch, cross.ARM[arch].preset, cross.ARM[arch].shape(width_of_150m, 2048), 8,
+                   2048, 0.0) for arch in ("transformer", "rmt", "mot")]  # fmt: skip
+    found += [Case(f"cross_arch_{size}", arch, cross.ARM[arch].preset,
+                   cross.ARM[arch].shape(paper_shapes[size], 1024), 8, 1024, cross_z)
               for size in cross.SIZES for arch in cross.ARCHITECTURES]  # fmt: skip
     found += [Case("gpt2_124m", "transformer", "transformer_124m", {}, 16, 1024, 0.0),
               Case("gpt2_124m", "nanogpt", "nanogpt_reference", {}, 16, 1024, 0.0)]  # fmt: skip
@@ -99,8 +98,8 @@ def use_toy_sizes() -> None:
     """Toy shapes of every family on the CPU (`gpu-check --tiny`: the command proven, nothing measured)."""
     global DEVICE, DTYPE, cases
     tiny = recipe_at(SMOKE).shapes["125m"]
-    toy = [Case(c.family, c.architecture, c.model, cross.overrides(c.architecture, tiny, 8), 2, 8, c.z_loss)
-           for c in cases() if c.architecture in cross.FAMILIES]  # fmt: skip
+    toy = [Case(c.family, c.architecture, c.model, cross.ARM[c.architecture].shape(tiny, 8), 2, 8, c.z_loss)
+           for c in cases() if c.architecture in cross.ARM]  # fmt: skip
     toy += [c for c in cases() if c.architecture == "nanogpt"]
     DEVICE, DTYPE, cases = "cpu", torch.float32, lambda: [dataclasses.replace(c, batch=2, seq_len=8) for c in toy]
 

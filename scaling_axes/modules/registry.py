@@ -3,7 +3,8 @@
 Each architecture registers once, in its own file: its builder, its closed-form parameter and FLOP formulas, its
 shape (width, depth, outputs) and, if it can grow, how. `build_model(name, **overrides)` replaces config fields by
 name, checks their types, and builds the model; `architecture_of(config)` is how the FLOP counts, the planner and
-growth find what they need, so adding an architecture touches no other file.
+growth find what they need, so adding an architecture touches no other code (its presets' counts go in
+tests/test_models.py: docs/layout.md's change table).
 """
 
 from __future__ import annotations

@@ -37,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from scaling_axes.experiments.cross_architecture.arms import ARM, CLAIM_KINDS
 from scaling_axes.experiments.cross_architecture.recipes import recipe_at
 from scaling_axes.experiments.cross_architecture.setup import (
     ARCHITECTURES,
@@ -92,30 +93,24 @@ def report(scale: Scale, results: dict[str, dict]) -> list[Row]:
     return rows
 
 
-AS_GOOD_AS_LOSS = 0.05  # nats/token: "as good as" for the Tokenformer's loss against the Transformer's
-CLAIMS = (  # (architecture, against, each paper's claim, as restated on this common footing, the parameters matched)
-    ("rmt", "transformer", "the RMT reaches a lower loss than the Transformer (RMT paper)", "non_embedding"),
-    ("mot", "mot_backbone", "the byte mixin lowers its backbone's loss (MoT)", None),  # the mixin's bytes: its cost
-)
-
-
 def claim_rows(scale: Scale, size: str, winners: dict[str, tuple[Run, dict] | None],
                results: dict[str, dict]) -> list[Row]:  # fmt: skip
-    """Each paper's claim against its baseline at equal tokens, best learning rate each (per seed), and the ranking
-    the runs give."""
+    """Each arm's claims (`arms.ARMS`: lower loss first, then as good as) against their arm at equal tokens, best
+    learning rate each (per seed), and the ranking the runs give."""
     name = {arch: f"{arch}_{size}" for arch in winners}
-
-    def unmatched(arch: str, against: str, measure: str | None) -> str | None:
-        configs = {name[a]: make_run(scale, a, size).config for a in (arch, against)}
-        return parameter_match("cross_arch", configs, measure)[1] if measure else None
-
-    rows = [lower_loss("cross_arch", statement, scale, name[arch], name[against], results,
-                       unmatched(arch, against, measure)) for arch, against, statement, measure in CLAIMS]  # fmt: skip
-    statement = (f"Tokenformer is as good as the Transformer at its parameters (Tokenformer paper; recipe: the "
-                 f"{recipe_at(scale).tokenformer_numerics.upper()} code's numerics, head untied)")  # fmt: skip
-    rows.append(as_good_as("cross_arch", statement, scale, name["tokenformer"], name["transformer"], results,
-                           AS_GOOD_AS_LOSS, "val_loss", -1.0, LOSS_NOISE_FLOOR, "nats/token",
-                           unmatched=unmatched("tokenformer", "transformer", "total")))  # fmt: skip
+    numerics = recipe_at(scale).tokenformer_numerics.upper()
+    rows = []
+    for arch, claim in sorted(((a, c) for a in ARCHITECTURES for c in ARM[a].claims),
+                              key=lambda each: CLAIM_KINDS.index(each[1].kind)):  # fmt: skip
+        configs = {name[a]: make_run(scale, a, size).config for a in (arch, claim.against)}
+        unmatched = parameter_match("cross_arch", configs, claim.matched)[1] if claim.matched else None
+        statement = claim.statement.format(numerics=numerics)
+        if claim.kind == "lower_loss":
+            rows.append(lower_loss("cross_arch", statement, scale, name[arch], name[claim.against], results, unmatched))
+        else:
+            rows.append(as_good_as("cross_arch", statement, scale, name[arch], name[claim.against], results,
+                                   claim.tolerance, "val_loss", -1.0, LOSS_NOISE_FLOOR, "nats/token",
+                                   unmatched=unmatched))  # fmt: skip
     finished = sorted((winner[1]["val_loss"], arch) for arch, winner in winners.items() if winner)
     ranking = " < ".join(f"{arch} {loss:.3f}" for loss, arch in finished)
     rows.append(Row(table="cross_arch", row=f"ranking_{size}", metric="val_loss_order", paper=None, ours=None,

@@ -43,7 +43,8 @@ def rejudge_scale(scale: Scale, results_dir: Path = RESULTS_DIR) -> Path:
     judge_family(scale_dir)
     write_report(results_dir)
     report = scale_dir / "REPORT.md"
-    trained = [line for line in report.read_text().splitlines() if line.startswith("Machine: ")][:1]
+    lines = report.read_text().splitlines() if report.exists() else []
+    trained = [line for line in lines if line.startswith("Machine: ")][:1]
     judged = (
         f"Judged again from the committed CSVs and per-seed files by the rules of commit {source_commit()}, "
         f"{time.strftime('%Y-%m-%d')} (`python -m scaling_axes report --scale {scale.name}`)."

@@ -236,12 +236,20 @@ def family_lines(claims: list[Claim]) -> list[str]:
             "test did not survive the control (insufficient, 'multiplicity').", ""]  # fmt: skip
 
 
-def write_report(results_dir: Path = RESULTS_DIR, scale: Scale | None = None, header: tuple[str, ...] = ()) -> Path:
-    """With `scale`: `results/<scale>/REPORT.md`, opening with `header` (the machine and commit) and the scale's
-    scope. Without: `results/REPORT.md`, each scale that has results, largest first, pointing at its own report."""
+HEADER = ("Machine: ", "Judged again ")  # the lines of a scale's report that say where and how it was made
+
+
+def write_report(results_dir: Path = RESULTS_DIR, scale: Scale | None = None,
+                 header: tuple[str, ...] | None = None) -> Path:  # fmt: skip
+    """With `scale`: `results/<scale>/REPORT.md`, opening with `header` (the machine and commit; None: the header
+    the report has, kept) and the scale's scope. Without: `results/REPORT.md`, each scale that has results, largest
+    first, pointing at its own report."""
     results_dir = Path(results_dir)
     if scale is not None:
         scale_dir = results_dir / scale.name
+        if header is None:
+            old = (scale_dir / "REPORT.md").read_text().splitlines() if (scale_dir / "REPORT.md").exists() else []
+            header = tuple(part for line in old if line.startswith(HEADER) for part in (line, ""))
         tables = read_tables(scale_dir)
         claims = claims_of(tables)
         lines = [f"# Results at {scale} scale", "", *header, *([scale.scope, ""] if scale.scope else []),

@@ -28,7 +28,8 @@ from scaling_axes.significance import pooled_spread
 
 
 def rebuild(experiment: Experiment, scale: Scale, runs_dir: Path = RUNS_DIR, results_dir: Path | None = None) -> Path:
-    """Rebuild `results/<scale>/<experiment>.csv` (and its figure) from finished runs, then REPORT.md."""
+    """Rebuild `results/<scale>/<experiment>.csv` (and its figure) from finished runs, then the scale's REPORT.md and
+    results/REPORT.md."""
     results_dir, runs = Path(results_dir or RESULTS_DIR), experiment.runs(scale)
     for directory in (results_dir / scale.name, results_dir / scale.name / "seeds"):
         if directory.is_dir():
@@ -42,6 +43,7 @@ def rebuild(experiment: Experiment, scale: Scale, runs_dir: Path = RUNS_DIR, res
     judge_family(path.parent)
     if experiment.figure is not None:
         experiment.figure(scale, judged.results, path.with_suffix(".png"))
+    write_report(results_dir, scale)  # the scale's, its header kept, and the one over every scale
     write_report(results_dir)
     return path
 
