@@ -60,16 +60,17 @@ def _tests(margins: list[float], floor: float, floor_dof: float) -> list[tuple[f
     return tests
 
 
-def _paired_pools(table: list[dict[str, str]], seeds: list[dict[str, str]]) -> dict[tuple, tuple[float, int]]:
+def _paired_pools(table: list[dict[str, str]], seeds: list[dict[str, str]], kind: str = "claim") -> dict:
     """Per pool (metric, unit, runs per margin; a claim on a metric no run records alone), the pooled spread of the
-    table's paired margins, each comparison once, the claims whose arms did not learn or trained unstably out."""
+    table's paired margins (`kind`: under the settled tuning policy, or `claim_at_choice`), each comparison once, the
+    claims whose arms did not learn (or, where settled, trained unstably) left out."""
     pools = defaultdict(dict)
     for row in table:
-        if row["metric"] != "claim" or row["status"] in ("not_learning", "unstable"):
+        if row["metric"] != "claim" or row["status"] in ("not_learning", "unstable")[: 2 if kind == "claim" else 1]:
             continue
         mine = [r for r in seeds if (r["table"], r["row"]) == (row["table"], row["row"])]
         evidence = {r["metric"]: r["value"] for r in mine if r["kind"] == "evidence"}
-        margins = [float(r["value"]) for r in mine if r["kind"] == "claim"]
+        margins = [float(r["value"]) for r in mine if r["kind"] == kind]
         if not evidence or evidence.get("paired") != "True" or len(margins) < 2:
             continue
         pool = ((evidence["noise_metric"], row["unit"], evidence["runs_per_margin"]) if evidence["noise_metric"]
@@ -134,7 +135,7 @@ def _claims(results: Path) -> list[tuple[str, dict[str, str], list[dict[str, str
     for path in sorted(results.glob("*.csv")):
         table, seeds_path = _read(path), results / "seeds" / path.name
         seeds = _read(seeds_path) if seeds_path.exists() else []
-        pools = _paired_pools(table, seeds)
+        pools = (_paired_pools(table, seeds), _paired_pools(table, seeds, "claim_at_choice"))
         out += [(path.stem, row, seeds, pools) for row in table if row["metric"] == "claim" and "q" in row]
     return out
 
@@ -151,12 +152,13 @@ def _rebuilt(results: Path) -> dict[tuple[str, str], dict]:
         key = (runs, row["unit"], tuple(f"{m:.6g}" for m in margins)) if margins else (runs, statement)
         entry = {"key": key, "p_family": 1.0, "tested": bool(evidence.get("verdict"))}
         if entry["tested"]:
-            noise = _noise_of(row, evidence, seeds, pools)
+            noise = _noise_of(row, evidence, seeds, pools[0])
             entry["mean"], entry["bound"], entry["p"], entry["verdict"] = _test(margins, noise, evidence["tolerance"])
             entry["p_family"] = entry["p"]
             if "p_at_choice" in evidence:
                 other = [float(r["value"]) for r in mine if r["kind"] == "claim_at_choice"]
-                entry["other"] = _test(other, noise, evidence["tolerance"]) if evidence["verdict_at_choice"] else None
+                theirs = _noise_of(row, evidence, seeds, pools[1])
+                entry["other"] = _test(other, theirs, evidence["tolerance"]) if evidence["verdict_at_choice"] else None
                 entry["p_family"] = max(entry["p"], entry["other"][2] if entry["other"] else 1.0)
         per_row[(name, row["row"])] = entry
         family[key] = max(family.get(key, 0.0), entry["p_family"])

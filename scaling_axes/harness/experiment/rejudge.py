@@ -60,11 +60,14 @@ def rejudge_table(name: str, scale: Scale, rows: Table, seeds: Table) -> tuple[T
     read = {i: each for i, each in read.items() if each is not None}
     learned = [claim for claim, blocked, _ in read.values() if not (blocked[0] or blocked[2])]
     paired = paired_noise(learned)
+    # the other tuning policy (its arms at the sweep's choice, kept as they trained): its own margins, pooled apart
+    others = {i: _with_margins(claim, other) for i, (claim, _, other) in read.items() if other}
+    paired_others = paired_noise([claim for i, claim in others.items() if not read[i][1][0]])
     settled, at_choice = {}, []
-    for i, (claim, blocked, other) in read.items():
+    for i, (claim, blocked, _) in read.items():
         settled[i] = settle(claim, scale, noise, *blocked, paired)
-        if other:  # the other tuning policy: its arms at the sweep's choice, kept as they trained
-            at_choice.append(settle(_with_margins(claim, other), scale, noise, blocked[0], blocked[1], (), paired))
+        if i in others:
+            at_choice.append(settle(others[i], scale, noise, blocked[0], blocked[1], (), paired_others))
     out = list(rows)
     for i, row in settled.items():
         data = rows[i]["note"].partition(DATA_NOTE)
