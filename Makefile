@@ -41,6 +41,7 @@ smoke: $(STAMP)
 # (tests/conftest.py gives each process one thread)
 TEST_WORKERS ?= auto
 test: $(STAMP)
+	$(PY) -m ruff format --check --quiet .
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not slow"
 
 test-all: $(STAMP)

@@ -102,20 +102,25 @@ def machine_header(minutes: str) -> tuple[str, ...]:
     commit = source_commit()
     dirty = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!results")
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else f"CPU, {os.cpu_count()} cores"
-    return (f"Machine: {platform.machine()} {device}; {platform.python_implementation()} "
-            f"{platform.python_version()}, torch {torch.__version__}. Commit {commit}"
-            f"{' with uncommitted code changes' if dirty else ''}. {time.strftime('%Y-%m-%d')}, {minutes}.",
-            "")  # fmt: skip
+    return (
+        f"Machine: {platform.machine()} {device}; {platform.python_implementation()} "
+        f"{platform.python_version()}, torch {torch.__version__}. Commit {commit}"
+        f"{' with uncommitted code changes' if dirty else ''}. {time.strftime('%Y-%m-%d')}, {minutes}.",
+        "",
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m scaling_axes", description=__doc__.splitlines()[0],
-                                     epilog="Errors print as one line (exit status 2); --debug, anywhere on the "
-                                     "line, shows their traceback.")  # fmt: skip
+    parser = argparse.ArgumentParser(
+        prog="python -m scaling_axes",
+        description=__doc__.splitlines()[0],
+        epilog="Errors print as one line (exit status 2); --debug, anywhere on the line, shows their traceback.",
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="command")
     commands.add_parser("list", help="print the experiments")
     commands.add_parser("run", help="run one experiment; its options follow its name", add_help=False).add_argument(
-        "experiment")  # fmt: skip
+        "experiment"
+    )
     plan_parser = commands.add_parser("plan", help="print every experiment's runs; train nothing")
     plan_parser.add_argument("--scale", type=scale_argument, choices=SCALES.values(), default=PAPER)
     plan_parser.add_argument("--gpu", choices=sorted(GPUS), default="h100")
@@ -125,9 +130,13 @@ def _parser() -> argparse.ArgumentParser:
     all_parser.add_argument("--scale", type=scale_argument, choices=SCALES.values(), default=SMOKE)
     all_parser.add_argument("--report", action="store_true", help="only rebuild the tables from finished runs")
     report_parser = commands.add_parser("report", help="rebuild results/REPORT.md from the results CSVs")
-    report_parser.add_argument("--scale", type=scale_argument, choices=SCALES.values(),
-                               help="judge that scale's committed claims again by today's rules from its CSVs and "
-                               "per-seed files (no runs needed), then write its REPORT.md")  # fmt: skip
+    report_parser.add_argument(
+        "--scale",
+        type=scale_argument,
+        choices=SCALES.values(),
+        help="judge that scale's committed claims again by today's rules from its CSVs and "
+        "per-seed files (no runs needed), then write its REPORT.md",
+    )
     for name in DELEGATED:
         commands.add_parser(name, help=f"its own options: python -m scaling_axes {name} --help")
     return parser

@@ -33,8 +33,11 @@ def remove_temporaries(directory: Path, unlocked: bool = False) -> list[Path]:
     """Delete the temporary files that writes killed mid-way left in `directory`; call it only while holding the lock
     on what writes there (a live writer's file would go too), or `unlocked`: then only those whose writer (the pid
     in its name) is no longer alive on this machine. Returns what was removed."""
-    found = [p for p in directory.glob(".*.tmp*") if (m := TEMPORARY.match(p.name)) and p.is_file()
-             and not (unlocked and _alive(int(m.group(1))))]  # fmt: skip
+    found = [
+        p
+        for p in directory.glob(".*.tmp*")
+        if (m := TEMPORARY.match(p.name)) and p.is_file() and not (unlocked and _alive(int(m.group(1))))
+    ]
     for path in found:
         path.unlink(missing_ok=True)
     if found:
@@ -79,14 +82,20 @@ def _replace_with(path: str | Path, write: Callable[[Path], None], before_rename
 
 
 def _unwritable(path: Path, code: int) -> OSError:
-    return OSError(code, f"could not write {path} ({os.strerror(code)}): free space or make its directory writable, "
-                   "then rerun the same command (a run resumes from its last checkpoint)")  # fmt: skip
+    return OSError(
+        code,
+        f"could not write {path} ({os.strerror(code)}): free space or make its directory writable, "
+        "then rerun the same command (a run resumes from its last checkpoint)",
+    )
 
 
 def atomic_write(path: str | Path, data: str | bytes, checksum: bool = False) -> None:
     """Write `data` atomically; with `checksum` its blake2b goes into `<path>.blake2b` first (`verify_checksum`)."""
-    _replace_with(path, lambda tmp: tmp.write_bytes(data.encode() if isinstance(data, str) else data),
-                  _record_checksum if checksum else None)  # fmt: skip
+    _replace_with(
+        path,
+        lambda tmp: tmp.write_bytes(data.encode() if isinstance(data, str) else data),
+        _record_checksum if checksum else None,
+    )
 
 
 def atomic_torch_save(obj: Any, path: str | Path, checksum: bool = False) -> None:
@@ -167,15 +176,21 @@ def verify_checksum(path: Path, fix: str) -> None:
     if not Path(path).is_file():
         raise FileNotFoundError(f"{path} does not exist; {fix}")
     if not sidecar.is_file():
-        raise CorruptFileError(f"{path} has no checksum file ({sidecar.name}), which the suite writes with it: it "
-                               f"cannot be verified; {fix}")  # fmt: skip
+        raise CorruptFileError(
+            f"{path} has no checksum file ({sidecar.name}), which the suite writes with it: it "
+            f"cannot be verified; {fix}"
+        )
     record = read_json(sidecar, fix)
     if not isinstance(record, dict) or record.get("format") != INTEGRITY_FORMAT:
-        raise CorruptFileError(f"{sidecar} is not a checksum file of format {INTEGRITY_FORMAT} (an older suite's, or "
-                               f"damaged): {path} cannot be verified; {fix}")  # fmt: skip
+        raise CorruptFileError(
+            f"{sidecar} is not a checksum file of format {INTEGRITY_FORMAT} (an older suite's, or "
+            f"damaged): {path} cannot be verified; {fix}"
+        )
     if file_digest(Path(path)) not in record.get("blake2b", []):
-        raise CorruptFileError(f"{path} does not match the checksum written with it ({sidecar.name}): its bytes "
-                               f"changed after it was written; {fix}")  # fmt: skip
+        raise CorruptFileError(
+            f"{path} does not match the checksum written with it ({sidecar.name}): its bytes "
+            f"changed after it was written; {fix}"
+        )
 
 
 def read_verified_json(path: str | Path, fix: str) -> Any:
@@ -216,8 +231,10 @@ def load_torch(path: str | Path, fix: str, mmap: bool = False) -> Any:
 def _unreadable(path: Path, fix: str, error: Exception) -> CorruptFileError:
     first = (str(error).splitlines() or [""])[0]
     if isinstance(error, pickle.UnpicklingError):
-        return CorruptFileError(f"{path} holds more than tensors and plain data ({first}); the suite never writes such "
-                                f"files and will not run the code a pickle can carry. {fix}")  # fmt: skip
+        return CorruptFileError(
+            f"{path} holds more than tensors and plain data ({first}); the suite never writes such "
+            f"files and will not run the code a pickle can carry. {fix}"
+        )
     # whatever a damaged zip or pickle stream raises: the file is the problem
     return CorruptFileError(f"{path} is truncated or corrupt ({type(error).__name__}: {first}); {fix}")
 
@@ -233,8 +250,9 @@ def check_directory(path: Path, what: str) -> None:
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as error:
-        raise SuiteError(f"cannot write in {path} ({error.strerror}): make it writable or pass another "
-                         f"{what}, then rerun") from error  # fmt: skip
+        raise SuiteError(
+            f"cannot write in {path} ({error.strerror}): make it writable or pass another {what}, then rerun"
+        ) from error
 
 
 def read_json(path: str | Path, fix: str) -> Any:

@@ -34,8 +34,10 @@ def _incomplete_beta(a: float, b: float, x: float) -> float:
     d = 1.0 / (d if abs(d) > tiny else tiny)
     fraction = d
     for m in range(1, 500):
-        for term in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
-                     -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):  # fmt: skip
+        for term in (
+            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
+        ):
             d = 1.0 + term * d
             d = 1.0 / (d if abs(d) > tiny else tiny)
             c = 1.0 + term / c
@@ -85,8 +87,14 @@ class Significance:
     def equivalence_p(self, difference: float, tolerance: float) -> float:
         """Two one-sided tests at once (TOST): the p that the true difference lies inside (-tolerance, tolerance),
         the larger over the two tests it must clear (1 where a test has no noise to go on)."""
-        return max((max(t_one_sided_p((difference + tolerance) / se, df), t_one_sided_p((tolerance - difference) /
-                    se, df)) if se else float(abs(difference) >= tolerance)) for se, df in self.tests)  # fmt: skip
+        return max(
+            (
+                max(t_one_sided_p((difference + tolerance) / se, df), t_one_sided_p((tolerance - difference) / se, df))
+                if se
+                else float(abs(difference) >= tolerance)
+            )
+            for se, df in self.tests
+        )
 
     def excluded_beyond(self, difference: float) -> float:
         """The narrowest equivalence bound the data support: the least d for which two one-sided tests at ALPHA put
@@ -94,8 +102,9 @@ class Significance:
         return max(abs(difference) + t_critical(df, 2 * ALPHA) * se for se, df in self.tests)
 
 
-def significance(margins: Sequence[float], noise_floor: float, runs_per_margin: int = 2,
-                 floor_dof: float = math.inf) -> Significance:  # fmt: skip
+def significance(
+    margins: Sequence[float], noise_floor: float, runs_per_margin: int = 2, floor_dof: float = math.inf
+) -> Significance:
     """The test of the mean of `margins`. Against the floor (sqrt(runs_per_margin) x `noise_floor` per seed):
     Student-t on `floor_dof`, the degrees of freedom it was estimated on (inf: an assumed floor, taken as known).
     From two seeds on, also Student-t on their own spread (n - 1 degrees of freedom)."""
@@ -168,8 +177,10 @@ def minimum_detectable_effect(noise: float, seeds: int, floor_dof: float = math.
 
 def seeds_needed(margin: float, noise: float, floor_dof: float = math.inf) -> int:
     """The fewest seeds whose minimum detectable effect is below |margin| (MAX_SEEDS + 1: none up to MAX_SEEDS)."""
-    return next((n for n in range(2, MAX_SEEDS + 1) if minimum_detectable_effect(noise, n, floor_dof) < abs(margin)),
-                MAX_SEEDS + 1)  # fmt: skip
+    return next(
+        (n for n in range(2, MAX_SEEDS + 1) if minimum_detectable_effect(noise, n, floor_dof) < abs(margin)),
+        MAX_SEEDS + 1,
+    )
 
 
 def pooled_spread(groups: Sequence[Sequence[float]]) -> tuple[float, int]:
@@ -188,5 +199,7 @@ def beyond_reach(paper_effect: float, noise_floor: float, seeds: int, runs_per_m
     detectable = minimum_detectable_effect(margin_floor(noise_floor, runs_per_margin), seeds)
     if abs(paper_effect) >= detectable:
         return None
-    return (f"the paper's effect, {abs(paper_effect):.3g}, is below the minimum detectable effect here, "
-            f"{detectable:.3g} at {seeds} seed{'s' * (seeds != 1)} (one-run noise {noise_floor:.3g})")  # fmt: skip
+    return (
+        f"the paper's effect, {abs(paper_effect):.3g}, is below the minimum detectable effect here, "
+        f"{detectable:.3g} at {seeds} seed{'s' * (seeds != 1)} (one-run noise {noise_floor:.3g})"
+    )

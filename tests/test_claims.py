@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from scaling_axes.cli import all_experiments
-from scaling_axes.harness.claims import judge, paired_margins, settle
+from scaling_axes.harness.claims.margins import paired_margins
+from scaling_axes.harness.claims.verdicts import judge, settle
 from scaling_axes.harness.experiment.command import main
 from scaling_axes.harness.experiment.finished import FinishedRuns
 from scaling_axes.harness.experiment.plan import MEASURED_MFU, dry_run
@@ -85,8 +86,9 @@ def test_a_claims_p_is_the_larger_of_its_two_tests_and_p_below_5_percent_decides
 def test_an_estimated_floor_enters_through_student_t_on_its_degrees_of_freedom():
     """A floor measured on 16 degrees of freedom is not known: one seed's margin of 2.05 floors holds against an
     assumed floor (z 1.96) and not against the measured one (t_16 2.12)."""
-    claim = judge("t", "a_vs_b", "a beats b", CPU, [2.05 * math.sqrt(2) * 0.03], 0.02, runs=("a", "b"),
-                  noise_metric="val_loss")  # fmt: skip
+    claim = judge(
+        "t", "a_vs_b", "a beats b", CPU, [2.05 * math.sqrt(2) * 0.03], 0.02, runs=("a", "b"), noise_metric="val_loss"
+    )
     assumed = judge("t", "a_vs_b", "a beats b", CPU, claim.evidence.margins, 0.03, runs=("a", "b"))
     measured = settle(claim, CPU, {"val_loss": (0.03, 16)})
     assert assumed.status == "claim_holds" and "assumed" in assumed.note
@@ -119,8 +121,10 @@ def test_a_false_claim_holds_or_fails_at_most_five_percent_of_the_time(seeds):
 
 def _tiny_experiment() -> Experiment:
     budget = Budget(steps=3, batch_size=4, seq_len=64, val_windows=2)
-    runs = [Run(name, "transformer_124m", budget, {**TINY, "d_model": width}, corpus="embedded_news",
-                tokenizer="bytes") for name, width in (("wide", 48), ("narrow", 32))]  # fmt: skip
+    runs = [
+        Run(name, "transformer_124m", budget, {**TINY, "d_model": width}, corpus="embedded_news", tokenizer="bytes")
+        for name, width in (("wide", 48), ("narrow", 32))
+    ]
 
     def report(scale: str, results: dict[str, dict]) -> list[Row]:
         margins = paired_margins(results, ("wide", "narrow"), lambda w, n: n["val_loss"] - w["val_loss"])
@@ -138,8 +142,10 @@ def test_seeds_train_repeats_that_the_claims_pair_seed_by_seed(tmp_path):
     assert second["val_loss"] != first["val_loss"]  # another initialisation and data order
     (row,) = experiment.report(SMALL, results)
     assert "; 2 seeds" in row.note
-    expected = {1: results["narrow"]["val_loss"] - first["val_loss"],
-                2: results["narrow"]["seed_runs"][2]["val_loss"] - second["val_loss"]}  # fmt: skip
+    expected = {
+        1: results["narrow"]["val_loss"] - first["val_loss"],
+        2: results["narrow"]["seed_runs"][2]["val_loss"] - second["val_loss"],
+    }
     assert paired_margins(results, ("wide", "narrow"), lambda w, n: n["val_loss"] - w["val_loss"]) == expected
     del results["narrow"]["seed_runs"]  # a seed that one side lacks is left out, not paired with another
     assert len(paired_margins(results, ("wide", "narrow"), lambda w, n: 0.0)) == 1
@@ -175,8 +181,9 @@ def test_a_claim_says_what_its_data_can_show_memorisation_and_staleness(tmp_path
     repeated = {**results, "wide": {**results["wide"], "repeats_allowed": True, "data_epochs": 3.0}}
     (claim,) = data_caveats(experiment.report(SMALL, repeated), repeated, runs)
     assert claim.status == "memorisation" and "wide 3.0; memorisation, not a result" in claim.note
-    changed = [dataclasses.replace(r, budget=dataclasses.replace(r.budget, lr=1e-3)) if r.name == "wide" else r
-               for r in runs]  # fmt: skip
+    changed = [
+        dataclasses.replace(r, budget=dataclasses.replace(r.budget, lr=1e-3)) if r.name == "wide" else r for r in runs
+    ]
     edited = Experiment(experiment.name, "", lambda scale: changed, experiment.report)
     stale = FinishedRuns(edited, SMALL, tmp_path / "runs").results()
     assert "run.budget.lr: 0.0006 -> 0.001" in stale["wide"]["stale"] and "stale" not in stale["narrow"]
@@ -197,8 +204,10 @@ def test_a_repeat_is_the_run_at_another_seed_grown_from_its_source_at_that_seed(
 
 
 def test_short_runs_train_eager_unless_asked():
-    short, long = (Run("r", "transformer_124m", Budget(steps=s, batch_size=1, seq_len=8))
-                   for s in (COMPILE_MIN_STEPS - 1, COMPILE_MIN_STEPS))  # fmt: skip
+    short, long = (
+        Run("r", "transformer_124m", Budget(steps=s, batch_size=1, seq_len=8))
+        for s in (COMPILE_MIN_STEPS - 1, COMPILE_MIN_STEPS)
+    )
     assert compile_by_default(short, None) is False and compile_by_default(short, True) is True
     assert compile_by_default(long, None) is None  # the module's own default: on a CUDA GPU
 
@@ -216,10 +225,11 @@ def test_small_plans_fit_a_quarter_hour_on_an_h100_with_the_real_corpora(tmp_pat
         assert all(find_run(experiment, SMALL, p["run"]) for p in plan)
 
 
-@pytest.mark.parametrize(("matched_top1", "status"), [(0.81, "insufficient"), (0.80, "insufficient"),
-                                                      (0.785, "claim_fails")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("matched_top1", "status"), [(0.81, "insufficient"), (0.80, "insufficient"), (0.785, "claim_fails")]
+)
 def test_table2_vit_tokenformer_as_good_as_the_vit_at_its_parameters(matched_top1, status):
-    """"As good as" within 0.5 points is an equivalence (ViT at 80.0, one seed, a margin's floor 0.42 points): a
+    """ "As good as" within 0.5 points is an equivalence (ViT at 80.0, one seed, a margin's floor 0.42 points): a
     difference of +1.0 lies beyond the tolerance but not clearly (p 0.23), 0 cannot be shown within it by one seed
     (two one-sided tests, p 0.12), -1.5 lies clearly below it: fails. Margin = the difference + 0.5 points."""
     from scaling_axes.experiments.tokenformer import table2_imagenet as table2
@@ -235,8 +245,12 @@ def test_table2_larger_vit_tokenformers_beat_the_vit():
     """109M / 407M above their ViTs, with no tolerance: +1 point holds, -1 fails."""
     from scaling_axes.experiments.tokenformer import table2_imagenet as table2
 
-    results = {"vit_b16": {"val_top1": 0.80}, "vit_tokenformer_b16": {"val_top1": 0.81},
-               "vit_l16": {"val_top1": 0.82}, "vit_tokenformer_l16": {"val_top1": 0.81}}  # fmt: skip
+    results = {
+        "vit_b16": {"val_top1": 0.80},
+        "vit_tokenformer_b16": {"val_top1": 0.81},
+        "vit_l16": {"val_top1": 0.82},
+        "vit_tokenformer_l16": {"val_top1": 0.81},
+    }
     rows = {r.row: r for r in table2.claim_rows(SMALL, results)}
     assert rows["vit_tokenformer_b16_vs_vit_b16"].status == "claim_holds"
     assert rows["vit_tokenformer_l16_vs_vit_l16"].status == "claim_fails"
@@ -251,8 +265,10 @@ def test_rmt_fig6_claims_a_monotonic_fall_and_section_4_4s_savings():
     runs = {run.name: run for run in fig6.runs(SMALL)}
     losses = dict(zip(runs, (4.0, 3.8, 3.6, 3.4, 3.5, 3.0, 3.8), strict=True))  # the last: the Transformer
     steps = runs["rmt_residual_dk64"].budget.steps
-    results = {name: {"val_loss": loss, "val_loss_curve": [(0, 9.0), (steps // 2, 3.8), (steps, loss)]}
-               for name, loss in losses.items()}  # fmt: skip
+    results = {
+        name: {"val_loss": loss, "val_loss_curve": [(0, 9.0), (steps // 2, 3.8), (steps, loss)]}
+        for name, loss in losses.items()
+    }
     rows = {r.row: r for r in fig6.claim_rows(SMALL, results)}
     equal = rows.pop("rmt_residual_dk12_vs_transformer_rmt_160m")  # equal: inside +-0.05 by two one-sided tests
     assert equal.status == "claim_holds" and equal.ours == pytest.approx(0.05) and equal.p < 0.05
@@ -276,8 +292,13 @@ def test_rmt_table10_claims_the_rmt_lowest_against_each_variant_directly():
     (against the paper's order), which the claim does not care about; the LSTM beats the RMT, which fails."""
     from scaling_axes.experiments.rmt import table10_variants as table10
 
-    train = {"rmt_134m": 3.3, "highway_transformer_191m": 3.6, "transformer_rmt_160m": 3.7,
-             "hierarchical_aggregation_165m": 3.6, "depthwise_lstm_233m": 3.1}  # fmt: skip
+    train = {
+        "rmt_134m": 3.3,
+        "highway_transformer_191m": 3.6,
+        "transformer_rmt_160m": 3.7,
+        "hierarchical_aggregation_165m": 3.6,
+        "depthwise_lstm_233m": 3.1,
+    }
     results = {name: {"train_loss_curve": [(i, loss) for i in range(1, 30)]} for name, loss in train.items()}
     rows = {r.row: r.status for r in table10.claim_rows(SMALL, results)}
     assert rows == {
@@ -304,15 +325,30 @@ def test_rmt_tables_3_4_claim_fewer_tokens_counted_flops_and_parameters_and_tabl
 
     transformer, rmt = table34.runs(SMALL)
     steps = rmt.budget.steps
-    results = {transformer.name: {"train_loss_curve": [(s, 5.0 - s / steps) for s in range(1, steps + 1)],
-                                  "params": 400, "val_loss": 4.0},
-               rmt.name: {"train_loss_curve": [(s, 5.0 - 2 * s / steps) for s in range(1, steps + 1)],
-                          "params": 300, "val_loss": 3.0}}  # fmt: skip
-    rows = {r.row.removeprefix(f"{rmt.name}_vs_{transformer.name}_"): r for r in table34.report(SMALL, results)
-            if r.metric in ("claim", "flops_saved_fraction")}  # fmt: skip
+    results = {
+        transformer.name: {
+            "train_loss_curve": [(s, 5.0 - s / steps) for s in range(1, steps + 1)],
+            "params": 400,
+            "val_loss": 4.0,
+        },
+        rmt.name: {
+            "train_loss_curve": [(s, 5.0 - 2 * s / steps) for s in range(1, steps + 1)],
+            "params": 300,
+            "val_loss": 3.0,
+        },
+    }
+    rows = {
+        r.row.removeprefix(f"{rmt.name}_vs_{transformer.name}_"): r
+        for r in table34.report(SMALL, results)
+        if r.metric in ("claim", "flops_saved_fraction")
+    }
     assert {k: r.status for k, r in rows.items()} == {
-        "tokens": "claim_holds", "counted_flops": "claim_holds", "params": "claim_holds",
-        "flops_paper_formula": "measured", f"{rmt.name}_vs_{transformer.name}": "claim_holds"}  # fmt: skip
+        "tokens": "claim_holds",
+        "counted_flops": "claim_holds",
+        "params": "claim_holds",
+        "flops_paper_formula": "measured",
+        f"{rmt.name}_vs_{transformer.name}": "claim_holds",
+    }
     assert rows["tokens"].ours == pytest.approx(0.5, abs=0.02)  # reaches the loss in about half the steps
     counted = 1 - 0.5 * rmt.train_flops() / transformer.train_flops()
     assert rows["counted_flops"].ours == pytest.approx(counted, abs=0.02)
@@ -330,12 +366,21 @@ def test_cross_architecture_claims_and_ranking_use_each_best_learning_rate():
         lrs = setup.sweep(SMALL, arch)
         run = setup.make_run(SMALL, arch, "125m")
         tuning = Choice(lrs[1], None, {lr: {1: Point(v)} for lr, v in zip(lrs, (5, 4, 5), strict=True)})  # the middle
-        results[run.name] = {"val_loss": loss, "val_loss_curve": [], "steps": run.budget.steps, "params": 1,
-                             "tokens": run.budget.tokens, "tuning": tuning}  # fmt: skip
+        results[run.name] = {
+            "val_loss": loss,
+            "val_loss_curve": [],
+            "steps": run.budget.steps,
+            "params": 1,
+            "tokens": run.budget.tokens,
+            "tuning": tuning,
+        }
     rows = {r.row: r for r in table.report(SMALL, results) if r.metric in ("claim", "val_loss_order")}
     claims = {name: r.status for name, r in rows.items() if r.metric == "claim" and "125m" in name}
-    assert claims == {"rmt_125m_vs_transformer_125m": "claim_holds", "mot_125m_vs_mot_backbone_125m": "claim_holds",
-                      "tokenformer_125m_vs_transformer_125m": "claim_fails"}  # fmt: skip
+    assert claims == {
+        "rmt_125m_vs_transformer_125m": "claim_holds",
+        "mot_125m_vs_mot_backbone_125m": "claim_holds",
+        "tokenformer_125m_vs_transformer_125m": "claim_fails",
+    }
     ranking = "mot 3.700 < mot_backbone 3.800 < rmt 3.900 < transformer 4.000 < tokenformer 4.200"
     assert rows["ranking_125m"].note.startswith(ranking)
 
@@ -345,8 +390,15 @@ def test_a_repeat_at_another_seed_draws_its_text_in_another_order(tmp_path):
     seed 2 differs from the run's, and a run that pins its own data seed (the MoT runs) has it shifted."""
     from scaling_axes.harness.training.tasks import task_of
 
-    run = Run("r", "transformer_124m", Budget(steps=3, batch_size=4, seq_len=64), TINY, corpus="embedded_news",
-              tokenizer="bytes", data={"data_root": str(tmp_path)})  # fmt: skip
+    run = Run(
+        "r",
+        "transformer_124m",
+        Budget(steps=3, batch_size=4, seq_len=64),
+        TINY,
+        corpus="embedded_news",
+        tokenizer="bytes",
+        data={"data_root": str(tmp_path)},
+    )
 
     def first_batch(r: Run) -> torch.Tensor:
         data = task_of(r).data(r, 4)
@@ -361,13 +413,29 @@ def test_a_repeat_at_another_seed_draws_its_text_in_another_order(tmp_path):
 def test_rmt_tables_5_6_claim_lower_perplexity_and_higher_accuracy_per_metric():
     from scaling_axes.experiments.rmt import table5_6_downstream as downstream
 
-    paper = {"transformer_rmt_405m": {"lambada_ppl": 61.34, "piqa_acc": 61.9, "arc_challenge_acc": 20.6,
-                                      "hellaswag_acc_norm": 30.0},
-             "rmt_305m": {"lambada_ppl": 25.21, "piqa_acc": 65.9, "arc_challenge_acc": 19.7, "hellaswag_acc_norm": 29.0,
-                          "winogrande_acc": 52.5}}  # fmt: skip
+    paper = {
+        "transformer_rmt_405m": {
+            "lambada_ppl": 61.34,
+            "piqa_acc": 61.9,
+            "arc_challenge_acc": 20.6,
+            "hellaswag_acc_norm": 30.0,
+        },
+        "rmt_305m": {
+            "lambada_ppl": 25.21,
+            "piqa_acc": 65.9,
+            "arc_challenge_acc": 19.7,
+            "hellaswag_acc_norm": 29.0,
+            "winogrande_acc": 52.5,
+        },
+    }
     jitter = {1: -0.1, 2: 0.0, 3: 0.1}  # each seed's evaluation a little apart: 0.1 points, 1% of a perplexity
-    rows = {run: {k: {m: v * math.exp(d / 10) if m.endswith("_ppl") else v + d for m, v in metrics.items()}
-                  for k, d in jitter.items()} for run, metrics in paper.items()}  # fmt: skip
+    rows = {
+        run: {
+            k: {m: v * math.exp(d / 10) if m.endswith("_ppl") else v + d for m, v in metrics.items()}
+            for k, d in jitter.items()
+        }
+        for run, metrics in paper.items()
+    }
     claims = {r.row.removeprefix("rmt_305m_vs_transformer_rmt_405m_"): r for r in downstream.claim_rows(PAPER, rows)}
     assert set(claims) == {"lambada_ppl", "piqa_acc", "arc_challenge_acc"}  # acc only; both models needed
     assert claims["lambada_ppl"].ours == pytest.approx(math.log(61.34 / 25.21)) and claims["lambada_ppl"].seeds == 3
@@ -388,10 +456,18 @@ def test_rmt_table3_where_the_rmt_never_reaches_the_loss_is_an_outcome_with_its_
 
     transformer, rmt = table34.runs(SMALL)
     steps = rmt.budget.steps
-    each = {transformer.name: {"train_loss_curve": [(s, 5.0 - s / steps) for s in range(1, steps + 1)],
-                               "params": 400, "val_loss": 4.0},
-            rmt.name: {"train_loss_curve": [(s, 5.3 - s / steps) for s in range(1, steps + 1)],
-                       "params": 300, "val_loss": 4.3}}  # fmt: skip
+    each = {
+        transformer.name: {
+            "train_loss_curve": [(s, 5.0 - s / steps) for s in range(1, steps + 1)],
+            "params": 400,
+            "val_loss": 4.0,
+        },
+        rmt.name: {
+            "train_loss_curve": [(s, 5.3 - s / steps) for s in range(1, steps + 1)],
+            "params": 300,
+            "val_loss": 4.3,
+        },
+    }
     results = {name: {**done, "seed_runs": {2: done}} for name, done in each.items()}
     rows = [r for r in table34.claim_rows(SMALL, transformer, rmt, results) if r.table == "table3"]
     claims = [r for r in rows if r.metric == "claim"]

@@ -1,5 +1,5 @@
 """Every claim row of the committed `results/cpu/` rebuilt from the committed files alone (the per-seed file beside
-each table), by an implementation that shares nothing with `harness/claims.py`, `experiment/family.py` or
+each table), by an implementation that shares nothing with `harness/claims/`, `experiment/family.py` or
 `significance.py`: scipy's Student-t and normal, numpy's pooling, the paired margins' pooled spread, two one-sided
 tests, and the family (every declared claim, one hypothesis per runs and margins, Benjamini-Yekutieli) written
 again. A claim row's margin, interval, p, q and verdict must come out as committed; a margin, noise input or verdict
@@ -73,16 +73,22 @@ def _paired_pools(table: list[dict[str, str]], seeds: list[dict[str, str]], kind
         margins = [float(r["value"]) for r in mine if r["kind"] == kind]
         if not evidence or evidence.get("paired") != "True" or len(margins) < 2:
             continue
-        pool = ((evidence["noise_metric"], row["unit"], evidence["runs_per_margin"]) if evidence["noise_metric"]
-                else (row["table"], row["row"]))  # fmt: skip
+        pool = (
+            (evidence["noise_metric"], row["unit"], evidence["runs_per_margin"])
+            if evidence["noise_metric"]
+            else (row["table"], row["row"])
+        )
         pools[pool][(",".join(sorted(row["run"].split(","))), tuple(f"{m:.9g}" for m in margins))] = margins
     return {pool: _pooled(list(groups.values())) for pool, groups in pools.items()}
 
 
 def _noise_of(row, evidence, seeds, pools) -> tuple[float, float]:
     """(one margin's noise, its dof): its pool's paired spread, else the floor sqrt(runs) x one run's noise."""
-    pool = ((evidence["noise_metric"], row["unit"], evidence["runs_per_margin"]) if evidence["noise_metric"]
-            else (row["table"], row["row"]))  # fmt: skip
+    pool = (
+        (evidence["noise_metric"], row["unit"], evidence["runs_per_margin"])
+        if evidence["noise_metric"]
+        else (row["table"], row["row"])
+    )
     spread, dof = pools.get(pool, (0.0, 0))
     if evidence.get("paired") == "True" and dof and spread:
         return spread, dof

@@ -29,9 +29,24 @@ from scaling_axes.modules.flops import (
 from scaling_axes.modules.registry import build_from_config, preset_overrides
 from scaling_axes.modules.tasks.lm import loss_terms
 
-SHAPE_FIELDS = {"n_layer", "d_model", "n_head", "max_seq_len", "d_ff", "qkv_tokens", "proj_tokens", "ffn_tokens",
-                "rank", "d_value", "d_key", "head_dim", "value_embeddings", "attention_free_layers", "d_token",
-                "d_byte"}  # fmt: skip
+SHAPE_FIELDS = {
+    "n_layer",
+    "d_model",
+    "n_head",
+    "max_seq_len",
+    "d_ff",
+    "qkv_tokens",
+    "proj_tokens",
+    "ffn_tokens",
+    "rank",
+    "d_value",
+    "d_key",
+    "head_dim",
+    "value_embeddings",
+    "attention_free_layers",
+    "d_token",
+    "d_byte",
+}
 
 
 @pytest.mark.parametrize("size", cross.SIZES)
@@ -76,9 +91,16 @@ def test_every_run_sees_the_same_tokens_and_schedule_but_its_lr(scale):
     runs = cross.runs(scale)
     assert len({r.name for r in runs}) == len(runs) == 2 * len(cross.ARCHITECTURES)
     assert all(r.sweep.grid == cross.sweep(scale, r.name.rsplit("_", 1)[0]) for r in runs)
-    footing = {(r.corpus, r.tokenizer, r.seed, tuple(sorted(r.lm.items())),
-                dataclasses.replace(r.budget, lr=0.0, steps=0, val_every=0, warmup_steps=0, checkpoint_every=0))
-               for r in runs}  # fmt: skip
+    footing = {
+        (
+            r.corpus,
+            r.tokenizer,
+            r.seed,
+            tuple(sorted(r.lm.items())),
+            dataclasses.replace(r.budget, lr=0.0, steps=0, val_every=0, warmup_steps=0, checkpoint_every=0),
+        )
+        for r in runs
+    }
     assert len(footing) == 1
     for size in cross.SIZES:
         budgets = {dataclasses.replace(r.budget, lr=0.0) for r in runs if r.name.endswith(f"_{size}")}
@@ -107,9 +129,18 @@ def _fake_results(scale, best_index, skip=()):
         choice = Choice(lrs[best_index[arch]], None, points, at_edge=best_index[arch] in (0, len(lrs) - 1))
         steps = run.budget.steps
         curve = _curve(run, [steps // 2, steps])
-        results[run.name] = {"val_loss": curve[-1][1], "val_loss_curve": curve, "steps": steps, "params": 7,
-                             "tokens": run.budget.tokens, "tokens_per_sec": 123.0, "mfu": None, "device": "cpu",
-                             "world_size": 1, "tuning": choice}  # fmt: skip
+        results[run.name] = {
+            "val_loss": curve[-1][1],
+            "val_loss_curve": curve,
+            "steps": steps,
+            "params": 7,
+            "tokens": run.budget.tokens,
+            "tokens_per_sec": 123.0,
+            "mfu": None,
+            "device": "cpu",
+            "world_size": 1,
+            "tuning": choice,
+        }
     return results
 
 
@@ -193,10 +224,14 @@ def test_training_benchmark_runs_every_variant_end_to_end_at_toy_sizes(monkeypat
     from scaling_axes.modules.architectures.rmt import RMT
 
     tiny = recipe_at(SMOKE).shapes["125m"]
-    toy = [bench_training.Case(family, arch, cross.ARM[arch].preset, cross.ARM[arch].shape(tiny, 8), 2, 8, 1e-4)
-           for family, archs in (("rmt_paper", ("transformer", "rmt")),
-                                 ("tokenformer_150m", ("tokenformer", "transformer", "mot")))
-           for arch in archs]  # fmt: skip
+    toy = [
+        bench_training.Case(family, arch, cross.ARM[arch].preset, cross.ARM[arch].shape(tiny, 8), 2, 8, 1e-4)
+        for family, archs in (
+            ("rmt_paper", ("transformer", "rmt")),
+            ("tokenformer_150m", ("tokenformer", "transformer", "mot")),
+        )
+        for arch in archs
+    ]
     toy.append(bench_training.Case("gpt2_124m", "nanogpt", "nanogpt_reference", {}, 2, 8, 0.0))
     timings = iter([4.0, 3.0, 6.0, 5.0, 4.0, 8.0, 7.0, 6.0, 5.5, 2.0, 1.5, 9.0, 9.0, 3.0, 2.5])
 
@@ -278,10 +313,13 @@ def test_the_nanogpt_yardstick_has_transformer_124m_shape_and_judges_its_target(
 
     reference = sum(p.numel() for p in nanogpt_reference.GPT().parameters())
     assert reference == sum(p.numel() for p in build_model("transformer_124m").parameters()) + 1024 * 768
-    rows = [{"family": "gpt2_124m", "architecture": arch, "variant": "compiled", "step_ms": ms}
-            for arch, ms in (("transformer", 37.5), ("nanogpt", 36.1))]  # fmt: skip
-    assert bench_training.targets(rows) == ["transformer_124m step / nanoGPT-style GPT-2 step, compiled, 1.039 "
-                                            "(target <= 1.05): met"]  # fmt: skip
+    rows = [
+        {"family": "gpt2_124m", "architecture": arch, "variant": "compiled", "step_ms": ms}
+        for arch, ms in (("transformer", 37.5), ("nanogpt", 36.1))
+    ]
+    assert bench_training.targets(rows) == [
+        "transformer_124m step / nanoGPT-style GPT-2 step, compiled, 1.039 (target <= 1.05): met"
+    ]
 
 
 def test_the_cpu_tokenformer_follows_the_diagnosis_and_its_claim_names_the_recipe():
@@ -297,11 +335,16 @@ def test_the_cpu_tokenformer_follows_the_diagnosis_and_its_claim_names_the_recip
 
 @pytest.mark.parametrize(
     ("change", "message"),
-    [({"lr_grid": ()}, "arm 'rmt' (experiments/cross_architecture/arms.py): no lr_grid"),
-     ({"preset": "tokenformer_150m"}, "arm 'rmt' (experiments/cross_architecture/arms.py): its shape at 125m does not "
-      "fit preset 'tokenformer_150m' (a preset of another family?): unknown config field(s)"),
-     ({"claims": (Versus("as_good_as", "nobody", "s", None, 0.05),)}, "claim 'as_good_as' against 'nobody'")],
-)  # fmt: skip
+    [
+        ({"lr_grid": ()}, "arm 'rmt' (experiments/cross_architecture/arms.py): no lr_grid"),
+        (
+            {"preset": "tokenformer_150m"},
+            "arm 'rmt' (experiments/cross_architecture/arms.py): its shape at 125m does not "
+            "fit preset 'tokenformer_150m' (a preset of another family?): unknown config field(s)",
+        ),
+        ({"claims": (Versus("as_good_as", "nobody", "s", None, 0.05),)}, "claim 'as_good_as' against 'nobody'"),
+    ],
+)
 def test_an_arm_record_missing_or_wrong_fails_the_listing_in_one_line_naming_it(monkeypatch, capsys, change, message):
     """An arm is one record: one without a field, or whose shape does not fit its preset (another family's), or
     whose claim names no arm, stops `run cross_architecture --list` in one line naming the record and the field."""

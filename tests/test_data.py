@@ -281,8 +281,12 @@ def _original_generator(files, seq_len, batch_size, seed):
 def as_run_shards(tmp_path):
     """Two uint16 FineWeb shards, two int32 FineMath files and one file with a bad header."""
     rng = np.random.default_rng(3)
-    sizes = {"fineweb_train_000001.bin": (130, np.uint16), "fineweb_train_000002.bin": (90, np.uint16),
-             "part_000.bin": (70, np.int32), "part_001.bin": (110, np.int32)}  # fmt: skip
+    sizes = {
+        "fineweb_train_000001.bin": (130, np.uint16),
+        "fineweb_train_000002.bin": (90, np.uint16),
+        "part_000.bin": (70, np.int32),
+        "part_001.bin": (110, np.int32),
+    }
     files = []
     for name, (size, dtype) in sizes.items():
         files.append(tmp_path / name)
@@ -326,11 +330,23 @@ def test_datamodule_as_run_serves_the_original_stream_from_the_corpora_shards(tm
     rng = np.random.default_rng(4)
     fineweb = [tmp_path / "fineweb" / f"fineweb_{s}_000000.bin" for s in ("train", "val")]
     finemath = [tmp_path / "finemath" / "tokens" / s / "part_000.bin" for s in ("train", "val")]
-    for path, dtype in ((fineweb[0], np.uint16), (fineweb[1], np.uint16), (finemath[0], np.int32),
-                        (finemath[1], np.int32)):  # fmt: skip
+    for path, dtype in (
+        (fineweb[0], np.uint16),
+        (fineweb[1], np.uint16),
+        (finemath[0], np.int32),
+        (finemath[1], np.int32),
+    ):
         write_llmc_shard(path, rng.integers(1, 50257, size=600), dtype)
-    data = TextDataModule("fineweb", seq_len=15, batch_size=2, seed=7, data_root=str(tmp_path),
-                          extra_corpora=("finemath",), data_path="as_run", as_run_val_rows=4)  # fmt: skip
+    data = TextDataModule(
+        "fineweb",
+        seq_len=15,
+        batch_size=2,
+        seed=7,
+        data_root=str(tmp_path),
+        extra_corpora=("finemath",),
+        data_path="as_run",
+        as_run_val_rows=4,
+    )
     data.prepare_data()
     data.setup()
     x, y = next(iter(data.train_dataloader()))

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from scaling_axes.cli import all_experiments
-from scaling_axes.harness.claims import judge
+from scaling_axes.harness.claims.verdicts import judge
 from scaling_axes.harness.experiment.command import main
 from scaling_axes.harness.experiment.plan import dry_run
 from scaling_axes.harness.experiment.report import write_report
@@ -22,11 +22,29 @@ TINY = {"n_layer": 1, "d_model": 32, "n_head": 4, "max_seq_len": 256, "vocab_siz
 
 def _experiment(steps: int) -> Experiment:
     """One tiny byte-level Transformer run on embedded_news, `steps` x 64 x 256 tokens, reporting its final loss."""
-    run = Run("r", "transformer_124m", Budget(steps=steps, batch_size=64, seq_len=256, val_windows=4), TINY,
-              corpus="embedded_news", tokenizer="bytes")  # fmt: skip
-    return Experiment("budget_test", "the epoch guard", lambda scale: [run],
-                      lambda scale, results: [Row(table="t", row="r", metric="val_loss", run="r", status="measured",
-                                                  ours=results.get("r", {}).get("val_loss"))])  # fmt: skip
+    run = Run(
+        "r",
+        "transformer_124m",
+        Budget(steps=steps, batch_size=64, seq_len=256, val_windows=4),
+        TINY,
+        corpus="embedded_news",
+        tokenizer="bytes",
+    )
+    return Experiment(
+        "budget_test",
+        "the epoch guard",
+        lambda scale: [run],
+        lambda scale, results: [
+            Row(
+                table="t",
+                row="r",
+                metric="val_loss",
+                run="r",
+                status="measured",
+                ours=results.get("r", {}).get("val_loss"),
+            )
+        ],
+    )
 
 
 def test_epochs_count_the_passes_over_the_training_split():
@@ -36,8 +54,10 @@ def test_epochs_count_the_passes_over_the_training_split():
 
 def test_an_over_budget_run_is_refused_with_what_to_do_and_allowed_with_its_rows_marked(tmp_path):
     over = _experiment(44)  # 2.23 passes over embedded_news: above cpu's limit of 1 (the experiment's own)
-    message = (r"would pass over embedded_news \(323,453 training tokens, counted; the run asks 720,896\) 2\.2 times, "
-               r"above budget_test's limit of 1 at cpu scale.*--allow-repeats")  # fmt: skip
+    message = (
+        r"would pass over embedded_news \(323,453 training tokens, counted; the run asks 720,896\) 2\.2 times, "
+        r"above budget_test's limit of 1 at cpu scale.*--allow-repeats"
+    )
     with pytest.raises(SystemExit, match=message):
         main(over, ["--scale", "cpu", "--seeds", "1", "--out-dir", str(tmp_path)])
     assert not (tmp_path / "runs").exists()  # refused before anything was written
@@ -63,8 +83,15 @@ def test_the_epoch_guard_counts_a_growth_chain_on_the_same_data():
     small scale; on another corpus (or tokenizer) the source's passes do not count."""
     budget = Budget(steps=24, batch_size=64, seq_len=256)  # 1.2 passes over embedded_news in bytes
     source = Run("source", "transformer_124m", budget, TINY, corpus="embedded_news", tokenizer="bytes")
-    grown = Run("grown", "transformer_124m", Budget(steps=20, batch_size=64, seq_len=256), TINY,
-                corpus="embedded_news", tokenizer="bytes", grow_from="source")  # fmt: skip
+    grown = Run(
+        "grown",
+        "transformer_124m",
+        Budget(steps=20, batch_size=64, seq_len=256),
+        TINY,
+        corpus="embedded_news",
+        tokenizer="bytes",
+        grow_from="source",
+    )
     experiment = Experiment("chain_test", "", lambda scale: [source, grown], lambda scale, results: [])
     assert data_epochs(experiment, SMALL, source) == pytest.approx(24 * 64 * 256 / NEWS_BYTES)
     with pytest.raises(SystemExit, match=r"cumulative over its growth chain \(source\)"):
@@ -163,16 +190,20 @@ def test_a_plan_whose_grown_chain_costs_more_than_about_a_third_leaves_the_claim
     assert "(here 0.28x; the paper ~0.33x)" in paper[0].note  # the paper's plan: 6e5 + 3 x 6e4 steps of smaller models
 
 
-@pytest.mark.parametrize(("grown", "status"), [(2.45, "claim_holds"), (2.47, "insufficient"), (2.43, "insufficient"),
-                                               (2.60, "claim_fails")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("grown", "status"), [(2.45, "claim_holds"), (2.47, "insufficient"), (2.43, "insufficient"), (2.60, "claim_fails")]
+)
 def test_fig3_claims_comparable_loss_not_a_lower_one(grown, status):
     """At the paper's plan (0.28x the FLOPs), "comparable" within 0.05 nats is an equivalence: one seed at the
     from-scratch loss is inside by two one-sided tests (p 0.038, a margin's floor 0.028); 0.02 above or below cannot
     be shown inside; 0.15 above lies beyond it (p 0.0004): fails."""
     from scaling_axes.experiments.tokenformer import fig3_progressive_scaling as fig3
 
-    results = {"tokenformer_1_4b_scratch_300b": {"val_loss": 2.45}, "tokenformer_1_4b_30b": {"val_loss": grown},
-               "tokenformer_1_4b_scratch_30b": {"val_loss": 2.75}}  # fmt: skip
+    results = {
+        "tokenformer_1_4b_scratch_300b": {"val_loss": 2.45},
+        "tokenformer_1_4b_30b": {"val_loss": grown},
+        "tokenformer_1_4b_scratch_30b": {"val_loss": 2.75},
+    }
     rows = {(r.table, r.row): r for r in fig3.claims(PAPER, results) if r.metric == "claim"}
     assert rows[("fig3", "tokenformer_1_4b_30b_vs_tokenformer_1_4b_scratch_300b")].status == status
     equal_tokens = rows[("table6", "tokenformer_1_4b_30b_vs_tokenformer_1_4b_scratch_30b")]  # Fig. 4 / Table 6
@@ -182,8 +213,10 @@ def test_fig3_claims_comparable_loss_not_a_lower_one(grown, status):
 def test_fig3_judges_whether_zero_initialised_growth_preserves_the_function():
     from scaling_axes.experiments.tokenformer import fig3_progressive_scaling as fig3
 
-    results = {"tokenformer_354m_shortpinned": {"val_loss_before_growth": 5.0, "val_loss_after_growth": 5.00001},
-               "tokenformer_354m_short": {"val_loss_before_growth": 5.0, "val_loss_after_growth": 5.3}}  # fmt: skip
+    results = {
+        "tokenformer_354m_shortpinned": {"val_loss_before_growth": 5.0, "val_loss_after_growth": 5.00001},
+        "tokenformer_354m_short": {"val_loss_before_growth": 5.0, "val_loss_after_growth": 5.3},
+    }
     rows = {r.row: r for r in fig3.growth_claims(SMALL, results)}
     assert rows["tokenformer_354m_shortpinned_growth"].status == "check_passes"
     short = rows["tokenformer_354m_short_growth"]
@@ -192,8 +225,12 @@ def test_fig3_judges_whether_zero_initialised_growth_preserves_the_function():
     assert not any("random" in row for row in rows)  # the released code's random keys make no such claim
 
 
-CASES = [((0.801, 0.800, 0.799), "claim_holds"), ((0.80,), "insufficient"), ((0.81,), "insufficient"),
-         ((0.785,), "claim_fails")]
+CASES = [
+    ((0.801, 0.800, 0.799), "claim_holds"),
+    ((0.80,), "insufficient"),
+    ((0.81,), "insufficient"),
+    ((0.785,), "claim_fails"),
+]
 
 
 @pytest.mark.parametrize(("nonparametric", "status"), CASES)
@@ -207,8 +244,10 @@ def test_an_as_good_as_claim_allows_its_tolerance(nonparametric, status):
         repeats = {k: {"val_top1": value} for k, value in enumerate(values[1:], 2)}
         return {"val_top1": values[0], **({"seed_runs": repeats} if repeats else {})}
 
-    results = {"vit_tokenformer_b16": seeds(nonparametric),
-               "vit_tokenformer_b16_parametric_ln": seeds((0.80,) * len(nonparametric))}  # fmt: skip
+    results = {
+        "vit_tokenformer_b16": seeds(nonparametric),
+        "vit_tokenformer_b16_parametric_ln": seeds((0.80,) * len(nonparametric)),
+    }
     (row,) = table5.claim_rows(SMALL, results)
     assert row.status == status
 

@@ -31,9 +31,13 @@ from tests.conftest import TINY_TOKENFORMER, TINY_TRANSFORMER
 
 WINDOW = 16
 CHARS = Tokenizer(  # one token per character, id 0 = end-of-text: token boundaries are exact and known
-    "chars", 97, 0, lambda texts: [[ord(c) % 96 + 1 for c in t] for t in texts],
-    lambda ids: "".join(chr(i - 1 + 32) for i in ids if i), "test",
-)  # fmt: skip
+    "chars",
+    97,
+    0,
+    lambda texts: [[ord(c) % 96 + 1 for c in t] for t in texts],
+    lambda ids: "".join(chr(i - 1 + 32) for i in ids if i),
+    "test",
+)
 
 
 def tiny_lm(name: str = "transformer_rmt_49m", batch_size: int = 3) -> SuiteLM:
@@ -58,8 +62,15 @@ def reference_loglikelihood(model, context: list[int], continuation: list[int]) 
 @pytest.mark.parametrize("name", ["transformer_rmt_49m", "tokenformer_124m"])
 def test_loglikelihoods_equal_a_direct_computation_from_the_logits(name) -> None:
     lm = tiny_lm(name)
-    requests = [("The cat", " sat on the mat"), ("A", " b"), ("x" * 40, " ab"), ("Hello", " world"), ("one", " two"),
-                ("y" * 5, " a continuation longer than the window"), ("", "an empty context")]  # fmt: skip
+    requests = [
+        ("The cat", " sat on the mat"),
+        ("A", " b"),
+        ("x" * 40, " ab"),
+        ("Hello", " world"),
+        ("one", " two"),
+        ("y" * 5, " a continuation longer than the window"),
+        ("", "an empty context"),
+    ]
     ours = lm.loglikelihood([SimpleNamespace(args=r) for r in requests], disable_tqdm=True)
     for (context, continuation), (log_likelihood, greedy) in zip(requests, ours, strict=True):
         context_ids = CHARS.encode(context) if context else [0]
@@ -141,8 +152,10 @@ def _trained_run_dir(tmp_path):
 def test_checkpoints_load_from_a_run_directory_its_weights_or_a_lightning_checkpoint(tmp_path) -> None:
     out, model = _trained_run_dir(tmp_path)
     idx = torch.randint(0, 97, (2, 9))
-    ckpt = {"hyper_parameters": {"model": "transformer_rmt_49m", "model_overrides": model.config.__dict__},
-            "state_dict": {f"model.{k}": v for k, v in model.state_dict().items()}}  # fmt: skip
+    ckpt = {
+        "hyper_parameters": {"model": "transformer_rmt_49m", "model_overrides": model.config.__dict__},
+        "state_dict": {f"model.{k}": v for k, v in model.state_dict().items()},
+    }
     (out / "checkpoints").mkdir()
     atomic_torch_save(ckpt, out / "checkpoints" / "last.ckpt", checksum=True)
     for path in (out, out / "final.pt", out / "checkpoints" / "last.ckpt"):
@@ -165,14 +178,35 @@ def test_cli_evaluates_a_checkpoint_offline_and_writes_json(tmp_path, monkeypatc
     lambada.parent.mkdir(parents=True)
     lambada.write_text(lm_eval_tasks.lambada_stand_in(tmp_path / "data").read_text())
     result_file = tmp_path / "eval.json"
-    evaluate.main(["--checkpoint", str(out), "--tokenizer", "gpt2", "--tasks", "piqa", "--offline", "--limit", "4",
-                   "--perplexity", "embedded_news", "--seq-len", "16", "--out", str(result_file)])  # fmt: skip
+    evaluate.main(
+        [
+            "--checkpoint",
+            str(out),
+            "--tokenizer",
+            "gpt2",
+            "--tasks",
+            "piqa",
+            "--offline",
+            "--limit",
+            "4",
+            "--perplexity",
+            "embedded_news",
+            "--seq-len",
+            "16",
+            "--out",
+            str(result_file),
+        ]
+    )
     result = json.loads(result_file.read_text())
     assert 0 <= result["tasks"]["piqa"]["acc"] <= 1 and result["perplexity"]["embedded_news"] > 1
     by_name = lm_eval.simple_evaluate(  # the registered name, as lm-eval's own entry points use it
-        model="scaling-axes", model_args=f"checkpoint={out},batch_size=2", tasks=["piqa_offline"], limit=4,
-        task_manager=TaskManager(include_path=str(tmp_path / "data" / "lm_eval_tasks")), bootstrap_iters=0,
-    )  # fmt: skip
+        model="scaling-axes",
+        model_args=f"checkpoint={out},batch_size=2",
+        tasks=["piqa_offline"],
+        limit=4,
+        task_manager=TaskManager(include_path=str(tmp_path / "data" / "lm_eval_tasks")),
+        bootstrap_iters=0,
+    )
     assert by_name["results"]["piqa_offline"]["acc,none"] == result["tasks"]["piqa"]["acc"]
 
 
@@ -194,8 +228,12 @@ def official_state_dict(config) -> dict[str, torch.Tensor]:
     """A state dict in the released layout (names and shapes from reference section 2), built from scratch."""
     d, layers = config.d_model, config.n_layer
     state = {"sequential.0.word_embeddings.weight": torch.randn(config.vocab_size, d)}
-    counts = {"query": config.qkv_tokens, "key": config.qkv_tokens, "value": config.qkv_tokens,
-              "proj": config.proj_tokens}  # fmt: skip
+    counts = {
+        "query": config.qkv_tokens,
+        "key": config.qkv_tokens,
+        "value": config.qkv_tokens,
+        "proj": config.proj_tokens,
+    }
     for i in range(2, layers + 2):
         for part, n in counts.items():
             state[f"sequential.{i}.attention.{part}.key_param_tokens"] = torch.randn(n, d)
@@ -230,11 +268,16 @@ def test_the_official_key_mapping_covers_every_key_and_refuses_misfits(tmp_path)
 
 
 FAKE_RESULT = {
-    "tasks": {"lambada_openai": {"acc": 0.45, "perplexity": 16.0}, "hellaswag": {"acc": 0.30, "acc_norm": 0.35},
-              "piqa": {"acc": 0.65, "acc_norm": 0.64}, "arc_easy": {"acc": 0.47, "acc_norm": 0.42},
-              "arc_challenge": {"acc": 0.20, "acc_norm": 0.25}, "winogrande": {"acc": 0.5}},
+    "tasks": {
+        "lambada_openai": {"acc": 0.45, "perplexity": 16.0},
+        "hellaswag": {"acc": 0.30, "acc_norm": 0.35},
+        "piqa": {"acc": 0.65, "acc_norm": 0.64},
+        "arc_easy": {"acc": 0.47, "acc_norm": 0.42},
+        "arc_challenge": {"acc": 0.20, "acc_norm": 0.25},
+        "winogrande": {"acc": 0.5},
+    },
     "perplexity": {"pile_ppl": 10.4, "openwebtext_ppl": 20.0, "pile_10k_ppl": 30.0, "wikitext_ppl": 70.0},
-}  # fmt: skip
+}
 
 
 def test_table1_puts_each_paper_number_on_its_likely_metric_and_averages_those(monkeypatch, tmp_path) -> None:
@@ -259,8 +302,11 @@ def test_rmt_tables_5_and_6_from_the_scaling_runs(monkeypatch, tmp_path) -> None
     monkeypatch.setattr(rmt_downstream, "evaluate_cached", lambda *a, **k: FAKE_RESULT)
     monkeypatch.setattr(rmt_downstream, "weights_fingerprint", lambda path: "x")
     weights = {name: {1: tmp_path / "final.pt"} for name in ("transformer_rmt_405m", "rmt_305m")}
-    monkeypatch.setattr(rmt_downstream.rmt_setup, "downstream_checkpoints",
-                        lambda scale, results: {name: weights[name] for name in results})  # fmt: skip
+    monkeypatch.setattr(
+        rmt_downstream.rmt_setup,
+        "downstream_checkpoints",
+        lambda scale, results: {name: weights[name] for name in results},
+    )
     (tmp_path / "final.pt").touch()
     rows = {(r.table, r.row, r.metric): r for r in rmt_downstream.report(PAPER, {"rmt_305m": {}})}
     assert rows[("table5", "rmt_305m", "lambada_ppl")].paper == 25.21
@@ -281,8 +327,10 @@ def test_rmt_tables_5_and_6_claims_take_each_metrics_noise_over_every_evaluated_
 
     rmt = {1: 20.0, 2: 22.0, 3: 18.0}
     transformer = {k: 2 * v for k, v in rmt.items()}
-    evaluated = {name: {k: {"lambada_ppl": v} for k, v in values.items()}
-                 for name, values in (("rmt_305m", rmt), ("transformer_rmt_405m", transformer))}  # fmt: skip
+    evaluated = {
+        name: {k: {"lambada_ppl": v} for k, v in values.items()}
+        for name, values in (("rmt_305m", rmt), ("transformer_rmt_405m", transformer))
+    }
     (claim,) = rmt_downstream.claim_rows(PAPER, evaluated)
     spread, dof = pooled_spread([[math.log(v) for v in transformer.values()], [math.log(v) for v in rmt.values()]])
     assert pooled_spread(claim.evidence.own_values) == (spread, dof) and dof == 4 and spread > 0.09

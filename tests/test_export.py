@@ -58,8 +58,17 @@ def test_nothing_that_loads_a_final_model_unpickles(finished, tmp_path, monkeypa
 
 SHAPE = {"n_layer": 2, "d_model": 32, "n_head": 4, "max_seq_len": 64, "vocab_size": 256}
 RMT = {"n_layer": 2, "d_key": 6, "d_value": 5, "rank": 3, "d_ff": 16, "vocab_size": 256, "max_seq_len": 64}
-MOT = {"n_layer": 6, "d_model": 32, "n_head": 2, "head_dim": 16, "attention_free_layers": (2,), "max_seq_len": 64,
-       "byte_head_dim": 16, "d_token": 16, "d_byte": 4}  # fmt: skip
+MOT = {
+    "n_layer": 6,
+    "d_model": 32,
+    "n_head": 2,
+    "head_dim": 16,
+    "attention_free_layers": (2,),
+    "max_seq_len": 64,
+    "byte_head_dim": 16,
+    "d_token": 16,
+    "d_byte": 4,
+}
 ROPE_UNTIED = {**SHAPE, "position": "rope", "tie_embeddings": False}
 TOKENS = {"qkv_tokens": 8, "proj_tokens": 8, "ffn_tokens": 32}
 ARCHITECTURES = {  # smoke-sized models of every architecture: (preset, overrides, tokenizer, native in transformers)
@@ -170,8 +179,10 @@ def test_lm_evals_own_hf_model_scores_an_export_as_the_suites_adapter_does(name,
             task_manager=TaskManager(include_path=str(tasks)),
             bootstrap_iters=0,
         )
-        loglikelihoods = {task: {sample["doc_id"]: [float(r[0][0]) for r in sample["resps"]]
-                                 for sample in result["samples"][task]} for task in names}  # fmt: skip
+        loglikelihoods = {
+            task: {sample["doc_id"]: [float(r[0][0]) for r in sample["resps"]] for sample in result["samples"][task]}
+            for task in names
+        }
         return loglikelihoods, {task: result["results"][task]["acc,none"] for task in names}
 
     ours = scored("scaling-axes", f"checkpoint={out},batch_size=4")
@@ -217,7 +228,8 @@ def test_a_remote_code_export_generates_as_the_suites_greedy_decode(exported) ->
     assert hf.can_generate() and hf.config.model_type == "scaling_axes" and hf.config.num_hidden_layers
     context = "The quick brown fox"
     ours = SuiteLM(model=model, tokenizer=tokenizer, device="cpu").generate_until(
-        [type("R", (), {"args": (context, {"until": [], "max_gen_toks": 20})})()])[0]  # fmt: skip
+        [type("R", (), {"args": (context, {"until": [], "max_gen_toks": 20})})()]
+    )[0]
     ids = torch.tensor([tokenizer.encode(context)])
     theirs = hf.generate(ids, max_new_tokens=20, do_sample=False)
     assert tokenizer.decode(theirs[0, ids.size(1) :].tolist()).split(tokenizer.decode([tokenizer.eot_id]))[0] == ours
@@ -249,8 +261,9 @@ def test_lm_evals_own_hf_model_generates_from_an_export_as_the_suites_adapter_do
         Instance("generate_until", {}, (context, dict(options)), idx)
         for idx, context in enumerate(["The quick brown fox", "A much longer first prompt of some words"])
     ]
-    theirs = lm_eval.models.huggingface.HFLM(pretrained=str(folder), trust_remote_code=True, device="cpu",
-                                             dtype="float32", batch_size=2).generate_until(requests)  # fmt: skip
+    theirs = lm_eval.models.huggingface.HFLM(
+        pretrained=str(folder), trust_remote_code=True, device="cpu", dtype="float32", batch_size=2
+    ).generate_until(requests)
     ours = SuiteLM(model=model, tokenizer=tokenizer, device="cpu").generate_until(requests)
     assert theirs == ours and any(ours)
 

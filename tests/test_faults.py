@@ -115,9 +115,11 @@ def test_the_fingerprint_covers_compile_strategy_and_accelerator_and_spares_olde
     out = tmp_path / "r"
     with pytest.raises(SystemExit):
         train_run(tiny(), out, extra_callbacks=[_stop_at(3)], accelerator="cpu")
-    for options, change in (({"compile": True}, "compile: False -> True"),
-                            ({"strategy": "ddp"}, "strategy: 'single_device' -> 'ddp'"),
-                            ({"accelerator": "cuda"}, "accelerator: 'cpu' -> 'cuda'")):  # fmt: skip
+    for options, change in (
+        ({"compile": True}, "compile: False -> True"),
+        ({"strategy": "ddp"}, "strategy: 'single_device' -> 'ddp'"),
+        ({"accelerator": "cuda"}, "accelerator: 'cpu' -> 'cuda'"),
+    ):
         fields = fingerprint_fields(tiny(), resolve_options({"accelerator": "cpu", **options}))
         assert fingerprint_changes(out, fields) == [change]
     config = yaml.safe_load((out / "config.yaml").read_text())
@@ -136,8 +138,10 @@ def test_the_writability_check_comes_before_the_lock(tmp_path) -> None:
 
 
 def test_each_run_of_a_multi_run_experiment_is_named_before_it_trains(tmp_path, capsys) -> None:
-    runs = [Run(name, "transformer_124m", tiny(2).budget, dict(TINY), seed=seed)  # two seeds: two runs
-            for name, seed in (("first", 1), ("second", 2))]  # fmt: skip
+    runs = [
+        Run(name, "transformer_124m", tiny(2).budget, dict(TINY), seed=seed)  # two seeds: two runs
+        for name, seed in (("first", 1), ("second", 2))
+    ]
     main(_experiment(*runs), ["--out-dir", str(tmp_path), "--accelerator", "cpu"])
     out = capsys.readouterr().out
     first, second = out.index("training run first"), out.index("training run second")
@@ -205,9 +209,26 @@ def test_a_checkpoint_of_fit_is_evaluable(tmp_path, monkeypatch) -> None:
 
     monkeypatch.chdir(tmp_path)
     overrides = json.dumps({k: v for k, v in TINY.items() if k != "vocab_size"})
-    fit_main(["--model.model", "transformer_124m", "--model.model_overrides", overrides, "--data.seq_len", "32",
-              "--data.batch_size", "2", "--trainer.max_steps", "2", "--trainer.limit_val_batches", "1",
-              "--trainer.accelerator", "cpu", "--data.data_root", str(tmp_path / "data")])  # fmt: skip
+    fit_main(
+        [
+            "--model.model",
+            "transformer_124m",
+            "--model.model_overrides",
+            overrides,
+            "--data.seq_len",
+            "32",
+            "--data.batch_size",
+            "2",
+            "--trainer.max_steps",
+            "2",
+            "--trainer.limit_val_batches",
+            "1",
+            "--trainer.accelerator",
+            "cpu",
+            "--data.data_root",
+            str(tmp_path / "data"),
+        ]
+    )
     (ckpt,) = (tmp_path / "lightning_logs").rglob("*.ckpt")
     model, tokenizer = load_checkpoint(ckpt)
     assert tokenizer.name == "gpt2" and model.config.n_layer == TINY["n_layer"]

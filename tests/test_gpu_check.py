@@ -28,9 +28,18 @@ def test_the_command_runs_end_to_end_on_the_cpu_and_a_part_past_its_time_box_lea
     assert "FFN Pattention vs eager" in summary  # the kernel benchmark's target lines, judged from its CSV
     assert "- torch " in summary and "triton" in summary and "- commit " in summary
     paths = (out / "paths.csv").read_text()
-    for name in ("transformer_language_model", "tokenformer_language_model", "rmt_language_model", "mot_language_model",
-                 "vit_tokenformer", "tokenformer_growth", "net2net_growth", "lm_eval_adapter", "kill_and_resume",
-                 "ddp_one_process"):  # fmt: skip
+    for name in (
+        "transformer_language_model",
+        "tokenformer_language_model",
+        "rmt_language_model",
+        "mot_language_model",
+        "vit_tokenformer",
+        "tokenformer_growth",
+        "net2net_growth",
+        "lm_eval_adapter",
+        "kill_and_resume",
+        "ddp_one_process",
+    ):
         assert f"\n{name},ok," in paths
     assert "bit for bit equal" in paths  # the resumed run's final weights (on the CPU: exactly)
     assert "===== kernels" in (out / "log.txt").read_text()
@@ -59,10 +68,24 @@ def test_a_file_the_lease_would_not_return_is_refused(tmp_path):
 
 
 def test_the_profile_takes_the_training_target_furthest_from_being_met():
-    rows = [{"family": "rmt_paper", "architecture": "rmt", "variant": "fused", "vs_transformer_best": 1.3,
-             "step_ms": 13.0, "mfu": None},
-            {"family": "tokenformer_150m", "architecture": "tokenformer", "variant": "compiled_fused", "mfu": 0.18,
-             "step_ms": 9.0, "vs_transformer_best": None}]  # fmt: skip
+    rows = [
+        {
+            "family": "rmt_paper",
+            "architecture": "rmt",
+            "variant": "fused",
+            "vs_transformer_best": 1.3,
+            "step_ms": 13.0,
+            "mfu": None,
+        },
+        {
+            "family": "tokenformer_150m",
+            "architecture": "tokenformer",
+            "variant": "compiled_fused",
+            "mfu": 0.18,
+            "step_ms": 9.0,
+            "vs_transformer_best": None,
+        },
+    ]
     missed = [each for each in training.judged(rows) if not each.met]
     worst = max(missed, key=lambda each: each.shortfall)
     assert worst.case == ("tokenformer_150m", "tokenformer", "compiled_fused")  # 45/18 = 2.5x off, the RMT 1.13x

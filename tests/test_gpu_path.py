@@ -13,15 +13,24 @@ import torch.nn.functional as F
 
 from scaling_axes.harness.runs import Budget, Run
 from scaling_axes.harness.scales import SMOKE
-from scaling_axes.harness.training.callbacks import ProgressLog
 from scaling_axes.harness.training.lifecycle import train_run
+from scaling_axes.harness.training.progress import ProgressLog
 from scaling_axes.modules.registry import build_model
 from tests.conftest import TINY_TOKENFORMER, TINY_TRANSFORMER
 
 TINY_RUN = {k: v for k, v in TINY_TRANSFORMER.items() if k != "vocab_size"}  # runs use the GPT-2 tokenizer
 TINY_RMT = {"n_layer": 2, "d_key": 6, "d_value": 5, "rank": 3, "d_ff": 16, "vocab_size": 97, "max_seq_len": 12}
-TINY_MOT = {"n_layer": 6, "d_model": 32, "n_head": 2, "head_dim": 16, "attention_free_layers": (2,), "max_seq_len": 32,
-            "byte_head_dim": 16, "d_token": 16, "d_byte": 4}  # fmt: skip
+TINY_MOT = {
+    "n_layer": 6,
+    "d_model": 32,
+    "n_head": 2,
+    "head_dim": 16,
+    "attention_free_layers": (2,),
+    "max_seq_len": 32,
+    "byte_head_dim": 16,
+    "d_token": 16,
+    "d_byte": 4,
+}
 
 
 class GradientNorms(L.Callback):
@@ -66,8 +75,9 @@ def test_a_compiled_bf16_mixed_run_trains_and_validates_to_the_eager_runs_losses
     done = {}
     for compile in (False, True):
         run = Run("r", "transformer_124m", budget, dict(TINY_RUN))
-        done[compile] = train_run(run, tmp_path / str(compile), accelerator="cpu", precision="bf16-mixed",
-                                  compile=compile)  # fmt: skip
+        done[compile] = train_run(
+            run, tmp_path / str(compile), accelerator="cpu", precision="bf16-mixed", compile=compile
+        )
     for curve in ("train_loss_curve", "val_loss_curve"):
         assert len(done[True][curve]) == len(done[False][curve]) >= 1
         for (step, loss), (eager_step, eager_loss) in zip(done[True][curve], done[False][curve], strict=True):
@@ -181,8 +191,19 @@ def test_compile_training_compiles_the_loss_beside_the_model_and_it_equals_float
 
 
 def test_a_compiled_vit_tokenformer_gives_the_eager_logits_and_gradients() -> None:
-    model = build_model("vit_tokenformer_b16", img_size=16, patch_size=8, embed_dim=32, depth=2, num_heads=2,
-                        num_classes=5, qkv_tokens=8, proj_tokens=8, ffn_tokens=16, drop_path=0.0)  # fmt: skip
+    model = build_model(
+        "vit_tokenformer_b16",
+        img_size=16,
+        patch_size=8,
+        embed_dim=32,
+        depth=2,
+        num_heads=2,
+        num_classes=5,
+        qkv_tokens=8,
+        proj_tokens=8,
+        ffn_tokens=16,
+        drop_path=0.0,
+    )
     images = torch.randn(2, 3, 16, 16)
     results = []
     for compiled in (False, True):
@@ -200,6 +221,7 @@ def test_a_compiled_vit_tokenformer_gives_the_eager_logits_and_gradients() -> No
 def test_the_kernel_ops_pass_torch_library_opcheck() -> None:
     import scaling_axes.kernels.pattention as pattention
     import scaling_axes.kernels.rmt as rmt
+    import scaling_axes.kernels.rmt_store as rmt_store
 
     x, keys, values = torch.randn(7, 8), torch.randn(2 * 5, 8), torch.randn(2 * 5, 3)
     torch.library.opcheck(pattention.pattention_op, (x, keys, values, 2, math.sqrt(5), 1e-6))
@@ -217,7 +239,7 @@ def test_the_kernel_ops_pass_torch_library_opcheck() -> None:
     backward = (matrix.detach(), retrieval, weight, bias, mean, rstd, torch.randn(2, 3, 5, 4), True)
     torch.library.opcheck(rmt.norm_retrieve_backward_op, backward)
     data = torch.randn(2, 3, 4, 5).permute(0, 2, 3, 1)  # [B, T, D_v, R] read through the heads' strides
-    torch.library.opcheck(rmt.store_op, (torch.randn(2, 4, 5, 6), data, torch.randn(3, 6)))
+    torch.library.opcheck(rmt_store.store_op, (torch.randn(2, 4, 5, 6), data, torch.randn(3, 6)))
 
 
 def test_a_run_whose_stdout_is_not_a_terminal_logs_its_progress(tmp_path, capsys) -> None:
@@ -277,10 +299,29 @@ def test_the_lightning_cli_and_the_image_classifier_train_under_bf16_mixed_with_
 
     monkeypatch.setattr("sys.argv", ["scaling-axes"])
     norms = GradientNorms()
-    cli = cli_main(["fit", "--model.model", "transformer_124m", "--model.model_overrides", json.dumps(TINY_RUN),
-                    "--data.seq_len", "16", "--data.batch_size", "2", "--trainer.max_steps", "2",
-                    "--trainer.limit_val_batches", "1", "--trainer.accelerator", "cpu", "--trainer.precision",
-                    "bf16-mixed", "--trainer.default_root_dir", str(tmp_path / "cli")])  # fmt: skip
+    cli = cli_main(
+        [
+            "fit",
+            "--model.model",
+            "transformer_124m",
+            "--model.model_overrides",
+            json.dumps(TINY_RUN),
+            "--data.seq_len",
+            "16",
+            "--data.batch_size",
+            "2",
+            "--trainer.max_steps",
+            "2",
+            "--trainer.limit_val_batches",
+            "1",
+            "--trainer.accelerator",
+            "cpu",
+            "--trainer.precision",
+            "bf16-mixed",
+            "--trainer.default_root_dir",
+            str(tmp_path / "cli"),
+        ]
+    )
     assert cli.trainer.gradient_clip_val == 1.0 and cli.trainer.optimizers[0].defaults["fused"]
     assert cli.trainer.global_step == 2 and "train/grad_norm" in cli.trainer.logged_metrics
 
@@ -306,8 +347,10 @@ def test_auto_runs_a_kernel_family_only_on_a_gpu_where_it_was_measured_faster(mo
     assert not kernels.use_triton("auto", torch.zeros(1), "rmt") and kernels.use_triton("triton", torch.zeros(1), "rmt")
 
 
-@pytest.mark.skipif(not os.path.exists("/lib/x86_64-linux-gnu/libc.so.6") and not os.path.exists("/lib64/libc.so.6"),
-                    reason="glibc only")  # fmt: skip
+@pytest.mark.skipif(
+    not os.path.exists("/lib/x86_64-linux-gnu/libc.so.6") and not os.path.exists("/lib64/libc.so.6"),
+    reason="glibc only",
+)
 def test_freed_host_memory_is_kept_and_training_gives_the_same_numbers() -> None:
     """The allocator setting every run applies takes effect on glibc, and changes no number: a model's loss and
     gradients are bit-identical before and after it (it only decides where freed pages go)."""

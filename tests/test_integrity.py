@@ -16,8 +16,8 @@ from scaling_axes.harness.experiment.schedule import Schedule
 from scaling_axes.harness.experiment.table import rebuild
 from scaling_axes.harness.runs import Experiment, Run
 from scaling_axes.harness.scales import SMOKE
+from scaling_axes.harness.training.growth import source_weights
 from scaling_axes.harness.training.lifecycle import train_run
-from scaling_axes.harness.training.rundir import source_weights
 from scaling_axes.interop.lm_eval_model import load_checkpoint
 from scaling_axes.io import CorruptFileError, checksum_file
 from tests.test_run_safety import _run_script, _stop_at, tiny
@@ -166,8 +166,10 @@ def test_a_refused_launch_records_nothing(tmp_path) -> None:
 def _rows(out: Path) -> list[dict]:
     """metrics.csv without its clock and speed columns."""
     with open(out / "metrics.csv", newline="") as f:
-        return [{k: v for k, v in row.items() if not any(t in k for t in ("time", "per_sec", "mfu"))}
-                for row in csv.DictReader(f)]  # fmt: skip
+        return [
+            {k: v for k, v in row.items() if not any(t in k for t in ("time", "per_sec", "mfu"))}
+            for row in csv.DictReader(f)
+        ]
 
 
 def _done(out: Path) -> dict:

@@ -12,6 +12,7 @@ from torch.utils._pytree import tree_leaves
 import scaling_axes.kernels.common
 import scaling_axes.kernels.pattention as fused
 import scaling_axes.kernels.rmt as fused_rmt
+import scaling_axes.kernels.rmt_store as fused_store
 from scaling_axes.modules import build_model
 from scaling_axes.modules.architectures.tokenformer import Pattention, normalize_scores
 from tests.conftest import TINY_TOKENFORMER
@@ -35,8 +36,12 @@ def reference(x, keys, values, tau, eps):
     return normalize_scores(x @ keys.T, "l2_norm_gelu", tau, eps) @ values
 
 
-CASES = [((37,), 19, 45, 23, None, 0.0), ((2, 3, 5), 33, 70, 17, 40, 1e-5), ((1,), 8, 1, 3, None, 0.0),
-         ((65,), 64, 96, 64, None, 0.0)]  # fmt: skip
+CASES = [
+    ((37,), 19, 45, 23, None, 0.0),
+    ((2, 3, 5), 33, 70, 17, 40, 1e-5),
+    ((1,), 8, 1, 3, None, 0.0),
+    ((65,), 64, 96, 64, None, 0.0),
+]
 
 
 @pytest.mark.parametrize("shape,d_in,n,d_out,tau,eps", CASES)
@@ -117,14 +122,19 @@ def test_bf16_pattention_never_holds_a_float32_tokens_by_slots_tensor() -> None:
     """The contract behind its speed: no product takes fp32 operands of [tokens, n] size and no fp32 [tokens, n]
     tensor exists, forward or backward (the scores, GELU scores and their gradients stay bf16)."""
     tokens, slots = 40, 56
-    x, keys, values = (torch.randn(*shape, dtype=torch.bfloat16, requires_grad=True)
-                       for shape in ((tokens, 24), (slots, 24), (slots, 16)))  # fmt: skip
+    x, keys, values = (
+        torch.randn(*shape, dtype=torch.bfloat16, requires_grad=True)
+        for shape in ((tokens, 24), (slots, 24), (slots, 16))
+    )
     with _Recorded() as recorded:
         out = fused.pattention(x, keys, values)
         out.backward(torch.randn_like(out))
     big = [(op, t) for op, t in recorded.tensors if t.numel() >= tokens * slots and t.dtype.is_floating_point]
-    half_products = {op for op, t in big if t.dtype == torch.bfloat16} & {"aten.mm.default", "aten.matmul.default",
-                                                                           "aten.bmm.default"}  # fmt: skip
+    half_products = {op for op, t in big if t.dtype == torch.bfloat16} & {
+        "aten.mm.default",
+        "aten.matmul.default",
+        "aten.bmm.default",
+    }
     assert "aten.bmm.default" in half_products and len(half_products) >= 2  # the check sees the products
     assert sorted({op for op, t in big if t.dtype == torch.float32}) == []
 
@@ -211,7 +221,7 @@ def test_fused_storage_matches_float64(batch, seq, d_value, d_key, rank, heads_l
     grad_out = torch.randn_like(expected)
     expected_grads = torch.autograd.grad(expected, exact, grad_out)
     inputs = [t.detach().float().requires_grad_() for t in exact]
-    out = fused_rmt.store(*inputs)
+    out = fused_store.store(*inputs)
     assert_close_to_float64((out, *torch.autograd.grad(out, inputs, grad_out.float())), (expected, *expected_grads))
 
 
@@ -223,7 +233,7 @@ def test_fused_rmt_operations_in_half_precision(dtype) -> None:
     assert out.dtype == dtype
     assert (out.double() - expected).abs().max() / expected.abs().max() < 2e-2
     data, storage_keys = torch.randn(2, 5, 8, 3), torch.randn(3, 6)
-    stored = fused_rmt.store(x.to(dtype), data.to(dtype), storage_keys.to(dtype))
+    stored = fused_store.store(x.to(dtype), data.to(dtype), storage_keys.to(dtype))
     expected = x.to(dtype).double() + data.to(dtype).double() @ storage_keys.to(dtype).double()
     assert stored.dtype == dtype and (stored.double() - expected).abs().max() / expected.abs().max() < 2e-2
 
@@ -241,9 +251,9 @@ def test_an_rmt_gives_the_same_loss_and_gradients_with_either_kernel(overrides, 
                 param.normal_(1.0 if name.endswith("weight") else 0.0, 0.3)
     models["triton"].load_state_dict(models["torch"].state_dict())
     launches = []
-    for name in ("norm_retrieve", "store"):
-        original = getattr(fused_rmt, name)
-        monkeypatch.setattr(fused_rmt, name, lambda *a, f=original, n=name, **k: launches.append(n) or f(*a, **k))
+    for module, name in ((fused_rmt, "norm_retrieve"), (fused_store, "store")):
+        original = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *a, f=original, n=name, **k: launches.append(n) or f(*a, **k))
     idx = torch.randint(0, 41, (2, 11))
     idx[:, 5] = 40 if overrides else idx[:, 5]
     results = {}
@@ -262,7 +272,7 @@ def test_fused_rmt_operations_refuse_what_does_not_fit() -> None:
     with pytest.raises(ValueError, match=r"norm_retrieve: x \(2, 3, 4, 5\), weight \(4, 6\)"):
         fused_rmt.norm_retrieve(torch.randn(2, 3, 4, 5), torch.randn(5, 7), torch.ones(4, 6), None, 1e-6)
     with pytest.raises(ValueError, match=r"store: .* keys \(3, 4\) do not fit"):
-        fused_rmt.store(torch.randn(2, 3, 4, 5), torch.randn(2, 3, 4, 3), torch.randn(3, 4))
+        fused_store.store(torch.randn(2, 3, 4, 5), torch.randn(2, 3, 4, 3), torch.randn(3, 4))
     with pytest.raises(ValueError, match="use kernel='torch' for this shape"):
         fused_rmt.norm_retrieve(torch.randn(1, 1, 256, 128), torch.randn(128, 4), torch.ones(256, 128), None, 1e-6)
 
@@ -310,8 +320,16 @@ def test_benchmark_runs_end_to_end_at_toy_sizes(monkeypatch, tmp_path) -> None:
     errors = [row for row in rows[1:] if row.split(",")[-1]]
     assert len(errors) == 1 and ",compiled,,,,RuntimeError: InductorError" in errors[0]
     layers = {row.split(",")[3] for row in rows[1:]}
-    assert layers == {"pattention_qkv", "pattention_ffn", "pattention_q_k_v", "attention_read", "attention_write",
-                      "ffn_read", "attention_sublayer", "ffn_sublayer"}  # fmt: skip
+    assert layers == {
+        "pattention_qkv",
+        "pattention_ffn",
+        "pattention_q_k_v",
+        "attention_read",
+        "attention_write",
+        "ffn_read",
+        "attention_sublayer",
+        "ffn_sublayer",
+    }
     assert len(rows) == 1 + 2 * 4 + 2 + 5 * 3
 
 
@@ -321,8 +339,10 @@ def test_the_kernel_benchmark_judges_each_target_from_its_rows() -> None:
     model = next(iter(bench.PATTENTION_WIDTHS))
     timed = {"eager": 3.0, "compiled": 2.0, "triton": 1.9, "linear_mlp": 1.6}  # 1.58x eager; 1.19x the Linear MLP
     rows = [{"model": model, "layer": "pattention_ffn", "variant": v, "median_ms": ms} for v, ms in timed.items()]
-    rows += [{"model": bench.RMT_PRESET, "layer": "attention_sublayer", "variant": v, "median_ms": ms}
-             for v, ms in (("eager", 2.5), ("triton", 2.0))]  # fmt: skip
+    rows += [
+        {"model": bench.RMT_PRESET, "layer": "attention_sublayer", "variant": v, "median_ms": ms}
+        for v, ms in (("eager", 2.5), ("triton", 2.0))
+    ]
     lines = bench.targets(rows)
     assert lines == [
         f"{model} FFN Pattention vs eager: 1.58x (target >= 1.5x): met",
@@ -333,8 +353,8 @@ def test_the_kernel_benchmark_judges_each_target_from_its_rows() -> None:
 
 def test_on_a_gpu_the_memory_bound_kernels_time_several_block_choices(monkeypatch) -> None:
     """Under the interpreter each kernel has one configuration (it cannot time); on a GPU the autotuner times each."""
-    assert len(fused._blocks()) == 1 and len(fused_rmt._tokens_per_program()) == 1
+    assert len(fused._blocks()) == 1 and len(fused_rmt.tokens_per_program()) == 1
     monkeypatch.delenv("TRITON_INTERPRET")
-    blocks, tokens = fused._blocks(), fused_rmt._tokens_per_program()
+    blocks, tokens = fused._blocks(), fused_rmt.tokens_per_program()
     assert len({(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]) for c in blocks}) >= 6
     assert sorted({c.kwargs["TOKENS"] for c in tokens}) == [1, 2, 4, 8]

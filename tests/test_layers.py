@@ -107,8 +107,12 @@ def test_imports_run_one_way_without_cycles():
 
 
 def test_the_check_sees_an_upward_import_and_a_cycle():
-    edges = {"scaling_axes.modules.tasks.lm": {"scaling_axes.harness.runs"}, "scaling_axes.harness.runs": set(),
-             "kernels.a": {"kernels.b"}, "kernels.b": {"kernels.a"}}  # fmt: skip
+    edges = {
+        "scaling_axes.modules.tasks.lm": {"scaling_axes.harness.runs"},
+        "scaling_axes.harness.runs": set(),
+        "kernels.a": {"kernels.b"},
+        "kernels.b": {"kernels.a"},
+    }
     assert upward_imports(edges) == ["scaling_axes.modules.tasks.lm -> scaling_axes.harness.runs"]
     assert cycles(edges) == [["kernels.a", "kernels.b"]]
 

@@ -43,8 +43,11 @@ def test_a_wheel_ships_an_added_subpackage_and_the_command_line_lists_its_experi
     (checkout / "scaling_axes" / "newpart").mkdir()
     (checkout / "scaling_axes" / "newpart" / "__init__.py").write_text('"""A new subpackage."""\n')
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
-    subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path / "dist"), str(checkout)],
-                   check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        [*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path / "dist"), str(checkout)],
+        check=True,
+        capture_output=True,
+    )
     (wheel,) = (tmp_path / "dist").glob("*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {"scaling_axes/experiments/newpaper/table1.py", "scaling_axes/newpart/__init__.py"} <= names
@@ -56,8 +59,14 @@ def test_a_wheel_ships_an_added_subpackage_and_the_command_line_lists_its_experi
     probe = "import scaling_axes; print(scaling_axes.__file__)"
     where = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert Path(where.stdout.strip()).is_relative_to(site)  # the wheel's copy, not the checkout's editable one
-    listed = subprocess.run([sys.executable, "-m", "scaling_axes", "list"], cwd=tmp_path, env=env,
-                            capture_output=True, text=True, check=True)  # fmt: skip
+    listed = subprocess.run(
+        [sys.executable, "-m", "scaling_axes", "list"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert "newpaper_table1" in listed.stdout and "rmt_fig2_scaling_laws" in listed.stdout
 
 
@@ -92,8 +101,11 @@ def test_an_editor_goes_to_the_definition_inside_the_checkout(file, name, defini
     jedi = pytest.importorskip("jedi")
     path = ROOT / "scaling_axes" / file
     lines = path.read_text().splitlines()
-    line, column = next((i + 1, line.rindex(name)) for i, line in enumerate(lines)
-                        if line.startswith("from scaling_axes") and f" {name}" in line)  # fmt: skip
+    line, column = next(
+        (i + 1, line.rindex(name))
+        for i, line in enumerate(lines)
+        if line.startswith("from scaling_axes") and f" {name}" in line
+    )
     script = jedi.Script(path=str(path), project=jedi.Project(ROOT))
     found = script.goto(line, column + 1, follow_imports=True)
     assert found, f"jedi found no definition of {name} in {file}"

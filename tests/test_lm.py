@@ -38,8 +38,11 @@ def test_weight_decay_groups(decay_embeddings):
 def test_norm_parameters_of_any_rank_are_not_decayed_in_either_rmt_paper_family(model):
     """App. C.1: no decay on LayerNorm parameters. The RMT's gains and biases are [D_v, D_k] matrices, which a
     1-d rule would decay; every other matrix is decayed."""
-    tiny = {"n_layer": 2, "d_key": 6, "d_value": 5, "rank": 3, "d_ff": 16} if model.startswith("rmt") else {
-        "n_layer": 2, "d_model": 32, "n_head": 4}  # fmt: skip
+    tiny = (
+        {"n_layer": 2, "d_key": 6, "d_value": 5, "rank": 3, "d_ff": 16}
+        if model.startswith("rmt")
+        else {"n_layer": 2, "d_model": 32, "n_head": 4}
+    )
     module = LanguageModel(model, tiny, decay_embeddings=False)
     decayed = {id(p) for p in _configured_groups(module)[0]["params"]}
     named = dict(module.model.named_parameters())

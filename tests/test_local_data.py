@@ -36,8 +36,12 @@ def test_a_saved_dataset_and_a_saved_dataset_dict_are_read_with_load_from_disk(t
     assert _all_documents(prepare_corpus("openwebtext", "gpt2", tmp_path)) == sorted(DOCS)
     other = tmp_path / "other"
     held_out = ["a validation document that training must not see"]
-    saved = datasets.DatasetDict({"train": datasets.Dataset.from_dict({"text": DOCS}),
-                                  "validation": datasets.Dataset.from_dict({"text": held_out})})  # fmt: skip
+    saved = datasets.DatasetDict(
+        {
+            "train": datasets.Dataset.from_dict({"text": DOCS}),
+            "validation": datasets.Dataset.from_dict({"text": held_out}),
+        }
+    )
     saved.save_to_disk(str(other / "pile" / "saved"))
     assert _all_documents(prepare_corpus("pile", "gpt2", other)) == sorted(DOCS)  # the train split only
 
@@ -125,8 +129,9 @@ def test_the_token_writer_names_its_temporary_file_for_its_process(tmp_path, mon
     assert seen == [f".train.bin.tmp{corpora.os.getpid()}"]
 
 
-@pytest.mark.parametrize("meta", ["{}", "[]", '{"tokenizer": "gpt2", "vocab_size": 50257, "dtype": "uint16", '
-                                  '"splits": {"train": {}}}'])  # fmt: skip
+@pytest.mark.parametrize(
+    "meta", ["{}", "[]", '{"tokenizer": "gpt2", "vocab_size": 50257, "dtype": "uint16", "splits": {"train": {}}}']
+)
 def test_a_malformed_meta_json_names_the_file_and_the_fix(tmp_path, meta):
     atomic_write(tmp_path / "meta.json", meta, checksum=True)  # checksummed: its content is what is checked
     with pytest.raises(CorruptFileError, match=rf"{tmp_path}/meta.json .*not a meta.json the suite wrote; delete"):

@@ -59,8 +59,11 @@ def test_tensorboard_and_wandb_follow_a_run_through_a_restart(tmp_path, offline_
     assert (out / "wandb" / sessions[-1] / f"run-{run_id}.wandb").stat().st_size > 0
     other = tmp_path / "other"  # the next run in this process: a W&B run of its own
     train_run(tiny(steps=2), other, accelerator="cpu", loggers=ALL, labels=LABELS)
-    assert [path.name.rsplit("-", 1)[1] for path in (other / "wandb").glob("offline-run-*")] == [
-        (other / "wandb_id").read_text()] != [run_id]  # fmt: skip
+    assert (
+        [path.name.rsplit("-", 1)[1] for path in (other / "wandb").glob("offline-run-*")]
+        == [(other / "wandb_id").read_text()]
+        != [run_id]
+    )
     logged, tensorboard = _csv_losses(out / "metrics.csv"), _tensorboard_losses(out / "tensorboard")
     assert len(logged) >= 10 and sorted(tensorboard) == sorted(logged)
     assert torch.allclose(torch.tensor([tensorboard[s] for s in logged]), torch.tensor(list(logged.values())))
@@ -97,10 +100,18 @@ def test_a_wandb_run_killed_before_writing_its_last_points_resumes_with_each_poi
     rows = [row for session in sessions for row in wandb_history_rows(session)]
     steps = [row["_step"] for row in rows]
     assert steps == sorted(set(steps))  # the resumed session's _step goes on from the first's
-    written = [(key, row["trainer/global_step"], value) for row in rows for key, value in row.items()
-               if not key.startswith(("_", "trainer/"))]  # fmt: skip
-    logged = {(key, int(row["step"])): float(value) for row in metric_rows(out / "metrics.csv")[1]
-              for key, value in row.items() if value and key != "step"}  # fmt: skip
+    written = [
+        (key, row["trainer/global_step"], value)
+        for row in rows
+        for key, value in row.items()
+        if not key.startswith(("_", "trainer/"))
+    ]
+    logged = {
+        (key, int(row["step"])): float(value)
+        for row in metric_rows(out / "metrics.csv")[1]
+        for key, value in row.items()
+        if value and key != "step"
+    }
     assert ("val/loss", lost) in logged and len(logged) > 20
     assert sorted((key, step) for key, step, _ in written) == sorted(logged)  # each point once
     for key, step, value in written:
@@ -116,8 +127,12 @@ def test_each_logger_is_given_the_runs_name_config_labels_and_commit(tmp_path, o
     try:
         assert wandb_logger.experiment.id == (tmp_path / "wandb_id").read_text()
         assert wandb_logger.experiment.name == "r" and wandb_logger.experiment.group == "logger_test"
-        assert set(wandb_logger.experiment.tags) == {"experiment=logger_test", "scale=smoke", "seed=3",
-                                                     "commit=abc1234"}  # fmt: skip
+        assert set(wandb_logger.experiment.tags) == {
+            "experiment=logger_test",
+            "scale=smoke",
+            "seed=3",
+            "commit=abc1234",
+        }
         assert wandb_logger.experiment.config["model_config"] == {"d_model": 32}
     finally:
         wandb.finish()
@@ -184,10 +199,28 @@ def test_no_command_of_the_suite_prints_lightnings_tip(tmp_path) -> None:
     import sys
 
     overrides = '{"n_layer": 1, "d_model": 16, "n_head": 2, "max_seq_len": 16, "vocab_size": 256}'
-    fit = [sys.executable, "-m", "scaling_axes", "fit", "--model.model", "transformer_124m", "--model.model_overrides",
-           overrides, "--data.tokenizer", "bytes", "--data.seq_len", "16", "--data.batch_size", "2",
-           "--trainer.fast_dev_run", "1",
-           "--trainer.accelerator", "cpu", "--trainer.default_root_dir", str(tmp_path)]  # fmt: skip
+    fit = [
+        sys.executable,
+        "-m",
+        "scaling_axes",
+        "fit",
+        "--model.model",
+        "transformer_124m",
+        "--model.model_overrides",
+        overrides,
+        "--data.tokenizer",
+        "bytes",
+        "--data.seq_len",
+        "16",
+        "--data.batch_size",
+        "2",
+        "--trainer.fast_dev_run",
+        "1",
+        "--trainer.accelerator",
+        "cpu",
+        "--trainer.default_root_dir",
+        str(tmp_path),
+    ]
     said = subprocess.run(fit, capture_output=True, text=True, cwd=tmp_path)
     assert said.returncode == 0, said.stderr[-1500:]
     assert "Tip" not in said.stdout + said.stderr and "litlogger" not in said.stdout + said.stderr

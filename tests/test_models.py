@@ -56,16 +56,27 @@ EXACT_COUNTS = {
     "mot_concat_copy_256_48_wired": 370_176_808,
 }
 # ViT-Tokenformer slot counts are ours (not public); tests/test_vit.py holds them within 1% of Table 2's sizes
-VIT = {"vit_b16", "vit_l16", "vit_tokenformer_b16", "vit_tokenformer_b16_matched", "vit_tokenformer_l16",
-       "vit_tokenformer_l16_matched"}  # fmt: skip
+VIT = {
+    "vit_b16",
+    "vit_l16",
+    "vit_tokenformer_b16",
+    "vit_tokenformer_b16_matched",
+    "vit_tokenformer_l16",
+    "vit_tokenformer_l16_matched",
+}
 NOMINAL = {"tokenformer_757m": 757e6, "tokenformer_1_4b": 1.4e9}
 # The RMT paper's sizes from its own count (App. A with untied embeddings and positions; reference section 4):
 # ours adds the LayerNorm gains and, for the RMT, the position storage keys of Eq. 19.
 RMT_PAPER = {
-    "transformer_rmt_49m": 49.41e6, "transformer_rmt_160m": 162.52e6, "transformer_rmt_260m": 263.93e6,
-    "transformer_rmt_405m": 405.44e6, "rmt_46m": 45.89e6, "rmt_134m": 134.24e6, "rmt_206m": 206.20e6,
+    "transformer_rmt_49m": 49.41e6,
+    "transformer_rmt_160m": 162.52e6,
+    "transformer_rmt_260m": 263.93e6,
+    "transformer_rmt_405m": 405.44e6,
+    "rmt_46m": 45.89e6,
+    "rmt_134m": 134.24e6,
+    "rmt_206m": 206.20e6,
     "rmt_305m": 304.93e6,
-}  # fmt: skip
+}
 
 
 def _count(name: str) -> int:

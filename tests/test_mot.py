@@ -11,7 +11,7 @@ from torch import nn
 
 from scaling_axes.datamodules.token_bytes import pull_from_left, pull_from_right, token_byte_table
 from scaling_axes.modules import build_model, get_config
-from scaling_axes.modules.architectures.mot import byte_mask, windowed_attention
+from scaling_axes.modules.architectures.byte_attention import byte_mask, windowed_attention
 from scaling_axes.modules.flops import counted_flops, counted_params, formula_flops, formula_params
 from scaling_axes.modules.tasks.optim import MuonWithAdam, constant_then_linear, speedrun_lrs
 
@@ -194,7 +194,7 @@ def test_byte_masks_equal_a_dense_reference() -> None:
 def test_flex_attention_and_masked_sdpa_agree() -> None:
     from torch.nn.attention.flex_attention import flex_attention
 
-    from scaling_axes.modules.architectures.mot import _flex_block_mask
+    from scaling_axes.modules.architectures.byte_attention import _flex_block_mask
 
     q, k, v = torch.randn(3, 2, 2, 256, 16).unbind(0)
     for kind in ("causal", "within_token"):

@@ -44,8 +44,9 @@ def test_the_original_runs_curves_give_every_published_cell(table, experiment) -
     from the original's own validation curves through its windowing and labels, to the printed two decimals."""
     rows = [row for run in experiment.runs(PAPER) for row in mot_setup.original_rows(table, run.model)]
     assert len(rows) == (36 if table == "results_10k" else 8)
-    assert all(r.status == "match" for r in rows), [(r.row, r.metric, r.paper, r.ours) for r in rows if
-                                                    r.status != "match"]  # fmt: skip
+    assert all(r.status == "match" for r in rows), [
+        (r.row, r.metric, r.paper, r.ours) for r in rows if r.status != "match"
+    ]
     fineweb = mot_setup.original_curves(table, rows[0].row)["fineweb"]
     assert len(fineweb) == (41 if table == "results_10k" else 101)  # step 0 included
 
@@ -54,8 +55,11 @@ def test_report_labels_each_statistic_by_the_data_it_comes_from() -> None:
     run = mot_results_tables.runs(SMOKE)[0]
     fineweb, finemath = run.corpus, run.data["extra_corpora"][0]
     done = {"val_loss_curves": {fineweb: FINEWEB, finemath: FINEMATH}, "step_ms": 12.5}
-    rows = {r.metric: r for r in mot_results_tables.EXPERIMENT.report(SMOKE, {run.name: done})
-            if r.row == run.name and r.run}  # fmt: skip
+    rows = {
+        r.metric: r
+        for r in mot_results_tables.EXPERIMENT.report(SMOKE, {run.name: done})
+        if r.row == run.name and r.run
+    }
     assert rows["fineweb_mean_last_10"].ours == pytest.approx(4.1)
     assert rows["finemath_mean_last_10"].ours == pytest.approx(7.2)
     assert rows["published_mean_fw_last_10"].ours == pytest.approx(7.2)  # as the original printed it
@@ -75,19 +79,30 @@ def test_paper_scale_counts_match_and_plans_run_the_published_budget() -> None:
     for experiment, steps in ((mot_results_tables, 10_000), (mot_mixout_comparison, 100_000)):
         for run in experiment.runs(PAPER):
             assert run.budget.steps == steps and run.budget.batch_size * run.budget.seq_len == 512 * 1024
-            assert run.corpus == "fineweb_100bt" and run.data == {"extra_corpora": ("finemath",), "order": "epoch",
-                                                                  "data_path": "as_run", "seed": run.seed}  # fmt: skip
+            assert run.corpus == "fineweb_100bt" and run.data == {
+                "extra_corpora": ("finemath",),
+                "order": "epoch",
+                "data_path": "as_run",
+                "seed": run.seed,
+            }
     rows = mot_results_tables.EXPERIMENT.report(PAPER, {})
     params = [r for r in rows if r.metric == "params"]
-    assert [r.status for r in params] == ["match"] * 3 and [r.ours for r in params] == [454_496_326, 430_366_918,
-                                                                                        416_969_510]  # fmt: skip
+    assert [r.status for r in params] == ["match"] * 3 and [r.ours for r in params] == [
+        454_496_326,
+        430_366_918,
+        416_969_510,
+    ]
 
 
 @pytest.mark.trained_outcome
 def test_a_mot_run_with_muon_and_byte_targets_resumes_to_the_same_result(tmp_path, record_property) -> None:
     run = mot_mixout_comparison.runs(SMOKE)[0]
-    run = dataclasses.replace(run, budget=Budget(steps=12, batch_size=4, seq_len=16, val_every=4, val_windows=2,
-                                                 checkpoint_every=5, val_at_start=True))  # fmt: skip
+    run = dataclasses.replace(
+        run,
+        budget=Budget(
+            steps=12, batch_size=4, seq_len=16, val_every=4, val_windows=2, checkpoint_every=5, val_at_start=True
+        ),
+    )
     run = dataclasses.replace(run, overrides={**run.overrides, "max_seq_len": 16})
     straight = train_run(run, tmp_path / "straight", accelerator="cpu")
     with pytest.raises(RuntimeError, match="simulated crash"):

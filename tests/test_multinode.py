@@ -26,8 +26,9 @@ RUN = ("rmt_table10_variants", "rmt_134m")  # a smoke run: seconds
 # 8.6e-6..1.3e-5 / 2.9e-6..1.0e-5 over 4 draws, in the same rows: rounding amplified by Adam, not a fault of the
 # reduction. Each tolerance is 2 to 6 times the largest of those.
 ROUNDING_ATOL = {"embed.token.weight": 1e-3, "lm_head.weight": 1e-4}
-pytestmark = pytest.mark.skipif(shutil.which("torchrun", path=str(Path(sys.executable).parent)) is None,
-                                reason="torchrun not installed")  # fmt: skip
+pytestmark = pytest.mark.skipif(
+    shutil.which("torchrun", path=str(Path(sys.executable).parent)) is None, reason="torchrun not installed"
+)
 
 
 def _free_port() -> int:
@@ -37,23 +38,62 @@ def _free_port() -> int:
 
 
 def _command(out: Path) -> list[str]:
-    return ["-m", "scaling_axes", "run", RUN[0], "--scale", "smoke", "--run-name", RUN[1], "--out-dir", str(out),
-            "--accelerator", "cpu"]  # fmt: skip
+    return [
+        "-m",
+        "scaling_axes",
+        "run",
+        RUN[0],
+        "--scale",
+        "smoke",
+        "--run-name",
+        RUN[1],
+        "--out-dir",
+        str(out),
+        "--accelerator",
+        "cpu",
+    ]
 
 
 def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",
-            "SCALING_AXES_DATA": os.environ.get("SCALING_AXES_DATA", str(ROOT / "data"))}  # fmt: skip
+    return {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "OMP_NUM_THREADS": "1",
+        "SCALING_AXES_DATA": os.environ.get("SCALING_AXES_DATA", str(ROOT / "data")),
+    }
 
 
 def _start_two_nodes(outs: tuple[Path, Path]) -> list[subprocess.Popen]:
     """The documented torchrun line on two nodes of one process each, node r writing to `outs[r]`."""
     torchrun, port = str(Path(sys.executable).parent / "torchrun"), _free_port()
-    return [subprocess.Popen([torchrun, "--nnodes", "2", "--nproc_per_node", "1", "--node_rank", str(rank),
-                              "--master_addr", "127.0.0.1", "--master_port", str(port), *_command(out),
-                              "--devices", "1", "--num-nodes", "2"], cwd=ROOT, env=_env(), stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True)
-            for rank, out in enumerate(outs)]  # fmt: skip
+    return [
+        subprocess.Popen(
+            [
+                torchrun,
+                "--nnodes",
+                "2",
+                "--nproc_per_node",
+                "1",
+                "--node_rank",
+                str(rank),
+                "--master_addr",
+                "127.0.0.1",
+                "--master_port",
+                str(port),
+                *_command(out),
+                "--devices",
+                "1",
+                "--num-nodes",
+                "2",
+            ],
+            cwd=ROOT,
+            env=_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for rank, out in enumerate(outs)
+    ]
 
 
 def _signal_tree(pid: int, sig: signal.Signals) -> None:
@@ -98,8 +138,14 @@ def _done(out: Path) -> dict:
 
 
 def test_two_nodes_on_one_run_directory_train_what_one_process_does(tmp_path, uninterrupted) -> None:
-    one = subprocess.run([sys.executable, *_command(tmp_path / "one")], cwd=ROOT, env=_env(), capture_output=True,
-                         text=True, timeout=HANG_GUARD_S)  # fmt: skip
+    one = subprocess.run(
+        [sys.executable, *_command(tmp_path / "one")],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD_S,
+    )
     assert one.returncode == 0, one.stdout[-2000:] + one.stderr[-2000:]
     single, double = _done(tmp_path / "one"), _done(uninterrupted)
     for (step, a), (step2, b) in zip(single["train_loss_curve"], double["train_loss_curve"], strict=True):
@@ -157,13 +203,22 @@ def test_a_slurm_sigusr1_checkpoints_requeues_and_the_requeued_job_ends_as_the_u
     scontrol.chmod(0o755)
     started_in = tmp_path / "jobs"
     started_in.mkdir()
-    slurm = {**_env(), "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "SLURM_JOB_ID": "4242",
-             "SLURM_NTASKS": "1", "SLURM_JOB_NAME": "train", "SLURM_PROCID": "0", "SLURM_LOCALID": "0",
-             "SLURM_NODEID": "0"}  # fmt: skip
+    slurm = {
+        **_env(),
+        "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}",
+        "SLURM_JOB_ID": "4242",
+        "SLURM_NTASKS": "1",
+        "SLURM_JOB_NAME": "train",
+        "SLURM_PROCID": "0",
+        "SLURM_LOCALID": "0",
+        "SLURM_NODEID": "0",
+    }
     script = tmp_path / "job.py"
-    script.write_text("import sys\nfrom pathlib import Path\nfrom tests.test_robustness import tiny_run\n"
-                      "from scaling_axes.harness.training.lifecycle import train_run\n"
-                      "train_run(tiny_run(30), Path(sys.argv[1]), accelerator='cpu')\n")  # fmt: skip
+    script.write_text(
+        "import sys\nfrom pathlib import Path\nfrom tests.test_robustness import tiny_run\n"
+        "from scaling_axes.harness.training.lifecycle import train_run\n"
+        "train_run(tiny_run(30), Path(sys.argv[1]), accelerator='cpu')\n"
+    )
     job, out = [sys.executable, str(script), str(tmp_path / "job")], tmp_path / "job"
     first = subprocess.Popen(
         job, cwd=started_in, env=slurm, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
@@ -177,8 +232,14 @@ def test_a_slurm_sigusr1_checkpoints_requeues_and_the_requeued_job_ends_as_the_u
     requeued = subprocess.run(job, cwd=started_in, env=slurm, capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert requeued.returncode == 0, requeued.stdout[-3000:] + requeued.stderr[-3000:]
     assert not list(started_in.iterdir()) and not list(tmp_path.rglob("hpc_ckpt*"))
-    straight = subprocess.run([sys.executable, str(script), str(tmp_path / "straight")], cwd=ROOT, env=_env(),
-                              capture_output=True, text=True, timeout=HANG_GUARD_S)  # fmt: skip
+    straight = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "straight")],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD_S,
+    )
     assert straight.returncode == 0
     a, b = (json.loads((tmp_path / d / "done.json").read_text()) for d in ("straight", "job"))
     assert a["val_loss"] == b["val_loss"] and a["train_loss_curve"] == b["train_loss_curve"]

@@ -38,10 +38,13 @@ def test_init_multipliers_and_lr_scales_follow_the_width(width):
     assert model.input_multiplier == 9.76 and model.logit_multiplier == pytest.approx(5.52 / ratio)
     assert model.blocks[1].attn.scale == pytest.approx(0.25 * math.sqrt(32) / 32 / 2)  # heads of 32, layer 1
     depth = 1 / math.sqrt(2 * 2)
-    expected = {"token_embedding.weight": SIGMA, "blocks.0.attn.qkv.weight": SIGMA / math.sqrt(width),
-                "blocks.0.ffn.0.weight": SIGMA / math.sqrt(width),
-                "blocks.0.attn.out.weight": SIGMA / math.sqrt(width) * depth,
-                "blocks.0.ffn.2.weight": SIGMA / math.sqrt(4 * width) * depth}  # fmt: skip
+    expected = {
+        "token_embedding.weight": SIGMA,
+        "blocks.0.attn.qkv.weight": SIGMA / math.sqrt(width),
+        "blocks.0.ffn.0.weight": SIGMA / math.sqrt(width),
+        "blocks.0.attn.out.weight": SIGMA / math.sqrt(width) * depth,
+        "blocks.0.ffn.2.weight": SIGMA / math.sqrt(4 * width) * depth,
+    }
     named = dict(model.named_parameters())
     for name, std in expected.items():
         assert named[name].std().item() == pytest.approx(std, rel=0.05), name
@@ -64,8 +67,14 @@ def test_the_multipliers_act_where_the_rules_say():
 
 
 def test_optimizer_groups_carry_the_mup_lrs_and_the_codes_unscaled_decay():
-    module = LanguageModel("transformer_rmt_49m", {"n_layer": 2, "d_model": 512, "n_head": 16}, lr=6.5e-3,
-                           weight_decay=1e-4 / 6.5e-3, decay_embeddings=False, lr_scaled_decay=False)  # fmt: skip
+    module = LanguageModel(
+        "transformer_rmt_49m",
+        {"n_layer": 2, "d_model": 512, "n_head": 16},
+        lr=6.5e-3,
+        weight_decay=1e-4 / 6.5e-3,
+        decay_embeddings=False,
+        lr_scaled_decay=False,
+    )
     module._trainer = type("T", (), {"max_steps": 10})()
     groups = module.configure_optimizers()["optimizer"].param_groups
     lr_of = {id(p): g["initial_lr"] for g in groups for p in g["params"]}  # (lr: the schedule at step 0)
@@ -77,12 +86,15 @@ def test_optimizer_groups_carry_the_mup_lrs_and_the_codes_unscaled_decay():
     assert all(g["initial_lr"] * g["weight_decay"] == pytest.approx(1e-4) for g in decaying)  # the code's 1e-4
 
 
-@pytest.mark.parametrize("preset, overrides", [
-    ("rmt_134m", {"n_layer": 2, "vocab_size": 5000}),
-    ("transformer_rmt_160m", {"n_layer": 2, "vocab_size": 5000, "mup": False}),
-    ("highway_transformer_191m", {"n_layer": 2, "vocab_size": 5000}),
-    ("depthwise_lstm_233m", {"n_layer": 2, "vocab_size": 5000}),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "preset, overrides",
+    [
+        ("rmt_134m", {"n_layer": 2, "vocab_size": 5000}),
+        ("transformer_rmt_160m", {"n_layer": 2, "vocab_size": 5000, "mup": False}),
+        ("highway_transformer_191m", {"n_layer": 2, "vocab_size": 5000}),
+        ("depthwise_lstm_233m", {"n_layer": 2, "vocab_size": 5000}),
+    ],
+)
 def test_table10_lecun_init_is_n_0_1_over_fan_in_for_every_matrix(preset, overrides):
     """App. C.4: "LeCun initialization for all parameters": every matrix std 1/sqrt(fan_in) (a key matrix's fan_in
     is the dimension it contracts: D_k for retrieval, R for storage), lookup tables std 1, nothing depth-scaled;

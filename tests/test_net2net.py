@@ -14,9 +14,12 @@ PAIRS = [  # (source preset, overrides), (target preset, overrides): every pair 
     (("transformer_354m", SMALL), ("transformer_757m", SMALL)),  # the paper's pair: 1024 -> 1536, 16 -> 24 heads
     (("transformer_757m", SMALL), ("transformer_1_4b", SMALL)),  # 1536 -> 2048, 24 -> 32 heads
     (("transformer_757m", SMALL), ("transformer_1_4b", {**SMALL, "tie_embeddings": False})),  # tied -> untied
-    *[((f"transformer_{a}", spec[i]), (f"transformer_{b}", spec[i + 1]))
-      for spec in SPECS.values() for i, (a, b) in enumerate([("354m", "757m"), ("757m", "1_4b")], start=1)],
-]  # fmt: skip
+    *[
+        ((f"transformer_{a}", spec[i]), (f"transformer_{b}", spec[i + 1]))
+        for spec in SPECS.values()
+        for i, (a, b) in enumerate([("354m", "757m"), ("757m", "1_4b")], start=1)
+    ],
+]
 
 
 def _randomised(model):
@@ -72,11 +75,14 @@ def test_copies_stay_symmetric_without_noise_and_differ_with_it():
     assert (noisy(idx) - small(idx)).abs().max() < 0.1 * small(idx).abs().max()  # still close to the function
 
 
-@pytest.mark.parametrize("target,message", [
-    ({"n_layer": 3}, "n_layer"),
-    ({"d_model": 8, "n_head": 2}, "at least as wide"),
-    ({"d_model": 48, "n_head": 4}, "grow either the head count or the head size"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "target,message",
+    [
+        ({"n_layer": 3}, "n_layer"),
+        ({"d_model": 8, "n_head": 2}, "at least as wide"),
+        ({"d_model": 48, "n_head": 4}, "grow either the head count or the head size"),
+    ],
+)
 def test_impossible_widenings_are_named(target, message):
     config = {"n_layer": 2, "vocab_size": 50, "position": "none"}
     small = build_model("transformer_124m", **config, d_model=16, n_head=2)

@@ -55,8 +55,16 @@ class MLPOnly(nn.Module):
 
 def _counts(c: MLPOnlyConfig, per_weight: int) -> dict[str, int]:
     d, v = c.d_model, c.vocab_size
-    return {"embedding": v * d * (per_weight == 1), "qkv": 0, "attention": 0, "out": 0,
-            "ffn": per_weight * c.n_layer * 8 * d * d, "norms": 0, "head": per_weight * v * d, "other": 0}  # fmt: skip
+    return {
+        "embedding": v * d * (per_weight == 1),
+        "qkv": 0,
+        "attention": 0,
+        "out": 0,
+        "ffn": per_weight * c.n_layer * 8 * d * d,
+        "norms": 0,
+        "head": per_weight * v * d,
+        "other": 0,
+    }
 
 
 register(

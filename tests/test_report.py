@@ -7,9 +7,10 @@ import statistics
 
 import pytest
 
-from scaling_axes.harness.claims import judge, settle
+from scaling_axes.harness.claims.verdicts import judge, settle
+from scaling_axes.harness.experiment.noise import Trained
 from scaling_axes.harness.experiment.report import write_report
-from scaling_axes.harness.experiment.table import Judged, Trained, write_seeds
+from scaling_axes.harness.experiment.seeds import Judged, write_seeds
 from scaling_axes.harness.results import Row, write_rows
 from scaling_axes.harness.scales import CPU
 from scaling_axes.significance import significance
@@ -18,8 +19,11 @@ HOLDS, FAILS, UNDECIDED = [0.30, 0.25, 0.28], [-0.30, -0.25, -0.28], [0.01, -0.0
 
 
 def _claims(experiment: str) -> list[Row]:
-    not_learning = settle(judge("t", "d_vs_e", "d beats e", CPU, HOLDS, 0.02, "nats/token", runs=("d", "e")), CPU,
-                          not_learning=["d ends at 7.0 nats/token, not 0.5 below the unigram floor 6.5"])  # fmt: skip
+    not_learning = settle(
+        judge("t", "d_vs_e", "d beats e", CPU, HOLDS, 0.02, "nats/token", runs=("d", "e")),
+        CPU,
+        not_learning=["d ends at 7.0 nats/token, not 0.5 below the unigram floor 6.5"],
+    )
     return [
         judge("t", "c_vs_b", "c beats b", CPU, UNDECIDED, 0.02, "nats/token", runs=("c", "b")),
         judge("t", "a_vs_b", "a beats b", CPU, HOLDS, 0.02, "nats/token", runs=("a", "b")),
@@ -64,8 +68,12 @@ def test_a_verdict_can_be_recomputed_from_the_per_seed_file(tmp_path):
     bound = significance(list(margins.values()), 0.02).bound
     assert claim.low == statistics.mean(margins.values()) - bound and claim.status == "claim_holds"
     runs = {(r["run"], r["seed"], r["metric"]): float(r["value"]) for r in rows if r["kind"] == "run"}
-    assert runs == {("a", "1", "val_loss"): 4.0, ("a", "1", "steps"): 10, ("a", "2", "val_loss"): 4.1,
-                    ("a", "2", "steps"): 10}  # fmt: skip
+    assert runs == {
+        ("a", "1", "val_loss"): 4.0,
+        ("a", "1", "steps"): 10,
+        ("a", "2", "val_loss"): 4.1,
+        ("a", "2", "steps"): 10,
+    }
 
 
 def test_a_results_csv_from_before_the_interval_columns_still_reports(tmp_path):
@@ -74,7 +82,8 @@ def test_a_results_csv_from_before_the_interval_columns_still_reports(tmp_path):
     (tmp_path / "cpu").mkdir()
     (tmp_path / "cpu" / "old.csv").write_text(
         "experiment,table,row,metric,paper,ours,unit,scale,run,status,note\n"
-        'old,t,a_vs_b,claim,,0.3,nats/token,cpu,"a,b",claim_holds,a beats b | margin +0.3 nats/token\n')  # fmt: skip
+        'old,t,a_vs_b,claim,,0.3,nats/token,cpu,"a,b",claim_holds,a beats b | margin +0.3 nats/token\n'
+    )
     text = write_report(tmp_path).read_text() + write_report(tmp_path, scale=CPU).read_text()
     assert "- a beats b: **+0.3 [?, ?] nats/token, 0 seeds** (old: a_vs_b)" in text
     assert "### Judged by older rules (not rebuilt since: no p or q, no second tuning policy) (1)" in text
@@ -128,8 +137,14 @@ def test_the_family_is_every_declared_claim_each_hypothesis_once_under_benjamini
     rows = _judged_scale(tmp_path, {"exp_a": exp_a, "exp_b": exp_b})
     harmonic = sum(1 / k for k in range(1, 6))
     q = {key: float(r["q"]) for key, r in rows.items()}
-    expected = {("exp_a", "a_vs_b"): 0.005, ("exp_a", "c_vs_b"): 0.075, ("exp_a", "d_vs_e"): 1 / harmonic,
-                ("exp_b", "a_vs_b"): 0.005, ("exp_b", "f_vs_g"): 0.075, ("exp_b", "h_vs_g"): 0.375}  # fmt: skip
+    expected = {
+        ("exp_a", "a_vs_b"): 0.005,
+        ("exp_a", "c_vs_b"): 0.075,
+        ("exp_a", "d_vs_e"): 1 / harmonic,
+        ("exp_b", "a_vs_b"): 0.005,
+        ("exp_b", "f_vs_g"): 0.075,
+        ("exp_b", "h_vs_g"): 0.375,
+    }
     assert q == pytest.approx({key: min(1.0, value * harmonic) for key, value in expected.items()}, rel=1e-4)
     status = {key: r["status"] for key, r in rows.items()}
     assert status[("exp_a", "a_vs_b")] == status[("exp_b", "a_vs_b")] == "claim_holds"
@@ -144,7 +159,7 @@ def test_the_family_is_every_declared_claim_each_hypothesis_once_under_benjamini
     assert before == {name: (tmp_path / "cpu" / f"{name}.csv").read_text() for name in ("exp_a", "exp_b")}
     text = write_report(tmp_path, scale=CPU).read_text()
     assert "The family: every claim declared at this scale, 6 rows, 5 hypotheses" in text
-    from scaling_axes.harness.experiment.report import claims_of, read_tables
+    from scaling_axes.harness.experiment.report_claims import claims_of, read_tables
 
     claims = {c.where[0]: c for c in claims_of(read_tables(tmp_path / "cpu"))}
     low, high = claims["exp_a: c_vs_b"].adjusted  # the interval the control decides by: wider than the 95% one
@@ -156,13 +171,24 @@ def test_a_decided_verdict_that_a_threshold_moved_a_quarter_would_change_says_so
     """A claim decided on arms whose seed 2 spiked 0.7 nats (below the 0.8 threshold, above 0.6 = -25%) hangs on
     SPIKE_NATS; an "as good as" claim shown inside +-0.05 (two one-sided tests p 0.02, q 0.04) hangs on its tolerance
     at 0.0375; one decided clear of every threshold says nothing. REPORT.md lists them under its thresholds."""
-    spiked = {"val_loss": 3.0, "seed_runs": {2: {"val_loss": 3.0, "train_loss_spike": {"nats": 0.7, "step": 5,
-                                                                                       "loss": 9.0}}}}  # fmt: skip
+    spiked = {
+        "val_loss": 3.0,
+        "seed_runs": {2: {"val_loss": 3.0, "train_loss_spike": {"nats": 0.7, "step": 5, "loss": 9.0}}},
+    }
     results = {"a": spiked, "b": {"val_loss": 3.3}, "c": {"val_loss": 3.0}, "d": {"val_loss": 3.3}}
     on_spike = judge("t", "a_vs_b", "a beats b", CPU, [0.3, 0.31, 0.29], 0.02, "nats/token", runs=("a", "b"))
     clear = judge("t", "c_vs_d", "c beats d", CPU, [0.3, 0.31, 0.29], 0.02, "nats/token", runs=("c", "d"))
-    within = judge("t", "e_vs_f", "e as good as f (within 0.05 nats/token)", CPU, [0.05, 0.04, 0.06], 0.03,
-                   "nats/token", runs=("e", "f"), tolerance=0.05)  # fmt: skip
+    within = judge(
+        "t",
+        "e_vs_f",
+        "e as good as f (within 0.05 nats/token)",
+        CPU,
+        [0.05, 0.04, 0.06],
+        0.03,
+        "nats/token",
+        runs=("e", "f"),
+        tolerance=0.05,
+    )
     assert within.status == "claim_holds"
     rows = _judged_scale(tmp_path, {"exp": [on_spike, clear, within]}, results)
     assert rows[("exp", "a_vs_b")]["status"] == rows[("exp", "c_vs_d")]["status"] == "claim_holds"
@@ -187,10 +213,11 @@ def test_the_family_with_the_rule_switched_off_is_looser():
 def test_exact_checks_are_listed_apart_from_the_claims_and_outside_their_counts(tmp_path):
     """Growth preserving the function is a check, passed or not: no margin, interval or p, not a claim's verdict;
     REPORT.md lists the checks under their own heading and counts only the claims as claims."""
-    from scaling_axes.harness.claims import exact_check
+    from scaling_axes.harness.claims.outcomes import exact_check
 
-    passes = exact_check("fig3", "g_growth", "growth preserves the function", {1: 2e-6, 2: -5e-6}, 1e-4, "nats/token",
-                         runs=("g",))  # fmt: skip
+    passes = exact_check(
+        "fig3", "g_growth", "growth preserves the function", {1: 2e-6, 2: -5e-6}, 1e-4, "nats/token", runs=("g",)
+    )
     fails = exact_check("fig3", "h_growth", "growth preserves h's function", {1: 0.3}, 1e-4, "nats/token", runs=("h",))
     assert (passes.status, passes.ours, passes.seeds, passes.p, passes.low) == ("check_passes", 5e-6, 2, None, None)
     assert fails.status == "check_fails" and fails.ours == 0.3
@@ -273,7 +300,11 @@ def test_a_report_killed_mid_write_leaves_nothing_after_the_next_one(tmp_path):
     live = scale_dir / f".other.csv.tmp{os.getpid()}"
     for path in (*killed, live):
         path.touch()
-    rebuild(Experiment("exp", "nothing", lambda scale: [], lambda scale, results: []), CPU, tmp_path / "runs",
-            tmp_path / "results")  # fmt: skip
+    rebuild(
+        Experiment("exp", "nothing", lambda scale: [], lambda scale, results: []),
+        CPU,
+        tmp_path / "runs",
+        tmp_path / "results",
+    )
     assert not any(path.exists() for path in killed) and live.exists()
     assert (scale_dir / "REPORT.md").exists()  # `run --report` writes the scale's report, not only results/REPORT.md

@@ -38,8 +38,9 @@ def reference_logits(model: RMT, idx: torch.Tensor) -> torch.Tensor:
             heads = logits.masked_fill(~causal, -math.inf).softmax(-1) @ v
             x = x + torch.einsum("btv,k->btvk", heads, w_out[h])
         xn = _ln(x, p[f"{b}ffn_norm.weight"], p.get(f"{b}ffn_norm.bias", 0.0))
-        u = torch.cat([torch.einsum("btvk,k->btv", xn, p[f"{b}ffn.retrieval.keys"][:, h])[..., None]
-                       for h in range(R)], dim=-1).flatten(-2)  # fmt: skip
+        u = torch.cat(
+            [torch.einsum("btvk,k->btv", xn, p[f"{b}ffn.retrieval.keys"][:, h])[..., None] for h in range(R)], dim=-1
+        ).flatten(-2)
         y = (F.gelu(u @ p[f"{b}ffn.up.weight"].T) @ p[f"{b}ffn.down.weight"].T).view(*u.shape[:2], Dv, R)
         x = x + sum(torch.einsum("btv,k->btvk", y[..., h], p[f"{b}ffn.storage.keys"][h]) for h in range(R))
     z = _ln(x, p["final_norm.weight"], p.get("final_norm.bias", 0.0))

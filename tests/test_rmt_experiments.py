@@ -13,11 +13,14 @@ from scaling_axes.harness.training.curves import smoothed
 from scaling_axes.modules import get_config
 
 
-@pytest.mark.parametrize("model,tokens,expected", [
-    ("transformer_rmt_405m", 6.04e9, 1.187e19),  # Table 4 prints 1.18e19
-    ("rmt_305m", 6.04e9, 8.455e18),  # Table 4: 8.45e18
-    ("rmt_305m", 3.55e9, 4.97e18),  # Table 3
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "model,tokens,expected",
+    [
+        ("transformer_rmt_405m", 6.04e9, 1.187e19),  # Table 4 prints 1.18e19
+        ("rmt_305m", 6.04e9, 8.455e18),  # Table 4: 8.45e18
+        ("rmt_305m", 3.55e9, 4.97e18),  # Table 3
+    ],
+)
 def test_paper_compatible_formula_reproduces_the_reported_flops(model, tokens, expected):
     assert rmt_setup.train_flops(get_config(model), tokens, compatible=True) == pytest.approx(expected, rel=1e-3)
 
@@ -75,16 +78,24 @@ def test_table2_printed_values_and_their_errata():
     PDF's swapped ATTN rows are only a note); the RMT's FF rows print 1 / 1 against 0.4 / 1.6 and 1.6 / 0.4."""
     rows = {(r.row, r.metric): r for r in moments.table2_rows(moments.published("rmt"), draws=1)}
     ratios = ("forward_variance_ratio", "backward_variance_ratio")
-    printed = {("attn_storage_rmt", 0.4, 1.6), ("attn_retrieval_rmt", 1.14, 0.86), ("attn_storage_transformer", 1, 1),
-               ("attn_retrieval_transformer", 0.5, 1.5), ("ff_storage_transformer", 1.6, 0.4),
-               ("ff_retrieval_transformer", 0.4, 1.6)}  # fmt: skip
+    printed = {
+        ("attn_storage_rmt", 0.4, 1.6),
+        ("attn_retrieval_rmt", 1.14, 0.86),
+        ("attn_storage_transformer", 1, 1),
+        ("attn_retrieval_transformer", 0.5, 1.5),
+        ("ff_storage_transformer", 1.6, 0.4),
+        ("ff_retrieval_transformer", 0.4, 1.6),
+    }
     for name, forward, backward in printed:
         assert (rows[(name, ratios[0])].paper, rows[(name, ratios[1])].paper) == (forward, backward)
         assert all(rows[(name, m)].status == "match" for m in ratios), name
     storage, retrieval = (tuple(rows[(f"ff_{op}_rmt", m)].ours for m in ratios) for op in ("storage", "retrieval"))
     assert storage == pytest.approx((0.4, 1.6)) and retrieval == pytest.approx((1.6, 0.4))  # printed: 1 / 1
-    assert all(rows[(f"ff_{op}_rmt", m)].paper == 1 and rows[(f"ff_{op}_rmt", m)].status == "differs"
-               for op in ("storage", "retrieval") for m in ratios)  # fmt: skip
+    assert all(
+        rows[(f"ff_{op}_rmt", m)].paper == 1 and rows[(f"ff_{op}_rmt", m)].status == "differs"
+        for op in ("storage", "retrieval")
+        for m in ratios
+    )
     keys = moments.retrieval_keys_row(moments.published("rmt"))
     assert keys.paper == 0.86 and keys.ours == pytest.approx(2 * 16 / (64 + 48))  # Table 1's R, not 3R
 
@@ -132,11 +143,22 @@ def test_table3_locates_the_train_loss_threshold_between_logged_steps():
     threshold = 6.0 - 6e-5 * (steps - steps % 50 - 225)  # the Transformer's smoothed minimum, at its last point
     crossing = (5.5 - threshold) / 1e-4 + 225
     results = {
-        transformer.name: {"val_loss": 3.02, "params": 405e6, "train_seconds": 1.86e5, "steps": steps,
-                           "train_loss_curve": _line(6.0, 6e-5)},
-        rmt.name: {"val_loss": 2.91, "params": 305e6, "train_seconds": 3.3e5, "steps": steps,
-                   "train_loss_curve": _line(5.5, 1e-4), "train_time_curve": [(s, 7.0 * s) for s, _ in _line(0, 0)]},
-    }  # fmt: skip
+        transformer.name: {
+            "val_loss": 3.02,
+            "params": 405e6,
+            "train_seconds": 1.86e5,
+            "steps": steps,
+            "train_loss_curve": _line(6.0, 6e-5),
+        },
+        rmt.name: {
+            "val_loss": 2.91,
+            "params": 305e6,
+            "train_seconds": 3.3e5,
+            "steps": steps,
+            "train_loss_curve": _line(5.5, 1e-4),
+            "train_time_curve": [(s, 7.0 * s) for s, _ in _line(0, 0)],
+        },
+    }
     rows = {(r.row, r.metric): r for r in table34.report(PAPER, results) if r.table == "table3"}
     assert rows[("transformer_rmt_405m", "min_train_loss")].ours == pytest.approx(threshold)
     reached = "rmt_305m_to_transformer_best"
@@ -157,8 +179,12 @@ def test_curve_helpers():
         training_clock,  # a resumed run's clock restarts; stitched, it keeps counting
     )
 
-    assert training_clock([(10, 5.0), (20, 10.0), (30, 2.0), (40, 7.0)]) == [(10, 5.0), (20, 10.0), (30, 12.0),
-                                                                                (40, 17.0)]  # fmt: skip
+    assert training_clock([(10, 5.0), (20, 10.0), (30, 2.0), (40, 7.0)]) == [
+        (10, 5.0),
+        (20, 10.0),
+        (30, 12.0),
+        (40, 17.0),
+    ]
 
 
 def test_tables_3_4_percentages_and_errata_from_the_papers_own_values():
@@ -170,8 +196,10 @@ def test_tables_3_4_percentages_and_errata_from_the_papers_own_values():
         assert rows[("table3", "percent_diff_paper_values", metric)].status == "match"
     cited = rows[("sec4_2", "rmt_vs_transformer", "flop_efficiency_same_tokens_percent")]
     assert cited.ours == pytest.approx(100 * (1 - 8.45e18 / 1.18e19)) and "Table 4" in cited.note
-    larger, fewer = rows[("sec4_2", "transformer_vs_rmt", "params_larger_percent")], rows[
-        ("sec4_2", "rmt_vs_transformer", "non_embedding_params_percent")]  # fmt: skip
+    larger, fewer = (
+        rows[("sec4_2", "transformer_vs_rmt", "params_larger_percent")],
+        rows[("sec4_2", "rmt_vs_transformer", "non_embedding_params_percent")],
+    )
     assert larger.status == fewer.status == "match"
     assert fewer.ours == pytest.approx(100 * ((2 * 24 * 16 * 64 * 4096 + 2 * 16 * 64 * 73) / (24 * 12 * 1024**2) - 1))
 
@@ -193,8 +221,10 @@ def test_downstream_hook_points_at_the_scaling_runs(tmp_path):
     from scaling_axes.experiments.rmt import setup as rmt_setup
     from scaling_axes.harness.runs import run_dir
 
-    results = {"rmt_305m": {"run": "rmt_305m", "seed_runs": {2: {"run": "rmt_305m_stable_lr0.01_seed2"}}},
-               "transformer_rmt_405m": {}}  # fmt: skip
+    results = {
+        "rmt_305m": {"run": "rmt_305m", "seed_runs": {2: {"run": "rmt_305m_stable_lr0.01_seed2"}}},
+        "transformer_rmt_405m": {},
+    }
     paths = rmt_setup.downstream_checkpoints(PAPER, results, tmp_path)
     for run in table34.runs(PAPER):
         assert paths[run.name][1] == run_dir(table34.EXPERIMENT, PAPER, run, tmp_path) / "final.safetensors"
@@ -207,9 +237,12 @@ def test_table10_reports_the_residual_stream_size_column():
 
     rows = [r for r in table10.report(PAPER, {}) if r.metric == "residual_size"]
     assert {r.row: (r.ours, r.paper, r.status) for r in rows} == {
-        "transformer_rmt_160m": (768, 768, "match"), "rmt_134m": (2048, 2048, "match"),
-        "highway_transformer_191m": (768, 768, "match"), "depthwise_lstm_233m": (768, 768, "match"),
-        "hierarchical_aggregation_165m": (768, 768, "match")}  # fmt: skip
+        "transformer_rmt_160m": (768, 768, "match"),
+        "rmt_134m": (2048, 2048, "match"),
+        "highway_transformer_191m": (768, 768, "match"),
+        "depthwise_lstm_233m": (768, 768, "match"),
+        "hierarchical_aggregation_165m": (768, 768, "match"),
+    }
     assert {r.status for r in table10.report(SMOKE, {}) if r.metric == "residual_size"} == {"analytic"}
 
 
@@ -265,8 +298,10 @@ def test_fig6_equal_residual_claim_decides_nothing_where_the_residuals_differ():
     assert fig6.residual_mismatch(PAPER) is None
     why = fig6.residual_mismatch(CPU)
     assert "rmt_residual_dk12 192" in why and "transformer_rmt_160m 64" in why
-    results = {name: {"val_loss": loss, "seed_runs": {k: {"val_loss": loss + 0.01 * k} for k in (2, 3)}}
-               for name, loss in (("rmt_residual_dk12", 3.0), ("transformer_rmt_160m", 3.5))}  # fmt: skip
+    results = {
+        name: {"val_loss": loss, "seed_runs": {k: {"val_loss": loss + 0.01 * k} for k in (2, 3)}}
+        for name, loss in (("rmt_residual_dk12", 3.0), ("transformer_rmt_160m", 3.5))
+    }
     (claim,) = [r for r in fig6.claim_rows(CPU, results) if r.row == "rmt_residual_dk12_vs_transformer_rmt_160m"]
     assert claim.status == "unmatched" and why in claim.note
 
@@ -290,7 +325,9 @@ def test_fig2_says_when_a_ladder_does_not_improve_with_size():
 
     losses = dict(zip(rmt_setup.RMTS, (4.753, 4.605, 4.742, 4.650), strict=True))
     losses |= dict(zip(rmt_setup.TRANSFORMERS, (5.0, 4.8, 4.7, 4.6), strict=True))
-    rmt, transformer = (fig2.ladder_row(family, {n: {"val_loss": losses[n]} for n in family})
-                        for family in (rmt_setup.RMTS, rmt_setup.TRANSFORMERS))  # fmt: skip
+    rmt, transformer = (
+        fig2.ladder_row(family, {n: {"val_loss": losses[n]} for n in family})
+        for family in (rmt_setup.RMTS, rmt_setup.TRANSFORMERS)
+    )
     assert rmt.ours == 0.0 and "does not improve at rmt_134m -> rmt_206m" in rmt.note and "rmt_46m" not in rmt.note
     assert transformer.ours == 1.0 and "does not improve" not in transformer.note

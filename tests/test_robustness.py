@@ -46,8 +46,14 @@ def start(out: Path, steps: int, **trainer_options) -> subprocess.Popen:
         f"train_run(tiny_run({steps}), Path(sys.argv[1]), accelerator='cpu', **{trainer_options!r})\n"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen([sys.executable, str(script), str(out)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, str(script), str(out)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def finish(process: subprocess.Popen) -> str:
@@ -246,52 +252,130 @@ def _cases() -> list:
 
     gpt2 = ("embedded_news", "gpt2")
     return [
-        ("unknown preset", lambda news, tmp: build_model("gpt5"), KeyError,
-         "unknown model 'gpt5'; registered models: .*rmt_305m"),
-        ("unknown config field", lambda news, tmp: get_config("rmt_305m", d_keys=3), TypeError,
-         "unknown config field.*d_keys.*valid fields: .*d_key"),
-        ("config value of the wrong type", lambda news, tmp: get_config("tokenformer_150m", n_layer="twelve"),
-         TypeError, "n_layer='twelve' has type str; expected <class 'int'>"),
-        ("config value outside its choices", lambda news, tmp: get_config("rmt_305m", norm="batchnorm"), TypeError,
-         "norm='batchnorm' has type str; expected typing.Literal\\['layernorm', 'rmsnorm'\\]"),
+        (
+            "unknown preset",
+            lambda news, tmp: build_model("gpt5"),
+            KeyError,
+            "unknown model 'gpt5'; registered models: .*rmt_305m",
+        ),
+        (
+            "unknown config field",
+            lambda news, tmp: get_config("rmt_305m", d_keys=3),
+            TypeError,
+            "unknown config field.*d_keys.*valid fields: .*d_key",
+        ),
+        (
+            "config value of the wrong type",
+            lambda news, tmp: get_config("tokenformer_150m", n_layer="twelve"),
+            TypeError,
+            "n_layer='twelve' has type str; expected <class 'int'>",
+        ),
+        (
+            "config value outside its choices",
+            lambda news, tmp: get_config("rmt_305m", norm="batchnorm"),
+            TypeError,
+            "norm='batchnorm' has type str; expected typing.Literal\\['layernorm', 'rmsnorm'\\]",
+        ),
         ("non-positive size", lambda news, tmp: get_config("rmt_305m", rank=0), ValueError, "rank=0 must be positive"),
-        ("unknown kernel", lambda news, tmp: check_kernel("cuda"), ValueError,
-         "kernel='cuda'; allowed: auto, triton, torch"),
-        ("unknown corpus", lambda news, tmp: prepare_corpus("books3"), KeyError,
-         "unknown corpus 'books3'; available: .*openwebtext"),
-        ("unknown tokenizer", lambda news, tmp: load_tokenizer("llama"), KeyError,
-         "unknown tokenizer 'llama'; available: gpt2"),
-        ("missing dataset", lambda news, tmp: prepare_corpus("pile_10k", data_root=tmp), FileNotFoundError,
-         "no local corpus in .*pile_10k .* from the hub failed"),
-        ("corpus not prepared", lambda news, tmp: open_split(tmp, "train"), FileNotFoundError,
-         "meta.json missing: prepare the corpus first"),
-        ("unknown split", lambda news, tmp: open_split(news.joinpath(*gpt2), "dev"), KeyError,
-         "split 'dev' not in .*; available: train, val, test"),
-        ("truncated memmap", lambda news, tmp: _truncate_val(_damaged(news, tmp)), ValueError,
-         "val.bin is corrupt or truncated: 6 bytes, meta.json says .* delete"),
-        ("token ids outside the vocabulary", lambda news, tmp: _corrupt_ids(_damaged(news, tmp)) or _batch(tmp),
-         ValueError, "train.bin holds token id 60000, outside the 50257-id vocabulary"),
-        ("tokenizer that does not match the data",
-         lambda news, tmp: check_tokenizer(_meta_says(_damaged(news, tmp), tokenizer="neox", vocab_size=50280)
-                                           .joinpath(*gpt2), "gpt2"),
-         ValueError, "tokenized with neox \\(50280 ids\\).*gpt2 \\(50257 ids\\)"),
-        ("window longer than the split", lambda news, tmp: _batch(news, seq_len=10**7), ValueError,
-         "has \\d+ tokens, fewer than seq_len\\+1=10000001"),
-        ("global batch not divisible",
-         lambda news, tmp: _accumulation(Run("r", "rmt_46m", Budget(3, 6, 8, micro_batch=4)), 1), ValueError,
-         "global batch 6 of run r is not a multiple of micro-batch 4"),
-        ("unknown run", lambda news, tmp: find_run(FIG3, PAPER, "tokenformer_9b"), KeyError,
-         "has no run 'tokenformer_9b' at scale paper; runs: .*tokenformer_124m"),
-        ("init weights that do not fit", lambda news, tmp: _load_misfit(tmp), ValueError,
-         "final.pt does not fit Transformer: missing blocks\\.0\\.attn_norm\\.weight"),
-        ("unknown experiment", lambda news, tmp: _front_door("tokenformer_table99"), SystemExit,
-         "no experiment 'tokenformer_table99'; experiments: .*rmt_table5_6_downstream"),
-        ("unknown scale", lambda news, tmp: _front_door("tokenformer_table3_params_flops", "--scale", "huge"),
-         SystemExit, "unknown scale 'huge'; the scales: smoke, cpu, small, paper"),
-        ("trainer option of the wrong type",
-         lambda news, tmp: _front_door("tokenformer_table3_params_flops", "--num-nodes", "two"), SystemExit,
-         "invalid int value: 'two'"),
-    ]  # fmt: skip
+        (
+            "unknown kernel",
+            lambda news, tmp: check_kernel("cuda"),
+            ValueError,
+            "kernel='cuda'; allowed: auto, triton, torch",
+        ),
+        (
+            "unknown corpus",
+            lambda news, tmp: prepare_corpus("books3"),
+            KeyError,
+            "unknown corpus 'books3'; available: .*openwebtext",
+        ),
+        (
+            "unknown tokenizer",
+            lambda news, tmp: load_tokenizer("llama"),
+            KeyError,
+            "unknown tokenizer 'llama'; available: gpt2",
+        ),
+        (
+            "missing dataset",
+            lambda news, tmp: prepare_corpus("pile_10k", data_root=tmp),
+            FileNotFoundError,
+            "no local corpus in .*pile_10k .* from the hub failed",
+        ),
+        (
+            "corpus not prepared",
+            lambda news, tmp: open_split(tmp, "train"),
+            FileNotFoundError,
+            "meta.json missing: prepare the corpus first",
+        ),
+        (
+            "unknown split",
+            lambda news, tmp: open_split(news.joinpath(*gpt2), "dev"),
+            KeyError,
+            "split 'dev' not in .*; available: train, val, test",
+        ),
+        (
+            "truncated memmap",
+            lambda news, tmp: _truncate_val(_damaged(news, tmp)),
+            ValueError,
+            "val.bin is corrupt or truncated: 6 bytes, meta.json says .* delete",
+        ),
+        (
+            "token ids outside the vocabulary",
+            lambda news, tmp: _corrupt_ids(_damaged(news, tmp)) or _batch(tmp),
+            ValueError,
+            "train.bin holds token id 60000, outside the 50257-id vocabulary",
+        ),
+        (
+            "tokenizer that does not match the data",
+            lambda news, tmp: check_tokenizer(
+                _meta_says(_damaged(news, tmp), tokenizer="neox", vocab_size=50280).joinpath(*gpt2), "gpt2"
+            ),
+            ValueError,
+            "tokenized with neox \\(50280 ids\\).*gpt2 \\(50257 ids\\)",
+        ),
+        (
+            "window longer than the split",
+            lambda news, tmp: _batch(news, seq_len=10**7),
+            ValueError,
+            "has \\d+ tokens, fewer than seq_len\\+1=10000001",
+        ),
+        (
+            "global batch not divisible",
+            lambda news, tmp: _accumulation(Run("r", "rmt_46m", Budget(3, 6, 8, micro_batch=4)), 1),
+            ValueError,
+            "global batch 6 of run r is not a multiple of micro-batch 4",
+        ),
+        (
+            "unknown run",
+            lambda news, tmp: find_run(FIG3, PAPER, "tokenformer_9b"),
+            KeyError,
+            "has no run 'tokenformer_9b' at scale paper; runs: .*tokenformer_124m",
+        ),
+        (
+            "init weights that do not fit",
+            lambda news, tmp: _load_misfit(tmp),
+            ValueError,
+            "final.pt does not fit Transformer: missing blocks\\.0\\.attn_norm\\.weight",
+        ),
+        (
+            "unknown experiment",
+            lambda news, tmp: _front_door("tokenformer_table99"),
+            SystemExit,
+            "no experiment 'tokenformer_table99'; experiments: .*rmt_table5_6_downstream",
+        ),
+        (
+            "unknown scale",
+            lambda news, tmp: _front_door("tokenformer_table3_params_flops", "--scale", "huge"),
+            SystemExit,
+            "unknown scale 'huge'; the scales: smoke, cpu, small, paper",
+        ),
+        (
+            "trainer option of the wrong type",
+            lambda news, tmp: _front_door("tokenformer_table3_params_flops", "--num-nodes", "two"),
+            SystemExit,
+            "invalid int value: 'two'",
+        ),
+    ]
 
 
 @pytest.mark.parametrize("case", range(21), ids=[c[0] for c in _cases()])

@@ -29,8 +29,17 @@ from scaling_axes.io import CorruptFileError, SuiteError, atomic_torch_save, ato
 from tests.conftest import HANG_GUARD_S
 from tests.test_robustness import ROOT, TINY
 
-BUDGET = Budget(steps=12, batch_size=4, seq_len=32, lr=3e-3, warmup_steps=2, val_every=4, val_windows=8,
-                checkpoint_every=4, log_every=1)  # fmt: skip
+BUDGET = Budget(
+    steps=12,
+    batch_size=4,
+    seq_len=32,
+    lr=3e-3,
+    warmup_steps=2,
+    val_every=4,
+    val_windows=8,
+    checkpoint_every=4,
+    log_every=1,
+)
 
 
 def tiny(steps: int = 12) -> Run:
@@ -84,8 +93,9 @@ def test_no_loader_unpickles_a_crafted_file(crafted, tmp_path) -> None:
         assert not marker.exists(), f"{name} ran the pickle's code"
 
 
-def _run_script(out: Path, kill_hook: str | None = None, kill_step: int = 0, when: str = "True"
-                ) -> subprocess.CompletedProcess:  # fmt: skip
+def _run_script(
+    out: Path, kill_hook: str | None = None, kill_step: int = 0, when: str = "True"
+) -> subprocess.CompletedProcess:
     """Train `tiny()` into `out` in a fresh process; with `kill_hook`, the process dies (os._exit, as kill -9 leaves
     it) at that hook of step `kill_step` (if `when`, an expression of `trainer`, holds)."""
     script = out.parent / f"{out.name}-{kill_hook}.py"
@@ -106,8 +116,9 @@ def _run_script(out: Path, kill_hook: str | None = None, kill_step: int = 0, whe
     """)
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, str(script), str(out)], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=HANG_GUARD_S)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, str(script), str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S
+    )
 
 
 def _stop_at(step: int, sig: int = signal.SIGTERM) -> L.Callback:
@@ -146,11 +157,19 @@ def test_ctrl_c_checkpoints_at_the_step_boundary_and_says_how_to_resume(tmp_path
 def lock_held_elsewhere(out: Path) -> Iterator[subprocess.Popen]:
     """Another process that holds `out`'s run lock (as a live training would) until the block ends, then dies."""
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time\nfrom pathlib import Path\n"
-         "from scaling_axes.harness.training.lock import run_lock\nwith run_lock(Path(sys.argv[1])):\n"
-         "    print('held', flush=True)\n    time.sleep(10**6)\n", str(out)],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\nfrom pathlib import Path\n"
+            "from scaling_axes.harness.training.lock import run_lock\nwith run_lock(Path(sys.argv[1])):\n"
+            "    print('held', flush=True)\n    time.sleep(10**6)\n",
+            str(out),
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         yield holder
@@ -306,12 +325,14 @@ def test_an_unwritable_run_directory_or_a_full_disk_stops_before_or_at_the_write
 
 @pytest.mark.parametrize(
     "argv, message",
-    [(["--dry-run", "--mfu", "0"], "--mfu: 0.0 is out of range"),
-     (["--dry-run", "--mfu", "-0.4"], "--mfu: -0.4 is out of range"),
-     (["--micro-batch", "-2"], "--micro-batch: -2 is out of range"),
-     (["--devices", "0"], "--devices: '0': use 'auto'"),
-     (["--num-nodes", "0"], "--num-nodes: 0 is out of range")],
-)  # fmt: skip
+    [
+        (["--dry-run", "--mfu", "0"], "--mfu: 0.0 is out of range"),
+        (["--dry-run", "--mfu", "-0.4"], "--mfu: -0.4 is out of range"),
+        (["--micro-batch", "-2"], "--micro-batch: -2 is out of range"),
+        (["--devices", "0"], "--devices: '0': use 'auto'"),
+        (["--num-nodes", "0"], "--num-nodes: 0 is out of range"),
+    ],
+)
 def test_every_command_line_number_is_range_checked(argv, message, capsys) -> None:
     experiment = _Single(tiny(4)).experiment
     with pytest.raises(SystemExit):

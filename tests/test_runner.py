@@ -179,8 +179,9 @@ def test_command_line_entry_points_start(capsys):
 
     from scaling_axes.cli import cli
 
-    result = subprocess.run([sys.executable, "-m", "scaling_axes", "list"], capture_output=True, text=True,
-                            timeout=HANG_GUARD_S)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "scaling_axes", "list"], capture_output=True, text=True, timeout=HANG_GUARD_S
+    )
     assert result.returncode == 0 and "tokenformer_table8_variants" in result.stdout, result.stderr
     with pytest.raises(SystemExit) as grow_help:
         cli(["grow", "--help"])
@@ -267,8 +268,9 @@ def test_the_harness_benchmark_times_the_suites_own_arithmetic(tmp_path):
     from scaling_axes.harness.scales import CPU
 
     run = make_run(CPU, *CASE)
-    run = dataclasses.replace(run, budget=dataclasses.replace(run.budget, steps=6, warmup_steps=2, val_every=None,
-                                                              val_windows=2))  # fmt: skip
+    run = dataclasses.replace(
+        run, budget=dataclasses.replace(run.budget, steps=6, warmup_steps=2, val_every=None, val_windows=2)
+    )
     bare_ms, model = bare_loop(run, "cpu")
     assert suite_step_ms(run, tmp_path, "cpu") > 0 and bare_ms > 0
     final = load_file(tmp_path / "final.safetensors")

@@ -86,8 +86,14 @@ def test_the_command_line_parses_scale_to_the_object(capsys):
     assert "rmt_305m_seed3" in capsys.readouterr().out  # the cpu scale's three seeds
 
 
-TEST_ONLY = Scale("test_only", judges_claims=True, paper_configs=False, data="stand_in", tokenizer="wiki_bpe2048",
-                  note="a scale registered by a test")  # fmt: skip
+TEST_ONLY = Scale(
+    "test_only",
+    judges_claims=True,
+    paper_configs=False,
+    data="stand_in",
+    tokenizer="wiki_bpe2048",
+    note="a scale registered by a test",
+)
 
 
 def test_a_new_scale_is_planned_from_its_own_recipe_or_refused_by_name(monkeypatch):

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from scaling_axes.harness.claims import judge, settle
+from scaling_axes.harness.claims.verdicts import judge, settle
 from scaling_axes.harness.experiment.arms import sweep_check, tuning_rows, unstable, untuned
-from scaling_axes.harness.experiment.table import measured_noise, trained_runs
+from scaling_axes.harness.experiment.noise import measured_noise, trained_runs
 from scaling_axes.harness.scales import CPU
 from scaling_axes.harness.stability import (
     SMOOTHING,
@@ -121,15 +121,25 @@ def test_a_claim_on_an_unstable_run_decides_nothing(tmp_path):
     claim = judge("t", "a_vs_b", "a beats b", CPU, [0.3, 0.25, 0.28], 0.02, runs=("a", "b"))
     assert claim.status == "claim_holds"
     spike = {"nats": 2.4, "step": 11, "loss": 9.7}
-    results = {"a": {"run": "a", "val_loss": 4.0, "seed_runs": {2: {"run": "a_seed2", "val_loss": 4.05,
-                                                                     "train_loss_spike": spike}}},
-               "b": {"run": "b", "val_loss": 4.3}}  # fmt: skip
+    results = {
+        "a": {
+            "run": "a",
+            "val_loss": 4.0,
+            "seed_runs": {2: {"run": "a_seed2", "val_loss": 4.05, "train_loss_spike": spike}},
+        },
+        "b": {"run": "b", "val_loss": 4.3},
+    }
     settled = settle(claim, CPU, unstable=unstable(claim, results))
     assert settled.status == "unstable" and "a_seed2's training loss spiked at step 11" in settled.note
-    outlier = {"run": "a", "val_loss": 4.0, "seed_runs": {2: {"run": "a", "val_loss": 4.02},
-                                                          3: {"run": "a", "val_loss": 5.0}}}  # fmt: skip
-    assert "seed 3's final loss 5.000 is an outlier" in settle(claim, CPU, unstable=unstable(claim, {
-        "a": outlier, "b": results["b"]})).note  # fmt: skip
+    outlier = {
+        "run": "a",
+        "val_loss": 4.0,
+        "seed_runs": {2: {"run": "a", "val_loss": 4.02}, 3: {"run": "a", "val_loss": 5.0}},
+    }
+    assert (
+        "seed 3's final loss 5.000 is an outlier"
+        in settle(claim, CPU, unstable=unstable(claim, {"a": outlier, "b": results["b"]})).note
+    )
     stable = {**results, "a": {"run": "a", "val_loss": 4.0}}
     assert settle(claim, CPU, unstable=unstable(claim, stable)).status == "claim_holds"
 
@@ -137,14 +147,21 @@ def test_a_claim_on_an_unstable_run_decides_nothing(tmp_path):
 def test_unstable_seeds_are_left_out_of_the_measured_noise(tmp_path):
     from scaling_axes.harness.runs import Budget, Run
 
-    runs = [Run(name, "transformer_124m", Budget(3, 4, 64), TINY, corpus="embedded_news", tokenizer="bytes")
-            for name in "ab"]  # fmt: skip
+    runs = [
+        Run(name, "transformer_124m", Budget(3, 4, 64), TINY, corpus="embedded_news", tokenizer="bytes")
+        for name in "ab"
+    ]
     experiment = _experiment(runs)
     spike = {"nats": 2.4, "step": 11, "loss": 9.7}
     for name, losses in {"a": [4.0, 4.02, 4.04, 4.6], "b": [4.3, 4.31, 4.33]}.items():
         for k, loss in enumerate(losses, 1):
-            _finish(tmp_path, experiment, name + ("" if k == 1 else f"_seed{k}"), val_loss=loss,
-                    **({"train_loss_spike": spike} if (name, k) == ("b", 3) else {}))  # fmt: skip
+            _finish(
+                tmp_path,
+                experiment,
+                name + ("" if k == 1 else f"_seed{k}"),
+                val_loss=loss,
+                **({"train_loss_spike": spike} if (name, k) == ("b", 3) else {}),
+            )
     noise, rows = measured_noise(trained_runs(tmp_path / "runs" / "verdict_test" / "cpu"))
     stable = [[4.0, 4.02, 4.04], [4.3, 4.31]]  # a's 4th seed an outlier, b's 3rd spiked
     dof = sum(len(v) - 1 for v in stable)
@@ -160,15 +177,22 @@ def test_train_loss_claims_are_judged_on_the_train_losss_own_noise(tmp_path):
     from scaling_axes.harness.runs import Budget, Run
     from scaling_axes.harness.training.curves import final_train_loss
 
-    runs = [Run(name, "transformer_124m", Budget(3, 4, 64), TINY, corpus="embedded_news", tokenizer="bytes")
-            for name in "ab"]  # fmt: skip
+    runs = [
+        Run(name, "transformer_124m", Budget(3, 4, 64), TINY, corpus="embedded_news", tokenizer="bytes")
+        for name in "ab"
+    ]
     experiment = _experiment(runs)
     train = {"a": [3.0, 3.1, 3.2], "b": [3.5, 3.6, 3.7]}
     for name, finals in train.items():
         for k, final in enumerate(finals, 1):
             curve = [[step, final + 1.0 - step / 20] for step in range(1, 21)]  # its smoothed end: final + 0.0
-            _finish(tmp_path, experiment, name + ("" if k == 1 else f"_seed{k}"), val_loss=4.0 + 0.01 * k,
-                    train_loss_curve=curve)  # fmt: skip
+            _finish(
+                tmp_path,
+                experiment,
+                name + ("" if k == 1 else f"_seed{k}"),
+                val_loss=4.0 + 0.01 * k,
+                train_loss_curve=curve,
+            )
     trained = trained_runs(tmp_path / "runs" / "verdict_test" / "cpu")
     noise, _ = measured_noise(trained)
     ends = [[final_train_loss(done) for done in seeds.values()] for seeds in trained.by_run.values()]
@@ -177,8 +201,16 @@ def test_train_loss_claims_are_judged_on_the_train_losss_own_noise(tmp_path):
     )
     claims = table10.claim_rows(CPU, {})
     assert claims and {claim.evidence.noise_metric for claim in claims} == {"train_loss"}
-    claim = judge("t", "a_vs_b", "a ends at a lower train loss", CPU, [0.5, 0.5, 0.5], 0.02, "nats/token",
-                  noise_metric="train_loss")  # fmt: skip
+    claim = judge(
+        "t",
+        "a_vs_b",
+        "a ends at a lower train loss",
+        CPU,
+        [0.5, 0.5, 0.5],
+        0.02,
+        "nats/token",
+        noise_metric="train_loss",
+    )
     bound = settle(claim, CPU, noise).high - 0.5
     assert bound == pytest.approx(
         t_critical(noise["train_loss"][1]) * math.sqrt(2) * noise["train_loss"][0] / math.sqrt(3)
@@ -214,8 +246,15 @@ def test_a_trained_run_keeps_its_largest_spike_in_done_json(tmp_path):
     from scaling_axes.harness.experiment.schedule import Schedule
     from scaling_axes.harness.runs import Budget, Run
 
-    run = Run("a", "transformer_124m", Budget(steps=6, batch_size=2, seq_len=32, val_windows=2, log_every=1), TINY,
-              corpus="embedded_news", tokenizer="bytes", lm={"z_loss": 0.0})  # fmt: skip
+    run = Run(
+        "a",
+        "transformer_124m",
+        Budget(steps=6, batch_size=2, seq_len=32, val_windows=2, log_every=1),
+        TINY,
+        corpus="embedded_news",
+        tokenizer="bytes",
+        lm={"z_loss": 0.0},
+    )
     done = Schedule.of(_experiment([run]), CPU, tmp_path / "runs").train(run)
     logged = [loss for _, loss in done["train_loss_curve"]]  # every step's loss, as Lightning logged it
     nats, step = _reference_spike(logged)
@@ -227,8 +266,17 @@ def test_a_claim_measured_before_training_stands_whatever_training_did_later():
     """Growth preserving the function is measured at the growth, before the stage trains: a spike of that stage's
     training does not bear on it (a claim on its final loss it does)."""
     spiked = ["g's training loss spiked at step 12 to 5.744, 1.40 nats above its smoothed running minimum"]
-    at_growth = judge("fig3", "g_growth", "growth preserves the function", CPU, [1e-4] * 3, 0.0, runs=("g",),
-                      runs_per_margin=1, before_training=True)  # fmt: skip
+    at_growth = judge(
+        "fig3",
+        "g_growth",
+        "growth preserves the function",
+        CPU,
+        [1e-4] * 3,
+        0.0,
+        runs=("g",),
+        runs_per_margin=1,
+        before_training=True,
+    )
     assert settle(at_growth, CPU, unstable=spiked).status == at_growth.status == "claim_holds"
     after = judge("fig3", "g_vs_s", "g beats s", CPU, [0.3, 0.25, 0.28], 0.02, runs=("g", "s"))
     assert settle(after, CPU, unstable=spiked).status == "unstable"

@@ -9,7 +9,7 @@ import math
 import pytest
 import yaml
 
-from scaling_axes.harness.claims import LOSS_NOISE_FLOOR
+from scaling_axes.harness.claims.margins import LOSS_NOISE_FLOOR
 from scaling_axes.harness.experiment.command import main
 from scaling_axes.harness.experiment.finished import FinishedRuns
 from scaling_axes.harness.names import parse_seed, parse_stable, parse_sweep, rate, seed_name
@@ -79,8 +79,16 @@ def test_a_diverged_point_is_the_worst_and_a_sweep_stops_extending_at_its_limit(
 def test_a_lucky_first_draw_does_not_choose_the_rate_the_mean_over_draws_does():
     """The cross-architecture Transformer at cpu (measured, issue 46): its first sweep draw reached 4.946 at 9e-3 and
     5.151 at 3e-3; the second 5.562 and 5.166. One draw chose 9e-3, the mean chooses 3e-3."""
-    measured = {(9e-4, 1): 5.888, (3e-3, 1): 5.151, (9e-3, 1): 4.946, (3e-2, 1): 5.669,
-                (9e-4, 2): 6.0, (3e-3, 2): 5.166, (9e-3, 2): 5.562, (3e-2, 2): 6.083}  # fmt: skip
+    measured = {
+        (9e-4, 1): 5.888,
+        (3e-3, 1): 5.151,
+        (9e-3, 1): 4.946,
+        (3e-2, 1): 5.669,
+        (9e-4, 2): 6.0,
+        (3e-3, 2): 5.166,
+        (9e-3, 2): 5.562,
+        (3e-2, 2): 6.083,
+    }
     grid = (9e-4, 3e-3, 9e-3, 3e-2)
     one_draw = _sweep(lambda lr, draw: Point(measured[lr, draw]), grid, draws=1)[1]
     assert one_draw.lr == 9e-3  # what the single-seed sweep chose
@@ -144,11 +152,25 @@ TINY = {"n_layer": 1, "d_model": 32, "n_head": 4, "max_seq_len": 64, "vocab_size
 
 def test_claims_seeds_train_at_the_chosen_rate_and_the_sweep_on_a_seed_of_its_own(tmp_path):
     budget = Budget(steps=3, batch_size=2, seq_len=32, val_windows=2)
-    anchor = Run("small", "transformer_124m", budget, TINY, corpus="embedded_news", tokenizer="bytes",
-                 sweep=Sweep((1e-3, 1e-2, 1e-1)))  # fmt: skip
+    anchor = Run(
+        "small",
+        "transformer_124m",
+        budget,
+        TINY,
+        corpus="embedded_news",
+        tokenizer="bytes",
+        sweep=Sweep((1e-3, 1e-2, 1e-1)),
+    )
     carried = Sweep((1e-3, 1e-2, 1e-1), anchor="small", rule="same lr", check=True)
-    large = Run("large", "transformer_124m", budget, {**TINY, "d_model": 48}, corpus="embedded_news",
-                tokenizer="bytes", sweep=carried)  # fmt: skip
+    large = Run(
+        "large",
+        "transformer_124m",
+        budget,
+        {**TINY, "d_model": 48},
+        corpus="embedded_news",
+        tokenizer="bytes",
+        sweep=carried,
+    )
     experiment = Experiment("sweep_test", "tuned arms", lambda scale: [anchor, large], lambda scale, results: [])
     main(experiment, ["--scale", "cpu", "--seeds", "2", "--out-dir", str(tmp_path)])
     results = FinishedRuns(experiment, CPU, tmp_path / "runs").results()
@@ -179,7 +201,7 @@ def test_claims_seeds_train_at_the_chosen_rate_and_the_sweep_on_a_seed_of_its_ow
 
 
 def test_no_claim_is_decided_on_an_arm_whose_sweep_ended_at_an_edge():
-    from scaling_axes.harness.claims import judge, settle
+    from scaling_axes.harness.claims.verdicts import judge, settle
     from scaling_axes.harness.experiment.arms import untuned
 
     claim = judge("t", "a_vs_b", "a beats b", CPU, [0.3, 0.25, 0.28], 0.02, runs=("a", "b"))
@@ -211,8 +233,11 @@ def test_each_family_of_the_growth_figures_is_swept_on_its_own_grid():
     from scaling_axes.experiments.tokenformer.recipes import progressive_at
 
     grids = progressive_at(CPU).lr_grids
-    names = {"tokenformer_fig3_progressive_scaling", "tokenformer_fig6_enwik8_continual",
-             "tokenformer_fig7_net2net_scaling"}  # fmt: skip
+    names = {
+        "tokenformer_fig3_progressive_scaling",
+        "tokenformer_fig6_enwik8_continual",
+        "tokenformer_fig7_net2net_scaling",
+    }
     assert grids["tokenformer"] != grids["transformer"]
     for experiment in (e for e in all_experiments() if e.name in names):
         by_name = {run.name: run for run in experiment.runs(CPU)}
@@ -240,11 +265,26 @@ def test_a_sweep_of_fixed_per_group_rates_scales_them_all():
 
 def test_a_grown_stage_trains_at_its_chain_heads_chosen_rate_from_its_tuned_weights(tmp_path):
     budget = Budget(steps=3, batch_size=2, seq_len=32, val_windows=2)
-    head = Run("head", "transformer_124m", budget, TINY, corpus="embedded_news", tokenizer="bytes",
-               sweep=Sweep((1e-3, 1e-2, 1e-1)))  # fmt: skip
+    head = Run(
+        "head",
+        "transformer_124m",
+        budget,
+        TINY,
+        corpus="embedded_news",
+        tokenizer="bytes",
+        sweep=Sweep((1e-3, 1e-2, 1e-1)),
+    )
     carried = Sweep((1e-3, 1e-2, 1e-1), anchor="head", rule="one lr")
-    stage = Run("stage", "transformer_124m", budget, {**TINY, "d_model": 48}, corpus="embedded_news",
-                tokenizer="bytes", grow_from="head", sweep=carried)  # fmt: skip
+    stage = Run(
+        "stage",
+        "transformer_124m",
+        budget,
+        {**TINY, "d_model": 48},
+        corpus="embedded_news",
+        tokenizer="bytes",
+        grow_from="head",
+        sweep=carried,
+    )
     experiment = Experiment("chain_test", "a swept chain", lambda scale: [head, stage], lambda scale, results: [])
     main(experiment, ["--scale", "cpu", "--seeds", "1", "--out-dir", str(tmp_path), "--run-name", "stage"])
     results = FinishedRuns(experiment, CPU, tmp_path / "runs").results()
@@ -294,16 +334,21 @@ def test_a_carried_rate_is_refuted_only_by_a_neighbour_better_beyond_one_draws_n
 
 
 def test_a_transfer_refuted_at_its_checked_size_leaves_every_carried_size_untuned():
-    from scaling_axes.harness.claims import judge, settle
+    from scaling_axes.harness.claims.verdicts import judge, settle
     from scaling_axes.harness.experiment.arms import untuned
     from scaling_axes.harness.experiment.finished import with_refuted_transfers
 
     one_draw = lambda losses: {lr: {1: Point(loss)} for lr, loss in losses.items()}  # noqa: E731
     carried = {"tuning": Choice(0.01, None, {}), "tuning_anchor": "large"}
-    results = {"large": {"tuning": Choice(0.01, None, one_draw({0.001: 4.1, 0.01: 4.0, 0.1: 4.3}))},
-               "small": {**carried, "tuning": Choice(0.01, None, one_draw({0.001: 3.9, 0.01: 4.0, 0.1: 4.2}),
-                                                     carried_best=False)},
-               "middle": carried, "other": {}}  # fmt: skip
+    results = {
+        "large": {"tuning": Choice(0.01, None, one_draw({0.001: 4.1, 0.01: 4.0, 0.1: 4.3}))},
+        "small": {
+            **carried,
+            "tuning": Choice(0.01, None, one_draw({0.001: 3.9, 0.01: 4.0, 0.1: 4.2}), carried_best=False),
+        },
+        "middle": carried,
+        "other": {},
+    }
     claim = judge("t", "middle_vs_other", "middle beats other", CPU, [0.3, 0.25, 0.28], 0.02, runs=("middle", "other"))
     assert settle(claim, CPU, untuned=untuned(claim, results)).status == "claim_holds"  # not yet propagated
     settled = settle(claim, CPU, untuned=untuned(claim, with_refuted_transfers(results)))
@@ -352,12 +397,19 @@ def _spiking_arm(tmp_path, other_loss: float = 2.82):
     """An experiment whose claim "a beats b" compares swept arm `a` (the measured shape of Table 10's Transformer at
     cpu, 3 nats lower so that it learns: claim seeds 1 and 3 spike at the sweep's choice 1e-2) with `b` (at
     `other_loss` + 0.01 k at seed k), and a `train` that writes each run's done.json as it would finish."""
-    from scaling_axes.harness.claims import lower_loss
+    from scaling_axes.harness.claims.verdicts import lower_loss
     from scaling_axes.harness.training.rundir import write_done
     from scaling_axes.io import atomic_torch_save
 
-    run = Run("a", "transformer_124m", Budget(3, 2, 32), TINY, corpus="embedded_news", tokenizer="bytes",
-              sweep=Sweep((3e-3, 1e-2, 3e-2)))  # fmt: skip
+    run = Run(
+        "a",
+        "transformer_124m",
+        Budget(3, 2, 32),
+        TINY,
+        corpus="embedded_news",
+        tokenizer="bytes",
+        sweep=Sweep((3e-3, 1e-2, 3e-2)),
+    )
     other = Run("b", "transformer_124m", Budget(3, 2, 32, lr=3e-2), TINY, corpus="embedded_news", tokenizer="bytes")
     claims = lambda scale, results: [lower_loss("t", "a beats b", scale, "a", "b", results)]  # noqa: E731
     experiment = Experiment("fallback_test", "claim seeds that spike", lambda scale: [run, other], claims)
@@ -435,8 +487,11 @@ def test_a_claim_the_tuning_policy_decides_is_fragile(tmp_path, other_loss, frag
         )
     with open(path.parent / "seeds" / path.name, newline="") as f:
         seeds = list(csv.DictReader(f))
-    abandoned = {(r["run"], r["seed"]): r["flag"] for r in seeds if r["kind"] == "trained" and r["metric"] == "val_loss"
-                 and r["run"] == "a"}  # fmt: skip
+    abandoned = {
+        (r["run"], r["seed"]): r["flag"]
+        for r in seeds
+        if r["kind"] == "trained" and r["metric"] == "val_loss" and r["run"] == "a"
+    }
     assert abandoned == {("a", "1"): "unstable abandoned", ("a", "2"): "abandoned", ("a", "3"): "unstable abandoned"}
     at_choice = [float(r["value"]) for r in seeds if r["kind"] == "claim_at_choice"]
     assert at_choice == pytest.approx([other_loss - 1.92] * 3)
@@ -449,9 +504,10 @@ def test_a_claim_not_measured_under_the_other_policy_is_fragile_only_where_decid
     policies: not fragile. Undecided, it stays as it is."""
     import csv
 
-    from scaling_axes.harness.claims import judge
+    from scaling_axes.harness.claims.verdicts import judge
     from scaling_axes.harness.experiment.family import judge_family
-    from scaling_axes.harness.experiment.table import Judged, Trained, write_seeds
+    from scaling_axes.harness.experiment.noise import Trained
+    from scaling_axes.harness.experiment.seeds import Judged, write_seeds
     from scaling_axes.harness.results import write_rows
 
     def scale(rows, name):
@@ -461,20 +517,23 @@ def test_a_claim_not_measured_under_the_other_policy_is_fragile_only_where_decid
         with open(tmp_path / "cpu" / f"{name}.csv", newline="") as f:
             return {r["row"]: r for r in csv.DictReader(f)}
 
-    holds = judge("sec4_4", "a_vs_b_tokens", "a reaches b's loss on fewer tokens", CPU, [0.45, 0.40, 0.50], 0.05,
-                  runs=("a", "b"))  # fmt: skip
-    within = judge("sec4_4", "a_vs_b_flops", "a reaches b's loss on fewer FLOPs", CPU, [0.3, -0.1, 0.4], 0.05,
-                   runs=("a", "b"))  # fmt: skip
+    holds = judge(
+        "sec4_4", "a_vs_b_tokens", "a reaches b's loss on fewer tokens", CPU, [0.45, 0.40, 0.50], 0.05, runs=("a", "b")
+    )
+    within = judge(
+        "sec4_4", "a_vs_b_flops", "a reaches b's loss on fewer FLOPs", CPU, [0.3, -0.1, 0.4], 0.05, runs=("a", "b")
+    )
     rows = scale([holds, within], "alone")
     assert holds.status == "claim_holds" and rows["a_vs_b_tokens"]["status"] == "fragile"
     assert "not measured (a run never reached" in rows["a_vs_b_tokens"]["note"]
     assert rows["a_vs_b_flops"]["status"] == "insufficient"
-    others = [judge("t", f"c{i}_vs_d", "c beats d", CPU, [0.01, -0.01, 0.02], 0.05, runs=(f"c{i}", "d"))
-              for i in range(30)]  # fmt: skip
+    others = [
+        judge("t", f"c{i}_vs_d", "c beats d", CPU, [0.01, -0.01, 0.02], 0.05, runs=(f"c{i}", "d")) for i in range(30)
+    ]
     (tmp_path / "cpu" / "alone.csv").unlink()
     rows = scale([holds, *others], "crowded")
     assert float(rows["a_vs_b_tokens"]["q"]) == 1.0  # enters at the larger p of its two policies: not measured, 1
-    assert rows["a_vs_b_tokens"]["status"] == "insufficient" and "decided by the tuning policy" not in rows[
-        "a_vs_b_tokens"]["note"]  # fmt: skip
-
-
+    assert (
+        rows["a_vs_b_tokens"]["status"] == "insufficient"
+        and "decided by the tuning policy" not in rows["a_vs_b_tokens"]["note"]
+    )

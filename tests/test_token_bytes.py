@@ -76,10 +76,10 @@ def test_pulling_on_a_batch_equals_pulling_each_row() -> None:
 def test_the_articles_example() -> None:
     """bpt 6, ':' is pad: [Hi] [,] [_my] -> [::::Hi] [:::Hi,] [Hi,_my] (MoT reference 1.4), bounded by an EOT."""
     h, i, comma, space, m, y = range(6)
-    left = torch.tensor([[[PAD] * 4 + [h, i], [PAD] * 5 + [comma], [PAD] * 3 + [space, m, y], [EOT] * 6,
-                          [PAD] * 5 + [y]]])  # fmt: skip
-    expected = [[[PAD] * 4 + [h, i], [PAD] * 3 + [h, i, comma], [h, i, comma, space, m, y], [EOT] * 6,
-                 [PAD] * 5 + [y]]]  # fmt: skip
+    left = torch.tensor(
+        [[[PAD] * 4 + [h, i], [PAD] * 5 + [comma], [PAD] * 3 + [space, m, y], [EOT] * 6, [PAD] * 5 + [y]]]
+    )
+    expected = [[[PAD] * 4 + [h, i], [PAD] * 3 + [h, i, comma], [h, i, comma, space, m, y], [EOT] * 6, [PAD] * 5 + [y]]]
     assert pull_from_left(left, PAD, EOT).tolist() == expected
     right = torch.tensor([[[h, i] + [PAD] * 4, [comma] + [PAD] * 5, [space, m, y] + [PAD] * 3, [EOT] * 6]])
     assert pull_from_right(right, PAD, EOT).tolist() == [

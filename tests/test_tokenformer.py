@@ -285,8 +285,9 @@ def test_key_and_value_init_options_set_the_parameter_tokens_scale():
     from scaling_axes.modules.architectures.tokenformer import Pattention
 
     shape = {"n_layer": 2, "d_model": 64, "n_head": 4, "qkv_tokens": 512, "proj_tokens": 512, "ffn_tokens": 2048}
-    model = build_model("tokenformer_150m", **shape, vocab_size=97, max_seq_len=32, key_init_std=0.125,
-                        value_init_std=0.02)  # fmt: skip
+    model = build_model(
+        "tokenformer_150m", **shape, vocab_size=97, max_seq_len=32, key_init_std=0.125, value_init_std=0.02
+    )
     keys = torch.cat([m.key_param_tokens.detach().flatten() for m in model.modules() if isinstance(m, Pattention)])
     values = torch.cat([m.value_param_tokens.detach().flatten() for m in model.modules() if isinstance(m, Pattention)])
     assert keys.double().std().item() == pytest.approx(0.125, rel=0.02)

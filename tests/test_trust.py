@@ -47,8 +47,14 @@ def test_a_tokenizer_other_than_the_one_a_run_trained_with_is_refused(tmp_path, 
     from scaling_axes.harness.training.rundir import source_weights
 
     source = shutil.copy(load_tokenizer("neox").source, tmp_path / "tokenizer.json")
-    run = Run("r", "transformer_124m", tiny(3).budget, {**tiny(3).overrides, "vocab_size": 50304},
-              data={"tokenizer_path": str(source)}, tokenizer="neox")  # fmt: skip
+    run = Run(
+        "r",
+        "transformer_124m",
+        tiny(3).budget,
+        {**tiny(3).overrides, "vocab_size": 50304},
+        data={"tokenizer_path": str(source)},
+        tokenizer="neox",
+    )
     Schedule.of(_experiment(run), SMOKE, tmp_path / "runs", accelerator="cpu").train(run)
     out = tmp_path / "runs" / "safety" / "smoke" / "r"
     assert json.loads((out / "config.json").read_text())["tokenizer_blake2b"]
@@ -60,8 +66,15 @@ def test_a_tokenizer_other_than_the_one_a_run_trained_with_is_refused(tmp_path, 
     source.write_text(json.dumps(text))
     with pytest.raises(CorruptFileError, match=r"is not the one .* trained with"):
         load_checkpoint(out)
-    grown = Run("g", "transformer_124m", run.budget, {**run.overrides, "d_model": 48}, grow_from="r",
-                data=run.data, tokenizer="neox")  # fmt: skip
+    grown = Run(
+        "g",
+        "transformer_124m",
+        run.budget,
+        {**run.overrides, "d_model": 48},
+        grow_from="r",
+        data=run.data,
+        tokenizer="neox",
+    )
     with pytest.raises(CorruptFileError, match=r"is not the one .* trained with"):
         source_weights(out, grown)
 
@@ -135,8 +148,9 @@ def test_a_full_disk_while_final_weights_are_written_is_one_line(tmp_path, monke
     from scaling_axes.io import atomic_save_safetensors
 
     def full(*args, **kwargs):
-        raise safetensors.SafetensorError("Error while serializing: IoError(Os { code: 28, kind: StorageFull, "
-                                          "message: \"No space left on device\" })")  # fmt: skip
+        raise safetensors.SafetensorError(
+            'Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "No space left on device" })'
+        )
 
     monkeypatch.setattr(safetensors.torch, "save_file", full)
     with pytest.raises(OSError, match=r"could not write .*final\.safetensors \(No space left on device\): free space"):
@@ -150,10 +164,31 @@ def test_a_non_finite_loss_is_one_line_on_the_command_line(tmp_path, capsys, mon
     monkeypatch.chdir(tmp_path)
     overrides = '{"n_layer": 1, "d_model": 16, "n_head": 2, "max_seq_len": 16, "vocab_size": 256}'
     with pytest.raises(SystemExit) as stopped:
-        cli(["fit", "--model.model", "transformer_124m", "--model.model_overrides", overrides, "--model.lr", "1e30",
-             "--data.corpus", "embedded_news", "--data.tokenizer", "bytes", "--data.seq_len", "16",
-             "--data.batch_size", "2", "--trainer.max_steps", "6", "--trainer.accelerator", "cpu",
-             "--trainer.default_root_dir", str(tmp_path)])  # fmt: skip
+        cli(
+            [
+                "fit",
+                "--model.model",
+                "transformer_124m",
+                "--model.model_overrides",
+                overrides,
+                "--model.lr",
+                "1e30",
+                "--data.corpus",
+                "embedded_news",
+                "--data.tokenizer",
+                "bytes",
+                "--data.seq_len",
+                "16",
+                "--data.batch_size",
+                "2",
+                "--trainer.max_steps",
+                "6",
+                "--trainer.accelerator",
+                "cpu",
+                "--trainer.default_root_dir",
+                str(tmp_path),
+            ]
+        )
     err = capsys.readouterr().err
     assert stopped.value.code == 2 and "error: non-finite training loss" in err and "Traceback" not in err
 
@@ -227,9 +262,19 @@ def written(tmp_path_factory):
     return experiment, (source, stage), root / "runs" / "safety" / "smoke", data
 
 
-CHECKSUMMED = ["checkpoints/last.ckpt", "final.safetensors", "config.json", "done.json", "config.yaml",
-               "init_grown.safetensors", "init_grown_overrides.json", "growth_metrics.json", "meta.json",
-               "unigram.json", "wiki_bpe2048.json"]  # fmt: skip
+CHECKSUMMED = [
+    "checkpoints/last.ckpt",
+    "final.safetensors",
+    "config.json",
+    "done.json",
+    "config.yaml",
+    "init_grown.safetensors",
+    "init_grown_overrides.json",
+    "growth_metrics.json",
+    "meta.json",
+    "unigram.json",
+    "wiki_bpe2048.json",
+]
 
 
 @pytest.mark.parametrize("name", CHECKSUMMED)

@@ -16,8 +16,11 @@ def test_highway_block_adds_self_dependency_units():
     model = build_model("highway_transformer_191m", **SMALL).double()
     block, x = model.blocks[1], torch.randn(2, 5, 16, dtype=torch.float64)
     u = _ln(x, block.attn_norm)
-    h = x + block.attn(u) + torch.tanh(u @ block.attn_sdu.transform.weight.T) * torch.sigmoid(
-        u @ block.attn_sdu.gate.weight.T)  # fmt: skip
+    h = (
+        x
+        + block.attn(u)
+        + torch.tanh(u @ block.attn_sdu.transform.weight.T) * torch.sigmoid(u @ block.attn_sdu.gate.weight.T)
+    )
     u = _ln(h, block.ffn_norm)
     expected = h + block.ffn(u) + torch.tanh(block.ffn_sdu.transform(u)) * torch.sigmoid(block.ffn_sdu.gate(u))
     torch.testing.assert_close(block(x), expected)

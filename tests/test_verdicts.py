@@ -13,8 +13,9 @@ import pytest
 
 from scaling_axes.datamodules.corpora import corpus_dir, prepare_corpus
 from scaling_axes.datamodules.floors import unigram_floor
-from scaling_axes.harness.claims import judge, lower_loss
-from scaling_axes.harness.experiment.table import measured_noise, rebuild, trained_runs
+from scaling_axes.harness.claims.verdicts import judge, lower_loss
+from scaling_axes.harness.experiment.noise import measured_noise, trained_runs
+from scaling_axes.harness.experiment.table import rebuild
 from scaling_axes.harness.results import Row
 from scaling_axes.harness.runs import Budget, Experiment, Run, run_dir
 from scaling_axes.harness.scales import CPU
@@ -38,8 +39,11 @@ def test_the_unigram_floor_is_the_entropy_of_the_training_tokens(tmp_path, monke
     cache = json.loads((directory / "unigram.json").read_text())
     atomic_write(directory / "unigram.json", json.dumps({**cache, "nats_per_token": 1.0}), checksum=True)
     assert unigram_floor("embedded_news", "bytes") == 1.0  # counted once, read back while the split is unchanged
-    atomic_write(directory / "unigram.json", json.dumps({**cache, "nats_per_token": 1.0, "train_blake2b": "other"}),
-                 checksum=True)  # fmt: skip
+    atomic_write(
+        directory / "unigram.json",
+        json.dumps({**cache, "nats_per_token": 1.0, "train_blake2b": "other"}),
+        checksum=True,
+    )
     assert unigram_floor("embedded_news", "bytes") == pytest.approx(expected, rel=1e-12)  # another split: recounted
     edited = (directory / "unigram.json").read_text().replace(f"{expected}"[:6], "12.0")
     (directory / "unigram.json").write_text(edited)  # the floor decides not_learning: an edit is refused
@@ -58,8 +62,9 @@ def _experiment(runs: list[Run]) -> Experiment:
 
 
 def _finish(tmp_path, experiment: Experiment, name: str, **done) -> None:
-    out = run_dir(experiment, CPU, next(r for r in experiment.runs(CPU) if r.name == name.split("_seed")[0]),
-                  tmp_path / "runs").with_name(name)  # fmt: skip
+    out = run_dir(
+        experiment, CPU, next(r for r in experiment.runs(CPU) if r.name == name.split("_seed")[0]), tmp_path / "runs"
+    ).with_name(name)
     out.mkdir(parents=True)
     atomic_torch_save({}, out / "final.pt", checksum=True)
     write_done(out, {"run": name, "steps": 3, **done})
@@ -95,7 +100,7 @@ def test_an_image_run_at_chance_decides_no_claim(tmp_path):
     runs = [Run(name, "vit_b16", budget, {"num_classes": 10, "img_size": 16, "depth": 1}) for name in "ab"]
 
     def claims(scale, results):
-        from scaling_axes.harness.claims import as_good_as
+        from scaling_axes.harness.claims.verdicts import as_good_as
 
         return [as_good_as("t", "a is as good as b", scale, "a", "b", results, 0.5)]
 
@@ -103,8 +108,9 @@ def test_an_image_run_at_chance_decides_no_claim(tmp_path):
     for name, top1 in (("a", 0.95), ("b", 0.30)):
         _finish(tmp_path, experiment, name, val_top1=top1)
     claim = _claim(tmp_path, experiment)
-    assert claim["status"] == "not_learning" and "b ends at 30.0% top-1, not 25 points above chance (10%)" in claim[
-        "note"]  # fmt: skip
+    assert (
+        claim["status"] == "not_learning" and "b ends at 30.0% top-1, not 25 points above chance (10%)" in claim["note"]
+    )
 
 
 def test_noise_is_measured_from_every_runs_seeds_and_raises_the_floor(tmp_path):
@@ -139,8 +145,11 @@ def test_the_minimum_detectable_effect_and_the_seeds_a_margin_needs():
         df = dof if seeds < 2 else min(seeds - 1, dof)
         effect = minimum_detectable_effect(noise, seeds, dof) * math.sqrt(seeds) / noise  # the noncentrality
         critical = stats.norm.ppf(0.975) if math.isinf(df) else stats.t.ppf(0.975, df)
-        power = (stats.norm.sf(critical - effect) + stats.norm.cdf(-critical - effect) if math.isinf(df)
-                 else stats.nct.sf(critical, df, effect) + stats.nct.cdf(-critical, df, effect))  # fmt: skip
+        power = (
+            stats.norm.sf(critical - effect) + stats.norm.cdf(-critical - effect)
+            if math.isinf(df)
+            else stats.nct.sf(critical, df, effect) + stats.nct.cdf(-critical, df, effect)
+        )
         assert power == pytest.approx(0.8, abs=1e-6), (seeds, dof)
     assert minimum_detectable_effect(1.0, 3) == pytest.approx(3.264, abs=1e-3)  # the 3.26 sigma
     for margin in (0.3, 0.1, 0.05, -0.05):
@@ -176,8 +185,15 @@ def test_a_run_two_experiments_declare_identically_is_trained_once(tmp_path, cap
 
     budget = Budget(steps=2, batch_size=2, seq_len=32, val_windows=2)
     base = Run("base", "transformer_124m", budget, TINY, corpus="embedded_news", tokenizer="bytes")
-    grown = Run("grown", "transformer_124m", budget, {**TINY, "d_model": 48}, corpus="embedded_news",
-                tokenizer="bytes", grow_from="base")  # fmt: skip
+    grown = Run(
+        "grown",
+        "transformer_124m",
+        budget,
+        {**TINY, "d_model": 48},
+        corpus="embedded_news",
+        tokenizer="bytes",
+        grow_from="base",
+    )
 
     def experiment(name: str, renamed: str, other_lr: float, base_lr: float = 6e-4) -> Experiment:
         source = dataclasses.replace(base, name=renamed, budget=dataclasses.replace(budget, lr=base_lr))
@@ -213,15 +229,27 @@ def test_a_claim_whose_paper_effect_is_below_what_the_scale_detects_is_out_of_re
     # one seed of two runs: (1.96 + 0.84) x sqrt 2 x the noise
     assert beyond_reach(0.1, 0.02, 1) is None and beyond_reach(0.05, 0.02, 1) is not None
     assert "minimum detectable effect here, 0.0792" in beyond_reach(0.05, 0.02, 1)
-    values = {"lambada_ppl": (60.0, 30.0), "openwebtext_ppl": (20.0, 18.0), "pile_10k_ppl": (20.0, 18.0),
-              "wikitext_ppl": (20.0, 18.0), "piqa_acc": (60.0, 63.0)}  # (Transformer, RMT)  # fmt: skip
-    rows = {name: {k: {metric: pair[i] * (1 + 0.01 * (k - 2)) for metric, pair in values.items()} for k in (1, 2, 3)}
-            for i, name in enumerate((table5.TRANSFORMER, table5.RMT))}  # fmt: skip
+    values = {
+        "lambada_ppl": (60.0, 30.0),
+        "openwebtext_ppl": (20.0, 18.0),
+        "pile_10k_ppl": (20.0, 18.0),
+        "wikitext_ppl": (20.0, 18.0),
+        "piqa_acc": (60.0, 63.0),
+    }  # (Transformer, RMT)
+    rows = {
+        name: {k: {metric: pair[i] * (1 + 0.01 * (k - 2)) for metric, pair in values.items()} for k in (1, 2, 3)}
+        for i, name in enumerate((table5.TRANSFORMER, table5.RMT))
+    }
     status = {r.row.rsplit("_vs_", 1)[1]: r.status for r in table5.claim_rows(CPU, rows)}
     suffix = table5.TRANSFORMER + "_"
     status = {k.removeprefix(suffix): v for k, v in status.items()}
-    assert status == {"lambada_ppl": "claim_holds", "openwebtext_ppl": "claim_holds", "pile_10k_ppl": "out_of_reach",
-                      "wikitext_ppl": "out_of_reach", "piqa_acc": "out_of_reach"}  # fmt: skip
+    assert status == {
+        "lambada_ppl": "claim_holds",
+        "openwebtext_ppl": "claim_holds",
+        "pile_10k_ppl": "out_of_reach",
+        "wikitext_ppl": "out_of_reach",
+        "piqa_acc": "out_of_reach",
+    }
     assert "out_of_reach" not in {r.status for r in table5.claim_rows(PAPER, rows)}
 
 
@@ -271,8 +299,9 @@ def test_an_equal_parameters_claim_on_unmatched_arms_decides_nothing():
             claims = [r for r in rows if r.metric == "claim" and "_vs_transformer" in r.row]
             assert claims and all(r.evidence.unmatched is None for r in claims), (scale, module.__name__)
     grown = {run.name: run for run in fig7_net2net_scaling.runs(CPU)}
-    across_sizes = progressive.gain_claim("fig7", "tokens beat Net2Net", CPU, grown["tokenformer_1_4b_short"],
-                                          grown["transformer_757m_short"], {})[0]  # fmt: skip
+    across_sizes = progressive.gain_claim(
+        "fig7", "tokens beat Net2Net", CPU, grown["tokenformer_1_4b_short"], grown["transformer_757m_short"], {}
+    )[0]
     assert across_sizes.evidence.unmatched.startswith("total parameters")
 
 
@@ -300,8 +329,10 @@ def test_growth_claims_measure_what_each_growth_gained_not_the_base_models_gap(t
     for run in fig7.runs(CPU):
         family_start = 5.0 if run.name.startswith("tokenformer") else 5.5
         gain = tokenformer_gain if run.name.startswith("tokenformer") else 0.3
-        each = {k: {"val_loss_before_growth": family_start + 0.01 * k, "val_loss": family_start + 0.01 * k - gain}
-                for k in (1, 2, 3)}  # fmt: skip
+        each = {
+            k: {"val_loss_before_growth": family_start + 0.01 * k, "val_loss": family_start + 0.01 * k - gain}
+            for k in (1, 2, 3)
+        }
         results[run.name] = {**each[1], "seed_runs": {2: each[2], 3: each[3]}}
     rows = {(r.row, r.metric): r for r in fig7.claims(CPU, results)}
     pair = "tokenformer_1_4b_short_vs_transformer_1_4b_short"
@@ -324,8 +355,11 @@ def test_runs_no_claim_reads_train_only_on_request_where_claims_are_judged(monke
     assert compared and not any(declared[name].on_request for name in compared)
     assert not any(run.on_request for run in fig3.runs(SMOKE))
     calls = {}
-    monkeypatch.setattr(cli, "main", lambda experiment, args: calls.setdefault(args[1], {}).update(
-        {experiment.name: "--report" in args}))  # fmt: skip
+    monkeypatch.setattr(
+        cli,
+        "main",
+        lambda experiment, args: calls.setdefault(args[1], {}).update({experiment.name: "--report" in args}),
+    )
     monkeypatch.setattr(cli, "write_report", lambda **kwargs: tmp_path / "REPORT.md")
     monkeypatch.setattr(cli, "RUNS_DIR", tmp_path)
     for scale in (CPU, SMOKE):
@@ -341,12 +375,12 @@ def test_a_number_unlike_the_papers_is_not_comparable_never_match_or_differs():
 
     run = Run("r", "transformer_124m", Budget(steps=3, batch_size=4, seq_len=64), TINY, corpus="embedded_news")
     on_owt = dataclasses.replace(run, name="o", corpus="openwebtext")
-    rows = [Row(table="t", row="r", metric="train_loss", paper=3.0, ours=5.0, unit="nats/token", run="r",
-                status="differs"),
-            Row(table="t", row="r", metric="train_seconds", paper=3600, ours=3500, unit="s", run="o", status="match"),
-            Row(table="t", row="r", metric="params", paper=100, ours=101, unit="parameters", run="r", status="match"),
-            Row(table="t", row="o", metric="train_loss", paper=3.0, ours=3.01, unit="nats/token", run="o",
-                status="match")]  # fmt: skip
+    rows = [
+        Row(table="t", row="r", metric="train_loss", paper=3.0, ours=5.0, unit="nats/token", run="r", status="differs"),
+        Row(table="t", row="r", metric="train_seconds", paper=3600, ours=3500, unit="s", run="o", status="match"),
+        Row(table="t", row="r", metric="params", paper=100, ours=101, unit="parameters", run="r", status="match"),
+        Row(table="t", row="o", metric="train_loss", paper=3.0, ours=3.01, unit="nats/token", run="o", status="match"),
+    ]
     out = {(r.run, r.metric): r for r in data_caveats(rows, {}, [run, on_owt])}
     assert out[("r", "train_loss")].status == out[("o", "train_seconds")].status == "not_comparable"
     assert "embedded stand-in" in out[("r", "train_loss")].note and "machine" in out[("o", "train_seconds")].note
@@ -361,12 +395,25 @@ def test_paired_margins_are_judged_on_their_pooled_spread_unpaired_ones_on_the_f
 
     from scipy import stats
 
-    from scaling_axes.harness.claims import paired_noise, settle
+    from scaling_axes.harness.claims.margins import paired_noise
+    from scaling_axes.harness.claims.verdicts import settle
 
     measured = {"val_loss": (0.118, 11)}  # the one-run noise: a floor of 0.167 for a margin of two runs
     margins = {"a_vs_b": [0.20, 0.05, 0.21], "a_vs_c": [0.30, 0.26, 0.33], "a_vs_d": [0.10, 0.12, 0.02]}
-    claims = [judge("t", row, f"{row} holds", CPU, values, 0.02, "nats/token", runs=tuple(row.split("_vs_")),
-                    noise_metric="val_loss") for row, values in margins.items()]  # fmt: skip
+    claims = [
+        judge(
+            "t",
+            row,
+            f"{row} holds",
+            CPU,
+            values,
+            0.02,
+            "nats/token",
+            runs=tuple(row.split("_vs_")),
+            noise_metric="val_loss",
+        )
+        for row, values in margins.items()
+    ]
     claims.append(dataclasses.replace(claims[0], row="again"))  # the same comparison stated twice counts once
     pools = paired_noise(claims)
     spread, dof = pools[("val_loss", "nats/token", 2)]

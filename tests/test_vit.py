@@ -15,8 +15,18 @@ from scaling_axes.modules.architectures.vit_tokenformer import TIMM_NAMES
 from scaling_axes.modules.flops import counted_flops, counted_params, formula_flops, formula_params
 from scaling_axes.modules.tasks.classifier import ImageClassifier
 
-TINY = {"img_size": 16, "patch_size": 8, "embed_dim": 32, "depth": 2, "num_heads": 2, "num_classes": 5,
-        "qkv_tokens": 12, "proj_tokens": 10, "ffn_tokens": 40, "drop_path": 0.0}  # fmt: skip
+TINY = {
+    "img_size": 16,
+    "patch_size": 8,
+    "embed_dim": 32,
+    "depth": 2,
+    "num_heads": 2,
+    "num_classes": 5,
+    "qkv_tokens": 12,
+    "proj_tokens": 10,
+    "ffn_tokens": 40,
+    "drop_path": 0.0,
+}
 
 
 @pytest.mark.parametrize("timm_name", sorted(TIMM_NAMES))
@@ -30,9 +40,15 @@ def test_timm_create_model_builds_every_registered_name(timm_name: str) -> None:
 
 @pytest.mark.parametrize(
     "name,paper",
-    [("vit_tokenformer_b16", 109e6), ("vit_tokenformer_b16_matched", 86e6), ("vit_tokenformer_l16", 407e6),
-     ("vit_tokenformer_l16_matched", 307e6), ("vit_b16", 86e6), ("vit_l16", 307e6)],
-)  # fmt: skip
+    [
+        ("vit_tokenformer_b16", 109e6),
+        ("vit_tokenformer_b16_matched", 86e6),
+        ("vit_tokenformer_l16", 407e6),
+        ("vit_tokenformer_l16_matched", 307e6),
+        ("vit_b16", 86e6),
+        ("vit_l16", 307e6),
+    ],
+)
 def test_parameter_counts_within_one_percent_of_the_paper(name: str, paper: float) -> None:
     with torch.device("meta"):
         model = build_model(name)
@@ -41,8 +57,14 @@ def test_parameter_counts_within_one_percent_of_the_paper(name: str, paper: floa
     assert formula_params(model.config) == counted_params(model)
 
 
-@pytest.mark.parametrize("overrides", [{}, {"pattention": False, "block_norm_parametric": True},
-                                       {"block_norm_parametric": True, "normalization": "softmax"}])  # fmt: skip
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {},
+        {"pattention": False, "block_norm_parametric": True},
+        {"block_norm_parametric": True, "normalization": "softmax"},
+    ],
+)
 def test_flop_formulas_equal_the_count(overrides: dict) -> None:
     config = get_config("vit_tokenformer_b16", **{**TINY, **overrides})
     assert formula_flops(config, config.tokens_per_image) == counted_flops(config, 0)
@@ -57,8 +79,10 @@ def test_a_tokenformer_block_is_pattention_attention_and_ffn_on_non_parametric_n
         return normalize_scores(h @ p.key_param_tokens.T, normalization, p.num_param_tokens) @ p.value_param_tokens
 
     h = F.layer_norm(x, (32,), eps=1e-6)
-    q, k, v = (pat(p, h).view(2, 5, 2, 16).transpose(1, 2) for p in (block.attn.qkv.query, block.attn.qkv.key,
-                                                                       block.attn.qkv.value))  # fmt: skip
+    q, k, v = (
+        pat(p, h).view(2, 5, 2, 16).transpose(1, 2)
+        for p in (block.attn.qkv.query, block.attn.qkv.key, block.attn.qkv.value)
+    )
     attention = ((q @ k.transpose(-1, -2)) / 4).softmax(-1) @ v
     y = x + pat(block.attn.proj, attention.transpose(1, 2).reshape(2, 5, 32))
     expected = y + pat(block.mlp.fc, F.layer_norm(y, (32,), eps=1e-6))
@@ -83,9 +107,12 @@ def test_mixup_targets_sum_to_one_and_mix_two_labels() -> None:
 
 
 def test_no_weight_decay_on_norms_biases_class_token_and_positions() -> None:
-    module = ImageClassifier("vit_b16", {**{k: v for k, v in TINY.items() if "tokens" not in k},
-                                         "pattention": False, "block_norm_parametric": True}, num_classes=5,
-                             schedule_steps=10)  # fmt: skip
+    module = ImageClassifier(
+        "vit_b16",
+        {**{k: v for k, v in TINY.items() if "tokens" not in k}, "pattention": False, "block_norm_parametric": True},
+        num_classes=5,
+        schedule_steps=10,
+    )
     optimizer = module.configure_optimizers()["optimizer"]
     decay, no_decay = ({id(p) for p in g["params"]} for g in optimizer.param_groups)
     names = {id(p): n for n, p in module.model.named_parameters()}
@@ -154,8 +181,11 @@ def test_an_image_run_trains_through_the_runner(tmp_path) -> None:
     from scaling_axes.harness.training.lifecycle import train_run
 
     run = next(r for r in table2.runs(SMOKE) if r.name == "vit_tokenformer_b16")
-    run = dataclasses.replace(run, budget=Budget(steps=4, batch_size=8, seq_len=17, lr=1e-3, val_windows=20),
-                              data={**run.data, "root": str(tmp_path / "digits")})  # fmt: skip
+    run = dataclasses.replace(
+        run,
+        budget=Budget(steps=4, batch_size=8, seq_len=17, lr=1e-3, val_windows=20),
+        data={**run.data, "root": str(tmp_path / "digits")},
+    )
     done = train_run(run, tmp_path / "run", accelerator="cpu")
     assert done["steps"] == 4 and done["tokens"] == 4 * 8 * 17 and 0 <= done["val_top1"] <= 1
     assert done["params"] == sum(formula_params(run.config).values())
@@ -166,8 +196,11 @@ def test_table4_has_the_papers_three_rows_and_its_two_steps() -> None:
     from scaling_axes.experiments.tokenformer import table4_softmax_ablation as table4
 
     runs = {r.name: r.config.normalization for r in table4.EXPERIMENT.runs(SMOKE)}
-    assert runs == {"vit_tokenformer_b16_softmax": "softmax", "vit_tokenformer_b16_gelu_l1_norm": "gelu_l1_norm",
-                    "vit_tokenformer_b16": "l2_norm_gelu"}  # fmt: skip
+    assert runs == {
+        "vit_tokenformer_b16_softmax": "softmax",
+        "vit_tokenformer_b16_gelu_l1_norm": "gelu_l1_norm",
+        "vit_tokenformer_b16": "l2_norm_gelu",
+    }
     top1 = {"vit_tokenformer_b16_softmax": 0.50, "vit_tokenformer_b16_gelu_l1_norm": 0.52, "vit_tokenformer_b16": 0.531}
     results = {name: {"val_top1": value} for name, value in top1.items()}
     steps = {r.row: r for r in table4.EXPERIMENT.report(SMOKE, results) if r.metric == "top1_delta"}
@@ -183,7 +216,8 @@ def test_paper_budgets_follow_maes_recipe_per_size() -> None:
 
     steps = {r.name: r.budget.steps for r in table2.EXPERIMENT.runs(PAPER)}
     assert {steps[n] for n in steps if "b16" in n} == {300 * 313} and {steps[n] for n in steps if "l16" in n} == {
-        200 * 313}  # fmt: skip
+        200 * 313
+    }
 
 
 @pytest.mark.slow  # 75-115 s of make test's CPU; run by `make test-all` and `make test-portable-kernels` (-m
@@ -209,8 +243,17 @@ def test_the_cpu_recipe_teaches_the_baseline_vit_the_digits(tmp_path, record_pro
     assert done["val_top1"] >= 0.75, done["val_top1"]
 
 
-SMOKE_VIT = {"img_size": 32, "patch_size": 8, "embed_dim": 32, "depth": 2, "num_heads": 4, "num_classes": 10,
-             "qkv_tokens": 16, "proj_tokens": 16, "ffn_tokens": 64}  # fmt: skip
+SMOKE_VIT = {
+    "img_size": 32,
+    "patch_size": 8,
+    "embed_dim": 32,
+    "depth": 2,
+    "num_heads": 4,
+    "num_classes": 10,
+    "qkv_tokens": 16,
+    "proj_tokens": 16,
+    "ffn_tokens": 64,
+}
 
 
 @pytest.mark.parametrize("timm_name", TIMM_NAMES)
@@ -266,8 +309,9 @@ def test_features_only_gives_timms_feature_network_and_torchvision_traces_throug
     _, intermediates = model.forward_intermediates(images, indices=(0, 1))
     torch.testing.assert_close(first, intermediates[0])
     torch.testing.assert_close(second, intermediates[1])
-    traced = create_feature_extractor(model, {"blocks.1": "last"}, tracer_kwargs={
-        "leaf_modules": list(get_notrace_modules())})  # fmt: skip
+    traced = create_feature_extractor(
+        model, {"blocks.1": "last"}, tracer_kwargs={"leaf_modules": list(get_notrace_modules())}
+    )
     assert traced(images)["last"].shape == (2, 17, 32)
     with pytest.raises(ValueError, match="feature_cls='getter'"):
         timm.create_model(timm_name, **SMOKE_VIT, features_only=True, feature_cls="hook")

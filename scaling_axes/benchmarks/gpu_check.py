@@ -51,8 +51,12 @@ class Part:
 
 
 TINY_MARGIN = 10  # an AVX2 EPYC took paths past 150 s (issue 55), 3x this Xeon; a loaded machine slower again
-PARTS = (Part("kernels", 120, 10, "kernels.csv"), Part("training", 200, 78, "training.csv"),
-         Part("paths", 150, 50, "paths.csv"), Part("profile", 40, 6, "profile.txt"))  # fmt: skip
+PARTS = (
+    Part("kernels", 120, 10, "kernels.csv"),
+    Part("training", 200, 78, "training.csv"),
+    Part("paths", 150, 50, "paths.csv"),
+    Part("profile", 40, 6, "profile.txt"),
+)
 FILES = ("summary.md", "log.txt", *(part.writes for part in PARTS))  # what OUT holds: at most 8 files
 MAX_FILES = 8
 
@@ -97,8 +101,16 @@ def launch(part: Part, out: Path, seconds: int, tiny: bool) -> str:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     if tiny:
         env.update(TRITON_INTERPRET="1", TORCHDYNAMO_DISABLE="1")
-    command = [sys.executable, "-m", "scaling_axes", "gpu-check", str(out), "--part", part.name,
-               *(["--tiny"] if tiny else [])]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "scaling_axes",
+        "gpu-check",
+        str(out),
+        "--part",
+        part.name,
+        *(["--tiny"] if tiny else []),
+    ]
     started = time.monotonic()
     with open(out / "log.txt", "a") as log:
         log.write(f"\n===== {part.name} (time box {seconds} s)\n")
@@ -143,14 +155,30 @@ def write_summary(out: Path, outcomes: dict[str, str], tiny: bool) -> Path:
     """summary.md: where it ran, each target met or not and by how much, each part's outcome, each code path."""
     from scaling_axes.benchmarks import kernels, training
 
-    kernel_rows = [{**r, "median_ms": float(r["median_ms"]) if r.get("median_ms") else None}
-                   for r in _rows(out / "kernels.csv")]  # fmt: skip
+    kernel_rows = [
+        {**r, "median_ms": float(r["median_ms"]) if r.get("median_ms") else None} for r in _rows(out / "kernels.csv")
+    ]
     training_rows, paths = training.numeric(_rows(out / "training.csv")), _rows(out / "paths.csv")
     targets = [*kernels.targets(kernel_rows), *training.targets(training_rows), _paths_target(paths)]
     title = "# GPU check" + (" (--tiny: toy sizes on the CPU; the numbers mean nothing)" if tiny else "")
-    lines = [title, "", *_where(kernel_rows or training_rows), "", "## Targets", "", *(f"- {t}" for t in targets), "",
-             "## Parts", "", *(f"- {name}: {outcome}" for name, outcome in outcomes.items()), "", "## Code paths", "",
-             *map(_path_line, paths), ""]  # fmt: skip
+    lines = [
+        title,
+        "",
+        *_where(kernel_rows or training_rows),
+        "",
+        "## Targets",
+        "",
+        *(f"- {t}" for t in targets),
+        "",
+        "## Parts",
+        "",
+        *(f"- {name}: {outcome}" for name, outcome in outcomes.items()),
+        "",
+        "## Code paths",
+        "",
+        *map(_path_line, paths),
+        "",
+    ]
     atomic_write(out / "summary.md", "\n".join(lines))
     extra = sorted(p.name for p in out.iterdir() if p.name not in FILES)
     if len(FILES) > MAX_FILES or extra:
@@ -189,13 +217,26 @@ def _where(rows: list[dict]) -> list[str]:
         triton_version = triton.__version__
     except ImportError:
         triton_version = "not installed"
-    driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                            capture_output=True, text=True).stdout.strip() if _has_nvidia_smi() else "none"  # fmt: skip
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=Path(__file__).parent).stdout.strip() or "unknown"  # fmt: skip
+    driver = (
+        subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True, text=True
+        ).stdout.strip()
+        if _has_nvidia_smi()
+        else "none"
+    )
+    commit = (
+        subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent
+        ).stdout.strip()
+        or "unknown"
+    )
     gpu = next((r.get("gpu") for r in rows if r.get("gpu")), "unknown (no part reported one)")
-    return [f"- GPU: {gpu}; driver {driver or 'unknown'}", f"- torch {torch.__version__} (CUDA {torch.version.cuda}), "
-            f"triton {triton_version}, Python {platform.python_version()}", f"- commit {commit}"]  # fmt: skip
+    return [
+        f"- GPU: {gpu}; driver {driver or 'unknown'}",
+        f"- torch {torch.__version__} (CUDA {torch.version.cuda}), "
+        f"triton {triton_version}, Python {platform.python_version()}",
+        f"- commit {commit}",
+    ]
 
 
 def _has_nvidia_smi() -> bool:

@@ -46,8 +46,14 @@ def use_toy_sizes() -> None:
 def short(run: Run, steps: int | None = None) -> Run:
     """`run` at its declared lr (no sweep) for `steps`, validated and checkpointed along the way."""
     steps = steps or STEPS
-    budget = dataclasses.replace(run.budget, steps=steps, warmup_steps=min(run.budget.warmup_steps, 2), val_windows=8,
-                                 val_every=max(1, steps // 2), checkpoint_every=max(1, steps // 3))  # fmt: skip
+    budget = dataclasses.replace(
+        run.budget,
+        steps=steps,
+        warmup_steps=min(run.budget.warmup_steps, 2),
+        val_windows=8,
+        val_every=max(1, steps // 2),
+        checkpoint_every=max(1, steps // 3),
+    )
     return dataclasses.replace(run, budget=budget, sweep=None, lr_sweep=False)
 
 
@@ -82,8 +88,11 @@ def growth(family: str, root: Path) -> dict:
         source = runs[source.grow_from]
     chain = _experiment([source, dataclasses.replace(grown, grow_from=source.name)])
     done = Schedule.of(chain, SMOKE, root / f"growth_{family}", **LAUNCH).train(chain.runs(SMOKE)[1])
-    return {**_finite(done), "detail": f"loss {done['val_loss_before_growth']:.4f} before growth, "
-            f"{done['val_loss_after_growth']:.4f} right after"}  # fmt: skip
+    return {
+        **_finite(done),
+        "detail": f"loss {done['val_loss_before_growth']:.4f} before growth, "
+        f"{done['val_loss_after_growth']:.4f} right after",
+    }
 
 
 def lm_eval_adapter(root: Path) -> dict:
@@ -96,11 +105,15 @@ def lm_eval_adapter(root: Path) -> dict:
     out = root / "lm_eval" / "gpu_check" / SMOKE.name / run.name
     lm = SuiteLM(checkpoint=str(out), batch_size=8, device=LAUNCH["accelerator"])
     lambada = lm_eval_tasks.lambada_stand_in(root / "lm_eval_data")
-    results = evaluate.zero_shot(lm, ["piqa", "lambada_openai"], True, limit=16, data_root=root / "lm_eval_data",
-                                 lambada=lambada)  # fmt: skip
+    results = evaluate.zero_shot(
+        lm, ["piqa", "lambada_openai"], True, limit=16, data_root=root / "lm_eval_data", lambada=lambada
+    )
     perplexity = results["lambada_openai"]["perplexity"]
-    return {"val_loss": math.log(perplexity), "detail": f"piqa acc {results['piqa']['acc']:.3f} on 16 items, "
-            f"lambada stand-in perplexity {perplexity:.1f} (its log is the loss column)"}  # fmt: skip
+    return {
+        "val_loss": math.log(perplexity),
+        "detail": f"piqa acc {results['piqa']['acc']:.3f} on 16 items, "
+        f"lambada stand-in perplexity {perplexity:.1f} (its log is the loss column)",
+    }
 
 
 class _TermAt(L.Callback):
@@ -130,8 +143,10 @@ def kill_and_resume(root: Path) -> dict:
     a, b = (load_state(out / "final.safetensors", "rerun gpu-check") for out in (through, resumed))
     worst = max((a[k].double() - b[k].double()).abs().max().item() for k in a)
     equal = all(torch.equal(a[k], b[k]) for k in a)
-    detail = (f"final weights {'bit for bit equal' if equal else f'differ by at most {worst:.3g}'}; final loss "
-              f"{done['val_loss']:.6f} through, {again['val_loss']:.6f} resumed")  # fmt: skip
+    detail = (
+        f"final weights {'bit for bit equal' if equal else f'differ by at most {worst:.3g}'}; final loss "
+        f"{done['val_loss']:.6f} through, {again['val_loss']:.6f} resumed"
+    )
     if worst > 1e-3:
         raise AssertionError(detail)
     return {**_finite(again), "detail": detail}
@@ -150,11 +165,19 @@ def ddp_one_process(root: Path) -> dict:
 
 
 def paths() -> dict[str, Callable[[Path], dict]]:
-    found = {f"{arch}_language_model": (lambda root, arch=arch: language_model(arch, root))
-             for arch in ("transformer", "tokenformer", "rmt", "mot")}  # fmt: skip
-    return {**found, "vit_tokenformer": vit, "tokenformer_growth": lambda root: growth("tokenformer", root),
-            "net2net_growth": lambda root: growth("transformer", root), "lm_eval_adapter": lm_eval_adapter,
-            "kill_and_resume": kill_and_resume, "ddp_one_process": ddp_one_process}  # fmt: skip
+    found = {
+        f"{arch}_language_model": (lambda root, arch=arch: language_model(arch, root))
+        for arch in ("transformer", "tokenformer", "rmt", "mot")
+    }
+    return {
+        **found,
+        "vit_tokenformer": vit,
+        "tokenformer_growth": lambda root: growth("tokenformer", root),
+        "net2net_growth": lambda root: growth("transformer", root),
+        "lm_eval_adapter": lm_eval_adapter,
+        "kill_and_resume": kill_and_resume,
+        "ddp_one_process": ddp_one_process,
+    }
 
 
 def main(out: Path) -> None:

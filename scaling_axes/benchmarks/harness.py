@@ -37,8 +37,20 @@ from scaling_axes.harness.training.tasks import task_of
 from scaling_axes.io import read_json, write_csv
 from scaling_axes.modules.tasks.acceleration import keep_freed_host_memory
 
-COLUMNS = ("machine", "torch", "accelerator", "run", "steps", "suite_step_ms", "bare_step_ms", "step_ratio",
-           "step_target", "fixed_cost_s", "fixed_cost_target_s", "note")  # fmt: skip
+COLUMNS = (
+    "machine",
+    "torch",
+    "accelerator",
+    "run",
+    "steps",
+    "suite_step_ms",
+    "bare_step_ms",
+    "step_ratio",
+    "step_target",
+    "fixed_cost_s",
+    "fixed_cost_target_s",
+    "note",
+)
 STEP_TARGET, FIXED_COST_TARGET = 1.15, 10.0
 PRECISION = "32-true"  # both sides in float32 (the bare loop has no autocast)
 REPEATS = 3  # each side timed this often, alternating; the medians are compared
@@ -71,7 +83,8 @@ class StepClock(L.Callback):
 
     def on_train_end(self, trainer, *_) -> None:
         self.seconds_per_step = (time.perf_counter() - self.start - self.validating) / (
-            trainer.global_step - self.first_step)  # fmt: skip
+            trainer.global_step - self.first_step
+        )
 
 
 def suite_step_ms(run: Run, out: Path, accelerator: str) -> float:
@@ -115,8 +128,25 @@ def fixed_cost_s(run: Run, out: Path) -> float:
     trains `run` at its declared lr as one of its sweep's points, so that no other point is trained first."""
     run = sweep_point(run, run.budget.lr) if run.sweep else run
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "scaling_axes", "run", "cross_architecture", "--scale", "cpu", "--run-name",
-                    run.name, "--seeds", "1", "--out-dir", str(out)], check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scaling_axes",
+            "run",
+            "cross_architecture",
+            "--scale",
+            "cpu",
+            "--run-name",
+            run.name,
+            "--seeds",
+            "1",
+            "--out-dir",
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+    )
     wall = time.perf_counter() - started
     done = read_json(out / "runs" / "cross_architecture" / "cpu" / run.name / "done.json", "rerun the benchmark")
     return wall - done["train_seconds"]
@@ -137,10 +167,19 @@ def main(argv: list[str] | None = None) -> None:
         fixed = fixed_cost_s(run, Path(tmp) / "call") if args.accelerator == "cpu" else None
     bare, suite = statistics.median(bare), statistics.median(suite)
     device = torch.cuda.get_device_name() if args.accelerator == "cuda" else f"CPU, {torch.get_num_threads()} threads"
-    row = {"machine": f"{platform.machine()} {device}", "torch": torch.__version__, "accelerator": args.accelerator,
-           "run": run.name, "steps": run.budget.steps, "suite_step_ms": round(suite, 2), "bare_step_ms": round(bare, 2),
-           "step_ratio": round(suite / bare, 3), "step_target": STEP_TARGET,
-           "fixed_cost_s": None if fixed is None else round(fixed, 1), "fixed_cost_target_s": FIXED_COST_TARGET,
-           "note": NOTE.format(repeats=REPEATS, precision=PRECISION)}  # fmt: skip
+    row = {
+        "machine": f"{platform.machine()} {device}",
+        "torch": torch.__version__,
+        "accelerator": args.accelerator,
+        "run": run.name,
+        "steps": run.budget.steps,
+        "suite_step_ms": round(suite, 2),
+        "bare_step_ms": round(bare, 2),
+        "step_ratio": round(suite / bare, 3),
+        "step_target": STEP_TARGET,
+        "fixed_cost_s": None if fixed is None else round(fixed, 1),
+        "fixed_cost_target_s": FIXED_COST_TARGET,
+        "note": NOTE.format(repeats=REPEATS, precision=PRECISION),
+    }
     write_csv(args.out, COLUMNS, [row])
     print(", ".join(f"{k} {v}" for k, v in row.items() if k != "note"))

@@ -123,16 +123,25 @@ def bench(repeats: int, rows: list[dict]) -> list[dict]:
                 out = forward()
                 out.backward(torch.ones_like(out))
 
-            row = {"gpu": gpu, "torch": torch.__version__, "model": model, "layer": layer, "shape": shape,
-                   "variant": name}  # fmt: skip
+            row = {
+                "gpu": gpu,
+                "torch": torch.__version__,
+                "model": model,
+                "layer": layer,
+                "shape": shape,
+                "variant": name,
+            }
             try:
                 ms = time_ms(step, repeats)
             except Exception as error:  # a failing kernel or compile is a result too
                 row["error"] = failure(error)
             else:
                 eager_ms = eager_ms or (ms if name == "eager" else None)
-                row.update(median_ms=round(ms, 4), tflops=round(flops / ms / 1e9, 2) if flops else "",
-                           speedup_vs_eager=round(eager_ms / ms, 3) if eager_ms else "")  # fmt: skip
+                row.update(
+                    median_ms=round(ms, 4),
+                    tflops=round(flops / ms / 1e9, 2) if flops else "",
+                    speedup_vs_eager=round(eager_ms / ms, 3) if eager_ms else "",
+                )
             rows.append(row)
             print(row, flush=True)
     return rows
@@ -143,14 +152,21 @@ def targets(rows: list[dict]) -> list[str]:
     ms = {(r["model"], r["layer"], r["variant"]): r["median_ms"] for r in rows if r.get("median_ms")}
     asked = []  # (what, baseline, fused, least speedup)
     for model in dict.fromkeys(r["model"] for r in rows if r["layer"].startswith("pattention")):  # as measured
-        asked += [(f"{model} FFN Pattention vs eager", (model, "pattention_ffn", "eager"), FFN_VS_EAGER),
-                  (f"{model} FFN Pattention vs the equal-FLOP Linear MLP", (model, "pattention_ffn", "linear_mlp"),
-                   1 / FFN_VS_LINEAR),
-                  (f"{model} grouped Q/K/V vs eager", (model, "pattention_q_k_v", "eager"), 1.0)]  # fmt: skip
+        asked += [
+            (f"{model} FFN Pattention vs eager", (model, "pattention_ffn", "eager"), FFN_VS_EAGER),
+            (
+                f"{model} FFN Pattention vs the equal-FLOP Linear MLP",
+                (model, "pattention_ffn", "linear_mlp"),
+                1 / FFN_VS_LINEAR,
+            ),
+            (f"{model} grouped Q/K/V vs eager", (model, "pattention_q_k_v", "eager"), 1.0),
+        ]
     for layer in ("attention_read", "attention_write", "ffn_read"):
         asked += [(f"RMT {layer} vs {v}", (RMT_PRESET, layer, v), 1.0) for v in ("eager", "compiled")]
-    asked += [(f"RMT {layer} vs eager", (RMT_PRESET, layer, "eager"), SUBLAYER_VS_EAGER)
-              for layer in ("attention_sublayer", "ffn_sublayer")]  # fmt: skip
+    asked += [
+        (f"RMT {layer} vs eager", (RMT_PRESET, layer, "eager"), SUBLAYER_VS_EAGER)
+        for layer in ("attention_sublayer", "ffn_sublayer")
+    ]
     lines = []
     for what, baseline, least in asked:
         fused = ms.get((*baseline[:2], "triton"))
@@ -167,8 +183,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=Path("results/bench_kernels.csv"))
     args = parser.parse_args(argv)
     if DEVICE == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("bench-kernels measures speed on a CUDA GPU; none is visible here (timings on the CPU or "
-                         "under TRITON_INTERPRET mean nothing)")  # fmt: skip
+        raise SystemExit(
+            "bench-kernels measures speed on a CUDA GPU; none is visible here (timings on the CPU or "
+            "under TRITON_INTERPRET mean nothing)"
+        )
     rows = []
     try:
         bench(args.repeats, rows)

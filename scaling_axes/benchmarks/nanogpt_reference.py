@@ -45,6 +45,8 @@ class GPT(nn.Module):
 def optimizer(model: nn.Module, lr: float = 6e-4) -> torch.optim.AdamW:
     """nanoGPT's: weight decay 0.1 on the matrices, none on vectors; fused on a GPU."""
     params = [p for p in model.parameters() if p.requires_grad]
-    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": 0.1},
-              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]  # fmt: skip
+    groups = [
+        {"params": [p for p in params if p.dim() >= 2], "weight_decay": 0.1},
+        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+    ]
     return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.95), fused=next(model.parameters()).is_cuda)

@@ -55,9 +55,26 @@ from scaling_axes.modules.tasks.acceleration import compile_model
 from scaling_axes.modules.tasks.lm import LanguageModel
 
 DEVICE, DTYPE = "cuda", torch.bfloat16  # (`use_toy_sizes`: tiny on the CPU, to show it runs)
-COLUMNS = ("gpu", "torch", "precision", "family", "architecture", "model", "params", "tokens_per_step", "variant",
-           "step_ms", "tokens_per_s", "tflops", "mfu", "mfu_peak_tflops", "peak_memory_gib", "vs_transformer_best",
-           "note", "error")  # fmt: skip
+COLUMNS = (
+    "gpu",
+    "torch",
+    "precision",
+    "family",
+    "architecture",
+    "model",
+    "params",
+    "tokens_per_step",
+    "variant",
+    "step_ms",
+    "tokens_per_s",
+    "tflops",
+    "mfu",
+    "mfu_peak_tflops",
+    "peak_memory_gib",
+    "vs_transformer_best",
+    "note",
+    "error",
+)
 RMT_TARGET, MFU_TARGET, NANOGPT_TARGET = 1.15, 0.45, 1.05
 
 
@@ -81,16 +98,32 @@ def cases() -> list[Case]:
     paper_shapes = recipe_at(PAPER).shapes
     width_of_150m = dataclasses.replace(paper_shapes["125m"], n_layer=12)  # 12 x 768, as Tokenformer-150M
     rmt_z, cross_z = rmt.lm_options(PAPER_LR["rmt"])["z_loss"], cross.LM["z_loss"]
-    found = [Case("rmt_paper", "transformer", "transformer_rmt_405m", {}, 16, 512, rmt_z),
-             Case("rmt_paper", "rmt", "rmt_305m", {}, 16, 512, rmt_z),
-             Case("tokenformer_150m", "tokenformer", "tokenformer_150m", {}, 8, 2048, 0.0)]  # fmt: skip
-    found += [Case("tokenformer_150m", arch, cross.ARM[arch].preset, cross.ARM[arch].shape(width_of_150m, 2048), 8,
-                   2048, 0.0) for arch in ("transformer", "rmt", "mot")]  # fmt: skip
-    found += [Case(f"cross_arch_{size}", arch, cross.ARM[arch].preset,
-                   cross.ARM[arch].shape(paper_shapes[size], 1024), 8, 1024, cross_z)
-              for size in cross.SIZES for arch in cross.ARCHITECTURES]  # fmt: skip
-    found += [Case("gpt2_124m", "transformer", "transformer_124m", {}, 16, 1024, 0.0),
-              Case("gpt2_124m", "nanogpt", "nanogpt_reference", {}, 16, 1024, 0.0)]  # fmt: skip
+    found = [
+        Case("rmt_paper", "transformer", "transformer_rmt_405m", {}, 16, 512, rmt_z),
+        Case("rmt_paper", "rmt", "rmt_305m", {}, 16, 512, rmt_z),
+        Case("tokenformer_150m", "tokenformer", "tokenformer_150m", {}, 8, 2048, 0.0),
+    ]
+    found += [
+        Case("tokenformer_150m", arch, cross.ARM[arch].preset, cross.ARM[arch].shape(width_of_150m, 2048), 8, 2048, 0.0)
+        for arch in ("transformer", "rmt", "mot")
+    ]
+    found += [
+        Case(
+            f"cross_arch_{size}",
+            arch,
+            cross.ARM[arch].preset,
+            cross.ARM[arch].shape(paper_shapes[size], 1024),
+            8,
+            1024,
+            cross_z,
+        )
+        for size in cross.SIZES
+        for arch in cross.ARCHITECTURES
+    ]
+    found += [
+        Case("gpt2_124m", "transformer", "transformer_124m", {}, 16, 1024, 0.0),
+        Case("gpt2_124m", "nanogpt", "nanogpt_reference", {}, 16, 1024, 0.0),
+    ]
     return found
 
 
@@ -98,8 +131,11 @@ def use_toy_sizes() -> None:
     """Toy shapes of every family on the CPU (`gpu-check --tiny`: the command proven, nothing measured)."""
     global DEVICE, DTYPE, cases
     tiny = recipe_at(SMOKE).shapes["125m"]
-    toy = [Case(c.family, c.architecture, c.model, cross.ARM[c.architecture].shape(tiny, 8), 2, 8, c.z_loss)
-           for c in cases() if c.architecture in cross.ARM]  # fmt: skip
+    toy = [
+        Case(c.family, c.architecture, c.model, cross.ARM[c.architecture].shape(tiny, 8), 2, 8, c.z_loss)
+        for c in cases()
+        if c.architecture in cross.ARM
+    ]
     toy += [c for c in cases() if c.architecture == "nanogpt"]
     DEVICE, DTYPE, cases = "cpu", torch.float32, lambda: [dataclasses.replace(c, batch=2, seq_len=8) for c in toy]
 
@@ -121,8 +157,9 @@ def build(case: Case, variant: str) -> Step:
         overrides["kernel"] = "triton" if variant.endswith("fused") else "torch"
     if case.architecture == "mot" and not gpt2_tokenizer_present():
         overrides["byte_table"] = "synthetic"
-    module = LanguageModel(model=case.model, model_overrides=overrides, schedule_steps=1, warmup_steps=0,
-                           z_loss=case.z_loss)  # fmt: skip
+    module = LanguageModel(
+        model=case.model, model_overrides=overrides, schedule_steps=1, warmup_steps=0, z_loss=case.z_loss
+    )
     module = module.to(DEVICE)
     optimizer = module.configure_optimizers()["optimizer"]
     if variant.startswith("compiled"):
@@ -173,12 +210,17 @@ def measure(case: Case, variant: str, repeats: int) -> dict[str, Any]:
     peak = get_available_flops(torch.device(DEVICE), DTYPE)
     memory = torch.cuda.max_memory_allocated() / 2**30 if DEVICE == "cuda" else None
     synthetic = getattr(config, "byte_table", "") == "synthetic"
-    return {"params": sum(p.numel() for p in module.parameters()), "tokens_per_step": per_step,
-            "step_ms": round(ms, 3), "tokens_per_s": round(per_step / ms * 1000), "tflops": round(flops / ms / 1e9, 1),
-            "mfu": round(flops / ms * 1000 / peak, 4) if peak else None,
-            "mfu_peak_tflops": round(peak / 1e12, 1) if peak else None,
-            "peak_memory_gib": round(memory, 2) if memory is not None else None,
-            "note": "synthetic byte tables (no GPT-2 tokenizer file)" if synthetic else ""}  # fmt: skip
+    return {
+        "params": sum(p.numel() for p in module.parameters()),
+        "tokens_per_step": per_step,
+        "step_ms": round(ms, 3),
+        "tokens_per_s": round(per_step / ms * 1000),
+        "tflops": round(flops / ms / 1e9, 1),
+        "mfu": round(flops / ms * 1000 / peak, 4) if peak else None,
+        "mfu_peak_tflops": round(peak / 1e12, 1) if peak else None,
+        "peak_memory_gib": round(memory, 2) if memory is not None else None,
+        "note": "synthetic byte tables (no GPT-2 tokenizer file)" if synthetic else "",
+    }
 
 
 def against_transformer(rows: list[dict]) -> None:
@@ -211,24 +253,45 @@ def judged(rows: list[dict]) -> list[Judged]:
     if rmt:
         best = min(rmt, key=lambda r: r["vs_transformer_best"])
         ratio = best["vs_transformer_best"]
-        found.append(Judged(f"RMT-305M step / Transformer-405M step {ratio:.3f} (target <= {RMT_TARGET}, paper 1.77): "
-                            f"{_verdict(ratio <= RMT_TARGET)}", ratio <= RMT_TARGET, ratio / RMT_TARGET,
-                            ("rmt_paper", "rmt", best.get("variant", ""))))  # fmt: skip
+        found.append(
+            Judged(
+                f"RMT-305M step / Transformer-405M step {ratio:.3f} (target <= {RMT_TARGET}, paper 1.77): "
+                f"{_verdict(ratio <= RMT_TARGET)}",
+                ratio <= RMT_TARGET,
+                ratio / RMT_TARGET,
+                ("rmt_paper", "rmt", best.get("variant", "")),
+            )
+        )
     for arch in ("tokenformer", "transformer"):
         measured = [r for r in rows if r["family"] == "tokenformer_150m" and r["architecture"] == arch and r.get("mfu")]
         if measured:
             best = max(measured, key=lambda r: r["mfu"])
             case = ("tokenformer_150m", arch, best.get("variant", ""))
-            found.append(Judged(f"{arch} at Tokenformer-150M shapes, best MFU {best['mfu']:.1%} (target >= 45%): "
-                                f"{_verdict(best['mfu'] >= MFU_TARGET)}", best["mfu"] >= MFU_TARGET,
-                                MFU_TARGET / best["mfu"], case))  # fmt: skip
-    compiled = {r["architecture"]: r["step_ms"] for r in rows
-                if r["family"] == "gpt2_124m" and r["variant"] == "compiled" and r.get("step_ms")}  # fmt: skip
+            found.append(
+                Judged(
+                    f"{arch} at Tokenformer-150M shapes, best MFU {best['mfu']:.1%} (target >= 45%): "
+                    f"{_verdict(best['mfu'] >= MFU_TARGET)}",
+                    best["mfu"] >= MFU_TARGET,
+                    MFU_TARGET / best["mfu"],
+                    case,
+                )
+            )
+    compiled = {
+        r["architecture"]: r["step_ms"]
+        for r in rows
+        if r["family"] == "gpt2_124m" and r["variant"] == "compiled" and r.get("step_ms")
+    }
     if {"transformer", "nanogpt"} <= set(compiled):
         ratio = compiled["transformer"] / compiled["nanogpt"]
-        found.append(Judged(f"transformer_124m step / nanoGPT-style GPT-2 step, compiled, {ratio:.3f} (target <= "
-                            f"{NANOGPT_TARGET}): {_verdict(ratio <= NANOGPT_TARGET)}", ratio <= NANOGPT_TARGET,
-                            ratio / NANOGPT_TARGET, ("gpt2_124m", "transformer", "compiled")))  # fmt: skip
+        found.append(
+            Judged(
+                f"transformer_124m step / nanoGPT-style GPT-2 step, compiled, {ratio:.3f} (target <= "
+                f"{NANOGPT_TARGET}): {_verdict(ratio <= NANOGPT_TARGET)}",
+                ratio <= NANOGPT_TARGET,
+                ratio / NANOGPT_TARGET,
+                ("gpt2_124m", "transformer", "compiled"),
+            )
+        )
     return found
 
 
@@ -284,8 +347,15 @@ def bench(families: list[str] | None, repeats: int, rows: list[dict]) -> list[di
         if families and case.family not in families:
             continue
         for variant in case.variants:
-            row = {"gpu": gpu, "torch": torch.__version__, "precision": "bf16-mixed", "family": case.family,
-                   "architecture": case.architecture, "model": case.model, "variant": variant}  # fmt: skip
+            row = {
+                "gpu": gpu,
+                "torch": torch.__version__,
+                "precision": "bf16-mixed",
+                "family": case.family,
+                "architecture": case.architecture,
+                "model": case.model,
+                "variant": variant,
+            }
             try:
                 row.update(measure(case, variant, repeats))
             except Exception as error:  # a failing case is a result too; the others still run
@@ -302,14 +372,20 @@ def bench(families: list[str] | None, repeats: int, rows: list[dict]) -> list[di
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--family", action="append", choices=sorted({c.family for c in cases()}),
-                        help="only these families (repeatable; default: all)")  # fmt: skip
+    parser.add_argument(
+        "--family",
+        action="append",
+        choices=sorted({c.family for c in cases()}),
+        help="only these families (repeatable; default: all)",
+    )
     parser.add_argument("--repeats", type=in_range(int, 1), default=20)
     parser.add_argument("--out", type=Path, default=Path("results/bench_training.csv"))
     args = parser.parse_args(argv)
     if DEVICE == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("bench-training times training steps on a CUDA GPU and none is visible here; run "
-                         "it on a GPU machine (CPU timings would say nothing about the kernels or MFU)")  # fmt: skip
+        raise SystemExit(
+            "bench-training times training steps on a CUDA GPU and none is visible here; run "
+            "it on a GPU machine (CPU timings would say nothing about the kernels or MFU)"
+        )
     rows = []
     try:
         bench(args.family, args.repeats, rows)

@@ -77,13 +77,24 @@ class AsRunStream(IterableDataset):
     micro-batch b is piece b % accumulate of step b // accumulate, where each rank's B / W rows of a step are split
     into `accumulate` consecutive pieces."""
 
-    def __init__(self, files: Sequence[Path], seq_len: int, micro_batch: int, global_batch: int, seed: int,
-                 rank: int = 0, world_size: int = 1, start_batch: int = 0) -> None:  # fmt: skip
+    def __init__(
+        self,
+        files: Sequence[Path],
+        seq_len: int,
+        micro_batch: int,
+        global_batch: int,
+        seed: int,
+        rank: int = 0,
+        world_size: int = 1,
+        start_batch: int = 0,
+    ) -> None:
         super().__init__()
         per_rank, remainder = divmod(global_batch, world_size)
         if remainder or per_rank % micro_batch:
-            raise ValueError(f"a global batch of {global_batch} rows does not split into {world_size} ranks of "
-                             f"micro-batches of {micro_batch}")  # fmt: skip
+            raise ValueError(
+                f"a global batch of {global_batch} rows does not split into {world_size} ranks of "
+                f"micro-batches of {micro_batch}"
+            )
         self.files, self.seq_len, self.micro_batch, self.global_batch = (
             shuffled(files, seed),
             seq_len,
@@ -121,16 +132,19 @@ class AsRunStream(IterableDataset):
                 tokens = shards.read(position + first_row * row, self.micro_batch * row).astype(np.int64)
                 windows = torch.from_numpy(tokens).view(self.micro_batch, row)
                 yield windows[:, :-1].contiguous(), windows[:, 1:].contiguous()
-        raise RuntimeError(f"the as-run stream of {len(self.files)} files ran out (the original stopped there too: it "
-                           "never cycled its files); train for fewer steps or add shards")  # fmt: skip
+        raise RuntimeError(
+            f"the as-run stream of {len(self.files)} files ran out (the original stopped there too: it "
+            "never cycled its files); train for fewer steps or add shards"
+        )
 
 
 class AsRunWindows(Dataset):
     """A validation set as the original's generator served it: the windows of `rows_per_step`-row steps over the
     files as read (so FineMath's uint16 view) until they ran out, the first `max_windows` of them."""
 
-    def __init__(self, files: Sequence[Path], seq_len: int, rows_per_step: int, seed: int,
-                 max_windows: int | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, files: Sequence[Path], seq_len: int, rows_per_step: int, seed: int, max_windows: int | None = None
+    ) -> None:
         stream = AsRunStream(files, seq_len, rows_per_step, rows_per_step, seed)
         self.row, self.starts = seq_len + 1, []
         for shards, position in stream.steps():
@@ -139,8 +153,10 @@ class AsRunWindows(Dataset):
             if max_windows and len(self.starts) >= max_windows:
                 break
         if not self.starts:
-            raise ValueError(f"the validation files {[str(f) for f in files]} hold less than one step of "
-                             f"{rows_per_step} x {self.row} tokens")  # fmt: skip
+            raise ValueError(
+                f"the validation files {[str(f) for f in files]} hold less than one step of "
+                f"{rows_per_step} x {self.row} tokens"
+            )
         self.starts = self.starts[:max_windows] if max_windows else self.starts
 
     def __len__(self) -> int:

@@ -23,7 +23,14 @@ from tqdm.auto import tqdm
 
 from scaling_axes.datamodules.corpus_bpe import raw_blocks, train_corpus_bpe
 from scaling_axes.datamodules.embedded import LEE_NEWS, WIKI_XML, require_package_file
-from scaling_axes.datamodules.local_files import checked_ids, holds_data, local_documents, read_token_shard
+from scaling_axes.datamodules.local_files import (
+    checked_ids,
+    holds_data,
+    hub_eval_text,
+    hub_text,
+    read_token_shard,
+    text_dataset,
+)
 from scaling_axes.datamodules.tokenizers import CORPUS_BPES, corpus_bpe_file, load_tokenizer
 from scaling_axes.io import (
     CorruptFileError,
@@ -50,18 +57,12 @@ class Corpus:
     embedded: bool = False  # ships with an installed package: prepared on demand, offline
 
 
-def _text_dataset(texts: list[str]):
-    import datasets
-
-    return datasets.Dataset.from_dict({"text": texts})
-
-
 def _split_documents(texts: list[str], every: int = 20) -> Documents:
     """Deterministic split by document: 1 in `every` to val, 1 in `every` to test, the rest to train."""
     return {
-        "train": _text_dataset([t for i, t in enumerate(texts) if i % every > 1]),
-        "val": _text_dataset(texts[0::every]),
-        "test": _text_dataset(texts[1::every]),
+        "train": text_dataset([t for i, t in enumerate(texts) if i % every > 1]),
+        "val": text_dataset(texts[0::every]),
+        "test": text_dataset(texts[1::every]),
     }
 
 
@@ -75,40 +76,10 @@ def _split_bytes(data: bytes, valid: int, test: int) -> Documents:
     }
 
 
-def _local_or_hub(local: Path, hub: str, config: str | None, split: str):
-    """The documents of `split` in the local files under `local` (`datamodules.local_files`: saved datasets, hub
-    snapshots, .jsonl(.zst/.gz), .parquet, .txt), else the hub dataset's `split`."""
-    import datasets
-
-    local_split = "validation" if split == "val" else split
-    if (documents := local_documents(local, local_split)) is not None:
-        return documents
-    try:
-        return datasets.load_dataset(hub, name=config, split=split)
-    except Exception as err:
-        raise FileNotFoundError(
-            f"no local corpus in {local} (a save_to_disk folder, or .parquet/.jsonl(.zst/.gz)/.json/.txt files with a "
-            f"'text' field) and loading {hub}{f' ({config})' if config else ''} {split} from the hub failed: {err}"
-        ) from err
-
-
-def _hub_text(local: Path, hub: str, config: str | None, val_fraction: float, seed: int) -> Documents:
-    """A training corpus (see `_local_or_hub`); a random `val_fraction` of its documents is the validation split."""
-    parts = _local_or_hub(local, hub, config, "train").train_test_split(test_size=val_fraction, seed=seed)
-    return {"train": parts["train"], "val": parts["test"]}
-
-
-def _hub_eval_text(local: Path, hub: str, config: str | None, split: str, one_document: bool = False) -> Documents:
-    """An evaluation-only corpus, all of it as "val". With `one_document` the texts are joined into one (WikiText's
-    lines are paragraphs of a few articles, not documents)."""
-    texts = _local_or_hub(local, hub, config, split)
-    return {"val": _text_dataset(["".join(texts["text"])]) if one_document else texts.select_columns(["text"])}
-
-
 def _load_pile(root: Path) -> Documents:
     """The deduplicated Pile (what Tokenformer and Pythia-deduped trained on); a random 0.1% of its documents is
     the held-out split (GPT-NeoX's 969/30/1 split held out 0.1% as test)."""
-    return _hub_text(root / "pile", "EleutherAI/the_pile_deduplicated", None, 0.001, 1234)
+    return hub_text(root / "pile", "EleutherAI/the_pile_deduplicated", None, 0.001, 1234)
 
 
 OPENWEBTEXT_HELD_OUT = 0.05  # both papers hold out 5% of OpenWebText's documents (it ships a train split only)
@@ -116,7 +87,7 @@ OPENWEBTEXT_HELD_OUT = 0.05  # both papers hold out 5% of OpenWebText's document
 
 def _load_openwebtext(root: Path) -> Documents:
     """OpenWebText with the paper's random 5% validation split; local files under `<root>/openwebtext/` first."""
-    return _hub_text(root / "openwebtext", "Skylion007/openwebtext", None, OPENWEBTEXT_HELD_OUT, 2357)
+    return hub_text(root / "openwebtext", "Skylion007/openwebtext", None, OPENWEBTEXT_HELD_OUT, 2357)
 
 
 def _token_shards(local: Path, train_glob: str, val_glob: str) -> Documents | None:
@@ -132,7 +103,7 @@ def _load_fineweb(sample: str) -> Callable[[Path], Documents]:
     def load(root: Path) -> Documents:
         local = root / _fineweb_name(sample)
         shards = _token_shards(local, "fineweb_train_*.bin", "fineweb_val_*.bin")
-        return shards or _hub_text(local, "HuggingFaceFW/fineweb", sample, 0.001, 2357)
+        return shards or hub_text(local, "HuggingFaceFW/fineweb", sample, 0.001, 2357)
 
     return load
 
@@ -146,7 +117,7 @@ def _load_finemath(root: Path) -> Documents:
     text files there, else the hub (0.1% of documents held out for validation)."""
     local = root / "finemath"
     shards = _token_shards(local, "tokens/train/*.bin", "tokens/val/*.bin")
-    return shards or _hub_text(local, "HuggingFaceTB/finemath", "finemath-4plus", 0.001, 2357)
+    return shards or hub_text(local, "HuggingFaceTB/finemath", "finemath-4plus", 0.001, 2357)
 
 
 ENWIK8_BYTES, ENWIK8_HELD_OUT = 10**8, 5_000_000  # the standard 90M / 5M / 5M split
@@ -194,13 +165,13 @@ CORPORA = {
             "pile_10k",
             "gpt2",
             "NeelNanda/pile-10k (or local files), evaluation only",
-            lambda root: _hub_eval_text(root / "pile_10k", "NeelNanda/pile-10k", None, "train"),
+            lambda root: hub_eval_text(root / "pile_10k", "NeelNanda/pile-10k", None, "train"),
         ),
         Corpus(
             "wikitext",
             "gpt2",
             "Salesforce/wikitext wikitext-103-raw-v1 test (or local files), evaluation only",
-            lambda root: _hub_eval_text(
+            lambda root: hub_eval_text(
                 root / "wikitext", "Salesforce/wikitext", "wikitext-103-raw-v1", "test", one_document=True
             ),
         ),
@@ -280,8 +251,9 @@ def _prepare(spec: Corpus, out: Path, tokenizer: str, data_root: Path, tokenizer
             chunks, num_docs, num_bytes = _tokenize_raw(documents, tok), 1, len(documents)
         elif isinstance(documents, list):  # token shards: GPT-2 ids already
             if tokenizer != "gpt2":
-                raise ValueError(f"{spec.name}: the local token shards hold GPT-2 ids; tokenizer={tokenizer!r} needs "
-                                 "text")  # fmt: skip
+                raise ValueError(
+                    f"{spec.name}: the local token shards hold GPT-2 ids; tokenizer={tokenizer!r} needs text"
+                )
             chunks = (checked_ids(read_token_shard(p), tok.vocab_size, p) for p in documents)
             num_docs, num_bytes = None, None
         else:
@@ -379,8 +351,10 @@ def open_split(directory: Path, split: str) -> tuple[np.memmap, dict]:
             f"({expected * itemsize} bytes); delete {directory} to tokenize again"
         )
     if file_digest(path) != meta["splits"][split]["blake2b"]:  # hashed once per process and version of the file
-        raise ValueError(f"{path} does not match the checksum in {meta_path}: its content changed after it was "
-                         f"written; delete {directory} to tokenize the corpus again")  # fmt: skip
+        raise ValueError(
+            f"{path} does not match the checksum in {meta_path}: its content changed after it was "
+            f"written; delete {directory} to tokenize the corpus again"
+        )
     return np.memmap(path, dtype=meta["dtype"], mode="r"), meta
 
 
@@ -400,8 +374,9 @@ def read_meta(directory: Path) -> dict:
     meta = read_verified_json(directory / "meta.json", fix)
     splits = meta.get("splits") if isinstance(meta, dict) else None
     missing = [k for k in ("tokenizer", "vocab_size", "dtype", "splits") if not isinstance(meta, dict) or k not in meta]
-    counted = isinstance(splits, dict) and all(isinstance(s, dict) and {"tokens", "blake2b"} <= s.keys()
-                                               for s in splits.values())  # fmt: skip
+    counted = isinstance(splits, dict) and all(
+        isinstance(s, dict) and {"tokens", "blake2b"} <= s.keys() for s in splits.values()
+    )
     if missing or not counted:
         what = f"lacks {', '.join(missing)}" if missing else "has splits without token counts or checksums"
         raise CorruptFileError(f"{directory / 'meta.json'} {what}: not a meta.json the suite wrote; {fix}")

@@ -23,8 +23,12 @@ def train_corpus_bpe(name: str, corpus: str, train_split: bytes | Iterable[dict]
     tok = HFTokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=CORPUS_BPES[name][1], special_tokens=[EOT], show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())  # fmt: skip
+    trainer = trainers.BpeTrainer(
+        vocab_size=CORPUS_BPES[name][1],
+        special_tokens=[EOT],
+        show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     tok.train_from_iterator(texts, trainer)
     atomic_write(path, tok.to_str(), checksum=True)  # verified wherever it is read (`tokenizers.read_tokenizer`)
     print(f"trained tokenizer {name} on {corpus}'s training split ({CORPUS_BPES[name][1]} ids) -> {path}")

@@ -35,6 +35,9 @@ def unigram_floor(corpus: str, tokenizer: str | None = None, data_root: str | Pa
         counts += np.bincount(tokens[start : start + UNIGRAM_CHUNK], minlength=len(counts))[: len(counts)]
     p = counts[counts > 0] / counts.sum()
     floor = float(-(p * np.log(p)).sum())
-    atomic_write(cache, json.dumps({"nats_per_token": floor, "train_tokens": int(counts.sum()),
-                                    "train_blake2b": checksum}), checksum=True)  # fmt: skip
+    atomic_write(
+        cache,
+        json.dumps({"nats_per_token": floor, "train_tokens": int(counts.sum()), "train_blake2b": checksum}),
+        checksum=True,
+    )
     return floor

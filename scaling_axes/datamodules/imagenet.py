@@ -140,9 +140,18 @@ class ImageNetDataModule(L.LightningDataModule):
 
         hp = self.hparams
         if training:
-            return create_transform(hp.img_size, is_training=True, auto_augment=hp.auto_augment, re_prob=hp.re_prob,
-                                    re_mode="pixel", re_count=1, interpolation="bicubic", scale=tuple(hp.crop_scale),
-                                    hflip=hp.hflip, color_jitter=hp.color_jitter)  # fmt: skip
+            return create_transform(
+                hp.img_size,
+                is_training=True,
+                auto_augment=hp.auto_augment,
+                re_prob=hp.re_prob,
+                re_mode="pixel",
+                re_count=1,
+                interpolation="bicubic",
+                scale=tuple(hp.crop_scale),
+                hflip=hp.hflip,
+                color_jitter=hp.color_jitter,
+            )
         return create_transform(hp.img_size, is_training=False, interpolation="bicubic", crop_pct=hp.crop_pct)
 
     @property
@@ -192,8 +201,14 @@ class ImageNetDataModule(L.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         hp = self.hparams
-        return DataLoader(self.train_set, batch_size=hp.batch_size, shuffle=True, drop_last=True,
-                          num_workers=hp.num_workers, persistent_workers=hp.num_workers > 0)  # fmt: skip
+        return DataLoader(
+            self.train_set,
+            batch_size=hp.batch_size,
+            shuffle=True,
+            drop_last=True,
+            num_workers=hp.num_workers,
+            persistent_workers=hp.num_workers > 0,
+        )
 
     def val_dataloader(self) -> DataLoader:
         val = self.val_set

@@ -84,8 +84,10 @@ def local_documents(local: Path, split: str):
         files = [path for path, name in named.items() if name == split]
         if not files:
             found = sorted({name for name in named.values() if name})
-            raise FileNotFoundError(f"the files under {local} are named for the splits {', '.join(found)}, none for "
-                                    f"{split!r}, which this corpus reads; add its files or rename them")  # fmt: skip
+            raise FileNotFoundError(
+                f"the files under {local} are named for the splits {', '.join(found)}, none for "
+                f"{split!r}, which this corpus reads; add its files or rename them"
+            )
     return _data_files(files, local)  # each format's part checked for text as it is read
 
 
@@ -95,8 +97,10 @@ def _saved(folder: Path, split: str):
     loaded = datasets.load_from_disk(str(folder))
     if isinstance(loaded, datasets.DatasetDict):
         if split not in loaded:
-            raise FileNotFoundError(f"the saved DatasetDict {folder} has the splits {', '.join(loaded)}, not "
-                                    f"{split!r}, which this corpus reads; save it with that split")  # fmt: skip
+            raise FileNotFoundError(
+                f"the saved DatasetDict {folder} has the splits {', '.join(loaded)}, not "
+                f"{split!r}, which this corpus reads; save it with that split"
+            )
         return loaded[split]
     return loaded
 
@@ -112,9 +116,11 @@ def _data_files(files: list[Path], local: Path):
         try:
             part = datasets.load_dataset(builder, data_files=data_files, split="train", **options)
         except Exception as err:
-            raise ValueError(f"could not read the local corpus files under {local} ({type(err).__name__}: {err}); "
-                             "they must be UTF-8 .txt, or .jsonl/.json(.gz/.zst)/.parquet with a 'text' "
-                             "field") from err  # fmt: skip
+            raise ValueError(
+                f"could not read the local corpus files under {local} ({type(err).__name__}: {err}); "
+                "they must be UTF-8 .txt, or .jsonl/.json(.gz/.zst)/.parquet with a 'text' "
+                "field"
+            ) from err
         parts.append(_with_text(part, local).select_columns(["text"]))
     return parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
 
@@ -125,9 +131,11 @@ def _with_text(documents, where: Path):
         or len(documents) == 0
         or not any(t and t.strip() for t in documents[:1000]["text"])
     ):
-        raise ValueError(f"the local corpus under {where} holds no text (columns: {', '.join(documents.column_names)}"
-                         f", {len(documents)} rows); put the corpus there with a 'text' field, or remove it to use "
-                         "the hub")  # fmt: skip
+        raise ValueError(
+            f"the local corpus under {where} holds no text (columns: {', '.join(documents.column_names)}"
+            f", {len(documents)} rows); put the corpus there with a 'text' field, or remove it to use "
+            "the hub"
+        )
     return documents
 
 
@@ -148,11 +156,48 @@ def read_token_shard(path: Path) -> np.ndarray:
         raise ValueError(
             f"{path}: the header says {count} tokens but {payload} bytes follow it; neither uint16 nor int32 fits"
         )
-    return np.memmap(path, dtype=np.uint16 if itemsize == 2 else np.int32, mode="r", offset=header.nbytes,
-                     shape=(count,))  # fmt: skip
+    return np.memmap(
+        path, dtype=np.uint16 if itemsize == 2 else np.int32, mode="r", offset=header.nbytes, shape=(count,)
+    )
 
 
 def checked_ids(ids: np.ndarray, vocab_size: int, path: Path) -> np.ndarray:
     if len(ids) and (int(ids.max()) >= vocab_size or int(ids.min()) < 0):
         raise ValueError(f"{path} holds ids outside 0..{vocab_size - 1}: not a GPT-2 token shard")
     return ids
+
+
+def text_dataset(texts: list[str]):
+    import datasets
+
+    return datasets.Dataset.from_dict({"text": texts})
+
+
+def local_or_hub(local: Path, hub: str, config: str | None, split: str):
+    """The documents of `split` in the local files under `local` (`datamodules.local_files`: saved datasets, hub
+    snapshots, .jsonl(.zst/.gz), .parquet, .txt), else the hub dataset's `split`."""
+    import datasets
+
+    local_split = "validation" if split == "val" else split
+    if (documents := local_documents(local, local_split)) is not None:
+        return documents
+    try:
+        return datasets.load_dataset(hub, name=config, split=split)
+    except Exception as err:
+        raise FileNotFoundError(
+            f"no local corpus in {local} (a save_to_disk folder, or .parquet/.jsonl(.zst/.gz)/.json/.txt files with a "
+            f"'text' field) and loading {hub}{f' ({config})' if config else ''} {split} from the hub failed: {err}"
+        ) from err
+
+
+def hub_text(local: Path, hub: str, config: str | None, val_fraction: float, seed: int) -> dict:
+    """A training corpus (see `local_or_hub`); a random `val_fraction` of its documents is the validation split."""
+    parts = local_or_hub(local, hub, config, "train").train_test_split(test_size=val_fraction, seed=seed)
+    return {"train": parts["train"], "val": parts["test"]}
+
+
+def hub_eval_text(local: Path, hub: str, config: str | None, split: str, one_document: bool = False) -> dict:
+    """An evaluation-only corpus, all of it as "val". With `one_document` the texts are joined into one (WikiText's
+    lines are paragraphs of a few articles, not documents)."""
+    texts = local_or_hub(local, hub, config, split)
+    return {"val": text_dataset(["".join(texts["text"])]) if one_document else texts.select_columns(["text"])}

@@ -250,8 +250,9 @@ class TextDataModule(L.LightningDataModule):
         if hp.data_path == "as_run":
             accumulate = self.trainer.accumulate_grad_batches if self.trainer is not None else 1
             files = [f for name in (*self.corpora[1:], self.corpora[0]) for f in self.as_run_files[name]["train"]]
-            stream = AsRunStream(files, hp.seq_len, hp.batch_size, hp.batch_size * accumulate * world, hp.seed, rank,
-                                 world, start)  # fmt: skip
+            stream = AsRunStream(
+                files, hp.seq_len, hp.batch_size, hp.batch_size * accumulate * world, hp.seed, rank, world, start
+            )
             return DataLoader(stream, batch_size=None, num_workers=min(hp.num_workers, 1))
         dataset = RandomWindowBatches(
             self.directories, "train", hp.seq_len, hp.batch_size, hp.seed, rank, start, hp.order, world
@@ -261,8 +262,10 @@ class TextDataModule(L.LightningDataModule):
     def val_dataloader(self) -> DataLoader | list[DataLoader]:
         hp = self.hparams
         if hp.data_path == "as_run":
-            sets = [AsRunWindows(self.as_run_files[c]["val"], hp.seq_len, hp.as_run_val_rows, hp.seed, hp.val_windows)
-                    for c in self.corpora]  # fmt: skip
+            sets = [
+                AsRunWindows(self.as_run_files[c]["val"], hp.seq_len, hp.as_run_val_rows, hp.seed, hp.val_windows)
+                for c in self.corpora
+            ]
             loaders = [DataLoader(s, batch_size=hp.batch_size) for s in sets]
             return loaders if len(loaders) > 1 else loaders[0]
         loaders = [self._fixed_windows(self.hparams.eval_split, d) for d in self.directories]

@@ -130,8 +130,11 @@ def read_tokenizer(path: Path, trained: bool = False) -> Any:
     verified against the checksum written with it first."""
     from tokenizers import Tokenizer as HFTokenizer
 
-    fix = ("delete it (and its .blake2b) and prepare the corpus again to retrain it" if trained else
-           "pass a tokenizer.json that the `tokenizers` library reads")  # fmt: skip
+    fix = (
+        "delete it (and its .blake2b) and prepare the corpus again to retrain it"
+        if trained
+        else "pass a tokenizer.json that the `tokenizers` library reads"
+    )
     if trained:
         verify_checksum(path, fix)
     try:
@@ -156,8 +159,10 @@ def _corpus_bpe(name: str, path: str | None) -> Tokenizer:
     local = Path(path) if path else corpus_bpe_file(name)
     if not local.exists():
         corpus = CORPUS_BPES[name][0]
-        raise FileNotFoundError(f"tokenizer {name} is trained on {corpus} and {local} does not exist: preparing "
-                                "a corpus with it trains it (datamodules.corpus_bpe.train_corpus_bpe)")  # fmt: skip
+        raise FileNotFoundError(
+            f"tokenizer {name} is trained on {corpus} and {local} does not exist: preparing "
+            "a corpus with it trains it (datamodules.corpus_bpe.train_corpus_bpe)"
+        )
     tok = read_tokenizer(local, trained=path is None)
     byte_of = _byte_level_chars()
     pieces = [tok.id_to_token(i) for i in range(tok.get_vocab_size())]
@@ -198,18 +203,22 @@ def as_hf_tokenizer(tokenizer: Tokenizer):
     from tokenizers import decoders, models, pre_tokenizers
 
     if tokenizer.name == "bytes":
-        converted = HFTokenizer(models.BPE(vocab=dict(sorted(_byte_level_chars().items(), key=lambda kv: kv[1])),
-                                           merges=[]))  # fmt: skip
+        converted = HFTokenizer(
+            models.BPE(vocab=dict(sorted(_byte_level_chars().items(), key=lambda kv: kv[1])), merges=[])
+        )
         converted.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
         converted.decoder = decoders.ByteLevel()
         return converted
     if not Path(tokenizer.source).is_file():
-        raise FileNotFoundError(f"tokenizer {tokenizer.name} was not read from a local file ({tokenizer.source}); "
-                                "pass its file as tokenizer_path")  # fmt: skip
+        raise FileNotFoundError(
+            f"tokenizer {tokenizer.name} was not read from a local file ({tokenizer.source}); "
+            "pass its file as tokenizer_path"
+        )
     if tokenizer.name == "gpt2":
         from tiktoken_ext.openai_public import r50k_pat_str
         from transformers.convert_slow_tokenizer import TikTokenConverter
 
-        return TikTokenConverter(vocab_file=tokenizer.source, pattern=r50k_pat_str,
-                                 extra_special_tokens=[EOT]).converted()  # fmt: skip
+        return TikTokenConverter(
+            vocab_file=tokenizer.source, pattern=r50k_pat_str, extra_special_tokens=[EOT]
+        ).converted()
     return HFTokenizer.from_file(tokenizer.source)

@@ -19,7 +19,7 @@ it compares did not learn) or
 ``unstable`` (a run it compares spiked, or ended as an outlier among its seeds: `harness.stability`); a row whose
 runs passed over their data more often than allowed (``--allow-repeats``) is ``memorisation``, and one whose runs on
 disk were trained with other settings than the code now declares is ``stale``, whatever it was judged. Exact
-checks (metric ``check``, `claims.exact_check`) are ``check_passes`` or ``check_fails``. Each claim's
+checks (metric ``check``, `claims.outcomes.exact_check`) are ``check_passes`` or ``check_fails``. Each claim's
 margin per seed and each run's final metrics per seed are in ``results/<scale>/seeds/<experiment>.csv``.
 """
 
@@ -35,8 +35,24 @@ from typing import Any
 from scaling_axes.harness.scales import Scale
 from scaling_axes.io import atomic_write
 
-COLUMNS = ("experiment", "table", "row", "metric", "paper", "ours", "low", "high", "seeds", "p", "q", "unit", "scale",
-           "run", "status", "note")  # fmt: skip
+COLUMNS = (
+    "experiment",
+    "table",
+    "row",
+    "metric",
+    "paper",
+    "ours",
+    "low",
+    "high",
+    "seeds",
+    "p",
+    "q",
+    "unit",
+    "scale",
+    "run",
+    "status",
+    "note",
+)
 VERDICTS = (
     "claim_holds",
     "claim_fails",
@@ -48,9 +64,20 @@ VERDICTS = (
     "not_learning",
     "unstable",
 )  # a claim's, in this order
-CHECKS = ("check_passes", "check_fails")  # an exact property's (`claims.exact_check`): not a statistical claim
-STATUSES = ("match", "differs", "not_comparable", "not_run", "analytic", "measured", "cited", *VERDICTS, *CHECKS,
-            "memorisation", "stale")  # fmt: skip
+CHECKS = ("check_passes", "check_fails")  # an exact property's (`claims.outcomes.exact_check`): not a statistical claim
+STATUSES = (
+    "match",
+    "differs",
+    "not_comparable",
+    "not_run",
+    "analytic",
+    "measured",
+    "cited",
+    *VERDICTS,
+    *CHECKS,
+    "memorisation",
+    "stale",
+)
 # Where outputs go, one rule: `runs/` and `results/` under the output root, the working directory unless a command
 # is given --out-dir. The papers' numbers are package data (`scaling_axes.published`, the checkout's
 # results/published/), so an installed wheel reads them wherever it runs.
@@ -129,8 +156,24 @@ def _fmt(value: float | None) -> str:
 
 def csv_row(experiment: str, scale: Scale, r: Row) -> dict[str, str]:
     """`r` as its CSV row, by column."""
-    values = (experiment, r.table, r.row, r.metric, _fmt(r.paper), _fmt(r.ours), _fmt(r.low), _fmt(r.high),
-              _fmt(r.seeds), _fmt(r.p), _fmt(r.q), r.unit, scale.name, r.run, r.status, r.note)  # fmt: skip
+    values = (
+        experiment,
+        r.table,
+        r.row,
+        r.metric,
+        _fmt(r.paper),
+        _fmt(r.ours),
+        _fmt(r.low),
+        _fmt(r.high),
+        _fmt(r.seeds),
+        _fmt(r.p),
+        _fmt(r.q),
+        r.unit,
+        scale.name,
+        r.run,
+        r.status,
+        r.note,
+    )
     return dict(zip(COLUMNS, values, strict=True))
 
 

@@ -66,15 +66,22 @@ def within_epochs(budget: Budget, corpus: str, tokenizer: str | None, epochs: fl
     if steps == budget.steps:
         return budget
     if steps < 10:
-        raise ValueError(f"{corpus} ({tokens:,} tokens) holds fewer than 10 steps of {budget.batch_size} x "
-                         f"{budget.seq_len} in {epochs:g} epochs; use a smaller batch or a bigger corpus")  # fmt: skip
+        raise ValueError(
+            f"{corpus} ({tokens:,} tokens) holds fewer than 10 steps of {budget.batch_size} x "
+            f"{budget.seq_len} in {epochs:g} epochs; use a smaller batch or a bigger corpus"
+        )
 
     def scaled(interval: int | None) -> int | None:
         return None if interval is None else max(1, interval * steps // budget.steps)
 
-    return dataclasses.replace(budget, steps=steps, warmup_steps=scaled(budget.warmup_steps) or 0,
-                               val_every=scaled(budget.val_every), checkpoint_every=scaled(budget.checkpoint_every),
-                               log_every=scaled(budget.log_every))  # fmt: skip
+    return dataclasses.replace(
+        budget,
+        steps=steps,
+        warmup_steps=scaled(budget.warmup_steps) or 0,
+        val_every=scaled(budget.val_every),
+        checkpoint_every=scaled(budget.checkpoint_every),
+        log_every=scaled(budget.log_every),
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -177,9 +184,12 @@ def fit_to_corpora(runs: list[Run], epochs: float) -> list[Run]:
     """Each language-model run's budget cut to `epochs` passes over its corpus (`within_epochs`); runs of a growth
     chain are left as their experiment fitted them, since the chain's passes add up (`progressive.scale_spec`)."""
     chained = {run.name for run in runs if run.grow_from} | {run.grow_from for run in runs if run.grow_from}
-    return [run if run.name in chained or run.classifies_images else
-            dataclasses.replace(run, budget=within_epochs(run.budget, run.corpus, run.tokenizer, epochs))
-            for run in runs]  # fmt: skip
+    return [
+        run
+        if run.name in chained or run.classifies_images
+        else dataclasses.replace(run, budget=within_epochs(run.budget, run.corpus, run.tokenizer, epochs))
+        for run in runs
+    ]
 
 
 SEED_RULE = "one sweep per model and budget: seed 1's"
@@ -194,8 +204,9 @@ def seed_run(run: Run, k: int) -> Run:
     grow_from = None if run.grow_from is None else seed_name(run.grow_from, k)
     data = {**run.data, "seed": run.data["seed"] + k - 1} if "seed" in run.data else run.data
     sweep = run.sweep and dataclasses.replace(run.sweep, anchor=run.name, rule=SEED_RULE, check=False, scale=1.0)
-    return dataclasses.replace(run, name=seed_name(run.name, k), seed=run.seed + k - 1, grow_from=grow_from,
-                               data=data, sweep=sweep)  # fmt: skip
+    return dataclasses.replace(
+        run, name=seed_name(run.name, k), seed=run.seed + k - 1, grow_from=grow_from, data=data, sweep=sweep
+    )
 
 
 def with_seeds(runs: list[Run], seeds: int) -> list[Run]:
@@ -224,9 +235,11 @@ def find_run(experiment: Experiment, scale: Scale, name: str) -> Run:
     if name not in runs and base in runs and k >= 2:
         return seed_run(runs[base], k)
     if name not in runs:
-        raise KeyError(f"experiment {experiment.name} has no run {name!r} at scale {scale}; runs: {', '.join(runs)} "
-                       f"(and each at seed k >= 2 as <run>{SEED_SUFFIX}<k>; a swept run's claim seeds below its "
-                       f"sweep's choice as <run>{STABLE_INFIX}<lr>)")  # fmt: skip
+        raise KeyError(
+            f"experiment {experiment.name} has no run {name!r} at scale {scale}; runs: {', '.join(runs)} "
+            f"(and each at seed k >= 2 as <run>{SEED_SUFFIX}<k>; a swept run's claim seeds below its "
+            f"sweep's choice as <run>{STABLE_INFIX}<lr>)"
+        )
     return runs[name]
 
 
@@ -245,3 +258,11 @@ def git(*args: str) -> str:
 def source_commit() -> str:
     """The commit the suite runs from (what a run's records and loggers name)."""
     return git("rev-parse", "--short", "HEAD") or "unknown (not a git checkout)"
+
+
+def growth_chain(run: Run, by_name: dict[str, Run]) -> list[Run]:
+    """`run` and every run it was grown from, newest first."""
+    runs = [run]
+    while runs[-1].grow_from:
+        runs.append(by_name[runs[-1].grow_from])
+    return runs

@@ -120,20 +120,35 @@ CPU_SCOPE = (
 )
 
 SMOKE = Scale(
-    "smoke", judges_claims=False, paper_configs=False, data="tiny_stand_in", checks_epochs=False,
+    "smoke",
+    judges_claims=False,
+    paper_configs=False,
+    data="tiny_stand_in",
+    checks_epochs=False,
     eval_limits=(50, 16),
     note="smoke scale: tiny models on a few thousand tokens, a pipeline check, not a reproduction",
-)  # fmt: skip
+)
 CPU = Scale(
-    "cpu", judges_claims=True, paper_configs=False, data="stand_in", tokenizer="wiki_bpe2048", seeds=3,
-    eval_limits=(200, 64), scope=CPU_SCOPE,
+    "cpu",
+    judges_claims=True,
+    paper_configs=False,
+    data="stand_in",
+    tokenizer="wiki_bpe2048",
+    seeds=3,
+    eval_limits=(200, 64),
+    scope=CPU_SCOPE,
     note="cpu scale: models of 10^4-10^5 parameters and a 2,048-token BPE trained on the 6 MB embedded Wikipedia "
     "excerpt, each run at most one pass over it, on 2 CPU cores; not a reproduction",
-)  # fmt: skip
+)
 SMALL = Scale(
-    "small", judges_claims=True, paper_configs=False, data="real_when_present", min_epoch_limit=2.0,
-    fits_budgets=True, note="small scale: shrunken models and budgets, not a reproduction",
-)  # fmt: skip
+    "small",
+    judges_claims=True,
+    paper_configs=False,
+    data="real_when_present",
+    min_epoch_limit=2.0,
+    fits_budgets=True,
+    note="small scale: shrunken models and budgets, not a reproduction",
+)
 PAPER = Scale("paper", judges_claims=True, paper_configs=True, data="real")
 
 SCALES: dict[str, Scale] = {scale.name: scale for scale in (SMOKE, CPU, SMALL, PAPER)}  # in order of size
@@ -180,8 +195,11 @@ def in_range(kind: type, low: float, high: float = math.inf, low_open: bool = Fa
 def device_spec(text: str) -> str:
     """--devices as Lightning takes it: 'auto', a count (-1: all), or a comma list of device indices ('0,1')."""
     parts = [p.strip() for p in text.split(",") if p.strip()]
-    if text == "auto" or (len(parts) == 1 and parts[0].lstrip("-").isdigit() and int(parts[0]) >= -1 and
-                          int(parts[0]) != 0) or (len(parts) > 1 and all(p.isdigit() for p in parts)):  # fmt: skip
+    if (
+        text == "auto"
+        or (len(parts) == 1 and parts[0].lstrip("-").isdigit() and int(parts[0]) >= -1 and int(parts[0]) != 0)
+        or (len(parts) > 1 and all(p.isdigit() for p in parts))
+    ):
         return text
     raise argparse.ArgumentTypeError(f"{text!r}: use 'auto', a device count (-1 for all) or indices such as '0,1'")
 

@@ -49,14 +49,18 @@ def instability(done: dict) -> str | None:
     """Why a finished run (its done.json) trained unstably, or None: a training-loss spike or a validation rise."""
     spike = done.get("train_loss_spike")
     if isinstance(spike, dict) and spike.get("nats", 0) > SPIKE_NATS:
-        return (f"{done.get('run', 'the run')}'s training loss spiked at step {spike['step']} to {spike['loss']:.3f}, "
-                f"{spike['nats']:.2f} nats above the moving average before it (threshold {SPIKE_NATS:g})")  # fmt: skip
+        return (
+            f"{done.get('run', 'the run')}'s training loss spiked at step {spike['step']} to {spike['loss']:.3f}, "
+            f"{spike['nats']:.2f} nats above the moving average before it (threshold {SPIKE_NATS:g})"
+        )
     # a validation at step 0 is the model before this run trained: a grown stage's is the model it grew from (the
     # growth's measure), which the stage's restart to its peak rate rises above by design, not by instability
     rise, at = validation_rise([(step, loss) for step, loss in done.get("val_loss_curve") or [] if step > 0])
     if rise > VAL_RISE_NATS:
-        return (f"{done.get('run', 'the run')}'s validation loss rose {rise:.2f} nats above its running minimum at "
-                f"step {at} (threshold {VAL_RISE_NATS:g})")  # fmt: skip
+        return (
+            f"{done.get('run', 'the run')}'s validation loss rose {rise:.2f} nats above its running minimum at "
+            f"step {at} (threshold {VAL_RISE_NATS:g})"
+        )
     return None
 
 
@@ -67,10 +71,14 @@ def outliers(finals: dict[int, float]) -> dict[int, str]:
         return {}
     median = statistics.median(finals.values())
     spread = 1.4826 * statistics.median(abs(value - median) for value in finals.values())
-    return {seed: (f"seed {seed}'s final loss {value:.3f} is an outlier among its {len(finals)} seeds (median "
-                   f"{median:.3f}, {abs(value - median):.2f} nats away)")
-            for seed, value in finals.items()
-            if abs(value - median) > OUTLIER_NATS and abs(value - median) > OUTLIER_Z * spread}  # fmt: skip
+    return {
+        seed: (
+            f"seed {seed}'s final loss {value:.3f} is an outlier among its {len(finals)} seeds (median "
+            f"{median:.3f}, {abs(value - median):.2f} nats away)"
+        )
+        for seed, value in finals.items()
+        if abs(value - median) > OUTLIER_NATS and abs(value - median) > OUTLIER_Z * spread
+    }
 
 
 def unstable_seeds(by_seed: dict[int, dict]) -> dict[int, str]:
@@ -95,16 +103,20 @@ def _text_learned(run: Run, done: dict) -> str | None:
         return None  # not prepared here: nothing to compare with (the row keeps its judgement)
     loss = done.get("val_loss")
     if loss is None or loss > floor - LEARNED_NATS:
-        return (f"{done.get('run', run.name)} ends at {loss if loss is None else f'{loss:.3f}'} nats/token, not "
-                f"{LEARNED_NATS:g} below the unigram floor {floor:.3f} of {run.corpus}")  # fmt: skip
+        return (
+            f"{done.get('run', run.name)} ends at {loss if loss is None else f'{loss:.3f}'} nats/token, not "
+            f"{LEARNED_NATS:g} below the unigram floor {floor:.3f} of {run.corpus}"
+        )
     return None
 
 
 def _image_learned(run: Run, done: dict) -> str | None:
     chance, top1 = 100.0 / run.config.num_classes, done.get("val_top1")
     if top1 is None or 100 * top1 < chance + LEARNED_POINTS:
-        return (f"{done.get('run', run.name)} ends at {top1 if top1 is None else f'{100 * top1:.1f}'}% top-1, not "
-                f"{LEARNED_POINTS:g} points above chance ({chance:.3g}%)")  # fmt: skip
+        return (
+            f"{done.get('run', run.name)} ends at {top1 if top1 is None else f'{100 * top1:.1f}'}% top-1, not "
+            f"{LEARNED_POINTS:g} points above chance ({chance:.3g}%)"
+        )
     return None
 
 

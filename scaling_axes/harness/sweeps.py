@@ -35,7 +35,7 @@ import statistics
 from collections.abc import Callable, Collection, Sequence
 from typing import NamedTuple, TypeVar
 
-from scaling_axes.harness.claims import LOSS_NOISE_FLOOR
+from scaling_axes.harness.claims.margins import LOSS_NOISE_FLOOR
 from scaling_axes.harness.names import rate, stable_name, sweep_name
 from scaling_axes.significance import pooled_spread, t_critical
 
@@ -139,8 +139,11 @@ class Choice:
         tried = ", ".join(f"{lr:g}: {_described(draws)}" for lr, draws in sorted(self.points.items()))
         where = "at the edge after the extensions allowed" if self.at_edge else "interior"
         verdict = "within" if self.carried_best else "not within"
-        check = "" if self.carried_best is None else \
-            f"; the carried lr is {verdict} one draw's noise of the best of it and its neighbours here"  # fmt: skip
+        check = (
+            ""
+            if self.carried_best is None
+            else f"; the carried lr is {verdict} one draw's noise of the best of it and its neighbours here"
+        )
         return f"final validation loss at each lr ({tried}); best {where}{check}"
 
 
@@ -154,8 +157,14 @@ def sweep_point(run: Run, lr: float, draw: int = 1) -> Run:
     """`run` at rate `lr` on its `draw`-th sweep seed, the `draw`-th before the run's own (a pinned data seed shifts
     with it)."""
     data = {**run.data, "seed": run.data["seed"] - draw} if "seed" in run.data else run.data
-    return dataclasses.replace(tuned(run, rate(lr)), name=sweep_name(run.name, lr, draw), seed=run.seed - draw,
-                               data=data, sweep=None, lr_sweep=True)  # fmt: skip
+    return dataclasses.replace(
+        tuned(run, rate(lr)),
+        name=sweep_name(run.name, lr, draw),
+        seed=run.seed - draw,
+        data=data,
+        sweep=None,
+        lr_sweep=True,
+    )
 
 
 def choose(sweep: Sweep, points: Points) -> Choice:
@@ -240,8 +249,12 @@ def stable_run(run: Run, lr: float) -> Run:
     return dataclasses.replace(tuned(run, rate(lr)), name=stable_name(run.name, lr), sweep=None)
 
 
-def tune(run: Run, points_of: Callable[[Run], Points], anchor_of: Callable[[str], Run],
-         train: Callable[[Run], None] | None = None) -> Choice:  # fmt: skip
+def tune(
+    run: Run,
+    points_of: Callable[[Run], Points],
+    anchor_of: Callable[[str], Run],
+    train: Callable[[Run], None] | None = None,
+) -> Choice:
     """Where `run`'s sweep stands (`points_of(run)`: its finished points), training each next point with `train`
     until it has chosen (without `train`: as far as the points on disk go). An anchored run's rate is its anchor's."""
     sweep = run.sweep

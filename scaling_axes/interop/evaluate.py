@@ -56,12 +56,20 @@ def zero_shot(
     task_manager, names = None, {task: task for task in tasks}
     if offline:
         root = Path(data_root or default_data_root())
-        directory = lm_eval_tasks.offline_tasks(lm_eval_tasks.offline_tasks_dir(root),
-                                                lambada or lm_eval_tasks.lambada_file(root), tasks)  # fmt: skip
+        directory = lm_eval_tasks.offline_tasks(
+            lm_eval_tasks.offline_tasks_dir(root), lambada or lm_eval_tasks.lambada_file(root), tasks
+        )
         task_manager = TaskManager(include_path=str(directory))
         names = {task: lm_eval_tasks.offline_name(task) for task in tasks}
-    output = lm_eval.simple_evaluate(model=lm, tasks=list(names.values()), task_manager=task_manager, num_fewshot=0,
-                                     limit=limit, bootstrap_iters=0, random_seed=0)  # fmt: skip
+    output = lm_eval.simple_evaluate(
+        model=lm,
+        tasks=list(names.values()),
+        task_manager=task_manager,
+        num_fewshot=0,
+        limit=limit,
+        bootstrap_iters=0,
+        random_seed=0,
+    )
     results = output["results"]
     return {
         task: {m: results[name][f"{m},none"] for m in METRICS if f"{m},none" in results[name]}
@@ -137,9 +145,19 @@ def zero_shot_rows(
             column = key if name == "lambada" else (name if metric == likely.get(task, "acc") else None)
             expected, ours = paper.get(column) if column else None, 100 * value if percent else value
             why = "" if name == "lambada" else f"the paper's {name} column is most likely {likely.get(task, 'acc')}"
-            rows.append(Row(table=table, row=row, metric=key, paper=expected, ours=ours, unit="%" if percent else "ppl",
-                            run=run, status=compare(expected, ours, TOLERANCE),
-                            note="; ".join(filter(None, (why, note)))))  # fmt: skip
+            rows.append(
+                Row(
+                    table=table,
+                    row=row,
+                    metric=key,
+                    paper=expected,
+                    ours=ours,
+                    unit="%" if percent else "ppl",
+                    run=run,
+                    status=compare(expected, ours, TOLERANCE),
+                    note="; ".join(filter(None, (why, note))),
+                )
+            )
     return rows
 
 
@@ -164,8 +182,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--device")
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
     args = parser.parse_args(argv)
-    lm = SuiteLM(model=args.model, tokenizer=args.tokenizer, checkpoint=args.checkpoint,
-                 official_weights=args.official_weights, batch_size=args.batch_size, device=args.device)  # fmt: skip
+    lm = SuiteLM(
+        model=args.model,
+        tokenizer=args.tokenizer,
+        checkpoint=args.checkpoint,
+        official_weights=args.official_weights,
+        batch_size=args.batch_size,
+        device=args.device,
+    )
     tasks = [t for t in args.tasks.split(",") if t]
     results = {"tasks": zero_shot(lm, tasks, args.offline, args.limit) if tasks else {}, "perplexity": {}}
     for corpus in filter(None, args.perplexity.split(",")):

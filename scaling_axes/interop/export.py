@@ -56,12 +56,16 @@ def check_out(run_dir: Path, out: Path, replace: bool) -> None:
     """Stop before anything is written where `out` would mix with other files: inside a run directory (its own
     config.json would be overwritten), or a folder that holds files already, unless `replace`."""
     if out.resolve().is_relative_to(run_dir.resolve()) or (out.resolve() / "done.json").exists():
-        raise SuiteError(f"OUT {out} is inside the run directory {run_dir}: export writes a config.json of its own; "
-                         "pass a folder outside it")  # fmt: skip
+        raise SuiteError(
+            f"OUT {out} is inside the run directory {run_dir}: export writes a config.json of its own; "
+            "pass a folder outside it"
+        )
     check_directory(out, "OUT")
     if not replace and any(out.iterdir()):
-        raise SuiteError(f"OUT {out} holds files already (an earlier export's would stay beside this one): pass an "
-                         "empty or new folder, or --replace to empty it first")  # fmt: skip
+        raise SuiteError(
+            f"OUT {out} holds files already (an earlier export's would stay beside this one): pass an "
+            "empty or new folder, or --replace to empty it first"
+        )
 
 
 def generation_config(tokenizer: Tokenizer, cache: bool) -> Any:
@@ -93,19 +97,28 @@ def as_neox(model: nn.Module, tokenizer: Tokenizer) -> nn.Module:
     c = model.config
     rotary = c.rotary_pct if c.position == "rope" else 0.0  # NoPE: no dims rotated
     config = GPTNeoXConfig(
-        vocab_size=c.vocab_size, hidden_size=c.d_model, num_hidden_layers=c.n_layer, num_attention_heads=c.n_head,
-        intermediate_size=c.ffn_dim, hidden_act="gelu", max_position_embeddings=c.max_seq_len,
-        layer_norm_eps=c.norm_eps, tie_word_embeddings=c.tie_embeddings, use_parallel_residual=False,
-        attention_bias=c.bias, rope_parameters={"rope_type": "default", "rope_theta": c.rope_base,
-                                                "partial_rotary_factor": rotary},
-        bos_token_id=tokenizer.eot_id, eos_token_id=tokenizer.eot_id,
-    )  # fmt: skip
+        vocab_size=c.vocab_size,
+        hidden_size=c.d_model,
+        num_hidden_layers=c.n_layer,
+        num_attention_heads=c.n_head,
+        intermediate_size=c.ffn_dim,
+        hidden_act="gelu",
+        max_position_embeddings=c.max_seq_len,
+        layer_norm_eps=c.norm_eps,
+        tie_word_embeddings=c.tie_embeddings,
+        use_parallel_residual=False,
+        attention_bias=c.bias,
+        rope_parameters={"rope_type": "default", "rope_theta": c.rope_base, "partial_rotary_factor": rotary},
+        bos_token_id=tokenizer.eot_id,
+        eos_token_id=tokenizer.eot_id,
+    )
     hf = GPTNeoXForCausalLM(config)
     missing, unexpected = hf.load_state_dict(neox_state(model), strict=False)
     buffers = {name for name, _ in hf.named_buffers()}
     if unexpected or set(missing) - buffers:
-        raise RuntimeError(f"GPT-NeoX layout mismatch: missing {sorted(set(missing) - buffers)}, unexpected "
-                           f"{sorted(unexpected)}")  # fmt: skip
+        raise RuntimeError(
+            f"GPT-NeoX layout mismatch: missing {sorted(set(missing) - buffers)}, unexpected {sorted(unexpected)}"
+        )
     return hf
 
 
@@ -119,16 +132,22 @@ def neox_state(model: nn.Module) -> dict[str, Tensor]:
 
     def linear(theirs: str, name: str, size: int, interleave: bool = False) -> dict[str, Tensor]:
         weight, bias = ours[f"{name}.weight"], ours.get(f"{name}.bias", torch.zeros(size))
-        return {f"{theirs}.weight": per_head(weight) if interleave else weight,
-                f"{theirs}.bias": per_head(bias) if interleave else bias}  # fmt: skip
+        return {
+            f"{theirs}.weight": per_head(weight) if interleave else weight,
+            f"{theirs}.bias": per_head(bias) if interleave else bias,
+        }
 
     def norm(theirs: str, name: str) -> dict[str, Tensor]:
-        return {f"{theirs}.weight": ours.get(f"{name}.weight", torch.ones(width)),
-                f"{theirs}.bias": ours.get(f"{name}.bias", torch.zeros(width))}  # fmt: skip
+        return {
+            f"{theirs}.weight": ours.get(f"{name}.weight", torch.ones(width)),
+            f"{theirs}.bias": ours.get(f"{name}.bias", torch.zeros(width)),
+        }
 
-    state = {"gpt_neox.embed_in.weight": ours["token_embedding.weight"],
-             "lm_head.weight": ours.get("lm_head.weight", ours["token_embedding.weight"]),
-             **norm("gpt_neox.final_layer_norm", "final_norm")}  # fmt: skip
+    state = {
+        "gpt_neox.embed_in.weight": ours["token_embedding.weight"],
+        "lm_head.weight": ours.get("lm_head.weight", ours["token_embedding.weight"]),
+        **norm("gpt_neox.final_layer_norm", "final_norm"),
+    }
     for i in range(c.n_layer):
         block, layer = f"blocks.{i}", f"gpt_neox.layers.{i}"
         state |= norm(f"{layer}.input_layernorm", f"{block}.attn_norm")
@@ -148,12 +167,19 @@ def as_remote_code(config: dict[str, Any], model: nn.Module, tokenizer: Tokenize
     ScalingAxesConfig.register_for_auto_class()
     ScalingAxesForCausalLM.register_for_auto_class("AutoModelForCausalLM")
     c = model.config
-    hf_config = ScalingAxesConfig(preset=config["model"], overrides=config["overrides"], vocab_size=c.vocab_size,
-                                  max_position_embeddings=c.max_seq_len,  # the window lm-eval truncates to
-                                  hidden_size=getattr(c, "d_model", None) or c.d_key * c.d_value,  # an RMT's residual
-                                  num_hidden_layers=c.n_layer, num_attention_heads=getattr(c, "n_head", None) or c.rank,
-                                  bos_token_id=tokenizer.eot_id, eos_token_id=tokenizer.eot_id,
-                                  pad_token_id=tokenizer.eot_id, tie_word_embeddings=False)  # fmt: skip
+    hf_config = ScalingAxesConfig(
+        preset=config["model"],
+        overrides=config["overrides"],
+        vocab_size=c.vocab_size,
+        max_position_embeddings=c.max_seq_len,  # the window lm-eval truncates to
+        hidden_size=getattr(c, "d_model", None) or c.d_key * c.d_value,  # an RMT's residual
+        num_hidden_layers=c.n_layer,
+        num_attention_heads=getattr(c, "n_head", None) or c.rank,
+        bos_token_id=tokenizer.eot_id,
+        eos_token_id=tokenizer.eot_id,
+        pad_token_id=tokenizer.eot_id,
+        tie_word_embeddings=False,
+    )
     hf = ScalingAxesForCausalLM(hf_config)
     hf.backbone.load_state_dict(model.state_dict())
     return hf
@@ -166,8 +192,9 @@ def save_tokenizer(tokenizer: Tokenizer, out: Path, window: int) -> None:
     from transformers import PreTrainedTokenizerFast
 
     eos = {"eos_token": EOT, "bos_token": EOT, "pad_token": EOT} if tokenizer.eot_id is not None else {}
-    PreTrainedTokenizerFast(tokenizer_object=as_hf_tokenizer(tokenizer), model_max_length=window,
-                            padding_side="left", **eos).save_pretrained(out)  # fmt: skip
+    PreTrainedTokenizerFast(
+        tokenizer_object=as_hf_tokenizer(tokenizer), model_max_length=window, padding_side="left", **eos
+    ).save_pretrained(out)
 
 
 def main(argv: list[str]) -> None:
@@ -179,5 +206,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--replace", action="store_true", help="empty OUT first (an earlier export there)")
     args = parser.parse_args(argv)
     how = export(args.run_dir, args.out, args.replace)
-    print(f"{args.run_dir} -> {args.out}: {how}; load with AutoModelForCausalLM.from_pretrained({str(args.out)!r}"
-          f"{', trust_remote_code=True' if 'remote' in how else ''})")  # fmt: skip
+    print(
+        f"{args.run_dir} -> {args.out}: {how}; load with AutoModelForCausalLM.from_pretrained({str(args.out)!r}"
+        f"{', trust_remote_code=True' if 'remote' in how else ''})"
+    )

@@ -28,10 +28,16 @@ class ScalingAxesConfig(PretrainedConfig):
 
     model_type = "scaling_axes"
 
-    def __init__(self, preset: str = "transformer_124m", overrides: dict[str, Any] | None = None,
-                 hidden_size: int | None = None, num_hidden_layers: int | None = None,
-                 num_attention_heads: int | None = None, max_position_embeddings: int | None = None,
-                 **kwargs) -> None:  # fmt: skip
+    def __init__(
+        self,
+        preset: str = "transformer_124m",
+        overrides: dict[str, Any] | None = None,
+        hidden_size: int | None = None,
+        num_hidden_layers: int | None = None,
+        num_attention_heads: int | None = None,
+        max_position_embeddings: int | None = None,
+        **kwargs,
+    ) -> None:
         self.preset, self.overrides = preset, dict(overrides or {})
         self.hidden_size, self.num_hidden_layers = hidden_size, num_hidden_layers
         self.num_attention_heads, self.max_position_embeddings = num_attention_heads, max_position_embeddings
@@ -53,18 +59,27 @@ class ScalingAxesForCausalLM(PreTrainedModel, GenerationMixin):
         with torch.device("cpu"):  # not `from_pretrained`'s meta device: the buffers' values are built here
             self.backbone = build_model(config.preset, **config.overrides)
         self.built_buffers = {  # those out of the state dict (MoT's byte tables), by module
-            id(module): {name: buffer.clone() for name, buffer in module.named_buffers(recurse=False)
-                         if name in module._non_persistent_buffers_set}
+            id(module): {
+                name: buffer.clone()
+                for name, buffer in module.named_buffers(recurse=False)
+                if name in module._non_persistent_buffers_set
+            }
             for module in self.backbone.modules()
-        }  # fmt: skip
+        }
         for layer in layers(self.backbone):
             checkpointable(layer)
         vocab = self.backbone.config.vocab_size  # where the embeddings sit, found once (a resize replaces them)
         self.vocabulary_modules = {  # "input", and "output" where the unembedding is a layer of its own
-            role: next((name for name, m in self.backbone.named_modules() if isinstance(m, kind)
-                        and getattr(m, size) == vocab), None)
+            role: next(
+                (
+                    name
+                    for name, m in self.backbone.named_modules()
+                    if isinstance(m, kind) and getattr(m, size) == vocab
+                ),
+                None,
+            )
             for role, kind, size in (("input", nn.Embedding, "num_embeddings"), ("output", nn.Linear, "out_features"))
-        }  # fmt: skip
+        }
         self.post_init()
 
     def _init_weights(self, module) -> None:
@@ -89,12 +104,15 @@ class ScalingAxesForCausalLM(PreTrainedModel, GenerationMixin):
 
     def resize_token_embeddings(self, *args: Any, **kwargs: Any) -> nn.Embedding:
         if hasattr(self.backbone, "bytes_vocab") or hasattr(self.backbone.config, "byte_table"):
-            raise NotImplementedError("a Mixture of Tokenizers model embeds each token with its bytes (its byte "
-                                      "table): new tokens need their bytes, which resizing cannot give")  # fmt: skip
+            raise NotImplementedError(
+                "a Mixture of Tokenizers model embeds each token with its bytes (its byte "
+                "table): new tokens need their bytes, which resizing cannot give"
+            )
         return super().resize_token_embeddings(*args, **kwargs)
 
-    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None, labels: Tensor | None = None,
-                **_: Any) -> CausalLMOutputWithPast:  # fmt: skip
+    def forward(
+        self, input_ids: Tensor, attention_mask: Tensor | None = None, labels: Tensor | None = None, **_: Any
+    ) -> CausalLMOutputWithPast:
         """Next-token logits; with `labels`, their mean cross-entropy (shifted, -100 ignored). A padded batch runs
         each row on its unpadded tokens (its padded positions' logits are zero)."""
         if labels is not None and input_ids.size(1) > self._window:
@@ -123,8 +141,9 @@ class ScalingAxesForCausalLM(PreTrainedModel, GenerationMixin):
         logits = self.backbone(input_ids[:, -self._window :])
         return F.pad(logits, (0, 0, input_ids.size(1) - self._window, 0))
 
-    def prepare_inputs_for_generation(self, input_ids: Tensor, attention_mask: Tensor | None = None,
-                                      **_: Any) -> dict[str, Any]:  # fmt: skip
+    def prepare_inputs_for_generation(
+        self, input_ids: Tensor, attention_mask: Tensor | None = None, **_: Any
+    ) -> dict[str, Any]:
         """Every step sees every token so far (no cache)."""
         return {"input_ids": input_ids, "attention_mask": attention_mask}
 

@@ -49,8 +49,9 @@ def load_checkpoint(path: str | Path) -> tuple[nn.Module, Tokenizer]:
         verify_checksum(path, fix)
         hparams = checkpoint.get("hyper_parameters") if isinstance(checkpoint, dict) else None
         if not isinstance(hparams, dict) or "model" not in hparams:
-            raise CorruptFileError(f"{path} names no model in its hyper_parameters: not a checkpoint of the suite's "
-                                   f"LanguageModel; {fix}")  # fmt: skip
+            raise CorruptFileError(
+                f"{path} names no model in its hyper_parameters: not a checkpoint of the suite's LanguageModel; {fix}"
+            )
         model = build_model(hparams["model"], **(hparams.get("model_overrides") or {}))
         state = {k.removeprefix("model."): v for k, v in checkpoint["state_dict"].items() if k.startswith("model.")}
         data = checkpoint.get("datamodule_hyper_parameters") or read_final_config(path.parent.parent)
@@ -61,8 +62,9 @@ def load_checkpoint(path: str | Path) -> tuple[nn.Module, Tokenizer]:
         fix = f"delete {path.parent / 'done.json'} and rerun the run to write it again"
         state = load_state(path, fix)  # first: a crafted pickle is named as such
         if not (path.parent / "done.json").is_file():
-            raise FileNotFoundError(f"{path.parent} holds no finished run (no done.json): train it first, or rerun "
-                                    "its command to finish it")  # fmt: skip
+            raise FileNotFoundError(
+                f"{path.parent} holds no finished run (no done.json): train it first, or rerun its command to finish it"
+            )
         read_done(path.parent / "done.json")  # its record and final weights are what the run wrote
         data = read_final_config(path.parent)
         model = build_model(data["model"], **(data.get("overrides") or {}))

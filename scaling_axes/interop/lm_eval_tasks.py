@@ -55,8 +55,15 @@ def lambada_stand_in(data_root: Path | None = None, words: int = 60) -> Path:
 
 
 def _yaml(include: Path, task: str, data_files: dict[str, str], builder: str, splits: dict[str, str | None]) -> str:
-    lines = [f"include: {json.dumps(str(include))}", f"task: {task}", "tag: []", f"dataset_path: {builder}",
-             "dataset_name: null", "dataset_kwargs:", "  data_files:"]  # fmt: skip
+    lines = [
+        f"include: {json.dumps(str(include))}",
+        f"task: {task}",
+        "tag: []",
+        f"dataset_path: {builder}",
+        "dataset_name: null",
+        "dataset_kwargs:",
+        "  data_files:",
+    ]
     lines += [f"    {split}: {json.dumps(path)}" for split, path in data_files.items()]
     lines += [f"{name}: {value if value else 'null'}" for name, value in splits.items()]
     return "\n".join(lines) + "\n"
@@ -82,8 +89,10 @@ def offline_tasks(directory: Path, lambada: Path, tasks: tuple[str, ...] | list[
         atomic_write(directory / f"{offline_name(task)}.yaml", text)
     if "lambada_openai" in tasks:
         if not lambada.exists():
-            raise FileNotFoundError(f'offline LAMBADA needs {lambada} (the original OpenAI lambada_test.jsonl, one '
-                                    '{"text": ...} per line)')  # fmt: skip
+            raise FileNotFoundError(
+                f"offline LAMBADA needs {lambada} (the original OpenAI lambada_test.jsonl, one "
+                '{"text": ...} per line)'
+            )
         splits = {"training_split": None, "validation_split": None, "test_split": "test"}
         text = _yaml(stock / LAMBADA_YAML, offline_name("lambada_openai"), {"test": str(lambada)}, "json", splits)
         atomic_write(directory / f"{offline_name('lambada_openai')}.yaml", text)

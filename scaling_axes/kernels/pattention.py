@@ -43,8 +43,9 @@ def _blocks() -> list[triton.Config]:
     them on the GPU (Triton's autotuner, once per n); one under the interpreter, which cannot time."""
     if common.interpreted():
         return [triton.Config({"BLOCK_M": 16, "BLOCK_N": 128})]
-    return [triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w) for m in (4, 8, 16) for n in (128, 256)
-            for w in (4, 8)]  # fmt: skip
+    return [
+        triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w) for m in (4, 8, 16) for n in (128, 256) for w in (4, 8)
+    ]
 
 
 @triton.jit
@@ -65,8 +66,9 @@ def _factor(norm, scale, eps):
 
 @triton.autotune(_blocks(), key=["N"])
 @triton.jit
-def _forward_kernel(S, G, R, M, N, s_row, s_group, g_row, g_group, scale, eps, BLOCK_M: tl.constexpr,
-                    BLOCK_N: tl.constexpr):  # fmt: skip
+def _forward_kernel(
+    S, G, R, M, N, s_row, s_group, g_row, g_group, scale, eps, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr
+):
     """Group g (program axis 1), rows [m0, m0 + BLOCK_M): the rows' norms into R [G, M], then
     G = GELU(c S / (r + eps))."""
     group = tl.program_id(1)
@@ -92,8 +94,25 @@ def _forward_kernel(S, G, R, M, N, s_row, s_group, g_row, g_group, scale, eps, B
 
 @triton.autotune(_blocks(), key=["N"])
 @triton.jit
-def _backward_kernel(S, DG, R, DS, G, M, N, s_row, s_group, dg_row, dg_group, g_row, g_group, scale, eps,
-                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):  # fmt: skip
+def _backward_kernel(
+    S,
+    DG,
+    R,
+    DS,
+    G,
+    M,
+    N,
+    s_row,
+    s_group,
+    dg_row,
+    dg_group,
+    g_row,
+    g_group,
+    scale,
+    eps,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
     """Group g, rows [m0, m0 + BLOCK_M): the row dot D over the scores in a first pass, then dS (S's layout) and G
     (recomputed) in a second."""
     group = tl.program_id(1)
@@ -148,13 +167,25 @@ def pattention_op(
 @pattention_op.register_fake
 def _(x: Tensor, keys: Tensor, values: Tensor, groups: int, scale: float, eps: float) -> tuple[Tensor, Tensor, Tensor]:
     rows = x.shape[0]
-    return (x.new_empty(rows, groups * values.shape[1]), x.new_empty(rows, keys.shape[0]),
-            x.new_empty(groups, rows, dtype=torch.float32))  # fmt: skip
+    return (
+        x.new_empty(rows, groups * values.shape[1]),
+        x.new_empty(rows, keys.shape[0]),
+        x.new_empty(groups, rows, dtype=torch.float32),
+    )
 
 
 @torch.library.custom_op("scaling_axes::pattention_backward", mutates_args=())
-def pattention_backward_op(x: Tensor, keys: Tensor, values: Tensor, scores: Tensor, norms: Tensor, d_out: Tensor,
-                           groups: int, scale: float, eps: float) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
+def pattention_backward_op(
+    x: Tensor,
+    keys: Tensor,
+    values: Tensor,
+    scores: Tensor,
+    norms: Tensor,
+    d_out: Tensor,
+    groups: int,
+    scale: float,
+    eps: float,
+) -> tuple[Tensor, Tensor, Tensor]:
     """(dx, d_keys, d_values) of `pattention_op` from the saved x, keys, values, scores and row norms."""
     rows, slots, d_value = x.shape[0], keys.shape[0] // groups, values.shape[1]
     d_out = _per_group(d_out.to(x.dtype), groups)  # [G, M, d_out]
@@ -162,16 +193,38 @@ def pattention_backward_op(x: Tensor, keys: Tensor, values: Tensor, scores: Tens
     d_scores = common.alloc(rows, groups * slots, device=x.device, dtype=x.dtype)
     gelu_scores = common.alloc(groups, rows, slots, device=x.device, dtype=x.dtype)
     _backward_kernel[lambda blocks: (triton.cdiv(rows, blocks["BLOCK_M"]), groups)](
-        scores, d_gelu, norms, d_scores, gelu_scores, rows, slots, scores.stride(0), slots, slots, rows * slots,
-        slots, rows * slots, scale, eps,
-    )  # fmt: skip
+        scores,
+        d_gelu,
+        norms,
+        d_scores,
+        gelu_scores,
+        rows,
+        slots,
+        scores.stride(0),
+        slots,
+        slots,
+        rows * slots,
+        slots,
+        rows * slots,
+        scale,
+        eps,
+    )
     d_values = torch.bmm(gelu_scores.transpose(1, 2), d_out)  # [G, n, d_out]
     return d_scores @ keys, d_scores.T @ x, d_values.reshape(values.shape)  # dX sums the G groups' contributions
 
 
 @pattention_backward_op.register_fake
-def _(x: Tensor, keys: Tensor, values: Tensor, scores: Tensor, norms: Tensor, d_out: Tensor, groups: int,
-      scale: float, eps: float) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
+def _(
+    x: Tensor,
+    keys: Tensor,
+    values: Tensor,
+    scores: Tensor,
+    norms: Tensor,
+    d_out: Tensor,
+    groups: int,
+    scale: float,
+    eps: float,
+) -> tuple[Tensor, Tensor, Tensor]:
     return torch.empty_like(x), torch.empty_like(keys), torch.empty_like(values)
 
 

@@ -12,10 +12,7 @@ D_v x D_k matrix one tile:
   GPU. Backward is one kernel per block of tokens: it recomputes
   the normalised tile, writes dX, and sums the key, weight and bias gradients of its tokens (a second, tiny
   reduction over the blocks finishes them; deterministic, no atomics).
-* `store(x, data, keys)`: x + sum_h data[..., h] (x) keys[h] (Eq. 22, 25) in one pass, reading X once and writing
-  the new residual once, a few tokens per program (their rows stacked into one product; how many is timed per shape
-  on the GPU); `data` may be any strided [B, T, D_v, R] view (the attention's [B, R, T, D_v] heads).
-  Its backward is two GEMMs (dX is the incoming gradient itself).
+* `store(x, data, keys)`: its write, the other kernel (`kernels/rmt_store.py`).
 
 fp32, bf16 and fp16 (fp32 statistics and accumulation); D_v, D_k, n, R need not be powers of two (tiles are padded
 to at least 16, the tensor-core minimum). Runs on CUDA, or anywhere under TRITON_INTERPRET=1. Both are
@@ -41,7 +38,7 @@ def _block(size: int) -> int:
     return max(16, triton.next_power_of_2(size))
 
 
-def _tokens_per_program() -> list[triton.Config]:
+def tokens_per_program() -> list[triton.Config]:
     """Tokens per program of the read and the store (their D_v rows stacked into one product), chosen per shape by
     timing on the GPU (Triton's autotuner); two under the interpreter, which cannot time, so that the tests cover
     several tokens and a partial last block."""
@@ -68,12 +65,34 @@ def _normalize(x, mask, mean, rstd, W, Bias, v, k, D_K, HAS_BIAS: tl.constexpr):
     return xhat, w, xn
 
 
-@triton.autotune(_tokens_per_program(), key=["D_V", "D_K", "N"])
+@triton.autotune(tokens_per_program(), key=["D_V", "D_K", "N"])
 @triton.jit
-def _norm_retrieve_kernel(X, W, Bias, K, OUT, MEAN, RSTD, TOTAL, T, D_V, D_K, N, eps, so_b, so_t, so_v, so_n,
-                          LAYERNORM: tl.constexpr, HAS_BIAS: tl.constexpr, DOT_DTYPE: tl.constexpr,
-                          BLOCK_V: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr,
-                          TOKENS: tl.constexpr):  # fmt: skip
+def _norm_retrieve_kernel(
+    X,
+    W,
+    Bias,
+    K,
+    OUT,
+    MEAN,
+    RSTD,
+    TOTAL,
+    T,
+    D_V,
+    D_K,
+    N,
+    eps,
+    so_b,
+    so_t,
+    so_v,
+    so_n,
+    LAYERNORM: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    DOT_DTYPE: tl.constexpr,
+    BLOCK_V: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    TOKENS: tl.constexpr,
+):
     """TOKENS tokens, their D_v rows stacked: per token the mean (LayerNorm; 0 for RMSNorm) and 1/std over its
     matrix, then the normalised rows' product with the keys, written in OUT's strides."""
     rows = tl.arange(0, TOKENS * BLOCK_V)
@@ -110,10 +129,35 @@ def _per_row(token_values, TOKENS: tl.constexpr, BLOCK_V: tl.constexpr):
 
 
 @triton.jit
-def _norm_retrieve_backward_kernel(X, W, Bias, K, D_OUT, MEAN, RSTD, DX, DW, DB, DK, TOKENS, T, D_V, D_K, N,
-                                   sd_b, sd_t, sd_v, sd_n, LAYERNORM: tl.constexpr, HAS_BIAS: tl.constexpr,
-                                   DOT_DTYPE: tl.constexpr, TOKENS_PER_PROGRAM: tl.constexpr,
-                                   BLOCK_V: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr):  # fmt: skip
+def _norm_retrieve_backward_kernel(
+    X,
+    W,
+    Bias,
+    K,
+    D_OUT,
+    MEAN,
+    RSTD,
+    DX,
+    DW,
+    DB,
+    DK,
+    TOKENS,
+    T,
+    D_V,
+    D_K,
+    N,
+    sd_b,
+    sd_t,
+    sd_v,
+    sd_n,
+    LAYERNORM: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    DOT_DTYPE: tl.constexpr,
+    TOKENS_PER_PROGRAM: tl.constexpr,
+    BLOCK_V: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
     """A block of tokens: dX per token; this block's partial sums of dW, dB ([D_v, D_k]) and dKeys ([D_k, n])."""
     block = tl.program_id(0)
     v, k, n = tl.arange(0, BLOCK_V), tl.arange(0, BLOCK_K), tl.arange(0, BLOCK_N)
@@ -148,7 +192,7 @@ def _norm_retrieve_backward_kernel(X, W, Bias, K, D_OUT, MEAN, RSTD, DX, DW, DB,
     tl.store(DK + block * BLOCK_K * BLOCK_N + k[:, None] * BLOCK_N + n[None, :], d_keys)
 
 
-def _tiles(d_value: int, d_key: int, n: int) -> dict[str, int]:
+def tiles(d_value: int, d_key: int, n: int) -> dict[str, int]:
     blocks = {"BLOCK_V": _block(d_value), "BLOCK_K": _block(d_key), "BLOCK_N": _block(n)}
     if blocks["BLOCK_V"] * blocks["BLOCK_K"] > MAX_TILE:
         raise ValueError(
@@ -159,17 +203,34 @@ def _tiles(d_value: int, d_key: int, n: int) -> dict[str, int]:
 
 
 @torch.library.custom_op("scaling_axes::rmt_norm_retrieve", mutates_args=())
-def norm_retrieve_op(x: Tensor, keys: Tensor, weight: Tensor, bias: Tensor | None, eps: float, layernorm: bool,
-                     heads_first: bool) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
+def norm_retrieve_op(
+    x: Tensor, keys: Tensor, weight: Tensor, bias: Tensor | None, eps: float, layernorm: bool, heads_first: bool
+) -> tuple[Tensor, Tensor, Tensor]:
     """(retrieved [B, T, D_v, n] in the layout `heads_first` asks for, per-token mean, per-token 1/std)."""
     batch, seq, d_value, d_key = x.shape
-    n, tokens, blocks = keys.shape[1], batch * seq, _tiles(d_value, d_key, keys.shape[1])
+    n, tokens, blocks = keys.shape[1], batch * seq, tiles(d_value, d_key, keys.shape[1])
     out = _retrieved(x, n, heads_first, common.alloc)
     mean, rstd = common.alloc(tokens, device=x.device), common.alloc(tokens, device=x.device)
     _norm_retrieve_kernel[lambda meta: (triton.cdiv(tokens, meta["TOKENS"]),)](
-        x, weight, bias if bias is not None else weight, keys, out, mean, rstd, tokens, seq, d_value, d_key, n, eps,
-        *out.stride(), LAYERNORM=layernorm, HAS_BIAS=bias is not None, DOT_DTYPE=dot_dtype(x.dtype), **blocks,
-    )  # fmt: skip
+        x,
+        weight,
+        bias if bias is not None else weight,
+        keys,
+        out,
+        mean,
+        rstd,
+        tokens,
+        seq,
+        d_value,
+        d_key,
+        n,
+        eps,
+        *out.stride(),
+        LAYERNORM=layernorm,
+        HAS_BIAS=bias is not None,
+        DOT_DTYPE=dot_dtype(x.dtype),
+        **blocks,
+    )
     return out, mean, rstd
 
 
@@ -182,19 +243,28 @@ def _retrieved(x: Tensor, n: int, heads_first: bool, alloc) -> Tensor:
 
 
 @norm_retrieve_op.register_fake
-def _(x: Tensor, keys: Tensor, weight: Tensor, bias: Tensor | None, eps: float, layernorm: bool,
-      heads_first: bool) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
+def _(
+    x: Tensor, keys: Tensor, weight: Tensor, bias: Tensor | None, eps: float, layernorm: bool, heads_first: bool
+) -> tuple[Tensor, Tensor, Tensor]:
     tokens = x.shape[0] * x.shape[1]
     out = _retrieved(x, keys.shape[1], heads_first, lambda *s, device, dtype: x.new_empty(s, dtype=dtype))
     return out, x.new_empty(tokens, dtype=torch.float32), x.new_empty(tokens, dtype=torch.float32)
 
 
 @torch.library.custom_op("scaling_axes::rmt_norm_retrieve_backward", mutates_args=())
-def norm_retrieve_backward_op(x: Tensor, keys: Tensor, weight: Tensor, bias: Tensor | None, mean: Tensor,
-                              rstd: Tensor, d_out: Tensor, layernorm: bool) -> list[Tensor]:  # fmt: skip
+def norm_retrieve_backward_op(
+    x: Tensor,
+    keys: Tensor,
+    weight: Tensor,
+    bias: Tensor | None,
+    mean: Tensor,
+    rstd: Tensor,
+    d_out: Tensor,
+    layernorm: bool,
+) -> list[Tensor]:
     """[dx, d_keys, d_weight] (+ d_bias when there is a bias) of `norm_retrieve_op`."""
     batch, seq, d_value, d_key = x.shape
-    n, tokens, blocks = keys.shape[1], batch * seq, _tiles(d_value, d_key, keys.shape[1])
+    n, tokens, blocks = keys.shape[1], batch * seq, tiles(d_value, d_key, keys.shape[1])
     programs = triton.cdiv(tokens, TOKENS_PER_PROGRAM)
     d_x = common.alloc(*x.shape, device=x.device, dtype=x.dtype)
     d_weight = common.alloc(programs, blocks["BLOCK_V"], blocks["BLOCK_K"], device=x.device)
@@ -202,10 +272,30 @@ def norm_retrieve_backward_op(x: Tensor, keys: Tensor, weight: Tensor, bias: Ten
     d_keys = common.alloc(programs, blocks["BLOCK_K"], blocks["BLOCK_N"], device=x.device)
     # num_warps 8: eight tile-sized fp32 accumulators and operands per program
     _norm_retrieve_backward_kernel[(programs,)](
-        x, weight, bias if bias is not None else weight, keys, d_out, mean, rstd, d_x, d_weight, d_bias, d_keys,
-        tokens, seq, d_value, d_key, n, *d_out.stride(), LAYERNORM=layernorm, HAS_BIAS=bias is not None,
-        DOT_DTYPE=dot_dtype(x.dtype), TOKENS_PER_PROGRAM=TOKENS_PER_PROGRAM, num_warps=8, **blocks,
-    )  # fmt: skip
+        x,
+        weight,
+        bias if bias is not None else weight,
+        keys,
+        d_out,
+        mean,
+        rstd,
+        d_x,
+        d_weight,
+        d_bias,
+        d_keys,
+        tokens,
+        seq,
+        d_value,
+        d_key,
+        n,
+        *d_out.stride(),
+        LAYERNORM=layernorm,
+        HAS_BIAS=bias is not None,
+        DOT_DTYPE=dot_dtype(x.dtype),
+        TOKENS_PER_PROGRAM=TOKENS_PER_PROGRAM,
+        num_warps=8,
+        **blocks,
+    )
     grads = [d_x, _unpad(d_keys, d_key, n, keys.dtype), _unpad(d_weight, d_value, d_key, weight.dtype)]
     return grads + ([_unpad(d_bias, d_value, d_key, bias.dtype)] if bias is not None else [])
 
@@ -216,8 +306,16 @@ def _unpad(partial_sums: Tensor, rows: int, cols: int, dtype: torch.dtype) -> Te
 
 
 @norm_retrieve_backward_op.register_fake
-def _(x: Tensor, keys: Tensor, weight: Tensor, bias: Tensor | None, mean: Tensor, rstd: Tensor, d_out: Tensor,
-      layernorm: bool) -> list[Tensor]:  # fmt: skip
+def _(
+    x: Tensor,
+    keys: Tensor,
+    weight: Tensor,
+    bias: Tensor | None,
+    mean: Tensor,
+    rstd: Tensor,
+    d_out: Tensor,
+    layernorm: bool,
+) -> list[Tensor]:
     grads = [torch.empty_like(x), torch.empty_like(keys), torch.empty_like(weight)]
     return grads + ([torch.empty_like(bias)] if bias is not None else [])
 
@@ -260,71 +358,3 @@ def norm_retrieve(
     keys = keys.to(dtype).contiguous()
     bias = None if bias is None else bias.contiguous()
     return norm_retrieve_op(x, keys, weight.contiguous(), bias, eps, layernorm, heads_first)[0]
-
-
-@triton.autotune(_tokens_per_program(), key=["D_V", "D_K", "R"])
-@triton.jit
-def _store_kernel(X, DATA, K, OUT, TOTAL, T, D_V, D_K, R, s_b, s_t, s_v, s_r, DOT_DTYPE: tl.constexpr,
-                  BLOCK_V: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_R: tl.constexpr,
-                  TOKENS: tl.constexpr):  # fmt: skip
-    """TOKENS tokens: OUT = X + DATA @ K for each, DATA [D_v, R] read through its strides, K [R, D_k]; the tokens'
-    D_v rows are stacked as the rows of one [TOKENS BLOCK_V, BLOCK_R] x [BLOCK_R, BLOCK_K] product."""
-    rows = tl.arange(0, TOKENS * BLOCK_V)
-    token = tl.program_id(0).to(tl.int64) * TOKENS + rows // BLOCK_V  # int64: token x D_v x D_k outgrows int32
-    v, k, r = rows % BLOCK_V, tl.arange(0, BLOCK_K), tl.arange(0, BLOCK_R)
-    row_ok = (v < D_V) & (token < TOTAL)
-    data_offsets = (token // T)[:, None] * s_b + (token % T)[:, None] * s_t + v[:, None] * s_v + r[None, :] * s_r
-    data = tl.load(DATA + data_offsets, mask=row_ok[:, None] & (r[None, :] < R), other=0.0)
-    keys = tl.load(K + r[:, None] * D_K + k[None, :], mask=(r[:, None] < R) & (k[None, :] < D_K), other=0.0)
-    mask = row_ok[:, None] & (k[None, :] < D_K)
-    offsets = (token * D_V + v)[:, None] * D_K + k[None, :]
-    x = tl.load(X + offsets, mask=mask, other=0.0).to(tl.float32)
-    tl.store(OUT + offsets, x + dot(data, keys, DOT_DTYPE), mask=mask)
-
-
-@torch.library.custom_op("scaling_axes::rmt_store", mutates_args=())
-def store_op(x: Tensor, data: Tensor, keys: Tensor) -> Tensor:
-    """x + data @ keys per token, `data` read through its strides."""
-    batch, seq, d_value, d_key = x.shape
-    rank = keys.shape[0]
-    blocks = _tiles(d_value, d_key, rank)
-    out = common.alloc(*x.shape, device=x.device, dtype=x.dtype)
-    tokens = batch * seq
-    _store_kernel[lambda meta: (triton.cdiv(tokens, meta["TOKENS"]),)](
-        x, data, keys, out, tokens, seq, d_value, d_key, rank, *data.stride(), DOT_DTYPE=dot_dtype(x.dtype),
-        BLOCK_V=blocks["BLOCK_V"], BLOCK_K=blocks["BLOCK_K"], BLOCK_R=blocks["BLOCK_N"],
-    )  # fmt: skip
-    return out
-
-
-@store_op.register_fake
-def _(x: Tensor, data: Tensor, keys: Tensor) -> Tensor:
-    return torch.empty_like(x)
-
-
-def _store_context(ctx, inputs: tuple, output: Tensor) -> None:
-    _, data, keys = inputs
-    ctx.save_for_backward(data, keys)
-
-
-def _store_backward(ctx, d_out: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """Two GEMMs; dX is the incoming gradient itself."""
-    data, keys = ctx.saved_tensors
-    rows = d_out.reshape(-1, d_out.shape[-1])
-    d_data = (rows @ keys.T).view(data.shape)
-    d_keys = data.reshape(-1, data.shape[-1]).T @ rows
-    return d_out, d_data, d_keys
-
-
-store_op.register_autograd(_store_backward, setup_context=_store_context)
-
-
-def store(x: Tensor, data: Tensor, keys: Tensor) -> Tensor:
-    """x + sum_h data[..., h] (x) keys[h]: x [B, T, D_v, D_k], data [B, T, D_v, R] (any strides), keys [R, D_k]."""
-    if x.dim() != 4 or data.shape[:3] != x.shape[:3] or keys.shape != (data.shape[3], x.shape[3]):
-        raise ValueError(
-            f"store: x {tuple(x.shape)}, data {tuple(data.shape)} and keys {tuple(keys.shape)} do not fit; need "
-            "x [B, T, D_v, D_k], data [B, T, D_v, R] and keys [R, D_k]"
-        )
-    dtype = compute_dtype(x)
-    return store_op(x.to(dtype).contiguous(), data.to(dtype), keys.to(dtype).contiguous())

@@ -20,8 +20,12 @@ from scaling_axes.modules.registry import COMPONENTS, architecture_of, architect
 
 # module paths inside a block, per component, as every architecture here names them; "other" is what a
 # residual-path variant adds (modules/architectures/variants.py)
-_BLOCK_PARTS = {"qkv": ("attn.qkv",), "out": ("attn.out", "attn.proj"), "ffn": ("ffn", "candidate", "mlp"),
-                "other": ("gates", "attn_sdu", "ffn_sdu")}  # fmt: skip
+_BLOCK_PARTS = {
+    "qkv": ("attn.qkv",),
+    "out": ("attn.out", "attn.proj"),
+    "ffn": ("ffn", "candidate", "mlp"),
+    "other": ("gates", "attn_sdu", "ffn_sdu"),
+}
 _SHARED_COMPONENTS = ((r"^(token|position)_embedding\.", "embedding"), (r"^lm_head\.", "head"))
 NORM_LAYERS = (nn.LayerNorm, nn.RMSNorm, nn.GroupNorm)
 
@@ -82,8 +86,10 @@ def counted_flops(config: Any, seq_len: int, backward: bool = False) -> dict[str
             if backward:
                 logits.sum().backward()
     per_module = {name: sum(ops.values()) for name, ops in counter.get_flop_counts().items()}
-    return {c: flops // seq_len for c, flops in _per_component(per_module, type(model).__name__,
-                                                               architecture.depth(config)).items()}  # fmt: skip
+    return {
+        c: flops // seq_len
+        for c, flops in _per_component(per_module, type(model).__name__, architecture.depth(config)).items()
+    }
 
 
 def _per_component(per_module: dict[str, int], root: str, layers: int) -> dict[str, int]:

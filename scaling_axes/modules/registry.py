@@ -119,8 +119,11 @@ def get_config(name: str, **overrides: Any) -> Any:
 def preset_overrides(name: str, config: Any) -> dict[str, Any]:
     """The overrides that turn preset `name` into `config` (so that `get_config(name, **them) == config`)."""
     preset = get_config(name)
-    return {f.name: getattr(config, f.name) for f in dataclasses.fields(config)
-            if getattr(config, f.name) != getattr(preset, f.name)}  # fmt: skip
+    return {
+        f.name: getattr(config, f.name)
+        for f in dataclasses.fields(config)
+        if getattr(config, f.name) != getattr(preset, f.name)
+    }
 
 
 def config_from(class_name: str, fields: dict[str, Any]) -> Any:
@@ -153,8 +156,10 @@ def replace_config(config: Any, **overrides: Any) -> Any:
             f"unknown config field(s) {unknown} for {type(config).__name__}; valid fields: {', '.join(fields)}"
         )
     hints = typing.get_type_hints(type(config))
-    overrides = {key: tuple(value) if isinstance(value, list) and typing.get_origin(hints[key]) is tuple else value
-                 for key, value in overrides.items()}  # fmt: skip
+    overrides = {
+        key: tuple(value) if isinstance(value, list) and typing.get_origin(hints[key]) is tuple else value
+        for key, value in overrides.items()
+    }
     for key, value in overrides.items():
         if not _is_instance(value, hints[key]):
             raise TypeError(f"config field {key}={value!r} has type {type(value).__name__}; expected {hints[key]}")

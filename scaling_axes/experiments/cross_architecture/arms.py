@@ -18,7 +18,7 @@ from scaling_axes.harness.scales import Scale
 from scaling_axes.modules import get_config
 from scaling_axes.modules.architectures.transformer import STANDARD_PARAMETRISATION
 
-CLAIM_KINDS = ("lower_loss", "as_good_as")  # `claims.lower_loss`, `claims.as_good_as` (an equivalence)
+CLAIM_KINDS = ("lower_loss", "as_good_as")  # `claims.verdicts.lower_loss`, `as_good_as` (an equivalence)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,21 +57,41 @@ class Arm:
 def transformer_shape(shape: Shape, seq_len: int) -> dict[str, Any]:
     """In the standard parametrisation, as every other row: each is swept, none muP-tuned."""
     d = shape.d_model
-    return {"n_layer": shape.n_layer, "max_seq_len": seq_len, "d_model": d, "n_head": d // shape.head_dim,
-            "d_ff": 4 * d, **STANDARD_PARAMETRISATION}  # fmt: skip
+    return {
+        "n_layer": shape.n_layer,
+        "max_seq_len": seq_len,
+        "d_model": d,
+        "n_head": d // shape.head_dim,
+        "d_ff": 4 * d,
+        **STANDARD_PARAMETRISATION,
+    }
 
 
 def tokenformer_shape(shape: Shape, seq_len: int) -> dict[str, Any]:
     """Its head untied, as the Transformer's: equal total parameters too, within 3%."""
     d, n = shape.d_model, 3 * shape.d_model // 4
-    return {"n_layer": shape.n_layer, "max_seq_len": seq_len, "d_model": d, "n_head": d // shape.head_dim,
-            "qkv_tokens": n, "proj_tokens": n, "ffn_tokens": 4 * n, "tie_embeddings": False}  # fmt: skip
+    return {
+        "n_layer": shape.n_layer,
+        "max_seq_len": seq_len,
+        "d_model": d,
+        "n_head": d // shape.head_dim,
+        "qkv_tokens": n,
+        "proj_tokens": n,
+        "ffn_tokens": 4 * n,
+        "tie_embeddings": False,
+    }
 
 
 def rmt_shape(shape: Shape, seq_len: int) -> dict[str, Any]:
     d = shape.d_model
-    return {"n_layer": shape.n_layer, "max_seq_len": seq_len, "rank": d // shape.head_dim,
-            "d_value": shape.head_dim, "d_key": shape.rmt_d_key, "d_ff": 6 * d}  # fmt: skip
+    return {
+        "n_layer": shape.n_layer,
+        "max_seq_len": seq_len,
+        "rank": d // shape.head_dim,
+        "d_value": shape.head_dim,
+        "d_key": shape.rmt_d_key,
+        "d_ff": 6 * d,
+    }
 
 
 def mot_shape(mixin: bool) -> Callable[[Shape, int], dict[str, Any]]:
@@ -81,30 +101,71 @@ def mot_shape(mixin: bool) -> Callable[[Shape, int], dict[str, Any]]:
     def fields(shape: Shape, seq_len: int) -> dict[str, Any]:
         d, layers = shape.d_model, shape.n_layer
         d_token, d_byte = shape.mot_mixin if mixin else (d, d)
-        return {"n_layer": layers, "max_seq_len": seq_len, "d_model": d, "n_head": d // shape.mot_head_dim,
-                "head_dim": shape.mot_head_dim, "value_embeddings": min(3, layers // 2),
-                "attention_free_layers": (layers // 2 - 1,) if layers >= 8 else (), "d_token": d_token,
-                "d_byte": d_byte}  # fmt: skip
+        return {
+            "n_layer": layers,
+            "max_seq_len": seq_len,
+            "d_model": d,
+            "n_head": d // shape.mot_head_dim,
+            "head_dim": shape.mot_head_dim,
+            "value_embeddings": min(3, layers // 2),
+            "attention_free_layers": (layers // 2 - 1,) if layers >= 8 else (),
+            "d_token": d_token,
+            "d_byte": d_byte,
+        }
 
     return fields
 
 
 ARMS = (
-    Arm(name="transformer", preset="transformer_rmt_405m", shape=transformer_shape, lr_grid=(3e-4, 1e-3, 3e-3),
-        parametrisation=tuple(STANDARD_PARAMETRISATION)),
-    Arm(name="tokenformer", preset="tokenformer_150m", shape=tokenformer_shape, lr_grid=(3e-4, 1e-3, 3e-3),
+    Arm(
+        name="transformer",
+        preset="transformer_rmt_405m",
+        shape=transformer_shape,
+        lr_grid=(3e-4, 1e-3, 3e-3),
+        parametrisation=tuple(STANDARD_PARAMETRISATION),
+    ),
+    Arm(
+        name="tokenformer",
+        preset="tokenformer_150m",
+        shape=tokenformer_shape,
+        lr_grid=(3e-4, 1e-3, 3e-3),
         parametrisation=("tie_embeddings", "numerics"),
         scale_fields=lambda scale, recipe: {"numerics": recipe.tokenformer_numerics},
-        claims=(Versus("as_good_as", "transformer", "Tokenformer is as good as the Transformer at its parameters "
-                       "(Tokenformer paper; recipe: the {numerics} code's numerics, head untied)", "total", 0.05),)),
-    Arm(name="rmt", preset="rmt_305m", shape=rmt_shape, lr_grid=(1e-3, 3e-3, 1e-2),
-        claims=(Versus("lower_loss", "transformer", "the RMT reaches a lower loss than the Transformer (RMT paper)",
-                       "non_embedding"),)),
-    Arm(name="mot", preset="mot_concat_noop_256_48", shape=mot_shape(True), lr_grid=(3e-4, 1e-3, 3e-3),
+        claims=(
+            Versus(
+                "as_good_as",
+                "transformer",
+                "Tokenformer is as good as the Transformer at its parameters "
+                "(Tokenformer paper; recipe: the {numerics} code's numerics, head untied)",
+                "total",
+                0.05,
+            ),
+        ),
+    ),
+    Arm(
+        name="rmt",
+        preset="rmt_305m",
+        shape=rmt_shape,
+        lr_grid=(1e-3, 3e-3, 1e-2),
+        claims=(
+            Versus(
+                "lower_loss",
+                "transformer",
+                "the RMT reaches a lower loss than the Transformer (RMT paper)",
+                "non_embedding",
+            ),
+        ),
+    ),
+    Arm(
+        name="mot",
+        preset="mot_concat_noop_256_48",
+        shape=mot_shape(True),
+        lr_grid=(3e-4, 1e-3, 3e-3),
         scale_fields=lambda scale, recipe: scale.byte_table(),
-        claims=(Versus("lower_loss", "mot_backbone", "the byte mixin lowers its backbone's loss (MoT)"),)),
+        claims=(Versus("lower_loss", "mot_backbone", "the byte mixin lowers its backbone's loss (MoT)"),),
+    ),
     Arm(name="mot_backbone", preset="mot_noop_noop_1024", shape=mot_shape(False), lr_grid=(3e-4, 1e-3, 3e-3)),
-)  # fmt: skip
+)
 ARM = {arm.name: arm for arm in ARMS}
 
 
@@ -124,11 +185,15 @@ def check(arms: tuple[Arm, ...], shapes: dict[str, Shape], seq_len: int) -> None
                 get_config(arm.preset, **arm.shape(shape, seq_len))
             except (KeyError, TypeError, ValueError) as error:
                 why = str(error).partition("; valid fields")[0]
-                raise ValueError(f"{where}: its shape at {size} does not fit preset {arm.preset!r} (a preset of "
-                                 f"another family?): {why}") from None  # fmt: skip
+                raise ValueError(
+                    f"{where}: its shape at {size} does not fit preset {arm.preset!r} (a preset of "
+                    f"another family?): {why}"
+                ) from None
         for claim in arm.claims:
             if claim.kind not in CLAIM_KINDS or claim.against not in names - {arm.name}:
-                raise ValueError(f"{where}: claim {claim.kind!r} against {claim.against!r}: kinds are "
-                                 f"{', '.join(CLAIM_KINDS)}, against another arm of {sorted(names)}")  # fmt: skip
+                raise ValueError(
+                    f"{where}: claim {claim.kind!r} against {claim.against!r}: kinds are "
+                    f"{', '.join(CLAIM_KINDS)}, against another arm of {sorted(names)}"
+                )
             if (claim.kind == "as_good_as") != (claim.tolerance is not None):
                 raise ValueError(f"{where}: an as_good_as claim, and only it, takes a tolerance")

@@ -7,8 +7,13 @@ import dataclasses
 
 from scaling_axes.harness.scales import CPU, PAPER, SMALL, SMOKE, Scale, recipe_for
 
-LR_GRID = {"transformer": (3e-4, 1e-3, 3e-3), "tokenformer": (3e-4, 1e-3, 3e-3), "rmt": (1e-3, 3e-3, 1e-2),
-           "mot": (3e-4, 1e-3, 3e-3), "mot_backbone": (3e-4, 1e-3, 3e-3)}  # fmt: skip
+LR_GRID = {
+    "transformer": (3e-4, 1e-3, 3e-3),
+    "tokenformer": (3e-4, 1e-3, 3e-3),
+    "rmt": (1e-3, 3e-3, 1e-2),
+    "mot": (3e-4, 1e-3, 3e-3),
+    "mot_backbone": (3e-4, 1e-3, 3e-3),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,25 +51,33 @@ class Recipe:
 
 
 RECIPES: dict[Scale, Recipe] = {
-    PAPER: Recipe({"125m": Shape(18, 768, 64, 32, 128, (256, 48), 125e6),
-                   "350m": Shape(28, 1024, 64, 64, 128, (256, 48), 350e6)}, None),
-    SMALL: Recipe({"125m": Shape(4, 256, 64, 16, 64, (64, 12), 125e6),
-                   "350m": Shape(6, 384, 64, 24, 64, (96, 18), 350e6)},
-                  ShortBudget(300, 32, 1024, val_windows=128)),  # a fraction of training
-    SMOKE: Recipe({"125m": Shape(2, 64, 16, 8, 16, (16, 1), 125e6),
-                   "350m": Shape(2, 96, 16, 12, 16, (24, 2), 350e6)},
-                  ShortBudget(8, 4, 64, val_windows=8), lr_factor=10),
+    PAPER: Recipe(
+        {"125m": Shape(18, 768, 64, 32, 128, (256, 48), 125e6), "350m": Shape(28, 1024, 64, 64, 128, (256, 48), 350e6)},
+        None,
+    ),
+    SMALL: Recipe(
+        {"125m": Shape(4, 256, 64, 16, 64, (64, 12), 125e6), "350m": Shape(6, 384, 64, 24, 64, (96, 18), 350e6)},
+        ShortBudget(300, 32, 1024, val_windows=128),
+    ),  # a fraction of training
+    SMOKE: Recipe(
+        {"125m": Shape(2, 64, 16, 8, 16, (16, 1), 125e6), "350m": Shape(2, 96, 16, 12, 16, (24, 2), 350e6)},
+        ShortBudget(8, 4, 64, val_windows=8),
+        lr_factor=10,
+    ),
     # one size: three seeds of 15 runs fit the 2 cores; 0.19 passes of the Wikipedia excerpt; widths of 64 on 200
     # steps take larger steps too
-    CPU: Recipe({"125m": Shape(2, 64, 16, 8, 64, (16, 2), 125e6)},
-                ShortBudget(200, 16, 128, val_windows=64, val_every=40, checkpoints=2), lr_factor=3,
-                # the scale's three seeds: the five it took while one-draw sweeps chose rates past the edge of
-                # stability (seeds spread 0.1-0.4 nats there) are not needed at stable rates (issue 46: 0.02)
-                # the TPU code's numerics: the change of the recipe that the diagnosis found to move it most (its
-                # margins, intervals and seeds: results/cpu/tokenformer_cpu_diagnosis.csv, `experiments/tokenformer/
-                # diagnosis.py`); its `tied_head` row gains too, but the head stays untied, as the Transformer's
-                tokenformer_numerics="tpu"),
-}  # fmt: skip
+    CPU: Recipe(
+        {"125m": Shape(2, 64, 16, 8, 64, (16, 2), 125e6)},
+        ShortBudget(200, 16, 128, val_windows=64, val_every=40, checkpoints=2),
+        lr_factor=3,
+        # the scale's three seeds: the five it took while one-draw sweeps chose rates past the edge of
+        # stability (seeds spread 0.1-0.4 nats there) are not needed at stable rates (issue 46: 0.02)
+        # the TPU code's numerics: the change of the recipe that the diagnosis found to move it most (its
+        # margins, intervals and seeds: results/cpu/tokenformer_cpu_diagnosis.csv, `experiments/tokenformer/
+        # diagnosis.py`); its `tied_head` row gains too, but the head stays untied, as the Transformer's
+        tokenformer_numerics="tpu",
+    ),
+}
 
 
 def recipe_at(scale: Scale) -> Recipe:

@@ -51,8 +51,17 @@ def make_run(scale: Scale, arch: str, size: str, lr: float | None = None) -> Run
     b = budget(scale, size, grid[len(grid) // 2] if lr is None else lr)
     recipe, arm = recipe_at(scale), ARM[arch]
     shape = {**arm.shape(recipe.shapes[size], b.seq_len), **scale.vocabulary(), **arm.scale_fields(scale, recipe)}
-    return Run(f"{arch}_{size}", arm.preset, b, shape, corpus=rmt_setup.corpus(scale),
-               tokenizer=scale.tokenizer_for("gpt2"), lm=LM, lr_sweep=True, sweep=Sweep(grid))  # fmt: skip
+    return Run(
+        f"{arch}_{size}",
+        arm.preset,
+        b,
+        shape,
+        corpus=rmt_setup.corpus(scale),
+        tokenizer=scale.tokenizer_for("gpt2"),
+        lm=LM,
+        lr_sweep=True,
+        sweep=Sweep(grid),
+    )
 
 
 @fitted

@@ -47,7 +47,8 @@ from scaling_axes.experiments.cross_architecture.setup import (
     sizes,
     sweep,
 )
-from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, as_good_as, lower_loss
+from scaling_axes.harness.claims.margins import LOSS_NOISE_FLOOR
+from scaling_axes.harness.claims.verdicts import as_good_as, lower_loss
 from scaling_axes.harness.experiment.arms import MATCH_TOLERANCE, parameter_match
 from scaling_axes.harness.experiment.figures import draw, marked, seed_curves
 from scaling_axes.harness.results import Row, pyplot, save_figure
@@ -93,29 +94,52 @@ def report(scale: Scale, results: dict[str, dict]) -> list[Row]:
     return rows
 
 
-def claim_rows(scale: Scale, size: str, winners: dict[str, tuple[Run, dict] | None],
-               results: dict[str, dict]) -> list[Row]:  # fmt: skip
+def claim_rows(
+    scale: Scale, size: str, winners: dict[str, tuple[Run, dict] | None], results: dict[str, dict]
+) -> list[Row]:
     """Each arm's claims (`arms.ARMS`: lower loss first, then as good as) against their arm at equal tokens, best
     learning rate each (per seed), and the ranking the runs give."""
     name = {arch: f"{arch}_{size}" for arch in winners}
     numerics = recipe_at(scale).tokenformer_numerics.upper()
     rows = []
-    for arch, claim in sorted(((a, c) for a in ARCHITECTURES for c in ARM[a].claims),
-                              key=lambda each: CLAIM_KINDS.index(each[1].kind)):  # fmt: skip
+    for arch, claim in sorted(
+        ((a, c) for a in ARCHITECTURES for c in ARM[a].claims), key=lambda each: CLAIM_KINDS.index(each[1].kind)
+    ):
         configs = {name[a]: make_run(scale, a, size).config for a in (arch, claim.against)}
         unmatched = parameter_match("cross_arch", configs, claim.matched)[1] if claim.matched else None
         statement = claim.statement.format(numerics=numerics)
         if claim.kind == "lower_loss":
             rows.append(lower_loss("cross_arch", statement, scale, name[arch], name[claim.against], results, unmatched))
         else:
-            rows.append(as_good_as("cross_arch", statement, scale, name[arch], name[claim.against], results,
-                                   claim.tolerance, "val_loss", -1.0, LOSS_NOISE_FLOOR, "nats/token",
-                                   unmatched=unmatched))  # fmt: skip
+            rows.append(
+                as_good_as(
+                    "cross_arch",
+                    statement,
+                    scale,
+                    name[arch],
+                    name[claim.against],
+                    results,
+                    claim.tolerance,
+                    "val_loss",
+                    -1.0,
+                    LOSS_NOISE_FLOOR,
+                    "nats/token",
+                    unmatched=unmatched,
+                )
+            )
     finished = sorted((winner[1]["val_loss"], arch) for arch, winner in winners.items() if winner)
     ranking = " < ".join(f"{arch} {loss:.3f}" for loss, arch in finished)
-    rows.append(Row(table="cross_arch", row=f"ranking_{size}", metric="val_loss_order", paper=None, ours=None,
-                    status="measured" if finished else "not_run",
-                    note=f"{ranking} (validation loss at equal tokens, tuned lr each, seed 1)"))  # fmt: skip
+    rows.append(
+        Row(
+            table="cross_arch",
+            row=f"ranking_{size}",
+            metric="val_loss_order",
+            paper=None,
+            ours=None,
+            status="measured" if finished else "not_run",
+            note=f"{ranking} (validation loss at equal tokens, tuned lr each, seed 1)",
+        )
+    )
     return rows
 
 
@@ -126,13 +150,34 @@ def shape_rows(scale: Scale, arch: str, size: str, params: dict[str, int]) -> li
     per_token = train_flops_per_token(run.config, run.budget.seq_len)
     total = sum(formula_params(run.config).values())
     return [
-        Row(table="cross_arch", row=f"{arch}_{size}", metric="non_embedding_params", paper=None, ours=params[arch],
-            unit="parameters", note=f"{vs:+.2%} vs the Transformer (matched within {MATCH_TOLERANCE:.0%})"),
-        Row(table="cross_arch", row=f"{arch}_{size}", metric="total_params", paper=None, ours=total,
-            unit="parameters", note="embeddings and an untied head included"),
-        Row(table="cross_arch", row=f"{arch}_{size}", metric="train_flops_per_token", paper=None, ours=per_token,
-            unit="FLOPs", note="3 x forward matmul FLOPs of this architecture"),
-    ]  # fmt: skip
+        Row(
+            table="cross_arch",
+            row=f"{arch}_{size}",
+            metric="non_embedding_params",
+            paper=None,
+            ours=params[arch],
+            unit="parameters",
+            note=f"{vs:+.2%} vs the Transformer (matched within {MATCH_TOLERANCE:.0%})",
+        ),
+        Row(
+            table="cross_arch",
+            row=f"{arch}_{size}",
+            metric="total_params",
+            paper=None,
+            ours=total,
+            unit="parameters",
+            note="embeddings and an untied head included",
+        ),
+        Row(
+            table="cross_arch",
+            row=f"{arch}_{size}",
+            metric="train_flops_per_token",
+            paper=None,
+            ours=per_token,
+            unit="FLOPs",
+            note="3 x forward matmul FLOPs of this architecture",
+        ),
+    ]
 
 
 def mfu_note(done: dict, device: str, precisions: list[str]) -> str:
@@ -144,37 +189,79 @@ def mfu_note(done: dict, device: str, precisions: list[str]) -> str:
     return note
 
 
-def trained_rows(scale: Scale, arch: str, size: str, winner: tuple[Run, dict] | None, equal_flops: float | None,
-                 precisions: list[str] = ()) -> list[Row]:  # fmt: skip
+def trained_rows(
+    scale: Scale,
+    arch: str,
+    size: str,
+    winner: tuple[Run, dict] | None,
+    equal_flops: float | None,
+    precisions: list[str] = (),
+) -> list[Row]:
     """The best-lr run's loss at equal tokens and at equal FLOPs, its lr, size, cost and speed. `precisions`: those
     of all rows of this size; MFUs of different precisions divide by different peaks and the note says so."""
     name = f"{arch}_{size}"
     if winner is None:
         return [
-            Row(table="cross_arch", row=name, metric="val_loss_equal_tokens", paper=None, ours=None, unit="nats/token",
-                status="not_run")
-        ]  # fmt: skip
+            Row(
+                table="cross_arch",
+                row=name,
+                metric="val_loss_equal_tokens",
+                paper=None,
+                ours=None,
+                unit="nats/token",
+                status="not_run",
+            )
+        ]
     run, done = winner
     choice = done["tuning"]
     device = f"{done.get('world_size', 1)} x {done.get('device', '?')}"
     mfu = done.get("mfu")
 
     def measured(metric: str, value: float | None, unit: str = "", why: str = "") -> Row:
-        return Row(table="cross_arch", row=name, metric=metric, paper=None, ours=value, unit=unit, run=run.name,
-                   status="measured", note=why)  # fmt: skip
+        return Row(
+            table="cross_arch",
+            row=name,
+            metric=metric,
+            paper=None,
+            ours=value,
+            unit=unit,
+            run=run.name,
+            status="measured",
+            note=why,
+        )
 
     rows = [
-        measured("best_lr", run.budget.lr, why=f"swept from {', '.join(f'{lr:g}' for lr in sweep(scale, arch))}: "
-                 f"{choice.describe()}"),
+        measured(
+            "best_lr",
+            run.budget.lr,
+            why=f"swept from {', '.join(f'{lr:g}' for lr in sweep(scale, arch))}: {choice.describe()}",
+        ),
         measured("params", done["params"], "parameters", "all, counted on the model"),
         measured("tokens", done["tokens"], "tokens", ""),
-        Row(table="cross_arch", row=name, metric="train_flops", paper=None, ours=run.train_flops(), unit="FLOPs",
-            run=run.name, status="analytic"),
+        Row(
+            table="cross_arch",
+            row=name,
+            metric="train_flops",
+            paper=None,
+            ours=run.train_flops(),
+            unit="FLOPs",
+            run=run.name,
+            status="analytic",
+        ),
         measured("val_loss_equal_tokens", done["val_loss"], "nats/token"),
         measured("tokens_per_sec", done.get("tokens_per_sec"), "tokens/s", f"training clock on {device}"),
-        Row(table="cross_arch", row=name, metric="mfu", paper=None, ours=mfu, unit="", run=run.name,
-            status="not_run" if mfu is None else "measured", note=mfu_note(done, device, precisions)),
-    ]  # fmt: skip
+        Row(
+            table="cross_arch",
+            row=name,
+            metric="mfu",
+            paper=None,
+            ours=mfu,
+            unit="",
+            run=run.name,
+            status="not_run" if mfu is None else "measured",
+            note=mfu_note(done, device, precisions),
+        ),
+    ]
     if equal_flops is not None:
         read = equal_flops / run.train_flops()
         decayed = "done" if read >= 1 else "not fully decayed there"
@@ -198,10 +285,15 @@ def figure(scale: Scale, results: dict[str, dict], path: Path) -> None:
             if winner is not None:
                 run, done = winner
                 label = marked(f"{arch} {size} (lr {run.budget.lr:g})", done)
-                draw(ax, seed_curves(done, lambda each, run=run: loss_curve(run, each)), label, style,
-                     color=f"C{colour}")  # fmt: skip
-    ax.set(xscale="log", xlabel="training FLOPs", ylabel="validation loss (nats/token)",
-           title=f"Cross-architecture, best lr each ({scale} scale)")  # fmt: skip
+                draw(
+                    ax, seed_curves(done, lambda each, run=run: loss_curve(run, each)), label, style, color=f"C{colour}"
+                )
+    ax.set(
+        xscale="log",
+        xlabel="training FLOPs",
+        ylabel="validation loss (nats/token)",
+        title=f"Cross-architecture, best lr each ({scale} scale)",
+    )
     save_figure(fig, path)
 
 
@@ -209,12 +301,18 @@ def plan_note(scale: Scale) -> str:
     lines = ["non-embedding parameters per size (matched within 3% of the Transformer's):"]
     for size in sizes(scale):
         params = matched(scale, size)
-        lines.append(f"  {size}: " + ", ".join(f"{a} {p:,d} ({p / params['transformer'] - 1:+.1%})"
-                                               for a, p in params.items()))  # fmt: skip
+        lines.append(
+            f"  {size}: " + ", ".join(f"{a} {p:,d} ({p / params['transformer'] - 1:+.1%})" for a, p in params.items())
+        )
     return "\n".join(lines)
 
 
 EXPERIMENT = Experiment(
-    name="cross_architecture", description=__doc__.splitlines()[0], runs=runs, report=report, figure=figure,
-    plan_note=plan_note, seeds=lambda scale: recipe_at(scale).seeds,
-)  # fmt: skip
+    name="cross_architecture",
+    description=__doc__.splitlines()[0],
+    runs=runs,
+    report=report,
+    figure=figure,
+    plan_note=plan_note,
+    seeds=lambda scale: recipe_at(scale).seeds,
+)

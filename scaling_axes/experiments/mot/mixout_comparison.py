@@ -32,13 +32,20 @@ def runs(scale: Scale) -> list[Run]:
 
 def figure(scale: Scale, results: dict[str, dict], path: Path) -> None:
     series = {
-        marked(run.name.removeprefix("mot_concat_"), results[run.name]):
-            seed_curves(results[run.name], lambda done, run=run: mot_setup.val_curves(run, done)["fineweb"])
+        marked(run.name.removeprefix("mot_concat_"), results[run.name]): seed_curves(
+            results[run.name], lambda done, run=run: mot_setup.val_curves(run, done)["fineweb"]
+        )
         for run in runs(scale)
         if run.name in results
-    }  # fmt: skip
-    line_figure(path, series, markers=False, xlabel="step", ylabel="byte-level validation loss (nats/byte slot)",
-                title=f"MoT mixouts, FineWeb validation ({scale} scale)")  # fmt: skip
+    }
+    line_figure(
+        path,
+        series,
+        markers=False,
+        xlabel="step",
+        ylabel="byte-level validation loss (nats/byte slot)",
+        title=f"MoT mixouts, FineWeb validation ({scale} scale)",
+    )
 
 
 EXPERIMENT = Experiment(

@@ -18,8 +18,15 @@ LM = {"optimizer": "muon", "schedule": "constant_then_linear", "cooldown_fractio
 def paper_budget(steps: int) -> Budget:
     """The original's 10k or 100k steps: 8 GPUs x 64 rows of 1024 tokens, validated at step 0 and every 250 steps
     (1000 at 100k)."""
-    return Budget(steps=steps, batch_size=512, seq_len=1024, val_every=250 if steps <= 10_000 else 1000,
-                  micro_batch=64, checkpoint_every=500, val_at_start=True)  # fmt: skip
+    return Budget(
+        steps=steps,
+        batch_size=512,
+        seq_len=1024,
+        val_every=250 if steps <= 10_000 else 1000,
+        micro_batch=64,
+        checkpoint_every=500,
+        val_at_start=True,
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,14 +41,32 @@ class Shrunk:
 
 
 SHRUNK: dict[Scale, Shrunk] = {
-    SMOKE: Shrunk(6, 128, Budget(steps=30, batch_size=8, seq_len=64, val_every=3, val_windows=8, checkpoint_every=10,
-                                 val_at_start=True)),
-    SMALL: Shrunk(8, 512, Budget(steps=1500, batch_size=32, seq_len=512, val_every=75, val_windows=64,
-                                 checkpoint_every=250, val_at_start=True)),
+    SMOKE: Shrunk(
+        6,
+        128,
+        Budget(steps=30, batch_size=8, seq_len=64, val_every=3, val_windows=8, checkpoint_every=10, val_at_start=True),
+    ),
+    SMALL: Shrunk(
+        8,
+        512,
+        Budget(
+            steps=1500,
+            batch_size=32,
+            seq_len=512,
+            val_every=75,
+            val_windows=64,
+            checkpoint_every=250,
+            val_at_start=True,
+        ),
+    ),
     # 0.28 passes of the Wikipedia excerpt; the mixout comparison judges no claim, so it is not trained here
-    CPU: Shrunk(4, 64, Budget(steps=300, batch_size=16, seq_len=128, val_every=30, val_windows=32, val_at_start=True),
-                mixout_runs=False),
-}  # fmt: skip
+    CPU: Shrunk(
+        4,
+        64,
+        Budget(steps=300, batch_size=16, seq_len=128, val_every=30, val_windows=32, val_at_start=True),
+        mixout_runs=False,
+    ),
+}
 
 
 def shrunk_at(scale: Scale) -> Shrunk:

@@ -15,7 +15,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from scaling_axes.experiments.mot import setup as mot_setup
-from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, judge, out_of_reach, paired_margins
+from scaling_axes.harness.claims.margins import LOSS_NOISE_FLOOR, paired_margins
+from scaling_axes.harness.claims.outcomes import out_of_reach
+from scaling_axes.harness.claims.verdicts import judge
 from scaling_axes.harness.experiment.figures import line_figure, marked, seed_curves
 from scaling_axes.harness.results import Row
 from scaling_axes.harness.runs import Experiment, Run, fitted
@@ -32,14 +34,21 @@ def runs(scale: Scale) -> list[Run]:
 
 def figure(scale: Scale, results: dict[str, dict], path: Path) -> None:
     series = {
-        f"{marked(run.name.removeprefix('mot_'), results[run.name])} {name}":
-            seed_curves(results[run.name], lambda done, run=run, name=name: mot_setup.val_curves(run, done)[name])
+        f"{marked(run.name.removeprefix('mot_'), results[run.name])} {name}": seed_curves(
+            results[run.name], lambda done, run=run, name=name: mot_setup.val_curves(run, done)[name]
+        )
         for run in runs(scale)
         if run.name in results
         for name in mot_setup.VAL_SETS
-    }  # fmt: skip
-    line_figure(path, series, markers=False, xlabel="step", ylabel="validation loss (nats/token)",
-                title=f"MoT results tables: FineWeb and FineMath validation ({scale} scale)")  # fmt: skip
+    }
+    line_figure(
+        path,
+        series,
+        markers=False,
+        xlabel="step",
+        ylabel="validation loss (nats/token)",
+        title=f"MoT results tables: FineWeb and FineMath validation ({scale} scale)",
+    )
 
 
 STEP_TIME_TOLERANCE = 0.05  # "about the same step time": the article's concat runs are within 1% of noop's
@@ -63,8 +72,11 @@ def claim_rows(scale: Scale, results: dict[str, dict]) -> list[Row]:
     for concat, _, _ in ROWS[1:]:
         names = (baseline, concat)
         for corpus, label in (("fineweb", "FineWeb"), ("finemath", "FineMath")):
-            margins = paired_margins(results, names, lambda b, c, concat=concat, corpus=corpus:
-                                     final(baseline, b, corpus) - final(concat, c, corpus))  # fmt: skip
+            margins = paired_margins(
+                results,
+                names,
+                lambda b, c, concat=concat, corpus=corpus: final(baseline, b, corpus) - final(concat, c, corpus),
+            )
             rows.append(
                 judge(
                     TABLE,
@@ -80,13 +92,29 @@ def claim_rows(scale: Scale, results: dict[str, dict]) -> list[Row]:
             )
         statement = f"concat costs about noop's time per step (at most {STEP_TIME_TOLERANCE:.0%} more)"
         if not on_gpu(results, names):
-            rows.append(out_of_reach(TABLE, f"{concat}_vs_{baseline}_step_time", statement, "fraction",
-                                     "the article's step times are an H100's; these runs' are not on a GPU and "
-                                     "say nothing of them", names))  # fmt: skip
+            rows.append(
+                out_of_reach(
+                    TABLE,
+                    f"{concat}_vs_{baseline}_step_time",
+                    statement,
+                    "fraction",
+                    "the article's step times are an H100's; these runs' are not on a GPU and say nothing of them",
+                    names,
+                )
+            )
             continue
-        rows.append(judge(TABLE, f"{concat}_vs_{baseline}_step_time", statement, scale,
-                          paired_margins(results, names, step_time), STEP_TIME_NOISE_FLOOR, "fraction",
-                          runs=names))  # fmt: skip
+        rows.append(
+            judge(
+                TABLE,
+                f"{concat}_vs_{baseline}_step_time",
+                statement,
+                scale,
+                paired_margins(results, names, step_time),
+                STEP_TIME_NOISE_FLOOR,
+                "fraction",
+                runs=names,
+            )
+        )
     return rows
 
 

@@ -52,20 +52,43 @@ def shrunk(scale: Scale, d_token: int, d_byte: int) -> dict:
         return {}
     s = shrunk_at(scale)
     ratio = s.d_model / 1024
-    return {"n_layer": s.n_layer, "d_model": s.d_model, "n_head": s.d_model // 64, "head_dim": 64,
-            "byte_head_dim": 64, "attention_free_layers": (s.n_layer // 2 - 1,), "max_seq_len": s.budget.seq_len,
-            "value_embeddings": min(3, s.n_layer // 2),
-            "d_token": round(d_token * ratio), "d_byte": max(1, round(d_byte * ratio)),
-            **scale.vocabulary(), **scale.byte_table()}  # fmt: skip
+    return {
+        "n_layer": s.n_layer,
+        "d_model": s.d_model,
+        "n_head": s.d_model // 64,
+        "head_dim": 64,
+        "byte_head_dim": 64,
+        "attention_free_layers": (s.n_layer // 2 - 1,),
+        "max_seq_len": s.budget.seq_len,
+        "value_embeddings": min(3, s.n_layer // 2),
+        "d_token": round(d_token * ratio),
+        "d_byte": max(1, round(d_byte * ratio)),
+        **scale.vocabulary(),
+        **scale.byte_table(),
+    }
 
 
 def mot_run(scale: Scale, model: str, steps: int, d_token: int, d_byte: int) -> Run:
     fineweb, finemath = corpora(scale)
-    data = {"extra_corpora": (finemath,), "order": "epoch", "data_path": "as_run" if scale.paper_configs else "fixed",
-            "seed": SEEDS[steps]}  # the original shuffled its files with the run's seed  # fmt: skip
-    return Run(model, model, budget(scale, steps), shrunk(scale, d_token, d_byte), corpus=fineweb,
-               tokenizer=scale.tokenizer_for("gpt2"), lm=LM, trainer={"gradient_clip_val": None}, seed=SEEDS[steps],
-               data=data, sweep=RATE_SWEEP if scale.judges_claims and not scale.paper_configs else None)  # fmt: skip
+    data = {
+        "extra_corpora": (finemath,),
+        "order": "epoch",
+        "data_path": "as_run" if scale.paper_configs else "fixed",
+        "seed": SEEDS[steps],
+    }  # the original shuffled its files with the run's seed
+    return Run(
+        model,
+        model,
+        budget(scale, steps),
+        shrunk(scale, d_token, d_byte),
+        corpus=fineweb,
+        tokenizer=scale.tokenizer_for("gpt2"),
+        lm=LM,
+        trainer={"gradient_clip_val": None},
+        seed=SEEDS[steps],
+        data=data,
+        sweep=RATE_SWEEP if scale.judges_claims and not scale.paper_configs else None,
+    )
 
 
 # Below paper scale the speedrun's fixed rates (Muon 0.025, embeddings 0.3, ...) are swept together, by one factor,
@@ -76,8 +99,9 @@ RATE_SWEEP = Sweep((1 / 3, 1.0, 3.0), rule="the speedrun's rates x a factor", ra
 
 def val_curves(run: Run, done: dict) -> dict[str, list[tuple[int, float]]]:
     """ "fineweb" and "finemath" validation curves of a finished run (whatever corpora stood in for them)."""
-    return dict(zip(VAL_SETS, (done["val_loss_curves"][c] for c in (run.corpus, *run.data["extra_corpora"])),
-                    strict=True))  # fmt: skip
+    return dict(
+        zip(VAL_SETS, (done["val_loss_curves"][c] for c in (run.corpus, *run.data["extra_corpora"])), strict=True)
+    )
 
 
 @functools.cache
@@ -105,14 +129,20 @@ def as_printed(fineweb: list[float], finemath: list[float], fraction: float) -> 
     """The cells `plot_results.py` prints as "mean/std fw" and "mean/std fm" (lines 104-109, MoT reference 6.1): with a
     fraction below 1 its fw column is FineMath's tail and its fm column FineMath's whole curve."""
     fw = window(finemath if fraction < 1 else fineweb, fraction)
-    return {f"{stat}_{column}": value for column, values in (("fw", fw), ("fm", finemath))
-            for stat, value in _mean_std(values).items()}  # fmt: skip
+    return {
+        f"{stat}_{column}": value
+        for column, values in (("fw", fw), ("fm", finemath))
+        for stat, value in _mean_std(values).items()
+    }
 
 
 def correctly_labelled(fineweb: list[float], finemath: list[float], fraction: float) -> dict[str, float]:
     """Each validation set's own tail statistics, windowed as the original script windows them."""
-    return {f"{name}_{stat}": value for name, values in (("fineweb", fineweb), ("finemath", finemath))
-            for stat, value in _mean_std(window(values, fraction)).items()}  # fmt: skip
+    return {
+        f"{name}_{stat}": value
+        for name, values in (("fineweb", fineweb), ("finemath", finemath))
+        for stat, value in _mean_std(window(values, fraction)).items()
+    }
 
 
 def _printed_label(column: str, fraction: float) -> str:
@@ -127,31 +157,63 @@ def loss_rows(table: str, scale: Scale, run: Run, done: dict | None, unit: str) 
     note = scale.note
     if done is None:
         return [
-            Row(table=table, row=run.name, metric="val_loss", paper=None, ours=None, unit=unit, run=run.name,
-                status="not_run", note=note)
-        ]  # fmt: skip
+            Row(
+                table=table,
+                row=run.name,
+                metric="val_loss",
+                paper=None,
+                ours=None,
+                unit=unit,
+                run=run.name,
+                status="not_run",
+                note=note,
+            )
+        ]
     paper, original = published("mot"), original_curves(table, run.model)
     ours = {name: [loss for _, loss in curve] for name, curve in val_curves(run, done).items()}
 
     def row(metric: str, expected: float | None, value: float, what: str) -> Row:
         status = compare(expected, value, TOLERANCE) if scale.paper_configs else "measured"
-        return Row(table=table, row=run.name, metric=metric, paper=expected, ours=value, unit=unit, run=run.name,
-                   status=status, note=f"{what}; {note}".strip("; "))  # fmt: skip
+        return Row(
+            table=table,
+            row=run.name,
+            metric=metric,
+            paper=expected,
+            ours=value,
+            unit=unit,
+            run=run.name,
+            status=status,
+            note=f"{what}; {note}".strip("; "),
+        )
 
     rows = []
     for fraction in FRACTIONS:
         pct = round(fraction * 100)
         for key, value in as_printed(ours["fineweb"], ours["finemath"], fraction).items():
             metric = f"published_{key}_last_{pct}"
-            rows.append(row(metric, paper.get((table, run.name, metric)), value,
-                            _printed_label(key.split("_")[1], fraction)))  # fmt: skip
+            rows.append(
+                row(metric, paper.get((table, run.name, metric)), value, _printed_label(key.split("_")[1], fraction))
+            )
         truth = correctly_labelled(original["fineweb"], original["finemath"], fraction) if original else {}
         for key, value in correctly_labelled(ours["fineweb"], ours["finemath"], fraction).items():
-            rows.append(row(f"{key}_last_{pct}", truth.get(key), value, "correctly labelled; paper column: the "
-                            "original run's curves (results JSON) windowed as its script did"))  # fmt: skip
+            rows.append(
+                row(
+                    f"{key}_last_{pct}",
+                    truth.get(key),
+                    value,
+                    "correctly labelled; paper column: the "
+                    "original run's curves (results JSON) windowed as its script did",
+                )
+            )
     for name in VAL_SETS:
-        rows.append(row(f"{name}_final", original[name][-1] if original else None, ours[name][-1],
-                        "the last validation; paper column: the original run's"))  # fmt: skip
+        rows.append(
+            row(
+                f"{name}_final",
+                original[name][-1] if original else None,
+                ours[name][-1],
+                "the last validation; paper column: the original run's",
+            )
+        )
     return rows
 
 
@@ -168,9 +230,17 @@ def original_rows(table: str, model: str) -> list[Row]:
             expected = paper.get((table, model, f"published_{key}_last_{pct}"))
             if expected is not None:
                 status = "match" if abs(value - expected) <= 0.005 + 1e-9 else "differs"
-                rows.append(Row(table=table, row=model, metric=f"published_{key}_last_{pct}_from_original_curves",
-                                paper=expected, ours=value, status=status,
-                                note=_printed_label(key.split("_")[1], fraction)))  # fmt: skip
+                rows.append(
+                    Row(
+                        table=table,
+                        row=model,
+                        metric=f"published_{key}_last_{pct}_from_original_curves",
+                        paper=expected,
+                        ours=value,
+                        status=status,
+                        note=_printed_label(key.split("_")[1], fraction),
+                    )
+                )
     return rows
 
 
@@ -204,10 +274,18 @@ def size_rows(table: str, scale: Scale, run: Run, done: dict | None) -> list[Row
     at_paper = scale.paper_configs
     count_note = "" if at_paper else f"of the {scale} model; the preset {run.model} has the published count"
     rows = [
-        Row(table=table, row=run.name, metric="params", paper=expected if at_paper else None, ours=params,
-            unit="parameters", run=run.name, status=compare(expected, params, 0.0) if at_paper else "analytic",
-            note=count_note)
-    ]  # fmt: skip
+        Row(
+            table=table,
+            row=run.name,
+            metric="params",
+            paper=expected if at_paper else None,
+            ours=params,
+            unit="parameters",
+            run=run.name,
+            status=compare(expected, params, 0.0) if at_paper else "analytic",
+            note=count_note,
+        )
+    ]
     preset = get_config(run.model)  # the published columns describe the preset; smaller scales shrink it
     settings = {
         "d_model": preset.d_model,
@@ -218,12 +296,33 @@ def size_rows(table: str, scale: Scale, run: Run, done: dict | None) -> list[Row
     }
     for metric, value in settings.items():
         if (expected := paper.get((table, run.name, metric))) is not None:
-            rows.append(Row(table=table, row=run.name, metric=metric, paper=expected, ours=value, run=run.name,
-                            status=compare(expected, value, 0.0), note=f"the preset {run.model}'s"))  # fmt: skip
+            rows.append(
+                Row(
+                    table=table,
+                    row=run.name,
+                    metric=metric,
+                    paper=expected,
+                    ours=value,
+                    run=run.name,
+                    status=compare(expected, value, 0.0),
+                    note=f"the preset {run.model}'s",
+                )
+            )
     step_ms = done and done.get("step_ms")
     expected = paper.get((table, run.name, "step_ms"))
     status = "not_run" if step_ms is None else compare(expected, step_ms, 0.1) if scale.paper_configs else "measured"
     hardware = "8 x H100 in the paper; ours on the hardware it ran on"
-    rows.append(Row(table=table, row=run.name, metric="step_ms", paper=expected, ours=step_ms, unit="ms", run=run.name,
-                    status=status, note=f"{hardware}; {note}".strip("; ")))  # fmt: skip
+    rows.append(
+        Row(
+            table=table,
+            row=run.name,
+            metric="step_ms",
+            paper=expected,
+            ours=step_ms,
+            unit="ms",
+            run=run.name,
+            status=status,
+            note=f"{hardware}; {note}".strip("; "),
+        )
+    )
     return rows

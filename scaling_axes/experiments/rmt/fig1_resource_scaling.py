@@ -46,21 +46,30 @@ def _measure(family: str, residual: int) -> dict[str, tuple[float, float]]:
     vd, v_only = (table7_forward_flops(config, compatible) for compatible in (False, True))
     return {
         "params": (sum(formula_params(config).values()), counted),
-        "train_flops_per_token": (train_flops_per_token(config, SEQ),
-                                  3 * sum(counted_flops(config, SEQ).values())),
-        "table7_vd": (vd, vd), "table7_v_only": (v_only, v_only),
-    }  # fmt: skip
+        "train_flops_per_token": (train_flops_per_token(config, SEQ), 3 * sum(counted_flops(config, SEQ).values())),
+        "table7_vd": (vd, vd),
+        "table7_v_only": (v_only, v_only),
+    }
 
 
 CLAIMS = {  # our metric -> (what it measures, the paper's claim it is read against, note)
     "params": ("params", "params_increase", "counted on the models at residual 1024 and 2048"),
-    "train_flops": ("table7_vd", "train_flops_increase",
-                    "Table 7 forward with the (un)embedding as V D (V R D_v): the form that gives ~94%"),
-    "train_flops_v_only": ("table7_v_only", "train_flops_increase",
-                           "Table 7 forward with the (un)embedding as V alone: the form of Tables 3-4's FLOPs"),
-    "train_flops_counted": ("train_flops_per_token", "train_flops_increase",
-                            "our count of matmul FLOPs (dense attention square), seq 512"),
-}  # fmt: skip
+    "train_flops": (
+        "table7_vd",
+        "train_flops_increase",
+        "Table 7 forward with the (un)embedding as V D (V R D_v): the form that gives ~94%",
+    ),
+    "train_flops_v_only": (
+        "table7_v_only",
+        "train_flops_increase",
+        "Table 7 forward with the (un)embedding as V alone: the form of Tables 3-4's FLOPs",
+    ),
+    "train_flops_counted": (
+        "train_flops_per_token",
+        "train_flops_increase",
+        "our count of matmul FLOPs (dense attention square), seq 512",
+    ),
+}
 
 
 def increase(family: str, metric: str) -> float:
@@ -80,8 +89,18 @@ def claim_rows() -> list[Row]:
             status = ("match" if value < expected else "differs") if bound else compare(expected, value, 0.01)
             if status == "differs" and metric == "train_flops_v_only":
                 note = "erratum: " + note + ", gives this, not ~94%: the paper's FLOPs use two formulas"
-            rows.append(Row(table="sec3_1", row=key, metric=f"{metric}_increase", paper=expected, ours=value, unit="%",
-                            status=status, note=note))  # fmt: skip
+            rows.append(
+                Row(
+                    table="sec3_1",
+                    row=key,
+                    metric=f"{metric}_increase",
+                    paper=expected,
+                    ours=value,
+                    unit="%",
+                    status=status,
+                    note=note,
+                )
+            )
     return rows
 
 
@@ -92,9 +111,17 @@ def report(scale: Scale, results: dict[str, dict]) -> list[Row]:
             for metric in ("params", "train_flops_per_token"):
                 formula, counted = _measure(family, residual)[metric]
                 note = "formula = count" if formula == counted else f"formula {formula} differs from the count"
-                rows.append(Row(table="fig1", row=f"{family}_residual{residual}", metric=metric, paper=None,
-                                ours=counted, note=note,
-                                unit="parameters" if metric == "params" else "FLOPs"))  # fmt: skip
+                rows.append(
+                    Row(
+                        table="fig1",
+                        row=f"{family}_residual{residual}",
+                        metric=metric,
+                        paper=None,
+                        ours=counted,
+                        note=note,
+                        unit="parameters" if metric == "params" else "FLOPs",
+                    )
+                )
     return rows
 
 
@@ -111,6 +138,9 @@ def figure(scale: Scale, results: dict[str, dict], path: Path) -> None:
 
 
 EXPERIMENT = Experiment(
-    name="rmt_fig1_resource_scaling", description=__doc__.splitlines()[0], runs=lambda scale: [], report=report,
+    name="rmt_fig1_resource_scaling",
+    description=__doc__.splitlines()[0],
+    runs=lambda scale: [],
+    report=report,
     figure=figure,
-)  # fmt: skip
+)

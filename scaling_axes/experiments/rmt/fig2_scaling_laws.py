@@ -19,7 +19,8 @@ import numpy as np
 
 from scaling_axes.experiments.rmt import setup as rmt_setup
 from scaling_axes.experiments.rmt.setup import value_at
-from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, judge, paired_margins, seeds_of
+from scaling_axes.harness.claims.margins import LOSS_NOISE_FLOOR, paired_margins, seeds_of
+from scaling_axes.harness.claims.verdicts import judge
 from scaling_axes.harness.experiment.figures import caveats, draw, over_seeds
 from scaling_axes.harness.results import Row, compare, published, pyplot, save_figure
 from scaling_axes.harness.runs import Experiment, Run, fitted
@@ -57,26 +58,68 @@ def report(scale: Scale, results: dict[str, dict]) -> list[Row]:
         tokens = read_tokens(run, scale)
         early = tokens < run.budget.tokens
         expected = paper.get(("table4", run.name, "dev_loss")) if scale.paper_configs and not early else None
-        note = "; ".join(filter(None, (scale.note, f"read at {tokens:.3g} tokens of {run.budget.tokens:.3g}"
-                                       if early else "")))  # fmt: skip
+        note = "; ".join(
+            filter(None, (scale.note, f"read at {tokens:.3g} tokens of {run.budget.tokens:.3g}" if early else ""))
+        )
         loss = values["val_loss"] if values else None
-        rows.append(Row(table="fig2", row=run.name, metric="val_loss", paper=expected, ours=loss, unit="nats/token",
-                        run=run.name, status=compare(expected, loss, LOSS_TOLERANCE), note=note))  # fmt: skip
-        rows.append(Row(table="fig2", row=run.name, metric="params", paper=None, ours=values and values["params"],
-                        unit="parameters", run=run.name, status="measured" if values else "not_run"))  # fmt: skip
-        rows.append(Row(table="fig2", row=run.name, metric="train_flops", paper=None,
-                        ours=run.train_flops() * tokens / run.budget.tokens, unit="FLOPs", run=run.name))  # fmt: skip
+        rows.append(
+            Row(
+                table="fig2",
+                row=run.name,
+                metric="val_loss",
+                paper=expected,
+                ours=loss,
+                unit="nats/token",
+                run=run.name,
+                status=compare(expected, loss, LOSS_TOLERANCE),
+                note=note,
+            )
+        )
+        rows.append(
+            Row(
+                table="fig2",
+                row=run.name,
+                metric="params",
+                paper=None,
+                ours=values and values["params"],
+                unit="parameters",
+                run=run.name,
+                status="measured" if values else "not_run",
+            )
+        )
+        rows.append(
+            Row(
+                table="fig2",
+                row=run.name,
+                metric="train_flops",
+                paper=None,
+                ours=run.train_flops() * tokens / run.budget.tokens,
+                unit="FLOPs",
+                run=run.name,
+            )
+        )
         rows.append(
             Row(table="fig2", row=run.name, metric="tokens", paper=None, ours=tokens, unit="tokens", run=run.name)
         )
     rows += claim_rows(scale, results)
     for family, points in _points(scale, results).items():
         if len(points) >= 2:
-            exponent, _ = np.polyfit(np.log([p["train_flops"] for p in points]),
-                                     np.log([p["val_loss"] for p in points]), 1)  # fmt: skip
+            exponent, _ = np.polyfit(
+                np.log([p["train_flops"] for p in points]), np.log([p["val_loss"] for p in points]), 1
+            )
             note = f"least squares on log-log over {len(points)} runs; {scale.note}".strip("; ")
-            rows.append(Row(table="fig2", row=family, metric="loss_vs_flops_exponent", paper=None, ours=float(exponent),
-                            unit="", status="measured", note=note))  # fmt: skip
+            rows.append(
+                Row(
+                    table="fig2",
+                    row=family,
+                    metric="loss_vs_flops_exponent",
+                    paper=None,
+                    ours=float(exponent),
+                    unit="",
+                    status="measured",
+                    note=note,
+                )
+            )
     return rows
 
 
@@ -90,24 +133,40 @@ def claim_rows(scale: Scale, results: dict[str, dict]) -> list[Row]:
     for rmt in rmt_setup.RMTS:
         names = (rmt, *rmt_setup.TRANSFORMERS)
         margins = paired_margins(results, names, functools.partial(_gap_to_transformer_frontier, scale, by_name, names))
-        rows.append(judge("fig2", f"{rmt}_vs_transformers", "the RMT reaches a lower loss than the Transformers at "
-                          "equal training FLOPs (finished schedules)", scale, margins, LOSS_NOISE_FLOOR, "nats/token",
-                          runs=names, noise_metric="val_loss"))  # fmt: skip
+        rows.append(
+            judge(
+                "fig2",
+                f"{rmt}_vs_transformers",
+                "the RMT reaches a lower loss than the Transformers at equal training FLOPs (finished schedules)",
+                scale,
+                margins,
+                LOSS_NOISE_FLOOR,
+                "nats/token",
+                runs=names,
+                noise_metric="val_loss",
+            )
+        )
     return rows
 
 
 def ladder_row(family: tuple[str, ...], results: dict[str, dict]) -> Row:
     """Whether a family's final losses (mean over seeds) fall with size, as a scaling ladder's must for a law or a
     frontier to be read off it; the row says where they do not."""
-    means = [statistics.mean(d["val_loss"] for d in seeds_of(results.get(name)).values()) if name in results
-             else None for name in family]  # fmt: skip
+    means = [
+        statistics.mean(d["val_loss"] for d in seeds_of(results.get(name)).values()) if name in results else None
+        for name in family
+    ]
     name = family[0].rsplit("_", 1)[0]
     if None in means:
         return Row(table="fig2", row=name, metric="loss_falls_with_size", status="not_run", run=",".join(family))
     rises = [f"{a} -> {b}" for (a, x), (b, y) in itertools.pairwise(zip(family, means, strict=True)) if y >= x]
     listed = ", ".join(f"{m:.3f}" for m in means)
-    note = (f"final losses by size {listed}: it does not improve at {'; '.join(rises)}, so no law or frontier of "
-            f"this family at this scale means much" if rises else f"final losses by size {listed}")  # fmt: skip
+    note = (
+        f"final losses by size {listed}: it does not improve at {'; '.join(rises)}, so no law or frontier of "
+        f"this family at this scale means much"
+        if rises
+        else f"final losses by size {listed}"
+    )
     return Row(
         table="fig2",
         row=name,
@@ -161,13 +220,21 @@ def figure(scale: Scale, results: dict[str, dict], path: Path) -> None:
             for values, loss, notes in ordered:
                 if notes:
                     ax.annotate("; ".join(notes), (values[x], loss[0]), fontsize=6)
-    axes[0].set(xscale="log", xlabel="training FLOPs", ylabel="validation loss (nats/token)",
-                title=f"RMT Fig. 2: scaling ({scale} scale)")  # fmt: skip
+    axes[0].set(
+        xscale="log",
+        xlabel="training FLOPs",
+        ylabel="validation loss (nats/token)",
+        title=f"RMT Fig. 2: scaling ({scale} scale)",
+    )
     axes[1].set(xscale="log", xlabel="model parameters", ylabel="validation loss (nats/token)")
     save_figure(fig, path)
 
 
 EXPERIMENT = Experiment(
-    name="rmt_fig2_scaling_laws", description=__doc__.splitlines()[0], runs=runs, report=report, figure=figure,
+    name="rmt_fig2_scaling_laws",
+    description=__doc__.splitlines()[0],
+    runs=runs,
+    report=report,
+    figure=figure,
     run_group="rmt_scaling",
-)  # fmt: skip
+)

@@ -17,14 +17,9 @@ from pathlib import Path
 from scaling_axes.experiments.rmt import setup as rmt_setup
 from scaling_axes.experiments.rmt.recipes import PAPER_SEQ, UNTUNED_LR, shrunk_at
 from scaling_axes.experiments.rmt.setup import first_crossing, percent_change, table7_forward_flops
-from scaling_axes.harness.claims import (
-    LOSS_NOISE_FLOOR,
-    as_good_as,
-    judge,
-    lower_loss,
-    never_reached,
-    paired_margins,
-)
+from scaling_axes.harness.claims.margins import LOSS_NOISE_FLOOR, paired_margins
+from scaling_axes.harness.claims.outcomes import never_reached
+from scaling_axes.harness.claims.verdicts import as_good_as, judge, lower_loss
 from scaling_axes.harness.experiment.figures import caveats, line_figure, over_seeds
 from scaling_axes.harness.results import Row, compare, published
 from scaling_axes.harness.runs import Experiment, Run, fitted
@@ -59,8 +54,9 @@ def _residual_sweep(scale: Scale, name: str) -> Sweep | None:
     one lr (App. C.4), checked at D_k 12 (the residual the claims compare most) by its two grid neighbours."""
     if name == WIDEST:
         return rmt_setup.sweep(scale)
-    return rmt_setup.sweep(scale, anchor=WIDEST, rule="one lr at every D_k, as the paper trains them (App. C.4)",
-                           check=name == GPT2_SMALL)  # fmt: skip
+    return rmt_setup.sweep(
+        scale, anchor=WIDEST, rule="one lr at every D_k, as the paper trains them (App. C.4)", check=name == GPT2_SMALL
+    )
 
 
 @fitted
@@ -76,8 +72,16 @@ def _run(scale: Scale, name: str, model: str, overrides: dict, sweep: Sweep | No
         budget = rmt_setup.schedule(50_000, 64, PAPER_SEQ, UNTUNED_LR)
     else:
         budget = rmt_setup.short_schedule(scale, UNTUNED_LR)
-    return Run(name, model, budget, overrides, corpus=rmt_setup.corpus(scale), tokenizer=scale.tokenizer_for("gpt2"),
-               lm=rmt_setup.lm_options(budget.lr), sweep=sweep)  # fmt: skip
+    return Run(
+        name,
+        model,
+        budget,
+        overrides,
+        corpus=rmt_setup.corpus(scale),
+        tokenizer=scale.tokenizer_for("gpt2"),
+        lm=rmt_setup.lm_options(budget.lr),
+        sweep=sweep,
+    )
 
 
 def report(scale: Scale, results: dict[str, dict]) -> list[Row]:
@@ -87,13 +91,42 @@ def report(scale: Scale, results: dict[str, dict]) -> list[Row]:
         done = results.get(run.name)
         residual = architecture_of(run.config).width(run.config)
         status = "measured" if done else "not_run"
-        rows.append(Row(table="fig6", row=run.name, metric="val_loss", paper=None, ours=done and done["val_loss"],
-                        unit="nats/token", run=run.name, status=status,
-                        note=f"residual {residual}; {note}".strip("; ")))  # fmt: skip
-        rows.append(Row(table="fig6", row=run.name, metric="params", paper=None, ours=done and done["params"],
-                        unit="parameters", run=run.name, status=status))  # fmt: skip
-        rows.append(Row(table="fig6", row=run.name, metric="train_flops", paper=None, ours=run.train_flops(),
-                        unit="FLOPs", run=run.name))  # fmt: skip
+        rows.append(
+            Row(
+                table="fig6",
+                row=run.name,
+                metric="val_loss",
+                paper=None,
+                ours=done and done["val_loss"],
+                unit="nats/token",
+                run=run.name,
+                status=status,
+                note=f"residual {residual}; {note}".strip("; "),
+            )
+        )
+        rows.append(
+            Row(
+                table="fig6",
+                row=run.name,
+                metric="params",
+                paper=None,
+                ours=done and done["params"],
+                unit="parameters",
+                run=run.name,
+                status=status,
+            )
+        )
+        rows.append(
+            Row(
+                table="fig6",
+                row=run.name,
+                metric="train_flops",
+                paper=None,
+                ours=run.train_flops(),
+                unit="FLOPs",
+                run=run.name,
+            )
+        )
     return rows + section_4_4_rows(scale, results) + claim_rows(scale, results)
 
 
@@ -102,8 +135,10 @@ def claim_rows(scale: Scale, results: dict[str, dict]) -> list[Row]:
     the next smaller one), and the residual-4096 model reaches the residual-768 model's final loss on fewer tokens
     (the paper: 25%) and fewer training FLOPs (23%; counted on our models)."""
     names = [run.name for run in residual_runs(scale)]
-    rows = [lower_loss("fig6", "the loss falls monotonically as the residual stream grows", scale, wider, narrower,
-                       results) for narrower, wider in itertools.pairwise(names)]  # fmt: skip
+    rows = [
+        lower_loss("fig6", "the loss falls monotonically as the residual stream grows", scale, wider, narrower, results)
+        for narrower, wider in itertools.pairwise(names)
+    ]
     paper = published("rmt")
     if missed := paired_margins(results, (GPT2_SMALL, WIDEST), _gap):  # the savings need the crossing at every seed
         rows.append(
@@ -117,13 +152,34 @@ def claim_rows(scale: Scale, results: dict[str, dict]) -> list[Row]:
         )
     for resource, ratio in _ratios(scale) if not missed else ():
         expected = paper[("sec4_4", "rmt_residual_dk64_vs_dk12", f"{resource}_saving_percent")]
-        rows.append(judge("sec4_4", f"{WIDEST}_vs_{GPT2_SMALL}_{resource}",
-                          f"residual 4096 reaches residual 768's final loss with fewer {resource} (paper: "
-                          f"{expected:g}% fewer)", scale, _savings(scale, results, ratio), SAVING_NOISE_FLOOR,
-                          "fraction saved", runs=(WIDEST, GPT2_SMALL)))  # fmt: skip
-    rows.append(as_good_as("fig6", "at the Transformer's residual size the RMT is as good as the Transformer "
-                           "(validation loss)", scale, GPT2_SMALL, EQUAL_RESIDUAL, results, COMPARABLE, "val_loss",
-                           -1.0, LOSS_NOISE_FLOOR, "nats/token", unmatched=residual_mismatch(scale)))  # fmt: skip
+        rows.append(
+            judge(
+                "sec4_4",
+                f"{WIDEST}_vs_{GPT2_SMALL}_{resource}",
+                f"residual 4096 reaches residual 768's final loss with fewer {resource} (paper: {expected:g}% fewer)",
+                scale,
+                _savings(scale, results, ratio),
+                SAVING_NOISE_FLOOR,
+                "fraction saved",
+                runs=(WIDEST, GPT2_SMALL),
+            )
+        )
+    rows.append(
+        as_good_as(
+            "fig6",
+            "at the Transformer's residual size the RMT is as good as the Transformer (validation loss)",
+            scale,
+            GPT2_SMALL,
+            EQUAL_RESIDUAL,
+            results,
+            COMPARABLE,
+            "val_loss",
+            -1.0,
+            LOSS_NOISE_FLOOR,
+            "nats/token",
+            unmatched=residual_mismatch(scale),
+        )
+    )
     return rows
 
 
@@ -131,8 +187,9 @@ def residual_mismatch(scale: Scale) -> str | None:
     """How D_k 12 and the Transformer beside it are not at one residual size (D_k x D_v against d_model), which
     their claim is stated at; None where they are (at paper scale: 768 both)."""
     by_name = {run.name: run for run in runs(scale)}
-    sizes = {name: architecture_of(by_name[name].config).width(by_name[name].config)
-             for name in (GPT2_SMALL, EQUAL_RESIDUAL)}  # fmt: skip
+    sizes = {
+        name: architecture_of(by_name[name].config).width(by_name[name].config) for name in (GPT2_SMALL, EQUAL_RESIDUAL)
+    }
     if len(set(sizes.values())) == 1:
         return None
     return f"residual sizes {', '.join(f'{name} {size}' for name, size in sizes.items())}: not the equal residual"
@@ -181,33 +238,72 @@ def section_4_4_rows(scale: Scale, results: dict[str, dict]) -> list[Row]:
     implied = -percent_change(1, (1 - paper[(*key, "tokens_saving_percent")] / 100) * paper_ratio)
     expected = paper[(*key, "flops_saving_percent")]
     note = f"the paper's 25% fewer tokens x its formula's per-token FLOP ratio {paper_ratio:.4f} (D_k 64 / D_k 12)"
-    rows = [Row(table=key[0], row=key[1], metric="flops_saving_implied_by_tokens_saving", paper=expected, ours=implied,
-                unit="%", status=compare(expected, implied, 0.05), note=note)]  # fmt: skip
+    rows = [
+        Row(
+            table=key[0],
+            row=key[1],
+            metric="flops_saving_implied_by_tokens_saving",
+            paper=expected,
+            ours=implied,
+            unit="%",
+            status=compare(expected, implied, 0.05),
+            note=note,
+        )
+    ]
     missed = paired_margins(results, (GPT2_SMALL, WIDEST), _gap)
     for resource, ratio in _ratios(scale):
         metric, fractions = f"{resource}_saving_percent", _savings(scale, results, ratio)
         saving = 100 * sum(fractions.values()) / len(fractions) if fractions and not missed else None
-        status = "not_run" if not (fractions or missed) else "differs" if missed else "measured" if scale.note else (
-            "match" if abs(saving - paper[(*key, metric)]) <= SAVINGS_TOLERANCE else "differs")  # fmt: skip
-        how = (f"D_k 64 never reaches D_k 12's final loss at seed(s) {', '.join(map(str, missed))}" if missed else
-               f"where D_k 64's validation curve first reaches D_k 12's final loss, the mean of {len(fractions)} "
-               "seed(s); FLOPs counted, as the claim")  # fmt: skip
-        rows.append(Row(table=key[0], row=key[1], metric=metric, paper=paper[(*key, metric)], ours=saving, unit="%",
-                        run=f"{WIDEST},{GPT2_SMALL}", status=status, seeds=len(fractions) or None,
-                        note="; ".join(filter(None, (scale.note, how)))))  # fmt: skip
+        status = (
+            "not_run"
+            if not (fractions or missed)
+            else "differs"
+            if missed
+            else "measured"
+            if scale.note
+            else ("match" if abs(saving - paper[(*key, metric)]) <= SAVINGS_TOLERANCE else "differs")
+        )
+        how = (
+            f"D_k 64 never reaches D_k 12's final loss at seed(s) {', '.join(map(str, missed))}"
+            if missed
+            else f"where D_k 64's validation curve first reaches D_k 12's final loss, the mean of {len(fractions)} "
+            "seed(s); FLOPs counted, as the claim"
+        )
+        rows.append(
+            Row(
+                table=key[0],
+                row=key[1],
+                metric=metric,
+                paper=paper[(*key, metric)],
+                ours=saving,
+                unit="%",
+                run=f"{WIDEST},{GPT2_SMALL}",
+                status=status,
+                seeds=len(fractions) or None,
+                note="; ".join(filter(None, (scale.note, how))),
+            )
+        )
     return rows
 
 
 def figure(scale: Scale, results: dict[str, dict], path: Path) -> None:
     """The final validation loss against the residual size, each point its seeds' mean and spread; a point whose
     seeds fell back below the family's rate or trained unstably is labelled."""
-    finished = [(r.config.d_key * r.config.d_value, over_seeds(results.get(r.name)), results.get(r.name))
-                for r in residual_runs(scale)]  # fmt: skip
+    finished = [
+        (r.config.d_key * r.config.d_value, over_seeds(results.get(r.name)), results.get(r.name))
+        for r in residual_runs(scale)
+    ]
     points = [(x, *mean) for x, mean, _ in finished if mean]
     notes = tuple(("; ".join(why), x, mean[0]) for x, mean, done in finished if mean and (why := caveats(done)))
-    line_figure(path, {"RMT (each point: its seeds' mean and spread)": points}, notes=notes, xscale="log",
-                xlabel="residual stream size D_k x D_v", ylabel="validation loss (nats/token)",
-                title=f"RMT Fig. 6: residual scaling ({scale} scale)")  # fmt: skip
+    line_figure(
+        path,
+        {"RMT (each point: its seeds' mean and spread)": points},
+        notes=notes,
+        xscale="log",
+        xlabel="residual stream size D_k x D_v",
+        ylabel="validation loss (nats/token)",
+        title=f"RMT Fig. 6: residual scaling ({scale} scale)",
+    )
 
 
 EXPERIMENT = Experiment(

@@ -52,9 +52,22 @@ class Shrunk:
 # width (the paper's 256 would multiply the hidden lr of widths 32-96 by up to 8), so that muP carries the lr swept
 # at the largest size to the others, as the paper's muP does (`setup.family_sweep`)
 SHRUNK: dict[Scale, Shrunk] = {
-    SMOKE: Shrunk(n_layer=2, widths=(32, 48, 64, 96), n_head=4, ranks=(2, 3, 4, 6), d_value=16, d_key=8, seq_len=64,
-                  steps=20, batch=8, lr=1e-2, mup_proxy="own", val_windows=32, variants_shape=(3, 48),
-                  residual_d_keys=(2, 4, 6, 8, 12, 16)),
+    SMOKE: Shrunk(
+        n_layer=2,
+        widths=(32, 48, 64, 96),
+        n_head=4,
+        ranks=(2, 3, 4, 6),
+        d_value=16,
+        d_key=8,
+        seq_len=64,
+        steps=20,
+        batch=8,
+        lr=1e-2,
+        mup_proxy="own",
+        val_windows=32,
+        variants_shape=(3, 48),
+        residual_d_keys=(2, 4, 6, 8, 12, 16),
+    ),
     # 0.24 passes of the embedded Wikipedia in wiki_bpe2048 tokens per run; residual 256 = 2.7-8 x the width; 10
     # validations of 64 windows are 5% of a run's compute, and a run of 15 s needs no more than two checkpoints. A
     # warmup of 20% (50 steps): after the paper's 5% (12 steps) one claim seed in five spiked 1.0-2.3 nats at steps
@@ -62,13 +75,42 @@ SHRUNK: dict[Scale, Shrunk] = {
     # 1.3-3.6 nats at steps 14-22 at the carried 0.03, and with 50 steps D_k 6, 32 and 12 seed 3 did not (largest
     # rises 0.34-0.46). D_k 12 seed 2 spikes at steps 16-32 at every rate from 0.006 up (warmups of 25-100 steps) and
     # not at 0.003, where it ends 0.3 nats worse: that seed stays `unstable` (issue 46)
-    CPU: Shrunk(n_layer=2, widths=(32, 48, 64, 96), n_head=4, ranks=(2, 3, 4, 6), d_value=16, d_key=16, seq_len=128,
-                steps=250, batch=16, lr=1e-2, mup_proxy="smallest", val_windows=64, variants_shape=(3, 48),
-                lr_grid=(3e-3, 1e-2, 3e-2), validations=10, checkpoints=2, warmup_fraction=0.2),
-    SMALL: Shrunk(n_layer=6, widths=(192, 256, 384, 512), n_head=None, ranks=(6, 8, 12, 16), d_value=32, d_key=32,
-                  seq_len=256, steps=3000, batch=32, lr=None, mup_proxy="paper", val_windows=256,
-                  variants_shape=(6, 256), lr_grid=(3e-3, 1e-2, 3e-2)),
-}  # fmt: skip
+    CPU: Shrunk(
+        n_layer=2,
+        widths=(32, 48, 64, 96),
+        n_head=4,
+        ranks=(2, 3, 4, 6),
+        d_value=16,
+        d_key=16,
+        seq_len=128,
+        steps=250,
+        batch=16,
+        lr=1e-2,
+        mup_proxy="smallest",
+        val_windows=64,
+        variants_shape=(3, 48),
+        lr_grid=(3e-3, 1e-2, 3e-2),
+        validations=10,
+        checkpoints=2,
+        warmup_fraction=0.2,
+    ),
+    SMALL: Shrunk(
+        n_layer=6,
+        widths=(192, 256, 384, 512),
+        n_head=None,
+        ranks=(6, 8, 12, 16),
+        d_value=32,
+        d_key=32,
+        seq_len=256,
+        steps=3000,
+        batch=32,
+        lr=None,
+        mup_proxy="paper",
+        val_windows=256,
+        variants_shape=(6, 256),
+        lr_grid=(3e-3, 1e-2, 3e-2),
+    ),
+}
 
 
 def shrunk_at(scale: Scale) -> Shrunk:

@@ -58,8 +58,15 @@ def table7_forward_flops(c: TransformerConfig | RMTConfig, compatible: bool) -> 
         return keys + n * c.rank * (vocab + c.n_layer * per_layer)
     d, heads, d_head = c.d_model, c.n_head, c.d_head
     vocab = c.vocab_size * (1 if compatible else d)
-    return 4 * n * (vocab + c.n_layer * d * (2 * d_head * heads + c.ffn_dim) + c.n_layer * (
-        n * d_head * heads + 0.75 * n * heads))  # fmt: skip
+    return (
+        4
+        * n
+        * (
+            vocab
+            + c.n_layer * d * (2 * d_head * heads + c.ffn_dim)
+            + c.n_layer * (n * d_head * heads + 0.75 * n * heads)
+        )
+    )
 
 
 def train_flops(c: TransformerConfig | RMTConfig, tokens: float, compatible: bool) -> float:
@@ -106,15 +113,31 @@ def lm_options(lr: float) -> dict[str, Any]:
     return {"z_loss": 1e-4, "decay_embeddings": False, "weight_decay": CODE_DECAY / lr, "lr_scaled_decay": False}
 
 
-def schedule(steps: int, batch: int, seq_len: int, lr: float, val_windows: int = PAPER_VAL_WINDOWS,
-             micro_batch: int | None = None, validations: int = 20, checkpoints: int = 20,
-             warmup_fraction: float = 0.05) -> Budget:  # fmt: skip
+def schedule(
+    steps: int,
+    batch: int,
+    seq_len: int,
+    lr: float,
+    val_windows: int = PAPER_VAL_WINDOWS,
+    micro_batch: int | None = None,
+    validations: int = 20,
+    checkpoints: int = 20,
+    warmup_fraction: float = 0.05,
+) -> Budget:
     """A linear warmup over `warmup_fraction` of the steps (the paper's 5%), cosine to 10%, about `validations`
     validations along the way (at least 5 steps apart) and `checkpoints` checkpoints (at least 10 steps apart)."""
-    return Budget(steps=steps, batch_size=batch, seq_len=seq_len, lr=lr,
-                  warmup_steps=max(1, int(steps * warmup_fraction)),
-                  min_lr_ratio=0.1, val_every=max(5, steps // validations), val_windows=val_windows,
-                  micro_batch=micro_batch, checkpoint_every=max(10, steps // checkpoints))  # fmt: skip
+    return Budget(
+        steps=steps,
+        batch_size=batch,
+        seq_len=seq_len,
+        lr=lr,
+        warmup_steps=max(1, int(steps * warmup_fraction)),
+        min_lr_ratio=0.1,
+        val_every=max(5, steps // validations),
+        val_windows=val_windows,
+        micro_batch=micro_batch,
+        checkpoint_every=max(10, steps // checkpoints),
+    )
 
 
 def short_schedule(scale: Scale, lr: float) -> Budget:
@@ -142,8 +165,15 @@ def shrunk(scale: Scale, model: str, size: int) -> dict[str, Any]:
         proxy = {"mup_base_width": base, "mup_base_head_dim": base // 4, "mup_base_ffn": 4 * base} if base else {}
         return {**shape, **proxy, **scale.vocabulary()}
     rank = s.ranks[size]
-    return {"n_layer": s.n_layer, "d_value": s.d_value, "rank": rank, "d_ff": 4 * rank * s.d_value, "d_key": s.d_key,
-            "max_seq_len": s.seq_len, **scale.vocabulary()}  # fmt: skip
+    return {
+        "n_layer": s.n_layer,
+        "d_value": s.d_value,
+        "rank": rank,
+        "d_ff": 4 * rank * s.d_value,
+        "d_key": s.d_key,
+        "max_seq_len": s.seq_len,
+        **scale.vocabulary(),
+    }
 
 
 FAMILY_RULES = {
@@ -203,12 +233,16 @@ def downstream_checkpoints(scale: Scale, results: dict[str, dict], runs_dir=None
     """Hook for `rmt_table5_6_downstream`: the final weights of the 405M Transformer and the 305M RMT that Fig. 2
     and Tables 3-4 train (run group "rmt_scaling"), by run name and seed, where their claim seeds settled (the
     directory each seed's done.json names: a fallback below a sweep's choice has a name of its own)."""
-    from scaling_axes.harness.claims import seeds_of
+    from scaling_axes.harness.claims.margins import seeds_of
     from scaling_axes.harness.names import seed_name
     from scaling_axes.harness.runs import RUNS_DIR
     from scaling_axes.harness.training.rundir import final_weights
 
     root = Path(runs_dir or RUNS_DIR) / "rmt_scaling" / scale.name
-    return {name: {k: final_weights(root / done.get("run", seed_name(name, k)))
-                   for k, done in seeds_of(results.get(name)).items()}
-            for name in ("transformer_rmt_405m", "rmt_305m")}  # fmt: skip
+    return {
+        name: {
+            k: final_weights(root / done.get("run", seed_name(name, k)))
+            for k, done in seeds_of(results.get(name)).items()
+        }
+        for name in ("transformer_rmt_405m", "rmt_305m")
+    }

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from scaling_axes.experiments.rmt import setup as rmt_setup
 from scaling_axes.experiments.rmt.recipes import PAPER_SEQ, UNTUNED_LR, shrunk_at
-from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, judge, paired_margins
+from scaling_axes.harness.claims.margins import LOSS_NOISE_FLOOR, paired_margins
+from scaling_axes.harness.claims.verdicts import judge
 from scaling_axes.harness.experiment.figures import draw, marked, over_seeds, seed_curves
 from scaling_axes.harness.results import Row, compare, published, pyplot, save_figure
 from scaling_axes.harness.runs import Experiment, Run, fitted
@@ -44,8 +45,14 @@ def _overrides(model: str, scale: Scale) -> dict:
     (layers, width), seq_len = recipe.variants_shape, recipe.seq_len
     if model.startswith("rmt"):
         return {**rmt_setup.shrunk(scale, model, 1), "n_layer": layers}
-    return {**_untuned(model), "n_layer": layers, "d_model": width, "n_head": 4, "max_seq_len": seq_len,
-            **scale.vocabulary()}  # fmt: skip
+    return {
+        **_untuned(model),
+        "n_layer": layers,
+        "d_model": width,
+        "n_head": 4,
+        "max_seq_len": seq_len,
+        **scale.vocabulary(),
+    }
 
 
 def _untuned(model: str) -> dict:
@@ -60,10 +67,18 @@ def runs(scale: Scale) -> list[Run]:
     else:
         budget = rmt_setup.short_schedule(scale, UNTUNED_LR)
     return [
-        Run(name, model, budget, _overrides(model, scale), corpus=rmt_setup.corpus(scale),
-            tokenizer=scale.tokenizer_for("gpt2"), lm=rmt_setup.lm_options(budget.lr), sweep=rmt_setup.sweep(scale))
+        Run(
+            name,
+            model,
+            budget,
+            _overrides(model, scale),
+            corpus=rmt_setup.corpus(scale),
+            tokenizer=scale.tokenizer_for("gpt2"),
+            lm=rmt_setup.lm_options(budget.lr),
+            sweep=rmt_setup.sweep(scale),
+        )
         for name, model in MODELS.items()
-    ]  # fmt: skip
+    ]
 
 
 def report(scale: Scale, results: dict[str, dict]) -> list[Row]:
@@ -75,17 +90,47 @@ def report(scale: Scale, results: dict[str, dict]) -> list[Row]:
         train_loss = final_train_loss(done)
         expected = paper.get(("table10", run.name, "train_loss"))
         note = below_paper if not scale.paper_configs else "LeCun init, untuned (App. C.4)"
-        rows.append(Row(table="table10", row=run.name, metric="train_loss", paper=expected, ours=train_loss,
-                        unit="nats/token", run=run.name, status=compare(expected, train_loss, LOSS_TOLERANCE),
-                        note=f"{note}; smoothed end of the logged train loss".strip("; ")))  # fmt: skip
-        rows.append(Row(table="table10", row=run.name, metric="val_loss", paper=None, ours=done.get("val_loss"),
-                        unit="nats/token", run=run.name, status="measured" if done else "not_run",
-                        note=below_paper))  # fmt: skip
+        rows.append(
+            Row(
+                table="table10",
+                row=run.name,
+                metric="train_loss",
+                paper=expected,
+                ours=train_loss,
+                unit="nats/token",
+                run=run.name,
+                status=compare(expected, train_loss, LOSS_TOLERANCE),
+                note=f"{note}; smoothed end of the logged train loss".strip("; "),
+            )
+        )
+        rows.append(
+            Row(
+                table="table10",
+                row=run.name,
+                metric="val_loss",
+                paper=None,
+                ours=done.get("val_loss"),
+                unit="nats/token",
+                run=run.name,
+                status="measured" if done else "not_run",
+                note=below_paper,
+            )
+        )
         expected_params = paper.get(("table10", run.name, "params"))
         params = done.get("params")
         status = compare(expected_params, params, 0.02) if scale.paper_configs else ("measured" if done else "not_run")
-        rows.append(Row(table="table10", row=run.name, metric="params", paper=expected_params, ours=params,
-                        unit="parameters", run=run.name, status=status))  # fmt: skip
+        rows.append(
+            Row(
+                table="table10",
+                row=run.name,
+                metric="params",
+                paper=expected_params,
+                ours=params,
+                unit="parameters",
+                run=run.name,
+                status=status,
+            )
+        )
         rows.append(residual_row(run, paper, scale))
     return rows + claim_rows(scale, results)
 
@@ -105,13 +150,29 @@ def claim_rows(scale: Scale, results: dict[str, dict]) -> list[Row]:
     for name, other in by_name.items():
         if name == RMT:
             continue
-        costlier = [what for what, ours, theirs in (("parameters", _params(rmt), _params(other)),
-                                                    ("training FLOPs", rmt.train_flops(), other.train_flops()))
-                    if ours >= theirs]  # fmt: skip
+        costlier = [
+            what
+            for what, ours, theirs in (
+                ("parameters", _params(rmt), _params(other)),
+                ("training FLOPs", rmt.train_flops(), other.train_flops()),
+            )
+            if ours >= theirs
+        ]
         fails = f"the RMT has no fewer {' or '.join(costlier)} than {name} at {scale} scale" if costlier else None
-        rows.append(judge("table10", f"{RMT}_vs_{name}", f"the RMT ends at a lower train loss than {name}, with fewer "
-                          "parameters and FLOPs", scale, paired_margins(results, (RMT, name), gap), LOSS_NOISE_FLOOR,
-                          "nats/token", fails_because=fails, runs=(RMT, name), noise_metric="train_loss"))  # fmt: skip
+        rows.append(
+            judge(
+                "table10",
+                f"{RMT}_vs_{name}",
+                f"the RMT ends at a lower train loss than {name}, with fewer parameters and FLOPs",
+                scale,
+                paired_margins(results, (RMT, name), gap),
+                LOSS_NOISE_FLOOR,
+                "nats/token",
+                fails_because=fails,
+                runs=(RMT, name),
+                noise_metric="train_loss",
+            )
+        )
     return rows
 
 
@@ -125,8 +186,17 @@ def residual_row(run: Run, paper: dict, scale: Scale) -> Row:
     size = architecture_of(config).width(config)
     expected = paper.get(("table10", run.name, "residual_size"))
     status = compare(expected, size, 0.0) if scale.paper_configs else "analytic"
-    return Row(table="table10", row=run.name, metric="residual_size", paper=expected, ours=size, unit="values",
-               run=run.name, status=status, note="" if scale.paper_configs else scale.note)  # fmt: skip
+    return Row(
+        table="table10",
+        row=run.name,
+        metric="residual_size",
+        paper=expected,
+        ours=size,
+        unit="values",
+        run=run.name,
+        status=status,
+        note="" if scale.paper_configs else scale.note,
+    )
 
 
 def figure(scale: Scale, results: dict[str, dict], path: Path) -> None:
@@ -134,13 +204,21 @@ def figure(scale: Scale, results: dict[str, dict], path: Path) -> None:
     fig, (curves, finals) = pyplot().subplots(1, 2, figsize=(11, 4))
     for run in runs(scale):
         done, per_step = results.get(run.name), run.train_flops() / run.budget.steps
-        curve = seed_curves(done, lambda d, per_step=per_step: [
-            (step * per_step, loss) for step, loss in d.get("train_loss_curve", []) if step > 0])  # fmt: skip
+        curve = seed_curves(
+            done,
+            lambda d, per_step=per_step: [
+                (step * per_step, loss) for step, loss in d.get("train_loss_curve", []) if step > 0
+            ],
+        )
         if curve:
             draw(curves, curve, marked(run.name, done), "-")
             draw(finals, [(done["params"], *over_seeds(done, final_train_loss))], marked(run.name, done), "o")
-    curves.set(xscale="log", xlabel="training FLOPs", ylabel="training loss (nats/token)",
-               title=f"RMT Fig. 5 / Table 10 ({scale} scale)")  # fmt: skip
+    curves.set(
+        xscale="log",
+        xlabel="training FLOPs",
+        ylabel="training loss (nats/token)",
+        title=f"RMT Fig. 5 / Table 10 ({scale} scale)",
+    )
     finals.set(xlabel="model parameters", ylabel="final training loss (nats/token)")
     save_figure(fig, path)
 

@@ -72,8 +72,11 @@ TABLE2 = {  # "<sublayer>_<operation>_<model>" -> the operation that the label n
     "ff_storage_transformer": _linear(D_FF, D_MODEL),  # W2
     "ff_retrieval_transformer": _linear(D_MODEL, D_FF),  # W1
 }
-TABLE1 = {"rmt_storage": _storage(RANK, D_KEY), "rmt_retrieval": _retrieval(D_KEY, RANK),
-          "transformer_linear": _linear(D_MODEL, D_FF)}  # fmt: skip
+TABLE1 = {
+    "rmt_storage": _storage(RANK, D_KEY),
+    "rmt_retrieval": _retrieval(D_KEY, RANK),
+    "transformer_linear": _linear(D_MODEL, D_FF),
+}
 INPUT_MEAN = 1.0  # Table 1's mu^2 terms: a unit mean doubles the propagated variance
 
 
@@ -111,10 +114,18 @@ def table2_rows(paper: dict, draws: int = 16) -> list[Row]:
             rows.append(
                 Row(table="table2", row=name, metric=metric, paper=printed, ours=form, status=status, note=note)
             )
-            rows.append(Row(table="table2", row=name, metric=f"{metric}_measured", paper=form, ours=values[direction],
-                            status=compare(form, values[direction], TOLERANCE),
-                            note=f"paper column: our closed form; measured at Xavier init, mean of {draws} draws, "
-                            f"float64, within {TOLERANCE:.0%}"))  # fmt: skip
+            rows.append(
+                Row(
+                    table="table2",
+                    row=name,
+                    metric=f"{metric}_measured",
+                    paper=form,
+                    ours=values[direction],
+                    status=compare(form, values[direction], TOLERANCE),
+                    note=f"paper column: our closed form; measured at Xavier init, mean of {draws} draws, "
+                    f"float64, within {TOLERANCE:.0%}",
+                )
+            )
     return rows
 
 
@@ -127,9 +138,17 @@ def table1_rows(draws: int = 64) -> list[Row]:
         for direction, form in zip(("forward", "backward"), operation.closed_form(), strict=True):
             mean = values[f"{direction}_mean"]
             status = "match" if abs(mean) < TOLERANCE else "differs"
-            rows.append(Row(table="table1", row=name, metric=f"{direction}_mean_over_std", paper=0.0, ours=mean,
-                            status=status,
-                            note=f"inputs: mean {INPUT_MEAN:g}, var 1; match if |mean| < {TOLERANCE} std"))  # fmt: skip
+            rows.append(
+                Row(
+                    table="table1",
+                    row=name,
+                    metric=f"{direction}_mean_over_std",
+                    paper=0.0,
+                    ours=mean,
+                    status=status,
+                    note=f"inputs: mean {INPUT_MEAN:g}, var 1; match if |mean| < {TOLERANCE} std",
+                )
+            )
             rows.append(
                 Row(
                     table="table1",
@@ -166,6 +185,8 @@ def report(scale: Scale, results: dict[str, dict]) -> list[Row]:
 
 
 EXPERIMENT = Experiment(
-    name="rmt_table1_2_moment_propagation", description=__doc__.splitlines()[0], runs=lambda scale: [],
+    name="rmt_table1_2_moment_propagation",
+    description=__doc__.splitlines()[0],
+    runs=lambda scale: [],
     report=report,
-)  # fmt: skip
+)

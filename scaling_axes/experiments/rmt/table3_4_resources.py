@@ -17,6 +17,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from scaling_axes.experiments.rmt import setup as rmt_setup
+from scaling_axes.experiments.rmt.paper_arithmetic import (
+    METRICS,
+    PERCENT_TOLERANCE,
+    REACHED,
+    UNITS,
+    paper_arithmetic_rows,
+    section_4_2_rows,
+)
 from scaling_axes.experiments.rmt.setup import (
     RMT,
     TRANSFORMER,
@@ -24,19 +32,16 @@ from scaling_axes.experiments.rmt.setup import (
     percent_change,
     value_at,
 )
-from scaling_axes.harness.claims import judge, lower_loss, never_reached, paired_margins
+from scaling_axes.harness.claims.margins import paired_margins
+from scaling_axes.harness.claims.outcomes import never_reached
+from scaling_axes.harness.claims.verdicts import judge, lower_loss
 from scaling_axes.harness.experiment.figures import draw, marked, seed_curves
 from scaling_axes.harness.results import Row, compare, published, pyplot, save_figure
 from scaling_axes.harness.runs import Experiment, Run, fitted
 from scaling_axes.harness.scales import Scale
 from scaling_axes.harness.training.curves import final_train_loss, smoothed
-from scaling_axes.modules import get_config
 
-REACHED = "rmt_305m_to_transformer_best"
 TOLERANCE = 0.02
-PERCENT_TOLERANCE = 1.0  # percentage points: the paper prints whole percents
-UNITS = {"params": "parameters", "train_flops": "FLOPs", "tokens": "tokens", "train_seconds": "s"}
-METRICS = tuple(UNITS)
 
 
 @fitted
@@ -45,9 +50,13 @@ def runs(scale: Scale) -> list[Run]:
 
 
 def _whole_run(run: Run, done: dict) -> dict[str, float | None]:
-    return {"params": done.get("params"), "train_flops": rmt_setup.train_flops(run.config, run.budget.tokens, True),
-            "counted_flops": run.train_flops(), "tokens": run.budget.tokens,
-            "train_seconds": done.get("train_seconds")}  # fmt: skip
+    return {
+        "params": done.get("params"),
+        "train_flops": rmt_setup.train_flops(run.config, run.budget.tokens, True),
+        "counted_flops": run.train_flops(),
+        "tokens": run.budget.tokens,
+        "train_seconds": done.get("train_seconds"),
+    }
 
 
 def _table4(run: Run, done: dict, paper: dict, note: str) -> list[Row]:
@@ -55,25 +64,47 @@ def _table4(run: Run, done: dict, paper: dict, note: str) -> list[Row]:
     trained = note == ""  # paper scale: the only one compared with the paper
     values = [
         ("params", done.get("params"), None, "parameters"),
-        ("train_flops_paper_formula", rmt_setup.train_flops(run.config, run.budget.tokens, True),
-         paper.get(("table4", run.name, "train_flops")), "FLOPs"),
+        (
+            "train_flops_paper_formula",
+            rmt_setup.train_flops(run.config, run.budget.tokens, True),
+            paper.get(("table4", run.name, "train_flops")),
+            "FLOPs",
+        ),
         ("train_flops_counted", run.train_flops(), None, "FLOPs"),
         ("tokens", run.budget.tokens, None, "tokens"),
         ("train_seconds", seconds, paper[("table4", run.name, "train_seconds")], "s"),
-        ("seconds_per_step", seconds / done["steps"] if seconds and done.get("steps") else None,
-         paper[("sec4_2", run.name, "seconds_per_step")], "s"),
-        ("train_loss", final_train_loss(done), paper[("table4", run.name, "train_loss")] if trained else None,
-         "nats/token"),
-        ("dev_loss", done.get("val_loss"), paper[("table4", run.name, "dev_loss")] if trained else None,
-         "nats/token"),
-    ]  # fmt: skip
+        (
+            "seconds_per_step",
+            seconds / done["steps"] if seconds and done.get("steps") else None,
+            paper[("sec4_2", run.name, "seconds_per_step")],
+            "s",
+        ),
+        (
+            "train_loss",
+            final_train_loss(done),
+            paper[("table4", run.name, "train_loss")] if trained else None,
+            "nats/token",
+        ),
+        ("dev_loss", done.get("val_loss"), paper[("table4", run.name, "dev_loss")] if trained else None, "nats/token"),
+    ]
     rows = []
     for metric, ours, expected, unit in values:
         status = compare(expected if trained else None, ours, TOLERANCE) if done else "not_run"
         hardware = "paper: A100; ours: this run's machine" if "seconds" in metric else ""
         smoothing = "mean of the last 10 logged train losses (at most 5% of them)" if metric == "train_loss" else ""
-        rows.append(Row(table="table4", row=run.name, metric=metric, paper=expected, ours=ours, unit=unit, run=run.name,
-                        status=status, note="; ".join(filter(None, (note, hardware, smoothing)))))  # fmt: skip
+        rows.append(
+            Row(
+                table="table4",
+                row=run.name,
+                metric=metric,
+                paper=expected,
+                ours=ours,
+                unit=unit,
+                run=run.name,
+                status=status,
+                note="; ".join(filter(None, (note, hardware, smoothing))),
+            )
+        )
     return rows
 
 
@@ -89,10 +120,17 @@ def _reached(transformer: Run, rmt: Run, results: dict[str, dict]) -> tuple[floa
         return threshold, _whole_run(transformer, t_done), {}
     tokens = rmt.budget.tokens * step / rmt.budget.steps
     clock = r_done.get("train_time_curve")
-    return threshold, _whole_run(transformer, t_done), {
-        "params": r_done.get("params"), "train_flops": rmt_setup.train_flops(rmt.config, tokens, True),
-        "counted_flops": rmt.train_flops() * step / rmt.budget.steps, "tokens": tokens,
-        "train_seconds": value_at(clock, step) if clock else None}  # fmt: skip
+    return (
+        threshold,
+        _whole_run(transformer, t_done),
+        {
+            "params": r_done.get("params"),
+            "train_flops": rmt_setup.train_flops(rmt.config, tokens, True),
+            "counted_flops": rmt.train_flops() * step / rmt.budget.steps,
+            "tokens": tokens,
+            "train_seconds": value_at(clock, step) if clock else None,
+        },
+    )
 
 
 def _table3(transformer: Run, rmt: Run, results: dict[str, dict], paper: dict, note: str) -> list[Row]:
@@ -100,29 +138,62 @@ def _table3(transformer: Run, rmt: Run, results: dict[str, dict], paper: dict, n
     found = _reached(transformer, rmt, results)
     if found is None:
         return [
-            Row(table="table3", row=TRANSFORMER, metric="min_train_loss", paper=threshold_paper, ours=None,
-                unit="nats/token", status="not_run")
-        ]  # fmt: skip
+            Row(
+                table="table3",
+                row=TRANSFORMER,
+                metric="min_train_loss",
+                paper=threshold_paper,
+                ours=None,
+                unit="nats/token",
+                status="not_run",
+            )
+        ]
     threshold, before, after = found
     rows = [
-        Row(table="table3", row=TRANSFORMER, metric="min_train_loss", paper=threshold_paper if not note else None,
-            ours=threshold, unit="nats/token", run=transformer.name,
+        Row(
+            table="table3",
+            row=TRANSFORMER,
+            metric="min_train_loss",
+            paper=threshold_paper if not note else None,
+            ours=threshold,
+            unit="nats/token",
+            run=transformer.name,
             status=compare(threshold_paper if not note else None, threshold, TOLERANCE),
-            note="; ".join(filter(None, (note, "minimum of the smoothed train loss: the threshold"))))
-    ]  # fmt: skip
+            note="; ".join(filter(None, (note, "minimum of the smoothed train loss: the threshold"))),
+        )
+    ]
     if not after:
         missed = f"the RMT never reached {threshold:.4f}; {note}".strip("; ")
         return [
             *rows,
-            Row(table="table3", row=REACHED, metric="tokens", paper=paper[("table3", REACHED, "tokens")], ours=None,
-                unit="tokens", status="measured" if note else "differs", note=missed),
-        ]  # fmt: skip
+            Row(
+                table="table3",
+                row=REACHED,
+                metric="tokens",
+                paper=paper[("table3", REACHED, "tokens")],
+                ours=None,
+                unit="tokens",
+                status="measured" if note else "differs",
+                note=missed,
+            ),
+        ]
     for metric in METRICS:
         for name, values in ((TRANSFORMER, before), (REACHED, after)):
             expected = paper[("table3", name, metric)]
             status = compare(None if note else expected, values[metric], TOLERANCE)  # targets only at paper scale
-            rows.append(Row(table="table3", row=name, metric=metric, paper=expected, ours=values[metric],
-                            unit=UNITS[metric], run=rmt.name, status=status, note=note))  # fmt: skip
+            rows.append(
+                Row(
+                    table="table3",
+                    row=name,
+                    metric=metric,
+                    paper=expected,
+                    ours=values[metric],
+                    unit=UNITS[metric],
+                    run=rmt.name,
+                    status=status,
+                    note=note,
+                )
+            )
         rows.append(_percent_row("table3", metric, before, after, paper, note))
     return rows
 
@@ -130,51 +201,25 @@ def _table3(transformer: Run, rmt: Run, results: dict[str, dict], paper: dict, n
 def _percent_row(table: str, metric: str, before: dict, after: dict, paper: dict, note: str) -> Row:
     expected = paper.get((table, "percent_diff", metric))
     ours = percent_change(before[metric], after[metric]) if before[metric] and after[metric] else None
-    status = "not_run" if ours is None else "measured" if note or expected is None else (
-        "match" if abs(ours - expected) <= PERCENT_TOLERANCE else "differs")  # fmt: skip
+    status = (
+        "not_run"
+        if ours is None
+        else "measured"
+        if note or expected is None
+        else ("match" if abs(ours - expected) <= PERCENT_TOLERANCE else "differs")
+    )
     if (table, metric) == ("table4", "train_seconds"):
         note += "; the printed +43% is +77% by the paper's own values (erratum row)"
-    return Row(table=table, row="percent_diff", metric=metric, paper=expected, ours=ours, unit="%", status=status,
-               note=f"RMT vs Transformer; {note}".strip("; "))  # fmt: skip
-
-
-def paper_arithmetic_rows(paper: dict) -> list[Row]:
-    """Each % DIFF the paper prints, recomputed from its own values; and the §4.2 percentages it cites them for."""
-    rows = []
-    pairs = {"table3": (TRANSFORMER, REACHED), "table4": (TRANSFORMER, RMT)}
-    for table, metric in [*(("table3", m) for m in METRICS), ("table4", "train_flops"), ("table4", "train_seconds")]:
-        before, after = (paper[(table, name, metric)] for name in pairs[table])
-        printed, ours = paper[(table, "percent_diff", metric)], percent_change(before, after)
-        status = "match" if abs(ours - printed) <= PERCENT_TOLERANCE else "differs"
-        note = f"from the paper's own values {before:.3g} -> {after:.3g}"
-        if status == "differs":
-            note += f"; erratum: {printed:g}% is the saving relative to the RMT, 1 - {before:.3g} / {after:.3g}"
-        rows.append(Row(table=table, row="percent_diff_paper_values", metric=metric, paper=printed, ours=ours, unit="%",
-                        status=status, note=note))  # fmt: skip
-    saving = -percent_change(paper[("table4", TRANSFORMER, "train_flops")], paper[("table4", RMT, "train_flops")])
-    rows.append(Row(table="sec4_2", row="rmt_vs_transformer", metric="flop_efficiency_same_tokens_percent",
-                    paper=paper[("sec4_2", "rmt_vs_transformer", "flop_efficiency_same_tokens_percent")], ours=saving,
-                    unit="%", status="match",
-                    note="erratum (citation): §4.2 credits this to Table 3; it is Table 4's 8.45e18 vs 1.18e19 at 6B "
-                    "tokens"))  # fmt: skip
-    return rows
-
-
-def section_4_2_rows(paper: dict) -> list[Row]:
-    """§4.2's size claims from the two presets: the Transformer 33% larger (App. A's whole count), the RMT with 33%
-    fewer non-embedding parameters."""
-    configs = [get_config(name) for name in (TRANSFORMER, RMT)]
-    claims = {("transformer_vs_rmt", "params_larger_percent"):
-              percent_change(*(rmt_setup.table7_params(c, printed=False) for c in reversed(configs))),
-              ("rmt_vs_transformer", "non_embedding_params_percent"):
-              percent_change(*(rmt_setup.table7_non_embedding(c) for c in configs))}  # fmt: skip
-    rows = []
-    for (row, metric), ours in claims.items():
-        expected = paper[("sec4_2", row, metric)]
-        status = "match" if abs(ours - expected) <= PERCENT_TOLERANCE else "differs"
-        rows.append(Row(table="sec4_2", row=row, metric=metric, paper=expected, ours=ours, unit="%", status=status,
-                        note="App. A counts of the presets"))  # fmt: skip
-    return rows
+    return Row(
+        table=table,
+        row="percent_diff",
+        metric=metric,
+        paper=expected,
+        ours=ours,
+        unit="%",
+        status=status,
+        note=f"RMT vs Transformer; {note}".strip("; "),
+    )
 
 
 def report(scale: Scale, results: dict[str, dict]) -> list[Row]:
@@ -185,8 +230,13 @@ def report(scale: Scale, results: dict[str, dict]) -> list[Row]:
     if all(results.get(r.name) for r in (transformer, rmt)):
         whole = [_whole_run(r, results[r.name]) for r in (transformer, rmt)]
         rows += [_percent_row("table4", m, *whole, paper, note) for m in ("train_flops", "train_seconds")]
-    return [*rows, *_table3(transformer, rmt, results, paper, note), *paper_arithmetic_rows(paper),
-            *section_4_2_rows(paper), *claim_rows(scale, transformer, rmt, results)]  # fmt: skip
+    return [
+        *rows,
+        *_table3(transformer, rmt, results, paper, note),
+        *paper_arithmetic_rows(paper),
+        *section_4_2_rows(paper),
+        *claim_rows(scale, transformer, rmt, results),
+    ]
 
 
 RESOURCES = {  # resource -> the noise floor of the fraction saved (the crossing is located to a few logged steps;
@@ -223,20 +273,53 @@ def claim_rows(scale: Scale, transformer: Run, rmt: Run, results: dict[str, dict
 
     statement = "the RMT reaches the Transformer's loss with fewer {}"
     if missed := paired_margins(results, names, gap):  # the resource claims need the crossing at every seed
-        rows = [never_reached("table3", f"{rmt.name}_vs_{transformer.name}_reaches", statement.format(
-            "tokens, training FLOPs and parameters"), missed, names)]  # fmt: skip
+        rows = [
+            never_reached(
+                "table3",
+                f"{rmt.name}_vs_{transformer.name}_reaches",
+                statement.format("tokens, training FLOPs and parameters"),
+                missed,
+                names,
+            )
+        ]
     else:
-        rows = [judge("table3", f"{rmt.name}_vs_{transformer.name}_{resource}", statement.format(words), scale,
-                      paired_margins(results, names, saved(resource)), noise, "fraction saved", runs=names)
-                for resource, (noise, words) in RESOURCES.items()]  # fmt: skip
+        rows = [
+            judge(
+                "table3",
+                f"{rmt.name}_vs_{transformer.name}_{resource}",
+                statement.format(words),
+                scale,
+                paired_margins(results, names, saved(resource)),
+                noise,
+                "fraction saved",
+                runs=names,
+            )
+            for resource, (noise, words) in RESOURCES.items()
+        ]
     by_formula = paired_margins(results, names, saved("train_flops"))
-    rows.append(Row(table="table3", row=f"{rmt.name}_vs_{transformer.name}_flops_paper_formula",
-                    metric="flops_saved_fraction", ours=statistics.mean(by_formula.values()) if by_formula else None,
-                    unit="fraction saved", run=",".join(names), status="measured" if by_formula else "not_run",
-                    note="the FLOPs claim by the paper's Table 7 formula (no embedding or unembedding matmuls), "
-                    f"mean of {len(by_formula)} seed(s); the claim above counts them"))  # fmt: skip
-    rows.append(lower_loss("table4", "after the same tokens the RMT ends at a lower dev loss (the paper: 2.91 vs "
-                           "3.02)", scale, rmt.name, transformer.name, results))  # fmt: skip
+    rows.append(
+        Row(
+            table="table3",
+            row=f"{rmt.name}_vs_{transformer.name}_flops_paper_formula",
+            metric="flops_saved_fraction",
+            ours=statistics.mean(by_formula.values()) if by_formula else None,
+            unit="fraction saved",
+            run=",".join(names),
+            status="measured" if by_formula else "not_run",
+            note="the FLOPs claim by the paper's Table 7 formula (no embedding or unembedding matmuls), "
+            f"mean of {len(by_formula)} seed(s); the claim above counts them",
+        )
+    )
+    rows.append(
+        lower_loss(
+            "table4",
+            "after the same tokens the RMT ends at a lower dev loss (the paper: 2.91 vs 3.02)",
+            scale,
+            rmt.name,
+            transformer.name,
+            results,
+        )
+    )
     return rows
 
 
@@ -254,8 +337,11 @@ def figure(scale: Scale, results: dict[str, dict], path: Path) -> None:
         draw(axes[0], [(step * per_step, *loss) for step, *loss in curve], label, "-")
         draw(axes[1], [(step * per_step * flops_per_token, *loss) for step, *loss in curve], label, "-")
         if done.get("train_time_curve"):  # seed 1's clock: times are one machine's, not averaged
-            axes[2].plot([value_at(done["train_time_curve"], point[0]) for point in curve],
-                         [point[1] for point in curve], label=f"{run.name} (seed 1's clock)")  # fmt: skip
+            axes[2].plot(
+                [value_at(done["train_time_curve"], point[0]) for point in curve],
+                [point[1] for point in curve],
+                label=f"{run.name} (seed 1's clock)",
+            )
     for ax, xlabel in zip(axes, ("tokens", "training FLOPs (paper formula)", "training time (s)"), strict=True):
         ax.set(xlabel=xlabel, ylabel="validation loss (nats/token)")
     axes[0].set_title(f"RMT Fig. 3-4 ({scale} scale)")
@@ -263,6 +349,10 @@ def figure(scale: Scale, results: dict[str, dict], path: Path) -> None:
 
 
 EXPERIMENT = Experiment(
-    name="rmt_table3_4_resources", description=__doc__.splitlines()[0], runs=runs, report=report, figure=figure,
+    name="rmt_table3_4_resources",
+    description=__doc__.splitlines()[0],
+    runs=runs,
+    report=report,
+    figure=figure,
     run_group="rmt_scaling",
-)  # fmt: skip
+)

@@ -17,7 +17,9 @@ import math
 
 from scaling_axes.experiments.rmt import setup as rmt_setup
 from scaling_axes.experiments.rmt.setup import RMT, TRANSFORMER
-from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, judge, out_of_reach
+from scaling_axes.harness.claims.margins import LOSS_NOISE_FLOOR
+from scaling_axes.harness.claims.outcomes import out_of_reach
+from scaling_axes.harness.claims.verdicts import judge
 from scaling_axes.harness.results import Row, compare, published
 from scaling_axes.harness.runs import Experiment, Run, fitted
 from scaling_axes.harness.scales import Scale
@@ -40,17 +42,35 @@ def _rows(run: Run, result: dict, scale: Scale) -> list[Row]:
     task_rows = zero_shot_rows("table6", run.name, result, table6, {}, run.name, note)
     lambada = [r for r in task_rows if r.metric == "lambada_ppl"]
     rows = [
-        Row(table="table5", row=run.name, metric=r.metric, paper=paper.get(("table5", "lambada_ppl")), ours=r.ours,
-            unit=r.unit, run=run.name, status=compare(paper.get(("table5", "lambada_ppl")), r.ours, TOLERANCE),
-            note=r.note)
+        Row(
+            table="table5",
+            row=run.name,
+            metric=r.metric,
+            paper=paper.get(("table5", "lambada_ppl")),
+            ours=r.ours,
+            unit=r.unit,
+            run=run.name,
+            status=compare(paper.get(("table5", "lambada_ppl")), r.ours, TOLERANCE),
+            note=r.note,
+        )
         for r in lambada
-    ]  # fmt: skip
+    ]
     for metric, value in result["perplexity"].items():
         expected = paper.get(("table5", metric))
         where = "512-token non-overlapping windows" if scale.paper_configs else "embedded news standing in"
-        rows.append(Row(table="table5", row=run.name, metric=metric, paper=expected, ours=value, unit="ppl",
-                        run=run.name, status=compare(expected, value, TOLERANCE),
-                        note="; ".join(filter(None, (where, note)))))  # fmt: skip
+        rows.append(
+            Row(
+                table="table5",
+                row=run.name,
+                metric=metric,
+                paper=expected,
+                ours=value,
+                unit="ppl",
+                run=run.name,
+                status=compare(expected, value, TOLERANCE),
+                note="; ".join(filter(None, (where, note))),
+            )
+        )
     return rows + [r for r in task_rows if not r.metric.startswith("lambada")]
 
 
@@ -62,16 +82,38 @@ def report(scale: Scale, results: dict[str, dict]) -> list[Row]:
     for run in runs(scale):
         weights = {k: path for k, path in checkpoints.get(run.name, {}).items() if path.exists()}
         if 1 not in weights:
-            rows.append(Row(table="table6", row=run.name, metric="piqa_acc", paper=None, ours=None, unit="%",
-                            run=run.name, status="not_run", note=scale.note))  # fmt: skip
+            rows.append(
+                Row(
+                    table="table6",
+                    row=run.name,
+                    metric="piqa_acc",
+                    paper=None,
+                    ours=None,
+                    unit="%",
+                    run=run.name,
+                    status="not_run",
+                    note=scale.note,
+                )
+            )
             continue
-        by_seed = {k: _rows(run, evaluate_cached(path.parent / "eval.json",
-                                                 lambda path=path: SuiteLM(checkpoint=str(path.parent)), scale,
-                                                 corpora, weights_fingerprint(path)), scale)
-                   for k, path in weights.items()}  # fmt: skip
+        by_seed = {
+            k: _rows(
+                run,
+                evaluate_cached(
+                    path.parent / "eval.json",
+                    lambda path=path: SuiteLM(checkpoint=str(path.parent)),
+                    scale,
+                    corpora,
+                    weights_fingerprint(path),
+                ),
+                scale,
+            )
+            for k, path in weights.items()
+        }
         rows += by_seed[1]
-        evaluated[run.name] = {k: {r.metric: r.ours for r in seed_rows if r.ours is not None}
-                               for k, seed_rows in by_seed.items()}  # fmt: skip
+        evaluated[run.name] = {
+            k: {r.metric: r.ours for r in seed_rows if r.ours is not None} for k, seed_rows in by_seed.items()
+        }
     return rows + claim_rows(scale, evaluated)
 
 
@@ -112,19 +154,27 @@ def claim_rows(scale: Scale, evaluated: dict[str, dict[int, dict[str, float]]]) 
         floor = LOSS_NOISE_FLOOR if perplexity else accuracy_floor(scale)
         if metric in CORPORA and not scale.paper_configs:
             if stand_in is not None:
-                claims.append(out_of_reach(table, row, statement, unit, f"the same stand-in as {stand_in}: one "
-                                           "measurement, judged there", names))  # fmt: skip
+                claims.append(
+                    out_of_reach(
+                        table,
+                        row,
+                        statement,
+                        unit,
+                        f"the same stand-in as {stand_in}: one measurement, judged there",
+                        names,
+                    )
+                )
                 continue
             stand_in = metric
         effect = paper_effect(metric)
         if not scale.paper_configs and effect is not None and (why := beyond_reach(effect, floor, len(seeds))):
             claims.append(out_of_reach(table, row, statement, unit, why, names))
             continue
-        per_arm = [[math.log(arm[k][metric]) if perplexity else arm[k][metric] for k in seeds]
-                   for arm in (transformer, rmt)]  # fmt: skip
+        per_arm = [
+            [math.log(arm[k][metric]) if perplexity else arm[k][metric] for k in seeds] for arm in (transformer, rmt)
+        ]
         margins = {k: (t - r) if perplexity else (r - t) for k, t, r in zip(seeds, *per_arm, strict=True)}
-        claims.append(judge(table, row, statement, scale, margins, floor, unit, runs=names,
-                            own_values=per_arm))  # fmt: skip
+        claims.append(judge(table, row, statement, scale, margins, floor, unit, runs=names, own_values=per_arm))
     return claims
 
 

@@ -33,7 +33,7 @@ import math
 import statistics
 
 from scaling_axes.experiments.cross_architecture.setup import make_run
-from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, metric_margin, paired_margins
+from scaling_axes.harness.claims.margins import LOSS_NOISE_FLOOR, metric_margin, paired_margins
 from scaling_axes.harness.results import Row
 from scaling_axes.harness.runs import Experiment, Run, fitted
 from scaling_axes.harness.scales import Scale
@@ -62,8 +62,10 @@ def runs(scale: Scale) -> list[Run]:
     if scale.paper_configs:
         return []
     recipe = make_run(scale, "tokenformer", SIZE)
-    changed = [dataclasses.replace(recipe, name=f"tokenformer_{name}", overrides={**recipe.overrides, **change})
-               for name, change in variants(recipe.config.d_model, recipe.config.numerics).items()]  # fmt: skip
+    changed = [
+        dataclasses.replace(recipe, name=f"tokenformer_{name}", overrides={**recipe.overrides, **change})
+        for name, change in variants(recipe.config.d_model, recipe.config.numerics).items()
+    ]
     return [recipe, make_run(scale, "transformer", SIZE), *changed]
 
 
@@ -87,15 +89,29 @@ def report(scale: Scale, results: dict[str, dict]) -> list[Row]:
 
 def _row(variant: str, metric: str, margins: list[float], what: str, names: tuple[str, str]) -> Row:
     if not margins:
-        return Row(table="diagnosis", row=variant, metric=metric, unit="nats/token", run=",".join(names),
-                   status="not_run")  # fmt: skip
+        return Row(
+            table="diagnosis", row=variant, metric=metric, unit="nats/token", run=",".join(names), status="not_run"
+        )
     mean, bound = statistics.mean(margins), significance(margins, LOSS_NOISE_FLOOR).bound
-    return Row(table="diagnosis", row=variant, metric=metric, ours=mean, low=mean - bound, high=mean + bound,
-               seeds=len(margins), unit="nats/token", run=",".join(names), status="measured",
-               note=f"{what}; each arm at its own swept lr")  # fmt: skip
+    return Row(
+        table="diagnosis",
+        row=variant,
+        metric=metric,
+        ours=mean,
+        low=mean - bound,
+        high=mean + bound,
+        seeds=len(margins),
+        unit="nats/token",
+        run=",".join(names),
+        status="measured",
+        note=f"{what}; each arm at its own swept lr",
+    )
 
 
 EXPERIMENT = Experiment(
-    name="tokenformer_cpu_diagnosis", description=__doc__.splitlines()[0], runs=runs, report=report,
+    name="tokenformer_cpu_diagnosis",
+    description=__doc__.splitlines()[0],
+    runs=runs,
+    report=report,
     on_request=True,  # it chose the cpu recipe once (36 runs, about 12 minutes); `all` reports what it found
-)  # fmt: skip
+)

@@ -26,15 +26,11 @@ from scaling_axes.experiments.tokenformer.progressive import (
     SIZES,
     TOKENFORMER_GROWTH,
 )
-from scaling_axes.harness.claims import (
-    LOSS_NOISE_FLOOR,
-    as_good_as,
-    exact_check,
-    lower_loss,
-    paired_margins,
-)
+from scaling_axes.harness.claims.margins import LOSS_NOISE_FLOOR, paired_margins
+from scaling_axes.harness.claims.outcomes import exact_check
+from scaling_axes.harness.claims.verdicts import as_good_as, lower_loss
 from scaling_axes.harness.results import Row, published
-from scaling_axes.harness.runs import Run, fitted
+from scaling_axes.harness.runs import Run, fitted, growth_chain
 from scaling_axes.harness.scales import Scale
 
 
@@ -55,10 +51,15 @@ def runs(scale: Scale) -> list[Run]:
         chain = progressive.ablation_chain(tokenformers, spec.tokenformer, full, spec.stage, options, suffix, **common)
         grown += [dataclasses.replace(run, on_request=below_paper and suffix == "random") for run in chain]
     first = len(SIZES) - 1 if below_paper else 1
-    scratch = [] if first > 1 else progressive.scratch_runs(transformers[:1], spec.transformer[:1], dict([full]),
-                                                            **common)  # fmt: skip
-    scratch += [dataclasses.replace(run, on_request=below_paper) for run in progressive.scratch_runs(
-        transformers[first:], spec.transformer[first:], dict([full, *spec.stage.items()]), **common)]  # fmt: skip
+    scratch = (
+        [] if first > 1 else progressive.scratch_runs(transformers[:1], spec.transformer[:1], dict([full]), **common)
+    )
+    scratch += [
+        dataclasses.replace(run, on_request=below_paper)
+        for run in progressive.scratch_runs(
+            transformers[first:], spec.transformer[first:], dict([full, *spec.stage.items()]), **common
+        )
+    ]
     # the grown model's own family from scratch, on the full budget and on a stage's: growth measured as growth
     budgets = {f"{SCRATCH}{label}": budget for label, budget in (full, *spec.stage.items())}
     scratch += progressive.scratch_runs(tokenformers[-1:], spec.tokenformer[-1:], budgets, **common)
@@ -88,16 +89,35 @@ def claims(scale: Scale, results: dict[str, dict]) -> list[Row]:
     third = published("tokenformer")[("fig3", "tokenformer_1_4b_30b", "cost_ratio_vs_scratch")]
     for label in progressive.scale_spec(scale).stage:
         grown = f"tokenformer_1_4b_{label}"
-        ratio = (
-            sum(r.train_flops() for r in progressive.chain(by_name[grown], by_name)) / by_name[scratch].train_flops()
+        ratio = sum(r.train_flops() for r in growth_chain(by_name[grown], by_name)) / by_name[scratch].train_flops()
+        statement = (
+            f"growth reaches a loss comparable to the same 1.4B trained from scratch at about a third of its "
+            f"training FLOPs (here {ratio:.2f}x; the paper ~{third:.2f}x)"
         )
-        statement = (f"growth reaches a loss comparable to the same 1.4B trained from scratch at about a third of its "
-                     f"training FLOPs (here {ratio:.2f}x; the paper ~{third:.2f}x)")  # fmt: skip
-        costlier = None if ratio <= ABOUT_A_THIRD else (
-            f"this scale's grown chain costs {ratio:.2f}x the from-scratch run's FLOPs, not about a third (at most "
-            f"{ABOUT_A_THIRD:g}x): judged where the plan's chain is")  # fmt: skip
-        rows.append(as_good_as("fig3", statement, scale, grown, scratch, results, COMPARABLE, "val_loss", -1.0,
-                               LOSS_NOISE_FLOOR, "nats/token", unmatched=costlier))  # fmt: skip
+        costlier = (
+            None
+            if ratio <= ABOUT_A_THIRD
+            else (
+                f"this scale's grown chain costs {ratio:.2f}x the from-scratch run's FLOPs, not about a third (at most "
+                f"{ABOUT_A_THIRD:g}x): judged where the plan's chain is"
+            )
+        )
+        rows.append(
+            as_good_as(
+                "fig3",
+                statement,
+                scale,
+                grown,
+                scratch,
+                results,
+                COMPARABLE,
+                "val_loss",
+                -1.0,
+                LOSS_NOISE_FLOOR,
+                "nats/token",
+                unmatched=costlier,
+            )
+        )
         rows.append(
             Row(
                 table="fig3",
@@ -111,9 +131,16 @@ def claims(scale: Scale, results: dict[str, dict]) -> list[Row]:
                 "over the from-scratch run's (this scale's plan; the paper's ratio is of TPU-v4 hours)",
             )
         )
-        rows.append(lower_loss("table6", "at equal tokens per stage the grown 1.4B ends below the same 1.4B trained "
-                               "from scratch on them", scale, grown, f"tokenformer_1_4b_{SCRATCH}{label}",
-                               results))  # fmt: skip
+        rows.append(
+            lower_loss(
+                "table6",
+                "at equal tokens per stage the grown 1.4B ends below the same 1.4B trained from scratch on them",
+                scale,
+                grown,
+                f"tokenformer_1_4b_{SCRATCH}{label}",
+                results,
+            )
+        )
         rows += paper_comparison(grown, (transformer, f"transformer_1_4b_{label}"), results)
     return rows + growth_claims(scale, results)
 
@@ -122,8 +149,12 @@ def paper_comparison(grown: str, transformers: tuple[str, ...], results: dict[st
     """The paper's own comparisons (Fig. 3: against the Transformer from scratch on the full budget; Table 6: on a
     stage's tokens, 11.77 vs 13.34), shown, not judged: they add the families' gap to what growth does."""
     note = "the paper's comparison, across families: the Transformer's final loss minus the grown Tokenformer's, mean "
-    return [progressive.difference_row("fig3", "final_loss_margin", grown, transformer, "val_loss", results,
-                                       note + "over seeds") for transformer in transformers]  # fmt: skip
+    return [
+        progressive.difference_row(
+            "fig3", "final_loss_margin", grown, transformer, "val_loss", results, note + "over seeds"
+        )
+        for transformer in transformers
+    ]
 
 
 def growth_claims(scale: Scale, results: dict[str, dict]) -> list[Row]:
@@ -134,10 +165,20 @@ def growth_claims(scale: Scale, results: dict[str, dict]) -> list[Row]:
         before, after = done.get("val_loss_before_growth"), done.get("val_loss_after_growth")
         return None if None in (before, after) else after - before
 
-    return [exact_check("fig3", f"{run.name}_growth", f"zero-initialised growth preserves the function "
-                        f"({progressive.growth_note(run)}; the validation loss change)",
-                        paired_margins(results, (run.name,), change), PRESERVED, "nats/token", runs=(run.name,))
-            for run in runs(scale) if run.grow_from and run.grow_options.get("new_keys") == "zero"]  # fmt: skip
+    return [
+        exact_check(
+            "fig3",
+            f"{run.name}_growth",
+            f"zero-initialised growth preserves the function "
+            f"({progressive.growth_note(run)}; the validation loss change)",
+            paired_margins(results, (run.name,), change),
+            PRESERVED,
+            "nats/token",
+            runs=(run.name,),
+        )
+        for run in runs(scale)
+        if run.grow_from and run.grow_options.get("new_keys") == "zero"
+    ]
 
 
 EXPERIMENT = progressive.experiment(

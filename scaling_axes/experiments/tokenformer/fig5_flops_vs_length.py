@@ -32,8 +32,17 @@ def report(scale: Scale, results: dict[str, dict]) -> list[Row]:
         for length in LENGTHS:
             config = get_config(model)
             attention, total = 3 * formula_flops(config, length)["attention"], train_flops_per_token(config, length)
-            rows.append(Row(table="fig5", row=model, metric=f"train_flops_per_token@{length}", paper=None, ours=total,
-                            unit="FLOPs", note=f"token-token attention {attention / total:.1%} of it"))  # fmt: skip
+            rows.append(
+                Row(
+                    table="fig5",
+                    row=model,
+                    metric=f"train_flops_per_token@{length}",
+                    paper=None,
+                    ours=total,
+                    unit="FLOPs",
+                    note=f"token-token attention {attention / total:.1%} of it",
+                )
+            )
     return rows
 
 

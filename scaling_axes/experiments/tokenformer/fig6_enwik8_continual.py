@@ -60,8 +60,9 @@ def _spec(scale: Scale) -> tuple[dict, Budget, str, Budget]:
         return _shrunk_spec(scale, spec, constant)
     steps = int(published("tokenformer")[("fig6", "continual", "steps")])
     batch = max(1, round(train_tokens("enwik8", "neox")[0] / (steps * 1024)))  # one epoch in the paper's steps
-    continual = progressive.paper_budget(steps, batch_size=batch, micro_batch=batch, lr=6e-4, val_every=100,
-                                         checkpoint_every=200, **constant)  # fmt: skip
+    continual = progressive.paper_budget(
+        steps, batch_size=batch, micro_batch=batch, lr=6e-4, val_every=100, checkpoint_every=200, **constant
+    )
     return spec, progressive.paper_budget(progressive.paper_steps()["30b"]), "enwik8", continual
 
 
@@ -95,8 +96,10 @@ def plan_note(scale: Scale) -> str:
         return f"continual runs: {continual.steps} steps on {corpus}"
     tokens, how = train_tokens(corpus, scale.tokenizer_for("neox"))
     seen = continual.steps * continual.batch_size * continual.seq_len
-    return (f"continual runs: {continual.steps:,} steps x {continual.batch_size} x {continual.seq_len} = "
-            f"{seen / tokens:.2f} epochs of {corpus} ({tokens:,} tokens, {how})")  # fmt: skip
+    return (
+        f"continual runs: {continual.steps:,} steps x {continual.batch_size} x {continual.seq_len} = "
+        f"{seen / tokens:.2f} epochs of {corpus} ({tokens:,} tokens, {how})"
+    )
 
 
 @fitted
@@ -109,11 +112,29 @@ def runs(scale: Scale) -> list[Run]:
     ]
     enwik8 = {"corpus": corpus, "tokenizer": spec.tokenizer}
     for suffix, growth in VARIANTS.items():
-        result.append(Run(f"tokenformer_757m_{suffix}", "tokenformer_757m", continual, spec.tokenformer[2],
-                          grow_from="tokenformer_354m_owt", grow_options=growth, **enwik8))  # fmt: skip
+        result.append(
+            Run(
+                f"tokenformer_757m_{suffix}",
+                "tokenformer_757m",
+                continual,
+                spec.tokenformer[2],
+                grow_from="tokenformer_354m_owt",
+                grow_options=growth,
+                **enwik8,
+            )
+        )
     for suffix, growth in (("net2net", NET2NET_GROWTH), ("net2net_new_parameters", PAPER_NET2NET_GROWTH)):
-        result.append(Run(f"transformer_757m_enwik8_{suffix}", "transformer_757m", continual, spec.transformer[2],
-                          grow_from="transformer_354m_owt", grow_options=growth, **enwik8))  # fmt: skip
+        result.append(
+            Run(
+                f"transformer_757m_enwik8_{suffix}",
+                "transformer_757m",
+                continual,
+                spec.transformer[2],
+                grow_from="transformer_354m_owt",
+                grow_options=growth,
+                **enwik8,
+            )
+        )
     result = progressive.swept(scale, result, {"tokenformer_354m_owt", "transformer_354m_owt"})
     return result + (_batch_512_reading(result) if scale.paper_configs else [])
 
@@ -123,9 +144,16 @@ def _batch_512_reading(result: list[Run]) -> list[Run]:
     only when named (`--run-name ... --allow-repeats`; its rows are then marked as memorisation)."""
     batch = int(published("tokenformer")[("fig6", "continual", "batch_size")])
     main_pair = ("tokenformer_757m_enwik8", "transformer_757m_enwik8_net2net")
-    return [dataclasses.replace(run, name=f"{run.name}_batch{batch}", on_request=True,
-                                budget=dataclasses.replace(run.budget, batch_size=batch, micro_batch=16))
-            for run in result if run.name in main_pair]  # fmt: skip
+    return [
+        dataclasses.replace(
+            run,
+            name=f"{run.name}_batch{batch}",
+            on_request=True,
+            budget=dataclasses.replace(run.budget, batch_size=batch, micro_batch=16),
+        )
+        for run in result
+        if run.name in main_pair
+    ]
 
 
 def erratum_row(scale: Scale) -> Row:
@@ -134,11 +162,18 @@ def erratum_row(scale: Scale) -> Row:
     steps, batch = (int(paper[("fig6", "continual", key)]) for key in ("steps", "batch_size"))
     tokens, how = train_tokens("enwik8", "neox")
     passes = steps * batch * 1024 / tokens
-    return Row(table="fig6", row="continual", metric="epochs_at_batch_512", ours=passes, unit="passes",
-               paper=paper[("fig6", "continual", "epochs")], status="differs",
-               note=f"erratum: App. E says one pass, yet {steps:,} steps x {batch} x 1,024 tokens are {passes:.0f} "
-               f"passes over enwik8 ({tokens:,} GPT-NeoX tokens, {how}); the default runs take one pass (batch "
-               f"{_spec(scale)[3].batch_size}), the _batch{batch} runs the batch as printed")  # fmt: skip
+    return Row(
+        table="fig6",
+        row="continual",
+        metric="epochs_at_batch_512",
+        ours=passes,
+        unit="passes",
+        paper=paper[("fig6", "continual", "epochs")],
+        status="differs",
+        note=f"erratum: App. E says one pass, yet {steps:,} steps x {batch} x 1,024 tokens are {passes:.0f} "
+        f"passes over enwik8 ({tokens:,} GPT-NeoX tokens, {how}); the default runs take one pass (batch "
+        f"{_spec(scale)[3].batch_size}), the _batch{batch} runs the batch as printed",
+    )
 
 
 METRICS = (  # done.json key, row metric, unit
@@ -162,22 +197,46 @@ def report(scale: Scale, results: dict[str, dict]) -> list[Row]:
             value = None if done is None else done.get(key)
             status = "not_run" if done is None else "measured"
             detail = f"{note}; grown with {run.grow_options}" if run.grow_from else note
-            rows.append(Row(table="fig6", row=run.name, metric=metric, paper=None, ours=value, unit=unit, run=run.name,
-                            status=status, note=detail.strip("; ")))  # fmt: skip
+            rows.append(
+                Row(
+                    table="fig6",
+                    row=run.name,
+                    metric=metric,
+                    paper=None,
+                    ours=value,
+                    unit=unit,
+                    run=run.name,
+                    status=status,
+                    note=detail.strip("; "),
+                )
+            )
     statement = "growing with parameter tokens beats Net2Net on continual enwik8"
     by_name = {run.name: run for run in runs(scale)}
     net2nets = ("transformer_757m_enwik8_net2net", "transformer_757m_enwik8_net2net_new_parameters")
-    claims = [row for n in net2nets for row in progressive.gain_claim(
-        "fig6", statement, scale, by_name["tokenformer_757m_enwik8"], by_name[n], results)]  # fmt: skip
+    claims = [
+        row
+        for n in net2nets
+        for row in progressive.gain_claim(
+            "fig6", statement, scale, by_name["tokenformer_757m_enwik8"], by_name[n], results
+        )
+    ]
     return [*rows, erratum_row(scale), *progressive.parameter_counts("fig6", list(by_name.values())), *claims]
 
 
 def figure(scale: Scale, results: dict[str, dict], path: Path) -> None:
-    series = {marked(r.name, results.get(r.name)): seed_curves(results.get(r.name), lambda d: d.get("train_loss_curve"))
-              for r in runs(scale) if r.grow_from}  # fmt: skip
-    line_figure(path, series, markers=False, xlabel="step on enwik8 (after growth)",
-                ylabel="training loss (nats/token)",
-                title=f"Tokenformer Fig. 6: growing onto new data ({scale} scale)")  # fmt: skip
+    series = {
+        marked(r.name, results.get(r.name)): seed_curves(results.get(r.name), lambda d: d.get("train_loss_curve"))
+        for r in runs(scale)
+        if r.grow_from
+    }
+    line_figure(
+        path,
+        series,
+        markers=False,
+        xlabel="step on enwik8 (after growth)",
+        ylabel="training loss (nats/token)",
+        title=f"Tokenformer Fig. 6: growing onto new data ({scale} scale)",
+    )
 
 
 EXPERIMENT = Experiment(

@@ -39,8 +39,9 @@ def runs(scale: Scale) -> list[Run]:
         models = [f"{family}_{size}" for size in SIZES[1:]]
         result += progressive.growth_chains(models, getattr(spec, family)[1:], first, stages, growth, **common)
     transformers = [f"transformer_{size}" for size in SIZES[1:]]  # the paper's Net2Net (Eq. 14) beside the exact one
-    result += progressive.ablation_chain(transformers, spec.transformer[1:], first, stages, PAPER_NET2NET_GROWTH,
-                                         "newparams", **common)  # fmt: skip
+    result += progressive.ablation_chain(
+        transformers, spec.transformer[1:], first, stages, PAPER_NET2NET_GROWTH, "newparams", **common
+    )
     return progressive.swept(scale, result, {run.name for run in result if not run.grow_from})
 
 
@@ -50,8 +51,11 @@ def claims(scale: Scale, results: dict[str, dict]) -> list[Row]:
     model it grew from, so that the families' different starting points do not decide it."""
     label = "30b" if scale.paper_configs else "short"
     statement = "progressive scaling by parameter tokens beats Net2Net"
-    pairs = [(f"tokenformer_{size}_{label}", f"transformer_{size}_{net2net}")
-             for size in SIZES[2:] for net2net in (label, f"{label}newparams")]  # fmt: skip
+    pairs = [
+        (f"tokenformer_{size}_{label}", f"transformer_{size}_{net2net}")
+        for size in SIZES[2:]
+        for net2net in (label, f"{label}newparams")
+    ]
     by_name = {run.name: run for run in runs(scale)}
     return [
         row

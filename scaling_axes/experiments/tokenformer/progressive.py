@@ -9,15 +9,15 @@ from __future__ import annotations
 import dataclasses
 import statistics
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
+from scaling_axes.experiments.tokenformer.progressive_figure import figure
 from scaling_axes.experiments.tokenformer.recipes import OPENWEBTEXT, progressive_at
-from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, judge, metric_margin, paired_margins
+from scaling_axes.harness.claims.margins import LOSS_NOISE_FLOOR, metric_margin, paired_margins
+from scaling_axes.harness.claims.verdicts import judge
 from scaling_axes.harness.experiment.arms import parameter_match
-from scaling_axes.harness.experiment.figures import draw, over_seeds
-from scaling_axes.harness.results import Row, compare, published, pyplot, save_figure
-from scaling_axes.harness.runs import Budget, Experiment, Run, within_epochs
+from scaling_axes.harness.results import Row, compare, published
+from scaling_axes.harness.runs import Budget, Experiment, Run, growth_chain, within_epochs
 from scaling_axes.harness.scales import Scale
 from scaling_axes.harness.sweeps import Sweep
 from scaling_axes.modules import get_config
@@ -83,8 +83,16 @@ def scale_spec(scale: Scale) -> Setting:
 
 def paper_budget(steps: int, **changes: Any) -> Budget:
     """The paper's schedule: batch 512 x 1024, lr 6e-4, 2000 warmup steps, cosine to zero, for `steps` steps."""
-    budget = Budget(steps=steps, batch_size=512, seq_len=1024, warmup_steps=2000, min_lr_ratio=0.0, val_every=5000,
-                    val_windows=2048, micro_batch=16)  # fmt: skip
+    budget = Budget(
+        steps=steps,
+        batch_size=512,
+        seq_len=1024,
+        warmup_steps=2000,
+        min_lr_ratio=0.0,
+        val_every=5000,
+        val_windows=2048,
+        micro_batch=16,
+    )
     return dataclasses.replace(budget, **changes)
 
 
@@ -104,8 +112,17 @@ def growth_chains(
     for label, budget in stages.items():
         previous = head.name
         for model, extra in zip(models[1:], overrides[1:], strict=True):
-            runs.append(Run(f"{model}_{label}", model, budget, extra, grow_from=previous,
-                            grow_options=dict(grow_options or {}), **common))  # fmt: skip
+            runs.append(
+                Run(
+                    f"{model}_{label}",
+                    model,
+                    budget,
+                    extra,
+                    grow_from=previous,
+                    grow_options=dict(grow_options or {}),
+                    **common,
+                )
+            )
             previous = runs[-1].name
     return runs
 
@@ -125,7 +142,7 @@ def swept(scale: Scale, runs: list[Run], compared: set[str]) -> list[Run]:
     by_name = {run.name: run for run in runs}
     out = []
     for run in runs:
-        root = chain(run, by_name)[-1]
+        root = growth_chain(run, by_name)[-1]
         family = root.model.partition("_")[0]  # the family the chain started in: tokenformer or transformer
         grid = grids[family]
         if run.name in compared:
@@ -171,14 +188,6 @@ def scratch_runs(models: list[str], overrides: list[dict[str, Any]], budgets: di
     ]
 
 
-def chain(run: Run, by_name: dict[str, Run]) -> list[Run]:
-    """`run` and every run it was grown from, newest first."""
-    runs = [run]
-    while runs[-1].grow_from:
-        runs.append(by_name[runs[-1].grow_from])
-    return runs
-
-
 def rows(table: str, runs: list[Run], results: dict[str, dict], scale: Scale, paper: dict) -> list[Row]:
     """Per run: validation perplexity beside the paper's, training FLOPs of the stage and cumulated along its chain,
     and for a grown run how much growth itself moved the validation loss (0 only for exact growth)."""
@@ -190,23 +199,71 @@ def rows(table: str, runs: list[Run], results: dict[str, dict], scale: Scale, pa
         ppl = done.get("val_ppl")
         expected = paper.get((table, run.name, "val_ppl"))
         status = compare(expected, ppl, PPL_TOLERANCE)
-        out.append(Row(table=table, row=run.name, metric="val_ppl", paper=expected, ours=ppl, unit="perplexity",
-                       run=run.name, status=status, note=note))  # fmt: skip
-        out.append(Row(table=table, row=run.name, metric="train_flops_stage", paper=None, ours=run.train_flops(),
-                       unit="FLOPs", run=run.name))  # fmt: skip
+        out.append(
+            Row(
+                table=table,
+                row=run.name,
+                metric="val_ppl",
+                paper=expected,
+                ours=ppl,
+                unit="perplexity",
+                run=run.name,
+                status=status,
+                note=note,
+            )
+        )
+        out.append(
+            Row(
+                table=table,
+                row=run.name,
+                metric="train_flops_stage",
+                paper=None,
+                ours=run.train_flops(),
+                unit="FLOPs",
+                run=run.name,
+            )
+        )
         if "val_loss_after_growth" in done:
             change = done["val_loss_after_growth"] - done["val_loss_before_growth"]
-            out.append(Row(table=table, row=run.name, metric="val_loss_change_at_growth", paper=None, ours=change,
-                           unit="nats/token", run=run.name, status="measured",
-                           note=f"{growth_note(run)}; {note}".strip("; ")))  # fmt: skip
+            out.append(
+                Row(
+                    table=table,
+                    row=run.name,
+                    metric="val_loss_change_at_growth",
+                    paper=None,
+                    ours=change,
+                    unit="nats/token",
+                    run=run.name,
+                    status="measured",
+                    note=f"{growth_note(run)}; {note}".strip("; "),
+                )
+            )
         if run.grow_from:
-            out.append(Row(table=table, row=run.name, metric="stage_steps", ours=run.budget.steps, unit="steps",
-                           run=run.name, note=f"{run.budget.warmup_steps} of them a restart to the peak lr (warmup), "
-                           "then cosine: the paper's schedule at every stage"))  # fmt: skip
-            cumulative = sum(r.train_flops() for r in chain(run, by_name))
-            out.append(Row(table=table, row=run.name, metric="train_flops_cumulative", paper=None, ours=cumulative,
-                           unit="FLOPs", run=run.name,
-                           note="this stage plus every stage it was grown from"))  # fmt: skip
+            out.append(
+                Row(
+                    table=table,
+                    row=run.name,
+                    metric="stage_steps",
+                    ours=run.budget.steps,
+                    unit="steps",
+                    run=run.name,
+                    note=f"{run.budget.warmup_steps} of them a restart to the peak lr (warmup), "
+                    "then cosine: the paper's schedule at every stage",
+                )
+            )
+            cumulative = sum(r.train_flops() for r in growth_chain(run, by_name))
+            out.append(
+                Row(
+                    table=table,
+                    row=run.name,
+                    metric="train_flops_cumulative",
+                    paper=None,
+                    ours=cumulative,
+                    unit="FLOPs",
+                    run=run.name,
+                    note="this stage plus every stage it was grown from",
+                )
+            )
     return out
 
 
@@ -217,8 +274,9 @@ def stage_gain(done: dict) -> float | None:
     return None if None in (before, after) else before - after
 
 
-def gain_claim(table: str, statement: str, scale: Scale, grown: Run, net2net: Run,
-               results: dict[str, dict]) -> list[Row]:  # fmt: skip
+def gain_claim(
+    table: str, statement: str, scale: Scale, grown: Run, net2net: Run, results: dict[str, dict]
+) -> list[Row]:
     """The claim that growing `grown` by tokens beats growing `net2net`, measured as growth: what each gained from the
     model it grew from (margin: the first's gain minus the second's, per seed; four measurements), with the final
     losses' difference and the gap between the starting points beside it (those differ by the base models, not by
@@ -231,24 +289,58 @@ def gain_claim(table: str, statement: str, scale: Scale, grown: Run, net2net: Ru
     gains = paired_margins(results, (ours, theirs), more_gained)
     row = f"{ours}_vs_{theirs}"
     unmatched = parameter_match(table, {ours: grown.config, theirs: net2net.config}, "total")[1]
-    claim = judge(table, row, f"{statement} (what each gains over its stage from the model it grew from)", scale,
-                  gains, LOSS_NOISE_FLOOR, "nats/token", runs=(ours, theirs), runs_per_margin=4,
-                  noise_metric="val_loss", unmatched=unmatched)  # fmt: skip
+    claim = judge(
+        table,
+        row,
+        f"{statement} (what each gains over its stage from the model it grew from)",
+        scale,
+        gains,
+        LOSS_NOISE_FLOOR,
+        "nats/token",
+        runs=(ours, theirs),
+        runs_per_margin=4,
+        noise_metric="val_loss",
+        unmatched=unmatched,
+    )
 
-    return [claim, difference_row(table, "final_loss_margin", ours, theirs, "val_loss", results,
-                                  f"{theirs}'s final loss minus {ours}'s, mean over seeds"),
-            difference_row(table, "start_gap", ours, theirs, "val_loss_before_growth", results,
-                           f"the models they grew from: {theirs}'s source's loss minus {ours}'s, on the same "
-                           "data")]  # fmt: skip
+    return [
+        claim,
+        difference_row(
+            table,
+            "final_loss_margin",
+            ours,
+            theirs,
+            "val_loss",
+            results,
+            f"{theirs}'s final loss minus {ours}'s, mean over seeds",
+        ),
+        difference_row(
+            table,
+            "start_gap",
+            ours,
+            theirs,
+            "val_loss_before_growth",
+            results,
+            f"the models they grew from: {theirs}'s source's loss minus {ours}'s, on the same data",
+        ),
+    ]
 
 
-def difference_row(table: str, metric: str, ours: str, theirs: str, key: str, results: dict[str, dict],
-                   note: str) -> Row:  # fmt: skip
+def difference_row(
+    table: str, metric: str, ours: str, theirs: str, key: str, results: dict[str, dict], note: str
+) -> Row:
     """`theirs`' `key` minus `ours`', mean over the seeds both finished: shown beside a claim, not judged."""
     values = paired_margins(results, (ours, theirs), metric_margin(key, scale_by=-1.0))
-    return Row(table=table, row=f"{ours}_vs_{theirs}", metric=metric, ours=statistics.mean(values.values()) if values
-               else None, unit="nats/token", run=f"{ours},{theirs}", status="measured" if values else "not_run",
-               note=note)  # fmt: skip
+    return Row(
+        table=table,
+        row=f"{ours}_vs_{theirs}",
+        metric=metric,
+        ours=statistics.mean(values.values()) if values else None,
+        unit="nats/token",
+        run=f"{ours},{theirs}",
+        status="measured" if values else "not_run",
+        note=note,
+    )
 
 
 def parameter_match_rows(table: str) -> list[Row]:
@@ -256,12 +348,23 @@ def parameter_match_rows(table: str) -> list[Row]:
     compared at "equal" size, and the tied 24 x 2048 Transformer (App. D/E) is 6.3% below the Tokenformer-1.4B."""
     out = []
     for size in SIZES:
-        tokenformer, transformer = (sum(formula_params(get_config(f"{f}_{size}")).values())
-                                    for f in ("tokenformer", "transformer"))  # fmt: skip
+        tokenformer, transformer = (
+            sum(formula_params(get_config(f"{f}_{size}")).values()) for f in ("tokenformer", "transformer")
+        )
         note = f"{transformer:,} vs tokenformer_{size} {tokenformer:,} parameters (paper presets)"
-        out.append(Row(table=table, row=f"transformer_{size}", metric="params_vs_tokenformer", paper=None,
-                       ours=transformer / tokenformer - 1, unit="fraction", run=f"transformer_{size}",
-                       status="measured", note=note))  # fmt: skip
+        out.append(
+            Row(
+                table=table,
+                row=f"transformer_{size}",
+                metric="params_vs_tokenformer",
+                paper=None,
+                ours=transformer / tokenformer - 1,
+                unit="fraction",
+                run=f"transformer_{size}",
+                status="measured",
+                note=note,
+            )
+        )
     return out
 
 
@@ -273,8 +376,14 @@ def parameter_counts(table: str, runs: list[Run]) -> list[Row]:
 Claims = Callable[[str, dict[str, dict]], list[Row]]
 
 
-def experiment(name: str, description: str, table: str, runs: Callable[[str], list[Run]], title: str,
-               claims: Claims = lambda scale, results: []) -> Experiment:  # fmt: skip
+def experiment(
+    name: str,
+    description: str,
+    table: str,
+    runs: Callable[[str], list[Run]],
+    title: str,
+    claims: Claims = lambda scale, results: [],
+) -> Experiment:
     """A progressive-scaling experiment: rows of `table` beside the Tokenformer paper's, the two families' parameter
     match, its `claims`, and the perplexity figure."""
     return Experiment(
@@ -289,51 +398,3 @@ def experiment(name: str, description: str, table: str, runs: Callable[[str], li
         ),
         figure=lambda scale, results, path: figure(f"{title} ({scale} scale)", runs(scale), results, path),
     )
-
-
-def figure(title: str, runs: list[Run], results: dict[str, dict], path: Path) -> None:
-    """Left (Fig. 3): perplexity against training FLOPs, each growth chain cumulated along the chain, from-scratch runs
-    alone. Right (Fig. 4): perplexity per stage against parameters, each stage budget's grown chain beside the
-    Transformers trained from scratch on that same budget."""
-    fig, (ax, per_stage) = pyplot().subplots(1, 2, figsize=(12, 4.2))
-    _cost_panel(ax, runs, results, title)
-    _stage_panel(per_stage, runs, results)
-    save_figure(fig, path)
-
-
-def _stage_panel(ax: Any, runs: list[Run], results: dict[str, dict]) -> None:
-    series: dict[str, list[tuple[float, float]]] = {}
-    labels = {r.name.rsplit("_", 1)[1] for r in runs if r.grow_from}
-    for run in runs:
-        family, label = run.model.split("_")[0].capitalize(), run.name.rsplit("_", 1)[1]
-        if label in labels and run.name in results:
-            how = "grown" if run.grow_from else "from scratch"
-            series.setdefault(f"{family} {how} ({label})", []).append(
-                (results[run.name]["params"], *over_seeds(results[run.name], lambda d: d.get("val_ppl"))))  # fmt: skip
-    for key, points in series.items():
-        draw(ax, sorted(points), key, "-o" if "grown" in key else "--s")
-    ax.set(xscale="log", yscale="log", xlabel="parameters", ylabel="validation perplexity",
-           title="per stage, same tokens per stage (Fig. 4)")  # fmt: skip
-
-
-def _cost_panel(ax: Any, runs: list[Run], results: dict[str, dict], title: str) -> None:
-    by_name = {r.name: r for r in runs}
-    grown_from = {r.grow_from for r in runs}
-    scratch: dict[str, list[tuple[float, float]]] = {}
-    for run in runs:
-        family, label = run.model.split("_")[0].capitalize(), run.name.rsplit("_", 1)[1]
-        if run.grow_from:
-            if run.name in grown_from:
-                continue  # plotted as part of the chain of its last stage
-            path_runs = [r for r in reversed(chain(run, by_name)) if r.name in results]
-            flops = [sum(s.train_flops() for s in chain(r, by_name)) for r in path_runs]
-            ppl = [over_seeds(results[r.name], lambda d: d.get("val_ppl")) for r in path_runs]
-            draw(ax, [(x, *y) for x, y in zip(flops, ppl, strict=True)], f"{family} grown ({label}/stage)")
-        elif run.name not in grown_from and run.name in results:
-            scratch.setdefault(f"{family} from scratch ({label})", []).append(
-                (run.train_flops(), *over_seeds(results[run.name], lambda d: d.get("val_ppl")))
-            )
-    for key, points in scratch.items():
-        draw(ax, sorted(points), key, "--s")
-    ax.set(xscale="log", yscale="log", xlabel="training FLOPs (cumulative along a growth chain)",
-           ylabel="validation perplexity", title=title)  # fmt: skip

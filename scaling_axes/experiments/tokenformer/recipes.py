@@ -40,8 +40,10 @@ class Progressive:
 
 PROGRESSIVE: dict[Scale, Progressive] = {
     SMOKE: Progressive(
-        shape={"n_layer": 2, "d_model": 64, "n_head": 4, "max_seq_len": 64}, tokens=(16, 32, 64, 128),
-        widths=(32, 48, 64, 96), head_size=16,
+        shape={"n_layer": 2, "d_model": 64, "n_head": 4, "max_seq_len": 64},
+        tokens=(16, 32, 64, 128),
+        widths=(32, 48, 64, 96),
+        head_size=16,
         full=Budget(steps=30, batch_size=8, seq_len=64, lr=3e-3, warmup_steps=3, val_windows=32, checkpoint_every=10),
         stage=Budget(steps=8, batch_size=8, seq_len=64, lr=3e-3, warmup_steps=1, val_windows=32, checkpoint_every=10),
     ),
@@ -51,8 +53,10 @@ PROGRESSIVE: dict[Scale, Progressive] = {
     # (small) are chosen so that the two families' models of one size label have equal total parameters within 3%
     # from 354M up, the sizes Figs. 6-7 compare (`arms.parameter_match`)
     CPU: Progressive(
-        shape={"n_layer": 2, "d_model": 64, "n_head": 4, "max_seq_len": 128}, tokens=(16, 48, 112, 224),
-        widths=(48, 64, 88, 120), head_size=8,
+        shape={"n_layer": 2, "d_model": 64, "n_head": 4, "max_seq_len": 128},
+        tokens=(16, 48, 112, 224),
+        widths=(48, 64, 88, 120),
+        head_size=8,
         full=Budget(steps=500, batch_size=16, seq_len=128, lr=3e-3, warmup_steps=25, val_every=100, val_windows=64),
         stage=Budget(steps=150, batch_size=16, seq_len=128, lr=3e-3, warmup_steps=8, val_every=50, val_windows=64),
         # centred where issue 37's sweeps chose (Tokenformer 0.09 with the TPU numerics, Transformer 0.01): a grid
@@ -66,13 +70,15 @@ PROGRESSIVE: dict[Scale, Progressive] = {
         stage_lr_scale={"tokenformer": 1 / 3, "transformer": 1 / 3},
     ),
     SMALL: Progressive(
-        shape={"n_layer": 6, "d_model": 384, "n_head": 6, "max_seq_len": 256}, tokens=(96, 288, 912, 1680),
-        widths=(256, 384, 576, 768), head_size=64,
+        shape={"n_layer": 6, "d_model": 384, "n_head": 6, "max_seq_len": 256},
+        tokens=(96, 288, 912, 1680),
+        widths=(256, 384, 576, 768),
+        head_size=64,
         full=Budget(steps=2000, batch_size=64, seq_len=256, warmup_steps=100, val_every=500, val_windows=256),
         stage=Budget(steps=500, batch_size=64, seq_len=256, warmup_steps=25, val_every=250, val_windows=256),
         lr_grids={"tokenformer": (2e-4, 6e-4, 1.8e-3), "transformer": (2e-4, 6e-4, 1.8e-3)},
     ),
-}  # fmt: skip
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,16 +92,35 @@ class ZeroShot:
 
 
 ZERO_SHOT: dict[Scale, ZeroShot] = {
-    SMOKE: ZeroShot({"n_layer": 2, "d_model": 32, "n_head": 4, "qkv_tokens": 32, "proj_tokens": 32, "ffn_tokens": 128,
-                     "max_seq_len": 64}, Budget(20, 8, 64, lr=1e-3, warmup_steps=2, val_windows=32,
-                                                checkpoint_every=10), released_weights_from_hub=False),
+    SMOKE: ZeroShot(
+        {
+            "n_layer": 2,
+            "d_model": 32,
+            "n_head": 4,
+            "qkv_tokens": 32,
+            "proj_tokens": 32,
+            "ffn_tokens": 128,
+            "max_seq_len": 64,
+        },
+        Budget(20, 8, 64, lr=1e-3, warmup_steps=2, val_windows=32, checkpoint_every=10),
+        released_weights_from_hub=False,
+    ),
     # no claim of the paper's to judge here, and zero-shot tasks of a 10^5-parameter model are chance
     CPU: ZeroShot(None, None, released_weights_from_hub=False),
-    SMALL: ZeroShot({"n_layer": 6, "d_model": 256, "n_head": 4, "qkv_tokens": 256, "proj_tokens": 256,
-                     "ffn_tokens": 1024, "max_seq_len": 256},
-                    Budget(1500, 32, 256, warmup_steps=75, val_every=100, val_windows=256),
-                    released_weights_from_hub=True),
-}  # fmt: skip
+    SMALL: ZeroShot(
+        {
+            "n_layer": 6,
+            "d_model": 256,
+            "n_head": 4,
+            "qkv_tokens": 256,
+            "proj_tokens": 256,
+            "ffn_tokens": 1024,
+            "max_seq_len": 256,
+        },
+        Budget(1500, 32, 256, warmup_steps=75, val_every=100, val_windows=256),
+        released_weights_from_hub=True,
+    ),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,21 +172,67 @@ DIGIT_AUGMENTATION = {"auto_augment": None, "re_prob": 0.0, "hflip": 0.0, "color
 
 
 VIT: dict[Scale, ViT] = {
-    SMOKE: ViT(widths=(64, 96), heads=(2, 2), depth=2, img_size=32, patch_size=8,
-                    budget=Budget(steps=100, batch_size=32, seq_len=0, lr=1e-3, warmup_steps=10, min_lr_ratio=0.01,
-                                  val_every=20, val_windows=200, checkpoint_every=50)),
+    SMOKE: ViT(
+        widths=(64, 96),
+        heads=(2, 2),
+        depth=2,
+        img_size=32,
+        patch_size=8,
+        budget=Budget(
+            steps=100,
+            batch_size=32,
+            seq_len=0,
+            lr=1e-3,
+            warmup_steps=10,
+            min_lr_ratio=0.01,
+            val_every=20,
+            val_windows=200,
+            checkpoint_every=50,
+        ),
+    ),
     # cpu: 28 passes over the 4,500 training digits, at 16 px (every paper run repeats its images 300 times), to
     # 84-88% top-1 for the baseline ViT (seeds 1-5 on three CPU kernel levels, issue 55; 86-91% on issue 37's packages)
-    CPU: ViT(widths=(32, 48), heads=(2, 3), depth=2, img_size=16, patch_size=4,
-                  budget=Budget(steps=2000, batch_size=64, seq_len=0, lr=2e-3, warmup_steps=100, min_lr_ratio=0.01,
-                                val_every=500, val_windows=500, checkpoint_every=500),
-                  regularisation=SHORT_RUN_REGULARISATION, augmentation=DIGIT_AUGMENTATION,
-                  top1_noise=2.6),  # vit_b16 at seeds 1-3: 91.4, 89.6, 86.2% (issue 37)
+    CPU: ViT(
+        widths=(32, 48),
+        heads=(2, 3),
+        depth=2,
+        img_size=16,
+        patch_size=4,
+        budget=Budget(
+            steps=2000,
+            batch_size=64,
+            seq_len=0,
+            lr=2e-3,
+            warmup_steps=100,
+            min_lr_ratio=0.01,
+            val_every=500,
+            val_windows=500,
+            checkpoint_every=500,
+        ),
+        regularisation=SHORT_RUN_REGULARISATION,
+        augmentation=DIGIT_AUGMENTATION,
+        top1_noise=2.6,
+    ),  # vit_b16 at seeds 1-3: 91.4, 89.6, 86.2% (issue 37)
     # small: 4x the MAE rule's 1e-4 x 256/256: short runs tolerate (and need) a higher lr
-    SMALL: ViT(widths=(384, 512), heads=(6, 8), depth=6, img_size=224, patch_size=16,
-                    budget=Budget(steps=2000, batch_size=256, seq_len=0, lr=4e-4, warmup_steps=200, min_lr_ratio=0.01,
-                                  val_every=200, val_windows=5000, checkpoint_every=500)),
-}  # fmt: skip
+    SMALL: ViT(
+        widths=(384, 512),
+        heads=(6, 8),
+        depth=6,
+        img_size=224,
+        patch_size=16,
+        budget=Budget(
+            steps=2000,
+            batch_size=256,
+            seq_len=0,
+            lr=4e-4,
+            warmup_steps=200,
+            min_lr_ratio=0.01,
+            val_every=200,
+            val_windows=5000,
+            checkpoint_every=500,
+        ),
+    ),
+}
 
 
 def progressive_at(scale: Scale) -> Progressive:

@@ -39,8 +39,17 @@ from scaling_axes.modules.architectures.official_weights import OFFICIAL_REPOS
 PRESETS = tuple(OFFICIAL_REPOS)
 LIKELY = {"hellaswag": "acc_norm", "arc_challenge": "acc_norm"}
 AVERAGED = ("lambada_acc", "hellaswag_acc_norm", "piqa_acc", "arc_easy_acc", "arc_challenge_acc_norm", "winogrande_acc")
-PILE = Budget(steps=143_000, batch_size=1024, seq_len=2048, lr=6e-4, warmup_steps=1430, min_lr_ratio=0.1,
-              val_every=5000, val_windows=512, micro_batch=8)  # fmt: skip
+PILE = Budget(
+    steps=143_000,
+    batch_size=1024,
+    seq_len=2048,
+    lr=6e-4,
+    warmup_steps=1430,
+    min_lr_ratio=0.1,
+    val_every=5000,
+    val_windows=512,
+    micro_batch=8,
+)
 
 
 @fitted
@@ -76,8 +85,17 @@ def _model_rows(row: str, result: dict, paper: dict[str, float], run: str, note:
 
 
 def _row(row: str, metric: str, paper: float | None, ours: float | None, unit: str, run: str, notes) -> Row:
-    return Row(table="table1", row=row, metric=metric, paper=paper, ours=ours, unit=unit, run=run,
-               status=compare(paper, ours, TOLERANCE), note="; ".join(filter(None, notes)))  # fmt: skip
+    return Row(
+        table="table1",
+        row=row,
+        metric=metric,
+        paper=paper,
+        ours=ours,
+        unit=unit,
+        run=run,
+        status=compare(paper, ours, TOLERANCE),
+        note="; ".join(filter(None, notes)),
+    )
 
 
 def _table1_row(paper: dict[tuple[str, str, str], float], row: str) -> dict[str, float]:
@@ -88,12 +106,21 @@ def _cited_rows(paper: dict[tuple[str, str, str], float]) -> list[Row]:
     """The other models' numbers, and every row's #Param label (the presets' counts are Table 8's rows)."""
     units = {"params": "parameters", "pile_ppl": "ppl", "lambada_ppl": "ppl"}
     return [
-        Row(table=table, row=row, metric=metric, paper=value, ours=None, unit=units.get(metric, "%"), status="cited",
-            note="the paper's #Param label; Table 8 counts the presets" if metric == "params"
-            else "the paper's number for a model this suite does not build")
+        Row(
+            table=table,
+            row=row,
+            metric=metric,
+            paper=value,
+            ours=None,
+            unit=units.get(metric, "%"),
+            status="cited",
+            note="the paper's #Param label; Table 8 counts the presets"
+            if metric == "params"
+            else "the paper's number for a model this suite does not build",
+        )
         for (table, row, metric), value in paper.items()
         if table == "table1" and (metric == "params" or not row.startswith("tokenformer"))
-    ]  # fmt: skip
+    ]
 
 
 PRINTED_COLUMNS = ("lambada_acc", "hellaswag", "piqa", "arc_easy", "arc_challenge", "winogrande")
@@ -108,8 +135,18 @@ def average_rows(paper: dict[tuple[str, str, str], float]) -> list[Row]:
         mean = statistics.mean(paper[("table1", row, column)] for column in PRINTED_COLUMNS)
         agrees = abs(mean - printed) <= 0.05 + 1e-9  # the columns and the average are printed to 0.1
         note = "mean of the six printed columns" + ("" if agrees else "; erratum: the printed average is not it")
-        rows.append(Row(table="table1", row=row, metric="average_of_printed_columns", paper=printed, ours=mean,
-                        unit="%", status="match" if agrees else "differs", note=note))  # fmt: skip
+        rows.append(
+            Row(
+                table="table1",
+                row=row,
+                metric="average_of_printed_columns",
+                paper=printed,
+                ours=mean,
+                unit="%",
+                status="match" if agrees else "differs",
+                note=note,
+            )
+        )
     return rows
 
 
@@ -137,25 +174,57 @@ def report(scale: Scale, results: dict[str, dict]) -> list[Row]:
     rows = [*_cited_rows(paper), *average_rows(paper), steps_row(paper)]
     for run in runs(scale):
         if run.name not in results:
-            rows.append(Row(table="table1", row=run.name, metric="lambada_acc", paper=None, ours=None, unit="%",
-                            run=run.name, status="not_run", note=note))  # fmt: skip
+            rows.append(
+                Row(
+                    table="table1",
+                    row=run.name,
+                    metric="lambada_acc",
+                    paper=None,
+                    ours=None,
+                    unit="%",
+                    run=run.name,
+                    status="not_run",
+                    note=note,
+                )
+            )
             continue
         out = run_dir(EXPERIMENT, scale, run)
-        result = evaluate_cached(out / "eval.json", lambda out=out: SuiteLM(checkpoint=str(out)), scale, pile,
-                                 weights_fingerprint(final_weights(out)))  # fmt: skip
+        result = evaluate_cached(
+            out / "eval.json",
+            lambda out=out: SuiteLM(checkpoint=str(out)),
+            scale,
+            pile,
+            weights_fingerprint(final_weights(out)),
+        )
         expected = _table1_row(paper, run.name) if scale.paper_configs else {}
         rows += _model_rows(run.name, result, expected, run.name, note, pile_note)
     for preset in PRESETS:
         source = official_source(preset, scale)
         if source is None:
             missing = f"released weights not at {default_data_root()}/official/... and the hub is not used"
-            rows.append(Row(table="table1", row=f"{preset}_official", metric="lambada_acc", paper=None, ours=None,
-                            unit="%", run="", status="not_run", note=missing))  # fmt: skip
+            rows.append(
+                Row(
+                    table="table1",
+                    row=f"{preset}_official",
+                    metric="lambada_acc",
+                    paper=None,
+                    ours=None,
+                    unit="%",
+                    run="",
+                    status="not_run",
+                    note=missing,
+                )
+            )
             continue
         out = Path(RUNS_DIR) / EXPERIMENT.name / scale / f"official_{preset}"
         fingerprint = weights_fingerprint(Path(source)) if Path(source).exists() else source
-        result = evaluate_cached(out / "eval.json", lambda p=preset, s=source: SuiteLM(model=p, official_weights=s),
-                                 scale, {"pile_ppl": "pile"}, fingerprint)  # fmt: skip
+        result = evaluate_cached(
+            out / "eval.json",
+            lambda p=preset, s=source: SuiteLM(model=p, official_weights=s),
+            scale,
+            {"pile_ppl": "pile"},
+            fingerprint,
+        )
         official = _table1_row(paper, preset)
         rows += _model_rows(f"{preset}_official", result, official, source, "", "held-out Pile, 2048-token windows")
     return rows

@@ -10,15 +10,22 @@ from __future__ import annotations
 from pathlib import Path
 
 from scaling_axes.experiments.tokenformer import vit_setup
-from scaling_axes.harness.claims import as_good_as, out_of_reach
+from scaling_axes.harness.claims.outcomes import out_of_reach
+from scaling_axes.harness.claims.verdicts import as_good_as
 from scaling_axes.harness.experiment.arms import parameter_match
 from scaling_axes.harness.experiment.figures import line_figure, marked, over_seeds
 from scaling_axes.harness.results import Row, published
 from scaling_axes.harness.runs import Experiment, Run, fitted
 from scaling_axes.harness.scales import Scale
 
-MODELS = ("vit_b16", "vit_tokenformer_b16_matched", "vit_tokenformer_b16", "vit_l16", "vit_tokenformer_l16_matched",
-          "vit_tokenformer_l16")  # fmt: skip
+MODELS = (
+    "vit_b16",
+    "vit_tokenformer_b16_matched",
+    "vit_tokenformer_b16",
+    "vit_l16",
+    "vit_tokenformer_l16_matched",
+    "vit_tokenformer_l16",
+)
 
 
 MATCHED = {"vit_tokenformer_b16_matched": "vit_b16", "vit_tokenformer_l16_matched": "vit_l16"}  # dagger -> ViT
@@ -28,10 +35,15 @@ AS_GOOD_AS = 0.5  # points of top-1: the paper's daggered rows sit 0.2 below (B)
 
 def paper_margins() -> dict[tuple[str, str], float]:
     """(ours, ViT) -> the paper's margin of each claim in points: the difference (plus the tolerance, as good as)."""
-    top1 = {run: value for (table, run, metric), value in published("tokenformer").items()
-            if table == "table2" and metric == "top1"}  # fmt: skip
-    return {**{pair: top1[pair[0]] - top1[pair[1]] + AS_GOOD_AS for pair in MATCHED.items()},
-            **{pair: top1[pair[0]] - top1[pair[1]] for pair in LARGER.items()}}  # fmt: skip
+    top1 = {
+        run: value
+        for (table, run, metric), value in published("tokenformer").items()
+        if table == "table2" and metric == "top1"
+    }
+    return {
+        **{pair: top1[pair[0]] - top1[pair[1]] + AS_GOOD_AS for pair in MATCHED.items()},
+        **{pair: top1[pair[0]] - top1[pair[1]] for pair in LARGER.items()},
+    }
 
 
 @fitted
@@ -71,8 +83,9 @@ def figure(scale: Scale, results: dict[str, dict], path: Path) -> None:
         if top1 := over_seeds(done := results.get(run.name), lambda d: d.get("val_top1")):
             mean, spread, seeds = (100 * top1[0], 100 * top1[1], tuple(100 * v for v in top1[2]))
             series[marked(run.name, done)] = [(done["params"], mean, spread, seeds)]
-    line_figure(path, series, xlabel="parameters", ylabel="top-1 (%)",
-                title=f"Tokenformer Table 2: ImageNet ({scale} scale)")
+    line_figure(
+        path, series, xlabel="parameters", ylabel="top-1 (%)", title=f"Tokenformer Table 2: ImageNet ({scale} scale)"
+    )
 
 
 EXPERIMENT = Experiment(

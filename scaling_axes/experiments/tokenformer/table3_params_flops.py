@@ -38,25 +38,51 @@ def paper_params(config) -> dict[str, int]:
     return {"qkv": layers * d * 3 * d, "out": layers * d * d, "ffn": layers * 2 * d * config.ffn_dim}
 
 
-def _component_rows(name: str, component: str, printed: int | None, params: int, forward: int, tokenformer: bool,
-                    context: int) -> list[Row]:  # fmt: skip
+def _component_rows(
+    name: str, component: str, printed: int | None, params: int, forward: int, tokenformer: bool, context: int
+) -> list[Row]:
     """Parameters and forward FLOPs per token of one component beside Table 3's (its FLOPs are 2 x its parameters)."""
     paper_flops = None if printed is None else 2 * printed
     if tokenformer and component in ("qkv", "out"):
         erratum = "erratum: the paper omits x2 (key and value tokens, issue #12); ours is corrected"
         statuses, notes = ("differs", "differs"), (erratum, erratum)
     else:
-        statuses = tuple("analytic" if paper is None else "match" if paper == ours else "analytic"
-                         for paper, ours in ((printed, params), (paper_flops, forward)))  # fmt: skip
+        statuses = tuple(
+            "analytic" if paper is None else "match" if paper == ours else "analytic"
+            for paper, ours in ((printed, params), (paper_flops, forward))
+        )
         notes = ("paper formula leaves out biases" if statuses[0] == "analytic" and printed else "", "")
     return [
-        Row(table="table3", row=name, metric=f"params_{component}", paper=printed, ours=params, unit="parameters",
-            status=statuses[0], note=notes[0]),
-        Row(table="table3", row=name, metric=f"forward_flops_per_token_{component}", paper=paper_flops, ours=forward,
-            unit="FLOPs", status=statuses[1], note=f"{notes[1]}; context {context}".strip("; ")),
-        Row(table="table3", row=name, metric=f"train_flops_per_token_{component}", paper=None, ours=3 * forward,
-            unit="FLOPs", note=f"context {context}"),
-    ]  # fmt: skip
+        Row(
+            table="table3",
+            row=name,
+            metric=f"params_{component}",
+            paper=printed,
+            ours=params,
+            unit="parameters",
+            status=statuses[0],
+            note=notes[0],
+        ),
+        Row(
+            table="table3",
+            row=name,
+            metric=f"forward_flops_per_token_{component}",
+            paper=paper_flops,
+            ours=forward,
+            unit="FLOPs",
+            status=statuses[1],
+            note=f"{notes[1]}; context {context}".strip("; "),
+        ),
+        Row(
+            table="table3",
+            row=name,
+            metric=f"train_flops_per_token_{component}",
+            paper=None,
+            ours=3 * forward,
+            unit="FLOPs",
+            note=f"context {context}",
+        ),
+    ]
 
 
 def _preset_rows(name: str) -> list[Row]:
@@ -66,9 +92,14 @@ def _preset_rows(name: str) -> list[Row]:
     flops, context = counted_flops(config, config.max_seq_len), config.max_seq_len
     printed = paper_params(config)
     tokenformer = isinstance(config, TokenformerConfig)
-    rows = [row for component in COMPONENTS if component != "other"  # no residual-path variant among these presets
-            for row in _component_rows(name, component, printed.get(component), params[component], flops[component],
-                                       tokenformer, context)]  # fmt: skip
+    rows = [
+        row
+        for component in COMPONENTS
+        if component != "other"  # no residual-path variant among these presets
+        for row in _component_rows(
+            name, component, printed.get(component), params[component], flops[component], tokenformer, context
+        )
+    ]
     return [*rows, *_total_rows(name, config, printed, params, flops)]
 
 
@@ -82,15 +113,37 @@ def _total_rows(name: str, config, printed: dict[str, int], params: dict[str, in
     note = "erratum: the missing x2 of Q/K/V and output carries into N and 2N" if erratum else ""
     n_printed = sum(printed.values())
     return [
-        Row(table="table3", row=name, metric="params_non_embedding_n", paper=n_printed, ours=blocks, unit="parameters",
-            status=status, note=note),
-        Row(table="table3", row=name, metric="forward_flops_per_token_2n_plus_attention",
-            paper=2 * n_printed + attention, ours=2 * blocks + attention, unit="FLOPs", status=status,
-            note=f"{note}; context {config.max_seq_len}".strip("; ")),
+        Row(
+            table="table3",
+            row=name,
+            metric="params_non_embedding_n",
+            paper=n_printed,
+            ours=blocks,
+            unit="parameters",
+            status=status,
+            note=note,
+        ),
+        Row(
+            table="table3",
+            row=name,
+            metric="forward_flops_per_token_2n_plus_attention",
+            paper=2 * n_printed + attention,
+            ours=2 * blocks + attention,
+            unit="FLOPs",
+            status=status,
+            note=f"{note}; context {config.max_seq_len}".strip("; "),
+        ),
         Row(table="table3", row=name, metric="params_total", paper=None, ours=sum(params.values()), unit="parameters"),
-        Row(table="table3", row=name, metric="train_flops_per_token_total", paper=None, ours=3 * sum(flops.values()),
-            unit="FLOPs", note=f"counted, dense attention square; context {config.max_seq_len}"),
-    ]  # fmt: skip
+        Row(
+            table="table3",
+            row=name,
+            metric="train_flops_per_token_total",
+            paper=None,
+            ours=3 * sum(flops.values()),
+            unit="FLOPs",
+            note=f"counted, dense attention square; context {config.max_seq_len}",
+        ),
+    ]
 
 
 def tau_inside_row() -> Row:

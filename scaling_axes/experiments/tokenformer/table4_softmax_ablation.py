@@ -12,14 +12,21 @@ from __future__ import annotations
 import dataclasses
 
 from scaling_axes.experiments.tokenformer import vit_setup
-from scaling_axes.harness.claims import TOP1_NOISE_FLOOR, judge, metric_margin, out_of_reach, paired_margins
+from scaling_axes.harness.claims.margins import TOP1_NOISE_FLOOR, metric_margin, paired_margins
+from scaling_axes.harness.claims.outcomes import out_of_reach
+from scaling_axes.harness.claims.verdicts import judge
 from scaling_axes.harness.results import Row, published
 from scaling_axes.harness.scales import Scale
 
-VARIANTS = {"vit_tokenformer_b16_softmax": "softmax", "vit_tokenformer_b16_gelu_l1_norm": "gelu_l1_norm",
-            "vit_tokenformer_b16": "l2_norm_gelu"}  # fmt: skip
-STEPS = {"gelu_instead_of_exp": ("vit_tokenformer_b16_softmax", "vit_tokenformer_b16_gelu_l1_norm"),
-         "l2_instead_of_l1": ("vit_tokenformer_b16_gelu_l1_norm", "vit_tokenformer_b16")}  # fmt: skip
+VARIANTS = {
+    "vit_tokenformer_b16_softmax": "softmax",
+    "vit_tokenformer_b16_gelu_l1_norm": "gelu_l1_norm",
+    "vit_tokenformer_b16": "l2_norm_gelu",
+}
+STEPS = {
+    "gelu_instead_of_exp": ("vit_tokenformer_b16_softmax", "vit_tokenformer_b16_gelu_l1_norm"),
+    "l2_instead_of_l1": ("vit_tokenformer_b16_gelu_l1_norm", "vit_tokenformer_b16"),
+}
 STEP_TOLERANCE = 0.3  # percentage points
 
 
@@ -29,14 +36,36 @@ def step_rows(scale: Scale, results: dict[str, dict]) -> list[Row]:
     for step, (before, after) in STEPS.items():
         expected = paper[("table4", step, "top1_delta")]
         if not all(results.get(name, {}).get("val_top1") is not None for name in (before, after)):
-            rows.append(Row(table="table4", row=step, metric="top1_delta", paper=expected, ours=None, unit="points",
-                            status="not_run"))  # fmt: skip
+            rows.append(
+                Row(
+                    table="table4",
+                    row=step,
+                    metric="top1_delta",
+                    paper=expected,
+                    ours=None,
+                    unit="points",
+                    status="not_run",
+                )
+            )
             continue
         delta = 100 * (results[after]["val_top1"] - results[before]["val_top1"])
-        status = "measured" if not scale.paper_configs else (
-            "match" if abs(delta - expected) <= STEP_TOLERANCE else "differs")  # fmt: skip
-        rows.append(Row(table="table4", row=step, metric="top1_delta", paper=expected, ours=delta, unit="points",
-                        status=status, note=f"{after} - {before}; {scale.note}".strip("; ")))  # fmt: skip
+        status = (
+            "measured"
+            if not scale.paper_configs
+            else ("match" if abs(delta - expected) <= STEP_TOLERANCE else "differs")
+        )
+        rows.append(
+            Row(
+                table="table4",
+                row=step,
+                metric="top1_delta",
+                paper=expected,
+                ours=delta,
+                unit="points",
+                status=status,
+                note=f"{after} - {before}; {scale.note}".strip("; "),
+            )
+        )
     return rows
 
 
@@ -53,8 +82,20 @@ def claim_rows(scale: Scale, results: dict[str, dict]) -> list[Row]:
     if why := vit_setup.reach(scale, paper_margin()):
         return [out_of_reach("table4", f"{ours}_vs_softmax", statement, "points", why, (ours, softmax))]
     margins = paired_margins(results, (ours, softmax), metric_margin("val_top1", scale_by=100.0))
-    return [judge("table4", f"{ours}_vs_softmax", statement, scale, margins, TOP1_NOISE_FLOOR, "points",
-                  runs=(ours, softmax), noise_metric="val_top1", noise_scale=100.0)]  # fmt: skip
+    return [
+        judge(
+            "table4",
+            f"{ours}_vs_softmax",
+            statement,
+            scale,
+            margins,
+            TOP1_NOISE_FLOOR,
+            "points",
+            runs=(ours, softmax),
+            noise_metric="val_top1",
+            noise_scale=100.0,
+        )
+    ]
 
 
 _ABLATION = vit_setup.ablation(

@@ -10,7 +10,8 @@ from __future__ import annotations
 import dataclasses
 
 from scaling_axes.experiments.tokenformer import vit_setup
-from scaling_axes.harness.claims import as_good_as, out_of_reach
+from scaling_axes.harness.claims.outcomes import out_of_reach
+from scaling_axes.harness.claims.verdicts import as_good_as
 from scaling_axes.harness.results import Row
 from scaling_axes.harness.scales import Scale
 
@@ -23,8 +24,16 @@ def claim_rows(scale: Scale, results: dict[str, dict]) -> list[Row]:
     AS_GOOD_AS points below; the paper gives no difference, so its margin is taken as the tolerance)."""
     statement = "non-parametric LayerNorm is as good as parametric in top-1"
     if why := vit_setup.reach(scale, AS_GOOD_AS):
-        return [out_of_reach("table5", "_vs_".join(VARIANTS), f"{statement} (within {AS_GOOD_AS:g} points)",
-                             "points", why, tuple(VARIANTS))]  # fmt: skip
+        return [
+            out_of_reach(
+                "table5",
+                "_vs_".join(VARIANTS),
+                f"{statement} (within {AS_GOOD_AS:g} points)",
+                "points",
+                why,
+                tuple(VARIANTS),
+            )
+        ]
     return [as_good_as("table5", statement, scale, *VARIANTS, results, AS_GOOD_AS)]
 
 

@@ -37,8 +37,17 @@ def report(scale: Scale, results: dict[str, dict]) -> list[Row]:
                 rows.append(Row(table="table8", row=name, metric=metric, paper=expected, ours=value, status=status))
         exact = paper.get(("table8", name, "params_exact"))
         if exact is not None:
-            rows.append(Row(table="table8", row=name, metric="params_exact", paper=exact, ours=params,
-                            unit="parameters", status="match" if params == exact else "differs"))  # fmt: skip
+            rows.append(
+                Row(
+                    table="table8",
+                    row=name,
+                    metric="params_exact",
+                    paper=exact,
+                    ours=params,
+                    unit="parameters",
+                    status="match" if params == exact else "differs",
+                )
+            )
         label = paper.get(("table8", name, "params"))
         status = (
             "analytic" if label is None else ("match" if abs(params - label) <= LABEL_TOLERANCE * label else "differs")
@@ -52,8 +61,18 @@ def report(scale: Scale, results: dict[str, dict]) -> list[Row]:
         note = f"{shape}{tokens} pos={config.position} tied={config.tie_embeddings}; paper gives a rounded label"
         if status == "differs":
             note += f": {params / label - 1:+.1%} from it"
-        rows.append(Row(table="table8", row=name, metric="params", paper=label, ours=params, unit="parameters",
-                        status=status, note=note))  # fmt: skip
+        rows.append(
+            Row(
+                table="table8",
+                row=name,
+                metric="params",
+                paper=label,
+                ours=params,
+                unit="parameters",
+                status=status,
+                note=note,
+            )
+        )
     return rows
 
 

@@ -35,9 +35,17 @@ def budget(scale: Scale, tokens_per_image: int, epochs: int = EPOCHS["b16"]) -> 
     if not scale.paper_configs:
         return dataclasses.replace(vit_at(scale).budget, seq_len=tokens_per_image)
     steps_per_epoch = math.ceil(IMAGENET_TRAIN_IMAGES / 4096)
-    return Budget(steps=epochs * steps_per_epoch, batch_size=4096, seq_len=tokens_per_image, lr=1.6e-3,
-                  warmup_steps=20 * steps_per_epoch, min_lr_ratio=1e-5 / 1.6e-3, val_every=5 * steps_per_epoch,
-                  micro_batch=128, checkpoint_every=steps_per_epoch)  # fmt: skip
+    return Budget(
+        steps=epochs * steps_per_epoch,
+        batch_size=4096,
+        seq_len=tokens_per_image,
+        lr=1.6e-3,
+        warmup_steps=20 * steps_per_epoch,
+        min_lr_ratio=1e-5 / 1.6e-3,
+        val_every=5 * steps_per_epoch,
+        micro_batch=128,
+        checkpoint_every=steps_per_epoch,
+    )
 
 
 def shrunk(scale: Scale, model: str) -> dict:
@@ -47,8 +55,13 @@ def shrunk(scale: Scale, model: str) -> dict:
     s, large = vit_at(scale), "l16" in model
     width = s.widths[large]
     slots = round(width * (0.75 if "matched" in model else 0.95))  # B/16: 573 and 729 slots at width 768
-    overrides = {"embed_dim": width, "depth": s.depth, "num_heads": s.heads[large], "img_size": s.img_size,
-                 "patch_size": s.patch_size}  # fmt: skip
+    overrides = {
+        "embed_dim": width,
+        "depth": s.depth,
+        "num_heads": s.heads[large],
+        "img_size": s.img_size,
+        "patch_size": s.patch_size,
+    }
     if IMAGENET.at(scale) != IMAGENET.real:
         overrides["num_classes"] = 10
     if model.startswith("vit_tokenformer"):
@@ -62,12 +75,23 @@ def vit_run(scale: Scale, name: str, model: str, **overrides) -> Run:
 
     tokens = get_config(model, **config_overrides).tokens_per_image
     imagenet = IMAGENET.at(scale) == IMAGENET.real
-    lm = {"ema_decay": PAPER_EMA} if scale.paper_configs else {"ema_decay": vit_at(scale).ema_decay,
-                                                                 **vit_at(scale).regularisation}  # fmt: skip
+    lm = (
+        {"ema_decay": PAPER_EMA}
+        if scale.paper_configs
+        else {"ema_decay": vit_at(scale).ema_decay, **vit_at(scale).regularisation}
+    )
     epochs = EPOCHS["l16" if "l16" in model else "b16"]
-    return Run(name, model, budget(scale, tokens, epochs), config_overrides, lm=lm,
-               data={"source": "folder" if imagenet else "embedded",
-                     **({} if scale.paper_configs else vit_at(scale).augmentation)})  # fmt: skip
+    return Run(
+        name,
+        model,
+        budget(scale, tokens, epochs),
+        config_overrides,
+        lm=lm,
+        data={
+            "source": "folder" if imagenet else "embedded",
+            **({} if scale.paper_configs else vit_at(scale).augmentation),
+        },
+    )
 
 
 def reach(scale: Scale, paper_margin: float) -> str | None:
@@ -89,27 +113,60 @@ def accuracy_rows(table: str, scale: Scale, run: Run, done: dict | None) -> list
     params = sum(formula_params(run.config).values())
     expected, at_paper = paper.get((table, run.name, "params")), scale.paper_configs
     rows = [
-        Row(table=table, row=run.name, metric="params", paper=expected if at_paper else None, ours=params,
-            unit="parameters", run=run.name, status=compare(expected, params, 0.01) if at_paper else "analytic",
-            note="" if scale.paper_configs else f"of the {scale} model")
-    ]  # fmt: skip
+        Row(
+            table=table,
+            row=run.name,
+            metric="params",
+            paper=expected if at_paper else None,
+            ours=params,
+            unit="parameters",
+            run=run.name,
+            status=compare(expected, params, 0.01) if at_paper else "analytic",
+            note="" if scale.paper_configs else f"of the {scale} model",
+        )
+    ]
     size = paper.get((table, run.name, "image_size"))
     if size is not None and scale.paper_configs:
-        rows.append(Row(table=table, row=run.name, metric="image_size", paper=size, ours=run.config.img_size, unit="px",
-                        run=run.name, status="match" if run.config.img_size == size else "differs"))  # fmt: skip
+        rows.append(
+            Row(
+                table=table,
+                row=run.name,
+                metric="image_size",
+                paper=size,
+                ours=run.config.img_size,
+                unit="px",
+                run=run.name,
+                status="match" if run.config.img_size == size else "differs",
+            )
+        )
     for metric in ("top1", "ema_top1", "top5"):
         ours = done and done.get(f"val_{metric}")
         ours = None if ours is None else 100 * ours
         expected = paper.get((table, run.name, "top1")) if metric in ("top1", "ema_top1") else None
-        status = compare(expected, ours, TOLERANCE) if scale.paper_configs else ("measured" if ours is not None
-                                                                             else "not_run")  # fmt: skip
-        rows.append(Row(table=table, row=run.name, metric=metric, paper=expected, ours=ours, unit="%", run=run.name,
-                        status=status, note=note))  # fmt: skip
+        status = (
+            compare(expected, ours, TOLERANCE)
+            if scale.paper_configs
+            else ("measured" if ours is not None else "not_run")
+        )
+        rows.append(
+            Row(
+                table=table,
+                row=run.name,
+                metric=metric,
+                paper=expected,
+                ours=ours,
+                unit="%",
+                run=run.name,
+                status=status,
+                note=note,
+            )
+        )
     return rows
 
 
-def ablation(name: str, doc: str, table: str, field: str, variants: dict[str, object],
-             paper_margin: float) -> Experiment:  # fmt: skip
+def ablation(
+    name: str, doc: str, table: str, field: str, variants: dict[str, object], paper_margin: float
+) -> Experiment:
     """An ablation of ViT-Tokenformer-B/16: one run per value of config `field` (run name -> value), trained where
     its claim (of `paper_margin` points in the paper) is in reach."""
 
@@ -121,5 +178,12 @@ def ablation(name: str, doc: str, table: str, field: str, variants: dict[str, ob
     def report(scale: Scale, results: dict[str, dict]) -> list[Row]:
         return [row for run in runs(scale) for row in accuracy_rows(table, scale, run, results.get(run.name))]
 
-    return Experiment(name=name, description=doc.splitlines()[0], runs=runs, report=report, plan_note=plan_note,
-                      run_group=GROUP, max_epochs=MAX_EPOCHS)  # fmt: skip
+    return Experiment(
+        name=name,
+        description=doc.splitlines()[0],
+        runs=runs,
+        report=report,
+        plan_note=plan_note,
+        run_group=GROUP,
+        max_epochs=MAX_EPOCHS,
+    )

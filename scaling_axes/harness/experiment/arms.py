@@ -1,7 +1,7 @@
 """Whether the runs a claim compares (its arms) can decide it: each learned, each at a tuned learning rate that its
 claim seeds confirm, each trained stably, all matched on what the claim holds equal (`parameter_match`). A claim on
-arms that lack one of these says which instead of holding or failing (`claims.settle`), and each swept arm's row
-shows its sweep beside what its claim seeds reached there.
+arms that lack one of these says which instead of holding or failing (`claims.verdicts.settle`), and each swept
+arm's row shows its sweep beside what its claim seeds reached there.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import statistics
 from collections.abc import Collection
 from typing import Any
 
-from scaling_axes.harness.claims import LOSS_NOISE_FLOOR, seeds_of
+from scaling_axes.harness.claims.margins import LOSS_NOISE_FLOOR, seeds_of
 from scaling_axes.harness.results import Row
 from scaling_axes.harness.runs import Run
 from scaling_axes.harness.stability import not_learned, unstable_seeds
@@ -22,17 +22,25 @@ def not_learning(claim: Row, results: dict[str, dict], runs: list[Run]) -> list[
     """Why each run (at each seed) that `claim` compares did not clearly learn (`stability.not_learned`); empty if all
     did."""
     by_name = {run.name: run for run in runs}
-    return [why for name in claim.run.split(",") if name in by_name
-            for done in seeds_of(results.get(name)).values()
-            if not done.get("diverged") and (why := not_learned(by_name[name], done))]  # fmt: skip
+    return [
+        why
+        for name in claim.run.split(",")
+        if name in by_name
+        for done in seeds_of(results.get(name)).values()
+        if not done.get("diverged") and (why := not_learned(by_name[name], done))
+    ]
 
 
 def unstable(claim: Row, results: dict[str, dict], kept: Collection[str] = ()) -> list[str]:
     """Why each run (at each seed) that `claim` compares trained unstably: a spike or a validation rise
     (`stability.instability`), or a final loss that is an outlier among the run's seeds; empty if none did. The runs
     in `kept` are judged as they trained, spikes and all (the other tuning policy's arms: `experiment.family`)."""
-    return [why for name in claim.run.split(",") if name and name not in kept
-            for why in unstable_seeds(seeds_of(results.get(name))).values()]  # fmt: skip
+    return [
+        why
+        for name in claim.run.split(",")
+        if name and name not in kept
+        for why in unstable_seeds(seeds_of(results.get(name))).values()
+    ]
 
 
 def untuned(claim: Row, results: dict[str, dict]) -> list[str]:
@@ -45,15 +53,21 @@ def untuned(claim: Row, results: dict[str, dict]) -> list[str]:
         if (choice := done.get("tuning")) is not None and choice.at_edge:
             reasons.append(f"{name}'s sweep ended at {choice.lr:g}, an edge")
         if checked := done.get("transfer_refuted"):
-            reasons.append(f"{name}'s lr was carried from {done['tuning_anchor']}, and at {checked} the carried lr "
-                           "is beaten by a grid neighbour beyond one draw's noise")  # fmt: skip
+            reasons.append(
+                f"{name}'s lr was carried from {done['tuning_anchor']}, and at {checked} the carried lr "
+                "is beaten by a grid neighbour beyond one draw's noise"
+            )
         if (fell := done.get("stable_fallback")) and fell["at_edge"]:
-            reasons.append(f"{name}'s claim seeds fell back to {fell['lr']:g}, the lowest rate its fallback could "
-                           "try: a stable optimum below it is not excluded")  # fmt: skip
+            reasons.append(
+                f"{name}'s claim seeds fell back to {fell['lr']:g}, the lowest rate its fallback could "
+                "try: a stable optimum below it is not excluded"
+            )
         if (check := sweep_check(done)) is not None and check[0] > check[1]:
-            reasons.append(f"{name}'s claim seeds end {check[0]:+.3f} nats/token from its sweep's estimate at "
-                           f"{settled_lr(done):g}, beyond the 95% bound {check[1]:.3f}: the sweep's choice is not "
-                           "confirmed")  # fmt: skip
+            reasons.append(
+                f"{name}'s claim seeds end {check[0]:+.3f} nats/token from its sweep's estimate at "
+                f"{settled_lr(done):g}, beyond the 95% bound {check[1]:.3f}: the sweep's choice is not "
+                "confirmed"
+            )
     return reasons
 
 
@@ -83,19 +97,39 @@ def tuning_rows(results: dict[str, dict]) -> list[Row]:
         if (choice := (done or {}).get("tuning")) is None:
             continue
         rule = done.get("tuning_rule", "")
-        rows.append(Row(table="lr_sweep", row=name, metric="chosen_lr", ours=choice.lr, run=name,
-                        status="measured", note=f"{rule}{'; ' if rule else ''}{choice.describe()}"))  # fmt: skip
+        rows.append(
+            Row(
+                table="lr_sweep",
+                row=name,
+                metric="chosen_lr",
+                ours=choice.lr,
+                run=name,
+                status="measured",
+                note=f"{rule}{'; ' if rule else ''}{choice.describe()}",
+            )
+        )
         if fell := done.get("stable_fallback"):
             rows.append(_fallback_row(name, choice, fell))
         if (check := sweep_check(done)) is not None:
             difference, bound = check
             lr = settled_lr(done)
             sweep, claims = statistics.fmean(choice.draws_at(lr)), len(seeds_of(done))
-            rows.append(Row(table="lr_sweep", row=name, metric="claim_seeds_minus_sweep", ours=difference,
-                            low=difference - bound, high=difference + bound, seeds=claims, unit="nats/token",
-                            run=name, status="differs" if difference > bound else "match",
-                            note=f"the sweep's mean at {lr:g} over {len(choice.draws_at(lr))} draws "
-                            f"{sweep:.4f}, the claim seeds' mean there {sweep + difference:.4f}"))  # fmt: skip
+            rows.append(
+                Row(
+                    table="lr_sweep",
+                    row=name,
+                    metric="claim_seeds_minus_sweep",
+                    ours=difference,
+                    low=difference - bound,
+                    high=difference + bound,
+                    seeds=claims,
+                    unit="nats/token",
+                    run=name,
+                    status="differs" if difference > bound else "match",
+                    note=f"the sweep's mean at {lr:g} over {len(choice.draws_at(lr))} draws "
+                    f"{sweep:.4f}, the claim seeds' mean there {sweep + difference:.4f}",
+                )
+            )
     return rows
 
 
@@ -104,9 +138,16 @@ def _fallback_row(name: str, choice: Choice, fell: dict) -> Row:
     left = "; ".join(f"at {lr:g}: {' / '.join(why)}" for lr, why in sorted(fell["unstable_at"].items(), reverse=True))
     losses = choice.losses.get(fell["lr"])
     mean = f" (the sweep's mean there {losses:.4f})" if losses is not None else ""
-    return Row(table="lr_sweep", row=name, metric="stable_fallback_lr", ours=fell["lr"], run=name,
-               status="measured", note=f"the claim seeds trained unstably above it ({left}); retrained at "
-               f"{fell['lr']:g}, the best rate below whose sweep draws were all stable{mean}")  # fmt: skip
+    return Row(
+        table="lr_sweep",
+        row=name,
+        metric="stable_fallback_lr",
+        ours=fell["lr"],
+        run=name,
+        status="measured",
+        note=f"the claim seeds trained unstably above it ({left}); retrained at "
+        f"{fell['lr']:g}, the best rate below whose sweep draws were all stable{mean}",
+    )
 
 
 MATCH_TOLERANCE = 0.03  # "at equal parameters": within 3% on the paper's measure
@@ -116,10 +157,15 @@ def parameter_match(table: str, arms: dict[str, Any], measure: str) -> tuple[lis
     """Rows of each arm's total and non-embedding parameters (`arms`: run name -> model config), and how they are
     not matched for an "at equal parameters" claim (None: they are): more than MATCH_TOLERANCE apart on `measure`
     ("total" or "non_embedding", the paper's), or a tied head on one arm and not on the other."""
-    counts = {arm: {"total": sum(formula_params(c).values()), "non_embedding": non_embedding_params(c)}
-              for arm, c in arms.items()}  # fmt: skip
-    rows = [Row(table=table, row=arm, metric=f"{kind}_params", ours=n, unit="parameters", run=arm)
-            for arm, each in counts.items() for kind, n in each.items()]  # fmt: skip
+    counts = {
+        arm: {"total": sum(formula_params(c).values()), "non_embedding": non_embedding_params(c)}
+        for arm, c in arms.items()
+    }
+    rows = [
+        Row(table=table, row=arm, metric=f"{kind}_params", ours=n, unit="parameters", run=arm)
+        for arm, each in counts.items()
+        for kind, n in each.items()
+    ]
     measured = {arm: each[measure] for arm, each in counts.items()}
     spread = max(measured.values()) / min(measured.values()) - 1
     tied = {arm: c.tie_embeddings for arm, c in arms.items() if hasattr(c, "tie_embeddings")}

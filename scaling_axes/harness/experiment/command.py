@@ -41,38 +41,82 @@ def main(experiment: Experiment, argv: list[str] | None = None) -> None:
     parser.add_argument("--list", action="store_true", help="print the runs and exit")
     parser.add_argument("--report", action="store_true", help="only rebuild the results table from finished runs")
     parser.add_argument("--dry-run", action="store_true", help="print parameters, FLOPs and time; train nothing")
-    parser.add_argument("--out-dir", type=Path, default=Path("."),
-                        help="runs under OUT_DIR/runs, tables under OUT_DIR/results (default: here)")  # fmt: skip
-    parser.add_argument("--mfu", type=in_range(float, 0, 1, low_open=True), default=MEASURED_MFU,
-                        help=f"MFU for --dry-run (default {MEASURED_MFU:g}: {MEASURED_MFU_SOURCE})")  # fmt: skip
-    parser.add_argument("--overhead-s", type=in_range(float, 0), default=RUN_OVERHEAD_S,
-                        help=f"fixed seconds per run for --dry-run (default {RUN_OVERHEAD_S:g}: start-up, data, "
-                        "validation)")  # fmt: skip
+    parser.add_argument(
+        "--out-dir",
+        type=Path,
+        default=Path("."),
+        help="runs under OUT_DIR/runs, tables under OUT_DIR/results (default: here)",
+    )
+    parser.add_argument(
+        "--mfu",
+        type=in_range(float, 0, 1, low_open=True),
+        default=MEASURED_MFU,
+        help=f"MFU for --dry-run (default {MEASURED_MFU:g}: {MEASURED_MFU_SOURCE})",
+    )
+    parser.add_argument(
+        "--overhead-s",
+        type=in_range(float, 0),
+        default=RUN_OVERHEAD_S,
+        help=f"fixed seconds per run for --dry-run (default {RUN_OVERHEAD_S:g}: start-up, data, validation)",
+    )
     parser.add_argument("--gpu", choices=sorted(GPUS), default="h100", help="the GPU --dry-run prices hours on")
-    parser.add_argument("--peak-tflops", type=in_range(float, 0, low_open=True),
-                        help="per device, --dry-run (default: the --gpu's bf16 peak)")  # fmt: skip
+    parser.add_argument(
+        "--peak-tflops",
+        type=in_range(float, 0, low_open=True),
+        help="per device, --dry-run (default: the --gpu's bf16 peak)",
+    )
     parser.add_argument("--accelerator", default="auto")
-    parser.add_argument("--devices", type=device_spec, default="auto",
-                        help="devices per node as Lightning takes them: 'auto', a count (-1: all), '0,1'")  # fmt: skip
+    parser.add_argument(
+        "--devices",
+        type=device_spec,
+        default="auto",
+        help="devices per node as Lightning takes them: 'auto', a count (-1: all), '0,1'",
+    )
     parser.add_argument("--num-nodes", type=in_range(int, 1), default=1)
-    parser.add_argument("--precision", default=None, help="Lightning precision (default: bf16-mixed on a CUDA GPU, "
-                        "32-true on the CPU)")  # fmt: skip
-    parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
-                        help="torch.compile the model (default: on a GPU, runs of 2000 steps or more)")  # fmt: skip
+    parser.add_argument(
+        "--precision", default=None, help="Lightning precision (default: bf16-mixed on a CUDA GPU, 32-true on the CPU)"
+    )
+    parser.add_argument(
+        "--compile",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="torch.compile the model (default: on a GPU, runs of 2000 steps or more)",
+    )
     parser.add_argument("--strategy", default="auto", help="ddp, fsdp (one FSDP2 unit per block), or any Lightning's")
-    parser.add_argument("--logger", type=parse_loggers, default=["csv"], metavar="csv,tensorboard,wandb",
-                        help="where the curves go besides metrics.csv, which is always written: tensorboard "
-                        "(<run>/tensorboard) and wandb (WANDB_MODE=offline keeps it in <run>/wandb), comma-separated; "
-                        "each an optional extra: pip install 'scaling-axes[tensorboard]'")  # fmt: skip
-    parser.add_argument("--force-new", action="store_true", help="move a run directory started with other "
-                        "settings aside (never deleted) and start the run over")  # fmt: skip
-    parser.add_argument("--allow-repeats", action="store_true", help="train runs that pass over their data more often "
-                        "than the experiment allows (their rows are marked as memorisation)")  # fmt: skip
-    parser.add_argument("--seeds", type=in_range(int, 1), default=None, help="train every run at seeds 1..SEEDS "
-                        "(repeats are <run>_seed<k>; the claims judge their margins against their spread; default: "
-                        "the scale's: 3 at cpu scale, which is sized for them, else 1)")  # fmt: skip
-    parser.add_argument("--micro-batch", type=in_range(int, 1), help="sequences per device and pass; accumulation "
-                        "keeps the global batch (the data are the same however the batch is split)")  # fmt: skip
+    parser.add_argument(
+        "--logger",
+        type=parse_loggers,
+        default=["csv"],
+        metavar="csv,tensorboard,wandb",
+        help="where the curves go besides metrics.csv, which is always written: tensorboard "
+        "(<run>/tensorboard) and wandb (WANDB_MODE=offline keeps it in <run>/wandb), comma-separated; "
+        "each an optional extra: pip install 'scaling-axes[tensorboard]'",
+    )
+    parser.add_argument(
+        "--force-new",
+        action="store_true",
+        help="move a run directory started with other settings aside (never deleted) and start the run over",
+    )
+    parser.add_argument(
+        "--allow-repeats",
+        action="store_true",
+        help="train runs that pass over their data more often "
+        "than the experiment allows (their rows are marked as memorisation)",
+    )
+    parser.add_argument(
+        "--seeds",
+        type=in_range(int, 1),
+        default=None,
+        help="train every run at seeds 1..SEEDS "
+        "(repeats are <run>_seed<k>; the claims judge their margins against their spread; default: "
+        "the scale's: 3 at cpu scale, which is sized for them, else 1)",
+    )
+    parser.add_argument(
+        "--micro-batch",
+        type=in_range(int, 1),
+        help="sequences per device and pass; accumulation "
+        "keeps the global batch (the data are the same however the batch is split)",
+    )
     args = parser.parse_args(argv)
     args.seeds = args.seeds or experiment.seeds_at(args.scale)
 
@@ -81,16 +125,20 @@ def main(experiment: Experiment, argv: list[str] | None = None) -> None:
             grown = f" (grown from {run.grow_from})" if run.grow_from else ""
             grown += " (on request: --run-name names it)" if run.on_request else ""
             if run.sweep:
-                swept = f"{run.sweep.anchor}'s lr: {run.sweep.rule}" if run.sweep.anchor else \
-                    f"lr swept from {', '.join(f'{lr:g}' for lr in run.sweep.grid)}"  # fmt: skip
+                swept = (
+                    f"{run.sweep.anchor}'s lr: {run.sweep.rule}"
+                    if run.sweep.anchor
+                    else f"lr swept from {', '.join(f'{lr:g}' for lr in run.sweep.grid)}"
+                )
                 grown += f" ({swept})"
             print(f"{run.name:28s} {run.model:24s} {run.budget.tokens:>12.3e} tokens{grown}")
         return
     if args.dry_run:
         devices = world_size({"devices": args.devices, "num_nodes": args.num_nodes, "accelerator": "cpu"})
         peak = args.peak_tflops or GPUS[args.gpu]
-        plan = dry_run(experiment, args.scale, args.mfu, peak, devices, args.precision or "bf16-mixed", args.seeds,
-                       args.overhead_s)  # fmt: skip
+        plan = dry_run(
+            experiment, args.scale, args.mfu, peak, devices, args.precision or "bf16-mixed", args.seeds, args.overhead_s
+        )
         print_plan(plan, args.mfu, peak, devices, args.gpu.upper(), args.overhead_s)
         if experiment.plan_note:
             print(experiment.plan_note(args.scale))
@@ -107,8 +155,9 @@ def main(experiment: Experiment, argv: list[str] | None = None) -> None:
             "loggers": args.logger,
         }
         # Lightning's refusal now, not after the first run's data and model
-        schedule = Schedule.of(experiment, args.scale, args.out_dir / RUNS_DIR, args.force_new, args.allow_repeats,
-                               **trainer_options)  # fmt: skip
+        schedule = Schedule.of(
+            experiment, args.scale, args.out_dir / RUNS_DIR, args.force_new, args.allow_repeats, **trainer_options
+        )
         train_runs(schedule, args)
         if args.run:
             return  # one cluster job trains one run; --report gathers them

@@ -22,7 +22,7 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
-from scaling_axes.harness.claims import DATA_NOTE, NOTE_PARTS
+from scaling_axes.harness.claims.notes import DATA_NOTE, NOTE_PARTS
 from scaling_axes.harness.results import COLUMNS
 from scaling_axes.io import write_csv
 from scaling_axes.significance import ALPHA, false_discovery_q, t_critical

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from scaling_axes.harness.claims import seeds_of
+from scaling_axes.harness.claims.margins import seeds_of
 from scaling_axes.harness.results import pyplot, save_figure
 from scaling_axes.harness.stability import unstable_seeds
 
@@ -23,8 +23,9 @@ def _mean(values: list[float]) -> tuple[float, float, tuple[float, ...]]:
     return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0, tuple(values)
 
 
-def over_seeds(done: dict | None, value: Callable[[dict], float | None] = lambda d: d.get("val_loss")
-               ) -> tuple[float, float, tuple[float, ...]] | None:  # fmt: skip
+def over_seeds(
+    done: dict | None, value: Callable[[dict], float | None] = lambda d: d.get("val_loss")
+) -> tuple[float, float, tuple[float, ...]] | None:
     """(mean, standard deviation, each seed's) of `value` over a finished run's seeds (`done` with its `seed_runs`);
     None where no seed has it."""
     values = [float(v) for each in seeds_of(done).values() if isinstance(v := value(each), (int, float))]
@@ -83,8 +84,14 @@ def draw(ax: Any, points: list[Point], label: str, style: str = "-o", **line: An
             ax.fill_between(xs, low, high, color=colour, alpha=0.2, linewidth=0)
 
 
-def line_figure(path: Path, series: dict[str, list[Point]], *, markers: bool = True,
-                notes: tuple[tuple[str, float, float], ...] = (), **axes: Any) -> None:  # fmt: skip
+def line_figure(
+    path: Path,
+    series: dict[str, list[Point]],
+    *,
+    markers: bool = True,
+    notes: tuple[tuple[str, float, float], ...] = (),
+    **axes: Any,
+) -> None:
     """One line per series (label -> points over seeds, plotted in order), each of `notes` (text, x, y) written at
     its point, axis settings as `Axes.set` keywords. Without a point to draw, no figure: an empty axis is not
     written (and an earlier one at `path` goes), so none is linked."""

@@ -82,11 +82,16 @@ class FinishedRuns:
 
     def tuning(self, run: Run, train: Callable[[Run], None] | None = None) -> Choice:
         """Where `run`'s sweep stands, training its next points with `train` until it has chosen."""
-        return tune(run, lambda r: as_points(self.sweep_points(r)),
-                    lambda name: find_run(self.experiment, self.scale, name), train)  # fmt: skip
+        return tune(
+            run,
+            lambda r: as_points(self.sweep_points(r)),
+            lambda name: find_run(self.experiment, self.scale, name),
+            train,
+        )
 
-    def settled_rate(self, run: Run, seeds: int = 1, train: Callable[[Run], None] | None = None,
-                     fall_back: bool = True) -> Settled | None:  # fmt: skip
+    def settled_rate(
+        self, run: Run, seeds: int = 1, train: Callable[[Run], None] | None = None, fall_back: bool = True
+    ) -> Settled | None:
         """`run` (as declared, with its sweep) where its claim seeds settle: at the sweep's choice unless one of them
         trained unstably there (`stability.unstable_seeds`), then at each `fallback` rate below in turn (a grown
         stage stays at its chain's rate, which its head's sweep chose: its spikes are flagged). With `train`, trains
@@ -160,17 +165,28 @@ def _tuning(run: Run, settled: Settled) -> dict:
     where its claim seeds fell back below it."""
     rule = f"the lr of {run.sweep.anchor}'s sweep ({run.sweep.rule})" if run.sweep.anchor else ""
     fell = {"lr": settled.lr, "unstable_at": settled.unstable_at, "at_edge": settled.at_edge}
-    return {"tuning": settled.choice, "tuning_rule": rule, "tuning_anchor": run.sweep.anchor,
-            **({"stable_fallback": fell} if settled.unstable_at else {})}  # fmt: skip
+    return {
+        "tuning": settled.choice,
+        "tuning_rule": rule,
+        "tuning_anchor": run.sweep.anchor,
+        **({"stable_fallback": fell} if settled.unstable_at else {}),
+    }
 
 
 def with_refuted_transfers(results: dict[str, dict]) -> dict[str, dict]:
     """Each run whose lr was carried from an anchor that a checked size of the same family refutes (there the
     one of its neighbours beats the carried lr beyond one draw's noise) names that size as `transfer_refuted`."""
-    refuted = {done["tuning_anchor"]: name for name, done in results.items()
-               if done.get("tuning_anchor") and done["tuning"].carried_best is False}  # fmt: skip
-    return {name: {**done, "transfer_refuted": refuted[done["tuning_anchor"]]}
-            if done.get("tuning_anchor") in refuted else done for name, done in results.items()}  # fmt: skip
+    refuted = {
+        done["tuning_anchor"]: name
+        for name, done in results.items()
+        if done.get("tuning_anchor") and done["tuning"].carried_best is False
+    }
+    return {
+        name: {**done, "transfer_refuted": refuted[done["tuning_anchor"]]}
+        if done.get("tuning_anchor") in refuted
+        else done
+        for name, done in results.items()
+    }
 
 
 def _with_staleness(done: dict, run: Run, out: Path) -> dict:

@@ -83,11 +83,14 @@ def _epochs(experiment: Experiment, scale: Scale, run: Run) -> float:
         return math.nan
 
 
-def print_plan(plan: list[dict], mfu: float, peak: float, devices: int, gpu: str = "",
-               overhead_s: float = RUN_OVERHEAD_S) -> None:  # fmt: skip
+def print_plan(
+    plan: list[dict], mfu: float, peak: float, devices: int, gpu: str = "", overhead_s: float = RUN_OVERHEAD_S
+) -> None:
     width = max([len(p["run"]) for p in plan] + [3])
-    print(f"{'run':{width}s} {'params':>15s} {'FLOPs/token':>12s} {'tokens':>10s} {'epochs':>7s} {'steps':>9s} "
-          f"{'FLOPs':>10s} {'micro':>5s} {'GiB/dev':>8s} {'minutes':>9s} {'GPU-h':>10s}")  # fmt: skip
+    print(
+        f"{'run':{width}s} {'params':>15s} {'FLOPs/token':>12s} {'tokens':>10s} {'epochs':>7s} {'steps':>9s} "
+        f"{'FLOPs':>10s} {'micro':>5s} {'GiB/dev':>8s} {'minutes':>9s} {'GPU-h':>10s}"
+    )
     for p in plan:
         print(
             f"{p['run']:{width}s} {p['params']:>15,d} {p['train_flops_per_token']:>12.3e} {p['tokens']:>10.3e} "
@@ -95,9 +98,11 @@ def print_plan(plan: list[dict], mfu: float, peak: float, devices: int, gpu: str
             f"{p['memory_gib']:>8.1f} {60 * p['hours']:>9.1f} {p['gpu_hours']:>10.1f}"
         )
     source = f" ({MEASURED_MFU_SOURCE})" if mfu == MEASURED_MFU else ""
-    print(f"(time at {mfu:.0%} MFU{source} of {devices} x {gpu or 'a device of'} {peak:g} TFLOP/s, plus "
-          f"{overhead_s:g} s a run; training FLOPs = 3 x "
-          "forward matmul FLOPs; memory: 16 B/parameter + activations, an estimate; epochs: passes over the run's "
-          "training data)")  # fmt: skip
+    print(
+        f"(time at {mfu:.0%} MFU{source} of {devices} x {gpu or 'a device of'} {peak:g} TFLOP/s, plus "
+        f"{overhead_s:g} s a run; training FLOPs = 3 x "
+        "forward matmul FLOPs; memory: 16 B/parameter + activations, an estimate; epochs: passes over the run's "
+        "training data)"
+    )
     total = sum(p["hours"] for p in plan)
     print(f"total: {len(plan)} runs, {60 * total:,.1f} minutes on {devices} x {gpu or 'the device'} at {mfu:.0%} MFU")

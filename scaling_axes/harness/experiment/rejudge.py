@@ -1,6 +1,6 @@
 """A scale's committed tables judged again by today's rules from their files alone (`results/<scale>/*.csv` and the
 per-seed files beside them), where the runs are not at hand: each claim's evidence is read back from its per-seed
-file, what kept it from a test from its row, and it is settled again (`claims.settle`, with the spread of the
+file, what kept it from a test from its row, and it is settled again (`claims.verdicts.settle`, with the spread of the
 table's paired margins), then the scale's family is judged (`family.judge_family`) and its REPORT.md written.
 
     python -m scaling_axes report --scale cpu
@@ -14,10 +14,12 @@ import re
 import time
 from pathlib import Path
 
-from scaling_axes.harness.claims import DATA_NOTE, NOTE_PARTS, paired_noise, settle
+from scaling_axes.harness.claims.margins import paired_noise
+from scaling_axes.harness.claims.notes import DATA_NOTE, NOTE_PARTS
+from scaling_axes.harness.claims.verdicts import settle
 from scaling_axes.harness.experiment.family import Table, judge_family, read_seeds, read_table, statement_of
 from scaling_axes.harness.experiment.report import write_report
-from scaling_axes.harness.experiment.table import SEED_COLUMNS, evidence_rows
+from scaling_axes.harness.experiment.seeds import SEED_COLUMNS, evidence_rows
 from scaling_axes.harness.results import COLUMNS, RESULTS_DIR, Evidence, Row, csv_row
 from scaling_axes.harness.runs import source_commit
 from scaling_axes.harness.scales import Scale

@@ -8,100 +8,32 @@ anywhere the CSVs are.
 from __future__ import annotations
 
 import collections
-import csv
-import dataclasses
-import re
 from pathlib import Path
 
-from scaling_axes.harness.claims import DATA_NOTE, EXCLUDES, LOSS_NOISE_FLOOR, NOTE_PARTS, TOP1_NOISE_FLOOR
-from scaling_axes.harness.experiment.family import ADJUSTED, HANGS, MULTIPLICITY, OTHER_POLICY
+from scaling_axes.harness.claims.margins import LOSS_NOISE_FLOOR, TOP1_NOISE_FLOOR
+from scaling_axes.harness.claims.notes import EXCLUDES, NOTE_PARTS
+from scaling_axes.harness.experiment.family import HANGS, MULTIPLICITY
 from scaling_axes.harness.experiment.forest import forest_plot
+from scaling_axes.harness.experiment.report_claims import OLDER_RULES, Claim, Tables, claims_of, read_tables
 from scaling_axes.harness.experiment.sensitivity import SHIFT, THRESHOLDS
 from scaling_axes.harness.results import RESULTS_DIR, VERDICTS
 from scaling_axes.harness.scales import SCALES, Scale
 from scaling_axes.harness.stability import LEARNED_NATS
 from scaling_axes.io import atomic_write
 
-HEADINGS = {"claim_holds": "Holds", "claim_fails": "Fails", "never_reached": "Never reached",
-            "fragile": "Fragile (decided by the tuning policy)", "unmatched": "Unmatched",
-            "insufficient": "Insufficient", "out_of_reach": "Out of reach", "not_learning": "Not learning",
-            "unstable": "Unstable"}  # fmt: skip
-FOREST = "claims_forest.png"
-OLDER_RULES = "older_rules"  # the claims of a CSV not rebuilt since the verdicts gained p, q and the fragile check
+HEADINGS = {
+    "claim_holds": "Holds",
+    "claim_fails": "Fails",
+    "never_reached": "Never reached",
+    "fragile": "Fragile (decided by the tuning policy)",
+    "unmatched": "Unmatched",
+    "insufficient": "Insufficient",
+    "out_of_reach": "Out of reach",
+    "not_learning": "Not learning",
+    "unstable": "Unstable",
+}
 HEADINGS[OLDER_RULES] = "Judged by older rules (not rebuilt since: no p or q, no second tuning policy)"
-
-
-@dataclasses.dataclass
-class Claim:
-    """A claim as the report shows it: merged over the experiments that state it of the same runs."""
-
-    statement: str
-    status: str
-    margin: str
-    low: str
-    high: str
-    unit: str
-    why: str
-    seeds: int
-    where: list[str]
-    data: str
-    p: str = ""
-    q: str = ""  # its hypothesis's q over the scale's family (`experiment.family`)
-    adjusted: tuple[float, float] | None = None  # its interval adjusted for the family, where tested
-    other_margin: float | None = None  # its mean margin under the other tuning policy, where measured
-    excludes: str = ""  # the narrowest difference its data exclude (`claims.EXCLUDES`)
-
-
-Tables = dict[str, list[dict[str, str]]]  # experiment -> its CSV's rows
-
-
-def read_tables(scale_dir: Path) -> Tables:
-    """Each results CSV of `scale_dir`, read once, by experiment name."""
-    tables = {}
-    for path in sorted(scale_dir.glob("*.csv")):
-        with open(path, newline="") as f:
-            tables[path.stem] = list(csv.DictReader(f))
-    return tables
-
-
-def claim_key(row: dict[str, str]) -> tuple[str, ...]:
-    """What makes two claim rows one line: one hypothesis (the same runs, unit and numbers: `experiment.family`
-    shows its test in every row that states it), or without a test the same statement of the same runs."""
-    runs = ",".join(sorted(row["run"].split(",")))
-    if row.get("p"):
-        return runs, row["unit"], row["ours"], row["p"], row["status"]
-    return row["note"].partition(DATA_NOTE)[0].partition(NOTE_PARTS)[0], runs
-
-
-NUMBER = r"([-+]?[\d.]+(?:e[-+]?\d+)?|nan)"
-
-
-def claims_of(tables: Tables) -> list[Claim]:
-    """The claims in a scale's tables, one per hypothesis, in verdict order."""
-    merged: dict[tuple[str, ...], Claim] = {}
-    for name, rows in tables.items():
-        for r in rows:
-            if r["metric"] != "claim":
-                continue
-            note, _, data = r["note"].partition(DATA_NOTE)
-            statement, _, why = note.partition(NOTE_PARTS)
-            why = why.partition(NOTE_PARTS)[2]
-            key = claim_key(r)
-            if key in merged:
-                merged[key].where.append(f"{name}: {r['row']}")
-                continue
-            # a CSV written before the p and q columns was judged by older rules (no false-discovery control, no
-            # second tuning policy): its verdict is not one of today's, and is listed apart as such
-            status = r["status"] if "q" in r else OLDER_RULES
-            adjusted = re.search(rf"{ADJUSTED}\[{NUMBER}, {NUMBER}\]", note)
-            other = re.search(rf"{re.escape(OTHER_POLICY)}.*?; \w+, margin {NUMBER}", note)
-            excludes = re.search(rf"{EXCLUDES}{NUMBER}", note)
-            merged[key] = Claim(statement, status, r["ours"], r.get("low", ""), r.get("high", ""), r["unit"],
-                                why, int(r.get("seeds") or 0), [f"{name}: {r['row']}"], data, r.get("p", ""),
-                                r.get("q", ""), adjusted and (float(adjusted[1]), float(adjusted[2])),
-                                other and float(other[1]), excludes[1] if excludes else "")  # fmt: skip
-    order = {status: i for i, status in enumerate(VERDICTS)}
-    return sorted(merged.values(), key=lambda c: (order.get(c.status, len(order)), c.where[0]))
+FOREST = "claims_forest.png"
 
 
 def claim_lines(claims: list[Claim]) -> list[str]:
@@ -115,8 +47,11 @@ def claim_lines(claims: list[Claim]) -> list[str]:
         for c in group:
             tests = "".join(f", {name} {_g(value)}" for name, value in (("p", c.p), ("q", c.q)) if value)
             interval = " (the gap)" if c.status == "never_reached" else f" [{_g(c.low)}, {_g(c.high)}]"
-            measured = f"{_g(c.margin, '+')}{interval} {c.unit}, {c.seeds} seed{'s' * (c.seeds != 1)}{tests}" \
-                if c.margin else "no margin"  # fmt: skip
+            measured = (
+                f"{_g(c.margin, '+')}{interval} {c.unit}, {c.seeds} seed{'s' * (c.seeds != 1)}{tests}"
+                if c.margin
+                else "no margin"
+            )
             excludes = f"; {EXCLUDES}{c.excludes} {c.unit}" if c.excludes and c.status == "insufficient" else ""
             why = f"{excludes}; {c.why}" if c.why else excludes
             lines.append(f"- {c.statement}: **{measured}**{why} ({'; '.join(c.where)})")
@@ -136,31 +71,43 @@ def caveat_lines(scale: Scale, tables: Tables, claims: list[Claim]) -> list[str]
     lines += [f"- data: {data}" for data in sorted({c.data for c in claims if c.data})]
     harness_rows = [(name, r) for name, rows in tables.items() for r in rows if r["table"] in ("noise", "floor")]
     floors = sorted({(r["row"], r["ours"], r["unit"]) for _, r in harness_rows if r["table"] == "floor"})
-    lines += [f"- {row}: unigram floor {_g(value)} {unit} (a run must end {LEARNED_NATS:g} below it to count as "
-              "learning)" for row, value, unit in floors]  # fmt: skip
+    lines += [
+        f"- {row}: unigram floor {_g(value)} {unit} (a run must end {LEARNED_NATS:g} below it to count as learning)"
+        for row, value, unit in floors
+    ]
     noise = list({(r["row"], r["ours"]): (name, r) for name, r in harness_rows if r["table"] == "noise"}.values())
     if noise:
-        lines += ["- noise measured from the seeds (pooled spread of one run's final metric; the assumed floors, "
-                  f"{LOSS_NOISE_FLOOR:g} nats and {TOP1_NOISE_FLOOR:g} points, stay as lower bounds):"]  # fmt: skip
+        lines += [
+            "- noise measured from the seeds (pooled spread of one run's final metric; the assumed floors, "
+            f"{LOSS_NOISE_FLOOR:g} nats and {TOP1_NOISE_FLOOR:g} points, stay as lower bounds):"
+        ]
         lines += [f"  - {name}: {r['row']} {_g(r['ours'])} {r['unit']} ({r['note']})" for name, r in noise]
     return [*lines, *sweep_lines(tables), ""]
 
 
 def sweep_lines(tables: Tables) -> list[str]:
     """Each tuned arm's check on its claim seeds, said once: how many agree with their sweep, and which do not."""
-    checks = {r["run"]: (name, r) for name, rows in tables.items() for r in rows
-              if r["metric"] == "claim_seeds_minus_sweep"}  # fmt: skip
+    checks = {
+        r["run"]: (name, r) for name, rows in tables.items() for r in rows if r["metric"] == "claim_seeds_minus_sweep"
+    }
     if not checks:
         return []
-    flagged = [f"{name}: {run} {_g(r['ours'], '+')} [{_g(r['low'])}, {_g(r['high'])}] {r['unit']} ({r['note']})"
-               for run, (name, r) in checks.items() if r["status"] == "differs"]  # fmt: skip
+    flagged = [
+        f"{name}: {run} {_g(r['ours'], '+')} [{_g(r['low'])}, {_g(r['high'])}] {r['unit']} ({r['note']})"
+        for run, (name, r) in checks.items()
+        if r["status"] == "differs"
+    ]
     agree = f"{len(checks) - len(flagged)} of {len(checks)}" if flagged else f"all {len(checks)}"
-    head = (f"- learning rates: the claim seeds of {agree} arms swept on their own end within the 95% bound of their "
-            "sweep's mean at the chosen rate")  # fmt: skip
+    head = (
+        f"- learning rates: the claim seeds of {agree} arms swept on their own end within the 95% bound of their "
+        "sweep's mean at the chosen rate"
+    )
     if not flagged:
         return [head]
-    return [f"{head}; no claim is decided on the others (claim seeds' mean minus the sweep's, [its 95% interval]):",
-            *(f"  - {line}" for line in flagged)]  # fmt: skip
+    return [
+        f"{head}; no claim is decided on the others (claim seeds' mean minus the sweep's, [its 95% interval]):",
+        *(f"  - {line}" for line in flagged),
+    ]
 
 
 def experiment_lines(scale_dir: Path, tables: Tables, link_prefix: str) -> list[str]:
@@ -180,11 +127,15 @@ def scale_section(scale_dir: Path, claims: list[Claim], link_prefix: str, level:
     lines = []
     if claims:
         counts = collections.Counter(c.status for c in claims)
-        lines += [f"{level} Claims: " + ", ".join(f"{counts[s]} {HEADINGS.get(s, s).lower()}" for s in counts), "",
-                  "Mean margin over seeds (> 0: the claim holds), [its 95% interval], the seeds, p and q; a "
-                  "hypothesis several tables state (the same runs and margins) is one line; an insufficient claim "
-                  "names the narrowest difference its data exclude (two one-sided tests at 5%).", "",
-                  *family_lines(claims)]  # fmt: skip
+        lines += [
+            f"{level} Claims: " + ", ".join(f"{counts[s]} {HEADINGS.get(s, s).lower()}" for s in counts),
+            "",
+            "Mean margin over seeds (> 0: the claim holds), [its 95% interval], the seeds, p and q; a "
+            "hypothesis several tables state (the same runs and margins) is one line; an insufficient claim "
+            "names the narrowest difference its data exclude (two one-sided tests at 5%).",
+            "",
+            *family_lines(claims),
+        ]
         if forest_plot(claims, scale_dir / FOREST, f"claims at {scale_dir.name} scale", HEADINGS):
             lines += [f"![margins of every claim]({link_prefix}{FOREST})", ""]
         lines += claim_lines(claims)
@@ -196,17 +147,24 @@ def threshold_lines(claims: list[Claim], level: str = "##") -> list[str]:
     one of them moved 25% either way would change (`experiment.sensitivity`)."""
     decided = [c for c in claims if c.status in ("claim_holds", "claim_fails")]
     hanging = [c for c in decided if HANGS.strip(" |") in c.why]
-    lines = [f"{level} Thresholds: {len(hanging)} of {len(decided)} decided verdicts hang on one", "",
-             f"Each decided verdict judged again with each threshold moved {SHIFT:.0%} down and up:", "",
-             *(f"- `{t.name}` {'' if t.name == 'tolerance' else f'{t.value:g} '}({t.source})" for t in THRESHOLDS),
-             *(f"- hangs: {c.statement} ({c.where[0]}): {c.why.partition(HANGS.strip(' |'))[2].strip(': ')}"
-               for c in hanging), ""]  # fmt: skip
+    lines = [
+        f"{level} Thresholds: {len(hanging)} of {len(decided)} decided verdicts hang on one",
+        "",
+        f"Each decided verdict judged again with each threshold moved {SHIFT:.0%} down and up:",
+        "",
+        *(f"- `{t.name}` {'' if t.name == 'tolerance' else f'{t.value:g} '}({t.source})" for t in THRESHOLDS),
+        *(
+            f"- hangs: {c.statement} ({c.where[0]}): {c.why.partition(HANGS.strip(' |'))[2].strip(': ')}"
+            for c in hanging
+        ),
+        "",
+    ]
     return lines
 
 
 def check_lines(tables: Tables, level: str = "##") -> list[str]:
-    """The exact checks (`claims.exact_check`), apart from the claims and outside their counts: each with its largest
-    deviation over its seeds and whether it passes."""
+    """The exact checks (`claims.outcomes.exact_check`), apart from the claims and outside their counts: each with
+    its largest deviation over its seeds and whether it passes."""
     checks = [(name, r) for name, rows in tables.items() for r in rows if r["metric"] == "check"]
     if not checks:
         return []
@@ -226,21 +184,25 @@ def family_lines(claims: list[Claim]) -> list[str]:
     rows = sum(len(c.where) for c in claims)
     tested = [c for c in claims if c.p and c.status not in ("not_learning", "unstable", "unmatched")]
     demoted = sum(MULTIPLICITY in c.why for c in claims)
-    return [f"The family: every claim declared at this scale, {rows} rows, {len(claims)} hypotheses (rows on the "
-            "same runs and margins are one hypothesis, tested once and shown once here; the exact checks apart). A "
-            "claim that could not be tested (unstable, unmatched, not learning, never reached, out of reach, "
-            "untuned, unfinished) enters with p = 1; one judged under two tuning policies with the larger of its "
-            "two p. A claim is decided only where its q, Benjamini-Yekutieli's adjusted p over the family (valid "
-            "under any dependence between claims that share an arm), is below 0.05; its interval adjusted for the "
-            f"family is the thick bar of the forest plot. {len(tested)} were tested; {demoted} decided by their own "
-            "test did not survive the control (insufficient, 'multiplicity').", ""]  # fmt: skip
+    return [
+        f"The family: every claim declared at this scale, {rows} rows, {len(claims)} hypotheses (rows on the "
+        "same runs and margins are one hypothesis, tested once and shown once here; the exact checks apart). A "
+        "claim that could not be tested (unstable, unmatched, not learning, never reached, out of reach, "
+        "untuned, unfinished) enters with p = 1; one judged under two tuning policies with the larger of its "
+        "two p. A claim is decided only where its q, Benjamini-Yekutieli's adjusted p over the family (valid "
+        "under any dependence between claims that share an arm), is below 0.05; its interval adjusted for the "
+        f"family is the thick bar of the forest plot. {len(tested)} were tested; {demoted} decided by their own "
+        "test did not survive the control (insufficient, 'multiplicity').",
+        "",
+    ]
 
 
 HEADER = ("Machine: ", "Judged again ")  # the lines of a scale's report that say where and how it was made
 
 
-def write_report(results_dir: Path = RESULTS_DIR, scale: Scale | None = None,
-                 header: tuple[str, ...] | None = None) -> Path:  # fmt: skip
+def write_report(
+    results_dir: Path = RESULTS_DIR, scale: Scale | None = None, header: tuple[str, ...] | None = None
+) -> Path:
     """With `scale`: `results/<scale>/REPORT.md`, opening with `header` (the machine and commit; None: the header
     the report has, kept) and the scale's scope. Without: `results/REPORT.md`, each scale that has results, largest
     first, pointing at its own report."""
@@ -252,23 +214,38 @@ def write_report(results_dir: Path = RESULTS_DIR, scale: Scale | None = None,
             header = tuple(part for line in old if line.startswith(HEADER) for part in (line, ""))
         tables = read_tables(scale_dir)
         claims = claims_of(tables)
-        lines = [f"# Results at {scale} scale", "", *header, *([scale.scope, ""] if scale.scope else []),
-                 *scale_section(scale_dir, claims, ""), *threshold_lines(claims), *check_lines(tables),
-                 *caveat_lines(scale, tables, claims),
-                 *experiment_lines(scale_dir, tables, "")]  # fmt: skip
+        lines = [
+            f"# Results at {scale} scale",
+            "",
+            *header,
+            *([scale.scope, ""] if scale.scope else []),
+            *scale_section(scale_dir, claims, ""),
+            *threshold_lines(claims),
+            *check_lines(tables),
+            *caveat_lines(scale, tables, claims),
+            *experiment_lines(scale_dir, tables, ""),
+        ]
         path = scale_dir / "REPORT.md"
     else:
-        lines = ["# Results", "", "Regenerated by `python -m scaling_axes report` (and every experiment's "
-                 "`--report`). **smoke** results prove the pipeline and are never a reproduction: they stay in "
-                 "`results/smoke/` (not committed) and are not listed here; paper numbers and their sources: "
-                 "`results/published/`.", ""]  # fmt: skip
+        lines = [
+            "# Results",
+            "",
+            "Regenerated by `python -m scaling_axes report` (and every experiment's "
+            "`--report`). **smoke** results prove the pipeline and are never a reproduction: they stay in "
+            "`results/smoke/` (not committed) and are not listed here; paper numbers and their sources: "
+            "`results/published/`.",
+            "",
+        ]
         for each in reversed(SCALES.values()):
             scale_dir = results_dir / each.name
             if each.judges_claims and (tables := read_tables(scale_dir)):  # smoke's stays in results/smoke/
-                lines += [f"## {each} scale ([its report]({each.name}/REPORT.md))", "",
-                          *scale_section(scale_dir, claims_of(tables), f"{each.name}/", "###"),
-                          *check_lines(tables, "###"),
-                          *experiment_lines(scale_dir, tables, f"{each.name}/")]  # fmt: skip
+                lines += [
+                    f"## {each} scale ([its report]({each.name}/REPORT.md))",
+                    "",
+                    *scale_section(scale_dir, claims_of(tables), f"{each.name}/", "###"),
+                    *check_lines(tables, "###"),
+                    *experiment_lines(scale_dir, tables, f"{each.name}/"),
+                ]
         path = results_dir / "REPORT.md"
     atomic_write(path, "\n".join(lines))
     return path

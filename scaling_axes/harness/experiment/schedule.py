@@ -18,9 +18,10 @@ from scaling_axes.harness.runs import RUNS_DIR, Experiment, Run, find_run, passe
 from scaling_axes.harness.scales import Scale
 from scaling_axes.harness.sweeps import tuned
 from scaling_axes.harness.training import lifecycle
+from scaling_axes.harness.training.growth import source_weights
 from scaling_axes.harness.training.identical import identity, link_identical, record_identity
 from scaling_axes.harness.training.launch import Launch, check_options, resolve
-from scaling_axes.harness.training.rundir import changes_or_unreadable, source_weights
+from scaling_axes.harness.training.rundir import changes_or_unreadable
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,8 +38,15 @@ class Schedule:
     allow_repeats: bool = False
 
     @classmethod
-    def of(cls, experiment: Experiment, scale: Scale, runs_dir: Path = RUNS_DIR, force_new: bool = False,
-           allow_repeats: bool = False, **options: Any) -> Schedule:  # fmt: skip
+    def of(
+        cls,
+        experiment: Experiment,
+        scale: Scale,
+        runs_dir: Path = RUNS_DIR,
+        force_new: bool = False,
+        allow_repeats: bool = False,
+        **options: Any,
+    ) -> Schedule:
         """The schedule with its Trainer `options` checked (a refused launch stops here, before any run)."""
         return cls(experiment, scale, Path(runs_dir), check_options(options), force_new, allow_repeats)
 
@@ -47,9 +55,17 @@ class Schedule:
         budget it stops first (`data_epochs`); grown, its source trains first, at the rate its sweep chooses."""
         epochs = data_epochs(self.experiment, self.scale, run, self.allow_repeats)
         past = epochs if epochs is not None and epochs > epoch_limit(self.experiment, self.scale) else None
-        launch = resolve(run, self.run_dir(run), self.options, checked=True, experiment=self.experiment,
-                         scale=self.scale, force_new=self.force_new, data_epochs=past,
-                         labels={"experiment": self.experiment.name, "scale": self.scale.name})  # fmt: skip
+        launch = resolve(
+            run,
+            self.run_dir(run),
+            self.options,
+            checked=True,
+            experiment=self.experiment,
+            scale=self.scale,
+            force_new=self.force_new,
+            data_epochs=past,
+            labels={"experiment": self.experiment.name, "scale": self.scale.name},
+        )
         same = identity(launch)  # computed once: a grown run's walks its growth chain
         if (shared := link_identical(launch, same)) is not None:
             print(f"run {run.name}: declared identically by another experiment and trained once, in {shared}; linked")

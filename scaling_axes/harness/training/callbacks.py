@@ -1,6 +1,6 @@
 """The Trainer's callbacks for resumable runs: atomic checkpoints on a schedule and on a cluster's termination signal
 (each recording the run's settings and how far its metrics log went), the loss-spike watch, throughput counters that
-resume, and a one-line progress log for non-terminal stdout."""
+resume (the one-line progress log for non-terminal stdout is `progress.py`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import os
 import secrets
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -46,8 +45,13 @@ class StepCheckpoint(ModelCheckpoint):
     digest at that moment (`RUN_STATE`), which a resume checks and cuts the log back to."""
 
     def __init__(self, dirpath: Path, every_n_train_steps: int, fingerprinted: dict, metrics: Path) -> None:
-        super().__init__(dirpath=dirpath, every_n_train_steps=every_n_train_steps, save_last=True, save_top_k=0,
-                         enable_version_counter=False)  # fmt: skip
+        super().__init__(
+            dirpath=dirpath,
+            every_n_train_steps=every_n_train_steps,
+            save_last=True,
+            save_top_k=0,
+            enable_version_counter=False,
+        )
         self.fingerprinted, self.metrics = fingerprinted, metrics
 
     def on_save_checkpoint(self, trainer: L.Trainer, pl_module, checkpoint: dict) -> None:
@@ -115,8 +119,12 @@ class ResumableThroughputMonitor(ThroughputMonitor):
         stage = RunningStage.TRAINING
         if stage not in self._batches:
             return {}
-        return {"batches": self._batches[stage], "samples": self._samples[stage], "lengths": self._lengths[stage],
-                "time": time.perf_counter() - self._t0s[stage]}  # fmt: skip
+        return {
+            "batches": self._batches[stage],
+            "samples": self._samples[stage],
+            "lengths": self._lengths[stage],
+            "time": time.perf_counter() - self._t0s[stage],
+        }
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self._resumed = dict(state_dict)
@@ -246,45 +254,3 @@ class SameRunDirectory(L.Callback):
 
 class RunInterrupted(Exception):
     """Raised out of `Trainer.fit` once `CheckpointOnSignal` has checkpointed."""
-
-
-class ProgressLog(L.Callback):
-    """Where stdout is not a terminal (a cluster job's log), one line every `every` optimizer steps: step, training
-    loss, lr, tokens/s (samples/s for a model that counts no tokens) and the time left; and one per validation.
-    On a terminal Lightning's progress bar does this."""
-
-    def __init__(self, every: int) -> None:
-        self.every, self.last_step = max(1, every), -1
-
-    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self.start, self.start_step, self.samples = time.monotonic(), trainer.global_step, 0
-        self.start_tokens = getattr(pl_module, "tokens_seen", None)
-
-    def on_train_batch_end(self, trainer: L.Trainer, pl_module, outputs, batch, batch_idx: int) -> None:
-        self.samples += len(batch[0]) * trainer.world_size
-        step = trainer.global_step
-        if step == self.last_step or (step % self.every and step != trainer.max_steps) or not trainer.is_global_zero:
-            return
-        self.last_step, seconds = step, max(time.monotonic() - self.start, 1e-9)
-        tokens = getattr(pl_module, "tokens_seen", None)
-        rate = f"{(tokens - self.start_tokens) / seconds:,.0f} tokens/s" if tokens is not None else (
-            f"{self.samples / seconds:,.1f} samples/s")  # fmt: skip
-        left = (trainer.max_steps - step) * seconds / max(1, step - self.start_step)
-        loss = trainer.callback_metrics.get("train/loss", outputs["loss"] if isinstance(outputs, dict) else outputs)
-        lr = trainer.optimizers[0].param_groups[0]["lr"]
-        print(f"step {step}/{trainer.max_steps}  loss {float(loss):.4f}  lr {lr:.3g}  {rate}  "
-              f"ETA {_clock(left)}", flush=True)  # fmt: skip
-
-    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if trainer.is_global_zero and not trainer.sanity_checking and "val/loss" in trainer.callback_metrics:
-            print(f"step {trainer.global_step}  val/loss {float(trainer.callback_metrics['val/loss']):.4f}", flush=True)
-
-
-def _clock(seconds: float) -> str:
-    minutes, seconds = divmod(int(seconds), 60)
-    return f"{minutes // 60}:{minutes % 60:02d}:{seconds:02d}"
-
-
-def progress(every: int) -> tuple[bool, list[L.Callback]]:
-    """(enable_progress_bar, callbacks): Lightning's bar on a terminal, else `ProgressLog` lines."""
-    return (True, []) if sys.stdout.isatty() else (False, [ProgressLog(every)])

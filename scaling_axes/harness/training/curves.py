@@ -94,8 +94,9 @@ def smoothed(curve: Curve, window: int | None = None) -> Curve:
     single-step train losses would be crossed first by a lucky batch."""
     window = window or max(1, min(10, len(curve) // 20))
     values = [value for _, value in curve]
-    return [(step, sum(values[max(0, i - window + 1) : i + 1]) / min(window, i + 1))
-            for i, (step, _) in enumerate(curve)]  # fmt: skip
+    return [
+        (step, sum(values[max(0, i - window + 1) : i + 1]) / min(window, i + 1)) for i, (step, _) in enumerate(curve)
+    ]
 
 
 def final_train_loss(done: dict) -> float | None:

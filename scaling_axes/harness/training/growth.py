@@ -11,25 +11,34 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 from pathlib import Path
 from typing import Any
 
 import lightning as L
+import torch
 from torch import nn
 
+from scaling_axes.datamodules.corpora import tokenizer_of
 from scaling_axes.datamodules.text import TextDataModule
+from scaling_axes.datamodules.tokenizers import load_tokenizer
 from scaling_axes.harness.runs import Run
 from scaling_axes.harness.scales import in_range
 from scaling_axes.harness.training.rundir import (
-    GROWN_OVERRIDES,
-    GROWN_WEIGHTS,
-    read_grown,
-    write_grown,
+    check_tokenizer,
+    data_changed,
+    final_weights,
+    read_done,
+    read_final_config,
 )
 from scaling_axes.harness.training.tasks import language_model
+from scaling_axes.io import CorruptFileError, atomic_save_safetensors, atomic_write, read_verified_json, verify_checksum
 from scaling_axes.modules import get_config
 from scaling_axes.modules.registry import architecture_of, preset_overrides
 from scaling_axes.modules.tasks.lm import LanguageModel, load_lm_checkpoint, save_lm_checkpoint
+
+GROWN_WEIGHTS = "init_grown.safetensors"  # a grown run's first weights, grown from its source's final ones
+GROWN_OVERRIDES = "init_grown_overrides.json"  # the config fields growth set (tau pins, Net2Net's eps)
 
 
 def grow_model(
@@ -68,8 +77,9 @@ def grow_checkpoint_cli(argv: list[str] | None = None) -> None:
         action="store_true",
         help="Tokenformer: keep tau (exact growth with zero keys); default: tau from the new n, as the paper",
     )
-    parser.add_argument("--noise", type=in_range(float, 0), default=0.0,
-                        help="Transformer: relative noise on widened weights")  # fmt: skip
+    parser.add_argument(
+        "--noise", type=in_range(float, 0), default=0.0, help="Transformer: relative noise on widened weights"
+    )
     parser.add_argument(
         "--net2net",
         choices=("exact", "new_parameters"),
@@ -77,8 +87,15 @@ def grow_checkpoint_cli(argv: list[str] | None = None) -> None:
         help="Transformer: function-preserving Net2Net, or the Tokenformer paper's (Eq. 14)",
     )
     args = parser.parse_args(argv)
-    grow_checkpoint(args.checkpoint, args.target, args.output, new_keys=args.new_keys, pin_tau=args.pin_tau,
-                    noise=args.noise, net2net=args.net2net)  # fmt: skip
+    grow_checkpoint(
+        args.checkpoint,
+        args.target,
+        args.output,
+        new_keys=args.new_keys,
+        pin_tau=args.pin_tau,
+        noise=args.noise,
+        net2net=args.net2net,
+    )
     print(f"wrote {args.output}")
 
 
@@ -92,7 +109,7 @@ class Growth:
 
 
 def grown_run(source: Run, source_weights: Path, run: Run, out: Path) -> tuple[Run, Growth]:
-    """Grow `source`'s final weights (verified: `rundir.source_weights`) into `run`'s model. Growth may set config
+    """Grow `source`'s final weights (verified: `source_weights`) into `run`'s model. Growth may set config
     fields (tau pins, Net2Net's eps): the returned run carries them as overrides, and both are kept in `out` so that
     a resumed run agrees."""
     if not (out / GROWN_OVERRIDES).exists():
@@ -108,3 +125,28 @@ def measure_growth(trainer: L.Trainer, data: TextDataModule, grown: LanguageMode
     before = trainer.validate(source, datamodule=data, verbose=False)[0]["val/loss"]
     after = trainer.validate(grown, datamodule=data, verbose=False)[0]["val/loss"]
     return {"val_loss_before_growth": before, "val_loss_after_growth": after}
+
+
+def source_weights(source_dir: Path, grown: Run) -> Path:
+    """The final weights of the finished run in `source_dir`, verified (`read_done`), for `grown` to grow from: a
+    text run must read the ids its source learned (the tokenizer its config.json records)."""
+    read_done(source_dir / "done.json")
+    if changed := data_changed(source_dir):
+        raise CorruptFileError(f"{source_dir}, which {grown.name} grows from: {changed}")
+    if not grown.classifies_images:
+        tokenizer = load_tokenizer(tokenizer_of(grown.corpus, grown.tokenizer), grown.data.get("tokenizer_path"))
+        check_tokenizer(read_final_config(source_dir), tokenizer, source_dir)
+    return final_weights(source_dir)
+
+
+def write_grown(out: Path, run: Run, grown: torch.nn.Module) -> None:
+    """A grown run's first weights and the config fields growth set, each with its checksum."""
+    atomic_save_safetensors(grown.state_dict(), out / GROWN_WEIGHTS, checksum=True)
+    atomic_write(out / GROWN_OVERRIDES, json.dumps(preset_overrides(run.model, grown.config)), checksum=True)
+
+
+def read_grown(out: Path, run: Run) -> Run:
+    """`run` as grown into `out` (`write_grown`): with the overrides growth set, its weights verified."""
+    fix = f"delete {out} and rerun to grow {run.name} again"
+    verify_checksum(out / GROWN_WEIGHTS, fix)
+    return dataclasses.replace(run, overrides=read_verified_json(out / GROWN_OVERRIDES, fix))

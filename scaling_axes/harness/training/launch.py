@@ -122,19 +122,28 @@ def fingerprint_fields(run: Run, options: dict[str, Any]) -> dict[str, Any]:
     and so the arithmetic), and the device type, the strategy ("auto" as what Lightning makes of it) and whether the
     model is compiled: each changes the rounding, so a resume under another would not continue the same run."""
     processes = world_size(options)
-    declared = {k: v for k, v in dataclasses.asdict(run).items()
-                if k not in ("overrides", "lr_sweep", "on_request", "sweep")}  # fmt: skip
+    declared = {
+        k: v for k, v in dataclasses.asdict(run).items() if k not in ("overrides", "lr_sweep", "on_request", "sweep")
+    }
     accelerator = str(options.get("accelerator") or "auto")
     cuda = on_cuda(accelerator)
     strategy = str(options.get("strategy") or "auto")
     compiled = compile_by_default(run, options.get("compile"))
-    return json.loads(json.dumps({
-        "run": declared, "model_config": dataclasses.asdict(run.config),
-        "precision": str(options.get("precision")), "world_size": processes,
-        "micro_batch": run.budget.micro_batch_on(processes),
-        "accelerator": "cuda" if cuda else "cpu" if accelerator == "auto" else accelerator,
-        "strategy": ("ddp" if processes > 1 else "single_device") if strategy == "auto" else strategy,
-        "compile": cuda if compiled is None else bool(compiled)}, default=str))  # fmt: skip
+    return json.loads(
+        json.dumps(
+            {
+                "run": declared,
+                "model_config": dataclasses.asdict(run.config),
+                "precision": str(options.get("precision")),
+                "world_size": processes,
+                "micro_batch": run.budget.micro_batch_on(processes),
+                "accelerator": "cuda" if cuda else "cpu" if accelerator == "auto" else accelerator,
+                "strategy": ("ddp" if processes > 1 else "single_device") if strategy == "auto" else strategy,
+                "compile": cuda if compiled is None else bool(compiled),
+            },
+            default=str,
+        )
+    )
 
 
 def fingerprint(fields: dict[str, Any]) -> str:
@@ -175,8 +184,13 @@ def check_trainer_settings(options: dict[str, Any], asked: dict[str, Any] | None
     settings = trainer_settings(options, world_size(options))
     try:
         with _quiet_lightning():
-            trainer = L.Trainer(**settings, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                                enable_model_summary=False)  # fmt: skip
+            trainer = L.Trainer(
+                **settings,
+                logger=False,
+                enable_checkpointing=False,
+                enable_progress_bar=False,
+                enable_model_summary=False,
+            )
     except (MisconfigurationException, ValueError, TypeError, RuntimeError) as error:
         named = ", ".join(
             f"--{k.replace('_', '-')} {v}"

@@ -68,8 +68,9 @@ def train(launch: Launch, extra_callbacks: list | None = None) -> dict:
             return write_diverged(out, run, error)
 
 
-def train_run(run: Run, out: Path, extra_callbacks: list | None = None, labels: dict | None = None,
-              **options: Any) -> dict:  # fmt: skip
+def train_run(
+    run: Run, out: Path, extra_callbacks: list | None = None, labels: dict | None = None, **options: Any
+) -> dict:
     """Train `run` into `out` on its own, outside any experiment (tests, benchmarks, a job of one's own): `options`
     go to the Trainer, except `compile` (`launch.compile_by_default`) and `loggers` (named by `labels`);
     `precision` defaults to bf16-mixed on a CUDA GPU, else 32-true."""

@@ -14,7 +14,8 @@ from pathlib import Path
 from lightning.pytorch.cli import LightningCLI
 
 from scaling_axes.datamodules.text import TextDataModule
-from scaling_axes.harness.training.callbacks import AtomicCheckpointIO, progress
+from scaling_axes.harness.training.callbacks import AtomicCheckpointIO
+from scaling_axes.harness.training.progress import progress
 from scaling_axes.io import load_torch, verify_checksum
 from scaling_axes.modules.tasks.acceleration import default_precision, keep_freed_host_memory
 from scaling_axes.modules.tasks.lm import LanguageModel
@@ -23,10 +24,16 @@ from scaling_axes.modules.tasks.lm import LanguageModel
 def cli_main(args: list[str] | None = None) -> LightningCLI:
     keep_freed_host_memory()
     progress_bar, callbacks = progress(50)
-    defaults = {"precision": default_precision(), "gradient_clip_val": 1.0, "enable_progress_bar": progress_bar,
-                "callbacks": callbacks, "plugins": [AtomicCheckpointIO()]}  # fmt: skip
-    return LightningCLI(LanguageModel, TextDataModule, args=args, trainer_defaults=defaults,
-                        save_config_kwargs={"overwrite": True})  # fmt: skip
+    defaults = {
+        "precision": default_precision(),
+        "gradient_clip_val": 1.0,
+        "enable_progress_bar": progress_bar,
+        "callbacks": callbacks,
+        "plugins": [AtomicCheckpointIO()],
+    }
+    return LightningCLI(
+        LanguageModel, TextDataModule, args=args, trainer_defaults=defaults, save_config_kwargs={"overwrite": True}
+    )
 
 
 def fit_main(args: list[str]) -> LightningCLI:

@@ -32,9 +32,11 @@ class DirectoryLock:
             fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             self.release()
-            raise SystemExit(f"run {self.out} is being trained by another process (its directory is locked, though "
-                             f"its lock file {self.owner.name.removesuffix('.owner')} is gone: deleted by a cleanup?); "
-                             "wait for it to finish or stop it") from None  # fmt: skip
+            raise SystemExit(
+                f"run {self.out} is being trained by another process (its directory is locked, though "
+                f"its lock file {self.owner.name.removesuffix('.owner')} is gone: deleted by a cleanup?); "
+                "wait for it to finish or stop it"
+            ) from None
 
     def release(self) -> None:
         if self.fd is not None:
@@ -57,8 +59,10 @@ def run_lock(out: Path) -> Iterator[DirectoryLock | None]:
         lock.acquire(timeout=0)
     except Timeout:
         holder = owner.read_text().strip() if owner.exists() else "another process"
-        raise SystemExit(f"run {out} is being trained by {holder}; wait for it to finish or stop it (a second launch "
-                         "of the same run would clobber its checkpoints and logs)") from None  # fmt: skip
+        raise SystemExit(
+            f"run {out} is being trained by {holder}; wait for it to finish or stop it (a second launch "
+            "of the same run would clobber its checkpoints and logs)"
+        ) from None
     directory = DirectoryLock(out, owner)
     try:
         directory.hold()

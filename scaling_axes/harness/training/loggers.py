@@ -58,11 +58,15 @@ def build_loggers(names: Sequence[str], out: Path, hyperparameters: dict[str, An
         loggers.append(PlainTensorBoardLogger(out, name="tensorboard", version="", default_hp_metric=False))
     if "wandb" in names:
         labels = ("experiment", "scale", "seed", "commit")
-        loggers.append(ResumableWandbLogger(
-            out, name=hyperparameters["run"], project=os.environ.get("WANDB_PROJECT", "scaling-axes"),
-            group=hyperparameters.get("experiment"),
-            tags=[f"{key}={hyperparameters[key]}" for key in labels if key in hyperparameters],
-        ))  # fmt: skip
+        loggers.append(
+            ResumableWandbLogger(
+                out,
+                name=hyperparameters["run"],
+                project=os.environ.get("WANDB_PROJECT", "scaling-axes"),
+                group=hyperparameters.get("experiment"),
+                tags=[f"{key}={hyperparameters[key]}" for key in labels if key in hyperparameters],
+            )
+        )
     for logger in loggers[1:]:
         logger.log_hyperparams(hyperparameters)
         if isinstance(logger, ResumableWandbLogger):
@@ -102,8 +106,9 @@ class ResumableWandbLogger(WandbLogger):
     def log_missing(self, metrics_csv: Path) -> None:
         """Log the points of `metrics_csv` (as a resume cuts it: up to its checkpoint) that no session wrote."""
         for row in metric_rows(metrics_csv)[1]:
-            self.log_metrics({key: float(value) for key, value in row.items() if value and key != "step"},
-                             int(row["step"]))  # fmt: skip
+            self.log_metrics(
+                {key: float(value) for key, value in row.items() if value and key != "step"}, int(row["step"])
+            )
 
 
 def wandb_history(out: Path, run_id: str) -> tuple[set[tuple[str, int]], int]:
@@ -146,8 +151,9 @@ def wandb_history_rows(path: Path) -> Iterator[dict[str, Any]]:
             record = wandb_internal_pb2.Record.FromString(pending)
             pending = b""
             if record.WhichOneof("record_type") == "history":
-                yield {item.key or "/".join(item.nested_key): json.loads(item.value_json)
-                       for item in record.history.item}  # fmt: skip
+                yield {
+                    item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in record.history.item
+                }
 
 
 def finish_loggers(loggers: Sequence[Logger]) -> None:
@@ -176,9 +182,19 @@ def wandb_id(out: Path) -> str:
 def hyperparameters(run: Run, labels: dict[str, Any]) -> dict[str, Any]:
     """What a logger records of the run: its name, `labels` (experiment, scale), seed, commit and resolved config, as
     plain JSON values (a tuple as a list: TensorBoard's hparams.yaml then loads with `yaml.safe_load`)."""
-    return json.loads(json.dumps({"run": run.name, **labels, "seed": run.seed, "commit": source_commit(),
-                                  "model": run.model, "model_config": dataclasses.asdict(run.config),
-                                  "budget": dataclasses.asdict(run.budget)}))  # fmt: skip
+    return json.loads(
+        json.dumps(
+            {
+                "run": run.name,
+                **labels,
+                "seed": run.seed,
+                "commit": source_commit(),
+                "model": run.model,
+                "model_config": dataclasses.asdict(run.config),
+                "budget": dataclasses.asdict(run.budget),
+            }
+        )
+    )
 
 
 FINAL_METRICS = ("val_loss", "val_bpb", "test_loss", "val_top1")  # what TensorBoard's HPARAMS tab shows per run

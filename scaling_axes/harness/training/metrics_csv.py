@@ -71,9 +71,11 @@ def cut_metrics(path: Path, prefix: dict[str, Any] | None) -> None:
     kept = rows[: prefix["rows"]] if prefix else []
     if prefix and (len(kept) < prefix["rows"] or _rows_digest(kept) != prefix["blake2b"]):
         if "log" not in prefix:
-            raise CorruptFileError(f"{path} no longer holds the {prefix['rows']} rows logged before the last "
-                                   "checkpoint (it was cut or edited); restore it, or delete the run directory to "
-                                   "start over")  # fmt: skip
+            raise CorruptFileError(
+                f"{path} no longer holds the {prefix['rows']} rows logged before the last "
+                "checkpoint (it was cut or edited); restore it, or delete the run directory to "
+                "start over"
+            )
         print(f"{path} lost rows logged before the last checkpoint (deleted, cut or edited): written again from it")
         header, rows, kept = prefix["header"], prefix["log"], prefix["log"]
         write_csv(path, tuple(header), kept)

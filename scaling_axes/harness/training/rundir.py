@@ -1,6 +1,6 @@
 """A run's directory, every file in it (its lock: `lock.py`): the settings it was started with
 (config.yaml, compared field by field with the launch's fingerprint; moved aside by --force-new, never deleted), the
-checkpoint's own record, a grown run's first weights, and a finished run's `done.json`, `final.safetensors` and
+checkpoint's own record and a finished run's `done.json`, `final.safetensors` and
 `config.json`, each written with its checksum and verified where read."""
 
 from __future__ import annotations
@@ -36,8 +36,6 @@ RUN_STATE = "scaling_axes"  # a checkpoint's own record: the run's settings and 
 FINAL_WEIGHTS = "final.safetensors"  # a finished run's weights (a run finished before issue 39: final.pt, still read)
 LEGACY_FINAL_WEIGHTS = "final.pt"
 FINAL_CONFIG = "config.json"  # beside them: what builds the model and tokenizes its input (`final_config`)
-GROWN_WEIGHTS = "init_grown.safetensors"  # a grown run's first weights, grown from its source's final ones
-GROWN_OVERRIDES = "init_grown_overrides.json"  # the config fields growth set (tau pins, Net2Net's eps)
 
 
 def check_writable(out: Path) -> None:
@@ -66,8 +64,9 @@ def fingerprint_changes(out: Path, fields: dict[str, Any]) -> list[str]:
     fields it did not record (it predates them) are not compared, nor is a run from before fingerprints, nor one that
     never reached a checkpoint (a launch stopped before training, by its data or its cluster: nothing of it is
     kept, so its config.yaml is replaced)."""
-    if not (out / "config.yaml").exists() or not ((out / "checkpoints" / "last.ckpt").exists()
-                                                   or (out / "done.json").exists()):  # fmt: skip
+    if not (out / "config.yaml").exists() or not (
+        (out / "checkpoints" / "last.ckpt").exists() or (out / "done.json").exists()
+    ):
         return []
     recorded = read_config(out).get("fingerprinted") or {}
     return recorded_differences(recorded, fields)
@@ -97,8 +96,10 @@ def checkpoint_state(out: Path, fingerprinted: dict) -> dict | None:
     if not isinstance(state, dict) or not {"fingerprinted", "metrics_csv"} <= state.keys():
         raise CorruptFileError(f"{last} records no run settings (a checkpoint of an older suite); {fix}")
     if changes := recorded_differences(state["fingerprinted"], fingerprinted):
-        raise SystemExit(f"{last} was written by a run with other settings ({'; '.join(changes[:10])}). Rerun with "
-                         "its settings to resume, or pass --force-new to move it aside and start over")  # fmt: skip
+        raise SystemExit(
+            f"{last} was written by a run with other settings ({'; '.join(changes[:10])}). Rerun with "
+            "its settings to resume, or pass --force-new to move it aside and start over"
+        )
     return {**state, "global_step": int(checkpoint.get("global_step", 0))}  # where it resumes
 
 
@@ -110,8 +111,11 @@ def recorded_differences(recorded: dict, now: dict) -> list[str]:
 
 def _differences(old: Any, new: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
     if isinstance(old, dict) and isinstance(new, dict):
-        return [d for key in sorted(set(old) | set(new), key=str)
-                for d in _differences(old.get(key), new.get(key), f"{prefix}{key}.")]  # fmt: skip
+        return [
+            d
+            for key in sorted(set(old) | set(new), key=str)
+            for d in _differences(old.get(key), new.get(key), f"{prefix}{key}.")
+        ]
     return [] if old == new else [(prefix.rstrip("."), old, new)]
 
 
@@ -166,12 +170,19 @@ def final_config(run: Run) -> dict[str, Any]:
     text = not run.classifies_images
     tokenizer = tokenizer_of(run.corpus, run.tokenizer) if text else None
     path = run.data.get("tokenizer_path")
-    return {"run": run.name, "model": run.model, "overrides": preset_overrides(run.model, run.config),
-            "model_class": type(run.config).__name__, "model_config": dataclasses.asdict(run.config),
-            "tokenizer": tokenizer, "tokenizer_path": path,
-            "tokenizer_blake2b": tokenizer_digest(load_tokenizer(tokenizer, path)) if text else None,
-            "corpus": run.corpus, "data_blake2b": data_digest(run.corpus, tokenizer) if text else None,
-            "commit": source_commit()}  # fmt: skip
+    return {
+        "run": run.name,
+        "model": run.model,
+        "overrides": preset_overrides(run.model, run.config),
+        "model_class": type(run.config).__name__,
+        "model_config": dataclasses.asdict(run.config),
+        "tokenizer": tokenizer,
+        "tokenizer_path": path,
+        "tokenizer_blake2b": tokenizer_digest(load_tokenizer(tokenizer, path)) if text else None,
+        "corpus": run.corpus,
+        "data_blake2b": data_digest(run.corpus, tokenizer) if text else None,
+        "commit": source_commit(),
+    }
 
 
 def data_changed(run_dir: Path) -> str | None:
@@ -181,9 +192,11 @@ def data_changed(run_dir: Path) -> str | None:
     recorded = config.get("data_blake2b")
     if not recorded or (now := data_digest(config["corpus"], config["tokenizer"])) == recorded:
         return None
-    return (f"its data changed since it trained: {config['corpus']}/{config['tokenizer']} is prepared with other "
-            f"tokens now (digest {now}, recorded {recorded}); retrain it on this data (--force-new) or restore "
-            "the data it trained on")  # fmt: skip
+    return (
+        f"its data changed since it trained: {config['corpus']}/{config['tokenizer']} is prepared with other "
+        f"tokens now (digest {now}, recorded {recorded}); retrain it on this data (--force-new) or restore "
+        "the data it trained on"
+    )
 
 
 def check_tokenizer(config: dict[str, Any], tokenizer: Tokenizer, run_dir: Path) -> None:
@@ -191,8 +204,10 @@ def check_tokenizer(config: dict[str, Any], tokenizer: Tokenizer, run_dir: Path)
     other ids would score, export or grow its model silently wrong."""
     recorded, now = config.get("tokenizer_blake2b"), tokenizer_digest(tokenizer)
     if recorded and recorded != now:
-        raise CorruptFileError(f"the tokenizer {tokenizer.source} is not the one {run_dir} trained with (its digest "
-                               f"{now}, recorded {recorded}): restore that file, or retrain the run")  # fmt: skip
+        raise CorruptFileError(
+            f"the tokenizer {tokenizer.source} is not the one {run_dir} trained with (its digest "
+            f"{now}, recorded {recorded}): restore that file, or retrain the run"
+        )
 
 
 def run_fingerprint(run_dir: Path) -> str | None:
@@ -215,8 +230,9 @@ def read_final_config(run_dir: Path) -> dict[str, Any]:
         return read_verified_json(run_dir / FINAL_CONFIG, f"delete {run_dir / 'done.json'} and rerun the run")
     run = read_config(run_dir).get("run")
     if not isinstance(run, dict) or "model" not in run:
-        raise CorruptFileError(f"{run_dir / 'config.yaml'} names no run model: not a run's config.yaml; restore it "
-                               "or rerun the run")  # fmt: skip
+        raise CorruptFileError(
+            f"{run_dir / 'config.yaml'} names no run model: not a run's config.yaml; restore it or rerun the run"
+        )
     tokenizer = tokenizer_of(run["corpus"], run.get("tokenizer"))
     return {**run, "tokenizer": tokenizer, "tokenizer_path": (run.get("data") or {}).get("tokenizer_path")}
 
@@ -228,8 +244,13 @@ def write_done(out: Path, done: dict) -> None:
 
 def write_diverged(out: Path, run: Run, error: FloatingPointError) -> dict:
     """A sweep point whose loss went non-finite is finished: done.json says so (val_loss null) and keeps the error."""
-    done = {"run": run.name, "model": run.model, "val_loss": None, "diverged": str(error),
-            "train_flops": run.train_flops()}  # fmt: skip
+    done = {
+        "run": run.name,
+        "model": run.model,
+        "val_loss": None,
+        "diverged": str(error),
+        "train_flops": run.train_flops(),
+    }
     write_done(out, done)
     return done
 
@@ -256,34 +277,12 @@ def check_bound(run_dir: Path, weights: Path, fix: str) -> None:
         return
     config = read_verified_json(config_path, fix)
     if config.get("weights_blake2b") and config["weights_blake2b"] != file_digest(weights):
-        raise CorruptFileError(f"{weights} is not the weights {run_dir.name} wrote (config.json records other ones: "
-                               f"another run's copied in?); {fix}")  # fmt: skip
+        raise CorruptFileError(
+            f"{weights} is not the weights {run_dir.name} wrote (config.json records other ones: "
+            f"another run's copied in?); {fix}"
+        )
     recorded = run_fingerprint(run_dir)
     if config.get("fingerprint") and recorded and config["fingerprint"] != recorded:
-        raise CorruptFileError(f"{config_path} belongs to another run (fingerprint {config['fingerprint']}, this "
-                               f"run's {recorded}); {fix}")  # fmt: skip
-
-
-def source_weights(source_dir: Path, grown: Run) -> Path:
-    """The final weights of the finished run in `source_dir`, verified (`read_done`), for `grown` to grow from: a
-    text run must read the ids its source learned (the tokenizer its config.json records)."""
-    read_done(source_dir / "done.json")
-    if changed := data_changed(source_dir):
-        raise CorruptFileError(f"{source_dir}, which {grown.name} grows from: {changed}")
-    if not grown.classifies_images:
-        tokenizer = load_tokenizer(tokenizer_of(grown.corpus, grown.tokenizer), grown.data.get("tokenizer_path"))
-        check_tokenizer(read_final_config(source_dir), tokenizer, source_dir)
-    return final_weights(source_dir)
-
-
-def write_grown(out: Path, run: Run, grown: torch.nn.Module) -> None:
-    """A grown run's first weights and the config fields growth set, each with its checksum."""
-    atomic_save_safetensors(grown.state_dict(), out / GROWN_WEIGHTS, checksum=True)
-    atomic_write(out / GROWN_OVERRIDES, json.dumps(preset_overrides(run.model, grown.config)), checksum=True)
-
-
-def read_grown(out: Path, run: Run) -> Run:
-    """`run` as grown into `out` (`write_grown`): with the overrides growth set, its weights verified."""
-    fix = f"delete {out} and rerun to grow {run.name} again"
-    verify_checksum(out / GROWN_WEIGHTS, fix)
-    return dataclasses.replace(run, overrides=read_verified_json(out / GROWN_OVERRIDES, fix))
+        raise CorruptFileError(
+            f"{config_path} belongs to another run (fingerprint {config['fingerprint']}, this run's {recorded}); {fix}"
+        )

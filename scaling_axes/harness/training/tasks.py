@@ -32,23 +32,37 @@ def _image_data(run: Run, micro: int) -> L.LightningDataModule:
     """ImageNet (or its stand-in); `Budget.val_windows` caps the validation images."""
     from scaling_axes.datamodules.imagenet import ImageNetDataModule
 
-    return ImageNetDataModule(img_size=run.config.img_size, batch_size=micro, max_val_images=run.budget.val_windows,
-                              seed=run.seed, **run.data)  # fmt: skip
+    return ImageNetDataModule(
+        img_size=run.config.img_size, batch_size=micro, max_val_images=run.budget.val_windows, seed=run.seed, **run.data
+    )
 
 
 def _image_classifier(run: Run, weights: Path | None, compile: bool | None = None) -> L.LightningModule:
     from scaling_axes.modules.tasks.classifier import ImageClassifier
 
     budget = run.budget
-    return ImageClassifier(model=run.model, model_overrides=dict(run.overrides), lr=budget.lr,
-                           min_lr=budget.lr * budget.min_lr_ratio, warmup_steps=budget.warmup_steps,
-                           schedule_steps=budget.steps, compile=compile, **run.lm)  # fmt: skip
+    return ImageClassifier(
+        model=run.model,
+        model_overrides=dict(run.overrides),
+        lr=budget.lr,
+        min_lr=budget.lr * budget.min_lr_ratio,
+        warmup_steps=budget.warmup_steps,
+        schedule_steps=budget.steps,
+        compile=compile,
+        **run.lm,
+    )
 
 
 def _text_data(run: Run, micro: int) -> TextDataModule:
     data = {"seed": run.seed, **run.data}  # the data order follows the run's seed unless the run pins its own
-    return TextDataModule(corpus=run.corpus, tokenizer=run.tokenizer, seq_len=run.budget.seq_len, batch_size=micro,
-                          val_windows=run.budget.val_windows, **data)  # fmt: skip
+    return TextDataModule(
+        corpus=run.corpus,
+        tokenizer=run.tokenizer,
+        seq_len=run.budget.seq_len,
+        batch_size=micro,
+        val_windows=run.budget.val_windows,
+        **data,
+    )
 
 
 def language_model(run: Run, weights: Path | None, compile: bool | None = None) -> LanguageModel:

@@ -20,7 +20,6 @@ from scaling_axes.harness.training.callbacks import (
     SameRunDirectory,
     StepCheckpoint,
     flush_logs,
-    progress,
     slurm_plugins,
 )
 from scaling_axes.harness.training.curves import read_curves, step_ms, throughput, training_clock
@@ -33,14 +32,16 @@ from scaling_axes.harness.training.loggers import (
     log_final_metrics,
     quiet_lightning_logs,
 )
+from scaling_axes.harness.training.progress import progress
 from scaling_axes.harness.training.rundir import write_done, write_final
 from scaling_axes.harness.training.tasks import task_of
 from scaling_axes.io import atomic_write, read_verified_json
 from scaling_axes.modules.tasks.acceleration import keep_freed_host_memory
 
 
-def fit(launch: Launch, run: Run, growth: Growth | None, resumed: dict | None,
-        extra_callbacks: list | None = None) -> dict:  # fmt: skip
+def fit(
+    launch: Launch, run: Run, growth: Growth | None, resumed: dict | None, extra_callbacks: list | None = None
+) -> dict:
     """Train `run` from scratch (from `growth`'s weights where grown), or from the checkpoint whose record is
     `resumed` (`rundir.checkpoint_state`; the metrics log already cut back to what it held then). Returns done.json's
     record."""

@@ -211,10 +211,13 @@ class ModdedGPT(nn.Module):
         groups: dict[str, list[nn.Parameter]] = {"muon": [], "embed": [], "head": [], "scalar": []}
         for p in self.parameters():
             group = (
-                "embed" if id(p) in embeddings
-                else "head" if p is self.lm_head.weight
-                else "scalar" if p.dim() < 2
+                "embed"
+                if id(p) in embeddings
+                else "head"
+                if p is self.lm_head.weight
+                else "scalar"
+                if p.dim() < 2
                 else "muon"
-            )  # fmt: skip
+            )
             groups[group].append(p)
         return groups

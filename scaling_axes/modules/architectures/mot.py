@@ -17,7 +17,6 @@ never wired in and returned its input (section 6.4).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from collections.abc import Callable
 from typing import Any, Literal
@@ -28,6 +27,7 @@ from torch import Tensor, nn
 import scaling_axes.datamodules.token_bytes as token_bytes
 from scaling_axes.datamodules.token_bytes import ByteVocabulary, byte_vocabulary, pull_from_left, pull_from_right
 from scaling_axes.datamodules.tokenizers import TOKENIZERS
+from scaling_axes.modules.architectures.byte_attention import MaskKind, windowed_attention
 from scaling_axes.modules.architectures.layers import RotaryEmbedding
 from scaling_axes.modules.architectures.modded_gpt import (
     Attention,
@@ -37,8 +37,6 @@ from scaling_axes.modules.architectures.modded_gpt import (
     speedrun_linear,
 )
 from scaling_axes.modules.registry import Architecture, register
-
-MaskKind = Literal["causal", "within_token"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,9 +63,12 @@ class MoTConfig(ModdedGPTConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for field, allowed in (("mixin", ("noop", "concat", "cross_attn")), ("mixout", ("noop", "split", "copy")),
-                               ("byte_mask", ("causal", "within_token")),
-                               ("byte_table", ("synthetic", *TOKENIZERS))):  # fmt: skip
+        for field, allowed in (
+            ("mixin", ("noop", "concat", "cross_attn")),
+            ("mixout", ("noop", "split", "copy")),
+            ("byte_mask", ("causal", "within_token")),
+            ("byte_table", ("synthetic", *TOKENIZERS)),
+        ):
             if getattr(self, field) not in allowed:
                 raise ValueError(f"{field}={getattr(self, field)!r}; allowed: {', '.join(allowed)}")
         if self.mixin == "noop" and self.d_token != self.d_model:
@@ -95,49 +96,6 @@ class MoTConfig(ModdedGPTConfig):
     @property
     def d_byte_out(self) -> int:
         return self.d_model // self.bytes_per_token if self.mixout == "split" else self.d_model
-
-
-def byte_mask(n_bytes: int, bytes_per_token: int, window: int, kind: MaskKind, device=None) -> Tensor:
-    """[n, n] boolean: query byte q may attend to key byte k (reference 3.3)."""
-    q = torch.arange(n_bytes, device=device)[:, None]
-    k = torch.arange(n_bytes, device=device)[None, :]
-    return _mask_rule(q, k, bytes_per_token, window, kind)
-
-
-def _mask_rule(q, k, bytes_per_token: int, window: int, kind: MaskKind):
-    """Causal: k <= q within `window`. Within-token: every byte of a token and of earlier tokens in the window."""
-    if kind == "causal":
-        return (q >= k) & (q - k < window)
-    return (q // bytes_per_token >= k // bytes_per_token) & (q - k < window)
-
-
-@functools.lru_cache(maxsize=16)
-def _flex_block_mask(n_bytes: int, bytes_per_token: int, window: int, kind: MaskKind, device: str):
-    from torch.nn.attention.flex_attention import create_block_mask
-
-    def mask_mod(b, h, q, k):
-        return _mask_rule(q, k, bytes_per_token, window, kind)
-
-    return create_block_mask(mask_mod, None, None, n_bytes, n_bytes, device=device)
-
-
-@functools.cache
-def _compiled_flex_attention():
-    from torch.nn.attention.flex_attention import flex_attention
-
-    return torch.compile(flex_attention, dynamic=False)
-
-
-def windowed_attention(q: Tensor, k: Tensor, v: Tensor, scale: float, bytes_per_token: int, window: int,
-                       kind: MaskKind) -> Tensor:  # fmt: skip
-    """Attention over [batch, heads, bytes, head_dim] under `byte_mask`: FlexAttention (block-sparse) on CUDA, the
-    same mask as a dense boolean for SDPA elsewhere."""
-    n = q.shape[-2]
-    if q.is_cuda:
-        block_mask = _flex_block_mask(n, bytes_per_token, window, kind, str(q.device))
-        return _compiled_flex_attention()(q, k, v, block_mask=block_mask, scale=scale)
-    mask = byte_mask(n, bytes_per_token, window, kind, q.device)
-    return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
 
 
 class ByteLayer(nn.Module):
@@ -215,8 +173,10 @@ class CrossAttentionMixin(nn.Module):
         byte_embeddings = rms_norm(self.bytes(byte_ids.reshape(batch, -1)))
         if self.byte_layer is not None:
             byte_embeddings = self.byte_layer(byte_embeddings)
-        k, v = (t.view(batch, seq * width, heads, dim).transpose(1, 2)
-                for t in (self.k(byte_embeddings), self.v(byte_embeddings)))  # fmt: skip
+        k, v = (
+            t.view(batch, seq * width, heads, dim).transpose(1, 2)
+            for t in (self.k(byte_embeddings), self.v(byte_embeddings))
+        )
         q, k = self.rotary(rms_norm(q)), self.rotary(rms_norm(k))
         k, v = k.view(batch, heads, seq, width, dim), self.value_scale * v.view(batch, heads, seq, width, dim)
         weights = torch.einsum("bhtd,bhtsd->bhts", q, k).div(math.sqrt(dim)).softmax(-1)

@@ -13,8 +13,9 @@ one product fused with the residual add (`torch.addmm` / `torch.baddbmm`); there
 * Unembedding (Eq. 26-27): R retrievals concatenated, one (D_v * R) x V matrix (the R matrices W_U^(h) side by
   side). No biases, no weight tying.
 
-`kernel` (as Tokenformer's): `triton` runs each sublayer's norm + retrieval as one fused kernel and its storage +
-residual add as another (`kernels/rmt.py`); `auto` picks it where it was measured faster (`kernels.MEASURED_FASTER`).
+`kernel` (as Tokenformer's): `triton` runs each sublayer's norm + retrieval as one fused kernel (`kernels/rmt.py`)
+and its storage + residual add as another (`kernels/rmt_store.py`); `auto` picks it where it was measured faster
+(`kernels.MEASURED_FASTER`).
 
 Defaults follow the paper: pre-LayerNorm over the whole D_k * D_v matrix (eps 1e-6, an elementwise weight and, as
 App. C.1 says "we do not use any bias terms", no bias unless `norm_bias`),
@@ -70,8 +71,12 @@ class RMTConfig:
         for name in ("vocab_size", "n_layer", "d_key", "d_value", "rank", "d_ff", "max_seq_len"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name}={getattr(self, name)} must be positive")
-        choices = {"norm": ("layernorm", "rmsnorm"), "position": ("learned", "alibi"), "gelu": ("none", "tanh"),
-                   "init": ("official", "lecun")}  # fmt: skip
+        choices = {
+            "norm": ("layernorm", "rmsnorm"),
+            "position": ("learned", "alibi"),
+            "gelu": ("none", "tanh"),
+            "init": ("official", "lecun"),
+        }
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name}={getattr(self, name)!r}; allowed: {', '.join(map(repr, allowed))}")
@@ -137,7 +142,7 @@ class Storage(nn.Module):
 
     def forward(self, x: Tensor, data: Tensor) -> Tensor:
         if use_triton(self.kernel, x, "rmt"):
-            from scaling_axes.kernels.rmt import store as fused_store
+            from scaling_axes.kernels.rmt_store import store as fused_store
 
             return fused_store(x, data, self.keys)
         return store(x, data, self.keys)

@@ -50,8 +50,9 @@ TOKEN_FIELDS = ("qkv_tokens", "proj_tokens", "ffn_tokens")
 TAU_FIELDS = ("tau_qkv_tokens", "tau_proj_tokens", "tau_ffn_tokens")
 
 
-def normalize_scores(scores: Tensor, normalization: str, tau_tokens: int, eps: float = 0.0,
-                     gelu: Literal["none", "tanh"] = "none") -> Tensor:  # fmt: skip
+def normalize_scores(
+    scores: Tensor, normalization: str, tau_tokens: int, eps: float = 0.0, gelu: Literal["none", "tanh"] = "none"
+) -> Tensor:
     """Theta of paper Eq. 4 over the last dim of `scores` (= X K_P^T), with tau from `tau_tokens` and GELU exact or
     `tanh` (the TPU code's Flax default). A row of zero scores (all-zero keys, or a zero input) stays zero even with
     eps 0, where the formula would give 0 / 0."""
@@ -232,8 +233,9 @@ def _progressive(tokens: int) -> TokenformerConfig:
     """Paper's OpenWebText family (TPU code): 12 x 768, one count n for Q/K/V/O, 4n for the FFN, no positions, and
     the TPU code's numerics (tanh GELU, N(0, 1) embeddings, eps 1e-5, logits / sqrt(d)); its other differences (fan-in
     key and value init, query pre-scaling) are not reproduced."""
-    return TokenformerConfig(max_seq_len=1024, position="none", qkv_tokens=tokens, proj_tokens=tokens,
-                             ffn_tokens=4 * tokens, numerics="tpu")  # fmt: skip
+    return TokenformerConfig(
+        max_seq_len=1024, position="none", qkv_tokens=tokens, proj_tokens=tokens, ffn_tokens=4 * tokens, numerics="tpu"
+    )
 
 
 def _owt2(tokens: int) -> TokenformerConfig:

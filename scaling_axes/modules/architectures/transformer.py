@@ -154,8 +154,11 @@ class Transformer(DecoderLM):
         c = self.config
         if not c.mup:
             return {}
-        return {f"{name}.weight": (m.in_features, c.mup_base_ffn if m.in_features == c.ffn_dim else c.mup_base_width)
-                for name, m in self.named_modules() if isinstance(m, nn.Linear) and m is not self.lm_head}  # fmt: skip
+        return {
+            f"{name}.weight": (m.in_features, c.mup_base_ffn if m.in_features == c.ffn_dim else c.mup_base_width)
+            for name, m in self.named_modules()
+            if isinstance(m, nn.Linear) and m is not self.lm_head
+        }
 
     def lr_scales(self) -> dict[str, float]:
         """Per-parameter Adam lr multipliers (read by `LanguageModel`): muP's 1 / width ratio for hidden matrices."""
@@ -168,14 +171,29 @@ _TOKENFORMER_PAPER_TRANSFORMER = TransformerConfig(position="none", max_seq_len=
 # LanguageModel's); its attention upcasting is `attention_fp32=True` (see TransformerConfig).
 # muP with the values tuned for it (App. C.2.1): init std 0.15, alpha_in 9.76, alpha_attn 0.25, alpha_out 5.52.
 _RMT_PAPER_TRANSFORMER = TransformerConfig(
-    vocab_size=50257, max_seq_len=512, position="learned", tie_embeddings=False, bias=False, norm_bias=False,
-    norm_eps=1e-6, inverse_layer_scaling=True, mup=True, init_std=0.15, input_multiplier=9.76,
-    attention_multiplier=0.25, output_multiplier=5.52,
-)  # fmt: skip
+    vocab_size=50257,
+    max_seq_len=512,
+    position="learned",
+    tie_embeddings=False,
+    bias=False,
+    norm_bias=False,
+    norm_eps=1e-6,
+    inverse_layer_scaling=True,
+    mup=True,
+    init_std=0.15,
+    input_multiplier=9.76,
+    attention_multiplier=0.25,
+    output_multiplier=5.52,
+)
 
 # The RMT paper's "standard (untuned) hyperparameters" (App. C.4, Table 10): its Transformer without muP
-STANDARD_PARAMETRISATION = {"mup": False, "init_std": 0.02, "input_multiplier": 1.0, "attention_multiplier": 1.0,
-                            "output_multiplier": 1.0}  # fmt: skip
+STANDARD_PARAMETRISATION = {
+    "mup": False,
+    "init_std": 0.02,
+    "input_multiplier": 1.0,
+    "attention_multiplier": 1.0,
+    "output_multiplier": 1.0,
+}
 
 
 def _block_weights(c: TransformerConfig) -> tuple[int, int, int]:

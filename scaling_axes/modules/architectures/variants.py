@@ -78,8 +78,9 @@ class DepthLSTMBlock(nn.Module):
         d = config.d_model
         self.attn_norm, self.attn = layer_norm(d, True, config.norm_eps, config.norm_bias), attn
         self.gates = nn.Linear(2 * d, 3 * d, bias=False)
-        self.candidate = nn.Sequential(nn.Linear(2 * d, config.ffn_dim, bias=False), nn.GELU(),
-                                       nn.Linear(config.ffn_dim, d, bias=False))  # fmt: skip
+        self.candidate = nn.Sequential(
+            nn.Linear(2 * d, config.ffn_dim, bias=False), nn.GELU(), nn.Linear(config.ffn_dim, d, bias=False)
+        )
 
     def forward(self, state: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
         hidden, cell = state

@@ -119,14 +119,25 @@ def _tokenformer_block(config: ViTConfig, **kwargs) -> Block:
 
 def build_vit(config: ViTConfig) -> VisionTransformer:
     """timm's VisionTransformer for `config`: Tokenformer blocks, or timm's own (with qkv biases) as the baseline."""
-    common = dict(img_size=config.img_size, patch_size=config.patch_size, in_chans=config.in_chans,
-                  num_classes=config.num_classes, embed_dim=config.embed_dim, depth=config.depth,
-                  num_heads=config.num_heads, mlp_ratio=config.mlp_ratio, drop_path_rate=config.drop_path)  # fmt: skip
+    common = dict(
+        img_size=config.img_size,
+        patch_size=config.patch_size,
+        in_chans=config.in_chans,
+        num_classes=config.num_classes,
+        embed_dim=config.embed_dim,
+        depth=config.depth,
+        num_heads=config.num_heads,
+        mlp_ratio=config.mlp_ratio,
+        drop_path_rate=config.drop_path,
+    )
     if not config.pattention:
         model = VisionTransformer(**common, qkv_bias=True)
     else:
-        model = VisionTransformer(**common, norm_layer=_layer_norm(config.final_norm_parametric),
-                                  block_fn=functools.partial(_tokenformer_block, config))  # fmt: skip
+        model = VisionTransformer(
+            **common,
+            norm_layer=_layer_norm(config.final_norm_parametric),
+            block_fn=functools.partial(_tokenformer_block, config),
+        )
         value_std = 2.0 / (config.depth * math.sqrt(config.embed_dim))
         for module in model.modules():
             if isinstance(module, Pattention):
@@ -137,8 +148,9 @@ def build_vit(config: ViTConfig) -> VisionTransformer:
 
 
 def _tokenformer(depth: int, dim: int, heads: int, slots: int) -> ViTConfig:
-    return ViTConfig(embed_dim=dim, depth=depth, num_heads=heads, qkv_tokens=slots, proj_tokens=slots,
-                     ffn_tokens=4 * slots)  # fmt: skip
+    return ViTConfig(
+        embed_dim=dim, depth=depth, num_heads=heads, qkv_tokens=slots, proj_tokens=slots, ffn_tokens=4 * slots
+    )
 
 
 PRESETS = {
@@ -164,10 +176,16 @@ def _vit(c: ViTConfig, flops: bool) -> dict[str, int]:
         qkv, out, ffn = 3 * d * d, d * d, 2 * d * hidden
         biases = {"qkv": 3 * d, "out": d, "ffn": hidden + d}
     if flops:  # 2 per weight per token; attention over all tokens, both ways
-        per_image = {"embedding": 2 * patch * patches, "qkv": 2 * qkv * tokens * layers,
-                     "attention": 4 * tokens * d * tokens * layers, "out": 2 * out * tokens * layers,
-                     "ffn": 2 * ffn * tokens * layers, "norms": 0, "head": 2 * d * c.num_classes,
-                     "other": 0}  # fmt: skip
+        per_image = {
+            "embedding": 2 * patch * patches,
+            "qkv": 2 * qkv * tokens * layers,
+            "attention": 4 * tokens * d * tokens * layers,
+            "out": 2 * out * tokens * layers,
+            "ffn": 2 * ffn * tokens * layers,
+            "norms": 0,
+            "head": 2 * d * c.num_classes,
+            "other": 0,
+        }
         return {k: v // tokens for k, v in per_image.items()}
     return {
         "embedding": patch + d + d + tokens * d,  # patch projection and its bias, class token, positions
@@ -206,40 +224,59 @@ TIMM_NAMES = {
 # timm's data config for each name (ImageNet at 224, MAE's eval crop): `timm.data.resolve_data_config(model=...)`
 # reads it from the model's `pretrained_cfg`; there are no weights to download (Tokenformer issue #19). The position
 # table fixes the input size, as in timm's own ViTs (`fixed_input_size`); a model built at another `img_size` says so
-default_cfgs = generate_default_cfgs({name: {"url": "", "num_classes": 1000, "input_size": (3, 224, 224),
-                                             "fixed_input_size": True, "interpolation": "bicubic", "crop_pct": 0.875,
-                                             "mean": IMAGENET_DEFAULT_MEAN, "std": IMAGENET_DEFAULT_STD,
-                                             "first_conv": "patch_embed.proj", "classifier": "head"}
-                                      for name in TIMM_NAMES})  # fmt: skip
+default_cfgs = generate_default_cfgs(
+    {
+        name: {
+            "url": "",
+            "num_classes": 1000,
+            "input_size": (3, 224, 224),
+            "fixed_input_size": True,
+            "interpolation": "bicubic",
+            "crop_pct": 0.875,
+            "mean": IMAGENET_DEFAULT_MEAN,
+            "std": IMAGENET_DEFAULT_STD,
+            "first_conv": "patch_embed.proj",
+            "classifier": "head",
+        }
+        for name in TIMM_NAMES
+    }
+)
 
 # FX (timm's `create_feature_extractor`, torchvision's): a Pattention is one node of the graph, as timm keeps its
 # fused ops out; inside, it dispatches on the input's device (Triton kernel or eager PyTorch), which FX cannot trace
 register_notrace_module(Pattention)
 register_notrace_module(QKVPattention)
 # TorchScript: not scriptable, as timm declares a few of its families (its tests' EXCLUDE_JIT_FILTERS)
-NOT_SCRIPTABLE = ("Pattention dispatches at run time between a Triton kernel (a torch.library custom op, imported "
-                  "when first used) and eager PyTorch; TorchScript compiles neither the import nor the dispatch. "
-                  "torch.compile and torch.export cover what TorchScript did")  # fmt: skip
+NOT_SCRIPTABLE = (
+    "Pattention dispatches at run time between a Triton kernel (a torch.library custom op, imported "
+    "when first used) and eager PyTorch; TorchScript compiles neither the import nor the dispatch. "
+    "torch.compile and torch.export cover what TorchScript did"
+)
 
 
 FEATURE_OPTIONS = ("out_indices", "norm", "output_fmt")  # timm's feature-getter options (`features_only=True`)
 
 
 def _register_with_timm(timm_name: str, preset: str) -> None:
-    def create(pretrained: bool = False, features_only: bool = False, feature_cls: str = "getter",
-               **overrides) -> nn.Module:  # fmt: skip
+    def create(
+        pretrained: bool = False, features_only: bool = False, feature_cls: str = "getter", **overrides
+    ) -> nn.Module:
         if pretrained:
             raise ValueError(f"{timm_name}: no pretrained weights are published (Tokenformer issue #19)")
-        cfg = resolve_pretrained_cfg(timm_name, overrides.pop("pretrained_cfg", None),
-                                     overrides.pop("pretrained_cfg_overlay", None))  # fmt: skip
+        cfg = resolve_pretrained_cfg(
+            timm_name, overrides.pop("pretrained_cfg", None), overrides.pop("pretrained_cfg_overlay", None)
+        )
         overrides.pop("cache_dir", None)
         if "drop_path_rate" in overrides:
             overrides["drop_path"] = overrides.pop("drop_path_rate")
         features = {"out_indices": 3, **{k: overrides.pop(k) for k in FEATURE_OPTIONS if k in overrides}}
         model = build_vit(get_config(preset, **overrides))
         c = model.config
-        model.pretrained_cfg = model.default_cfg = {**cfg.to_dict(), "num_classes": model.num_classes,
-                                                    "input_size": (c.in_chans, c.img_size, c.img_size)}  # fmt: skip
+        model.pretrained_cfg = model.default_cfg = {
+            **cfg.to_dict(),
+            "num_classes": model.num_classes,
+            "input_size": (c.in_chans, c.img_size, c.img_size),
+        }
         return feature_network(model, feature_cls, features) if features_only else model
 
     create.__name__ = timm_name
@@ -251,8 +288,10 @@ def feature_network(model: VisionTransformer, feature_cls: str, options: dict) -
     """`features_only=True`, as timm's ViTs: its blocks' outputs at `out_indices` through `forward_intermediates`
     (timm's `FeatureGetterNet`, the one feature class timm's ViTs take)."""
     if feature_cls != "getter":
-        raise ValueError(f"feature_cls={feature_cls!r}: a ViT gives its features by forward_intermediates "
-                         "(feature_cls='getter'), as timm's own ViTs")  # fmt: skip
+        raise ValueError(
+            f"feature_cls={feature_cls!r}: a ViT gives its features by forward_intermediates "
+            "(feature_cls='getter'), as timm's own ViTs"
+        )
     network = FeatureGetterNet(model, **options)
     network.pretrained_cfg = network.default_cfg = pretrained_cfg_for_features(model.pretrained_cfg)
     return network

@@ -101,11 +101,15 @@ def _check_compatible(old: TransformerConfig, new: TransformerConfig) -> None:
     if any(c.n_head * c.d_head != c.d_model for c in (old, new)):
         raise ValueError("Net2Net widens models whose attention width n_head x d_head is d_model; set head_dim=0")
     if new.n_head != old.n_head and new.d_head != old.d_head:
-        raise ValueError(f"grow either the head count or the head size, not both: {old.n_head}x{old.d_head} -> "
-                         f"{new.n_head}x{new.d_head}")  # fmt: skip
+        raise ValueError(
+            f"grow either the head count or the head size, not both: {old.n_head}x{old.d_head} -> "
+            f"{new.n_head}x{new.d_head}"
+        )
     if old.position == "rope" and new.d_head != old.d_head:
-        raise ValueError(f"rotary frequencies depend on the head size; d_head {old.d_head} -> {new.d_head} "
-                         "cannot preserve the function (add heads instead)")  # fmt: skip
+        raise ValueError(
+            f"rotary frequencies depend on the head size; d_head {old.d_head} -> {new.d_head} "
+            "cannot preserve the function (add heads instead)"
+        )
     if not (old.block_norm_parametric and old.final_norm_parametric and old.norm_bias):
         raise ValueError("Net2Net needs parametric LayerNorms with biases: the widened gains absorb the variance")
     if not old.tie_embeddings and new.tie_embeddings:
@@ -161,8 +165,9 @@ class _WidthPlan:
     def block(self, src, fresh, prefix: str, ffn_map: Tensor, ffn_copies: Tensor) -> dict[str, Tensor]:
         out = {**self.norm(src, f"{prefix}attn_norm"), **self.norm(src, f"{prefix}ffn_norm")}
         qkv = f"{prefix}attn.qkv."
-        out[f"{qkv}weight"] = self.residual_cols(self.qkv_rows(src[f"{qkv}weight"], fresh[f"{qkv}weight"]),
-                                                 fresh[f"{qkv}weight"])  # fmt: skip
+        out[f"{qkv}weight"] = self.residual_cols(
+            self.qkv_rows(src[f"{qkv}weight"], fresh[f"{qkv}weight"]), fresh[f"{qkv}weight"]
+        )
         o = f"{prefix}attn.out."
         out[f"{o}weight"] = self.residual_rows(self.head_cols(src[f"{o}weight"]))
         fc, proj = f"{prefix}ffn.0.", f"{prefix}ffn.2."

@@ -41,12 +41,15 @@ def keep_freed_host_memory() -> bool:
     mallopt = getattr(ctypes.CDLL(libc), "mallopt", None) if libc else None
     if mallopt is None:
         return False
-    return all(mallopt(option, value) == 1 for option, value in
-               ((M_MMAP_THRESHOLD, MMAP_THRESHOLD_MAX), (M_TRIM_THRESHOLD, 2**30), (M_TOP_PAD, 2**26)))  # fmt: skip
+    return all(
+        mallopt(option, value) == 1
+        for option, value in ((M_MMAP_THRESHOLD, MMAP_THRESHOLD_MAX), (M_TRIM_THRESHOLD, 2**30), (M_TOP_PAD, 2**26))
+    )
 
 
-def clip_gradients(module: L.LightningModule, optimizer: torch.optim.Optimizer, clip_val: float | None,
-                   algorithm: str | None) -> None:  # fmt: skip
+def clip_gradients(
+    module: L.LightningModule, optimizer: torch.optim.Optimizer, clip_val: float | None, algorithm: str | None
+) -> None:
     """Clip the gradients to norm `clip_val` and log their norm before clipping as `train/grad_norm`.
 
     Lightning's mixed-precision plugin refuses to clip for an optimizer that unscales inside `step()` (fused AdamW):

@@ -77,12 +77,21 @@ class ImageClassifier(L.LightningModule):
         hp = self.hparams
         self.model = build_classifier(hp.model, num_classes, dict(hp.model_overrides or {}))
         self.ema = ModelEmaV3(self.model, decay=hp.ema_decay) if hp.ema_decay else None
-        self.mixup = Mixup(mixup_alpha=hp.mixup, cutmix_alpha=hp.cutmix, label_smoothing=hp.label_smoothing,
-                           num_classes=num_classes) if hp.mixup or hp.cutmix else None  # fmt: skip
+        self.mixup = (
+            Mixup(
+                mixup_alpha=hp.mixup,
+                cutmix_alpha=hp.cutmix,
+                label_smoothing=hp.label_smoothing,
+                num_classes=num_classes,
+            )
+            if hp.mixup or hp.cutmix
+            else None
+        )
         for prefix in ("", "ema_") if self.ema is not None else ("",):
             for k in (1, 5):
-                self.metrics[f"{prefix}top{k}"] = MulticlassAccuracy(num_classes, top_k=min(k, num_classes),
-                                                                     average="micro")  # fmt: skip
+                self.metrics[f"{prefix}top{k}"] = MulticlassAccuracy(
+                    num_classes, top_k=min(k, num_classes), average="micro"
+                )
 
     def setup(self, stage: str) -> None:
         datamodule = getattr(self.trainer, "datamodule", None)
@@ -147,9 +156,12 @@ class ImageClassifier(L.LightningModule):
         decay, no_decay = [], []
         for name, p in self.model.named_parameters():
             (no_decay if p.dim() < 2 or name in skip else decay).append(p)
-        optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": hp.weight_decay},
-                                       {"params": no_decay, "weight_decay": 0.0}], lr=hp.lr, betas=tuple(hp.betas),
-                                      fused=True)  # fmt: skip
+        optimizer = torch.optim.AdamW(
+            [{"params": decay, "weight_decay": hp.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+            lr=hp.lr,
+            betas=tuple(hp.betas),
+            fused=True,
+        )
         total = hp.schedule_steps or self.trainer.max_steps
         if total is None or total <= 0:
             raise ValueError("set schedule_steps or the Trainer's max_steps: the cosine schedule needs a length")

@@ -13,8 +13,13 @@ from torch import Tensor, nn
 ADAM_GROUPS = ("embed", "head", "scalar")
 # The Newton-Schulz coefficients of each of the 5 iterations in the record the MoT code copies
 # (modded-nanogpt 021425_GPT2MediumOptCoeffs); torch's Muon repeats one triple.
-RECORD_COEFFICIENTS = ((4.0848, -6.8946, 2.9270), (3.9505, -6.3029, 2.6377), (3.7418, -5.5913, 2.3037),
-                       (2.8769, -3.1427, 1.2046), (2.8366, -3.0525, 1.2012))  # fmt: skip
+RECORD_COEFFICIENTS = (
+    (4.0848, -6.8946, 2.9270),
+    (3.9505, -6.3029, 2.6377),
+    (3.7418, -5.5913, 2.3037),
+    (2.8769, -3.1427, 1.2046),
+    (2.8366, -3.0525, 1.2012),
+)
 TORCH_COEFFICIENTS = ((3.4445, -4.7750, 2.0315),) * 5
 
 
@@ -37,11 +42,22 @@ class Muon(torch.optim.Optimizer):
     iteration, decay p (1 - lr wd), update x -lr sqrt(max(1, rows / cols)). Under data parallelism the gradients are
     already averaged; the record's all-gather only spreads the orthogonalisations over its 8 GPUs."""
 
-    def __init__(self, params: Any, lr: float = 0.02, weight_decay: float = 0.01, momentum: float = 0.95,
-                 nesterov: bool = True, coefficients: tuple[tuple[float, float, float], ...] = RECORD_COEFFICIENTS,
-                 ) -> None:  # fmt: skip
-        defaults = {"lr": lr, "weight_decay": weight_decay, "momentum": momentum, "nesterov": nesterov,
-                    "coefficients": coefficients}  # fmt: skip
+    def __init__(
+        self,
+        params: Any,
+        lr: float = 0.02,
+        weight_decay: float = 0.01,
+        momentum: float = 0.95,
+        nesterov: bool = True,
+        coefficients: tuple[tuple[float, float, float], ...] = RECORD_COEFFICIENTS,
+    ) -> None:
+        defaults = {
+            "lr": lr,
+            "weight_decay": weight_decay,
+            "momentum": momentum,
+            "nesterov": nesterov,
+            "coefficients": coefficients,
+        }
         super().__init__(params, defaults)
 
     @torch.no_grad()
@@ -92,8 +108,14 @@ class MuonWithAdam(torch.optim.Optimizer):
         if newton_schulz == "record":
             self.muon: torch.optim.Optimizer = Muon(matrices, lr=lrs["muon"], weight_decay=muon_weight_decay)
         else:
-            self.muon = torch.optim.Muon(matrices, lr=lrs["muon"], weight_decay=muon_weight_decay, nesterov=True,
-                                         ns_steps=5, adjust_lr_fn="original")  # fmt: skip
+            self.muon = torch.optim.Muon(
+                matrices,
+                lr=lrs["muon"],
+                weight_decay=muon_weight_decay,
+                nesterov=True,
+                ns_steps=5,
+                adjust_lr_fn="original",
+            )
         adam_groups = [{"params": groups[g], "lr": lrs[g], "group": g} for g in ADAM_GROUPS if groups[g]]
         fused = all(p.is_cuda for g in adam_groups for p in g["params"])
         self.adam = torch.optim.Adam(adam_groups, betas=betas, eps=eps, weight_decay=0.0, fused=fused or None)
