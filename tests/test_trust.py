@@ -44,7 +44,7 @@ def test_a_tokenizer_other_than_the_one_a_run_trained_with_is_refused(tmp_path, 
     growth refuse a file that changed since."""
     from scaling_axes.datamodules.tokenizers import load_tokenizer
     from scaling_axes.harness.runs import Run
-    from scaling_axes.harness.training.rundir import source_weights
+    from scaling_axes.harness.training.growth import source_weights
 
     source = shutil.copy(load_tokenizer("neox").source, tmp_path / "tokenizer.json")
     run = Run(
@@ -214,9 +214,9 @@ def test_a_grown_run_killed_before_its_first_checkpoint_keeps_its_step_0_point(t
     import lightning as L
 
     from scaling_axes.harness.runs import Run
+    from scaling_axes.harness.training.growth import source_weights
     from scaling_axes.harness.training.launch import resolve
     from scaling_axes.harness.training.lifecycle import train
-    from scaling_axes.harness.training.rundir import source_weights
     from tests.test_integrity import _rows
 
     class Killed(L.Callback):  # dies as kill -9 would: no checkpoint written on the way out
