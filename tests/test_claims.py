@@ -313,7 +313,10 @@ def test_rmt_table10_claim_fails_where_the_rmt_is_not_the_smaller_model(monkeypa
     from scaling_axes.experiments.rmt import table10_variants as table10
 
     monkeypatch.setattr(table10, "_params", lambda run: 10**9 if run.name == "rmt_134m" else 1)
-    results = {name: {"train_loss_curve": [(1, 3.0 if name == "rmt_134m" else 4.0)]} for name in table10.MODELS}
+    results = {
+        name: {"train_loss_curve": [(1, 3.0 if name == "rmt_134m" else 4.0)]}
+        for name in (variant.preset for variant in table10.VARIANTS)
+    }
     rows = table10.claim_rows(SMALL, results)
     assert {r.status for r in rows} == {"claim_fails"} and "no fewer parameters" in rows[0].note
 

@@ -12,6 +12,7 @@ loss (the paper's column), the validation loss and the parameters.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from scaling_axes.experiments.rmt import setup as rmt_setup
@@ -27,37 +28,38 @@ from scaling_axes.modules.architectures.transformer import STANDARD_PARAMETRISAT
 from scaling_axes.modules.flops import formula_params
 from scaling_axes.modules.registry import architecture_of
 
-MODELS = {  # run name (the paper's row) -> preset
-    "transformer_rmt_160m": "transformer_rmt_160m",
-    "rmt_134m": "rmt_134m",
-    "highway_transformer_191m": "highway_transformer_191m",
-    "depthwise_lstm_233m": "depthwise_lstm_233m",
-    "hierarchical_aggregation_165m": "hierarchical_aggregation_165m",
-}
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    """One row of Table 10, its run named after its `preset`: an RMT is shrunk by the RMT family's rule, any other
+    to the variants' shape; `standard` sets the standard parametrisation on a preset that is muP-tuned (the Table 8
+    Transformer baseline: the variants run untuned, App. C.4)."""
+
+    preset: str
+    rmt: bool = False
+    standard: bool = False
+
+    def overrides(self, scale: Scale) -> dict:
+        untuned = dict(STANDARD_PARAMETRISATION) if self.standard else {}
+        if scale.paper_configs:
+            return {"init": "lecun", **untuned}
+        recipe = shrunk_at(scale)
+        (layers, width), seq_len = recipe.variants_shape, recipe.seq_len
+        if self.rmt:
+            return {**rmt_setup.shrunk(scale, self.preset, 1), "n_layer": layers}
+        shape = {"n_layer": layers, "d_model": width, "n_head": 4, "max_seq_len": seq_len}
+        return {**untuned, **shape, **scale.vocabulary()}
+
+
+VARIANTS = (
+    Variant("transformer_rmt_160m", standard=True),
+    Variant("rmt_134m", rmt=True),
+    Variant("highway_transformer_191m"),
+    Variant("depthwise_lstm_233m"),
+    Variant("hierarchical_aggregation_165m"),
+)
 LOSS_TOLERANCE = 0.02
 RMT = "rmt_134m"
-
-
-def _overrides(model: str, scale: Scale) -> dict:
-    if scale.paper_configs:
-        return {"init": "lecun", **_untuned(model)}
-    recipe = shrunk_at(scale)
-    (layers, width), seq_len = recipe.variants_shape, recipe.seq_len
-    if model.startswith("rmt"):
-        return {**rmt_setup.shrunk(scale, model, 1), "n_layer": layers}
-    return {
-        **_untuned(model),
-        "n_layer": layers,
-        "d_model": width,
-        "n_head": 4,
-        "max_seq_len": seq_len,
-        **scale.vocabulary(),
-    }
-
-
-def _untuned(model: str) -> dict:
-    """The Transformer row without the muP of the Table 8 baselines (the variants' presets already are)."""
-    return dict(STANDARD_PARAMETRISATION) if model.startswith("transformer_rmt") else {}
 
 
 @fitted
@@ -68,16 +70,16 @@ def runs(scale: Scale) -> list[Run]:
         budget = rmt_setup.short_schedule(scale, UNTUNED_LR)
     return [
         Run(
-            name,
-            model,
+            variant.preset,
+            variant.preset,
             budget,
-            _overrides(model, scale),
+            variant.overrides(scale),
             corpus=rmt_setup.corpus(scale),
             tokenizer=scale.tokenizer_for("gpt2"),
             lm=rmt_setup.lm_options(budget.lr),
             sweep=rmt_setup.sweep(scale),
         )
-        for name, model in MODELS.items()
+        for variant in VARIANTS
     ]
 
 
