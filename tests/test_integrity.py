@@ -97,6 +97,9 @@ def test_data_re_prepared_under_a_finished_run_makes_it_stale_and_stops_growth_f
     Schedule.of(experiment, SMOKE, tmp_path, accelerator="cpu").train(run)
     out = tmp_path / "safety" / "smoke" / "r"
     assert "stale" not in FinishedRuns(experiment, SMOKE, tmp_path).results()["r"]
+    monkeypatch.setenv("SCALING_AXES_DATA", str(tmp_path / "elsewhere"))  # a --report where nothing is prepared yet
+    assert "stale" not in FinishedRuns(experiment, SMOKE, tmp_path).results()["r"]  # (it said "digest None")
+    monkeypatch.setenv("SCALING_AXES_DATA", str(tmp_path / "data"))
     prepared = corpus_dir(tmp_path / "data", run.corpus, tokenizer_of(run.corpus, run.tokenizer))
     meta = json.loads((prepared / "meta.json").read_text())
     meta["splits"]["train"]["blake2b"] = "0" * 32  # other tokens, their checksum recorded as a preparation would

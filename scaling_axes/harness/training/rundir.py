@@ -187,10 +187,12 @@ def final_config(run: Run) -> dict[str, Any]:
 
 def data_changed(run_dir: Path) -> str | None:
     """Why the data a finished run trained and validated on is not the corpus as prepared now (re-prepared since:
-    the digest its config.json records differs), or None (the same, or a run from before the digest)."""
+    the digest its config.json records differs), or None (the same, a run from before the digest, or a data root
+    where the corpus is not prepared yet: nothing there differs, and preparing it is what every run does first)."""
     config = read_final_config(run_dir)
     recorded = config.get("data_blake2b")
-    if not recorded or (now := data_digest(config["corpus"], config["tokenizer"])) == recorded:
+    now = data_digest(config["corpus"], config["tokenizer"]) if recorded else None
+    if now is None or now == recorded:
         return None
     return (
         f"its data changed since it trained: {config['corpus']}/{config['tokenizer']} is prepared with other "
