@@ -11,6 +11,7 @@ from the suite's registry (`trust_remote_code=True`, scaling-axes installed).
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -31,8 +32,9 @@ def check_hf_extra(what: str) -> None:
 
 
 def export(run_dir: Path, out: Path, replace: bool = False) -> str:
-    """Write `run_dir`'s finished model and tokenizer into `out`, which must be empty unless `replace` (then what it
-    held goes first, so that it holds only this export); returns how the model was written."""
+    """Write `run_dir`'s finished model and tokenizer into `out`, which must be empty unless `replace` (then it must
+    hold an earlier export, which this one replaces); returns how the model was written. The export is written
+    aside and moved in whole (`publish`): `out` holds all of it or none of it, and of two exports at once one wins."""
     check_hf_extra("export")
     check_out(run_dir, out, replace)
     read_done(run_dir / "done.json")  # a finished run first: what else is missing follows from that
@@ -45,26 +47,68 @@ def export(run_dir: Path, out: Path, replace: bool = False) -> str:
     else:
         hf, how = as_remote_code(config, model, tokenizer), f"remote code (trust_remote_code=True; {unmatched})"
     hf.generation_config = generation_config(tokenizer, cache=unmatched is None)
-    if replace:
-        shutil.rmtree(out)
-    hf.save_pretrained(out)
-    save_tokenizer(tokenizer, out, model.config.max_seq_len)
+    aside = out.parent / f".{out.name}.export{os.getpid()}"
+    try:
+        hf.save_pretrained(aside)
+        save_tokenizer(tokenizer, aside, model.config.max_seq_len)
+        publish(aside, out, replace)
+    finally:
+        shutil.rmtree(aside, ignore_errors=True)  # what this export made aside, never anything else
     return how
 
 
+EXPORT_FILES = (
+    "config.json",
+    "generation_config.json",
+    "model.safetensors",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+)
+
+
+def publish(aside: Path, out: Path, replace: bool) -> None:
+    """Move the export written in `aside` to `out` in one rename: onto a missing or empty `out`; with `replace`, the
+    earlier export moved out of the way first and removed once this one is in (put back if the move fails)."""
+    old = out.parent / f".{out.name}.replaced{os.getpid()}"
+    if replace and out.exists() and any(out.iterdir()):
+        os.rename(out, old)
+    try:
+        os.rename(aside, out)
+    except OSError as error:
+        if old.exists():
+            os.rename(old, out)
+        raise SuiteError(
+            f"OUT {out} was written by another export meanwhile ({error.strerror}): nothing of this "
+            "one was left there; pass another folder, or --replace"
+        ) from None
+    shutil.rmtree(old, ignore_errors=True)
+
+
 def check_out(run_dir: Path, out: Path, replace: bool) -> None:
-    """Stop before anything is written where `out` would mix with other files: inside a run directory (its own
-    config.json would be overwritten), or a folder that holds files already, unless `replace`."""
-    if out.resolve().is_relative_to(run_dir.resolve()) or (out.resolve() / "done.json").exists():
+    """Stop before anything is written where `out` would mix with other files or take any away: inside a run
+    directory (its own config.json would be overwritten), a folder that holds the run (--replace would delete it),
+    a folder that holds files already unless `replace`, and with `replace` a folder that holds more than an export."""
+    run, target = run_dir.resolve(), out.resolve()
+    if target.is_relative_to(run) or (target / "done.json").exists():
         raise SuiteError(
             f"OUT {out} is inside the run directory {run_dir}: export writes a config.json of its own; "
             "pass a folder outside it"
         )
+    if run.is_relative_to(target):
+        raise SuiteError(f"OUT {out} holds the run directory {run_dir} it exports: pass a folder outside it")
     check_directory(out, "OUT")
-    if not replace and any(out.iterdir()):
+    if not (held := sorted(path.name for path in out.iterdir())):
+        return
+    if not replace:
         raise SuiteError(
             f"OUT {out} holds files already (an earlier export's would stay beside this one): pass an "
-            "empty or new folder, or --replace to empty it first"
+            "empty or new folder, or --replace to replace an earlier export there"
+        )
+    if foreign := [name for name in held if name not in EXPORT_FILES and not name.endswith((".py", ".md"))]:
+        raise SuiteError(
+            f"OUT {out} holds more than an export ({', '.join(foreign[:5])}): --replace replaces only "
+            "an earlier export; pass an empty or new folder"
         )
 
 
