@@ -204,6 +204,19 @@ def device_spec(text: str) -> str:
     raise argparse.ArgumentTypeError(f"{text!r}: use 'auto', a device count (-1 for all) or indices such as '0,1'")
 
 
+def not_empty(kind: type) -> Callable[[str], Any]:
+    """An argparse type: `kind(text)` of a text that is not empty (an empty --run-name meant "every run", an empty
+    --out-dir the working directory, both silently)."""
+
+    def parse(text: str) -> Any:
+        if not text.strip():
+            raise argparse.ArgumentTypeError("is empty: name one, or leave the option out")
+        return kind(text)
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
 def scale_argument(text: str) -> Scale:
     """--scale: a registered scale, or the registry's refusal naming the scales."""
     try:

@@ -22,7 +22,7 @@ from scaling_axes.harness.experiment.schedule import Schedule
 from scaling_axes.harness.experiment.table import rebuild
 from scaling_axes.harness.results import RESULTS_DIR
 from scaling_axes.harness.runs import RUNS_DIR, Experiment, Run, default_runs, find_run, with_seeds
-from scaling_axes.harness.scales import SCALES, SMOKE, device_spec, in_range, scale_argument
+from scaling_axes.harness.scales import SCALES, SMOKE, device_spec, in_range, not_empty, scale_argument
 from scaling_axes.harness.training.launch import world_size
 from scaling_axes.harness.training.loggers import parse_loggers
 from scaling_axes.io import check_directory
@@ -36,6 +36,7 @@ def main(experiment: Experiment, argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--run-name",
         dest="run",
+        type=not_empty(str),
         help="train exactly this run (not --run: torchrun would take it for its own --run-path)",
     )
     parser.add_argument("--list", action="store_true", help="print the runs and exit")
@@ -43,7 +44,7 @@ def main(experiment: Experiment, argv: list[str] | None = None) -> None:
     parser.add_argument("--dry-run", action="store_true", help="print parameters, FLOPs and time; train nothing")
     parser.add_argument(
         "--out-dir",
-        type=Path,
+        type=not_empty(Path),
         default=Path("."),
         help="runs under OUT_DIR/runs, tables under OUT_DIR/results (default: here)",
     )
