@@ -64,7 +64,7 @@ def instability(done: dict) -> str | None:
     return None
 
 
-def outliers(finals: dict[int, float]) -> dict[int, str]:
+def outliers(finals: dict[int, float], nats: float = OUTLIER_NATS, z: float = OUTLIER_Z) -> dict[int, str]:
     """seed -> why, for each seed whose final loss (`finals`, seed -> value, three seeds or more) lies both
     OUTLIER_NATS and OUTLIER_Z robust deviations from the seeds' median."""
     if len(finals) < 3:
@@ -77,7 +77,7 @@ def outliers(finals: dict[int, float]) -> dict[int, str]:
             f"{median:.3f}, {abs(value - median):.2f} nats away)"
         )
         for seed, value in finals.items()
-        if abs(value - median) > OUTLIER_NATS and abs(value - median) > OUTLIER_Z * spread
+        if abs(value - median) > nats and abs(value - median) > z * spread
     }
 
 

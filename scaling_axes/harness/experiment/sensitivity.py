@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import statistics
 from collections.abc import Callable
 
-from scaling_axes.harness.stability import LEARNED_NATS, OUTLIER_NATS, OUTLIER_Z, SPIKE_NATS, VAL_RISE_NATS
+from scaling_axes.harness.stability import LEARNED_NATS, OUTLIER_NATS, OUTLIER_Z, SPIKE_NATS, VAL_RISE_NATS, outliers
 from scaling_axes.significance import ALPHA, t_one_sided_p, t_two_sided_p
 
 SHIFT = 0.25  # each threshold moved this fraction down and up
@@ -83,7 +82,7 @@ def hangs_on(
             hangs.append(f"{name} at {lower:.3g}: {', '.join(turned)} turn{'s' * (len(turned) == 1)} unstable")
     for run in arms:
         finals = {k: v["val_loss"] for (each, k), v in per_seed.items() if each == run and "val_loss" in v}
-        if _outliers(finals, OUTLIER_NATS * (1 - SHIFT), OUTLIER_Z) or _outliers(
+        if outliers(finals, OUTLIER_NATS * (1 - SHIFT), OUTLIER_Z) or outliers(
             finals, OUTLIER_NATS, OUTLIER_Z * (1 - SHIFT)
         ):
             hangs.append(f"OUTLIER_NATS or OUTLIER_Z at -{SHIFT:.0%}: a seed of {run} turns an outlier")
@@ -98,14 +97,6 @@ def hangs_on(
     if evidence.get("tolerance"):
         hangs += _tolerance(row, evidence, redecide)
     return hangs
-
-
-def _outliers(finals: dict[str, float], nats: float, z: float) -> bool:
-    if len(finals) < 3:
-        return False
-    median = statistics.median(finals.values())
-    spread = 1.4826 * statistics.median(abs(v - median) for v in finals.values())
-    return any(abs(v - median) > nats and abs(v - median) > z * spread for v in finals.values())
 
 
 def _tolerance(row: dict[str, str], evidence: dict[str, str], redecide: Callable[[float, str], str]) -> list[str]:
