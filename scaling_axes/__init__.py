@@ -1,7 +1,7 @@
 """scaling-axes: Tokenformer, the Residual Matrix Transformer and Mixture of Tokenizers reproduced in one suite.
 
 One package whose folders are its import names. Layers, each importing only from those before it: `io` (atomic
-files, CSV) <- `kernels` (Triton) <- `datamodules.tokenizers` and `datamodules.token_bytes` <- `modules` (the
+files, CSV) <- `kernels` (Triton) <- `datamodules.byte_slots`, `.tokenizers` and `.token_bytes` <- `modules` (the
 registry and FLOP counts, then `architectures`, then `growth`) <- `modules.tasks` (LightningModules, optimisers) and
 `datamodules` (corpora, LightningDataModules) <- `harness` (the vocabulary: scales, runs and their names, sweeps,
 claims, results; then `harness.training`, one run's life; then `harness.experiment`, one experiment's runs and table)

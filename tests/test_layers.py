@@ -13,7 +13,11 @@ PACKAGE = ROOT / "scaling_axes"
 LAYERS = (
     ("scaling_axes.io", "scaling_axes.significance"),
     ("scaling_axes.kernels",),
-    ("scaling_axes.datamodules.tokenizers", "scaling_axes.datamodules.token_bytes"),
+    (
+        "scaling_axes.datamodules.byte_slots",
+        "scaling_axes.datamodules.tokenizers",
+        "scaling_axes.datamodules.token_bytes",
+    ),
     ("scaling_axes.modules.registry", "scaling_axes.modules.flops"),
     ("scaling_axes.modules.architectures",),
     ("scaling_axes.modules.growth",),

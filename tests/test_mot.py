@@ -9,7 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from scaling_axes.datamodules.token_bytes import pull_from_left, pull_from_right, token_byte_table
+from scaling_axes.datamodules.byte_slots import pull_from_left, pull_from_right
+from scaling_axes.datamodules.token_bytes import token_byte_table
 from scaling_axes.modules import build_model, get_config
 from scaling_axes.modules.architectures.byte_attention import byte_mask, windowed_attention
 from scaling_axes.modules.flops import counted_flops, counted_params, formula_flops, formula_params

@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from scaling_axes.datamodules.token_bytes import byte_vocabulary, pull_from_left, pull_from_right, token_byte_table
+from scaling_axes.datamodules.byte_slots import pull_from_left, pull_from_right
+from scaling_axes.datamodules.token_bytes import byte_vocabulary, token_byte_table
 from scaling_axes.datamodules.tokenizers import load_tokenizer
 
 PAD, EOT = 9, 10
@@ -120,7 +121,7 @@ def test_tables_pad_and_truncate_as_the_reference() -> None:
 def test_synthetic_tables_have_the_real_ones_vocabulary_shape_and_padding(vocabulary) -> None:
     """For timing without the tokenizer file: the same vocabulary size (456 chars is checked against GPT-2 here),
     shape and padding side as the real tables, and end-of-text where it belongs."""
-    from scaling_axes.datamodules.token_bytes import synthetic_token_byte_table
+    from scaling_axes.datamodules.byte_slots import synthetic_token_byte_table
 
     real = byte_vocabulary(vocabulary)
     assert byte_vocabulary(vocabulary, synthetic=True) == real

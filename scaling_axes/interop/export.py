@@ -4,12 +4,15 @@
 The Transformer baseline becomes GPT-NeoX, whose layout it matches where its config allows (pre-LN, sequential
 residual, partial rotary or none, exact GELU, 1/sqrt(d_head) attention): per-head interleaved QKV rows, a
 non-parametric norm as LayerNorm(1, 0), absent biases as zeros. Every other model (Tokenformer, RMT, MoT, and a
-Transformer with muP, learned positions or inverse layer scaling) is saved with `hf_modeling.py`, which builds it
-from the suite's registry (`trust_remote_code=True`, scaling-axes installed).
+Transformer with muP, learned positions or inverse layer scaling) is saved with remote code: `hf_modeling.py` and the
+suite's files that build the model, copied with relative imports (`remote_code.py`), so that
+`trust_remote_code=True` loads it with torch and transformers alone. Every export is a folder a Hub repository takes
+as it is: weights, config, generation config, tokenizer and a model card (`model_card.py`), each file 0644.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import os
 import shutil
@@ -22,6 +25,8 @@ from torch import Tensor, nn
 from scaling_axes.datamodules.tokenizers import EOT, Tokenizer, as_hf_tokenizer
 from scaling_axes.harness.training.rundir import read_done, read_final_config
 from scaling_axes.interop.lm_eval_model import load_checkpoint
+from scaling_axes.interop.model_card import model_card
+from scaling_axes.interop.remote_code import remote_code
 from scaling_axes.io import SuiteError, check_directory
 from scaling_axes.modules.architectures.transformer import TransformerConfig
 
@@ -42,15 +47,23 @@ def export(run_dir: Path, out: Path, replace: bool = False) -> str:
     if config.get("tokenizer") is None:
         raise SuiteError(f"{run_dir} is an image classifier: export writes language models (timm loads the ViTs)")
     model, tokenizer = load_checkpoint(run_dir)  # a finished run's verified weights, as lm-eval reads them
+    if getattr(model, "predicts_bytes", False):
+        raise SuiteError(f"{run_dir}'s model predicts bytes, not tokens: a transformers causal LM gives token logits")
     if (unmatched := neox_mismatch(model.config)) is None:
         hf, how = as_neox(model, tokenizer), "GPT-NeoX (native in transformers)"
     else:
         hf, how = as_remote_code(config, model, tokenizer), f"remote code (trust_remote_code=True; {unmatched})"
-    hf.generation_config = generation_config(tokenizer, cache=unmatched is None)
+    hf.generation_config = generation_config(tokenizer)
     aside = out.parent / f".{out.name}.export{os.getpid()}"
     try:
         hf.save_pretrained(aside)
         save_tokenizer(tokenizer, aside, model.config.max_seq_len)
+        if unmatched is not None:
+            for name, source in remote_code(type(model).__module__).items():
+                (aside / name).write_text(source)
+        (aside / "README.md").write_text(model_card(run_dir, config, model, how))
+        for path in aside.iterdir():
+            path.chmod(0o644)  # as any Hub file: what reads a run's metrics reads its weights
         publish(aside, out, replace)
     finally:
         shutil.rmtree(aside, ignore_errors=True)  # what this export made aside, never anything else
@@ -112,13 +125,12 @@ def check_out(run_dir: Path, out: Path, replace: bool) -> None:
         )
 
 
-def generation_config(tokenizer: Tokenizer, cache: bool) -> Any:
-    """What `generate` and `pipeline` read: the end-of-text token as EOS, BOS and padding; a KV cache where the model
-    has one (GPT-NeoX; the suite's backbones run the whole window at each step)."""
+def generation_config(tokenizer: Tokenizer) -> Any:
+    """What `generate` and `pipeline` read: the end-of-text token as EOS, BOS and padding; the key/value cache."""
     from transformers import GenerationConfig
 
     eot = tokenizer.eot_id
-    return GenerationConfig(bos_token_id=eot, eos_token_id=eot, pad_token_id=eot, use_cache=cache)
+    return GenerationConfig(bos_token_id=eot, eos_token_id=eot, pad_token_id=eot, use_cache=True)
 
 
 def neox_mismatch(config: Any) -> str | None:
@@ -205,15 +217,31 @@ def neox_state(model: nn.Module) -> dict[str, Tensor]:
     return state
 
 
-def as_remote_code(config: dict[str, Any], model: nn.Module, tokenizer: Tokenizer) -> nn.Module:
-    from scaling_axes.interop.hf_modeling import ScalingAxesConfig, ScalingAxesForCausalLM
+REMOTE_CLASSES = {
+    "AutoConfig": "configuration_scaling_axes.ScalingAxesConfig",
+    "AutoModelForCausalLM": "modeling_scaling_axes.ScalingAxesForCausalLM",
+}
 
-    ScalingAxesConfig.register_for_auto_class()
-    ScalingAxesForCausalLM.register_for_auto_class("AutoModelForCausalLM")
+
+def exported_overrides(config: dict[str, Any], model: nn.Module) -> dict[str, Any]:
+    """The run's overrides, and what lets the model run on torch alone: eager kernels (the fused ones stay in the
+    suite) and a MoT's byte tables stored with its weights (the tokenizer code that builds them stays too)."""
+    fields = {f.name for f in dataclasses.fields(model.config)}
+    overrides = {**config["overrides"], **({"kernel": "torch"} if "kernel" in fields else {})}
+    if "byte_table" in fields:
+        overrides |= {"byte_table": "stored", "byte_symbols": model.bytes_vocab.symbols}
+    return overrides
+
+
+def as_remote_code(config: dict[str, Any], model: nn.Module, tokenizer: Tokenizer) -> nn.Module:
+    from scaling_axes.interop.hf_config import ScalingAxesConfig
+    from scaling_axes.interop.hf_modeling import ScalingAxesForCausalLM
+
     c = model.config
     hf_config = ScalingAxesConfig(
         preset=config["model"],
-        overrides=config["overrides"],
+        overrides=exported_overrides(config, model),
+        auto_map=REMOTE_CLASSES,
         vocab_size=c.vocab_size,
         max_position_embeddings=c.max_seq_len,  # the window lm-eval truncates to
         hidden_size=getattr(c, "d_model", None) or c.d_key * c.d_value,  # an RMT's residual
@@ -225,7 +253,8 @@ def as_remote_code(config: dict[str, Any], model: nn.Module, tokenizer: Tokenize
         tie_word_embeddings=False,
     )
     hf = ScalingAxesForCausalLM(hf_config)
-    hf.backbone.load_state_dict(model.state_dict())
+    stored = hf.backbone.state_dict().keys()  # with the buffers an export keeps (a MoT's byte tables)
+    hf.backbone.load_state_dict({**model.state_dict(), **{n: b for n, b in model.named_buffers() if n in stored}})
     return hf
 
 

@@ -1,14 +1,16 @@
 """Any language model of scaling-axes as a `transformers` causal LM, for `trust_remote_code=True`.
 
-`python -m scaling_axes export` copies this file beside the weights of a model that no native `transformers`
-architecture matches (Tokenformer, RMT, MoT): `AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True)`
-then builds the model from the suite's registry (the preset and its overrides, in config.json), so the `scaling-axes`
-package must be installed where it loads. It is a complete causal LM: `generate` (greedy, sampling, batched with
-left padding), `pipeline("text-generation")`, gradient checkpointing, input and output embeddings.
+`python -m scaling_axes export` copies this file (as `modeling_scaling_axes.py`) beside the weights of a model that
+no native `transformers` architecture matches (Tokenformer, RMT, MoT, ...), with the suite's own files that build
+the model (`interop/remote_code.py`): `AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True)` then
+builds it from the registry's preset and overrides in config.json, with torch and transformers alone. It is a
+complete causal LM: `generate` (greedy, sampling, batched with left padding), `pipeline("text-generation")`,
+gradient checkpointing, input and output embeddings.
 
-Generation has no KV cache: the suite's backbones take a whole window of token ids, so each step runs the last
-`max_position_embeddings` tokens again (`use_cache` is off in the generation config). They take no padding mask
-either: a padded batch runs each row on its own tokens, so left padding changes nothing.
+`use_cache=True` returns a `DynamicCache` of every attention layer's keys and values, and a step then runs only the
+new tokens (`layers.decoding`). It recomputes instead, returning no cache, where a cache would not give the same
+logits: a padded batch (the backbones take no padding mask: each row runs on its own tokens, so left padding changes
+nothing) and a sequence longer than the model's window (each step then sees the last `max_position_embeddings`).
 """
 
 from __future__ import annotations
@@ -18,30 +20,16 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from transformers import GenerationMixin, PretrainedConfig, PreTrainedModel
+from transformers import DynamicCache, GenerationMixin, PreTrainedModel
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
+from scaling_axes.interop.hf_config import ScalingAxesConfig
+from scaling_axes.modules import architectures  # noqa: F401  (registers the models: an export imports its own)
+from scaling_axes.modules.architectures.layers import decoding
+from scaling_axes.modules.registry import build_model
 
-class ScalingAxesConfig(PretrainedConfig):
-    """A registered preset (`preset`) with the config overrides (`overrides`) that resolve it to the trained model;
-    the standard fields (`hidden_size`, `num_hidden_layers`, ...) are what the export read off that model."""
-
-    model_type = "scaling_axes"
-
-    def __init__(
-        self,
-        preset: str = "transformer_124m",
-        overrides: dict[str, Any] | None = None,
-        hidden_size: int | None = None,
-        num_hidden_layers: int | None = None,
-        num_attention_heads: int | None = None,
-        max_position_embeddings: int | None = None,
-        **kwargs,
-    ) -> None:
-        self.preset, self.overrides = preset, dict(overrides or {})
-        self.hidden_size, self.num_hidden_layers = hidden_size, num_hidden_layers
-        self.num_attention_heads, self.max_position_embeddings = num_attention_heads, max_position_embeddings
-        super().__init__(**kwargs)
+# the cache's name in forward, generate and outputs: `cache` from transformers 5.2x, `past_key_values` before
+CACHE = "cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__ else "past_key_values"
 
 
 class ScalingAxesForCausalLM(PreTrainedModel, GenerationMixin):
@@ -54,8 +42,6 @@ class ScalingAxesForCausalLM(PreTrainedModel, GenerationMixin):
 
     def __init__(self, config: ScalingAxesConfig) -> None:
         super().__init__(config)
-        from scaling_axes.modules import build_model
-
         with torch.device("cpu"):  # not `from_pretrained`'s meta device: the buffers' values are built here
             self.backbone = build_model(config.preset, **config.overrides)
         self.built_buffers = {  # those out of the state dict (MoT's byte tables), by module
@@ -111,13 +97,31 @@ class ScalingAxesForCausalLM(PreTrainedModel, GenerationMixin):
         return super().resize_token_embeddings(*args, **kwargs)
 
     def forward(
-        self, input_ids: Tensor, attention_mask: Tensor | None = None, labels: Tensor | None = None, **_: Any
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        labels: Tensor | None = None,
+        use_cache: bool | None = None,
+        prefix_ids: Tensor | None = None,
+        **kwargs: Any,
     ) -> CausalLMOutputWithPast:
         """Next-token logits; with `labels`, their mean cross-entropy (shifted, -100 ignored). A padded batch runs
-        each row on its unpadded tokens (its padded positions' logits are zero)."""
+        each row on its unpadded tokens (its padded positions' logits are zero). With `use_cache`, `input_ids` are
+        the tokens after those the cache (`cache` or `past_key_values`) holds, `prefix_ids` those tokens (`generate`
+        passes both)."""
         if labels is not None and input_ids.size(1) > self._window:
             raise ValueError(f"{input_ids.size(1)} tokens with labels: the model's window is {self._window}")
-        if attention_mask is None or bool(attention_mask.all()):
+        padded = attention_mask is not None and not bool(attention_mask.all())
+        cache = kwargs.get("cache", kwargs.get("past_key_values"))
+        cache = DynamicCache() if cache is None else cache
+        cached = cache.get_seq_length()
+        if (self.config.use_cache if use_cache is None else use_cache) and labels is None and not padded:
+            if cached + input_ids.size(1) <= self._window:
+                with decoding(cache, prefix_ids):
+                    return CausalLMOutputWithPast(logits=self.backbone(input_ids), **{CACHE: cache})
+            if cached:  # past the window: the last window again, as without a cache
+                input_ids = torch.cat((prefix_ids, input_ids), dim=1)
+        if not padded:
             logits = self._logits(input_ids)
         else:
             pairs = list(zip(input_ids, attention_mask.bool(), strict=True))
@@ -142,10 +146,22 @@ class ScalingAxesForCausalLM(PreTrainedModel, GenerationMixin):
         return F.pad(logits, (0, 0, input_ids.size(1) - self._window, 0))
 
     def prepare_inputs_for_generation(
-        self, input_ids: Tensor, attention_mask: Tensor | None = None, **_: Any
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        use_cache: bool | None = None,
+        **kwargs: Any,
     ) -> dict[str, Any]:
-        """Every step sees every token so far (no cache)."""
-        return {"input_ids": input_ids, "attention_mask": attention_mask}
+        """The tokens the cache does not hold yet (all of them without one), and those it holds."""
+        cache = kwargs.get(CACHE)
+        cached = 0 if cache is None else cache.get_seq_length()
+        return {
+            "input_ids": input_ids[:, cached:],
+            "prefix_ids": input_ids[:, :cached],
+            "attention_mask": attention_mask,
+            CACHE: cache,
+            "use_cache": use_cache,
+        }
 
 
 def layers(backbone: nn.Module) -> list[nn.Module]:

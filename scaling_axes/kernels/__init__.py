@@ -1,11 +1,15 @@
 """Fused Triton kernels, each with the PyTorch reference it must match and a dispatch that falls back to it.
 
-Importing this package does not import Triton; the kernel modules do, when a model first selects them.
+Importing this package does not import Triton; the kernel modules do, when a model first selects them (`fused`).
+A model file names a kernel by string rather than importing its module, so that the file runs where only torch is
+installed (an exported model's remote code copies this file and the model's, not the kernels).
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
+from collections.abc import Callable
 from typing import Literal
 
 import torch
@@ -42,12 +46,23 @@ def use_triton(kernel: str, x: Tensor, family: str) -> bool:
     return kernel == "triton"
 
 
+def fused(name: str) -> Callable:
+    """The Triton op `module:function` of this package, e.g. `fused("rmt:norm_retrieve")`."""
+    module, function = name.split(":")
+    try:
+        return getattr(importlib.import_module(f"{__name__}.{module}"), function)
+    except ModuleNotFoundError as error:
+        raise ModuleNotFoundError(
+            f"the fused kernel {name} ships with scaling-axes ({error.msg}): set the model config's kernel='torch'"
+        ) from None
+
+
 @torch.compiler.assume_constant_result
 def _device_name(index: int | None) -> str:
     return torch.cuda.get_device_name(index)
 
 
-if __name__ != "scaling_axes.kernels":  # the checkout's top-level `kernels` link, imported by its bare name
+if __name__ == "kernels":  # the checkout's top-level `kernels` link, imported by its bare name
     raise ImportError(
         f"import scaling_axes.kernels, not {__name__}: the same files under a second name would be a "
         "second copy of every module (and register every model twice)"

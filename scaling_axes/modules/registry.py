@@ -63,13 +63,19 @@ class Architecture:
         if self.grow is None:
             growable = sorted(c.__name__ for c, a in _ARCHITECTURES.items() if a.grow)
             raise TypeError(f"{type(model).__name__} cannot grow; these can: {', '.join(growable)}")
-        module, name = self.grow.split(":")
-        function = getattr(importlib.import_module(module), name)
+        function = resolve(self.grow)
         accepted = inspect.signature(function).parameters
         options = {k: v for k, v in {"seed": seed, **options}.items() if k in accepted}
         with torch.random.fork_rng(devices=[]):  # the model is built on the CPU and then moved
             torch.manual_seed(seed)
             return function(model, target, **options)
+
+
+def resolve(reference: str) -> Any:
+    """What `"module:name"` names, its module imported now: how a model file reaches code it must not import (its
+    growth, the tables its data gives), so that the file runs alone in an exported model's remote code."""
+    module, name = reference.split(":")
+    return getattr(importlib.import_module(module), name)
 
 
 _PRESETS: dict[str, Any] = {}

@@ -1,4 +1,5 @@
-"""Layers shared by every decoder in the suite: config base, rotary embedding, attention, pre-LN block, LM shell.
+"""Layers shared by every decoder in the suite: config base, rotary embedding, attention, pre-LN block, LM shell,
+and incremental decoding (a key/value cache) for all of them.
 
 The Transformer and the Tokenformer differ only in what maps d -> d inside a block (nn.Linear vs Pattention) and
 how those weights are initialised; everything else lives here once.
@@ -8,8 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Callable
-from typing import Literal
+from collections.abc import Callable, Iterator
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
@@ -64,6 +65,56 @@ class DecoderConfig:
         return int(self.d_head * self.rotary_pct)
 
 
+@dataclasses.dataclass
+class Decoding:
+    """One forward of incremental decoding: `cache` holds the keys and values of the `start` tokens before this
+    forward's (transformers' `Cache`: `update(keys, values, layer) -> all keys, all values`); each attention layer
+    extends it with its own and attends over all of them, numbered in the order they attend (the same every step).
+    `prefix`: the token ids before this forward's, for a model that looks back at ids (MoT's byte pull, RMT's
+    document mask); None where the caller has none."""
+
+    cache: Any
+    start: int
+    prefix: Tensor | None = None
+    layer: int = 0
+
+    def extend(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """This layer's keys and values [batch, heads, seq, head_dim] after the cached ones."""
+        k, v = self.cache.update(k, v, self.layer)
+        self.layer += 1
+        return k, v
+
+    def prefix_ids(self) -> Tensor:
+        if self.prefix is None or self.prefix.shape[1] != self.start:
+            raise ValueError(f"this model looks back at token ids: pass the {self.start} ids the cache holds")
+        return self.prefix
+
+
+_DECODING: list[Decoding | None] = [None]  # a plain global, not a ContextVar: torch.compile guards on it
+
+
+@contextlib.contextmanager
+def decoding(cache: Any, prefix: Tensor | None = None) -> Iterator[Decoding]:
+    """Run the models' forwards inside as incremental decoding over `cache` (positions after the cached ones)."""
+    step = Decoding(cache, cache.get_seq_length(), prefix)
+    _DECODING[0] = step
+    try:
+        yield step
+    finally:
+        _DECODING[0] = None
+
+
+def current_decoding() -> Decoding | None:
+    """The decoding step a forward runs in, or None (a whole sequence)."""
+    return _DECODING[0]
+
+
+def first_position() -> int:
+    """The position of a forward's first token: 0, or after the cached tokens."""
+    step = _DECODING[0]
+    return 0 if step is None else step.start
+
+
 class RotaryEmbedding(nn.Module):
     """Partial rotary embedding (Su et al. 2021) in GPT-NeoX's rotate_half layout on the first `dims` dims.
 
@@ -84,13 +135,11 @@ class RotaryEmbedding(nn.Module):
         ladder = -((1 / self.base) ** torch.linspace(0, 1, quarter, device=device, dtype=dtype))
         return torch.cat((ladder, ladder.new_zeros(self.dims // 2 - quarter)))
 
-    def forward(self, x: Tensor) -> Tensor:
-        """x: [batch, heads, seq, head_dim]."""
-        seq, dtype = (
-            x.shape[-2],
-            torch.promote_types(x.dtype, torch.float32),
-        )  # angles never in half precision
-        angles = torch.outer(torch.arange(seq, device=x.device, dtype=dtype), self.frequencies(x.device, dtype))
+    def forward(self, x: Tensor, start: int = 0) -> Tensor:
+        """x: [batch, heads, seq, head_dim] at positions start, start + 1, ..."""
+        seq, dtype = x.shape[-2], torch.promote_types(x.dtype, torch.float32)  # angles never in half precision
+        positions = torch.arange(start, start + seq, device=x.device, dtype=dtype)
+        angles = torch.outer(positions, self.frequencies(x.device, dtype))
         angles = torch.cat((angles, angles), dim=-1)
         cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
         rot, rest = x[..., : self.dims], x[..., self.dims :]
@@ -104,6 +153,7 @@ def causal_attention(
 ) -> Tensor:
     """softmax(q k^T * scale, causal) v over [batch, heads, seq, head_dim]. `upcast` computes it in fp32 even under
     autocast (Mistral's GPT-2 "attention upcasting"); `bias` is an additive mask that already holds the causal -inf.
+    Fewer queries than keys are the last queries (incremental decoding): each sees the keys up to its own.
     """
     dtype = q.dtype
     if upcast:  # to fp32 at least: float64 stays float64
@@ -111,7 +161,11 @@ def causal_attention(
         q, k, v = q.to(precise), k.to(precise), v.to(precise)
     no_autocast = upcast and q.device.type in ("cuda", "cpu")
     with torch.autocast(q.device.type, enabled=False) if no_autocast else contextlib.nullcontext():
-        if bias is None:
+        if bias is None and q.shape[-2] != k.shape[-2]:  # is_causal aligns the queries with the first keys
+            past = k.shape[-2] - q.shape[-2]
+            causal = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril(past)
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=causal, scale=scale)
+        elif bias is None:
             out = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
         else:
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype), scale=scale)
@@ -137,8 +191,12 @@ class CausalSelfAttention(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         batch, seq, _ = x.shape
         q, k, v = (t.view(batch, seq, self.n_head, -1).transpose(1, 2) for t in self.qkv(x).chunk(3, dim=-1))
+        step = current_decoding()
         if self.rotary is not None:
-            q, k = self.rotary(q), self.rotary(k)
+            start = 0 if step is None else step.start
+            q, k = self.rotary(q, start), self.rotary(k, start)
+        if step is not None:
+            k, v = step.extend(k, v)
         y = causal_attention(q, k, v, self.scale, self.upcast)
         return self.out(y.transpose(1, 2).reshape(batch, seq, -1))
 
@@ -186,11 +244,12 @@ class DecoderLM(nn.Module):
         """idx: [batch, seq] token ids -> logits [batch, seq, vocab_size]."""
         if idx.dim() != 2:
             raise ValueError(f"expected token ids of shape [batch, seq], got {tuple(idx.shape)}")
-        if self.position_embedding is not None and idx.shape[1] > self.config.max_seq_len:
-            raise ValueError(f"sequence length {idx.shape[1]} exceeds max_seq_len={self.config.max_seq_len}")
+        start = first_position()
+        if self.position_embedding is not None and start + idx.shape[1] > self.config.max_seq_len:
+            raise ValueError(f"sequence length {start + idx.shape[1]} exceeds max_seq_len={self.config.max_seq_len}")
         x = self.token_embedding(idx)
         if self.position_embedding is not None:
-            x = x + self.position_embedding(torch.arange(idx.shape[1], device=idx.device))
+            x = x + self.position_embedding(torch.arange(start, start + idx.shape[1], device=idx.device))
         if self.input_multiplier != 1.0:
             x = x * self.input_multiplier
         x = self.run_blocks(x)

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from scaling_axes.modules.architectures.layers import RotaryEmbedding, causal_attention
+from scaling_axes.modules.architectures.layers import RotaryEmbedding, causal_attention, current_decoding
 
 
 def rms_norm(x: Tensor) -> Tensor:
@@ -96,7 +96,8 @@ class QKV(nn.Module):
 class Attention(nn.Module):
     """QK-normed multi-head attention with rotary, V scaled by `lambdas[0]` plus `lambdas[1]` x a value embedding.
 
-    `attend(q, k, v)` runs the attention proper; the default is causal. The MoT byte layers pass a windowed mask.
+    `attend(q, k, v)` runs the attention proper; the default is causal, over the decoding cache where there is one.
+    The MoT byte layers pass a windowed mask (over a window of bytes they recompute: they cache nothing).
     """
 
     def __init__(self, d_in: int, n_head: int, head_dim: int, scale: float, rotary: RotaryEmbedding) -> None:
@@ -112,10 +113,14 @@ class Attention(nn.Module):
             t.view(batch, seq, self.n_head, self.head_dim).transpose(1, 2)
             for t in self.qkv(x).split(self.n_head * self.head_dim, dim=-1)
         )
-        q, k = self.rotary(rms_norm(q)), self.rotary(rms_norm(k))
+        step = current_decoding() if attend is None else None
+        start = 0 if step is None else step.start
+        q, k = self.rotary(rms_norm(q), start), self.rotary(rms_norm(k), start)
         v = self.lambdas[0] * v
         if value_embedding is not None:
             v = v + self.lambdas[1] * value_embedding.view(batch, seq, self.n_head, self.head_dim).transpose(1, 2)
+        if step is not None:
+            k, v = step.extend(k, v)
         y = attend(q, k, v) if attend is not None else causal_attention(q, k, v, self.scale)
         return self.out(y.transpose(1, 2).reshape(batch, seq, self.n_head * self.head_dim))
 

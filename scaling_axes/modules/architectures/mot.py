@@ -1,10 +1,11 @@
 """Mixture of Tokenizers (S. Mueller, 2025): every token embedded together with its bytes, optionally predicting
 bytes, on the modded-nanogpt backbone (`modules/architectures/modded_gpt.py`). MoT reference sections 1-3 and 6.
 
-The model takes token ids only; it looks their bytes up in frozen tables (`datamodules.token_bytes`) and pulls them
- across tokens on the device, as the original's data generator did, so the data path is the same as every
-other language model's. With a byte mixout the targets become bytes too: `loss_targets` maps the next-token ids to
-the right-pulled bytes of the next tokens, 16 slots each, pads and end-of-text included (section 3.4).
+The model takes token ids only; it looks their bytes up in frozen tables (`datamodules.token_bytes`, or the
+checkpoint's with `byte_table="stored"`) and pulls them across tokens on the device, as the original's data
+generator did, so the data path is the same as every other language model's. With a byte mixout the targets become
+bytes too: `loss_targets` maps the next-token ids to the right-pulled bytes of the next tokens, 16 slots each, pads
+and end-of-text included (section 3.4).
 
 Mixins: `noop` (the backbone's token embedding), `concat` (RMS-normed token and byte embeddings concatenated, one
 Linear to d_model, norm), `cross_attn` (token queries over their own bytes, at any batch size). Mixouts: `noop`,
@@ -24,11 +25,15 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
-import scaling_axes.datamodules.token_bytes as token_bytes
-from scaling_axes.datamodules.token_bytes import ByteVocabulary, byte_vocabulary, pull_from_left, pull_from_right
-from scaling_axes.datamodules.tokenizers import TOKENIZERS
+from scaling_axes.datamodules.byte_slots import (
+    ByteVocabulary,
+    pull_from_left,
+    pull_from_right,
+    synthetic_token_byte_table,
+    vocabulary_without_tokenizer,
+)
 from scaling_axes.modules.architectures.byte_attention import MaskKind, windowed_attention
-from scaling_axes.modules.architectures.layers import RotaryEmbedding
+from scaling_axes.modules.architectures.layers import RotaryEmbedding, current_decoding
 from scaling_axes.modules.architectures.modded_gpt import (
     Attention,
     ModdedGPT,
@@ -36,7 +41,11 @@ from scaling_axes.modules.architectures.modded_gpt import (
     rms_norm,
     speedrun_linear,
 )
-from scaling_axes.modules.registry import Architecture, register
+from scaling_axes.modules.registry import Architecture, register, resolve
+
+# what reads a tokenizer's tables, resolved when used: where the tables are stored (an exported model) this file
+# runs without the suite's data code
+TOKEN_BYTES, TOKENIZERS = "scaling_axes.datamodules.token_bytes", "scaling_axes.datamodules.tokenizers:TOKENIZERS"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,7 +67,10 @@ class MoTConfig(ModdedGPTConfig):
     byte_window_tokens: int = 8
     byte_head_dim: int = 128
     eot_token: int = 50256
-    byte_table: str = "gpt2"  # the tokenizer whose tokens' bytes are mixed in, or "synthetic": random bytes (timing)
+    # the tokenizer whose tokens' bytes are mixed in; "synthetic": random bytes (timing); "stored": the checkpoint's
+    # tables, of `byte_symbols` symbols (an exported model, which carries its tables and no tokenizer code)
+    byte_table: str = "gpt2"
+    byte_symbols: int = 0
     cross_attn_output_norm: bool = False  # this suite's earlier variant: RMS-norm the cross-attention's output
 
     def __post_init__(self) -> None:
@@ -67,10 +79,11 @@ class MoTConfig(ModdedGPTConfig):
             ("mixin", ("noop", "concat", "cross_attn")),
             ("mixout", ("noop", "split", "copy")),
             ("byte_mask", ("causal", "within_token")),
-            ("byte_table", ("synthetic", *TOKENIZERS)),
         ):
             if getattr(self, field) not in allowed:
                 raise ValueError(f"{field}={getattr(self, field)!r}; allowed: {', '.join(allowed)}")
+        if (self.byte_table == "stored") != (self.byte_symbols > 0):
+            raise ValueError(f"byte_symbols={self.byte_symbols} is the size of stored tables: > 0 with them, else 0")
         if self.mixin == "noop" and self.d_token != self.d_model:
             raise ValueError(f"mixin 'noop' embeds tokens at d_model={self.d_model}; got d_token={self.d_token}")
         if self.mixin == "cross_attn" and not self.d_token == self.d_byte == self.d_model:
@@ -86,8 +99,17 @@ class MoTConfig(ModdedGPTConfig):
 
     @property
     def byte_vocab(self) -> ByteVocabulary:
-        synthetic = self.byte_table == "synthetic"
-        return byte_vocabulary(self.byte_vocabulary, synthetic, None if synthetic else self.byte_table)
+        if self.byte_table == "stored":
+            return ByteVocabulary(self.byte_vocabulary, self.byte_symbols)
+        if self.byte_table == "synthetic":
+            return vocabulary_without_tokenizer(self.byte_vocabulary)
+        return self.tokenizer_bytes("byte_vocabulary")(self.byte_vocabulary, tokenizer=self.byte_table)
+
+    def tokenizer_bytes(self, name: str) -> Any:
+        """`datamodules.token_bytes`'s `name`, for the tables of this config's tokenizer (one the suite has)."""
+        if self.byte_table not in (tokenizers := resolve(TOKENIZERS)):
+            raise ValueError(f"byte_table={self.byte_table!r}; allowed: synthetic, stored, {', '.join(tokenizers)}")
+        return resolve(f"{TOKEN_BYTES}:{name}")
 
     @property
     def byte_window(self) -> int:
@@ -213,19 +235,27 @@ class MixtureOfTokenizers(ModdedGPT):
         self.bytes_vocab = config.byte_vocab
         if config.mixin != "noop":
             self.embed = {"concat": ConcatMixin, "cross_attn": CrossAttentionMixin}[config.mixin](config)
-            self.register_buffer("input_bytes", self._table("left"), persistent=False)
+            self.register_buffer("input_bytes", self._table("left"), persistent=self.tables_stored)
         self.mixout = ByteMixout(config) if config.mixout != "noop" else None
         if self.mixout is not None:
             self.lm_head = speedrun_linear(config.d_byte_out, self.bytes_vocab.head_size, zero=True)
-            self.register_buffer("target_bytes", self._table("right"), persistent=False)
+            self.register_buffer("target_bytes", self._table("right"), persistent=self.tables_stored)
         self.tables_as_run()  # the mixin's own tables
+
+    @property
+    def tables_stored(self) -> bool:
+        """Whether the byte tables are the checkpoint's (in its state dict) rather than built from a tokenizer."""
+        return self.config.byte_table == "stored"
 
     def _table(self, padding: str) -> Tensor:
         c = self.config
-        if c.byte_table == "synthetic":
-            table = token_bytes.synthetic_token_byte_table(c.byte_vocabulary, c.bytes_per_token, padding)
+        if self.tables_stored:
+            table = torch.full((c.vocab_size, c.bytes_per_token), self.bytes_vocab.pad_id, dtype=torch.int16)
+        elif c.byte_table == "synthetic":
+            table = synthetic_token_byte_table(c.byte_vocabulary, c.bytes_per_token, padding)
         else:
-            table = token_bytes.token_byte_table(c.byte_vocabulary, c.bytes_per_token, padding, c.byte_table)
+            build = c.tokenizer_bytes("token_byte_table")
+            table = build(c.byte_vocabulary, c.bytes_per_token, padding, c.byte_table)
         if table.shape[0] != c.vocab_size:
             raise ValueError(f"byte tables cover {c.byte_table}'s {table.shape[0]} tokens; vocab_size={c.vocab_size}")
         return table.long().to(torch.get_default_device())  # meta under a meta-device build (FLOP counts)
@@ -243,12 +273,24 @@ class MixtureOfTokenizers(ModdedGPT):
         return self.mixout is not None
 
     def embed_inputs(self, idx: Tensor) -> Tensor:
+        """The mixin's embedding; while decoding, of `idx` after the cached tokens that it looks back at."""
         if self.config.mixin == "noop":
             return super().embed_inputs(idx)
+        step, seq = current_decoding(), idx.shape[1]
+        if step is not None and step.start:
+            idx = torch.cat((step.prefix_ids()[:, -self.context_tokens :], idx), dim=1)
         byte_ids = self.input_bytes[idx]
         if self.config.pull_in:
             byte_ids = pull_from_left(byte_ids, self.bytes_vocab.pad_id, self.bytes_vocab.eot_id)
-        return self.embed(idx, byte_ids)
+        return self.embed(idx, byte_ids)[:, -seq:]
+
+    @property
+    def context_tokens(self) -> int:
+        """The earlier tokens a token's mixin embedding depends on: those whose bytes its pull reaches (each token
+        has at least one), and those the byte layer's window reaches."""
+        c = self.config
+        wired = c.byte_attention_in and c.byte_attention_wired
+        return c.bytes_per_token + (c.byte_window_tokens if wired else 0)
 
     def logits(self, x: Tensor) -> Tensor:
         return super().logits(x if self.mixout is None else self.mixout(x))

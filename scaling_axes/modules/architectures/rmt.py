@@ -36,8 +36,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from scaling_axes.kernels import Kernel, check_kernel, use_triton
-from scaling_axes.modules.architectures.layers import causal_attention
+from scaling_axes.kernels import Kernel, check_kernel, fused, use_triton
+from scaling_axes.modules.architectures.layers import causal_attention, current_decoding, first_position
 from scaling_axes.modules.registry import Architecture, register
 
 
@@ -110,9 +110,7 @@ def normed_retrieval(x: Tensor, norm: MatrixNorm, keys: Tensor, kernel: str, hea
     """retrieve(norm(x), keys) -> [B, T, D_v, n]; `heads_first`: stored n-major, so that q, k, v are [B, R, T, D_v]
     views with unit last stride. With the fused kernel the normalised matrix is never written to memory."""
     if use_triton(kernel, x, "rmt"):
-        from scaling_axes.kernels.rmt import norm_retrieve
-
-        return norm_retrieve(x, keys, norm.weight, norm.bias, norm.eps, norm.layernorm, heads_first)
+        return fused("rmt:norm_retrieve")(x, keys, norm.weight, norm.bias, norm.eps, norm.layernorm, heads_first)
     xn = norm(x)
     if not heads_first:
         return retrieve(xn, keys)
@@ -142,9 +140,7 @@ class Storage(nn.Module):
 
     def forward(self, x: Tensor, data: Tensor) -> Tensor:
         if use_triton(self.kernel, x, "rmt"):
-            from scaling_axes.kernels.rmt_store import store as fused_store
-
-            return fused_store(x, data, self.keys)
+            return fused("rmt_store:store")(x, data, self.keys)
         return store(x, data, self.keys)
 
 
@@ -175,16 +171,18 @@ def matrix_norm(config: RMTConfig) -> MatrixNorm:
     return MatrixNorm(config.d_value, config.d_key, config.norm_eps, layernorm, bias=layernorm and config.norm_bias)
 
 
-def alibi_bias(idx: Tensor, heads: int, document_mask: bool, bos_token_id: int) -> Tensor:
-    """Additive [batch, heads, seq, seq] bias: -m_h (i - j) with m_h = 2^(-8h/R), -inf where masked."""
+def alibi_bias(idx: Tensor, heads: int, document_mask: bool, bos_token_id: int, start: int = 0) -> Tensor:
+    """Additive [batch, heads, seq - start, seq] bias of the queries from `start` on over every key: -m_h (i - j)
+    with m_h = 2^(-8h/R), -inf where masked."""
     seq = idx.shape[1]
     pos = torch.arange(seq, device=idx.device)
-    allowed = (pos[:, None] >= pos[None, :]).expand(idx.shape[0], seq, seq)
+    queries = pos[start:]
+    allowed = (queries[:, None] >= pos[None, :]).expand(idx.shape[0], seq - start, seq)
     if document_mask:
         document = torch.cumsum(idx == bos_token_id, dim=1)
-        allowed = allowed & (document[:, :, None] == document[:, None, :])
+        allowed = allowed & (document[:, start:, None] == document[:, None, :])
     slopes = 2.0 ** (-8.0 * torch.arange(1, heads + 1, device=idx.device) / heads)
-    distance = (pos[:, None] - pos[None, :]).float()
+    distance = (queries[:, None] - pos[None, :]).float()
     bias = -slopes[:, None, None] * distance
     return bias[None].masked_fill(~allowed[:, None], float("-inf"))
 
@@ -223,6 +221,8 @@ class RMTAttention(nn.Module):
 
     def forward(self, x: Tensor, norm: MatrixNorm, bias: Tensor | None) -> Tensor:
         q, k, v = self.qkv(x, norm)
+        if (step := current_decoding()) is not None:
+            k, v = step.extend(k, v)
         return self.out(x, causal_attention(q, k, v, scale=self.scale, upcast=self.upcast, bias=bias).to(x.dtype))
 
 
@@ -275,7 +275,8 @@ class RMTEmbedding(nn.Module):
         words = self.token(idx).view(batch, seq, c.d_value, c.rank) * c.input_alpha
         x = outer_sum(words, self.token_storage.keys)
         if self.position is not None:
-            positions = self.position(torch.arange(seq, device=idx.device)).view(seq, c.d_value, c.rank)
+            start = first_position()
+            positions = self.position(torch.arange(start, start + seq, device=idx.device)).view(seq, c.d_value, c.rank)
             x = x + outer_sum(positions * c.input_alpha, self.position_storage.keys)  # broadcast over the batch
         return x
 
@@ -318,9 +319,10 @@ class RMT(nn.Module):
         c = self.config
         if idx.dim() != 2:
             raise ValueError(f"expected token ids of shape [batch, seq], got {tuple(idx.shape)}")
-        if idx.shape[1] > c.max_seq_len and c.position == "learned":
-            raise ValueError(f"sequence length {idx.shape[1]} exceeds max_seq_len={c.max_seq_len}")
-        bias = alibi_bias(idx, c.rank, c.document_mask, c.bos_token_id) if c.position == "alibi" else None
+        start = first_position()
+        if start + idx.shape[1] > c.max_seq_len and c.position == "learned":
+            raise ValueError(f"sequence length {start + idx.shape[1]} exceeds max_seq_len={c.max_seq_len}")
+        bias = self.alibi(idx, start) if c.position == "alibi" else None
         if bias is None and c.document_mask:
             raise ValueError("document_mask needs position='alibi' (with learned positions it is not implemented)")
         x = self.embed(idx)
@@ -328,6 +330,16 @@ class RMT(nn.Module):
             x = block(x, bias)
         features = self.readout(x, self.final_norm).reshape(*idx.shape, -1)
         return self.lm_head(features) * c.output_alpha
+
+    def alibi(self, idx: Tensor, start: int) -> Tensor:
+        """The ALiBi bias of `idx`'s queries; while decoding, over the cached keys too (the document mask looks back
+        at their ids; without it, any ids of the right length do)."""
+        c = self.config
+        if start:
+            step = current_decoding()
+            earlier = step.prefix_ids() if c.document_mask else idx.new_zeros(idx.shape[0], start)
+            idx = torch.cat((earlier, idx), dim=1)
+        return alibi_bias(idx, c.rank, c.document_mask, c.bos_token_id, start)
 
 
 def _rmt(n_layer: int, d_key: int, d_value: int, rank: int, d_ff: int) -> RMTConfig:

@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from scaling_axes.kernels import Kernel, check_kernel, use_triton
+from scaling_axes.kernels import Kernel, check_kernel, fused, use_triton
 from scaling_axes.modules.architectures.layers import (
     CausalSelfAttention,
     DecoderConfig,
@@ -109,15 +109,13 @@ class Pattention(nn.Module):
     def tau(self) -> int:
         return self.tau_tokens or self.num_param_tokens
 
-    def fused(self, x: Tensor) -> bool:
+    def runs_fused(self, x: Tensor) -> bool:
         """Whether forward(x) runs the Triton kernel (only `l2_norm_gelu` with the exact GELU has one)."""
         return self.normalization == "l2_norm_gelu" and self.gelu == "none" and use_triton(self.kernel, x, "pattention")
 
     def forward(self, x: Tensor) -> Tensor:
-        if self.fused(x):
-            from scaling_axes.kernels.pattention import pattention
-
-            return pattention(x, self.key_param_tokens, self.value_param_tokens, self.tau, self.eps)
+        if self.runs_fused(x):
+            return fused("pattention:pattention")(x, self.key_param_tokens, self.value_param_tokens, self.tau, self.eps)
         scores = x @ self.key_param_tokens.T
         return normalize_scores(scores, self.normalization, self.tau, self.eps, self.gelu) @ self.value_param_tokens
 
@@ -140,11 +138,9 @@ class QKVPattention(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         parts = (self.query, self.key, self.value)
         alike = {(p.key_param_tokens.shape, p.value_param_tokens.shape, p.tau, p.eps) for p in parts}
-        if len(alike) == 1 and all(p.fused(x) for p in parts):
-            from scaling_axes.kernels.pattention import grouped_pattention
-
+        if len(alike) == 1 and all(p.runs_fused(x) for p in parts):
             keys, values = [p.key_param_tokens for p in parts], [p.value_param_tokens for p in parts]
-            return grouped_pattention(x, keys, values, self.query.tau, self.query.eps)
+            return fused("pattention:grouped_pattention")(x, keys, values, self.query.tau, self.query.eps)
         return torch.cat([p(x) for p in parts], dim=-1)
 
 
