@@ -23,18 +23,17 @@ import platform
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
-from lightning.pytorch.utilities.exceptions import MisconfigurationException
-
-from scaling_axes import experiments
-from scaling_axes.harness.experiment.command import main
-from scaling_axes.harness.experiment.plan import GPUS, MEASURED_MFU, dry_run, print_plan
-from scaling_axes.harness.experiment.report import write_report
-from scaling_axes.harness.runs import RUNS_DIR, Experiment, git, source_commit
+from scaling_axes.harness.hardware import GPUS, MEASURED_MFU
 from scaling_axes.harness.scales import PAPER, SCALES, SMOKE, Scale, in_range, scale_argument
-from scaling_axes.harness.training.loggers import quiet_lightning_logs
 from scaling_axes.io import SuiteError, read_json
+
+if TYPE_CHECKING:
+    from scaling_axes.harness.runs import Experiment
+
+# Commands that train nothing (--help, list, plan, run --list, run --dry-run, export --help) import neither Lightning
+# nor torchvision, and torch only where they need it: what trains is imported by the command that trains.
 
 DELEGATED = {  # subcommands that parse their own arguments: module, function taking argv
     "fit": ("scaling_axes.harness.training.lightning_cli", "fit_main"),
@@ -45,12 +44,16 @@ DELEGATED = {  # subcommands that parse their own arguments: module, function ta
     "bench-kernels": ("scaling_axes.benchmarks.kernels", "main"),
     "bench-training": ("scaling_axes.benchmarks.training", "main"),
     "bench-harness": ("scaling_axes.benchmarks.harness", "main"),
+    "bench-generate": ("scaling_axes.benchmarks.generate", "main"),
     "gpu-check": ("scaling_axes.benchmarks.gpu_check", "main"),
 }
 
 
 def all_experiments() -> list[Experiment]:
     """Every module under `scaling_axes.experiments` that declares an EXPERIMENT, in experiment-name order."""
+    from scaling_axes import experiments
+    from scaling_axes.harness.runs import Experiment
+
     found = []
     for info in pkgutil.walk_packages(experiments.__path__, f"{experiments.__name__}."):
         experiment = getattr(importlib.import_module(info.name), "EXPERIMENT", None)
@@ -61,6 +64,8 @@ def all_experiments() -> list[Experiment]:
 
 def plan(scale: Scale, gpu: str, mfu: float, devices: int) -> float:
     """Print every experiment's runs (no training) and return the total GPU-hours, each shared run counted once."""
+    from scaling_axes.harness.experiment.plan import dry_run, print_plan
+
     hours: dict[tuple[str, str], float] = {}
     for experiment in all_experiments():
         runs = dry_run(experiment, scale, mfu, GPUS[gpu], devices)
@@ -78,6 +83,10 @@ def plan(scale: Scale, gpu: str, mfu: float, devices: int) -> float:
 def run_all(scale: Scale, report_only: bool) -> None:
     """Every experiment at `scale` (at paper scale a cluster launches runs one by one instead), then REPORT.md and
     `results/<scale>/REPORT.md`, which names the machine, the commit and how long this took."""
+    from scaling_axes.harness.experiment.command import main
+    from scaling_axes.harness.experiment.report import write_report
+    from scaling_axes.harness.runs import RUNS_DIR
+
     started = time.time()
     for experiment in all_experiments():
         print(f"== {experiment.name} ({scale})", flush=True)
@@ -99,6 +108,10 @@ def run_all(scale: Scale, report_only: bool) -> None:
 
 def machine_header(minutes: str) -> tuple[str, ...]:
     """Where and from what the results came: the machine, torch, the commit, the time."""
+    import torch
+
+    from scaling_axes.harness.runs import git, source_commit
+
     commit = source_commit()
     dirty = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!results")
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else f"CPU, {os.cpu_count()} cores"
@@ -143,7 +156,6 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def run_main(argv: list[str]) -> None:
-    quiet_lightning_logs()  # every command's Trainers, LightningCLI's too
     if argv and argv[0] in DELEGATED:
         module, function = DELEGATED[argv[0]]
         getattr(importlib.import_module(module), function)(argv[1:])
@@ -163,17 +175,30 @@ def run_main(argv: list[str]) -> None:
 
         print(f"wrote {rejudge_scale(args.scale)}")
     elif args.command == "report":
+        from scaling_axes.harness.experiment.report import write_report
+
         print(f"wrote {write_report()}")
     else:
+        from scaling_axes.harness.experiment.command import main
+
         by_name = {e.name: e for e in all_experiments()}
         if args.experiment not in by_name:
             parser.error(f"no experiment {args.experiment!r}; experiments: {', '.join(by_name)}")
         main(by_name[args.experiment], rest)
 
 
-ONE_LINE = (SuiteError, KeyError, ValueError, OSError, MisconfigurationException, FloatingPointError)  # what the
-# suite raises for what a user gave it (a name, a file, a setting, a learning rate that makes the loss non-finite),
-# each message naming the fix; anything else is a bug: its traceback shows
+ONE_LINE = (SuiteError, KeyError, ValueError, OSError, FloatingPointError)  # what the suite raises for what a user
+# gave it (a name, a file, a setting, a learning rate that makes the loss non-finite), each message naming the fix,
+# and Lightning's MisconfigurationException (`one_line`); anything else is a bug: its traceback shows
+
+
+def one_line(error: BaseException) -> bool:
+    """Whether `error` is a user's to fix, said in one line (Lightning's class only where Lightning was imported:
+    a command that never imported it cannot have raised it)."""
+    lightning = sys.modules.get("lightning.pytorch.utilities.exceptions")
+    return isinstance(error, ONE_LINE) or (
+        lightning is not None and isinstance(error, lightning.MisconfigurationException)
+    )
 
 
 def cli(argv: list[str] | None = None) -> None:
@@ -187,8 +212,8 @@ def cli(argv: list[str] | None = None) -> None:
         if debug or not isinstance(stop.code, str):
             raise  # argparse's usage errors (already exit 2) and clean exits
         _fail(stop.code)
-    except ONE_LINE as error:
-        if debug:
+    except Exception as error:
+        if debug or not one_line(error):
             raise
         _fail(error.args[0] if isinstance(error, KeyError) and error.args else str(error))
 

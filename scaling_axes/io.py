@@ -16,9 +16,10 @@ import pickle
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 TEMPORARY = re.compile(r"^\..+\.tmp(\d+)$")  # `.<name>.tmp<pid>`: what `temporary_path` names
 
@@ -100,6 +101,8 @@ def atomic_write(path: str | Path, data: str | bytes, checksum: bool = False) ->
 
 def atomic_torch_save(obj: Any, path: str | Path, checksum: bool = False) -> None:
     """`torch.save` atomically; with `checksum` its blake2b goes into `<path>.blake2b` first (`verify_checksum`)."""
+    import torch  # here, not above: the commands that train nothing import this module and need no torch
+
     _replace_with(path, lambda tmp: torch.save(obj, tmp), _record_checksum if checksum else None)
 
 
@@ -214,6 +217,8 @@ def load_torch(path: str | Path, fix: str, mmap: bool = False) -> Any:
     """`torch.load(path, weights_only=True)` onto the CPU: tensors and plain containers only, so a crafted file cannot
     run code. `fix` says what to do if the file is unreadable; `mmap` maps the tensors instead of reading them (a
     cheap check that a large checkpoint opens)."""
+    import torch
+
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path} does not exist; {fix}")

@@ -1,13 +1,11 @@
 """`python -m scaling_axes export RUN_DIR OUT`: a finished language-model run as a Hugging Face folder that
 `AutoModelForCausalLM.from_pretrained(OUT)` loads, with its tokenizer (tokenizer.json) beside it.
 
-The Transformer baseline becomes GPT-NeoX, whose layout it matches where its config allows (pre-LN, sequential
-residual, partial rotary or none, exact GELU, 1/sqrt(d_head) attention): per-head interleaved QKV rows, a
-non-parametric norm as LayerNorm(1, 0), absent biases as zeros. Every other model (Tokenformer, RMT, MoT, and a
-Transformer with muP, learned positions or inverse layer scaling) is saved with remote code: `hf_modeling.py` and the
-suite's files that build the model, copied with relative imports (`remote_code.py`), so that
-`trust_remote_code=True` loads it with torch and transformers alone. Every export is a folder a Hub repository takes
-as it is: weights, config, generation config, tokenizer and a model card (`model_card.py`), each file 0644.
+The Transformer baseline becomes GPT-NeoX where its layout matches (`neox.py`). Every other model (Tokenformer,
+RMT, MoT, and a Transformer with muP, learned positions or inverse layer scaling) is saved with remote code:
+`hf_modeling.py` and the suite's files that build the model, copied with relative imports (`remote_code.py`), so
+that `trust_remote_code=True` loads it with torch and transformers alone. Every export is a folder a Hub repository
+takes as it is: weights, config, generation config, tokenizer and a model card (`model_card.py`), each file 0644.
 """
 
 from __future__ import annotations
@@ -17,18 +15,15 @@ import importlib.util
 import os
 import shutil
 from pathlib import Path
-from typing import Any
-
-import torch
-from torch import Tensor, nn
+from typing import TYPE_CHECKING, Any
 
 from scaling_axes.datamodules.tokenizers import EOT, Tokenizer, as_hf_tokenizer
-from scaling_axes.harness.training.rundir import read_done, read_final_config
-from scaling_axes.interop.lm_eval_model import load_checkpoint
 from scaling_axes.interop.model_card import model_card
 from scaling_axes.interop.remote_code import remote_code
 from scaling_axes.io import SuiteError, check_directory
-from scaling_axes.modules.architectures.transformer import TransformerConfig
+
+if TYPE_CHECKING:
+    from torch import nn
 
 
 def check_hf_extra(what: str) -> None:
@@ -40,6 +35,10 @@ def export(run_dir: Path, out: Path, replace: bool = False) -> str:
     """Write `run_dir`'s finished model and tokenizer into `out`, which must be empty unless `replace` (then it must
     hold an earlier export, which this one replaces); returns how the model was written. The export is written
     aside and moved in whole (`publish`): `out` holds all of it or none of it, and of two exports at once one wins."""
+    from scaling_axes.harness.training.rundir import read_done, read_final_config  # imported here, not above:
+    from scaling_axes.interop.lm_eval_model import load_checkpoint  # `export --help` needs neither, nor torch
+    from scaling_axes.interop.neox import as_neox, neox_mismatch
+
     check_hf_extra("export")
     check_out(run_dir, out, replace)
     read_done(run_dir / "done.json")  # a finished run first: what else is missing follows from that
@@ -133,90 +132,6 @@ def generation_config(tokenizer: Tokenizer) -> Any:
     return GenerationConfig(bos_token_id=eot, eos_token_id=eot, pad_token_id=eot, use_cache=True)
 
 
-def neox_mismatch(config: Any) -> str | None:
-    """Why GPT-NeoX cannot hold a model of `config` exactly, or None when it can."""
-    if not isinstance(config, TransformerConfig):
-        return f"{type(config).__name__} has no native transformers architecture"
-    reasons = {
-        "muP multipliers": config.mup,
-        "inverse layer scaling": config.inverse_layer_scaling,
-        "learned positions": config.position == "learned",
-        "an attention width other than d_model": config.n_head * config.d_head != config.d_model,
-    }
-    found = [reason for reason, present in reasons.items() if present]
-    return "a Transformer with " + ", ".join(found) if found else None
-
-
-def as_neox(model: nn.Module, tokenizer: Tokenizer) -> nn.Module:
-    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
-
-    c = model.config
-    rotary = c.rotary_pct if c.position == "rope" else 0.0  # NoPE: no dims rotated
-    config = GPTNeoXConfig(
-        vocab_size=c.vocab_size,
-        hidden_size=c.d_model,
-        num_hidden_layers=c.n_layer,
-        num_attention_heads=c.n_head,
-        intermediate_size=c.ffn_dim,
-        hidden_act="gelu",
-        max_position_embeddings=c.max_seq_len,
-        layer_norm_eps=c.norm_eps,
-        tie_word_embeddings=c.tie_embeddings,
-        use_parallel_residual=False,
-        attention_bias=c.bias,
-        rope_parameters={"rope_type": "default", "rope_theta": c.rope_base, "partial_rotary_factor": rotary},
-        bos_token_id=tokenizer.eot_id,
-        eos_token_id=tokenizer.eot_id,
-    )
-    hf = GPTNeoXForCausalLM(config)
-    missing, unexpected = hf.load_state_dict(neox_state(model), strict=False)
-    buffers = {name for name, _ in hf.named_buffers()}
-    if unexpected or set(missing) - buffers:
-        raise RuntimeError(
-            f"GPT-NeoX layout mismatch: missing {sorted(set(missing) - buffers)}, unexpected {sorted(unexpected)}"
-        )
-    return hf
-
-
-def neox_state(model: nn.Module) -> dict[str, Tensor]:
-    """The Transformer's weights under GPT-NeoX's names: QKV rows from [Q; K; V] to per-head [q_h; k_h; v_h]."""
-    c, ours = model.config, model.state_dict()
-    heads, width = c.n_head, c.d_model
-
-    def per_head(t: Tensor) -> Tensor:
-        return t.reshape(3, heads, c.d_head, *t.shape[1:]).transpose(0, 1).reshape(3 * width, *t.shape[1:])
-
-    def linear(theirs: str, name: str, size: int, interleave: bool = False) -> dict[str, Tensor]:
-        weight, bias = ours[f"{name}.weight"], ours.get(f"{name}.bias", torch.zeros(size))
-        return {
-            f"{theirs}.weight": per_head(weight) if interleave else weight,
-            f"{theirs}.bias": per_head(bias) if interleave else bias,
-        }
-
-    def norm(theirs: str, name: str) -> dict[str, Tensor]:
-        return {
-            f"{theirs}.weight": ours.get(f"{name}.weight", torch.ones(width)),
-            f"{theirs}.bias": ours.get(f"{name}.bias", torch.zeros(width)),
-        }
-
-    state = {
-        "gpt_neox.embed_in.weight": ours["token_embedding.weight"],
-        "lm_head.weight": ours.get("lm_head.weight", ours["token_embedding.weight"]),
-        **norm("gpt_neox.final_layer_norm", "final_norm"),
-    }
-    for i in range(c.n_layer):
-        block, layer = f"blocks.{i}", f"gpt_neox.layers.{i}"
-        state |= norm(f"{layer}.input_layernorm", f"{block}.attn_norm")
-        state |= norm(f"{layer}.post_attention_layernorm", f"{block}.ffn_norm")
-        state |= linear(f"{layer}.attention.query_key_value", f"{block}.attn.qkv", 3 * width, interleave=True)
-        state |= linear(f"{layer}.attention.dense", f"{block}.attn.out", width)
-        state |= linear(f"{layer}.mlp.dense_h_to_4h", f"{block}.ffn.0", c.ffn_dim)
-        state |= linear(f"{layer}.mlp.dense_4h_to_h", f"{block}.ffn.2", width)
-    if not c.bias:  # GPT-NeoX has no attention biases then
-        state = {k: v for k, v in state.items() if not (k.endswith(".bias") and ".attention." in k)}
-    return state
-
-
 REMOTE_CLASSES = {
     "AutoConfig": "configuration_scaling_axes.ScalingAxesConfig",
     "AutoModelForCausalLM": "modeling_scaling_axes.ScalingAxesForCausalLM",
@@ -234,28 +149,34 @@ def exported_overrides(config: dict[str, Any], model: nn.Module) -> dict[str, An
 
 
 def as_remote_code(config: dict[str, Any], model: nn.Module, tokenizer: Tokenizer) -> nn.Module:
-    from scaling_axes.interop.hf_config import ScalingAxesConfig
     from scaling_axes.interop.hf_modeling import ScalingAxesForCausalLM
 
-    c = model.config
-    hf_config = ScalingAxesConfig(
-        preset=config["model"],
-        overrides=exported_overrides(config, model),
+    hf = ScalingAxesForCausalLM(remote_config(config["model"], exported_overrides(config, model), tokenizer.eot_id))
+    stored = hf.backbone.state_dict().keys()  # with the buffers an export keeps (a MoT's byte tables)
+    hf.backbone.load_state_dict({**model.state_dict(), **{n: b for n, b in model.named_buffers() if n in stored}})
+    return hf
+
+
+def remote_config(preset: str, overrides: dict[str, Any], eot_id: int | None) -> Any:
+    """The remote-code config of preset `preset` with `overrides`, the standard fields read off the model's."""
+    from scaling_axes.interop.hf_config import ScalingAxesConfig
+    from scaling_axes.modules import get_config
+
+    c = get_config(preset, **overrides)
+    return ScalingAxesConfig(
+        preset=preset,
+        overrides=overrides,
         auto_map=REMOTE_CLASSES,
         vocab_size=c.vocab_size,
         max_position_embeddings=c.max_seq_len,  # the window lm-eval truncates to
         hidden_size=getattr(c, "d_model", None) or c.d_key * c.d_value,  # an RMT's residual
         num_hidden_layers=c.n_layer,
         num_attention_heads=getattr(c, "n_head", None) or c.rank,
-        bos_token_id=tokenizer.eot_id,
-        eos_token_id=tokenizer.eot_id,
-        pad_token_id=tokenizer.eot_id,
+        bos_token_id=eot_id,
+        eos_token_id=eot_id,
+        pad_token_id=eot_id,
         tie_word_embeddings=False,
     )
-    hf = ScalingAxesForCausalLM(hf_config)
-    stored = hf.backbone.state_dict().keys()  # with the buffers an export keeps (a MoT's byte tables)
-    hf.backbone.load_state_dict({**model.state_dict(), **{n: b for n, b in model.named_buffers() if n in stored}})
-    return hf
 
 
 def save_tokenizer(tokenizer: Tokenizer, out: Path, window: int) -> None:

@@ -7,9 +7,10 @@ import importlib.metadata
 import inspect
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from torch import nn
+if TYPE_CHECKING:
+    from torch import nn
 
 
 def model_card(run_dir: Path, config: dict[str, Any], model: nn.Module, how: str) -> str:

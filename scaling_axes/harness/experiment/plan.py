@@ -6,20 +6,14 @@ import math
 from typing import Any
 
 from scaling_axes.harness.experiment.schedule import chain_epochs
+from scaling_axes.harness.hardware import MEASURED_MFU, MEASURED_MFU_SOURCE
 from scaling_axes.harness.runs import Experiment, Run, default_runs, with_seeds
 from scaling_axes.harness.scales import Scale
 from scaling_axes.harness.sweeps import planned_points, sweep_point
 from scaling_axes.modules.flops import formula_params, train_flops_per_token
 from scaling_axes.modules.registry import architecture_of
 
-# The whole-step MFU of a bf16 training step, torch.compile'd, measured on an H100 80GB (torch 2.11): the lowest of
-# the suite's presets measured (the RMT paper's Transformer-405M, 16 x 512; Tokenformer-150M was 23%,
-# transformer_124m 30%; issue 23's table). `python -m scaling_axes bench-training` measures them on your GPU.
-MEASURED_MFU = 0.20
-MEASURED_MFU_SOURCE = "Transformer-405M step measured on an H100, bf16, compiled"
 RUN_OVERHEAD_S = 20.0  # per run, an estimate: start-up, data, first steps and validations, without torch.compile
-
-GPUS = {"h100": 989.0, "h200": 989.0, "a100": 312.0, "l40s": 362.0}  # dense bf16 TFLOP/s per device (vendor peak)
 
 
 def memory_estimate(config: Any, micro_batch: int, seq_len: int, precision: str | None) -> float:

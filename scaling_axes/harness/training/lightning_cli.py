@@ -15,6 +15,7 @@ from lightning.pytorch.cli import LightningCLI
 
 from scaling_axes.datamodules.text import TextDataModule
 from scaling_axes.harness.training.callbacks import AtomicCheckpointIO
+from scaling_axes.harness.training.loggers import quiet_lightning_logs
 from scaling_axes.harness.training.progress import progress
 from scaling_axes.io import load_torch, verify_checksum
 from scaling_axes.modules.tasks.acceleration import default_precision, keep_freed_host_memory
@@ -38,6 +39,7 @@ def cli_main(args: list[str] | None = None) -> LightningCLI:
 
 def fit_main(args: list[str]) -> LightningCLI:
     """`python -m scaling_axes fit ...`: LightningCLI's fit subcommand, a checkpoint to resume from verified first."""
+    quiet_lightning_logs()  # LightningCLI's Trainer, as the suite's own (`trainer.make_trainer`)
     verify_resumed(next((value for i, arg in enumerate(args) for value in _ckpt_path(args, i, arg)), None))
     return cli_main(["fit", *args])
 

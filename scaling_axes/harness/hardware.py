@@ -1,0 +1,10 @@
+"""The GPUs the planner prices runs on, and the MFU it assumes: what `plan` and `run --dry-run` offer as options,
+kept apart from the planning code so that the command line's help needs nothing else."""
+
+GPUS = {"h100": 989.0, "h200": 989.0, "a100": 312.0, "l40s": 362.0}  # dense bf16 TFLOP/s per device (vendor peak)
+
+# The whole-step MFU of a bf16 training step, torch.compile'd, measured on an H100 80GB (torch 2.11): the lowest of
+# the suite's presets measured (the RMT paper's Transformer-405M, 16 x 512; Tokenformer-150M was 23%,
+# transformer_124m 30%; issue 23's table). `python -m scaling_axes bench-training` measures them on your GPU.
+MEASURED_MFU = 0.20
+MEASURED_MFU_SOURCE = "Transformer-405M step measured on an H100, bf16, compiled"
