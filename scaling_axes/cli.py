@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from scaling_axes.harness.hardware import GPUS, MEASURED_MFU
+from scaling_axes.harness.experiment.hardware import GPUS, MEASURED_MFU
 from scaling_axes.harness.scales import PAPER, SCALES, SMOKE, Scale, in_range, scale_argument
 from scaling_axes.io import SuiteError, read_json
 

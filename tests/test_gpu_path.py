@@ -276,7 +276,7 @@ def test_mfu_divides_by_the_peak_of_the_precision_the_run_computes_in(monkeypatc
 
     from lightning.pytorch.plugins.precision import MixedPrecision, Precision
 
-    from scaling_axes.harness.training.curves import mfu_peak
+    from scaling_axes.harness.training.trainer import mfu_peak
 
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H100 80GB HBM3")
     monkeypatch.setattr("lightning.fabric.accelerators.cuda._is_ampere_or_later", lambda: True)

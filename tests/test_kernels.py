@@ -358,3 +358,16 @@ def test_on_a_gpu_the_memory_bound_kernels_time_several_block_choices(monkeypatc
     blocks, tokens = fused._blocks(), fused_rmt.tokens_per_program()
     assert len({(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]) for c in blocks}) >= 6
     assert sorted({c.kwargs["TOKENS"] for c in tokens}) == [1, 2, 4, 8]
+
+
+def test_the_device_name_is_marked_constant_as_torch_compiler_marks_it() -> None:
+    """`kernels._device_name` carries the mark `torch.compiler.assume_constant_result` would give it (set by hand so
+    that reading a model does not import TorchDynamo): if torch changes its mark, this fails."""
+    import torch
+
+    from scaling_axes import kernels
+
+    marked = torch.compiler.assume_constant_result(lambda index: "")
+    mark = {name for name in vars(marked) if name.startswith("_dynamo")}
+    assert mark == {"_dynamo_marked_constant"}
+    assert all(getattr(kernels._device_name, name) == getattr(marked, name) for name in mark)

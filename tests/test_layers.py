@@ -1,6 +1,7 @@
 """The package's layering: one import name, imports that run one way, no cycles, files of readable size."""
 
 import ast
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -144,3 +145,42 @@ def test_outside_the_checkout_only_scaling_axes_is_ours(tmp_path):
     ours, found = __import__("json").loads(result.stdout)
     assert Path(ours).resolve().is_relative_to(ROOT)
     assert {name: where for name, where in found.items() if str(ROOT) in where} == {}
+
+
+QUICK_COMMANDS = """
+import contextlib, io, json, sys
+from scaling_axes.cli import cli
+
+heavy = ("lightning", "torchvision", "timm", "torchmetrics", "lm_eval", "transformers")
+found = {}
+for command in sys.argv[1:]:
+    with contextlib.redirect_stdout(io.StringIO()):
+        try:
+            cli(command.split())
+        except SystemExit as stop:
+            assert stop.code in (0, None), (command, stop.code)
+    found[command] = sorted(m for m in heavy if m in sys.modules) + ["torch"] * ("torch" in sys.modules)
+print(json.dumps(found))
+"""
+
+
+def test_commands_that_train_nothing_import_no_lightning_nor_torchvision():
+    """--help and export --help import not even torch; list, plan, run --list and --dry-run only torch (the
+    registry's models): Lightning, torchvision, timm, lm-eval and transformers are imported by what trains or
+    evaluates. One process runs them in turn, so each is checked with what the ones before it imported."""
+    commands = [
+        "--help",
+        "export --help",
+        "list",
+        "run rmt_table10_variants --list",
+        "run tokenformer_table2_imagenet --dry-run --scale smoke",
+        "run cross_architecture --dry-run --scale smoke",
+        "plan --scale smoke",
+    ]
+    done = subprocess.run(
+        [sys.executable, "-c", QUICK_COMMANDS, *commands], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(done.stdout.splitlines()[-1])
+    assert found["--help"] == found["export --help"] == []
+    assert all(imported in ([], ["torch"]) for imported in found.values()), found

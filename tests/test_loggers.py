@@ -9,14 +9,9 @@ import time
 import pytest
 import torch
 
+from scaling_axes.harness.training.launch import check_loggers, parse_loggers
 from scaling_axes.harness.training.lifecycle import train_run
-from scaling_axes.harness.training.loggers import (
-    build_loggers,
-    check_loggers,
-    parse_loggers,
-    quiet_lightning_logs,
-    wandb_history_rows,
-)
+from scaling_axes.harness.training.loggers import build_loggers, quiet_lightning_logs, wandb_history_rows
 from scaling_axes.harness.training.metrics_csv import metric_rows
 from scaling_axes.io import SuiteError
 from tests.conftest import HANG_GUARD_S

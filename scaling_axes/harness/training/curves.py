@@ -1,17 +1,11 @@
 """What a run's logs say once it is done: its curves from metrics.csv, the training clock across sessions, the step
-time, and throughput and MFU from Lightning's ThroughputMonitor with the peak the MFU divides by."""
+time (throughput and MFU, which need the Trainer, are `trainer.throughput`)."""
 
 from __future__ import annotations
 
 import csv
 import math
 from pathlib import Path
-from typing import Any
-
-import lightning as L
-import torch
-from lightning.fabric.utilities.throughput import get_available_flops
-from lightning.pytorch.callbacks.throughput_monitor import _plugin_to_compute_dtype
 
 
 def read_curves(metrics_csv: Path, columns: tuple[str, ...], max_points: int = 1000) -> dict[str, list]:
@@ -52,38 +46,6 @@ def step_ms(times: list[tuple[int, float]]) -> float | None:
         return None
     (first_step, first), (last_step, last) = session[0], session[-1]
     return 1000 * (last - first) / (last_step - first_step)
-
-
-def throughput(curves: dict[str, list], trainer: L.Trainer) -> dict[str, Any]:
-    """Training tokens per second (all devices) and MFU at the end of the run, from Lightning's ThroughputMonitor
-    (a rolling window of recent steps, validation excluded), the device they were measured on, the precision, and
-    the peak the MFU divides by (`mfu_peak`)."""
-    tokens, mfu = curves["train/device/items_per_sec"], curves["train/device/mfu"]
-    device = trainer.strategy.root_device
-    return {
-        "tokens_per_sec": tokens[-1][1] * trainer.world_size if tokens else None,
-        "mfu": mfu[-1][1] if mfu else None,
-        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else device.type,
-        "world_size": trainer.world_size,
-        "precision": trainer.precision,
-        **mfu_peak(trainer),
-    }
-
-
-def mfu_peak(trainer: L.Trainer) -> dict[str, Any]:
-    """The peak Lightning's ThroughputMonitor divides by for this Trainer's compute dtype: bf16 dense for bf16-mixed,
-    TF32 for 32-true where matmuls may use it, else FP32 (a 32-true MFU is against a peak ~15x lower than bf16's)."""
-    dtype = _plugin_to_compute_dtype(trainer.precision_plugin)
-    device = trainer.strategy.root_device
-    if device.type != "cuda":
-        return {"mfu_peak": f"none known for {device.type}", "mfu_peak_tflops": None}
-    name = {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(dtype, str(dtype).removeprefix("torch."))
-    if dtype == torch.float32 and torch.get_float32_matmul_precision() != "highest":
-        name = "tf32"
-    flops, gpu = get_available_flops(device, dtype), torch.cuda.get_device_name(device)
-    if flops is None:
-        return {"mfu_peak": f"none known for {gpu} in {name}", "mfu_peak_tflops": None}
-    return {"mfu_peak": f"{name} dense peak of {gpu}", "mfu_peak_tflops": flops / 1e12}
 
 
 Curve = list[tuple[float, float]]  # (step, value) as done.json stores a logged metric

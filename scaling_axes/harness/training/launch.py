@@ -8,22 +8,38 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import importlib.util
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import lightning as L
 import torch
-from lightning.pytorch.strategies import ModelParallelStrategy
-from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
 from scaling_axes.harness.runs import Experiment, Run
 from scaling_axes.harness.scales import Scale
-from scaling_axes.harness.training.loggers import check_loggers
 from scaling_axes.io import SuiteError
 from scaling_axes.modules.tasks.acceleration import default_precision, on_cuda
+
+# the run's loggers (`loggers.build_loggers`): named and checked here, where the launch's options are
+LOGGERS = ("csv", "tensorboard", "wandb")
+EXTRAS = {"tensorboard": "tensorboard", "wandb": "wandb"}  # logger -> the module its extra installs
+
+
+def parse_loggers(text: str) -> list[str]:
+    """`--logger`'s value: comma-separated names of LOGGERS; csv is always among them."""
+    names = list(dict.fromkeys(name.strip() for name in text.split(",") if name.strip()))
+    if unknown := [name for name in names if name not in LOGGERS]:
+        raise SuiteError(f"unknown logger {', '.join(unknown)}: choose from {', '.join(LOGGERS)} (comma-separated)")
+    return ["csv", *(name for name in names if name != "csv")]
+
+
+def check_loggers(names: Sequence[str]) -> None:
+    """Stop before any compute if a logger's optional extra is not installed."""
+    for name in names:
+        if name in EXTRAS and importlib.util.find_spec(EXTRAS[name]) is None:
+            raise SuiteError(f"--logger {name} needs its extra: pip install 'scaling-axes[{name}]'")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,6 +184,8 @@ SUITE_OPTIONS = ("compile", "loggers")  # launch options the suite takes, not th
 def trainer_settings(options: dict[str, Any], world_size: int) -> dict[str, Any]:
     """The launch's Trainer settings as Lightning takes them: unset ones left to it, "fsdp" as FSDP2 through
     `LanguageModel.configure_model` (one unit per block)."""
+    from lightning.pytorch.strategies import ModelParallelStrategy  # here: planning a launch needs no Lightning
+
     options = {k: v for k, v in options.items() if v is not None and k not in SUITE_OPTIONS}
     if options.get("strategy") == "fsdp":
         options["strategy"] = ModelParallelStrategy(
@@ -180,6 +198,9 @@ def check_trainer_settings(options: dict[str, Any], asked: dict[str, Any] | None
     """Stop before any compute if Lightning refuses the launch's accelerator, devices, precision or strategy (it
     checks them when a Trainer is built), naming the settings `asked` (the user's, before defaults); the precision
     Lightning will run (it replaces some it cannot: 16-mixed on the CPU runs as bf16-mixed)."""
+    import lightning as L
+    from lightning.pytorch.utilities.exceptions import MisconfigurationException
+
     check_loggers(options.get("loggers") or ())
     settings = trainer_settings(options, world_size(options))
     try:

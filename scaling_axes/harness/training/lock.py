@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from filelock import FileLock, Timeout
-from lightning.pytorch.utilities import rank_zero_only
 
 from scaling_axes.io import atomic_write
 
@@ -50,6 +49,8 @@ def run_lock(out: Path) -> Iterator[DirectoryLock | None]:
     The lock is an OS file lock beside the directory (`.<run>.lock`, naming its holder), and one on the directory
     itself (`DirectoryLock`), which a cleanup deleting the lock file cannot break; both are released when their
     holder dies, so a killed run's lock is simply taken over."""
+    from lightning.pytorch.utilities import rank_zero_only  # here: reading a run needs no Lightning
+
     if rank_zero_only.rank != 0:
         yield None
         return

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib.util
 import json
 import logging
 import os
@@ -26,27 +25,11 @@ from lightning.pytorch.loggers import Logger, TensorBoardLogger, WandbLogger
 from lightning.pytorch.utilities import rank_zero_only
 
 from scaling_axes.harness.runs import Run, source_commit
+from scaling_axes.harness.training.launch import check_loggers
 from scaling_axes.harness.training.metrics_csv import ResumableCSVLogger, metric_rows
-from scaling_axes.io import SuiteError, atomic_write
+from scaling_axes.io import atomic_write
 
-LOGGERS = ("csv", "tensorboard", "wandb")
-EXTRAS = {"tensorboard": "tensorboard", "wandb": "wandb"}  # logger -> the module its extra installs
 WANDB_ID = "wandb_id"
-
-
-def parse_loggers(text: str) -> list[str]:
-    """`--logger`'s value: comma-separated names of LOGGERS; csv is always among them."""
-    names = list(dict.fromkeys(name.strip() for name in text.split(",") if name.strip()))
-    if unknown := [name for name in names if name not in LOGGERS]:
-        raise SuiteError(f"unknown logger {', '.join(unknown)}: choose from {', '.join(LOGGERS)} (comma-separated)")
-    return ["csv", *(name for name in names if name != "csv")]
-
-
-def check_loggers(names: Sequence[str]) -> None:
-    """Stop before any compute if a logger's optional extra is not installed."""
-    for name in names:
-        if name in EXTRAS and importlib.util.find_spec(EXTRAS[name]) is None:
-            raise SuiteError(f"--logger {name} needs its extra: pip install 'scaling-axes[{name}]'")
 
 
 def build_loggers(names: Sequence[str], out: Path, hyperparameters: dict[str, Any]) -> list[Logger]:

@@ -14,7 +14,6 @@ from typing import Any
 
 import torch
 import yaml
-from lightning.pytorch.utilities import rank_zero_only
 
 from scaling_axes.datamodules.corpora import data_digest, tokenizer_of
 from scaling_axes.datamodules.tokenizers import Tokenizer, load_tokenizer, tokenizer_digest
@@ -133,6 +132,8 @@ def move_aside(out: Path, changes: list[str]) -> Path | None:
 def write_config(launch: Launch, run: Run) -> None:
     """config.yaml: `run` as it trains (grown: with the overrides growth set), the launch's options and fingerprint.
     Rank zero writes it (each rank's would differ in its time)."""
+    from lightning.pytorch.utilities import rank_zero_only  # here: reading a run needs no Lightning
+
     if rank_zero_only.rank != 0:
         return
     config = {

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Any
 
 import lightning as L
 import torch
+from lightning.fabric.utilities.throughput import get_available_flops
+from lightning.pytorch.callbacks.throughput_monitor import _plugin_to_compute_dtype
 from torch.distributed.tensor import DTensor
 
 from scaling_axes.harness.runs import Run
@@ -22,7 +25,7 @@ from scaling_axes.harness.training.callbacks import (
     flush_logs,
     slurm_plugins,
 )
-from scaling_axes.harness.training.curves import read_curves, step_ms, throughput, training_clock
+from scaling_axes.harness.training.curves import read_curves, step_ms, training_clock
 from scaling_axes.harness.training.growth import Growth, measure_growth
 from scaling_axes.harness.training.launch import Launch
 from scaling_axes.harness.training.loggers import (
@@ -170,3 +173,35 @@ def full_state_dict(model: torch.nn.Module) -> dict:
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
     return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+
+
+def throughput(curves: dict[str, list], trainer: L.Trainer) -> dict[str, Any]:
+    """Training tokens per second (all devices) and MFU at the end of the run, from Lightning's ThroughputMonitor
+    (a rolling window of recent steps, validation excluded), the device they were measured on, the precision, and
+    the peak the MFU divides by (`mfu_peak`)."""
+    tokens, mfu = curves["train/device/items_per_sec"], curves["train/device/mfu"]
+    device = trainer.strategy.root_device
+    return {
+        "tokens_per_sec": tokens[-1][1] * trainer.world_size if tokens else None,
+        "mfu": mfu[-1][1] if mfu else None,
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else device.type,
+        "world_size": trainer.world_size,
+        "precision": trainer.precision,
+        **mfu_peak(trainer),
+    }
+
+
+def mfu_peak(trainer: L.Trainer) -> dict[str, Any]:
+    """The peak Lightning's ThroughputMonitor divides by for this Trainer's compute dtype: bf16 dense for bf16-mixed,
+    TF32 for 32-true where matmuls may use it, else FP32 (a 32-true MFU is against a peak ~15x lower than bf16's)."""
+    dtype = _plugin_to_compute_dtype(trainer.precision_plugin)
+    device = trainer.strategy.root_device
+    if device.type != "cuda":
+        return {"mfu_peak": f"none known for {device.type}", "mfu_peak_tflops": None}
+    name = {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(dtype, str(dtype).removeprefix("torch."))
+    if dtype == torch.float32 and torch.get_float32_matmul_precision() != "highest":
+        name = "tf32"
+    flops, gpu = get_available_flops(device, dtype), torch.cuda.get_device_name(device)
+    if flops is None:
+        return {"mfu_peak": f"none known for {gpu} in {name}", "mfu_peak_tflops": None}
+    return {"mfu_peak": f"{name} dense peak of {gpu}", "mfu_peak_tflops": flops / 1e12}

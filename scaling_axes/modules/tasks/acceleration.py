@@ -6,11 +6,13 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+from typing import TYPE_CHECKING
 
-import lightning as L
 import torch
 from torch import nn
-from torch.distributed.tensor import DTensor
+
+if TYPE_CHECKING:  # the launch planner reads this module; Lightning is imported by what trains
+    import lightning as L
 
 
 def on_cuda(accelerator: str = "auto") -> bool:
@@ -65,6 +67,8 @@ def clip_gradients(
         return
     params = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
     norm = torch.nn.utils.get_total_norm([p.grad for p in params], foreach=True)
+    from torch.distributed.tensor import DTensor  # here: 1 s to import, and the launch planner reads this module
+
     if isinstance(norm, DTensor):
         norm = norm.full_tensor()
     torch.nn.utils.clip_grads_with_norm_(params, clip_val, norm, foreach=True)

@@ -37,6 +37,8 @@ def build_classifier(model: str, num_classes: int, overrides: dict[str, Any]) ->
         return build_model(model, **overrides)
     import timm
 
+    import scaling_axes.modules.timm_vit  # noqa: F401  (its names, as timm's: vit_tokenformer_base_patch16_224, ...)
+
     return timm.create_model(model, **overrides)
 
 
