@@ -355,13 +355,12 @@ def test_runs_no_claim_reads_train_only_on_request_where_claims_are_judged(monke
     assert compared and not any(declared[name].on_request for name in compared)
     assert not any(run.on_request for run in fig3.runs(SMOKE))
     calls = {}
-    monkeypatch.setattr(
-        cli,
-        "main",
+    monkeypatch.setattr(  # where `run_all` imports them from when it runs
+        "scaling_axes.harness.experiment.command.main",
         lambda experiment, args: calls.setdefault(args[1], {}).update({experiment.name: "--report" in args}),
     )
-    monkeypatch.setattr(cli, "write_report", lambda **kwargs: tmp_path / "REPORT.md")
-    monkeypatch.setattr(cli, "RUNS_DIR", tmp_path)
+    monkeypatch.setattr("scaling_axes.harness.experiment.report.write_report", lambda **kwargs: tmp_path / "R.md")
+    monkeypatch.setattr("scaling_axes.harness.runs.RUNS_DIR", tmp_path)
     for scale in (CPU, SMOKE):
         cli.run_all(scale, report_only=False)
     assert calls["cpu"]["tokenformer_cpu_diagnosis"] and not calls["smoke"]["tokenformer_cpu_diagnosis"]
