@@ -60,3 +60,41 @@ def test_export_deletes_nothing_it_did_not_write_and_appears_whole_or_not_at_all
     with pytest.raises(SuiteError, match="written by another export meanwhile"):
         export(run_dir, tmp_path / "race")
     assert [p.name for p in (tmp_path / "race").iterdir()] == ["config.json"]
+
+
+def test_a_sweep_point_off_the_declared_grid_is_refused_by_name_and_never_read(tmp_path):
+    """Case 3: `--run-name transformer_125m_sweep_lr0.05` trained a point off the grid, which then moved the sweep's
+    next point to 0.1667; a planted `_sweep_lr0` stopped every report with ZeroDivisionError. A point off the grid
+    (or past the sweep's draws) is now refused by name, and a directory of one is never read."""
+    from scaling_axes.experiments.cross_architecture.table import EXPERIMENT
+    from scaling_axes.harness.experiment.finished import FinishedRuns
+    from scaling_axes.harness.runs import find_run
+    from scaling_axes.harness.scales import SMOKE
+    from scaling_axes.harness.sweeps import declared_rates, rate
+    from scaling_axes.harness.training.rundir import write_done
+
+    run = find_run(EXPERIMENT, SMOKE, "transformer_125m")
+    grid = [rate(lr) for lr in run.sweep.grid]
+    assert find_run(EXPERIMENT, SMOKE, f"transformer_125m_sweep_lr{grid[1]:g}").budget.lr == grid[1]
+    for name in (
+        "transformer_125m_sweep_lr0.05",
+        "transformer_125m_sweep_lr0",
+        f"transformer_125m_sweep_lr{grid[0]:g}_draw9",
+    ):
+        with pytest.raises(KeyError, match=r"is not a point of transformer_125m's sweep: its rates are"):
+            find_run(EXPERIMENT, SMOKE, name)
+    assert set(grid) < declared_rates(run.sweep, lambda anchor: None) and 0.05 not in declared_rates(run.sweep, None)
+    on_disk = FinishedRuns(EXPERIMENT, SMOKE, tmp_path)
+    for planted in ("transformer_125m_sweep_lr0.05", "transformer_125m_sweep_lr0"):
+        write_done(on_disk.run_dir(run).parent / planted, {"run": planted, "diverged": True})  # read without weights
+    assert on_disk.sweep_points(run) == {}
+    assert on_disk.tuning(run).next == grid[0]  # the sweep starts on its grid, as if nothing were there
+    command = [sys.executable, "-m", "scaling_axes", "run", "cross_architecture", "--scale", "smoke"]
+    done = subprocess.run(
+        [*command, "--run-name", "transformer_125m_sweep_lr0.05", "--out-dir", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 2 and "is not a point of transformer_125m's sweep" in done.stderr
+    assert not (tmp_path / "out" / "runs").exists()

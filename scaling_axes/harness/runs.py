@@ -17,10 +17,19 @@ from pathlib import Path
 from typing import Any
 
 from scaling_axes.datamodules.corpora import train_tokens
-from scaling_axes.harness.names import SEED_SUFFIX, STABLE_INFIX, parse_seed, parse_stable, parse_sweep, seed_name
+from scaling_axes.harness.names import (
+    SEED_SUFFIX,
+    STABLE_INFIX,
+    parse_seed,
+    parse_stable,
+    parse_sweep,
+    rate,
+    seed_name,
+    sweep_name,
+)
 from scaling_axes.harness.results import Row
 from scaling_axes.harness.scales import Scale, get_scale
-from scaling_axes.harness.sweeps import Sweep, stable_run, sweep_point
+from scaling_axes.harness.sweeps import Sweep, declared_rates, stable_run, sweep_point
 from scaling_axes.modules import get_config
 from scaling_axes.modules.architectures.vit_tokenformer import ViTConfig
 from scaling_axes.modules.flops import train_flops_per_token
@@ -227,6 +236,7 @@ def find_run(experiment: Experiment, scale: Scale, name: str) -> Run:
     runs = {r.name: r for r in experiment.runs(scale)}
     swept = parse_sweep(name)
     if swept and swept[0] in runs and runs[swept[0]].sweep:
+        check_sweep_point(runs[swept[0]], *swept[1:], lambda anchor: find_run(experiment, scale, anchor).sweep)
         return sweep_point(runs[swept[0]], *swept[1:])
     settled = parse_stable(name)
     if settled and settled[0] in runs and runs[settled[0]].sweep:
@@ -241,6 +251,18 @@ def find_run(experiment: Experiment, scale: Scale, name: str) -> Run:
             f"sweep's choice as <run>{STABLE_INFIX}<lr>)"
         )
     return runs[name]
+
+
+def check_sweep_point(run: Run, lr: float, draw: int, anchor_of: Callable[[str], Sweep]) -> None:
+    """Refuse a point `run`'s sweep cannot train (a name typed by hand, a directory planted): it would steer the
+    sweep off its declared grid, or stop it (a rate of 0)."""
+    rates = declared_rates(run.sweep, anchor_of)
+    if rate(lr) not in rates or not 1 <= draw <= run.sweep.draws:
+        allowed = ", ".join(f"{each:g}" for each in sorted(rates))
+        raise KeyError(
+            f"{sweep_name(run.name, lr, draw)} is not a point of {run.name}'s sweep: its rates are {allowed} "
+            f"(draws 1-{run.sweep.draws}); the sweep names its points itself, train the run by its own name"
+        )
 
 
 CHECKOUT = Path(__file__).parent.parent

@@ -196,6 +196,25 @@ def may_extend(higher: float, lower: float, step: float) -> bool:
     return round(math.log(higher / lower, step)) < MAX_EXTENSIONS
 
 
+def declared_rates(sweep: Sweep, anchor_of: Callable[[str], Sweep]) -> frozenset[float]:
+    """Every rate `sweep` can train, as names carry them: its grid and MAX_EXTENSIONS steps past either edge (as
+    `choose` and `fallback` extend); an anchored sweep's, each rate its anchor can choose times `scale`, with one
+    step above and MAX_EXTENSIONS + 1 below (`checked`'s neighbours, `fallback`'s steps down)."""
+    step = sweep.step
+
+    def walk(start: float, factor: float, steps: int) -> list[float]:
+        found = [start]
+        for _ in range(steps):
+            found.append(rate(found[-1] * factor))
+        return found
+
+    if sweep.anchor is None:
+        edges = walk(rate(sweep.grid[0]), 1 / step, MAX_EXTENSIONS) + walk(rate(sweep.grid[-1]), step, MAX_EXTENSIONS)
+        return frozenset(map(rate, (*sweep.grid, *edges)))
+    carried = {rate(lr * sweep.scale) for lr in declared_rates(anchor_of(sweep.anchor), anchor_of)}
+    return frozenset(lr for c in carried for lr in (rate(c * step), *walk(c, 1 / step, MAX_EXTENSIONS + 1)))
+
+
 def within_noise(best: dict[int, Point], other: dict[int, Point]) -> bool:
     """Whether rate `other`'s mean loss lies within the noise of the best's: less than ONE_SEED_Z standard errors of
     the difference above it, the best's draws giving the noise of one draw (at least LOSS_NOISE_FLOOR). A rate past

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from scaling_axes.harness.names import parse_seed, parse_sweep, seed_glob, sweep_glob
-from scaling_axes.harness.runs import RUNS_DIR, Experiment, Run, find_run, run_dir, seed_run
+from scaling_axes.harness.runs import RUNS_DIR, Experiment, Run, check_sweep_point, find_run, run_dir, seed_run
 from scaling_axes.harness.scales import Scale
 from scaling_axes.harness.stability import instability, unstable_seeds
 from scaling_axes.harness.sweeps import (
@@ -74,11 +74,23 @@ class FinishedRuns:
         points = {}
         for path in self.run_dir(run).parent.glob(f"{sweep_glob(run.name)}/done.json"):
             point = parse_sweep(path.parent.name)
-            if point and point[0] == run.name and (done := _read_finished(path, path.parent.name)) is not None:
+            if not point or point[0] != run.name or not self.declared_point(run, *point[1:]):
+                continue
+            if (done := _read_finished(path, path.parent.name)) is not None:
                 points[point[1:]] = done
         if self.points_read is not None:
             self.points_read[run.name] = points
         return points
+
+    def declared_point(self, run: Run, lr: float, draw: int) -> bool:
+        """Whether `run`'s sweep can train this point; a directory it cannot (made by hand, planted) is never read:
+        it would move the sweep off its grid, or stop it."""
+        try:
+            check_sweep_point(run, lr, draw, lambda anchor: find_run(self.experiment, self.scale, anchor).sweep)
+        except KeyError as error:
+            print(f"ignored: {error.args[0]}")
+            return False
+        return True
 
     def tuning(self, run: Run, train: Callable[[Run], None] | None = None) -> Choice:
         """Where `run`'s sweep stands, training its next points with `train` until it has chosen."""
