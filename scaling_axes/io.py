@@ -260,6 +260,18 @@ def check_directory(path: Path, what: str) -> None:
         ) from error
 
 
+def check_no_links(folder: Path) -> None:
+    """Stop before anything is written into `folder` if an entry inside it is a link: a write through it (Lightning's
+    CSV logger opens hparams.yaml plainly) would land wherever the link points."""
+    for directory, folders, files in os.walk(folder):  # links to folders are listed, never followed
+        for path in (Path(directory) / name for name in (*folders, *files)):
+            if path.is_symlink():
+                raise SuiteError(
+                    f"{path} is a link (to {os.readlink(path)}): the suite writes its own files there and would "
+                    "write through it; remove the link and rerun"
+                )
+
+
 def read_json(path: str | Path, fix: str) -> Any:
     path = Path(path)
     try:

@@ -98,3 +98,23 @@ def test_a_sweep_point_off_the_declared_grid_is_refused_by_name_and_never_read(t
     )
     assert done.returncode == 2 and "is not a point of transformer_125m's sweep" in done.stderr
     assert not (tmp_path / "out" / "runs").exists()
+
+
+def test_a_link_planted_in_a_run_directory_stops_the_run_before_it_writes(tmp_path):
+    """Case 5: with `hparams.yaml` replaced by a link to a file elsewhere, training overwrote that file (Lightning's
+    CSV logger opens it plainly). A run now stops before its first write if anything in its directory is a link,
+    naming it; the file it pointed to is untouched."""
+    from scaling_axes.harness.training.lifecycle import train_run
+    from scaling_axes.io import SuiteError
+    from tests.test_run_safety import tiny
+
+    victim, out = tmp_path / "someone_elses.yaml", tmp_path / "runs" / "r"
+    victim.write_text("precious\n")
+    (out / "checkpoints").mkdir(parents=True)
+    (out / "hparams.yaml").symlink_to(victim)
+    with pytest.raises(SuiteError, match=r"hparams.yaml is a link \(to .*someone_elses.yaml\).*remove the link"):
+        train_run(tiny(2), out, accelerator="cpu")
+    assert victim.read_text() == "precious\n" and sorted(p.name for p in out.iterdir()) == [
+        "checkpoints",
+        "hparams.yaml",
+    ]

@@ -30,7 +30,7 @@ from scaling_axes.harness.training.rundir import (
     write_diverged,
 )
 from scaling_axes.harness.training.trainer import fit
-from scaling_axes.io import remove_temporaries
+from scaling_axes.io import check_no_links, remove_temporaries
 
 
 def train(launch: Launch, extra_callbacks: list | None = None) -> dict:
@@ -52,6 +52,7 @@ def train(launch: Launch, extra_callbacks: list | None = None) -> dict:
         if finished:
             print(f"run {run.name}: finished earlier ({out / 'done.json'}); skipped")
             return read_done(out / "done.json")
+        check_no_links(out)  # a planted link would take this run's writes out of its directory
         run, growth = grown_run(*launch.source, run, out) if launch.source else (run, None)
         for directory in (out, out / "checkpoints") if lock is not None else ():  # rank zero: it holds the lock
             remove_temporaries(directory)  # a killed write's
