@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from scaling_axes.harness.experiment.hardware import GPUS, MEASURED_MFU
 from scaling_axes.harness.scales import PAPER, SCALES, SMOKE, Scale, in_range, scale_argument
-from scaling_axes.io import SuiteError, read_json
+from scaling_axes.io import SuiteError, out_of_resources, read_json
 
 if TYPE_CHECKING:
     from scaling_axes.harness.runs import Experiment
@@ -213,9 +213,13 @@ def cli(argv: list[str] | None = None) -> None:
             raise  # argparse's usage errors (already exit 2) and clean exits
         _fail(stop.code)
     except Exception as error:
-        if debug or not one_line(error):
+        if debug or not (one_line(error) or out_of_resources(error)):
             raise
-        _fail(error.args[0] if isinstance(error, KeyError) and error.args else str(error))
+        _fail(out_of_resources(error) or (error.args[0] if isinstance(error, KeyError) and error.args else str(error)))
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        _fail("interrupted: what was being written was left aside, not in place; rerun the same command to go on")
 
 
 def _fail(message: str) -> None:

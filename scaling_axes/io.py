@@ -63,31 +63,75 @@ def _replace_with(path: str | Path, write: Callable[[Path], None], before_rename
     tmp = temporary_path(path)
     try:
         write(tmp)
+        os.chmod(tmp, 0o666 & ~_umask())  # as a plain open makes it (safetensors' writer makes its files 0600)
         if before_rename is not None:
             before_rename(tmp, path)
         os.replace(tmp, path)
     except OSError as error:
-        if error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EROFS):
+        if error.errno in UNWRITABLE:
             raise _unwritable(path, error.errno) from error
         raise
     except RuntimeError as error:  # torch.save's zip writer on a full disk: "unexpected pos ...", "file write failed"
         if "unexpected pos" in str(error) or "write failed" in str(error):
-            raise _unwritable(path, errno.ENOSPC) from error
+            raise _unwritable(path, errno.EFBIG if _at_size_limit(tmp) else errno.ENOSPC) from error
         raise
     except Exception as error:  # safetensors' writer wraps the OS's error in its own (SafetensorError)
-        if type(error).__name__ == "SafetensorError" and "No space left" in str(error):
-            raise _unwritable(path, errno.ENOSPC) from error
+        if type(error).__name__ == "SafetensorError" and ("No space left" in str(error) or "too large" in str(error)):
+            raise _unwritable(path, errno.EFBIG if "too large" in str(error) else errno.ENOSPC) from error
         raise
     finally:
         tmp.unlink(missing_ok=True)
 
 
+UNWRITABLE = {  # why a write failed -> what to do
+    errno.ENOSPC: "free space on its device",
+    errno.EDQUOT: "free space within your disk quota",
+    errno.EFBIG: "raise this process's file-size limit (ulimit -f)",
+    errno.EACCES: "make its directory writable",
+    errno.EROFS: "make its directory writable (its file system is read-only)",
+}
+
+
+def _at_size_limit(tmp: Path) -> bool:
+    """Whether a failed write stopped at the process's file-size limit (`ulimit -f`), not at a full disk."""
+    import resource
+
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    return limit != resource.RLIM_INFINITY and tmp.exists() and tmp.stat().st_size >= limit - 2**20
+
+
+@functools.cache
+def _umask() -> int:
+    """This process's umask (read by setting it, so once, and set back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def _unwritable(path: Path, code: int) -> OSError:
     return OSError(
         code,
-        f"could not write {path} ({os.strerror(code)}): free space or make its directory writable, "
-        "then rerun the same command (a run resumes from its last checkpoint)",
+        f"could not write {path} ({os.strerror(code)}): {UNWRITABLE[code]}, then rerun the same command (a run "
+        "resumes from its last checkpoint)",
     )
+
+
+def out_of_resources(error: BaseException) -> str | None:
+    """One line for an error of the resources class (memory, disk, file size, file descriptors): what ran out and
+    where; None for any other error."""
+    text = str(error).splitlines()[0] if str(error) else type(error).__name__
+    if isinstance(error, MemoryError) or (
+        isinstance(error, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
+    ):
+        return f"ran out of memory ({text}): train a smaller micro-batch or model, or free memory, then rerun"
+    if not isinstance(error, OSError) or error.errno not in (*UNWRITABLE, errno.EMFILE, errno.ENFILE):
+        return None
+    where = f" at {error.filename}" if error.filename else ""
+    if error.errno in (errno.EMFILE, errno.ENFILE):
+        return f"ran out of file descriptors{where} ({error.strerror}): raise the limit (ulimit -n), then rerun"
+    if where:
+        return f"could not write{where} ({error.strerror}): {UNWRITABLE[error.errno]}, then rerun"
+    return None  # already one that names its file (`_unwritable`)
 
 
 def atomic_write(path: str | Path, data: str | bytes, checksum: bool = False) -> None:
@@ -301,4 +345,10 @@ def package_file(package: str, relative: str) -> Path | None:
 
 def default_data_root() -> Path:
     """Where corpora and corpus-trained tokenizers live: $SCALING_AXES_DATA, else ./data."""
-    return Path(os.environ.get("SCALING_AXES_DATA", "data"))
+    value = os.environ.get("SCALING_AXES_DATA")
+    if value is None:
+        return Path("data")
+    if not value.strip() or Path(value).is_file():
+        what = "is empty" if not value.strip() else f"is a file ({value})"
+        raise SuiteError(f"SCALING_AXES_DATA {what}: set it to a directory for the corpora, or unset it for ./data")
+    return Path(value)

@@ -118,3 +118,103 @@ def test_a_link_planted_in_a_run_directory_stops_the_run_before_it_writes(tmp_pa
         "checkpoints",
         "hparams.yaml",
     ]
+
+
+FILE_SIZE_LIMITED = """
+import resource, sys, torch
+from pathlib import Path
+from scaling_axes.io import atomic_save_safetensors, atomic_torch_save
+
+resource.setrlimit(resource.RLIMIT_FSIZE, (2**16, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))  # ulimit -f 64
+for save, name in ((atomic_save_safetensors, "w.safetensors"), (atomic_torch_save, "w.pt")):
+    try:
+        save({"w": torch.zeros(2**16)}, Path(sys.argv[1]) / name)
+    except OSError as error:
+        print(str(error))
+"""
+
+
+def test_the_resources_class_is_one_line_naming_what_ran_out_and_where(tmp_path):
+    """Cases 8 and 9: an allocation failure (`ulimit -v`; a CUDA out-of-memory error is the same class) printed a
+    traceback; a file-size limit (EFBIG) was reported as a full disk; a full disk while tokenizing and running out of
+    file descriptors named no file. Each is now one line naming what ran out and where."""
+    import errno
+
+    import numpy as np
+    import torch
+
+    from scaling_axes.datamodules.corpora import _write_tokens
+    from scaling_axes.io import out_of_resources
+
+    for error in (
+        RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 4096 bytes."),
+        torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"),
+        MemoryError(),
+    ):
+        assert out_of_resources(error).startswith("ran out of memory"), error
+    assert out_of_resources(RuntimeError("shape mismatch")) is None
+    descriptors = OSError(errno.EMFILE, "Too many open files", "/data/wiki/train.bin")
+    assert out_of_resources(descriptors) == (
+        "ran out of file descriptors at /data/wiki/train.bin (Too many open files): raise the limit (ulimit -n), "
+        "then rerun"
+    )
+
+    def full_disk():
+        yield np.arange(10)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with pytest.raises(OSError) as raised:
+        _write_tokens(tmp_path / "train.bin", full_disk(), np.uint16)
+    assert out_of_resources(raised.value) == (
+        f"could not write at {tmp_path / 'train.bin'} (No space left on device): free space on its device, then rerun"
+    )
+    assert list(tmp_path.iterdir()) == []  # its temporary file gone
+    done = subprocess.run(
+        [sys.executable, "-c", FILE_SIZE_LIMITED, str(tmp_path)], capture_output=True, text=True, timeout=120
+    )
+    lines = done.stdout.splitlines()
+    assert len(lines) == 2 and all("File too large" in line and "ulimit -f" in line for line in lines), done
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # nothing half-written left
+
+
+def test_what_a_user_gave_wrong_is_one_line(tmp_path, monkeypatch, capsys):
+    """Case 8: `grow` of an architecture that cannot grow (TypeError), `fit --ckpt_path evil.pt` (UnpicklingError:
+    only `.ckpt` names were verified) and Ctrl-C printed tracebacks; case 9: SCALING_AXES_DATA set to a file gave
+    `[Errno 17] File exists`, set empty it tokenized into the working directory; weights were written 0600."""
+    import stat
+
+    import torch
+
+    from scaling_axes import cli
+    from scaling_axes.harness.training.lightning_cli import verify_resumed
+    from scaling_axes.io import SuiteError, atomic_save_safetensors, default_data_root
+    from scaling_axes.modules import build_model, get_config
+    from scaling_axes.modules.registry import architecture_of
+    from tests.test_run_safety import Pwned
+
+    highway = get_config("highway_transformer_191m", n_layer=1, d_model=32, n_head=2)
+    with pytest.raises(ValueError, match="TransformerVariant cannot grow; these can:"):
+        architecture_of(highway).grow_model(
+            build_model("highway_transformer_191m", n_layer=1, d_model=32, n_head=2), highway
+        )
+    marker, evil = tmp_path / "pwned", tmp_path / "evil.pt"
+    torch.save({"x": Pwned(marker)}, evil)
+    with pytest.raises(SuiteError, match=r"evil\.pt"):
+        verify_resumed(str(evil))
+    assert not marker.exists()
+    (tmp_path / "afile").write_text("")
+    for value, said in ((str(tmp_path / "afile"), "is a file"), ("", "is empty"), ("  ", "is empty")):
+        monkeypatch.setenv("SCALING_AXES_DATA", value)
+        with pytest.raises(SuiteError, match=f"SCALING_AXES_DATA {said}"):
+            default_data_root()
+    monkeypatch.delenv("SCALING_AXES_DATA")
+
+    def interrupted(argv):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "run_main", interrupted)
+    with pytest.raises(SystemExit) as stop:
+        cli.cli(["list"])
+    assert stop.value.code == 2 and capsys.readouterr().err.startswith("error: interrupted")
+    atomic_save_safetensors({"w": torch.zeros(2)}, tmp_path / "final.safetensors")
+    assert stat.S_IMODE((tmp_path / "final.safetensors").stat().st_mode) & 0o044 == 0o044  # group and others read

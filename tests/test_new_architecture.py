@@ -103,5 +103,5 @@ def test_an_architecture_cannot_grow_unless_it_registers_growth():
     from scaling_axes.harness.training.growth import grow_model
 
     model = MLPOnly(get_config("test_mlp_only_tiny"))
-    with pytest.raises(TypeError, match=r"MLPOnly cannot grow; these can: .*TokenformerConfig.*TransformerConfig"):
+    with pytest.raises(ValueError, match=r"MLPOnly cannot grow; these can: .*TokenformerConfig.*TransformerConfig"):
         grow_model(model, get_config("test_mlp_only_tiny", d_model=64))

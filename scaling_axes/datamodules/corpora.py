@@ -323,14 +323,18 @@ def train_tokens(corpus: str, tokenizer: str | None = None, data_root: str | Pat
 def _write_tokens(path: Path, chunks: Iterator[np.ndarray], dtype) -> tuple[int, str]:
     """Write the token file; returns its token count and checksum (blake2b of its bytes)."""
     tmp, count, digest = temporary_path(path), 0, hashlib.blake2b(digest_size=16)
-    with open(tmp, "wb") as f, tqdm(desc=f"tokenizing into {path}", unit=" tokens", unit_scale=True) as progress:
-        for chunk in chunks:
-            data = np.asarray(chunk).astype(dtype).tobytes()
-            f.write(data)
-            digest.update(data)
-            count += len(chunk)
-            progress.update(len(chunk))
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f, tqdm(desc=f"tokenizing into {path}", unit=" tokens", unit_scale=True) as bar:
+            for chunk in chunks:
+                data = np.asarray(chunk).astype(dtype).tobytes()
+                f.write(data)
+                digest.update(data)
+                count += len(chunk)
+                bar.update(len(chunk))
+        os.replace(tmp, path)
+    except OSError as error:  # a full disk or a file-size limit: named by the file, which the OS error leaves out
+        tmp.unlink(missing_ok=True)
+        raise OSError(error.errno, error.strerror, str(path)) from error
     return count, digest.hexdigest()
 
 

@@ -62,7 +62,7 @@ class Architecture:
         process's random state is left as it was."""
         if self.grow is None:
             growable = sorted(c.__name__ for c, a in _ARCHITECTURES.items() if a.grow)
-            raise TypeError(f"{type(model).__name__} cannot grow; these can: {', '.join(growable)}")
+            raise ValueError(f"{type(model).__name__} cannot grow; these can: {', '.join(growable)}")
         function = resolve(self.grow)
         accepted = inspect.signature(function).parameters
         options = {k: v for k, v in {"seed": seed, **options}.items() if k in accepted}
