@@ -37,7 +37,7 @@ def remove_temporaries(directory: Path, unlocked: bool = False) -> list[Path]:
     found = [
         p
         for p in directory.glob(".*.tmp*")
-        if (m := TEMPORARY.match(p.name)) and p.is_file() and not (unlocked and _alive(int(m.group(1))))
+        if (m := TEMPORARY.match(p.name)) and p.is_file() and not (unlocked and alive(int(m.group(1))))
     ]
     for path in found:
         path.unlink(missing_ok=True)
@@ -46,7 +46,8 @@ def remove_temporaries(directory: Path, unlocked: bool = False) -> list[Path]:
     return found
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether process `pid` runs on this machine."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -67,20 +68,26 @@ def _replace_with(path: str | Path, write: Callable[[Path], None], before_rename
         if before_rename is not None:
             before_rename(tmp, path)
         os.replace(tmp, path)
-    except OSError as error:
-        if error.errno in UNWRITABLE:
-            raise _unwritable(path, error.errno) from error
-        raise
-    except RuntimeError as error:  # torch.save's zip writer on a full disk: "unexpected pos ...", "file write failed"
-        if "unexpected pos" in str(error) or "write failed" in str(error):
-            raise _unwritable(path, errno.EFBIG if _at_size_limit(tmp) else errno.ENOSPC) from error
-        raise
-    except Exception as error:  # safetensors' writer wraps the OS's error in its own (SafetensorError)
-        if type(error).__name__ == "SafetensorError" and ("No space left" in str(error) or "too large" in str(error)):
-            raise _unwritable(path, errno.EFBIG if "too large" in str(error) else errno.ENOSPC) from error
-        raise
+    except Exception as error:
+        if (code := write_failure(error, tmp)) is None:
+            raise
+        raise _unwritable(path, code) from error
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def write_failure(error: BaseException, written: Path) -> int | None:
+    """Why writing `written` failed, as an errno of UNWRITABLE, from the OS's error or the one a writer wraps it in
+    (torch.save's zip writer: "unexpected pos", "file write failed"; safetensors' SafetensorError); None: another
+    error."""
+    text = str(error)
+    if isinstance(error, OSError):
+        return error.errno if error.errno in UNWRITABLE else None
+    if isinstance(error, RuntimeError) and ("unexpected pos" in text or "write failed" in text):
+        return errno.EFBIG if _at_size_limit(written) else errno.ENOSPC
+    if type(error).__name__ == "SafetensorError" and ("No space left" in text or "too large" in text):
+        return errno.EFBIG if "too large" in text else errno.ENOSPC
+    return None
 
 
 UNWRITABLE = {  # why a write failed -> what to do

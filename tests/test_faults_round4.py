@@ -218,3 +218,38 @@ def test_what_a_user_gave_wrong_is_one_line(tmp_path, monkeypatch, capsys):
     assert stop.value.code == 2 and capsys.readouterr().err.startswith("error: interrupted")
     atomic_save_safetensors({"w": torch.zeros(2)}, tmp_path / "final.safetensors")
     assert stat.S_IMODE((tmp_path / "final.safetensors").stat().st_mode) & 0o044 == 0o044  # group and others read
+
+
+def test_a_signal_or_a_file_size_limit_during_export_leaves_out_as_it_was_and_says_so(finished, tmp_path, monkeypatch):  # noqa: F811
+    """Case 6: SIGTERM left config.json and weights without a tokenizer, silently, and the same command was then
+    refused; a file-size limit left a SafetensorError traceback and a folder without weights. Now SIGTERM ends the
+    export through its cleanup with one line, and a file-size limit is one line naming the limit; OUT is as it was
+    and nothing is left beside it (an export killed outright leaves its folder aside, removed by the next one)."""
+    import os
+    import signal
+
+    import scaling_axes.interop.export as export_module
+    from scaling_axes.interop.export import export
+
+    _, run_dir = finished
+    out = tmp_path / "hf"
+
+    def terminated(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(export_module, "save_tokenizer", terminated)
+    with pytest.raises(SystemExit, match=r"export stopped by SIGTERM: .*hf is as it was"):
+        export(run_dir, out)
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL and list(tmp_path.iterdir()) == []
+    monkeypatch.undo()
+    (tmp_path / ".hf.export999999999").mkdir()  # a killed export's folder aside (its process long gone)
+    export(run_dir, out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hf"]
+    command = [sys.executable, "-m", "scaling_axes", "export", str(run_dir), str(tmp_path / "limited")]
+    done = subprocess.run(
+        ["bash", "-c", 'ulimit -f 64 && exec "$@"', "_", *command], capture_output=True, text=True, timeout=300
+    )
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert done.returncode == 2 and len(errors) == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert "File too large" in done.stderr and "ulimit -f" in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hf"]  # no OUT made, nothing aside

@@ -10,17 +10,20 @@ takes as it is: weights, config, generation config, tokenizer and a model card (
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.util
 import os
 import shutil
+import signal
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scaling_axes.datamodules.tokenizers import EOT, Tokenizer, as_hf_tokenizer
 from scaling_axes.interop.model_card import model_card
 from scaling_axes.interop.remote_code import remote_code
-from scaling_axes.io import SuiteError, check_directory
+from scaling_axes.io import SuiteError, alive, check_directory, write_failure
 
 if TYPE_CHECKING:
     from torch import nn
@@ -54,19 +57,53 @@ def export(run_dir: Path, out: Path, replace: bool = False) -> str:
         hf, how = as_remote_code(config, model, tokenizer), f"remote code (trust_remote_code=True; {unmatched})"
     hf.generation_config = generation_config(tokenizer)
     aside = out.parent / f".{out.name}.export{os.getpid()}"
+    remove_stale_asides(out)
     try:
-        hf.save_pretrained(aside)
-        save_tokenizer(tokenizer, aside, model.config.max_seq_len)
-        if unmatched is not None:
-            for name, source in remote_code(type(model).__module__).items():
-                (aside / name).write_text(source)
-        (aside / "README.md").write_text(model_card(run_dir, config, model, how))
-        for path in aside.iterdir():
-            path.chmod(0o644)  # as any Hub file: what reads a run's metrics reads its weights
-        publish(aside, out, replace)
+        with stopped_by_sigterm(out):
+            write_folder(aside, hf, tokenizer, model, model_card(run_dir, config, model, how), unmatched is None)
+            publish(aside, out, replace)
+    except Exception as error:
+        if (code := write_failure(error, aside)) is None:
+            raise
+        raise OSError(code, os.strerror(code), str(aside)) from error  # one line naming it; OUT as it was
     finally:
         shutil.rmtree(aside, ignore_errors=True)  # what this export made aside, never anything else
     return how
+
+
+def write_folder(aside: Path, hf: Any, tokenizer: Tokenizer, model: nn.Module, card: str, native: bool) -> None:
+    """The whole export in `aside`: weights and config, tokenizer, remote code (unless `native`), model card, each
+    file 0644 as any Hub file (what reads a run's metrics reads its weights)."""
+    hf.save_pretrained(aside)
+    save_tokenizer(tokenizer, aside, model.config.max_seq_len)
+    for name, source in () if native else remote_code(type(model).__module__).items():
+        (aside / name).write_text(source)
+    (aside / "README.md").write_text(card)
+    for path in aside.iterdir():
+        path.chmod(0o644)
+
+
+@contextlib.contextmanager
+def stopped_by_sigterm(out: Path) -> Iterator[None]:
+    """A SIGTERM while exporting ends the export as Ctrl-C does, through its cleanup, with one line (not silently,
+    leaving its folder aside)."""
+
+    def stop(signum: int, frame: Any) -> None:
+        raise SystemExit(f"export stopped by SIGTERM: {out} is as it was; rerun the same command")
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def remove_stale_asides(out: Path) -> None:
+    """Remove what exports to `out` that were killed (SIGKILL, a crash) left beside it: their process is gone."""
+    for stale in out.parent.glob(f".{out.name}.export*"):
+        pid = stale.name.rpartition(".export")[2]
+        if pid.isdigit() and stale.is_dir() and not alive(int(pid)):
+            shutil.rmtree(stale, ignore_errors=True)
 
 
 EXPORT_FILES = (
@@ -109,6 +146,9 @@ def check_out(run_dir: Path, out: Path, replace: bool) -> None:
         )
     if run.is_relative_to(target):
         raise SuiteError(f"OUT {out} holds the run directory {run_dir} it exports: pass a folder outside it")
+    if not out.exists():  # made only by the rename that publishes the export: a failed one leaves no OUT
+        check_directory(out.parent, "OUT's folder")
+        return
     check_directory(out, "OUT")
     if not (held := sorted(path.name for path in out.iterdir())):
         return
