@@ -253,3 +253,28 @@ def test_a_signal_or_a_file_size_limit_during_export_leaves_out_as_it_was_and_sa
     assert done.returncode == 2 and len(errors) == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert "File too large" in done.stderr and "ulimit -f" in done.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hf"]  # no OUT made, nothing aside
+
+
+def test_a_resume_on_other_kernels_is_refused_naming_both_unless_allowed_and_recorded(tmp_path, monkeypatch):
+    """Case 7: a run stopped at step 3 under one CPU instruction set (ATEN_CPU_CAPABILITY) resumed on another with
+    no word, and its weights matched neither uninterrupted run; the fingerprint recorded the device type only. The
+    kernels (the GPU model, or the CPU's instruction set) are now in it: a resume on others stops in one line naming
+    both, unless `--allow-other-kernels`, which the run's config.yaml records."""
+    import yaml
+
+    from scaling_axes.harness.training import launch
+    from scaling_axes.harness.training.lifecycle import train_run
+    from tests.test_run_safety import _stop_at, tiny
+
+    here = launch.kernels(cuda=False)
+    assert here.startswith("cpu ")
+    out = tmp_path / "r"
+    with pytest.raises(SystemExit, match="rerun the same command to resume"):
+        train_run(tiny(6), out, extra_callbacks=[_stop_at(3)], accelerator="cpu")
+    monkeypatch.setattr(launch, "kernels", lambda cuda: "NVIDIA H100 80GB HBM3")  # requeued onto another node
+    with pytest.raises(SystemExit, match=rf"kernels: '{here}' -> 'NVIDIA H100 80GB HBM3'.*--allow-other-kernels"):
+        train_run(tiny(6), out, accelerator="cpu")
+    done = train_run(tiny(6), out, accelerator="cpu", other_kernels=True)
+    config = yaml.safe_load((out / "config.yaml").read_text())
+    assert done["steps"] == 6 and config["trainer"]["other_kernels"] is True
+    assert config["fingerprinted"]["kernels"] == "NVIDIA H100 80GB HBM3"

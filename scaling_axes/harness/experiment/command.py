@@ -78,6 +78,12 @@ def main(experiment: Experiment, argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--strategy", default="auto", help="ddp, fsdp (one FSDP2 unit per block), or any Lightning's")
     parser.add_argument(
+        "--allow-other-kernels",
+        action="store_true",
+        help="resume a run on another GPU model or CPU instruction set than it started on (refused otherwise: it "
+        "rounds differently); recorded in the run's config.yaml",
+    )
+    parser.add_argument(
         "--logger",
         type=parse_loggers,
         default=["csv"],
@@ -147,6 +153,7 @@ def main(experiment: Experiment, argv: list[str] | None = None) -> None:
             "strategy": args.strategy,
             "compile": args.compile,
             "loggers": args.logger,
+            "other_kernels": args.allow_other_kernels or None,
         }
         # Lightning's refusal now, not after the first run's data and model
         schedule = Schedule.of(

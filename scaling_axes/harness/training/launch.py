@@ -126,7 +126,8 @@ def world_size(options: dict[str, Any]) -> int:
     return max(1, count) * int(options.get("num_nodes") or 1)
 
 
-LAUNCH_FIELDS = ("world_size", "accelerator", "strategy", "compile")  # where and how it ran, not what was declared
+LAUNCH_FIELDS = ("world_size", "accelerator", "strategy", "compile", "kernels")  # where and how it ran, not what was
+# declared
 NAMES = ("run.name", "run.grow_from")  # what a run and its source are called: a run found under another name (one
 # that another experiment declares identically, see `identity`) holds the same numbers
 
@@ -156,10 +157,19 @@ def fingerprint_fields(run: Run, options: dict[str, Any]) -> dict[str, Any]:
                 "accelerator": "cuda" if cuda else "cpu" if accelerator == "auto" else accelerator,
                 "strategy": ("ddp" if processes > 1 else "single_device") if strategy == "auto" else strategy,
                 "compile": cuda if compiled is None else bool(compiled),
+                "kernels": kernels(cuda),
             },
             default=str,
         )
     )
+
+
+def kernels(cuda: bool) -> str:
+    """Which kernels do the arithmetic: the GPU model, or the CPU instruction set ATen dispatches to
+    (`ATEN_CPU_CAPABILITY`): another rounds differently, so a run resumed on it would not continue the same run."""
+    if cuda and torch.cuda.is_available():
+        return torch.cuda.get_device_name()
+    return f"cpu {torch.backends.cpu.get_cpu_capability()}"
 
 
 def fingerprint(fields: dict[str, Any]) -> str:
@@ -178,7 +188,7 @@ def _accumulation(run: Run, world_size: int) -> tuple[int, int]:
     return micro, budget.batch_size // (micro * world_size)
 
 
-SUITE_OPTIONS = ("compile", "loggers")  # launch options the suite takes, not the Trainer
+SUITE_OPTIONS = ("compile", "loggers", "other_kernels")  # launch options the suite takes, not the Trainer
 
 
 def trainer_settings(options: dict[str, Any], world_size: int) -> dict[str, Any]:

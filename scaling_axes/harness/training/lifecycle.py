@@ -47,8 +47,9 @@ def train(launch: Launch, extra_callbacks: list | None = None) -> dict:
             if lock is not None:
                 lock.hold()  # the fresh directory, locked as the one moved aside was
         finished = (out / "done.json").exists()
-        resumed = None if finished else checkpoint_state(out, launch.fingerprint)  # the checkpoint's own record
-        check_fingerprint(out, launch.fingerprint)
+        tolerated = ("kernels",) if launch.options.get("other_kernels") else ()  # --allow-other-kernels, recorded
+        resumed = None if finished else checkpoint_state(out, launch.fingerprint, tolerated)  # the checkpoint's record
+        check_fingerprint(out, launch.fingerprint, tolerated)
         if finished:
             print(f"run {run.name}: finished earlier ({out / 'done.json'}); skipped")
             return read_done(out / "done.json")

@@ -71,16 +71,22 @@ def fingerprint_changes(out: Path, fields: dict[str, Any]) -> list[str]:
     return recorded_differences(recorded, fields)
 
 
-def check_fingerprint(out: Path, fields: dict[str, Any]) -> None:
-    """Stop if `out` holds a run started with other settings, naming each field that differs."""
-    if changes := fingerprint_changes(out, fields):
+def check_fingerprint(out: Path, fields: dict[str, Any], tolerated: tuple[str, ...] = ()) -> None:
+    """Stop if `out` holds a run started with other settings, naming each field that differs (but `tolerated`)."""
+    if changes := [c for c in fingerprint_changes(out, fields) if c.split(":")[0] not in tolerated]:
         raise SystemExit(
             f"{out} holds a run started with other settings ({'; '.join(changes[:10])}). Rerun with its settings "
-            "to resume or keep it, or pass --force-new to move it aside and start over"
+            f"to resume or keep it, or pass --force-new to move it aside and start over{_kernels_hint(changes)}"
         )
 
 
-def checkpoint_state(out: Path, fingerprinted: dict) -> dict | None:
+def _kernels_hint(changes: list[str]) -> str:
+    if not any(change.startswith("kernels:") for change in changes):
+        return ""
+    return "; or, to resume on these kernels knowing it will not be the same run bitwise, --allow-other-kernels"
+
+
+def checkpoint_state(out: Path, fingerprinted: dict, tolerated: tuple[str, ...] = ()) -> dict | None:
     """The record (`RUN_STATE`) of `out`'s `checkpoints/last.ckpt`, verified, or None without one. Verified: that it
     opens as tensors and plain data (cheaply, memory-mapped; a crafted pickle is named as such), its checksum, and
     that the settings it records are `fingerprinted` (config.yaml may be damaged or edited; the checkpoint is
@@ -94,10 +100,13 @@ def checkpoint_state(out: Path, fingerprinted: dict) -> dict | None:
     state = checkpoint.get(RUN_STATE) if isinstance(checkpoint, dict) else None
     if not isinstance(state, dict) or not {"fingerprinted", "metrics_csv"} <= state.keys():
         raise CorruptFileError(f"{last} records no run settings (a checkpoint of an older suite); {fix}")
-    if changes := recorded_differences(state["fingerprinted"], fingerprinted):
+    changes = [
+        c for c in recorded_differences(state["fingerprinted"], fingerprinted) if c.split(":")[0] not in tolerated
+    ]
+    if changes:
         raise SystemExit(
             f"{last} was written by a run with other settings ({'; '.join(changes[:10])}). Rerun with "
-            "its settings to resume, or pass --force-new to move it aside and start over"
+            f"its settings to resume, or pass --force-new to move it aside and start over{_kernels_hint(changes)}"
         )
     return {**state, "global_step": int(checkpoint.get("global_step", 0))}  # where it resumes
 
