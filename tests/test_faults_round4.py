@@ -278,3 +278,35 @@ def test_a_resume_on_other_kernels_is_refused_naming_both_unless_allowed_and_rec
     config = yaml.safe_load((out / "config.yaml").read_text())
     assert done["steps"] == 6 and config["trainer"]["other_kernels"] is True
     assert config["fingerprinted"]["kernels"] == "NVIDIA H100 80GB HBM3"
+
+
+def test_held_every_torch_load_of_the_suite_is_weights_only():
+    """Held in the round, kept: each `torch.load` call in the package passes `weights_only=True`, so no file it
+    reads can run code (`io.load_torch` is where they go; a new call must say so too)."""
+    import ast
+    from pathlib import Path
+
+    import scaling_axes
+
+    calls = []
+    for path in Path(scaling_axes.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and ast.unparse(node.func) == "torch.load":
+                keywords = {k.arg: ast.unparse(k.value) for k in node.keywords}
+                calls.append((path.name, node.lineno, keywords.get("weights_only")))
+    assert calls and all(weights_only == "True" for *_, weights_only in calls), calls
+
+
+def test_held_a_final_weights_file_swapped_for_a_link_is_caught_by_its_digest(tmp_path):
+    """Held in the round, kept: a run's final.safetensors replaced by a link to another run's weights is refused by
+    everything that reads a finished run (its checksum and the digest config.json binds it to)."""
+    from scaling_axes.harness.training.rundir import read_done
+    from scaling_axes.io import CorruptFileError
+    from tests.test_export import SHAPE, _finished_run
+
+    _, mine = _finished_run(tmp_path / "a", "transformer_124m", SHAPE, "bytes")
+    _, other = _finished_run(tmp_path / "b", "transformer_124m", {**SHAPE, "n_layer": 1}, "bytes")
+    (mine / "final.safetensors").unlink()
+    (mine / "final.safetensors").symlink_to(other / "final.safetensors")
+    with pytest.raises(CorruptFileError, match=r"final\.safetensors"):
+        read_done(mine / "done.json")
