@@ -311,12 +311,16 @@ def check_directory(path: Path, what: str) -> None:
         ) from error
 
 
-def check_no_links(folder: Path) -> None:
-    """Stop before anything is written into `folder` if an entry inside it is a link: a write through it (Lightning's
-    CSV logger opens hparams.yaml plainly) would land wherever the link points."""
+def check_no_links(folder: Path, managed: tuple[str, ...] = ()) -> None:
+    """Stop before anything is written into `folder` if an entry inside it is a link out of it: a write through it
+    (Lightning's CSV logger opens hparams.yaml plainly) would land outside. Links within it stay, and so does what
+    the subfolders `managed` hold (a tool's own, which it links as it likes)."""
+    inside = folder.resolve()
     for directory, folders, files in os.walk(folder):  # links to folders are listed, never followed
+        if Path(directory) == folder:
+            folders[:] = [name for name in folders if name not in managed]
         for path in (Path(directory) / name for name in (*folders, *files)):
-            if path.is_symlink():
+            if path.is_symlink() and not path.resolve().is_relative_to(inside):
                 raise SuiteError(
                     f"{path} is a link (to {os.readlink(path)}): the suite writes its own files there and would "
                     "write through it; remove the link and rerun"

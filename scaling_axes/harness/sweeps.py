@@ -1,30 +1,21 @@
 """Learning-rate sweeps that the harness runs before the runs a claim compares.
 
-A run declared with a `Sweep` trains at the learning rate its sweep chose, never at the one its budget names. The
-sweep trains the run at each rate of its grid on the seed before the run's own (`sweep_point`: a seed no claim is
-judged on; the claims' seeds 1..n then train at the chosen rate). One draw cannot choose: at these sizes the seeds
-of a rate near the edge of stability spread by more than the gaps between rates (the cross-architecture Transformer's
-sweep seed reached 4.95 at 9e-3 and 5.15 at 3e-3; its claim seeds at 9e-3 reached 5.17-5.54, at 3e-3 5.15-5.20), so
-the best rate is trained again on further sweep seeds (`Sweep.draws`, the seeds before the first sweep seed: still
-no claim's), and so is each neighbour whose loss lies within the noise that the best's draws show (`within_noise`);
-rates are compared by their mean over draws. A rate with a diverged or unstable
-draw (a loss spike, `harness.stability`) is never chosen, whatever its mean: a stable rate is preferred to a lucky
-one. A best rate at an edge of what was tried is not a choice: the sweep extends one grid step past that edge and
-trains again, until the best is interior (or MAX_EXTENSIONS steps past the grid, where the run is flagged `at_edge`
-and no claim is decided on it).
+A run declared with a `Sweep` trains at the rate its sweep chose, never at its budget's. The sweep trains the run at
+each rate of its grid on the seed before the run's own (`sweep_point`: a seed no claim is judged on). One draw cannot
+choose: near the edge of stability the seeds of a rate spread by more than the gaps between rates (the
+cross-architecture Transformer's sweep seed: 4.95 at 9e-3, 5.15 at 3e-3; its claim seeds at 9e-3 5.17-5.54), so the
+best rate is trained again on further sweep seeds (`Sweep.draws`), and so is each neighbour within the noise the
+best's draws show (`within_noise`); rates are compared by their mean over draws. A rate with a diverged or unstable
+draw (`harness.stability`) is never chosen. A best rate at an edge of what was tried is not a choice: the sweep
+extends one grid step past that edge, up to MAX_EXTENSIONS steps (then the run is flagged `at_edge` and no claim is
+decided on it). Only the rates it can reach are points of it (`declared_rates`).
 
-The claim seeds check the choice: where one of them trains unstably at the chosen rate (a spike, though the sweep's
-draws did not), the run's claim seeds retrain at the best rate below whose draws were all stable (`fallback`, one
-grid step further down first where that best is the lowest tried), under a name of their own (`stable_run`), and so
-on down while they spike; the report shows the sweep's choice beside the rate the claim seeds settled at.
+Where a claim seed trains unstably at the chosen rate, the claim seeds retrain at the best stable rate below
+(`fallback`) under a name of their own (`stable_run`), and on down while they spike; the report shows both rates.
 
-A sweep may be another run's (`anchor`): a family of sizes tuned once and the rate carried over by a stated rule
-(`rule`, such as muP's width transfer); `check` trains this run at the carried rate and at its two grid neighbours
-(one draw each), and the report says whether the rate still stands there: no neighbour better beyond one draw's
-noise.
-
-Identical sweep points declared by several experiments are one run (`training.identical.link_identical`), so a
-model and budget is swept once.
+A sweep may be another run's (`anchor`): the rate carried over by a stated rule (`rule`, such as muP's width
+transfer); `check` also trains this run at the carried rate's two grid neighbours (one draw each) and the report says
+whether the rate still stands. Sweep points several experiments declare alike are one run (`link_identical`).
 """
 
 from __future__ import annotations
@@ -197,22 +188,20 @@ def may_extend(higher: float, lower: float, step: float) -> bool:
 
 
 def declared_rates(sweep: Sweep, anchor_of: Callable[[str], Sweep]) -> frozenset[float]:
-    """Every rate `sweep` can train, as names carry them: its grid and MAX_EXTENSIONS steps past either edge (as
-    `choose` and `fallback` extend); an anchored sweep's, each rate its anchor can choose times `scale`, with one
-    step above and MAX_EXTENSIONS + 1 below (`checked`'s neighbours, `fallback`'s steps down)."""
-    step = sweep.step
+    """Every rate `sweep` can train, as names carry them: its grid and MAX_EXTENSIONS steps past either edge; an
+    anchored one's, each its anchor can choose times `scale`, one step up and MAX_EXTENSIONS + 1 down (`fallback`)."""
 
-    def walk(start: float, factor: float, steps: int) -> list[float]:
-        found = [start]
-        for _ in range(steps):
-            found.append(rate(found[-1] * factor))
-        return found
+    def walk(start: float, factor: float, steps: int) -> list[float]:  # step by step, rounded as `choose` steps
+        return [start] if steps == 0 else [start, *walk(rate(start * factor), factor, steps - 1)]
 
     if sweep.anchor is None:
-        edges = walk(rate(sweep.grid[0]), 1 / step, MAX_EXTENSIONS) + walk(rate(sweep.grid[-1]), step, MAX_EXTENSIONS)
+        edges = (
+            *walk(rate(sweep.grid[0]), 1 / sweep.step, MAX_EXTENSIONS),
+            *walk(rate(sweep.grid[-1]), sweep.step, MAX_EXTENSIONS),
+        )
         return frozenset(map(rate, (*sweep.grid, *edges)))
     carried = {rate(lr * sweep.scale) for lr in declared_rates(anchor_of(sweep.anchor), anchor_of)}
-    return frozenset(lr for c in carried for lr in (rate(c * step), *walk(c, 1 / step, MAX_EXTENSIONS + 1)))
+    return frozenset(x for c in carried for x in (rate(c * sweep.step), *walk(c, 1 / sweep.step, MAX_EXTENSIONS + 1)))
 
 
 def within_noise(best: dict[int, Point], other: dict[int, Point]) -> bool:

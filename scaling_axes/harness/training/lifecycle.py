@@ -53,7 +53,7 @@ def train(launch: Launch, extra_callbacks: list | None = None) -> dict:
         if finished:
             print(f"run {run.name}: finished earlier ({out / 'done.json'}); skipped")
             return read_done(out / "done.json")
-        check_no_links(out)  # a planted link would take this run's writes out of its directory
+        check_no_links(out, managed=("wandb",))  # a planted link would take its writes out (W&B links its logs)
         run, growth = grown_run(*launch.source, run, out) if launch.source else (run, None)
         for directory in (out, out / "checkpoints") if lock is not None else ():  # rank zero: it holds the lock
             remove_temporaries(directory)  # a killed write's
