@@ -213,9 +213,10 @@ def cli(argv: list[str] | None = None) -> None:
             raise  # argparse's usage errors (already exit 2) and clean exits
         _fail(stop.code)
     except Exception as error:
-        if debug or not (one_line(error) or out_of_resources(error)):
+        resources = out_of_resources(error)
+        if debug or not (resources or one_line(error)):
             raise
-        _fail(out_of_resources(error) or (error.args[0] if isinstance(error, KeyError) and error.args else str(error)))
+        _fail(resources or (error.args[0] if isinstance(error, KeyError) and error.args else str(error)))
     except KeyboardInterrupt:
         if debug:
             raise

@@ -236,7 +236,7 @@ def find_run(experiment: Experiment, scale: Scale, name: str) -> Run:
     runs = {r.name: r for r in experiment.runs(scale)}
     swept = parse_sweep(name)
     if swept and swept[0] in runs and runs[swept[0]].sweep:
-        check_sweep_point(runs[swept[0]], *swept[1:], lambda anchor: find_run(experiment, scale, anchor).sweep)
+        check_sweep_point(experiment, scale, runs[swept[0]], *swept[1:])
         return sweep_point(runs[swept[0]], *swept[1:])
     settled = parse_stable(name)
     if settled and settled[0] in runs and runs[settled[0]].sweep:
@@ -253,10 +253,10 @@ def find_run(experiment: Experiment, scale: Scale, name: str) -> Run:
     return runs[name]
 
 
-def check_sweep_point(run: Run, lr: float, draw: int, anchor_of: Callable[[str], Sweep]) -> None:
+def check_sweep_point(experiment: Experiment, scale: Scale, run: Run, lr: float, draw: int) -> None:
     """Refuse a point `run`'s sweep cannot train (a name typed by hand, a directory planted): it would steer the
     sweep off its declared grid, or stop it (a rate of 0)."""
-    rates = declared_rates(run.sweep, anchor_of)
+    rates = declared_rates(run.sweep, lambda anchor: find_run(experiment, scale, anchor).sweep)
     if rate(lr) not in rates or not 1 <= draw <= run.sweep.draws:
         allowed = ", ".join(f"{each:g}" for each in sorted(rates))
         raise KeyError(

@@ -52,15 +52,24 @@ def _source(module: str) -> str:
     return Path(spec.origin).read_text()
 
 
-def _suite_imports(source: str, module: str) -> list[str]:
-    """The suite modules `source` imports, at any depth (transformers checks every import a file makes)."""
+def _suite_import_nodes(source: str, module: str) -> list[ast.ImportFrom]:
+    """`source`'s `from scaling_axes... import` statements, at any depth (transformers checks every import a file
+    makes); an `import scaling_axes...`, which no relative import can replace, is refused."""
     found = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import) and any(a.name.split(".")[0] == PACKAGE for a in node.names):
             raise SuiteError(f"{module}: `import {node.names[0].name}` cannot be made relative; use `from ... import`")
         if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == PACKAGE:
-            submodules = [f"{node.module}.{a.name}" for a in node.names if _is_module(f"{node.module}.{a.name}")]
-            found += submodules or [node.module]
+            found.append(node)
+    return found
+
+
+def _suite_imports(source: str, module: str) -> list[str]:
+    """The suite modules `source` imports: each imported submodule, else the module imported from."""
+    found = []
+    for node in _suite_import_nodes(source, module):
+        submodules = [f"{node.module}.{a.name}" for a in node.names if _is_module(f"{node.module}.{a.name}")]
+        found += submodules or [node.module]
     return found
 
 
@@ -75,9 +84,7 @@ def _relative(source: str, module: str, names: dict[str, str]) -> str:
     """`source` with each `from scaling_axes.x import a` as `from .<x's file> import a`; an imported submodule
     `from scaling_axes.x import m` as `from .<m's file> import __name__ as m` (imported for what it registers)."""
     lines = source.splitlines(keepends=True)
-    for node in sorted(ast.walk(ast.parse(source)), key=lambda n: -getattr(n, "lineno", 0)):
-        if not (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module.split(".")[0] == PACKAGE):
-            continue
+    for node in sorted(_suite_import_nodes(source, module), key=lambda n: -n.lineno):  # from the end: lines shift
         indent = " " * node.col_offset
         comment = lines[node.end_lineno - 1].partition("#")[2]
         submodules = [a for a in node.names if f"{node.module}.{a.name}" in names]

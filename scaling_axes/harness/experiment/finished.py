@@ -86,7 +86,7 @@ class FinishedRuns:
         """Whether `run`'s sweep can train this point; a directory it cannot (made by hand, planted) is never read:
         it would move the sweep off its grid, or stop it."""
         try:
-            check_sweep_point(run, lr, draw, lambda anchor: find_run(self.experiment, self.scale, anchor).sweep)
+            check_sweep_point(self.experiment, self.scale, run, lr, draw)
         except KeyError as error:
             print(f"ignored: {error.args[0]}")
             return False

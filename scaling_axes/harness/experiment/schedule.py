@@ -64,9 +64,8 @@ class Schedule:
             data_epochs=past,
             labels={"experiment": self.experiment.name, "scale": self.scale.name},
         )
-        from scaling_axes.harness.training import (
-            lifecycle,
-        )  # here, not above: a plan reads schedules, needing no Trainer
+        # here, not above: a plan reads schedules, needing no Trainer
+        from scaling_axes.harness.training import lifecycle
 
         same = identity(launch)  # computed once: a grown run's walks its growth chain
         if (shared := link_identical(launch, same)) is not None:

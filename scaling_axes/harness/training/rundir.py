@@ -58,7 +58,7 @@ def read_config(out: Path) -> dict:
     return config
 
 
-def fingerprint_changes(out: Path, fields: dict[str, Any]) -> list[str]:
+def fingerprint_changes(out: Path, fields: dict[str, Any], tolerated: tuple[str, ...] = ()) -> list[str]:
     """The fields (`field: old -> new`) in which the run in `out` was started with other settings than `fields`;
     fields it did not record (it predates them) are not compared, nor is a run from before fingerprints, nor one that
     never reached a checkpoint (a launch stopped before training, by its data or its cluster: nothing of it is
@@ -68,12 +68,12 @@ def fingerprint_changes(out: Path, fields: dict[str, Any]) -> list[str]:
     ):
         return []
     recorded = read_config(out).get("fingerprinted") or {}
-    return recorded_differences(recorded, fields)
+    return recorded_differences(recorded, fields, tolerated)
 
 
 def check_fingerprint(out: Path, fields: dict[str, Any], tolerated: tuple[str, ...] = ()) -> None:
     """Stop if `out` holds a run started with other settings, naming each field that differs (but `tolerated`)."""
-    if changes := [c for c in fingerprint_changes(out, fields) if c.split(":")[0] not in tolerated]:
+    if changes := fingerprint_changes(out, fields, tolerated):
         raise SystemExit(
             f"{out} holds a run started with other settings ({'; '.join(changes[:10])}). Rerun with its settings "
             f"to resume or keep it, or pass --force-new to move it aside and start over{_kernels_hint(changes)}"
@@ -100,10 +100,7 @@ def checkpoint_state(out: Path, fingerprinted: dict, tolerated: tuple[str, ...] 
     state = checkpoint.get(RUN_STATE) if isinstance(checkpoint, dict) else None
     if not isinstance(state, dict) or not {"fingerprinted", "metrics_csv"} <= state.keys():
         raise CorruptFileError(f"{last} records no run settings (a checkpoint of an older suite); {fix}")
-    changes = [
-        c for c in recorded_differences(state["fingerprinted"], fingerprinted) if c.split(":")[0] not in tolerated
-    ]
-    if changes:
+    if changes := recorded_differences(state["fingerprinted"], fingerprinted, tolerated):
         raise SystemExit(
             f"{last} was written by a run with other settings ({'; '.join(changes[:10])}). Rerun with "
             f"its settings to resume, or pass --force-new to move it aside and start over{_kernels_hint(changes)}"
@@ -111,10 +108,10 @@ def checkpoint_state(out: Path, fingerprinted: dict, tolerated: tuple[str, ...] 
     return {**state, "global_step": int(checkpoint.get("global_step", 0))}  # where it resumes
 
 
-def recorded_differences(recorded: dict, now: dict) -> list[str]:
-    """`field: recorded -> now` for each recorded field that differs now, names aside (`NAMES`)."""
+def recorded_differences(recorded: dict, now: dict, tolerated: tuple[str, ...] = ()) -> list[str]:
+    """`field: recorded -> now` for each recorded field that differs now, names (`NAMES`) and `tolerated` aside."""
     differences = _differences(recorded, {key: now.get(key) for key in recorded})
-    return [f"{key}: {old!r} -> {new!r}" for key, old, new in differences if key not in NAMES]
+    return [f"{key}: {old!r} -> {new!r}" for key, old, new in differences if key not in (*NAMES, *tolerated)]
 
 
 def _differences(old: Any, new: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
