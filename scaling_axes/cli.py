@@ -6,6 +6,7 @@ python -m scaling_axes run rmt_fig2_scaling_laws --scale small  # one experiment
 python -m scaling_axes all --scale smoke                       # every experiment, then results/REPORT.md
 python -m scaling_axes report                                  # results/REPORT.md from the results CSVs
 python -m scaling_axes report --scale cpu                      # a scale's claims judged again from its files
+python -m scaling_axes power --scale cpu [--draft]             # the power table its plan's seeds come from
 python -m scaling_axes fit --model.model tokenformer_150m ...  # LightningCLI, for runs outside the tables
 python -m scaling_axes grow in.ckpt tokenformer_354m out.ckpt  # grow a checkpoint
 python -m scaling_axes export runs/<experiment>/<scale>/<run> OUT  # a Hugging Face folder (transformers)
@@ -80,6 +81,22 @@ def plan(scale: Scale, gpu: str, mfu: float, devices: int) -> float:
     return total
 
 
+def power(scale: Scale, print_draft: bool) -> None:
+    """Print the power table of `scale`'s plan (`experiment.power_table`), and with `print_draft` the plan's
+    experiments part it gives; a scale without a plan is refused by name."""
+    from scaling_axes.harness.analysis.plan import plan_path, read_plan
+    from scaling_axes.harness.experiment.power_table import costs, draft, draft_yaml, print_power
+
+    if not plan_path(scale).exists():
+        raise SuiteError(f"the {scale} scale has no analysis plan ({plan_path(scale)}): write one, then size it here")
+    plan = read_plan(plan_path(scale), draft=True)
+    experiments = {e.name: e for e in all_experiments()}
+    found = draft(plan, experiments, scale)
+    print_power(plan, found, costs(found.experiments, experiments, scale))
+    if print_draft:
+        print(f"\n{draft_yaml(found)}")
+
+
 def run_all(scale: Scale, report_only: bool) -> None:
     """Every experiment at `scale` (at paper scale a cluster launches runs one by one instead), then REPORT.md and
     `results/<scale>/REPORT.md`, which names the machine, the commit and how long this took."""
@@ -139,6 +156,9 @@ def _parser() -> argparse.ArgumentParser:
     plan_parser.add_argument("--gpu", choices=sorted(GPUS), default="h100")
     plan_parser.add_argument("--mfu", type=in_range(float, 0, 1, low_open=True), default=MEASURED_MFU)
     plan_parser.add_argument("--devices", type=in_range(int, 1), default=8)
+    power_parser = commands.add_parser("power", help="the power table of a scale's plan, from its pilot; train nothing")
+    power_parser.add_argument("--scale", type=scale_argument, choices=SCALES.values(), default=SCALES["cpu"])
+    power_parser.add_argument("--draft", action="store_true", help="print the plan's experiments part it gives")
     all_parser = commands.add_parser("all", help="run every experiment at one scale, then write REPORT.md")
     all_parser.add_argument("--scale", type=scale_argument, choices=SCALES.values(), default=SMOKE)
     all_parser.add_argument("--report", action="store_true", help="only rebuild the tables from finished runs")
@@ -168,6 +188,8 @@ def run_main(argv: list[str]) -> None:
         print("\n".join(f"{e.name:45s} {e.description}" for e in all_experiments()))
     elif args.command == "plan":
         plan(args.scale, args.gpu, args.mfu, args.devices)
+    elif args.command == "power":
+        power(args.scale, args.draft)
     elif args.command == "all":
         run_all(args.scale, args.report)
     elif args.command == "report" and args.scale is not None:

@@ -1,19 +1,21 @@
-"""The tests a claim's margin is judged by, written out: Student-t's p and critical values (the regularized incomplete
-beta), the floor a margin's noise cannot go below, the pooled spread of repeated runs, the power of a test (the
-noncentral t) and the minimum detectable effect, two one-sided tests of equivalence, and the control of the
-false-discovery rate over many claims (Benjamini-Hochberg, and Benjamini-Yekutieli under any dependence). Pure
-arithmetic, checked in the tests against scipy and against the densities integrated numerically."""
+"""The arithmetic a claim is judged by, written out: Student-t's p and quantiles (the regularized incomplete beta),
+the chi-square's (the regularized incomplete gamma) and the upper confidence limit of a standard deviation it gives,
+the pooled spread of repeated runs, the power of one-sided and equivalence tests (the noncentral t integrated over
+its estimated scale), Holm's step-down and Benjamini-Yekutieli's step-up adjustments. Pure arithmetic, checked in the
+tests against scipy and against the densities integrated numerically.
+
+One level throughout: ALPHA = 0.025 one-sided, per direction (a claim shown to hold, or shown to fail), the
+two-sided 95% convention; a 95% interval is the two one-sided bounds at ALPHA."""
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-ALPHA = 0.05  # a claim is decided by a two-sided test at 95%
-POWER = 0.8  # a minimum detectable effect is found 4 times in 5
+ALPHA = 0.025  # one-sided, per direction
+POWER = 0.8  # the power a plan sizes its seeds for
 MAX_SEEDS = 100  # beyond this many seeds a margin is out of reach in practice
 
 
@@ -56,76 +58,92 @@ def t_one_sided_p(t: float, df: float) -> float:
 
 @functools.cache
 def t_critical(df: float, alpha: float = ALPHA) -> float:
-    """Student-t's two-sided critical value at level `alpha` (95% by default) with `df` degrees of freedom (df = inf:
-    the normal's 1.96); at 2 `alpha`, the one-sided critical value at `alpha`."""
+    """Student-t's upper `alpha` quantile on `df` degrees of freedom (P(T >= c) = alpha; df = inf: the normal's):
+    at ALPHA, the one-sided bound of every test here and half of a 95% interval."""
     if df < 1:
         raise ValueError(f"df={df}: Student-t needs at least one degree of freedom (two seeds)")
-    low, high = 0.0, 1e3
+    low, high = 0.0, 1e4
     for _ in range(200):
         middle = (low + high) / 2
-        low, high = (middle, high) if t_two_sided_p(middle, df) > alpha else (low, middle)
+        low, high = (middle, high) if t_one_sided_p(middle, df) > alpha else (low, middle)
     return high
 
 
-def margin_floor(noise_floor: float, runs_per_margin: int = 2) -> float:
-    """The least noise of a margin combining `runs_per_margin` runs of a metric whose one-run noise is `noise_floor`
-    (a difference of two runs: sqrt 2 x)."""
-    return math.sqrt(runs_per_margin) * noise_floor
+def chi2_cdf(x: float, df: float) -> float:
+    """P(X <= x) for a chi-square on `df` degrees of freedom: the regularized lower incomplete gamma P(df/2, x/2),
+    by its series below a + 1 and its continued fraction (Lentz) above."""
+    if x <= 0:
+        return 0.0
+    a, z = df / 2, x / 2
+    front = math.exp(a * math.log(z) - z - math.lgamma(a))
+    if z < a + 1:
+        term = total = 1.0 / a
+        for k in range(1, 1000):
+            term *= z / (a + k)
+            total += term
+            if abs(term) < abs(total) * 1e-16:
+                break
+        return front * total
+    tiny, b = 1e-300, z + 1 - a
+    c, d = 1 / tiny, 1 / b
+    fraction = d
+    for k in range(1, 1000):
+        an, b = -k * (k - a), b + 2
+        d = 1.0 / (d if abs(d := an * d + b) > tiny else tiny)
+        c = c if abs(c := b + an / c) > tiny else tiny
+        fraction *= d * c
+        if abs(d * c - 1.0) < 1e-16:
+            break
+    return 1.0 - front * fraction
 
 
-@dataclasses.dataclass(frozen=True)
-class Significance:
-    """A mean margin tested two ways, both of which it must clear: Student-t on the seeds' own spread, and against
-    the floor of its noise (`bound`: the |mean| that clears both; `noise`: one seed's; `p`: the larger p). `tests`:
-    (standard error of the mean, degrees of freedom) of each, for the equivalence tests (`equivalence_p`)."""
-
-    bound: float
-    noise: float
-    p: float
-    tests: tuple[tuple[float, float], ...] = ()
-
-    def equivalence_p(self, difference: float, tolerance: float) -> float:
-        """Two one-sided tests at once (TOST): the p that the true difference lies inside (-tolerance, tolerance),
-        the larger over the two tests it must clear (1 where a test has no noise to go on)."""
-        return max(
-            (
-                max(t_one_sided_p((difference + tolerance) / se, df), t_one_sided_p((tolerance - difference) / se, df))
-                if se
-                else float(abs(difference) >= tolerance)
-            )
-            for se, df in self.tests
-        )
-
-    def excluded_beyond(self, difference: float) -> float:
-        """The narrowest equivalence bound the data support: the least d for which two one-sided tests at ALPHA put
-        the true difference inside (-d, d) (|difference| + the one-sided critical value x its standard error)."""
-        return max(abs(difference) + t_critical(df, 2 * ALPHA) * se for se, df in self.tests)
+@functools.cache
+def chi2_quantile(probability: float, df: float) -> float:
+    """The chi-square's `probability` quantile on `df` degrees of freedom (bisection on `chi2_cdf`)."""
+    low, high = 0.0, max(10.0, 10 * df)
+    while chi2_cdf(high, df) < probability:
+        high *= 2
+    for _ in range(200):
+        middle = (low + high) / 2
+        low, high = (middle, high) if chi2_cdf(middle, df) < probability else (low, middle)
+    return high
 
 
-def significance(
-    margins: Sequence[float], noise_floor: float, runs_per_margin: int = 2, floor_dof: float = math.inf
-) -> Significance:
-    """The test of the mean of `margins`. Against the floor (sqrt(runs_per_margin) x `noise_floor` per seed):
-    Student-t on `floor_dof`, the degrees of freedom it was estimated on (inf: an assumed floor, taken as known).
-    From two seeds on, also Student-t on their own spread (n - 1 degrees of freedom)."""
-    floor, n, mean = margin_floor(noise_floor, runs_per_margin), len(margins), statistics.fmean(margins)
-    p = t_two_sided_p(mean * math.sqrt(n) / floor, floor_dof) if floor else float(mean == 0)  # no floor: no test
-    floor_test = (floor / math.sqrt(n), floor_dof)
-    if n < 2:
-        return Significance(t_critical(floor_dof) * floor, floor, p, (floor_test,))
-    spread = statistics.stdev(margins)
-    p_spread = t_two_sided_p(mean * math.sqrt(n) / spread, n - 1) if spread else float(mean == 0)
-    bound = max(t_critical(n - 1) * spread, t_critical(floor_dof) * floor) / math.sqrt(n)
-    return Significance(bound, max(spread, floor), max(p, p_spread), (floor_test, (spread / math.sqrt(n), n - 1)))
+def sigma_upper_limit(sigma: float, df: float, confidence: float) -> float:
+    """The one-sided `confidence` upper limit of a standard deviation estimated as `sigma` on `df` degrees of
+    freedom: sigma sqrt(df / chi2_{1-confidence}(df)) (a pilot's sigma taken at its upper limit, so that a plan is
+    not sized on a lucky draw)."""
+    return sigma * math.sqrt(df / chi2_quantile(1 - confidence, df))
+
+
+def pooled_spread(groups: Sequence[Sequence[float]]) -> tuple[float, int]:
+    """(pooled standard deviation, degrees of freedom) of repeated measurements: sqrt(sum (n_i - 1) s_i^2 / sum
+    (n_i - 1)) over the groups of two or more (one run's seeds each); (0, 0) without any."""
+    repeated = [g for g in groups if len(g) >= 2]
+    dof = sum(len(g) - 1 for g in repeated)
+    if not dof:
+        return 0.0, 0
+    return math.sqrt(sum((len(g) - 1) * statistics.variance(g) for g in repeated) / dof), dof
+
+
+def holm_adjusted(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values, in the order given: the largest over ranks j <= i of (m - j + 1) p_(j),
+    at most 1 (a hypothesis rejected at adjusted p < alpha keeps the family-wise error at alpha, under any
+    dependence)."""
+    m, ranked = len(p_values), sorted(range(len(p_values)), key=lambda i: p_values[i])
+    adjusted, running = [1.0] * m, 0.0
+    for rank, index in enumerate(ranked):
+        running = max(running, min(1.0, (m - rank) * p_values[index]))
+        adjusted[index] = running
+    return adjusted
 
 
 def false_discovery_q(p_values: Sequence[float], dependent: bool = False) -> list[float]:
     """Benjamini-Hochberg's adjusted p-values, in the order given: q_(i) = min over j >= i of p_(j) m / j over the
-    m p-values ranked (a claim decided at q < ALPHA keeps the expected share of false discoveries among the decided
-    below ALPHA, for independent or positively dependent tests). `dependent`: Benjamini-Yekutieli's, each q times
-    sum_{k<=m} 1/k, which keeps that share under any dependence (claims that share an arm, of either sign)."""
+    m p-values ranked. `dependent`: Benjamini-Yekutieli's, each q times sum_{k<=m} 1/k, which keeps the expected
+    share of false discoveries below alpha under any dependence (claims that share an arm, of either sign)."""
     m, ranked = len(p_values), sorted(range(len(p_values)), key=lambda i: p_values[i])
-    factor = sum(1 / k for k in range(1, m + 1)) if dependent else 1.0
+    factor = harmonic(m) if dependent else 1.0
     q, running = [1.0] * m, 1.0
     for rank in range(m, 0, -1):
         running = min(running, p_values[ranked[rank - 1]] * m * factor / rank)
@@ -133,14 +151,15 @@ def false_discovery_q(p_values: Sequence[float], dependent: bool = False) -> lis
     return q
 
 
-def t_power(effect: float, df: float, critical: float) -> float:
-    """P(|T'| > critical) for the noncentral t on `df` degrees of freedom with noncentrality `effect` (the true mean
-    over its standard error): (Z + effect) / S with df S^2 a chi-square on df, integrated over S by Simpson's rule
-    (df = inf: S = 1, the normal)."""
+def harmonic(m: int) -> float:
+    """1 + 1/2 + ... + 1/m: Benjamini-Yekutieli's factor over m hypotheses."""
+    return sum(1 / k for k in range(1, m + 1))
 
-    def rejected(s: float) -> float:  # P(|Z + effect| > critical s)
-        return 0.5 * sum(math.erfc((critical * s + sign * effect) / math.sqrt(2)) for sign in (-1, 1))
 
+def over_scale(df: float, rejected: Callable[[float], float]) -> float:
+    """E[rejected(S)] for S the scale estimate of a t test relative to its true value (df S^2 a chi-square on df),
+    integrated by Simpson's rule (df = inf: S = 1): a test's rejection probability, given `rejected(s)`, the
+    probability of rejecting once the estimated scale is s times the true."""
     if math.isinf(df):
         return rejected(1.0)
     log_norm = math.log(2) + (df / 2) * math.log(df / 2) - math.lgamma(df / 2)  # the density of S, up to s^(df-1)
@@ -156,47 +175,46 @@ def t_power(effect: float, df: float, critical: float) -> float:
     return h / 3 * sum(w * density(low + i * h) * rejected(low + i * h) for i, w in enumerate(weights))
 
 
-@functools.cache
-def _detectable_effect(df: float) -> float:
-    """The noncentrality at which a two-sided 95% t test on `df` degrees of freedom rejects with POWER."""
-    critical, low, high = t_critical(df), 0.0, 100.0
+def _above(x: float) -> float:
+    """P(Z > x) for the standard normal."""
+    return 0.5 * math.erfc(x / math.sqrt(2))
+
+
+def one_sided_power(noncentrality: float, df: float, critical: float) -> float:
+    """P(T' > critical) for the noncentral t on `df` degrees of freedom with `noncentrality` (the true effect over
+    its standard error): the power of a one-sided t test."""
+    return over_scale(df, lambda s: _above(critical * s - noncentrality))
+
+
+def equivalence_power(effect: float, tolerance: float, df: float, critical: float) -> float:
+    """The power of two one-sided tests that a difference lies within +-`tolerance` (both in standard errors), when
+    its true value is `effect`: P(-tolerance + critical S < X < tolerance - critical S), X ~ N(effect, 1), which is
+    Owen's Q written as an integral over S."""
+
+    def inside(s: float) -> float:
+        width = tolerance - critical * s
+        return max(0.0, _above(-width - effect) - _above(width - effect)) if width > 0 else 0.0
+
+    return over_scale(df, inside)
+
+
+def minimum_detectable_effect(noise: float, seeds: int, alpha: float = ALPHA, df: float | None = None) -> float:
+    """The smallest true mean margin that `seeds` seeds of a margin whose one-seed noise is `noise` show at one-sided
+    `alpha` with POWER (the noncentral t; `df`: the test's degrees of freedom, seeds - 1 unless given, infinite at
+    one seed: a noise taken as known)."""
+    df = (seeds - 1 if seeds > 1 else math.inf) if df is None else df
+    critical, low, high = t_critical(df, alpha), 0.0, 100.0
     for _ in range(50):
         middle = (low + high) / 2
-        low, high = (middle, high) if t_power(middle, df, critical) < POWER else (low, middle)
-    return high
-
-
-def minimum_detectable_effect(noise: float, seeds: int, floor_dof: float = math.inf) -> float:
-    """The smallest true mean margin that `seeds` seeds of a margin with one-seed noise `noise` decide with POWER:
-    the noncentrality at which the noncentral t (`t_power`) clears the 95% critical value POWER of the time, x
-    noise / sqrt(seeds); the test the one of the seeds' Student-t and the floor's (on `floor_dof`) with the larger
-    critical value, the one that binds."""
-    df = floor_dof if seeds < 2 else min(seeds - 1, floor_dof)
-    return _detectable_effect(df) * noise / math.sqrt(seeds)
-
-
-def seeds_needed(margin: float, noise: float, floor_dof: float = math.inf) -> int:
-    """The fewest seeds whose minimum detectable effect is below |margin| (MAX_SEEDS + 1: none up to MAX_SEEDS)."""
-    return next(
-        (n for n in range(2, MAX_SEEDS + 1) if minimum_detectable_effect(noise, n, floor_dof) < abs(margin)),
-        MAX_SEEDS + 1,
-    )
-
-
-def pooled_spread(groups: Sequence[Sequence[float]]) -> tuple[float, int]:
-    """(pooled standard deviation, degrees of freedom) of repeated measurements: sqrt(sum (n_i - 1) s_i^2 / sum
-    (n_i - 1)) over the groups of two or more (one run's seeds each); (0, 0) without any."""
-    repeated = [g for g in groups if len(g) >= 2]
-    dof = sum(len(g) - 1 for g in repeated)
-    if not dof:
-        return 0.0, 0
-    return math.sqrt(sum((len(g) - 1) * statistics.variance(g) for g in repeated) / dof), dof
+        low, high = (middle, high) if one_sided_power(middle, df, critical) < POWER else (low, middle)
+    return high * noise / math.sqrt(seeds)
 
 
 def beyond_reach(paper_effect: float, noise_floor: float, seeds: int, runs_per_margin: int = 2) -> str | None:
     """Why a claim whose effect in the paper is `paper_effect` cannot be decided by `seeds` seeds of runs whose
-    one-run noise is `noise_floor` (None: it can): the effect is below their minimum detectable effect."""
-    detectable = minimum_detectable_effect(margin_floor(noise_floor, runs_per_margin), seeds)
+    one-run noise is `noise_floor` (None: it can): the effect is below their minimum detectable effect (a scale's
+    design, before any run: its runs are then not trained there)."""
+    detectable = minimum_detectable_effect(math.sqrt(runs_per_margin) * noise_floor, seeds)
     if abs(paper_effect) >= detectable:
         return None
     return (

@@ -57,7 +57,7 @@ VERDICTS = (
     "claim_holds",
     "claim_fails",
     "never_reached",
-    "fragile",
+    "plan_changed",
     "unmatched",
     "insufficient",
     "out_of_reach",
@@ -86,30 +86,21 @@ RESULTS_DIR = Path("results")
 
 @dataclasses.dataclass(frozen=True)
 class Evidence:
-    """What a claim row was judged from, kept so that the harness can judge it again with what only it knows (the
-    noise measured from every run's seeds at the scale, whether each run learned) and commit the margins per seed.
-    `noise_floor`: the least noise of one run's metric (assumed: a lower bound); `noise_metric`: the done.json metric
-    whose measured seed spread (x `noise_scale`, into the margin's unit) may raise it."""
+    """What a claim row was judged from, committed in its per-seed file so that the scale's plan judges it from the
+    files alone: its margin at each seed (positive: the paper's direction) and, where the margin is a contrast of
+    its arms' values of one `measure` (margin = sum of coefficient x value, per seed), that contrast and the arm
+    values, which the experiment's arm x seed model pools (`analysis.contrasts`)."""
 
     statement: str
     margins: tuple[float, ...]
     seeds: tuple[int, ...]  # the seed of each margin
-    noise_floor: float
-    runs_per_margin: int = 2
-    fails_because: str | None = None
-    noise_metric: str | None = None
-    noise_scale: float = 1.0
+    contrast: dict[str, float] = dataclasses.field(default_factory=dict)  # arm -> coefficient (empty: no contrast)
+    measure: str = ""  # what the arm values are (val_loss, train_loss, a downstream metric); never two data sets
+    arm_values: dict[str, dict[int, float]] = dataclasses.field(default_factory=dict)  # arm -> seed -> value
+    fails_because: str | None = None  # a part of the claim the runs contradict whatever the margin
     unmatched: str | None = None  # how the arms are not matched on what the claim is stated at (parameters, residual)
     before_training: bool = False  # measured on the models before they train (at a growth): what training does to
     # them later, a spike included, cannot change it
-    own_values: tuple[tuple[float, ...], ...] | None = None  # a metric no done.json holds (a downstream
-    # evaluation), per arm over its seeds, in the margin's unit: its noise is their pooled spread
-    tolerance: float | None = None  # a claim stated within a tolerance ("as good as"): each margin is the difference
-    # plus it, and the claim holds only where two one-sided tests put the difference inside +-tolerance
-    paired: bool = True  # its arms share each seed (initialisation and data order): judged on the spread of paired
-    # margins, not on a floor sized for independent arms
-    tests: tuple[tuple[float, float], ...] = ()  # set where it is settled: (standard error, degrees of freedom) of each
-    # test its mean must clear, from which the family widens its interval for the control (`experiment.family`)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -124,8 +115,8 @@ class Row:
     low: float | None = None  # a claim's 95% interval of its mean margin
     high: float | None = None
     seeds: int | None = None  # the seeds a claim's margin was measured at
-    p: float | None = None  # a claim's two-sided p (`significance.significance`)
-    q: float | None = None  # its Benjamini-Yekutieli q over the scale's declared claims (`experiment.family`)
+    p: float | None = None  # a claim's one-sided p in the direction decided (`analysis.decisions`)
+    q: float | None = None  # the same adjusted by its paper's control (Holm, or Benjamini-Yekutieli's q)
     unit: str = ""
     run: str = ""
     status: str = "analytic"
@@ -146,7 +137,8 @@ def compare(paper: float | None, ours: float | None, rel_tol: float) -> str:
     return "match" if abs(ours - paper) <= rel_tol * abs(paper) else "differs"
 
 
-def _fmt(value: float | None) -> str:
+def fmt(value: float | None) -> str:
+    """A number as a results CSV writes it: an integer plainly, else six significant digits; None empty."""
     if value is None:
         return ""
     if float(value).is_integer() and abs(value) < 1e15:
@@ -161,13 +153,13 @@ def csv_row(experiment: str, scale: Scale, r: Row) -> dict[str, str]:
         r.table,
         r.row,
         r.metric,
-        _fmt(r.paper),
-        _fmt(r.ours),
-        _fmt(r.low),
-        _fmt(r.high),
-        _fmt(r.seeds),
-        _fmt(r.p),
-        _fmt(r.q),
+        fmt(r.paper),
+        fmt(r.ours),
+        fmt(r.low),
+        fmt(r.high),
+        fmt(r.seeds),
+        fmt(r.p),
+        fmt(r.q),
         r.unit,
         scale.name,
         r.run,
@@ -177,13 +169,15 @@ def csv_row(experiment: str, scale: Scale, r: Row) -> dict[str, str]:
     return dict(zip(COLUMNS, values, strict=True))
 
 
-def write_rows(experiment: str, scale: Scale, rows: list[Row], results_dir: Path = RESULTS_DIR) -> Path:
-    """Write `results/<scale>/<experiment>.csv` atomically."""
+def write_rows(
+    experiment: str, scale: Scale, rows: list[Row], results_dir: Path = RESULTS_DIR, table_dir: Path | None = None
+) -> Path:
+    """Write `results/<scale>/<experiment>.csv` atomically (into `table_dir` where given: a scale's pilot)."""
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, COLUMNS, lineterminator="\n")
     writer.writeheader()
     writer.writerows(csv_row(experiment, scale, r) for r in rows)
-    path = Path(results_dir) / scale.name / f"{experiment}.csv"
+    path = Path(table_dir or Path(results_dir) / scale.name) / f"{experiment}.csv"
     atomic_write(path, buffer.getvalue())
     return path
 

@@ -12,6 +12,7 @@ catch. The thresholds come from per-step curves (issue 46; the README lists them
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 
@@ -23,6 +24,24 @@ SPIKE_NATS = 0.8  # a step loss this far above the moving average before it is a
 VAL_RISE_NATS = 0.1  # a validation loss this far above its own running minimum: the model got worse, not noisier
 OUTLIER_NATS = 0.25  # a seed's final loss this far from its seeds' median, and
 OUTLIER_Z = 3.5  # this many robust deviations (1.4826 x the median absolute deviation) from it, is an outlier
+# What "clearly learned" means: a language model at least LEARNED_NATS below its data's unigram floor (a bigram
+# statistic alone gains about a nat on these corpora; sampling noise is a few hundredths), a classifier at least
+# LEARNED_POINTS of top-1 above chance (guessing's accuracy, 1 / classes)
+LEARNED_NATS = 0.5
+LEARNED_POINTS = 25.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Thresholds:
+    """The thresholds a claim's arms pass through before its test, as the scale's judge applies them to the per-seed
+    files (`analysis.judge`); the sensitivity pass moves each (`experiment.sensitivity`)."""
+
+    spike_nats: float = SPIKE_NATS
+    val_rise_nats: float = VAL_RISE_NATS
+    outlier_nats: float = OUTLIER_NATS
+    outlier_z: float = OUTLIER_Z
+    learned_nats: float = LEARNED_NATS
+    tolerance_scale: float = 1.0  # each claim's tolerance times this
 
 
 def validation_rise(curve: list[tuple[int, float]]) -> tuple[float, int | None]:
@@ -87,13 +106,6 @@ def unstable_seeds(by_seed: dict[int, dict]) -> dict[int, str]:
     found = {k: why for k, each in by_seed.items() if (why := instability(each))}
     name = next((each.get("run") for each in by_seed.values()), "the run")
     return {**{k: f"{name}: {why}" for k, why in outliers(finals).items() if k not in found}, **found}
-
-
-# What "clearly learned" means: a language model at least LEARNED_NATS below its data's unigram floor (a bigram
-# statistic alone gains about a nat on these corpora; sampling noise is a few hundredths), a classifier at least
-# LEARNED_POINTS of top-1 above chance (guessing's accuracy, 1 / classes)
-LEARNED_NATS = 0.5
-LEARNED_POINTS = 25.0
 
 
 def _text_learned(run: Run, done: dict) -> str | None:

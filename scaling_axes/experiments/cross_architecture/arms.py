@@ -18,20 +18,20 @@ from scaling_axes.harness.scales import Scale
 from scaling_axes.modules import get_config
 from scaling_axes.modules.architectures.transformer import STANDARD_PARAMETRISATION
 
-CLAIM_KINDS = ("lower_loss", "as_good_as")  # `claims.verdicts.lower_loss`, `as_good_as` (an equivalence)
+CLAIM_KINDS = ("lower_loss", "as_good_as")  # `claims.verdicts.lower_loss`, `as_good_as` (the plan's tolerance)
 
 
 @dataclasses.dataclass(frozen=True)
 class Versus:
     """A claim an arm makes against arm `against`: `kind` one of CLAIM_KINDS (lower validation loss at equal tokens,
-    or as good as within `tolerance` nats/token), its arms matched on `matched` parameters ("total",
-    "non_embedding") or not held equal (None). `statement` may name {numerics}, the recipe's Tokenformer numerics."""
+    or as good as: within the tolerance the scale's plan declares), its arms matched on `matched` parameters
+    ("total", "non_embedding") or not held equal (None). `statement` may name {numerics}, the recipe's Tokenformer
+    numerics."""
 
     kind: str
     against: str
     statement: str
     matched: str | None = None
-    tolerance: float | None = None
 
 
 def no_fields(scale: Scale, recipe: Recipe) -> dict[str, Any]:
@@ -138,7 +138,6 @@ ARMS = (
                 "Tokenformer is as good as the Transformer at its parameters "
                 "(Tokenformer paper; recipe: the {numerics} code's numerics, head untied)",
                 "total",
-                0.05,
             ),
         ),
     ),
@@ -195,5 +194,3 @@ def check(arms: tuple[Arm, ...], shapes: dict[str, Shape], seq_len: int) -> None
                     f"{where}: claim {claim.kind!r} against {claim.against!r}: kinds are "
                     f"{', '.join(CLAIM_KINDS)}, against another arm of {sorted(names)}"
                 )
-            if (claim.kind == "as_good_as") != (claim.tolerance is not None):
-                raise ValueError(f"{where}: an as_good_as claim, and only it, takes a tolerance")

@@ -47,7 +47,6 @@ from scaling_axes.experiments.cross_architecture.setup import (
     sizes,
     sweep,
 )
-from scaling_axes.harness.claims.margins import LOSS_NOISE_FLOOR
 from scaling_axes.harness.claims.verdicts import as_good_as, lower_loss
 from scaling_axes.harness.experiment.arms import MATCH_TOLERANCE, parameter_match
 from scaling_axes.harness.experiment.figures import draw, marked, seed_curves
@@ -119,10 +118,8 @@ def claim_rows(
                     name[arch],
                     name[claim.against],
                     results,
-                    claim.tolerance,
                     "val_loss",
                     -1.0,
-                    LOSS_NOISE_FLOOR,
                     "nats/token",
                     unmatched=unmatched,
                 )

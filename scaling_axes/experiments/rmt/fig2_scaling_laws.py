@@ -19,7 +19,7 @@ import numpy as np
 
 from scaling_axes.experiments.rmt import setup as rmt_setup
 from scaling_axes.experiments.rmt.setup import value_at
-from scaling_axes.harness.claims.margins import LOSS_NOISE_FLOOR, paired_margins, seeds_of
+from scaling_axes.harness.claims.margins import paired_margins, seeds_of
 from scaling_axes.harness.claims.verdicts import judge
 from scaling_axes.harness.experiment.figures import caveats, draw, over_seeds
 from scaling_axes.harness.results import Row, compare, published, pyplot, save_figure
@@ -140,10 +140,8 @@ def claim_rows(scale: Scale, results: dict[str, dict]) -> list[Row]:
                 "the RMT reaches a lower loss than the Transformers at equal training FLOPs (finished schedules)",
                 scale,
                 margins,
-                LOSS_NOISE_FLOOR,
                 "nats/token",
                 runs=names,
-                noise_metric="val_loss",
             )
         )
     return rows

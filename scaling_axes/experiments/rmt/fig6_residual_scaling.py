@@ -17,7 +17,7 @@ from pathlib import Path
 from scaling_axes.experiments.rmt import setup as rmt_setup
 from scaling_axes.experiments.rmt.recipes import PAPER_SEQ, UNTUNED_LR, shrunk_at
 from scaling_axes.experiments.rmt.setup import first_crossing, percent_change, table7_forward_flops
-from scaling_axes.harness.claims.margins import LOSS_NOISE_FLOOR, paired_margins
+from scaling_axes.harness.claims.margins import paired_margins
 from scaling_axes.harness.claims.outcomes import never_reached
 from scaling_axes.harness.claims.verdicts import as_good_as, judge, lower_loss
 from scaling_axes.harness.experiment.figures import caveats, line_figure, over_seeds
@@ -32,8 +32,6 @@ from scaling_axes.modules.registry import architecture_of
 D_KEYS = (6, 12, 24, 32, 48, 64)
 GPT2_SMALL, WIDEST = "rmt_residual_dk12", "rmt_residual_dk64"  # residual 768 and 4096 (§4.4)
 SAVINGS_TOLERANCE = 1.0  # percentage points
-COMPARABLE = 0.05  # nats: "as good as" at equal residual size
-SAVING_NOISE_FLOOR = 0.05  # fraction of a budget: the crossing is located between validations a few % apart
 SIZE = 2  # below paper scale: the GPT2-small-like member of the shrunk family (R x D_v = its Transformer's width)
 EQUAL_RESIDUAL = "transformer_rmt_160m"  # GPT2-small: the Transformer whose residual equals D_k 12's
 
@@ -140,29 +138,17 @@ def claim_rows(scale: Scale, results: dict[str, dict]) -> list[Row]:
         for narrower, wider in itertools.pairwise(names)
     ]
     paper = published("rmt")
-    if missed := paired_margins(results, (GPT2_SMALL, WIDEST), _gap):  # the savings need the crossing at every seed
-        rows.append(
-            never_reached(
-                "sec4_4",
-                f"{WIDEST}_vs_{GPT2_SMALL}_reaches",
-                "residual 4096 reaches residual 768's final loss with fewer tokens and FLOPs",
-                missed,
-                (WIDEST, GPT2_SMALL),
-            )
-        )
-    for resource, ratio in _ratios(scale) if not missed else ():
+    missed = paired_margins(results, (GPT2_SMALL, WIDEST), _gap)  # the savings need the crossing at every seed
+    for resource, ratio in _ratios(scale):
         expected = paper[("sec4_4", "rmt_residual_dk64_vs_dk12", f"{resource}_saving_percent")]
+        row, names = f"{WIDEST}_vs_{GPT2_SMALL}_{resource}", (WIDEST, GPT2_SMALL)
+        statement = (
+            f"residual 4096 reaches residual 768's final loss with fewer {resource} (paper: {expected:g}% fewer)"
+        )
         rows.append(
-            judge(
-                "sec4_4",
-                f"{WIDEST}_vs_{GPT2_SMALL}_{resource}",
-                f"residual 4096 reaches residual 768's final loss with fewer {resource} (paper: {expected:g}% fewer)",
-                scale,
-                _savings(scale, results, ratio),
-                SAVING_NOISE_FLOOR,
-                "fraction saved",
-                runs=(WIDEST, GPT2_SMALL),
-            )
+            never_reached("sec4_4", row, statement, missed, names)
+            if missed
+            else judge("sec4_4", row, statement, scale, _savings(scale, results, ratio), "fraction saved", runs=names)
         )
     rows.append(
         as_good_as(
@@ -172,10 +158,8 @@ def claim_rows(scale: Scale, results: dict[str, dict]) -> list[Row]:
             GPT2_SMALL,
             EQUAL_RESIDUAL,
             results,
-            COMPARABLE,
             "val_loss",
             -1.0,
-            LOSS_NOISE_FLOOR,
             "nats/token",
             unmatched=residual_mismatch(scale),
         )

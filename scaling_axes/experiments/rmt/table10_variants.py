@@ -17,8 +17,7 @@ from pathlib import Path
 
 from scaling_axes.experiments.rmt import setup as rmt_setup
 from scaling_axes.experiments.rmt.recipes import PAPER_SEQ, UNTUNED_LR, shrunk_at
-from scaling_axes.harness.claims.margins import LOSS_NOISE_FLOOR, paired_margins
-from scaling_axes.harness.claims.verdicts import judge
+from scaling_axes.harness.claims.verdicts import contrast_claim
 from scaling_axes.harness.experiment.figures import draw, marked, over_seeds, seed_curves
 from scaling_axes.harness.results import Row, compare, published, pyplot, save_figure
 from scaling_axes.harness.runs import Experiment, Run, fitted
@@ -144,10 +143,6 @@ def claim_rows(scale: Scale, results: dict[str, dict]) -> list[Row]:
     by_name = {run.name: run for run in runs(scale)}
     rmt = by_name[RMT]
 
-    def gap(rmt_done: dict, other_done: dict) -> float | None:
-        losses = final_train_loss(rmt_done), final_train_loss(other_done)
-        return None if None in losses else losses[1] - losses[0]
-
     rows = []
     for name, other in by_name.items():
         if name == RMT:
@@ -162,17 +157,17 @@ def claim_rows(scale: Scale, results: dict[str, dict]) -> list[Row]:
         ]
         fails = f"the RMT has no fewer {' or '.join(costlier)} than {name} at {scale} scale" if costlier else None
         rows.append(
-            judge(
+            contrast_claim(
                 "table10",
                 f"{RMT}_vs_{name}",
                 f"the RMT ends at a lower train loss than {name}, with fewer parameters and FLOPs",
                 scale,
-                paired_margins(results, (RMT, name), gap),
-                LOSS_NOISE_FLOOR,
-                "nats/token",
+                results,
+                {name: 1.0, RMT: -1.0},
+                "train_loss",
+                lambda _, done: final_train_loss(done),
                 fails_because=fails,
                 runs=(RMT, name),
-                noise_metric="train_loss",
             )
         )
     return rows

@@ -17,7 +17,7 @@ import math
 
 from scaling_axes.experiments.rmt import setup as rmt_setup
 from scaling_axes.experiments.rmt.setup import RMT, TRANSFORMER
-from scaling_axes.harness.claims.margins import LOSS_NOISE_FLOOR
+from scaling_axes.harness.claims.margins import LOSS_NOISE_FLOOR, contrast_margins
 from scaling_axes.harness.claims.outcomes import out_of_reach
 from scaling_axes.harness.claims.verdicts import judge
 from scaling_axes.harness.results import Row, compare, published
@@ -171,11 +171,16 @@ def claim_rows(scale: Scale, evaluated: dict[str, dict[int, dict[str, float]]]) 
         if not scale.paper_configs and effect is not None and (why := beyond_reach(effect, floor, len(seeds))):
             claims.append(out_of_reach(table, row, statement, unit, why, names))
             continue
-        per_arm = [
-            [math.log(arm[k][metric]) if perplexity else arm[k][metric] for k in seeds] for arm in (transformer, rmt)
-        ]
-        margins = {k: (t - r) if perplexity else (r - t) for k, t, r in zip(seeds, *per_arm, strict=True)}
-        claims.append(judge(table, row, statement, scale, margins, floor, unit, runs=names, own_values=per_arm))
+        values = {
+            name: {k: math.log(arm[k][metric]) if perplexity else arm[k][metric] for k in seeds}
+            for name, arm in ((TRANSFORMER, transformer), (RMT, rmt))
+        }
+        contrast = {TRANSFORMER: 1.0, RMT: -1.0} if perplexity else {RMT: 1.0, TRANSFORMER: -1.0}
+        margins = contrast_margins(values, contrast)
+        measure = f"log_{metric}" if perplexity else metric
+        claims.append(
+            judge(table, row, statement, scale, margins, unit, names, contrast=contrast, measure=measure, values=values)
+        )
     return claims
 
 

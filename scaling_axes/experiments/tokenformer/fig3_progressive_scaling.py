@@ -26,7 +26,7 @@ from scaling_axes.experiments.tokenformer.progressive import (
     SIZES,
     TOKENFORMER_GROWTH,
 )
-from scaling_axes.harness.claims.margins import LOSS_NOISE_FLOOR, paired_margins
+from scaling_axes.harness.claims.margins import paired_margins
 from scaling_axes.harness.claims.outcomes import exact_check
 from scaling_axes.harness.claims.verdicts import as_good_as, lower_loss
 from scaling_axes.harness.results import Row, published
@@ -71,13 +71,12 @@ SCRATCH = "scratch_"  # tokenformer_1_4b_scratch_<budget>: the largest Tokenform
 
 
 PRESERVED = 1e-4  # nats: a change the float32 evaluation of the same function stays under
-COMPARABLE = 0.05  # nats: "comparable" perplexity, about 5% (the paper's 11.77 vs 11.63 is 0.012 nats)
 ABOUT_A_THIRD = 0.5  # the claim's condition: the chain at most half the from-scratch run's FLOPs
 
 
 def claims(scale: Scale, results: dict[str, dict]) -> list[Row]:
     """Fig. 3's claims, per stage budget: the grown 1.4B reaches a loss comparable to the from-scratch 1.4B's
-    (within COMPARABLE) at about a third of its training FLOPs (the chain's cumulative FLOPs beside the paper's
+    (within the plan's tolerance) at about a third of its training FLOPs (the chain's cumulative FLOPs beside the paper's
     ~1/3). The ratio is the plan's, not an outcome: a plan whose chain costs above ABOUT_A_THIRD (the shrunk
     scales, whose small models cost nearly what the large do per token) does not test the claim as stated:
     `unmatched`. Fig. 4 / Table 6's: at equal tokens per stage the grown 1.4B ends below the 1.4B trained from
@@ -110,10 +109,8 @@ def claims(scale: Scale, results: dict[str, dict]) -> list[Row]:
                 grown,
                 scratch,
                 results,
-                COMPARABLE,
                 "val_loss",
                 -1.0,
-                LOSS_NOISE_FLOOR,
                 "nats/token",
                 unmatched=costlier,
             )

@@ -13,8 +13,8 @@ from typing import Any
 
 from scaling_axes.experiments.tokenformer.progressive_figure import figure
 from scaling_axes.experiments.tokenformer.recipes import OPENWEBTEXT, progressive_at
-from scaling_axes.harness.claims.margins import LOSS_NOISE_FLOOR, metric_margin, paired_margins
-from scaling_axes.harness.claims.verdicts import judge
+from scaling_axes.harness.claims.margins import metric_margin, paired_margins
+from scaling_axes.harness.claims.verdicts import contrast_claim
 from scaling_axes.harness.experiment.arms import parameter_match
 from scaling_axes.harness.results import Row, compare, published
 from scaling_axes.harness.runs import Budget, Experiment, Run, growth_chain, within_epochs
@@ -282,24 +282,17 @@ def gain_claim(
     losses' difference and the gap between the starting points beside it (those differ by the base models, not by
     the growth). The two families are compared at equal total parameters (the paper's size labels), within 3%."""
     ours, theirs = grown.name, net2net.name
-
-    def more_gained(o: dict, t: dict) -> float | None:
-        return None if None in (a := stage_gain(o), b := stage_gain(t)) else a - b
-
-    gains = paired_margins(results, (ours, theirs), more_gained)
-    row = f"{ours}_vs_{theirs}"
     unmatched = parameter_match(table, {ours: grown.config, theirs: net2net.config}, "total")[1]
-    claim = judge(
+    claim = contrast_claim(
         table,
-        row,
+        f"{ours}_vs_{theirs}",
         f"{statement} (what each gains over its stage from the model it grew from)",
         scale,
-        gains,
-        LOSS_NOISE_FLOOR,
-        "nats/token",
+        results,
+        {ours: 1.0, theirs: -1.0},
+        "stage_gain",
+        lambda _, done: stage_gain(done),
         runs=(ours, theirs),
-        runs_per_margin=4,
-        noise_metric="val_loss",
         unmatched=unmatched,
     )
 

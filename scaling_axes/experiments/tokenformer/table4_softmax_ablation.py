@@ -12,9 +12,8 @@ from __future__ import annotations
 import dataclasses
 
 from scaling_axes.experiments.tokenformer import vit_setup
-from scaling_axes.harness.claims.margins import TOP1_NOISE_FLOOR, metric_margin, paired_margins
 from scaling_axes.harness.claims.outcomes import out_of_reach
-from scaling_axes.harness.claims.verdicts import judge
+from scaling_axes.harness.claims.verdicts import contrast_claim
 from scaling_axes.harness.results import Row, published
 from scaling_axes.harness.scales import Scale
 
@@ -81,19 +80,17 @@ def claim_rows(scale: Scale, results: dict[str, dict]) -> list[Row]:
     statement = "GeLU + L2 normalisation beats softmax in ImageNet top-1"
     if why := vit_setup.reach(scale, paper_margin()):
         return [out_of_reach("table4", f"{ours}_vs_softmax", statement, "points", why, (ours, softmax))]
-    margins = paired_margins(results, (ours, softmax), metric_margin("val_top1", scale_by=100.0))
     return [
-        judge(
+        contrast_claim(
             "table4",
             f"{ours}_vs_softmax",
             statement,
             scale,
-            margins,
-            TOP1_NOISE_FLOOR,
+            results,
+            {ours: 100.0, softmax: -100.0},
+            "val_top1",
+            lambda _, done: done.get("val_top1"),
             "points",
-            runs=(ours, softmax),
-            noise_metric="val_top1",
-            noise_scale=100.0,
         )
     ]
 

@@ -1,22 +1,22 @@
-"""How a claim is measured: a margin per seed of the runs it compares, and the noise of margins whose arms share
-each seed (the spread of an experiment's paired margins on one metric)."""
+"""How a claim is measured: a margin per seed of the runs it compares, positive in the paper's direction; where the
+margin is a contrast of its arms' values of one measure (a loser's loss minus a winner's), those values per seed too,
+which the experiment's arm x seed model pools (`analysis.contrasts`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
-from scaling_axes.harness.results import Row
-from scaling_axes.significance import pooled_spread
-
-# Noise floors of one run's metric, used as the least noise a margin can have (assumed, not measured here): the final
-# validation loss of a small language model, and ImageNet top-1
+# Noise floors of one run's metric (assumed, not measured here): the final validation loss of a small language model,
+# and ImageNet top-1. A sweep's ties and a scale's design (what it cannot detect, before any run) rest on them; no
+# claim's test does
 LOSS_NOISE_FLOOR = 0.02  # nats/token
 TOP1_NOISE_FLOOR = 0.3  # points
 
 
 def seeds_of(done: dict | None) -> dict[int, dict]:
-    """A finished run's done.json at each seed that finished: {1: the run, k: its repeat at seed k}."""
-    return {} if done is None else {1: done, **done.get("seed_runs", {})}
+    """A finished run's done.json at each seed that finished: {k0: the run, k: its repeat at seed k}, k0 its own
+    seed number (1 for a run as declared; a plan's first fresh seed for its confirmatory runs)."""
+    return {} if done is None else {done.get("seed_index", 1): done, **done.get("seed_runs", {})}
 
 
 def paired_margins(
@@ -39,22 +39,18 @@ def metric_margin(key: str, scale_by: float = 1.0) -> Callable[[dict, dict], flo
     return margin
 
 
-PairedNoise = dict[tuple, tuple[float, int]]  # a pool of paired margins -> (one margin's pooled spread, its dof)
+def arm_values(
+    results: dict[str, dict], arms: Sequence[str], value: Callable[[str, dict], float | None]
+) -> dict[str, dict[int, float]]:
+    """arm -> seed -> `value(arm, done)`, at the seeds where every arm has one."""
+    per_arm = {arm: seeds_of(results.get(arm)) for arm in arms}
+    common = sorted(set.intersection(*(set(seeds) for seeds in per_arm.values()))) if per_arm else []
+    values = {arm: {k: value(arm, per_arm[arm][k]) for k in common} for arm in arms}
+    kept = [k for k in common if all(values[arm][k] is not None for arm in arms)]
+    return {arm: {k: float(values[arm][k]) for k in kept} for arm in arms}
 
 
-def pool_of(claim: Row) -> tuple:
-    """The pool whose paired margins share one noise: the experiment's claims on the same metric, unit and runs per
-    margin (a claim on a metric no run records, as a downstream evaluation, pools alone)."""
-    e = claim.evidence
-    return (e.noise_metric, claim.unit, e.runs_per_margin) if e.noise_metric else (claim.table, claim.row)
-
-
-def paired_noise(claims: Sequence[Row]) -> PairedNoise:
-    """Per pool (`pool_of`), the pooled spread over seeds of its paired claims' margins and its degrees of freedom,
-    each comparison once (two claims on the same runs and margins are one)."""
-    pools: dict[tuple, dict[tuple, list[float]]] = {}
-    for claim in claims:
-        if (e := claim.evidence) is not None and e.paired and len(e.margins) >= 2:
-            same = (",".join(sorted(claim.run.split(","))), tuple(f"{m:.9g}" for m in e.margins))
-            pools.setdefault(pool_of(claim), {})[same] = list(e.margins)
-    return {key: pooled_spread(list(pool.values())) for key, pool in pools.items()}
+def contrast_margins(values: Mapping[str, Mapping[int, float]], contrast: Mapping[str, float]) -> dict[int, float]:
+    """seed -> sum over arms of coefficient x value: a contrast's margin at each seed every arm has."""
+    seeds = sorted(set.intersection(*(set(values[arm]) for arm in contrast))) if contrast else []
+    return {k: sum(c * values[arm][k] for arm, c in contrast.items()) for k in seeds}

@@ -10,13 +10,15 @@ import argparse
 import dataclasses
 from pathlib import Path
 
+from scaling_axes.harness.analysis.plan import plan_for
 from scaling_axes.harness.experiment.hardware import GPUS, MEASURED_MFU, MEASURED_MFU_SOURCE
 from scaling_axes.harness.experiment.plan import RUN_OVERHEAD_S, dry_run, print_plan
 from scaling_axes.harness.experiment.schedule import Schedule
 from scaling_axes.harness.experiment.table import rebuild
 from scaling_axes.harness.results import RESULTS_DIR
-from scaling_axes.harness.runs import RUNS_DIR, Experiment, Run, default_runs, find_run, with_seeds
+from scaling_axes.harness.runs import RUNS_DIR, Experiment, Run, default_runs, find_run, seed_run, with_seeds
 from scaling_axes.harness.scales import SCALES, SMOKE, device_spec, in_range, not_empty, scale_argument
+from scaling_axes.harness.sweeps import at_plan_rate
 from scaling_axes.harness.training.launch import parse_loggers, world_size
 from scaling_axes.io import check_directory
 
@@ -107,9 +109,14 @@ def main(experiment: Experiment, argv: list[str] | None = None) -> None:
         "--seeds",
         type=in_range(int, 1),
         default=None,
-        help="train every run at seeds 1..SEEDS "
-        "(repeats are <run>_seed<k>; the claims judge their margins against their spread; default: "
-        "the scale's: 3 at cpu scale, which is sized for them, else 1)",
+        help="the pilot's seeds: train every run at seeds 1..SEEDS (repeats are <run>_seed<k>; default: the "
+        "scale's, 3 at cpu scale, else 1); a scale with a plan trains the plan's seeds instead (--pilot: the pilot)",
+    )
+    parser.add_argument(
+        "--pilot",
+        action="store_true",
+        help="where the scale has an analysis plan, train and report the pilot (sweeps, seeds 1..SEEDS) into "
+        "results/<scale>/pilot/ instead of the plan's confirmatory seeds",
     )
     parser.add_argument(
         "--micro-batch",
@@ -120,6 +127,15 @@ def main(experiment: Experiment, argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     args.seeds = args.seeds or experiment.seeds_at(args.scale)
 
+    planned = None if args.pilot else (plan := plan_for(args.scale)) and plan.experiments.get(experiment.name)
+    if args.list and planned is not None:
+        print(f"the plan's confirmatory runs ({plan.path}, digest {plan.digest}): each arm at its fixed rate")
+        for k in planned.seeds:
+            for name, lr in planned.arms.items():
+                run = at_plan_rate(seed_run(find_run(experiment, args.scale, name), k), lr)
+                grown = f" (grown from {run.grow_from})" if run.grow_from else ""
+                print(f"{run.name:36s} {run.model:24s} {run.budget.tokens:>12.3e} tokens, lr {lr}{grown}")
+        return
     if args.list:
         for run in with_seeds(experiment.runs(args.scale), args.seeds):
             grown = f" (grown from {run.grow_from})" if run.grow_from else ""
@@ -157,19 +173,26 @@ def main(experiment: Experiment, argv: list[str] | None = None) -> None:
         }
         # Lightning's refusal now, not after the first run's data and model
         schedule = Schedule.of(
-            experiment, args.scale, args.out_dir / RUNS_DIR, args.force_new, args.allow_repeats, **trainer_options
+            experiment,
+            args.scale,
+            args.out_dir / RUNS_DIR,
+            args.force_new,
+            args.allow_repeats,
+            None if args.pilot else plan_for(args.scale),
+            **trainer_options,
         )
         train_runs(schedule, args)
         if args.run:
             return  # one cluster job trains one run; --report gathers them
-    path = rebuild(experiment, args.scale, args.out_dir / RUNS_DIR, args.out_dir / RESULTS_DIR)
+    path = rebuild(experiment, args.scale, args.out_dir / RUNS_DIR, args.out_dir / RESULTS_DIR, pilot=args.pilot)
     print(f"wrote {path}")
 
 
 def train_runs(schedule: Schedule, args: argparse.Namespace) -> None:
     """The run `--run-name` names, as one job at its own seed (a sweep point, or a repeat `<run>_seed<k>`); or every
-    run: its sweep first (on its own seeds), then its claim seeds at the chosen rate, and below it where they spiked
-    there (`FinishedRuns.settled_rate`)."""
+    run: with a plan, each of its arms at each fresh seed, at the rate the plan fixed; else its sweep first (on its
+    own seeds), then its claim seeds at the chosen rate, and below it where they spiked there
+    (`FinishedRuns.settled_rate`)."""
     experiment, scale = schedule.experiment, schedule.scale
 
     def launch(run: Run) -> None:
@@ -177,6 +200,16 @@ def train_runs(schedule: Schedule, args: argparse.Namespace) -> None:
             run = dataclasses.replace(run, budget=dataclasses.replace(run.budget, micro_batch=args.micro_batch))
         schedule.train(run)
 
+    if schedule.planned is not None:  # the plan's confirmatory runs: its arms at its fixed rates and fresh seeds
+        planned = schedule.planned
+        arms = [find_run(experiment, scale, name) for name in planned.arms]
+        for run in (
+            [find_run(experiment, scale, args.run)]
+            if args.run
+            else [seed_run(arm, k) for k in planned.seeds for arm in arms]
+        ):
+            launch(schedule.at_chosen_rate(run))
+        return
     runs = [find_run(experiment, scale, args.run)] if args.run else default_runs(experiment, scale)
     chosen = [schedule.at_chosen_rate(run) for run in runs]
     for run in chosen if args.run else with_seeds(chosen, args.seeds):

@@ -8,9 +8,10 @@ each swept run's sweep stands, and the rate its claim seeds settled at (`settled
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 
+from scaling_axes.harness.analysis.plan import PlannedExperiment
 from scaling_axes.harness.names import parse_seed, parse_sweep, seed_glob, sweep_glob
 from scaling_axes.harness.runs import RUNS_DIR, Experiment, Run, check_sweep_point, find_run, run_dir, seed_run
 from scaling_axes.harness.scales import Scale
@@ -19,6 +20,7 @@ from scaling_axes.harness.sweeps import (
     Choice,
     Point,
     Points,
+    at_plan_rate,
     fallback,
     stable_run,
     sweep_point,
@@ -63,6 +65,7 @@ class FinishedRuns:
     scale: Scale
     runs_dir: Path = RUNS_DIR
     points_read: dict[str, SweepDone] | None = dataclasses.field(default=None, compare=False, repr=False)
+    fresh: frozenset[int] = frozenset()  # a plan's fresh seeds: its confirmatory runs', never read as the pilot's
 
     def run_dir(self, run: Run) -> Path:
         return run_dir(self.experiment, self.scale, run, self.runs_dir)
@@ -134,33 +137,40 @@ class FinishedRuns:
                 return settled
             settled = Settled(following, lower.lr, {}, choice, unstable_at, lower.at_edge)
 
-    def seeds(self, run: Run) -> dict[int, dict]:
+    def seeds(self, run: Run, only: Collection[int] | None = None) -> dict[int, dict]:
         """k -> done.json of `run`'s finished claim seeds (1: the run itself, k: `<run>_seed<k>`), each marked
-        `stale` where it no longer matches its declaration."""
-        out, found = self.run_dir(run), {}
-        if (done := _read_finished(out / "done.json", run.name)) is not None:
-            found[1] = _with_staleness(done, run, out)
-        for path in out.parent.glob(f"{seed_glob(run.name)}/done.json"):
-            base, k = parse_seed(path.parent.name)
-            if base == run.name and k >= 2 and (repeat := _read_finished(path, path.parent.name)) is not None:
-                found[k] = _with_staleness(repeat, seed_run(run, k), path.parent)
-        return dict(sorted(found.items()))
+        `stale` where it no longer matches its declaration; `only`: those seeds, else every one but a plan's fresh
+        seeds (`fresh`), which belong to its confirmatory runs."""
+        if only is None:
+            found = {
+                parse_seed(path.parent.name)
+                for path in self.run_dir(run).parent.glob(f"{seed_glob(run.name)}/done.json")
+            }
+            only = {1} | {k for base, k in found if base == run.name and k >= 2} - set(self.fresh)
+        out = {}
+        for k in sorted(only):
+            where = self.run_dir(seed_run(run, k))
+            if (done := _read_finished(where / "done.json", where.name)) is not None:
+                out[k] = _with_staleness(done, seed_run(run, k), where)
+        return out
 
-    def results(self, at_choice: bool = False) -> dict[str, dict]:
+    def results(self, planned: PlannedExperiment | None = None) -> dict[str, dict]:
         """name -> done.json of the finished runs, each with `seed_runs` {k: done.json} of its finished repeats at
         further seeds (`--seeds`); a broken done.json is skipped with a line saying why. A swept run is read where
         its claim seeds settled (`settled_rate`), with its sweep's `Choice` (`tuning`) and any fallback below it
-        (`stable_fallback`); `at_choice`: at its sweep's choice, where its claim seeds trained first (the other
-        tuning policy, `experiment.family`). Its finished sweep points are results of their own."""
+        (`stable_fallback`); its finished sweep points are results of their own. With `planned` (a plan's
+        experiment): its arms alone, at its fresh seeds and its fixed rates (`confirmatory`)."""
+        if planned is not None:
+            return self.confirmatory(planned)
         if self.points_read is None:  # each sweep's points read once, an anchor's too
-            return dataclasses.replace(self, points_read={}).results(at_choice)
+            return dataclasses.replace(self, points_read={}).results()
         results = {}
         for run in self.experiment.runs(self.scale):
             settled = None
             if run.sweep is not None:
                 swept = self.sweep_points(run)
                 results |= {sweep_point(run, lr, draw).name: done for (lr, draw), done in swept.items()}
-                if (settled := self.settled_rate(run, fall_back=not at_choice)) is None:
+                if (settled := self.settled_rate(run)) is None:
                     continue
             by_seed = settled.seeds if settled else self.seeds(run)
             if 1 not in by_seed:
@@ -170,6 +180,18 @@ class FinishedRuns:
             if settled is not None:
                 results[run.name] = {**results[run.name], **_tuning(run, settled)}
         return with_refuted_transfers(results)
+
+    def confirmatory(self, planned: PlannedExperiment) -> dict[str, dict]:
+        """name -> done.json of each planned arm at its first finished fresh seed (`seed_index`), with `seed_runs`
+        {k: done.json} of the others; each at the plan's fixed rate, marked `stale` where it trained otherwise."""
+        results = {}
+        for name, lr in planned.arms.items():
+            run = at_plan_rate(find_run(self.experiment, self.scale, name), lr)
+            found = self.seeds(run, planned.seeds)
+            if found:
+                first, *others = found
+                results[name] = {**found[first], "seed_index": first, "seed_runs": {k: found[k] for k in others}}
+        return results
 
 
 def _tuning(run: Run, settled: Settled) -> dict:

@@ -8,3 +8,16 @@ GPUS = {"h100": 989.0, "h200": 989.0, "a100": 312.0, "l40s": 362.0}  # dense bf1
 # transformer_124m 30%; issue 23's table). `python -m scaling_axes bench-training` measures them on your GPU.
 MEASURED_MFU = 0.20
 MEASURED_MFU_SOURCE = "Transformer-405M step measured on an H100, bf16, compiled"
+
+
+class CpuRun:
+    """One cpu-scale run's time on this suite's build machine, one thread: a fixed part plus its training FLOPs at a
+    rate (measured: cross-architecture Transformer 6.4e11 FLOPs in 16.4 s, RMT-305M 1.28e12 in 31 s, Tokenformer
+    Fig. 7 354M 1.61e12 in 38.4 s; x86_64, torch 2.14.1, 2026-11-28)."""
+
+    flops_per_s = 4.4e10
+    fixed_s = 2.0
+
+    @classmethod
+    def seconds(cls, train_flops: float) -> float:
+        return cls.fixed_s + train_flops / cls.flops_per_s

@@ -11,8 +11,10 @@ import collections
 from pathlib import Path
 
 from scaling_axes.harness.claims.margins import LOSS_NOISE_FLOOR, TOP1_NOISE_FLOOR
-from scaling_axes.harness.claims.notes import EXCLUDES, NOTE_PARTS
-from scaling_axes.harness.experiment.family import HANGS, MULTIPLICITY
+from scaling_axes.harness.claims.notes import NOTE_PARTS
+
+EXCLUDES = "cannot exclude a difference of "  # TODO
+HANGS, MULTIPLICITY = " | hangs on a threshold: ", "decides nothing (multiplicity)"  # TODO
 from scaling_axes.harness.experiment.forest import forest_plot
 from scaling_axes.harness.experiment.report_claims import OLDER_RULES, Claim, Tables, claims_of, read_tables
 from scaling_axes.harness.experiment.sensitivity import SHIFT, THRESHOLDS

@@ -8,8 +8,10 @@ import dataclasses
 import re
 from pathlib import Path
 
-from scaling_axes.harness.claims.notes import DATA_NOTE, EXCLUDES, NOTE_PARTS
-from scaling_axes.harness.experiment.family import ADJUSTED, OTHER_POLICY
+from scaling_axes.harness.claims.notes import DATA_NOTE, NOTE_PARTS
+
+EXCLUDES = "cannot exclude a difference of "  # TODO
+ADJUSTED, OTHER_POLICY = "interval adjusted for them ", " | the other tuning policy: "  # TODO
 from scaling_axes.harness.results import VERDICTS
 
 OLDER_RULES = "older_rules"  # the claims of a CSV not rebuilt since the verdicts gained p, q and the fragile check

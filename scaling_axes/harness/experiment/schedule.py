@@ -13,10 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from scaling_axes.datamodules.corpora import default_data_root
+from scaling_axes.harness.analysis.plan import AnalysisPlan, PlannedExperiment
 from scaling_axes.harness.experiment.finished import FinishedRuns
+from scaling_axes.harness.names import parse_seed
 from scaling_axes.harness.runs import RUNS_DIR, Experiment, Run, find_run, passes
 from scaling_axes.harness.scales import Scale
-from scaling_axes.harness.sweeps import tuned
+from scaling_axes.harness.sweeps import at_plan_rate, tuned
 from scaling_axes.harness.training.identical import identity, link_identical, record_identity
 from scaling_axes.harness.training.launch import Launch, check_options, resolve
 from scaling_axes.harness.training.rundir import changes_or_unreadable
@@ -34,6 +36,8 @@ class Schedule:
     options: dict[str, Any] = dataclasses.field(default_factory=dict)
     force_new: bool = False
     allow_repeats: bool = False
+    planned: PlannedExperiment | None = None  # a plan's confirmatory runs: its arms at fixed rates, no sweep
+    plan_digest: str = ""  # recorded by every run it trains
 
     @classmethod
     def of(
@@ -43,10 +47,14 @@ class Schedule:
         runs_dir: Path = RUNS_DIR,
         force_new: bool = False,
         allow_repeats: bool = False,
+        plan: AnalysisPlan | None = None,
         **options: Any,
     ) -> Schedule:
-        """The schedule with its Trainer `options` checked (a refused launch stops here, before any run)."""
-        return cls(experiment, scale, Path(runs_dir), check_options(options), force_new, allow_repeats)
+        """The schedule with its Trainer `options` checked (a refused launch stops here, before any run); with
+        `plan`, its confirmatory runs of this experiment (none planned: the pilot's)."""
+        planned = plan.experiments.get(experiment.name) if plan else None
+        digest = plan.digest if plan else ""
+        return cls(experiment, scale, Path(runs_dir), check_options(options), force_new, allow_repeats, planned, digest)
 
     def train(self, run: Run) -> dict:
         """Train `run` to its budget (resuming if interrupted) and return its done.json record: past its data
@@ -62,7 +70,11 @@ class Schedule:
             scale=self.scale,
             force_new=self.force_new,
             data_epochs=past,
-            labels={"experiment": self.experiment.name, "scale": self.scale.name},
+            labels={
+                "experiment": self.experiment.name,
+                "scale": self.scale.name,
+                **({"plan": self.plan_digest} if self.plan_digest else {}),
+            },
         )
         # here, not above: a plan reads schedules, needing no Trainer
         from scaling_axes.harness.training import lifecycle
@@ -92,7 +104,10 @@ class Schedule:
 
     def at_chosen_rate(self, run: Run) -> Run:
         """`run` at the rate its sweep chooses, training the sweep's points until it has; a run without a sweep as
-        it is."""
+        it is; a plan's arm (at any seed) at the rate the plan fixed, its sweep never trained."""
+        base = parse_seed(run.name)[0]
+        if self.planned is not None and base in self.planned.arms:
+            return at_plan_rate(run, self.planned.arms[base])
         if run.sweep is None:
             return run
         points = dataclasses.replace(self, force_new=False)

@@ -1,6 +1,7 @@
-"""`results/<scale>/seeds/<experiment>.csv`, from which every number of a claim can be rebuilt: each run's final
-metrics at each seed, every run trained beside them, each claim's margin per seed under both tuning policies and
-what its test rests on (`Judged`: what an experiment's rows were judged from)."""
+"""`results/<scale>/seeds/<experiment>.csv`, from which every claim of the table is judged again (`analysis.judge`,
+reading it through `analysis.observed`): each run's final metrics and stability measures at each seed with its data's
+unigram floor, the plan digest each run recorded, every run trained beside them (the measured noise), each claim's
+margin at each seed, its arms' values of its measure, and what its runs alone hold it to."""
 
 from __future__ import annotations
 
@@ -8,14 +9,18 @@ import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
+from scaling_axes.datamodules.floors import unigram_floor
+from scaling_axes.harness.analysis.observed import SEED_COLUMNS
 from scaling_axes.harness.claims.margins import seeds_of
+from scaling_axes.harness.claims.notes import DATA_NOTE, NOTE_PARTS
 from scaling_axes.harness.experiment.noise import NOISE_METRICS, Trained, metric_values
 from scaling_axes.harness.results import RESULTS_DIR, Row
+from scaling_axes.harness.runs import Run
 from scaling_axes.harness.scales import Scale
 from scaling_axes.harness.stability import stability_measures
+from scaling_axes.harness.training.curves import final_train_loss
 from scaling_axes.io import write_csv
 
-SEED_COLUMNS = ("kind", "table", "row", "run", "seed", "metric", "value", "flag")
 SEED_METRICS = (
     "val_loss",
     "val_bpb",
@@ -27,38 +32,100 @@ SEED_METRICS = (
     "val_loss_before_growth",
     "val_loss_after_growth",
 )  # the last two: an exact check of growth's
-EVIDENCE = ("noise_floor", "runs_per_margin", "noise_scale", "noise_metric", "tolerance", "paired")  # what its test
-# rests on; with, for the family (`experiment.family`), its p and verdict where tested, under each tuning policy
 
 
 @dataclasses.dataclass(frozen=True)
 class Judged:
-    """What an experiment's rows were judged from, as `write_seeds` commits it: the runs as the claims read them,
-    every run trained in their directory (noise), the arms whose claim seeds fell back below their sweep's choice
-    (`moved`), and the claims judged with those arms at the choice (`at_choice`, `experiment.family`)."""
+    """What an experiment's rows were built from, as `write_seeds` commits it: the runs as the claims read them
+    (name -> done.json at each seed) and every run trained in their directory (noise)."""
 
     results: dict[str, dict]
     trained: Trained
-    moved: tuple[str, ...] = ()
-    at_choice: tuple[Row, ...] = ()
+
+
+def run_rows(results: dict[str, dict], runs: Sequence[Run]) -> list[dict]:
+    """Each run's final metrics, stability measures and data floor at each seed (`run`), and the plan each recorded
+    when it trained (`plan`)."""
+    floors = {run.name: _floor(run) for run in runs}
+    out = []
+    for name, done in sorted(results.items()):
+        for seed, each in seeds_of(done).items():
+            measures = {m: each.get(m) for m in SEED_METRICS} | stability_measures(each)
+            measures |= {"train_loss": final_train_loss(each), "unigram_floor": floors.get(name)}
+            out += [
+                {"kind": "run", "run": name, "seed": seed, "metric": metric, "value": f"{value:.9g}"}
+                for metric, value in measures.items()
+                if isinstance(value, (int, float))
+            ]
+            out.append({"kind": "plan", "run": name, "seed": seed, "value": each.get("plan", "")})
+    return out
+
+
+def _floor(run: Run) -> float | None:
+    if run.classifies_images:
+        return None
+    try:
+        return unigram_floor(run.corpus, run.tokenizer)
+    except FileNotFoundError:
+        return None
+
+
+def claim_rows(rows: Sequence[Row]) -> list[dict]:
+    """Each claim's margin at each seed (`claim`), its arms' values (`arm`) and its evidence: the contrast, the
+    measure, and the status its runs alone hold it to (`held`, `held_why`: unmatched, never reached, ...)."""
+    out = []
+    for row in (r for r in rows if r.metric == "claim"):
+        where = {"table": row.table, "row": row.row}
+        e = row.evidence
+        if e is not None:
+            out += [
+                {
+                    "kind": "claim",
+                    **where,
+                    "run": row.run,
+                    "seed": k,
+                    "metric": row.unit or "margin",
+                    "value": f"{m:.9g}",
+                }
+                for k, m in zip(e.seeds, e.margins, strict=True)
+            ]
+            out += [
+                {"kind": "arm", **where, "run": arm, "seed": k, "metric": e.measure, "value": f"{v:.9g}"}
+                for arm, values in e.arm_values.items()
+                for k, v in sorted(values.items())
+            ]
+        held, why = held_by(row)
+        fields = {
+            "contrast": ";".join(f"{arm}:{c:g}" for arm, c in e.contrast.items()) if e else "",
+            "measure": e.measure if e else "",
+            "before_training": bool(e and e.before_training),
+            "held": held,
+            "held_why": why,
+        }
+        out += [{"kind": "evidence", **where, "run": row.run, "metric": k, "value": v} for k, v in fields.items()]
+    return out
+
+
+def held_by(row: Row) -> tuple[str, str]:
+    """(status, why) that `row`'s runs alone decide, before any plan (never reached, out of reach, unmatched, a part
+    it fails, untuned, memorisation, stale: the row's status and the last part of its note), else nothing."""
+    note = row.note.partition(DATA_NOTE)[0]
+    if row.status == "insufficient" and NOTE_PARTS not in note:
+        return "", ""
+    return row.status, note.split(NOTE_PARTS)[-1].strip()
 
 
 def write_seeds(
-    experiment: str, scale: Scale, rows: list[Row], judged: Judged, results_dir: Path = RESULTS_DIR
+    experiment: str,
+    scale: Scale,
+    rows: list[Row],
+    judged: Judged,
+    runs: Sequence[Run] = (),
+    results_dir: Path = RESULTS_DIR,
+    table_dir: Path | None = None,
 ) -> Path:
-    """`results/<scale>/seeds/<experiment>.csv`, from which every number of a claim can be rebuilt: each run's final
-    metrics at each seed as the claims read it (`run`), every run trained beside them with its noise metrics
-    (`trained`; `flag`: `unstable`, left out of the noise, and `abandoned`, claim seeds at a sweep's choice that
-    their arm left), each claim's margin at each seed (`claim`; `claim_at_choice` under the other tuning policy) and
-    what its noise rests on (`evidence`; `claim_arm`: a metric no run records, each arm's values over its seeds)."""
+    """`results/<scale>/seeds/<experiment>.csv` (see the module; under `table_dir` where given)."""
     unsteady = judged.trained.unsteady
-    runs = [
-        {"kind": "run", "run": name, "seed": seed, "metric": metric, "value": value}
-        for name, done in sorted(judged.results.items())
-        for seed, each in seeds_of(done).items()
-        for metric, value in {**{m: each.get(m) for m in SEED_METRICS}, **stability_measures(each)}.items()
-        if isinstance(value, (int, float))
-    ]
     trained = [
         {
             "kind": "trained",
@@ -66,78 +133,12 @@ def write_seeds(
             "seed": seed,
             "metric": metric,
             "value": f"{value:.9g}",
-            "flag": " ".join(
-                flag
-                for flag, marked in (("unstable", seed in unsteady[base]), ("abandoned", base in judged.moved))
-                if marked
-            ),
+            "flag": "unstable" if seed in unsteady[base] else "",
         }
         for metric in NOISE_METRICS
         for base, values in metric_values(judged.trained, metric).items()
         for seed, value in values.items()
     ]
-    claims = [
-        {
-            "kind": kind,
-            "table": row.table,
-            "row": row.row,
-            "run": row.run,
-            "seed": seed,
-            "metric": row.unit or "margin",
-            "value": f"{margin:.9g}",
-        }
-        for kind, judged_rows in (("claim", rows), ("claim_at_choice", judged.at_choice))
-        for row in judged_rows
-        if row.evidence
-        for seed, margin in zip(row.evidence.seeds, row.evidence.margins, strict=True)
-    ]
-    evidence = evidence_rows(rows, judged.moved, judged.at_choice)
-    own = [
-        {
-            "kind": "claim_arm",
-            "table": row.table,
-            "row": row.row,
-            "run": row.run,
-            "seed": k,
-            "metric": f"arm{i}",
-            "value": f"{value:.9g}",
-        }
-        for row in rows
-        if row.evidence and row.evidence.own_values
-        for i, values in enumerate(row.evidence.own_values, 1)
-        for k, value in enumerate(values, 1)
-    ]
-    path = Path(results_dir) / scale.name / "seeds" / f"{experiment}.csv"
-    write_csv(path, SEED_COLUMNS, runs + trained + claims + evidence + own)
+    path = Path(table_dir or Path(results_dir) / scale.name) / "seeds" / f"{experiment}.csv"
+    write_csv(path, SEED_COLUMNS, run_rows(judged.results, runs) + trained + claim_rows(rows))
     return path
-
-
-def evidence_rows(rows: Sequence[Row], moved: Sequence[str], at_choice: Sequence[Row]) -> list[dict]:
-    """The per-seed file's `evidence` rows of each claim in `rows` (`claim_evidence`)."""
-    return [
-        {
-            "kind": "evidence",
-            "table": row.table,
-            "row": row.row,
-            "run": row.run,
-            "metric": field,
-            "value": "" if value is None else value,
-        }
-        for row in rows
-        if row.evidence
-        for field, value in claim_evidence(row, moved, at_choice).items()
-    ]
-
-
-def claim_evidence(row: Row, moved: Sequence[str], at_choice: Sequence[Row]) -> dict[str, object]:
-    """What a claim's per-seed file records of its test: what its noise rests on, its p and verdict where tested,
-    and under the other tuning policy (where an arm moved) the same, empty where that is not tested."""
-    out = {field: getattr(row.evidence, field) for field in EVIDENCE}
-    if row.q is not None:
-        tests = ";".join(f"{se:.9g}:{df:g}" for se, df in row.evidence.tests)
-        out |= {"p": f"{row.p:.9g}", "verdict": row.status, "tests": tests}
-    if set(row.run.split(",")) & set(moved):
-        other = next((each for each in at_choice if (each.table, each.row) == (row.table, row.row)), None)
-        tested = other is not None and other.q is not None
-        out |= {"p_at_choice": f"{other.p:.9g}" if tested else "", "verdict_at_choice": other.status if tested else ""}
-    return out

@@ -1,5 +1,5 @@
-"""An experiment's results table rebuilt from its finished runs: `results/<scale>/<experiment>.csv` (its claims
-settled against the noise measured over seeds, each run's data caveats, its sweeps' choices, the noise and the
+"""An experiment's results table rebuilt from its finished runs: `results/<scale>/<experiment>.csv` (its claims, as
+the scale's plan decides them; each run's data caveats, its sweeps' choices, the noise measured over seeds and the
 unigram floors), the per-seed CSV beside it, its figure, then REPORT.md."""
 
 from __future__ import annotations
@@ -9,12 +9,13 @@ from pathlib import Path
 
 from scaling_axes.datamodules.corpora import corpus_spec, data_digest, tokenizer_of
 from scaling_axes.datamodules.floors import unigram_floor
-from scaling_axes.harness.claims.margins import paired_noise, seeds_of
-from scaling_axes.harness.claims.verdicts import settle
-from scaling_axes.harness.experiment.arms import not_learning, tuning_rows, unstable, untuned
-from scaling_axes.harness.experiment.family import judge_family
+from scaling_axes.harness.analysis.judge import judge_scale
+from scaling_axes.harness.analysis.plan import plan_for
+from scaling_axes.harness.claims.margins import seeds_of
+from scaling_axes.harness.claims.notes import DATA_NOTE, NOTE_PARTS
+from scaling_axes.harness.experiment.arms import tuning_rows, untuned
 from scaling_axes.harness.experiment.finished import FinishedRuns
-from scaling_axes.harness.experiment.noise import Trained, measured_noise, trained_runs
+from scaling_axes.harness.experiment.noise import measured_noise, trained_runs
 from scaling_axes.harness.experiment.report import write_report
 from scaling_axes.harness.experiment.seeds import Judged, write_seeds
 from scaling_axes.harness.results import RESULTS_DIR, Row, write_rows
@@ -23,56 +24,49 @@ from scaling_axes.harness.scales import Scale
 from scaling_axes.io import remove_temporaries
 
 
-def rebuild(experiment: Experiment, scale: Scale, runs_dir: Path = RUNS_DIR, results_dir: Path | None = None) -> Path:
-    """Rebuild `results/<scale>/<experiment>.csv` (and its figure) from finished runs, then the scale's REPORT.md and
-    results/REPORT.md."""
+def rebuild(
+    experiment: Experiment,
+    scale: Scale,
+    runs_dir: Path = RUNS_DIR,
+    results_dir: Path | None = None,
+    pilot: bool = False,
+) -> Path:
+    """Rebuild `results/<scale>/<experiment>.csv` (its per-seed file and figure) from finished runs: with the scale's
+    plan, from its confirmatory runs (the plan's arms at its fresh seeds); then every claim of the scale judged by
+    the plan (`analysis.judge`), the scale's REPORT.md and results/REPORT.md. `pilot`: the pilot's runs, into
+    `results/<scale>/pilot/`, described and never decided."""
     results_dir, runs = Path(results_dir or RESULTS_DIR), experiment.runs(scale)
-    for directory in (results_dir / scale.name, results_dir / scale.name / "seeds"):
+    plan = plan_for(scale)
+    table_dir = results_dir / scale.name / ("pilot" if pilot else "")
+    for directory in (table_dir, table_dir / "seeds"):
         if directory.is_dir():
             remove_temporaries(directory, unlocked=True)  # what a --report killed mid-write left
     trained = trained_runs(Path(runs_dir) / (experiment.run_group or experiment.name) / scale.name)
+    planned = plan.experiments.get(experiment.name) if plan and not pilot else None
+    fresh = frozenset(k for each in (plan.experiments.values() if plan else ()) for k in each.seeds)
+    results = FinishedRuns(experiment, scale, runs_dir, fresh=fresh).results(planned)
     noise, noise_rows = measured_noise(trained)
-    rows, judged = judge_claims(experiment, scale, runs, FinishedRuns(experiment, scale, runs_dir), trained, noise)
-    rows = data_caveats(rows, judged.results, runs) + tuning_rows(judged.results) + noise_rows + floor_rows(runs)
-    path = write_rows(experiment.name, scale, rows, results_dir)
-    write_seeds(experiment.name, scale, rows, judged, results_dir)
-    judge_family(path.parent)
+    rows = [held_untuned(row, results) for row in experiment.report(scale, results)]
+    rows = data_caveats(rows, results, runs) + tuning_rows(results) + noise_rows + floor_rows(runs)
+    path = write_rows(experiment.name, scale, rows, table_dir=table_dir)
+    write_seeds(experiment.name, scale, rows, Judged(results, trained), runs, table_dir=table_dir)
+    judge_scale(table_dir, scale, None if pilot else plan)
     if experiment.figure is not None:
-        experiment.figure(scale, judged.results, path.with_suffix(".png"))
-    write_report(results_dir, scale)  # the scale's, its header kept, and the one over every scale
-    write_report(results_dir)
+        experiment.figure(scale, results, path.with_suffix(".png"))
+    if not pilot:
+        write_report(results_dir, scale)  # the scale's, its header kept, and the one over every scale
+        write_report(results_dir)
     return path
 
 
-def judge_claims(
-    experiment: Experiment,
-    scale: Scale,
-    runs: list[Run],
-    finished: FinishedRuns,
-    trained: Trained,
-    noise: dict[str, tuple[float, int]],
-) -> tuple[list[Row], Judged]:
-    """`experiment`'s rows with its claims settled on the `finished` runs (of its `runs` at `scale`) against the
-    measured `noise` and the spread of its paired margins (`claims.margins.paired_noise`, over the claims whose arms
-    learned and trained stably); where an arm's claim seeds fell back below its sweep's choice, each claim judged
-    again with every arm at its sweep's choice (`at_choice`: the family decides where the two policies differ)."""
+def held_untuned(row: Row, results: dict[str, dict]) -> Row:
+    """A claim row whose arms are not at a tuned rate (`arms.untuned`) held `insufficient`, saying why."""
+    if row.evidence is None or row.status != "insufficient" or not (why := untuned(row, results)):
+        return row
+    return dataclasses.replace(row, note=NOTE_PARTS.join((row.note, f"{UNTUNED}{'; '.join(why)}")))
 
-    def judged(results: dict[str, dict], kept: tuple[str, ...] = ()) -> list[Row]:
-        rows = experiment.report(scale, results)
-        blocked = {
-            id(row): (not_learning(row, results, runs), untuned(row, results), unstable(row, results, kept))
-            for row in rows
-            if row.evidence
-        }
-        paired = paired_noise([row for row in rows if row.evidence and not any(blocked[id(row)][::2])])
-        return [settle(row, scale, noise, *blocked[id(row)], paired) if row.evidence else row for row in rows]
 
-    results = finished.results()
-    rows = judged(results)
-    if not (moved := tuple(name for name, done in results.items() if done.get("stable_fallback"))):
-        return rows, Judged(results, trained)
-    at_choice = [row for row in judged(finished.results(at_choice=True), moved) if row.evidence]
-    return rows, Judged(results, trained, moved, tuple(at_choice))
+UNTUNED = "an arm's lr is not tuned: "
 
 
 def floor_rows(runs: list[Run]) -> list[Row]:
@@ -107,9 +101,7 @@ def data_caveats(rows: list[Row], results: dict[str, dict], runs: list[Run]) -> 
     for row in rows:
         names = [name for name in row.run.split(",") if name]
         finished = [done for name in names for done in seeds_of(results.get(name)).values()]
-        notes, status = [], row.status
-        if row.metric == "claim" and names:
-            notes.append(f"data: {', '.join(dict.fromkeys(data_of(by_name[n]) for n in names if n in by_name))}")
+        notes, status, held = [], row.status, []
         if status in ("match", "differs") and (
             unlike := not_comparable(row, [by_name[n] for n in names if n in by_name])
         ):
@@ -117,16 +109,23 @@ def data_caveats(rows: list[Row], results: dict[str, dict], runs: list[Run]) -> 
             notes.append(unlike)
         if repeated := [f"{d['run']} {d['data_epochs']:.1f}" for d in finished if d.get("repeats_allowed")]:
             status = "memorisation"
-            notes.append(f"passes over the data (--allow-repeats): {', '.join(repeated)}; memorisation, not a result")
+            held.append(f"passes over the data (--allow-repeats): {', '.join(repeated)}; memorisation, not a result")
         if stale := [f"{d['run']} ({d['stale']})" for d in finished if d.get("stale")]:
             status = "stale"
-            notes.append(
+            held.append(
                 f"stale: trained with other settings than declared now: {'; '.join(stale)}; retrain "
                 "(--force-new) or restore the declaration"
             )
-        note = "; ".join(filter(None, (row.note, *notes)))
-        q = row.q if status == row.status else None  # memorisation or stale: not a tested claim
-        out.append(dataclasses.replace(row, status=status, note=note, q=q) if notes else row)
+        note = row.note
+        if row.metric == "claim":  # statement | why it is held (its runs alone decide it); data: what it was judged on
+            note = NOTE_PARTS.join(filter(None, (note, "; ".join(held))))
+            data = ", ".join(dict.fromkeys(data_of(by_name[n]) for n in names if n in by_name))
+            note += f"{DATA_NOTE}{data}" if data else ""
+        else:
+            note = "; ".join(filter(None, (note, *notes, *held)))
+        out.append(
+            dataclasses.replace(row, status=status, note=note) if note != row.note or status != row.status else row
+        )
     return out
 
 

@@ -148,6 +148,7 @@ def write_config(launch: Launch, run: Run) -> None:
         "model_config": dataclasses.asdict(run.config),
         "model_class": type(run.config).__name__,
         "trainer": launch.options,
+        "labels": launch.labels,  # the experiment, scale and analysis plan (its digest) it trains under
         "command": " ".join(sys.argv),
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "fingerprint": fingerprint(launch.fingerprint),

@@ -155,6 +155,7 @@ def _fit(launch: Launch, run: Run, growth: Growth | None, resumed: dict | None, 
         "step_ms": step_ms(curves["train/time"]),
         **throughput(curves, trainer),
         "wall_seconds_last_session": time.time() - started,
+        **({"plan": launch.labels["plan"]} if "plan" in launch.labels else {}),  # the analysis plan it trained under
         # allowed past the data limit (--allow-repeats): said in done.json and its rows
         **({"data_epochs": launch.data_epochs, "repeats_allowed": True} if launch.data_epochs is not None else {}),
     }

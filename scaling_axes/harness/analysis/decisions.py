@@ -1,0 +1,132 @@
+"""One rule for every claim: one-sided tests at the plan's alpha, per direction, by the claim's kind; its rows'
+tests combined as the plan says; each paper's claims controlled as a family.
+
+Kinds (margins signed so that positive is the paper's direction; `tolerance` and `effect` from the plan):
+- superiority ("beats", "lower"): holds where the lower bound is above 0; fails where the upper bound is below 0
+  (below `effect` where the plan says so);
+- non-inferiority ("as good as", "matches"): holds where the lower bound is above -tolerance; fails where the upper
+  bound is below -tolerance;
+- equivalence ("about", "comparable"): holds where the 1 - 2 alpha interval lies inside +-tolerance (two one-sided
+  tests); fails where it lies wholly outside.
+
+Combined: `each` (every step, "monotonically") holds if every step holds (p the largest one-sided p: an
+intersection-union test) and fails if one step is shown reversed (Holm over the steps); `average` is one contrast;
+`one` one row. Per paper, per direction: Holm over the primaries; the secondaries a Benjamini-Yekutieli family of
+their own. A claim that could not be tested enters with p = 1.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+
+from scaling_axes.harness.analysis.contrasts import RowTest
+from scaling_axes.harness.analysis.plan import PlannedClaim
+from scaling_axes.significance import false_discovery_q, holm_adjusted, t_critical, t_one_sided_p
+
+
+@dataclasses.dataclass(frozen=True)
+class Tested:
+    """A test judged by a claim's kind: the estimate, its 1 - 2 alpha interval (the two one-sided bounds), and the
+    one-sided p that the claim holds and that it fails."""
+
+    estimate: float
+    low: float
+    high: float
+    p_hold: float
+    p_fail: float
+
+
+def _p_above(value: float, test: RowTest) -> float:
+    """The one-sided p that the true mean exceeds `value`: P(T >= (estimate - value) / se)."""
+    if test.se == 0:
+        return 0.0 if test.estimate > value else 1.0
+    return t_one_sided_p((test.estimate - value) / test.se, test.df)
+
+
+def _p_below(value: float, test: RowTest) -> float:
+    if test.se == 0:
+        return 0.0 if test.estimate < value else 1.0
+    return t_one_sided_p((value - test.estimate) / test.se, test.df)
+
+
+def judged(test: RowTest, claim: PlannedClaim, alpha: float, tolerance: float | None = None) -> Tested:
+    """`test` judged as `claim`'s kind says (`tolerance`: another than the plan's, for the sensitivity pass)."""
+    tol = claim.tolerance if tolerance is None else tolerance
+    half = t_critical(test.df, alpha) * test.se
+    if claim.kind == "superiority":
+        p_hold, p_fail = _p_above(0.0, test), _p_below(claim.effect if claim.fail_below_effect else 0.0, test)
+    elif claim.kind == "non_inferiority":
+        p_hold, p_fail = _p_above(-tol, test), _p_below(-tol, test)
+    else:  # equivalence
+        p_hold = max(_p_above(-tol, test), _p_below(tol, test))
+        p_fail = min(_p_above(tol, test), _p_below(-tol, test))
+    return Tested(test.estimate, test.estimate - half, test.estimate + half, p_hold, p_fail)
+
+
+def combined(steps: Sequence[Tested], claim: PlannedClaim) -> Tested:
+    """A claim's rows combined: `each` (intersection-union to hold, Holm over the steps to fail), shown as its
+    weakest step; `one` and `average` are one test already (the `average` contrast is formed before testing)."""
+    if len(steps) == 1 or claim.combine != "each":
+        return steps[0]
+    weakest = min(steps, key=lambda s: s.estimate)
+    p_fail = min(holm_adjusted([s.p_fail for s in steps]))
+    return dataclasses.replace(weakest, p_hold=max(s.p_hold for s in steps), p_fail=p_fail)
+
+
+@dataclasses.dataclass(frozen=True)
+class Decision:
+    """A claim's verdict after its paper's control: `verdict` (claim_holds, claim_fails or insufficient), the raw
+    one-sided p and the adjusted one (Holm's for a primary, Benjamini-Yekutieli's q for a secondary) in the
+    direction decided (or the nearer one), and what controlled it."""
+
+    verdict: str
+    p: float
+    adjusted: float
+    control: str
+
+
+def paper_decisions(claims: Sequence[PlannedClaim], tested: dict[str, Tested | None], alpha: float) -> dict:
+    """claim id -> `Decision` for one paper's claims in the family (`tested[id]` None: could not be tested, p = 1):
+    each direction controlled apart, Holm over the primaries, Benjamini-Yekutieli over the secondaries."""
+    out = {}
+    for role, adjust, control in (
+        ("primary", holm_adjusted, "Holm over the paper's primaries"),
+        ("secondary", lambda p: false_discovery_q(p, dependent=True), "Benjamini-Yekutieli over its secondaries"),
+    ):
+        group = [c for c in claims if c.role == role and c.in_family]
+        if not group:
+            continue
+        holds = [1.0 if tested[c.id] is None else tested[c.id].p_hold for c in group]
+        fails = [1.0 if tested[c.id] is None else tested[c.id].p_fail for c in group]
+        for claim, p_hold, p_fail, q_hold, q_fail in zip(
+            group, holds, fails, adjust(holds), adjust(fails), strict=True
+        ):
+            of = f"{control} ({len(group)})"
+            if q_fail < alpha:
+                out[claim.id] = Decision("claim_fails", p_fail, q_fail, of)
+            elif q_hold < alpha:
+                out[claim.id] = Decision("claim_holds", p_hold, q_hold, of)
+            else:
+                nearer = min((q_hold, p_hold), (q_fail, p_fail))
+                out[claim.id] = Decision("insufficient", nearer[1], nearer[0], of)
+    return out
+
+
+def threshold(claim: PlannedClaim, claims: Sequence[PlannedClaim], alpha: float) -> float:
+    """The smallest one-sided p at which `claim` is decided alone: Holm's alpha / m over its paper's primaries, or
+    Benjamini-Yekutieli's at rank 1, alpha / (m sum 1/k), over its secondaries (what the plan's power is for)."""
+    m = sum(c.role == claim.role and c.in_family and c.paper == claim.paper for c in claims)
+    m = max(m, 1)
+    return alpha / m if claim.role == "primary" else alpha / (m * sum(1 / k for k in range(1, m + 1)))
+
+
+def excludes(test: RowTest, alpha: float) -> float:
+    """The narrowest symmetric difference the data exclude: |estimate| + the one-sided quantile x se (so that
+    "insufficient" is never read as "no difference")."""
+    return (
+        abs(test.estimate) + (t_critical(test.df, alpha) * test.se if test.se else 0.0)
+        if math.isfinite(test.estimate)
+        else math.inf
+    )

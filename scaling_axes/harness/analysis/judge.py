@@ -1,0 +1,293 @@
+"""A scale's claims judged by its plan, from its committed files alone (`observed`): what blocks each row (its runs'
+own verdict, the thresholds on its arms at the plan's seeds, a missing seed, a plan changed after the data), each row
+tested on its experiment's model or on its own spread (`contrasts`), each claim's rows combined and each paper's
+claims controlled (`decisions`). Without a plan the rows are described, never decided.
+
+    judge_scale(Path("results/cpu"), CPU, plan_for(CPU))   # every claim row's numbers, status and note rewritten
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from collections.abc import Iterable
+from pathlib import Path
+
+from scaling_axes.harness.analysis.contrasts import RowTest, fit_model, own_spread
+from scaling_axes.harness.analysis.decisions import Decision, Tested, combined, judged, paper_decisions
+from scaling_axes.harness.analysis.observed import Experiment, Observed, read_experiment
+from scaling_axes.harness.analysis.plan import AnalysisPlan, PlannedClaim
+from scaling_axes.harness.claims.notes import DATA_NOTE, NOTE_PARTS
+from scaling_axes.harness.results import COLUMNS, fmt
+from scaling_axes.harness.scales import Scale
+from scaling_axes.harness.stability import Thresholds, outliers
+from scaling_axes.io import write_csv
+from scaling_axes.significance import ALPHA, t_critical
+
+NO_PLAN = "exploratory: no analysis plan decides anything at this scale (docs/results.md, 'The plan')"
+PLAN_CHANGED = "plan changed after the data"
+
+
+@dataclasses.dataclass(frozen=True)
+class RowVerdict:
+    """What the judge says of one claim row: its status, its own estimate and 95% interval (the two one-sided
+    bounds at ALPHA), its seeds, its claim's p and adjusted p, what was measured and why it stands as it does."""
+
+    status: str
+    ours: float | None = None
+    low: float | None = None
+    high: float | None = None
+    seeds: int | None = None
+    p: float | None = None
+    q: float | None = None
+    measured: str = ""
+    why: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class ClaimJudged:
+    """One planned claim at its seeds: its rows, what blocks each (empty status: nothing), each row's test and the
+    claim's combined test (None: not tested, p = 1 in its family)."""
+
+    claim: PlannedClaim
+    rows: list[Observed]
+    blocks: dict[str, tuple[str, str]]
+    tests: dict[str, RowTest | None]
+    tested: Tested | None
+
+
+def blocked(row: Observed, ex: Experiment, seeds: list[int], plan: AnalysisPlan | None, t: Thresholds) -> tuple:
+    """(status, why) that keeps `row` from its test at `seeds` (empty status: nothing does): its runs' own verdict,
+    a missing seed, a run trained under another plan, an arm that trained unstably or did not learn."""
+    if row.held:
+        return row.held, row.held_why
+    if missing := [k for k in seeds if k not in row.margins]:
+        return "insufficient", f"no margin at seed {missing[0]}: a run is missing (no seed is replaced or added)"
+    for arm in row.runs:
+        measures = {k: ex.runs.get(arm, {}).get(k, {}) for k in seeds}
+        recorded = {ex.digests.get(arm, {}).get(k, "") for k in seeds}
+        if plan is not None and (other := sorted(recorded - {plan.digest})):
+            return "plan_changed", f"{PLAN_CHANGED}: {arm} trained under plan {other[0] or '(none)'}, now {plan.digest}"
+        if not row.before_training and (why := unstable(arm, measures, t)):
+            return "unstable", f"decides nothing: {why}"
+        if why := not_learning(arm, measures, t):
+            return "not_learning", f"decides nothing: {why}"
+    return "", ""
+
+
+def unstable(arm: str, by_seed: dict[int, dict[str, float]], t: Thresholds) -> str:
+    """Why an arm trained unstably at one of its seeds (a spike, a validation rise, an outlier), or ''."""
+    for k, values in by_seed.items():
+        if values.get("spike_nats", 0) > t.spike_nats:
+            return (
+                f"{arm} seed {k} spiked {values['spike_nats']:.2f} nats above its moving average (> {t.spike_nats:g})"
+            )
+        if values.get("val_rise_nats", 0) > t.val_rise_nats:
+            return f"{arm} seed {k}'s validation loss rose {values['val_rise_nats']:.2f} nats (> {t.val_rise_nats:g})"
+    finals = {k: v["val_loss"] for k, v in by_seed.items() if "val_loss" in v}
+    found = outliers(finals, t.outlier_nats, t.outlier_z)
+    return f"{arm}: {next(iter(found.values()))}" if found else ""
+
+
+def not_learning(arm: str, by_seed: dict[int, dict[str, float]], t: Thresholds) -> str:
+    """Why an arm did not clearly learn at one of its seeds (not `learned_nats` below its data's unigram floor)."""
+    for k, values in by_seed.items():
+        if "unigram_floor" in values and values.get("val_loss", 0) > values["unigram_floor"] - t.learned_nats:
+            return (
+                f"{arm} seed {k} ends at {values['val_loss']:.3f} nats/token, not {t.learned_nats:g} below the "
+                f"unigram floor {values['unigram_floor']:.3f}"
+            )
+    return ""
+
+
+def row_tests(rows: list[Observed], seeds: list[int], test: str) -> dict[str, RowTest | None]:
+    """where -> each row's test at `seeds`: on the experiment's arm x seed model, one per measure (`test` "model":
+    the contrast rows), else on its own spread."""
+    out: dict[str, RowTest | None] = {}
+    by_measure: dict[str, list[Observed]] = {}
+    for row in rows:
+        if test == "model" and row.contrast and all(set(seeds) <= set(row.arm_values.get(a, {})) for a in row.contrast):
+            by_measure.setdefault(row.measure, []).append(row)
+        else:
+            out[row.where] = own_spread([row.margins[k] for k in seeds])
+    for measure_rows in by_measure.values():
+        values = {a: {k: r.arm_values[a][k] for k in seeds} for r in measure_rows for a in r.contrast}
+        model = fit_model(values, [r.contrast for r in measure_rows], seeds)
+        out |= {r.where: model.test(r.contrast) for r in measure_rows}
+    return out
+
+
+def judge_claim(claim: PlannedClaim, ex: Experiment, plan: AnalysisPlan, t: Thresholds) -> ClaimJudged:
+    """`claim` at its experiment's seeds: each row blocked or tested (on the model, the experiment's testable rows
+    pooled), the rows combined as the plan says (`average`: their mean margin per seed, on its own spread)."""
+    seeds = list(plan.experiments[claim.experiment].seeds)
+    rows = [r for r in ex.claims if r.where in claim.rows]
+    blocks = {r.where: blocked(r, ex, seeds, plan, t) for r in rows}
+    if len(rows) < len(claim.rows) or any(status for status, _ in blocks.values()):
+        return ClaimJudged(claim, rows, blocks, {}, None)
+    testable = [r for r in ex.claims if not blocked(r, ex, seeds, plan, t)[0]]  # the model pools every such row
+    tests = row_tests(testable, seeds, plan.experiments[claim.experiment].test)
+    tolerance = claim.tolerance * t.tolerance_scale
+    if any(tests.get(r.where) is None for r in rows):
+        tested = None
+    elif claim.combine == "average" and len(rows) > 1:
+        mean = own_spread([statistics.fmean(r.margins[k] for r in rows) for k in seeds])
+        tested = mean and judged(mean, claim, plan.alpha, tolerance)
+    else:
+        tested = combined([judged(tests[r.where], claim, plan.alpha, tolerance) for r in rows], claim)
+    return ClaimJudged(claim, rows, blocks, tests, tested)
+
+
+def verdicts(
+    experiments: dict[str, Experiment], plan: AnalysisPlan | None, scale: Scale, t: Thresholds = Thresholds()
+) -> dict[tuple[str, int], RowVerdict]:
+    """(experiment, row index) -> `RowVerdict` of every claim row of the scale's `experiments`."""
+    if plan is None or not scale.judges_claims:
+        why = NO_PLAN if scale.judges_claims else f"{scale} scale proves the pipeline, not a claim"
+        return {(ex.name, r.index): described(r, ex, why, t) for ex in experiments.values() for r in ex.claims}
+    judged_claims = {
+        c.id: judge_claim(c, experiments[c.experiment], plan, t)
+        for c in plan.claims
+        if c.in_family and c.experiment in experiments
+    }
+    decisions: dict[str, Decision] = {}
+    for paper in sorted({c.paper for c in plan.claims}):
+        tested = {c.id: judged_claims[c.id].tested if c.id in judged_claims else None for c in plan.of_paper(paper)}
+        decisions |= paper_decisions(plan.of_paper(paper), tested, plan.alpha)
+    return {
+        (ex.name, row.index): row_verdict(row, ex, plan, judged_claims, decisions, t)
+        for ex in experiments.values()
+        for row in ex.claims
+    }
+
+
+def described(row: Observed, ex: Experiment, why: str, t: Thresholds) -> RowVerdict:
+    """A row no plan decides: what blocks it, else its mean margin and 95% interval on its own spread."""
+    status, blocked_why = blocked(row, ex, list(row.margins), None, t)
+    test = own_spread(list(row.margins.values()))
+    numbers = _numbers(test) if test else {"ours": statistics.fmean(row.margins.values()) if row.margins else None}
+    return RowVerdict(
+        status or "insufficient",
+        **numbers,
+        seeds=len(row.margins) or None,
+        measured=_measured(row, test),
+        why=blocked_why or why,
+    )
+
+
+def _numbers(test: RowTest) -> dict[str, float]:
+    half = t_critical(test.df, ALPHA) * test.se
+    return {"ours": test.estimate, "low": test.estimate - half, "high": test.estimate + half}
+
+
+def _measured(row: Observed, test: RowTest | None) -> str:
+    if test is None:
+        return ""
+    margins = ", ".join(f"{m:+.4g}" for m in row.margins.values())
+    return (
+        f"margin {test.estimate:+.4g} {row.unit} (seeds {', '.join(map(str, row.margins))}: {margins}), "
+        f"standard error {test.se:.3g} on {test.df:g} degrees of freedom ({test.how})"
+    )
+
+
+def row_verdict(
+    row: Observed,
+    ex: Experiment,
+    plan: AnalysisPlan,
+    judged_claims: dict[str, ClaimJudged],
+    decisions: dict[str, Decision],
+    t: Thresholds,
+) -> RowVerdict:
+    """One row's verdict: its claim's, or why it has none (not planned, outside the family, blocked)."""
+    claim = plan.claim_of(ex.name, row.where)
+    if claim is None:
+        return described(
+            row, ex, "not in the plan: no verdict (a claim is decided only by a plan made before its runs)", t
+        )
+    if not claim.in_family:
+        status = "unmatched" if claim.excluded.startswith("unmatched") else "out_of_reach"
+        return dataclasses.replace(
+            described(row, ex, "", t), status=status, why=f"outside the family: {claim.excluded}"
+        )
+    judged_claim = judged_claims[claim.id]
+    source = claim.same_measurement.get(row.where, row.where)
+    decision = decisions[claim.id]
+    if status_why := judged_claim.blocks.get(source):
+        status, why = status_why
+        if status:
+            return dataclasses.replace(described(row, ex, "", t), status=status, why=why)
+    if judged_claim.tested is None:
+        worst = next(
+            ((w, s, y) for w, (s, y) in judged_claim.blocks.items() if s), (source, "insufficient", "not tested")
+        )
+        return dataclasses.replace(
+            described(row, ex, "", t),
+            status="insufficient",
+            why=f"its claim is not tested: {worst[0]} is {worst[1]} ({worst[2]}); it enters its family at p = 1",
+        )
+    test = judged_claim.tests[source]
+    mine = judged(test, claim, plan.alpha, claim.tolerance * t.tolerance_scale)
+    same = f"one measurement with {source}, judged there; " if source != row.where else ""
+    return RowVerdict(
+        decision.verdict,
+        mine.estimate,
+        mine.low,
+        mine.high,
+        test.seeds,
+        decision.p,
+        decision.adjusted,
+        same + _measured(next(r for r in judged_claim.rows if r.where == source), test),
+        _claim_words(claim, judged_claim.tested, decision),
+    )
+
+
+def _claim_words(claim: PlannedClaim, tested: Tested, decision: Decision) -> str:
+    """What decided the claim: its kind and tolerance, its combined bounds and both one-sided p, its control."""
+    kind = claim.kind.replace("_", "-") + (f" within {claim.tolerance:g}" if claim.tolerance else "")
+    steps = {
+        "each": "every step (intersection-union; fails on one step reversed, Holm)",
+        "average": "the average",
+        "one": "one row",
+    }
+    return (
+        f"claim {claim.id} ({claim.role}, {kind}, {steps[claim.combine]}): bounds [{tested.low:+.4g}, "
+        f"{tested.high:+.4g}], p that it holds {tested.p_hold:.3g}, that it fails {tested.p_fail:.3g}; "
+        f"{decision.control}: adjusted {decision.adjusted:.3g} against {ALPHA:g}"
+    )
+
+
+def judge_scale(scale_dir: Path, scale: Scale, plan: AnalysisPlan | None, names: Iterable[str] | None = None) -> int:
+    """Every claim row of `scale_dir`'s tables (those with a per-seed file) rewritten with its verdict; returns
+    how many rows were judged."""
+    scale_dir = Path(scale_dir)
+    names = sorted(names or (p.stem for p in scale_dir.glob("*.csv") if (scale_dir / "seeds" / p.name).exists()))
+    experiments = {name: read_experiment(scale_dir, name) for name in names}
+    found = verdicts(experiments, plan, scale)
+    for ex in experiments.values():
+        rows = list(ex.rows)
+        for row in ex.claims:
+            rows[row.index] = written(rows[row.index], found[(ex.name, row.index)])
+        write_csv(scale_dir / f"{ex.name}.csv", COLUMNS, rows)
+    return len(found)
+
+
+def written(row: dict[str, str], verdict: RowVerdict) -> dict[str, str]:
+    """`row` as the verdict writes it: its numbers, status and note (its statement | what was measured | why),
+    the data it was judged on kept at the end."""
+    statement, _, rest = row["note"].partition(DATA_NOTE)[0].partition(NOTE_PARTS)
+    data = row["note"].partition(DATA_NOTE)[2]
+    note = NOTE_PARTS.join(part for part in (statement, verdict.measured, verdict.why) if part)
+    numbers = {
+        "ours": verdict.ours,
+        "low": verdict.low,
+        "high": verdict.high,
+        "seeds": verdict.seeds,
+        "p": verdict.p,
+        "q": verdict.q,
+    }
+    return {
+        **row,
+        **{k: fmt(v) for k, v in numbers.items()},
+        "status": verdict.status,
+        "note": note + (DATA_NOTE + data if data else ""),
+    }

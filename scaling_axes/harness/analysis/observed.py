@@ -1,0 +1,150 @@
+"""What a scale's committed files say of its claims, read once: each claim row with its margins, contrast and arm
+values per seed (`Observed`), and each run's measures per seed that the thresholds cut (`RunSeeds`), from
+`results/<scale>/<experiment>.csv` and `results/<scale>/seeds/<experiment>.csv` alone, so that a committed scale is
+judged anywhere without its runs.
+
+The per-seed file's kinds (`experiment.seeds` writes them): `run` (a run's final metrics and stability measures at a
+seed, its data's unigram floor), `plan` (the plan digest a run recorded when it trained), `trained` (every run of the
+directory, for the measured noise), `claim` (a claim's margin at a seed), `arm` (an arm's value of the claim's
+measure at a seed) and `evidence` (the claim's contrast, measure, and what its runs alone hold it to: `held`).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import math
+from pathlib import Path
+
+from scaling_axes.io import SuiteError
+
+Table = list[dict[str, str]]
+SEED_COLUMNS = ("kind", "table", "row", "run", "seed", "metric", "value", "flag")
+KINDS = ("run", "plan", "trained", "claim", "arm", "evidence")
+
+
+class DamagedSeeds(SuiteError, ValueError):
+    """A per-seed file that is not what a report wrote: refused by name, never judged or rewritten."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Observed:
+    """One claim row as the judge reads it: where it is (`experiment`, `where` = table/row, its index in the
+    table), its statement and unit, the runs it compares, its margins per seed, its contrast and arm values (empty:
+    not a contrast), and `held`/`held_why`: a status its runs alone decide (unmatched, never reached, untuned,
+    memorisation, stale, out of reach; empty: none)."""
+
+    experiment: str
+    where: str
+    index: int
+    statement: str
+    unit: str
+    runs: tuple[str, ...]
+    margins: dict[int, float]
+    contrast: dict[str, float]
+    measure: str
+    arm_values: dict[str, dict[int, float]]
+    held: str = ""
+    held_why: str = ""
+    before_training: bool = False
+
+
+RunSeeds = dict[str, dict[int, dict[str, float]]]  # run -> seed -> measure -> value
+
+
+@dataclasses.dataclass(frozen=True)
+class Experiment:
+    """One experiment's committed table and what its per-seed file says: claim rows observed, each run's measures
+    and the plan digest each run recorded."""
+
+    name: str
+    rows: Table
+    seeds: Table
+    claims: list[Observed]
+    runs: RunSeeds
+    digests: dict[str, dict[int, str]]
+
+
+def read_csv(path: Path) -> Table:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def read_experiment(scale_dir: Path, name: str) -> Experiment:
+    """Experiment `name`'s table and per-seed file in `scale_dir`, read and checked (`DamagedSeeds` names a file and
+    row that is not whole)."""
+    rows = read_csv(Path(scale_dir) / f"{name}.csv")
+    seeds_path = Path(scale_dir) / "seeds" / f"{name}.csv"
+    seeds = read_csv(seeds_path) if seeds_path.exists() else []
+    runs: RunSeeds = {}
+    digests: dict[str, dict[int, str]] = {}
+    for line, r in enumerate(seeds, 2):
+        if r.get("kind") not in KINDS or None in r.values():
+            raise DamagedSeeds(f"{seeds_path}, line {line}: not a row of a per-seed file ({r.get('kind')!r})")
+        if r["kind"] == "run":
+            runs.setdefault(r["run"], {}).setdefault(_seed(r, seeds_path, line), {})[r["metric"]] = _value(
+                r, seeds_path, line
+            )
+        elif r["kind"] == "plan":
+            digests.setdefault(r["run"], {})[_seed(r, seeds_path, line)] = r["value"]
+    claims = [_observed(name, i, r, seeds, seeds_path) for i, r in enumerate(rows) if r["metric"] == "claim"]
+    return Experiment(name, rows, seeds, claims, runs, digests)
+
+
+def _seed(r: dict[str, str], path: Path, line: int) -> int:
+    try:
+        return int(r["seed"])
+    except ValueError:
+        raise DamagedSeeds(f"{path}, line {line}: seed {r['seed']!r} is not a seed number") from None
+
+
+def _value(r: dict[str, str], path: Path, line: int) -> float:
+    try:
+        value = float(r["value"])
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise DamagedSeeds(
+            f"{path}, line {line}: {r['kind']} {r['run']} seed {r['seed']} {r['metric']} is {r['value']!r}"
+        )
+    return value
+
+
+def _observed(name: str, index: int, row: dict[str, str], seeds: Table, path: Path) -> Observed:
+    """The claim row `row` with what its per-seed file records of it."""
+    where = (row["table"], row["row"])
+    margins: dict[int, float] = {}
+    arms: dict[str, dict[int, float]] = {}
+    evidence: dict[str, str] = {}
+    for line, r in enumerate(seeds, 2):
+        if (r["table"], r["row"]) != where:
+            continue
+        if r["kind"] == "claim":
+            seed = _seed(r, path, line)
+            if seed in margins:
+                raise DamagedSeeds(f"{path}, line {line}: claim {r['row']} has seed {seed} twice")
+            margins[seed] = _value(r, path, line)
+        elif r["kind"] == "arm":
+            arms.setdefault(r["run"], {})[_seed(r, path, line)] = _value(r, path, line)
+        elif r["kind"] == "evidence":
+            evidence[r["metric"]] = r["value"]
+    contrast = {
+        arm: float(c) for arm, _, c in (part.rpartition(":") for part in evidence.get("contrast", "").split(";")) if arm
+    }
+    held = evidence.get("held", "") if evidence else ("" if margins else row["status"])  # a file without evidence
+    statement = row["note"].partition(" | ")[0].partition("; data: ")[0]
+    return Observed(
+        experiment=name,
+        where=f"{row['table']}/{row['row']}",
+        index=index,
+        statement=statement,
+        unit=row["unit"],
+        runs=tuple(filter(None, row["run"].split(","))),
+        margins=dict(sorted(margins.items())),
+        contrast=contrast,
+        measure=evidence.get("measure", ""),
+        arm_values=arms,
+        held=held,
+        held_why=evidence.get("held_why", ""),
+        before_training=evidence.get("before_training") == "True",
+    )

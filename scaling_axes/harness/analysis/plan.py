@@ -1,0 +1,326 @@
+"""A scale's pre-registered analysis plan: `scaling_axes/plans/<scale>.yaml`, written and committed before any of its
+claim seeds trains, read here into typed records and checked field by field (one line naming the field and what is
+allowed).
+
+It names, per paper, its primary claims (Holm within the paper) and its secondary ones (a Benjamini-Yekutieli
+family of their own, which the primaries do not protect); per claim, the rows of the experiment that state it, how
+their margins combine (`each`: every step, an intersection-union test; `average`: one contrast; `one`: a row chosen
+before the data, the rows that are the same measurement shown with it), its kind (superiority, non-inferiority,
+equivalence), tolerance and smallest effect of interest with its source; per experiment, the fresh seeds, whether
+its rows are tested on the arm x seed model or on their own spread, and the rate each arm trains at. Claims that the
+power analysis (`analysis.power`) puts out of reach are outside the family, with why. The plan's digest is recorded
+by every claim run when it trains; a verdict whose runs recorded another decides nothing.
+
+    plan = plan_for(CPU)          # None where the scale has no plan: its claims are exploratory, nothing decided
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import importlib.resources
+import math
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+import yaml
+
+from scaling_axes.harness.scales import Scale
+from scaling_axes.io import SuiteError
+
+Kind = Literal["superiority", "non_inferiority", "equivalence"]
+Combine = Literal["each", "average", "one"]
+Role = Literal["primary", "secondary"]
+Test = Literal["model", "own_spread"]
+PAPERS = ("rmt", "tokenformer", "mot")
+
+
+class PlanError(SuiteError, ValueError):
+    """A plan file that does not say what a plan must, or says it wrongly."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PlannedClaim:
+    """One of a paper's claims as the plan tests it: its `rows` (`table/row` of `experiment`'s CSV) combined as
+    `combine` says, of `kind`, within `tolerance`, sized for `effect` (the smallest effect of interest at this scale,
+    in the rows' unit; its `effect_source` in the paper). `same_measurement`: rows that are one of `rows` measured
+    again (shown with its verdict, never tested apart). `excluded`: why it is outside the family (out of reach, or
+    unmatched by the scale's design), declared before its claim seeds trained. `fail_below_effect`: it fails where
+    its upper bound is below `effect`, not only below zero."""
+
+    id: str
+    paper: str
+    role: Role
+    statement: str
+    experiment: str
+    rows: tuple[str, ...]
+    combine: Combine
+    kind: Kind
+    effect: float
+    effect_source: str
+    tolerance: float = 0.0
+    fail_below_effect: bool = False
+    same_measurement: dict[str, str] = dataclasses.field(default_factory=dict)
+    excluded: str = ""
+
+    @property
+    def in_family(self) -> bool:
+        return not self.excluded
+
+
+@dataclasses.dataclass(frozen=True)
+class PlannedExperiment:
+    """An experiment's confirmatory runs: each arm (run name -> its fixed rate; None: the rate it declares) at each
+    of `seeds` (new seed numbers, after the pilot's), its rows tested by `test` (`model`: the additive arm x seed
+    model; `own_spread`: each row's paired t on its own margins), chosen from the pilot as `test_source` says."""
+
+    name: str
+    seeds: tuple[int, ...]
+    test: Test
+    test_source: str
+    arms: dict[str, float | None]
+
+
+@dataclasses.dataclass(frozen=True)
+class AnalysisPlan:
+    """A scale's plan, as committed: its level, power, the pilot it was sized on, its policies (what the fresh
+    seeds could otherwise decide, in words), its claims by paper and its experiments; `digest` of its file."""
+
+    scale: str
+    alpha: float
+    power: float
+    sigma_confidence: float
+    max_seeds: int
+    pilot: str
+    pilot_seeds: tuple[int, ...]
+    policies: dict[str, str]
+    claims: tuple[PlannedClaim, ...]
+    experiments: dict[str, PlannedExperiment]
+    digest: str
+    path: str
+
+    def of_paper(self, paper: str) -> list[PlannedClaim]:
+        return [c for c in self.claims if c.paper == paper]
+
+    def claim_of(self, experiment: str, row: str) -> PlannedClaim | None:
+        """The claim whose rows (or same measurements) include `table/row` of `experiment`."""
+        for claim in self.claims:
+            if claim.experiment == experiment and (row in claim.rows or row in claim.same_measurement):
+                return claim
+        return None
+
+
+PLAN_FIELDS = ("scale", "alpha", "power", "sigma_confidence", "max_seeds", "pilot", "pilot_seeds", "policies")
+OUT_OF_REACH = "out of reach"  # how the plan words a claim its power analysis excluded
+POLICIES = ("learning_rate", "unstable", "not_learning", "missing", "pilot", "secondaries")
+
+
+def plan_path(scale: Scale | str) -> Path:
+    """Where a scale's plan is: package data, so an installed suite carries it."""
+    return Path(str(importlib.resources.files("scaling_axes.plans") / f"{scale}.yaml"))
+
+
+def plan_for(scale: Scale | str, path: Path | None = None) -> AnalysisPlan | None:
+    """The scale's plan (None where it has none: nothing at that scale is decided)."""
+    path = Path(path) if path is not None else plan_path(scale)
+    if not path.exists():
+        return None
+    return read_plan(path)
+
+
+def digest_of(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+
+
+@functools.cache
+def _read(path: str, digest: str, draft: bool) -> AnalysisPlan:
+    return parse_plan(yaml.safe_load(Path(path).read_text()), digest, path, draft)
+
+
+def read_plan(path: Path, draft: bool = False) -> AnalysisPlan:
+    """The plan at `path`, checked (a `PlanError` names the first field that is wrong); `draft`: its experiments
+    part may be missing still (the power analysis is what writes it)."""
+    try:
+        return _read(str(path), digest_of(path), draft)
+    except yaml.YAMLError as error:
+        raise PlanError(f"{path}: not YAML ({str(error).splitlines()[0]})") from None
+
+
+def parse_plan(data: Any, digest: str, path: str, draft: bool = False) -> AnalysisPlan:
+    where = Path(path).name
+    fields = _mapping(data, where, (*PLAN_FIELDS, "papers", "out_of_reach", "experiments"))
+    policies = _mapping(fields.get("policies"), f"{where}: policies", POLICIES, required=POLICIES)
+    claims = tuple(
+        _claim(paper, each, f"{where}: papers.{paper}[{i}]")
+        for paper, listed in _mapping(fields.get("papers"), f"{where}: papers", PAPERS).items()
+        for i, each in enumerate(_list(listed, f"{where}: papers.{paper}"))
+    )
+    out = _mapping(fields.get("out_of_reach", {}), f"{where}: out_of_reach")
+    if unknown := sorted(set(out) - {c.id for c in claims}):
+        raise PlanError(f"{where}: out_of_reach names {unknown[0]!r}, no claim of the plan")
+    claims = tuple(
+        dataclasses.replace(c, excluded=f"{OUT_OF_REACH}: {_text(out[c.id], f'{where}: out_of_reach.{c.id}')}")
+        if c.id in out
+        else c
+        for c in claims
+    )
+    experiments = {
+        name: _experiment(name, each, f"{where}: experiments.{name}")
+        for name, each in _mapping(fields.get("experiments", {} if draft else None), f"{where}: experiments").items()
+    }
+    plan = AnalysisPlan(
+        scale=_text(fields.get("scale"), f"{where}: scale"),
+        alpha=_number(fields.get("alpha"), f"{where}: alpha", 0, 0.5),
+        power=_number(fields.get("power"), f"{where}: power", 0, 1),
+        sigma_confidence=_number(fields.get("sigma_confidence"), f"{where}: sigma_confidence", 0.5, 1),
+        max_seeds=int(_number(fields.get("max_seeds"), f"{where}: max_seeds", 2, 1000, integer=True)),
+        pilot=_text(fields.get("pilot"), f"{where}: pilot"),
+        pilot_seeds=_seeds(fields.get("pilot_seeds"), f"{where}: pilot_seeds"),
+        policies={key: _text(value, f"{where}: policies.{key}") for key, value in policies.items()},
+        claims=claims,
+        experiments=experiments,
+        digest=digest,
+        path=str(path),
+    )
+    _check_whole(plan, where, draft)
+    return plan
+
+
+def _check_whole(plan: AnalysisPlan, where: str, draft: bool = False) -> None:
+    """What no one field shows: unique claim ids and rows, one or two primaries a paper, every in-family claim's
+    experiment planned, fresh seeds that no pilot seed reuses."""
+    ids = [c.id for c in plan.claims]
+    if len(set(ids)) != len(ids):
+        raise PlanError(f"{where}: claim id {next(i for i in ids if ids.count(i) > 1)!r} is given twice")
+    rows = [(c.experiment, r) for c in plan.claims for r in (*c.rows, *c.same_measurement)]
+    if len(set(rows)) != len(rows):
+        twice = next(r for r in rows if rows.count(r) > 1)
+        raise PlanError(f"{where}: row {twice[1]!r} of {twice[0]} belongs to two claims; a row is one claim's")
+    for paper in PAPERS:
+        primaries = [c for c in plan.of_paper(paper) if c.role == "primary" and c.in_family]
+        if len(primaries) > 2:
+            raise PlanError(f"{where}: papers.{paper} names {len(primaries)} primary claims; a paper has one or two")
+    for claim in plan.claims:
+        if claim.in_family and claim.experiment not in plan.experiments and not draft:
+            raise PlanError(f"{where}: claim {claim.id} is in the family but experiments.{claim.experiment} is missing")
+    for name, experiment in plan.experiments.items():
+        if reused := sorted(set(experiment.seeds) & set(plan.pilot_seeds)):
+            raise PlanError(
+                f"{where}: experiments.{name}.seeds reuses pilot seed {reused[0]}: fresh seeds take new numbers"
+            )
+
+
+CLAIM_FIELDS = (
+    "id",
+    "role",
+    "statement",
+    "experiment",
+    "rows",
+    "combine",
+    "kind",
+    "effect",
+    "effect_source",
+    "tolerance",
+    "fail_below_effect",
+    "same_measurement",
+    "excluded",
+)
+
+
+def _claim(paper: str, data: Any, where: str) -> PlannedClaim:
+    fields = _mapping(data, where, CLAIM_FIELDS, required=CLAIM_FIELDS[:9])
+    kind = _choice(fields["kind"], f"{where}.kind", Kind)
+    tolerance = _number(fields.get("tolerance", 0.0), f"{where}.tolerance", 0, math.inf)
+    if (kind == "superiority") != (tolerance == 0):
+        raise PlanError(f"{where}.tolerance: {tolerance:g} for a {kind} claim; superiority has none, the others one")
+    rows = tuple(_text(r, f"{where}.rows") for r in _list(fields["rows"], f"{where}.rows"))
+    combine = _choice(fields["combine"], f"{where}.combine", Combine)
+    if not rows or (combine == "one" and len(rows) != 1):
+        raise PlanError(f"{where}.rows: {len(rows)} rows for combine {combine!r} (one: exactly one, else one or more)")
+    same = _mapping(fields.get("same_measurement", {}), f"{where}.same_measurement")
+    return PlannedClaim(
+        id=_text(fields["id"], f"{where}.id"),
+        paper=paper,
+        role=_choice(fields["role"], f"{where}.role", Role),
+        statement=_text(fields["statement"], f"{where}.statement"),
+        experiment=_text(fields["experiment"], f"{where}.experiment"),
+        rows=rows,
+        combine=combine,
+        kind=kind,
+        effect=_number(fields["effect"], f"{where}.effect", 0, math.inf),
+        effect_source=_text(fields.get("effect_source"), f"{where}.effect_source"),
+        tolerance=tolerance,
+        fail_below_effect=_flag(fields.get("fail_below_effect", False), f"{where}.fail_below_effect"),
+        same_measurement={_text(k, where): _choice(v, f"{where}.same_measurement.{k}", rows) for k, v in same.items()},
+        excluded=str(fields.get("excluded") or ""),
+    )
+
+
+def _experiment(name: str, data: Any, where: str) -> PlannedExperiment:
+    fields = _mapping(data, where, ("seeds", "test", "test_source", "arms"), required=("seeds", "test", "arms"))
+    arms = _mapping(fields["arms"], f"{where}.arms")
+    if not arms:
+        raise PlanError(f"{where}.arms: no arm; name each run the claims compare, with its rate")
+    return PlannedExperiment(
+        name=name,
+        seeds=_seeds(fields["seeds"], f"{where}.seeds"),
+        test=_choice(fields["test"], f"{where}.test", Test),
+        test_source=str(fields.get("test_source") or ""),
+        arms={
+            _text(arm, f"{where}.arms"): None if lr is None else _number(lr, f"{where}.arms.{arm}", 0, math.inf)
+            for arm, lr in arms.items()
+        },
+    )
+
+
+def _mapping(value: Any, where: str, allowed: tuple[str, ...] = (), required: tuple[str, ...] = ()) -> dict:
+    if not isinstance(value, dict):
+        raise PlanError(f"{where}: a mapping of names to values, not {type(value).__name__}")
+    if allowed and (unknown := [k for k in value if k not in allowed]):
+        raise PlanError(f"{where}: unknown field {unknown[0]!r}; allowed: {', '.join(allowed)}")
+    if missing := [k for k in required if k not in value]:
+        raise PlanError(f"{where}: missing field {missing[0]!r}")
+    return value
+
+
+def _list(value: Any, where: str) -> list:
+    if not isinstance(value, list):
+        raise PlanError(f"{where}: a list, not {type(value).__name__}")
+    return value
+
+
+def _text(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise PlanError(f"{where}: a text, not {value!r}")
+    return value
+
+
+def _flag(value: Any, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise PlanError(f"{where}: true or false, not {value!r}")
+    return value
+
+
+def _number(value: Any, where: str, low: float, high: float, integer: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and not isinstance(value, int)):
+        raise PlanError(f"{where}: a number{' (whole)' if integer else ''}, not {value!r}")
+    if not (low <= value <= high) or value != value:
+        raise PlanError(f"{where}: {value!r} is outside [{low:g}, {high:g}]")
+    return float(value)
+
+
+def _choice(value: Any, where: str, allowed: Any) -> Any:
+    options = get_args(allowed) or tuple(allowed)
+    if value not in options:
+        raise PlanError(f"{where}: {value!r}; allowed: {', '.join(map(str, options))}")
+    return value
+
+
+def _seeds(value: Any, where: str) -> tuple[int, ...]:
+    seeds = _list(value, where)
+    if not seeds or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in seeds):
+        raise PlanError(f"{where}: a list of seed numbers (whole, from 1), not {value!r}")
+    if len(set(seeds)) != len(seeds):
+        raise PlanError(f"{where}: seed {next(k for k in seeds if seeds.count(k) > 1)} is listed twice")
+    return tuple(seeds)

@@ -1,0 +1,196 @@
+"""The power analysis a plan's seeds come from: for each claim, the seeds its test needs to decide the smallest
+effect of interest with the plan's power, at the threshold that claim faces, on the degrees of freedom of the test
+that will run, with the pilot's noise taken at its upper confidence limit. The pilot (its per-seed files) gives the
+noise and nothing else: never an effect.
+
+- sigma: the pooled spread of the pilot's margins of the claim's own rows where it has two or more, else of its
+  experiment's rows in its unit (each margin series once; rows on arms that did not learn or trained unstably left
+  out; a claim's rows are one measure on one data set, never FineWeb's and FineMath's together), its degrees of
+  freedom the effective ones of
+  an average of correlated variances, (n - 1) k^2 / sum_ij rho_ij^2, with rho_ij the share of arms two margins
+  share (a star of pairwise margins on one arm: 1/2); then its upper `sigma_confidence` limit.
+- threshold: Holm's alpha / m over the paper's primaries, or Benjamini-Yekutieli's at rank 1 over its secondaries
+  (`decisions.threshold`).
+- power: superiority at noncentrality effect / se; non-inferiority at (effect + tolerance) / se; equivalence exactly
+  (`significance.equivalence_power`); `each` as the joint power of all its steps, simulated with the steps'
+  correlation.
+
+A claim needing more than `max_seeds` is out of reach: outside the family, before any of its seeds trains; the
+thresholds of the rest are computed again without it, until nothing more drops out.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import math
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+
+from scaling_axes.harness.analysis.contrasts import blocks_of
+from scaling_axes.harness.analysis.decisions import threshold
+from scaling_axes.harness.analysis.plan import OUT_OF_REACH as OUT
+from scaling_axes.harness.analysis.plan import AnalysisPlan, PlannedClaim
+from scaling_axes.significance import equivalence_power, one_sided_power, sigma_upper_limit, t_critical
+
+BLOCKED = ("not_learning", "unstable")  # a pilot row on such arms gives no noise of learning, stable runs
+SIMULATED_DRAWS = 4000  # the joint power of an `each` claim's steps, by simulation (seeded: the same every time)
+
+
+@dataclasses.dataclass(frozen=True)
+class PilotRow:
+    """One pilot claim row as the power analysis reads it: its margins per seed, the runs it compares, its unit and
+    the status the pilot gave it."""
+
+    experiment: str
+    row: str
+    runs: frozenset[str]
+    unit: str
+    status: str
+    margins: tuple[float, ...]
+
+
+def read_pilot(pilot_dir: Path, experiments: Sequence[str]) -> dict[tuple[str, str], PilotRow]:
+    """(experiment, table/row) -> the pilot's claim row, from its table and per-seed file."""
+    out = {}
+    for name in experiments:
+        table, seeds = Path(pilot_dir) / f"{name}.csv", Path(pilot_dir) / "seeds" / f"{name}.csv"
+        if not table.exists():
+            continue
+        with open(seeds, newline="") as f:
+            margins: dict[tuple[str, str], list[float]] = {}
+            for r in csv.DictReader(f):
+                if r["kind"] == "claim":
+                    margins.setdefault((r["table"], r["row"]), []).append(float(r["value"]))
+        with open(table, newline="") as f:
+            for r in csv.DictReader(f):
+                if r["metric"] == "claim":
+                    where = f"{r['table']}/{r['row']}"
+                    runs = frozenset(filter(None, r["run"].split(",")))
+                    values = tuple(margins.get((r["table"], r["row"]), ()))
+                    out[(name, where)] = PilotRow(name, where, runs, r["unit"], r["status"], values)
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Noise:
+    """A claim's planning noise: the pilot's pooled sigma of one margin, its effective degrees of freedom, its upper
+    confidence limit, and the correlation of the claim's steps (rho, in the order of its rows)."""
+
+    sigma: float
+    df: float
+    upper: float
+    rho: tuple[tuple[float, ...], ...]
+
+
+def overlap(a: frozenset[str], b: frozenset[str]) -> float:
+    """The correlation of two margins under equal arm variances, as the share of arms they share."""
+    return len(a & b) / math.sqrt(len(a) * len(b)) if a and b else 0.0
+
+
+def planning_noise(claim: PlannedClaim, pilot: dict, confidence: float) -> Noise | None:
+    """The claim's noise from its experiment's pilot rows in its unit (None: the pilot measured none)."""
+    mine = [pilot.get((claim.experiment, row)) for row in claim.rows]
+    if any(r is None or len(r.margins) < 2 for r in mine):
+        return None
+    unit, own = mine[0].unit, [r for r in mine if r.status not in BLOCKED]
+    pool = {
+        r.margins: r
+        for (experiment, _), r in sorted(pilot.items())
+        if experiment == claim.experiment and r.unit == unit and len(r.margins) >= 2 and r.status not in BLOCKED
+    }
+    rows = own if len(own) >= 2 else list(pool.values()) or mine
+    sigma = math.sqrt(statistics.fmean(statistics.variance(r.margins) for r in rows))
+    shared = sum(overlap(a.runs, b.runs) ** 2 for a in rows for b in rows)
+    df = statistics.fmean(len(r.margins) - 1 for r in rows) * len(rows) ** 2 / shared
+    rho = tuple(tuple(overlap(a.runs, b.runs) for b in mine) for a in mine)
+    return Noise(sigma, df, sigma_upper_limit(sigma, df, confidence), rho)
+
+
+def test_df(claim: PlannedClaim, test: str, seeds: int, pilot: dict) -> float:
+    """The degrees of freedom of the test that will run: seeds - 1 on its own spread; (A - 1)(n - 1) on the model,
+    A the arms of the block its arms sit in (the experiment's claim rows joining arms)."""
+    if test == "own_spread":
+        return seeds - 1
+    linked = [r.runs for (experiment, _), r in pilot.items() if experiment == claim.experiment]
+    arms = set().union(*linked) if linked else set()
+    block = next((b for b in blocks_of(arms, linked) if b & pilot[(claim.experiment, claim.rows[0])].runs), arms)
+    return (len(block) - 1) * (seeds - 1)
+
+
+def claim_power(claim: PlannedClaim, noise: Noise, seeds: int, df: float, alpha: float) -> float:
+    """The power of `claim`'s test at `seeds` seeds and one-sided level `alpha`."""
+    critical, k = t_critical(df, alpha), len(claim.rows)
+    se = noise.upper / math.sqrt(seeds)
+    if claim.combine == "average" and k > 1:
+        se *= math.sqrt(sum(map(sum, noise.rho))) / k
+    if claim.combine == "each" and k > 1:
+        return _joint_power(claim, noise, seeds, critical)
+    if claim.kind == "equivalence":
+        return equivalence_power(claim.effect / se, claim.tolerance / se, df, critical)
+    return one_sided_power((claim.effect + claim.tolerance) / se, df, critical)
+
+
+def _joint_power(claim: PlannedClaim, noise: Noise, seeds: int, critical: float) -> float:
+    """P(every step's own-spread one-sided test rejects) with the steps' margins drawn per seed from a normal of
+    the steps' correlation, each at the claim's effect (a seeded simulation: the same number every time)."""
+    import numpy as np
+
+    rng = np.random.default_rng(73)
+    cov = np.array(noise.rho) * noise.upper**2 + 1e-12 * np.eye(len(claim.rows))
+    shift = claim.effect + claim.tolerance
+    draws = rng.multivariate_normal(np.full(len(claim.rows), shift), cov, size=(SIMULATED_DRAWS, seeds))
+    t = draws.mean(axis=1) / (draws.std(axis=1, ddof=1) / math.sqrt(seeds))
+    return float((t > critical).all(axis=1).mean())
+
+
+@dataclasses.dataclass(frozen=True)
+class Sized:
+    """A claim as the power analysis sizes it: its noise, threshold, the seeds it needs (None: more than the plan
+    allows, or no pilot noise) and the power there, or why it is out of reach."""
+
+    claim: PlannedClaim
+    noise: Noise | None
+    threshold: float
+    seeds: int | None
+    power: float
+    why_out: str = ""
+
+
+def size_claims(plan: AnalysisPlan, pilot_dir: Path) -> list[Sized]:
+    """Every claim of the plan sized; out-of-reach claims dropped from the family until none more drops out (the
+    thresholds of those left loosen as their families shrink). Claims the plan excludes by design stay out."""
+    pilot = read_pilot(pilot_dir, sorted({c.experiment for c in plan.claims}))
+    out_of_reach: dict[str, str] = {}
+    declared = [dataclasses.replace(c, excluded="") if c.excluded.startswith(OUT) else c for c in plan.claims]
+    while True:  # (the plan's own out-of-reach list is what this computes: it is not read)
+        claims = [
+            dataclasses.replace(c, excluded=out_of_reach[c.id]) if c.id in out_of_reach and not c.excluded else c
+            for c in declared
+        ]
+        sized = [_size(c, claims, plan, pilot) for c in claims]
+        newly = {s.claim.id: s.why_out for s in sized if s.why_out and s.claim.id not in out_of_reach}
+        if not newly:
+            return sized
+        out_of_reach |= newly
+
+
+def _size(claim: PlannedClaim, claims: list[PlannedClaim], plan: AnalysisPlan, pilot: dict) -> Sized:
+    alpha = threshold(claim, claims, plan.alpha)
+    if claim.excluded:
+        return Sized(claim, None, alpha, None, 0.0, claim.excluded)
+    noise = planning_noise(claim, pilot, plan.sigma_confidence)
+    if noise is None:
+        return Sized(claim, None, alpha, None, 0.0, f"{OUT}: the pilot measured no margin of it to size it on")
+    test = plan.experiments[claim.experiment].test if claim.experiment in plan.experiments else "own_spread"
+    power = 0.0
+    for seeds in range(2, plan.max_seeds + 1):
+        power = claim_power(claim, noise, seeds, test_df(claim, test, seeds, pilot), alpha)
+        if power >= plan.power:
+            return Sized(claim, noise, alpha, seeds, power)
+    why = (
+        f"{OUT}: {plan.max_seeds} seeds give {power:.0%} power (at most {plan.max_seeds}; the pilot's sigma "
+        f"{noise.sigma:.3g}, upper limit {noise.upper:.3g}, against the effect {claim.effect:g})"
+    )
+    return Sized(claim, noise, alpha, None, power, why)

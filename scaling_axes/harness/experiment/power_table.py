@@ -1,0 +1,180 @@
+"""A scale's power table, from its plan's claims and its pilot's committed files: per experiment the test the pilot
+supports (`choose_test`), per claim the seeds it needs (`analysis.power`), and the experiments' part of the plan
+those give (`draft`: the fresh seeds, the test, each arm and its rate), with what the seeds cost on this CPU and in
+GPU-hours at the small and paper scales.
+
+    python -m scaling_axes power --scale cpu            # the table; --draft prints the plan's `experiments:`
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import math
+import statistics
+from collections.abc import Mapping
+from pathlib import Path
+
+from scaling_axes.harness.analysis.plan import OUT_OF_REACH, AnalysisPlan, PlannedExperiment
+from scaling_axes.harness.analysis.power import BLOCKED, PilotRow, Sized, read_pilot, size_claims
+from scaling_axes.harness.experiment.hardware import GPUS, MEASURED_MFU, CpuRun
+from scaling_axes.harness.experiment.plan import dry_run
+from scaling_axes.harness.runs import Experiment, growth_chain
+from scaling_axes.harness.scales import PAPER, SMALL, Scale
+
+SPHERICITY_RATIO = 2.0  # the pooled model where the pilot's paired margins' variances lie within this factor
+
+
+def choose_test(experiment: str, pilot: Mapping[tuple[str, str], PilotRow]) -> tuple[str, str]:
+    """(test, why) for `experiment` from its pilot rows: the arm x seed model only where every margin is a contrast
+    of two arms and their variances agree within SPHERICITY_RATIO (sphericity, which equal spread across arms does
+    not imply); else each row's own spread, valid for any covariance."""
+    rows = {r.margins: r for (name, _), r in sorted(pilot.items()) if name == experiment}
+    usable = [r for r in rows.values() if len(r.margins) >= 2 and r.status not in BLOCKED]
+    if len(usable) < 2:
+        return "own_spread", "one contrast in the pilot: the model is its paired t"
+    if wider := [r.row for r in usable if len(r.runs) != 2 or r.unit not in ("nats/token", "nats", "points")]:
+        return "own_spread", f"{wider[0]}'s margin is not a contrast of two arms' values"
+    variances = sorted(statistics.variance(r.margins) for r in usable)
+    ratio = variances[-1] / variances[0] if variances[0] else math.inf
+    words = f"the pilot's {len(usable)} paired margins' variances span a factor {ratio:.2g}"
+    if ratio <= SPHERICITY_RATIO:
+        return "model", f"{words}, within {SPHERICITY_RATIO:g}: pooled"
+    return "own_spread", f"{words}, beyond {SPHERICITY_RATIO:g}: each row on its own spread"
+
+
+def pilot_rates(pilot_dir: Path, experiment: str) -> dict[str, float]:
+    """run -> the rate its pilot claim seeds settled at (a stable fallback's, else the sweep's choice)."""
+    path = Path(pilot_dir) / f"{experiment}.csv"
+    rates: dict[str, float] = {}
+    if path.exists():
+        with open(path, newline="") as f:
+            for r in csv.DictReader(f):
+                if r["table"] == "lr_sweep" and r["metric"] in ("chosen_lr", "stable_fallback_lr"):
+                    if r["metric"] == "stable_fallback_lr" or r["row"] not in rates:
+                        rates[r["row"]] = float(r["ours"])
+    return rates
+
+
+@dataclasses.dataclass(frozen=True)
+class Draft:
+    """What the power analysis gives a plan: every claim sized, and each experiment's fresh seeds, test and arms."""
+
+    sized: list[Sized]
+    experiments: dict[str, PlannedExperiment]
+
+
+def draft(plan: AnalysisPlan, experiments: Mapping[str, Experiment], scale: Scale) -> Draft:
+    """The plan's experiments part, computed from its claims and its pilot: each experiment's test, its in-family
+    claims' arms (their rows' runs, with every run they grow from) at the rates their pilot seeds settled at, and as
+    many fresh seeds (numbered on from the pilot's) as its neediest in-family claim."""
+    pilot_dir = Path(plan.pilot)
+    claimed = sorted({c.experiment for c in plan.claims})
+    pilot = read_pilot(pilot_dir, claimed)
+    tests = {name: choose_test(name, pilot) for name in claimed}
+    stub = {name: PlannedExperiment(name, (), test, why, {}) for name, (test, why) in tests.items()}
+    sized = size_claims(dataclasses.replace(plan, experiments=stub), pilot_dir)
+    planned = {}
+    for name in claimed:
+        mine = [s for s in sized if s.claim.experiment == name and s.seeds is not None]
+        if not mine:
+            continue
+        first = max(plan.pilot_seeds) + 1
+        by_name = {run.name: run for run in experiments[name].runs(scale)}
+        arms = sorted(
+            {
+                run.name
+                for s in mine
+                for row in s.claim.rows
+                for arm in pilot[(name, row)].runs
+                for run in growth_chain(by_name[arm], by_name)
+            }
+        )
+        rates = pilot_rates(pilot_dir, name)
+        seeds = tuple(range(first, first + max(s.seeds for s in mine)))
+        planned[name] = PlannedExperiment(name, seeds, tests[name][0], tests[name][1], {a: rates.get(a) for a in arms})
+    return Draft(sized, planned)
+
+
+def draft_yaml(found: Draft) -> str:
+    """The plan's parts the power analysis writes: `out_of_reach:` (each excluded claim and why) and
+    `experiments:`."""
+    lines = ["out_of_reach:  # written by `power --draft` from the pilot, before any fresh seed trained"]
+    lines += [
+        f"  {s.claim.id}: {json.dumps(s.why_out.removeprefix(OUT_OF_REACH + ': '))}"
+        for s in found.sized
+        if s.why_out.startswith(OUT_OF_REACH)
+    ]
+    lines += ["experiments:"]
+    planned = found.experiments
+    for name, each in planned.items():
+        lines += [
+            f"  {name}:",
+            f"    seeds: [{', '.join(map(str, each.seeds))}]",
+            f"    test: {each.test}",
+            f"    test_source: {json.dumps(each.test_source)}",
+            "    arms:",
+            *(f"      {arm}: {'null' if lr is None else f'{lr:g}'}" for arm, lr in each.arms.items()),
+        ]
+    return "\n".join(lines)
+
+
+def costs(planned: Mapping[str, PlannedExperiment], experiments: Mapping[str, Experiment], scale: Scale) -> dict:
+    """experiment -> {"cpu_hours", "small_gpu_hours", "paper_gpu_hours"} of its arms at its fresh seeds (one thread
+    of this machine; an H100 at the measured MFU); a run that experiments share, trained once, priced once."""
+    seen: set[tuple[str, str]] = set()
+    out = {}
+    for name, each in planned.items():
+        group = experiments[name].run_group or name
+        arms = [a for a in each.arms if (group, a) not in seen]
+        seen |= {(group, a) for a in arms}
+        flops = {run.name: run.train_flops() for run in experiments[name].runs(scale)}
+        out[name] = {"cpu_hours": len(each.seeds) * sum(CpuRun.seconds(flops[a]) for a in arms) / 3600}
+        for at in (SMALL, PAPER):  # a run named otherwise at that scale (the paper's token budgets) is not priced
+            hours = _gpu_hours(experiments[name], at)
+            out[name][f"{at.name}_gpu_hours"] = len(each.seeds) * sum(hours.get(a, math.nan) for a in arms)
+    return out
+
+
+def _gpu_hours(experiment: Experiment, scale: Scale) -> dict[str, float]:
+    """run -> its GPU-hours on one H100 at the measured MFU (`plan.dry_run`)."""
+    return {p["run"]: p["gpu_hours"] for p in dry_run(experiment, scale, MEASURED_MFU, GPUS["h100"], 1)}
+
+
+def print_power(plan: AnalysisPlan, found: Draft, spent: Mapping[str, Mapping[str, float]]) -> None:
+    """The power table: per claim its noise, effect and source, threshold, seeds and power (or why it is out of
+    reach); per experiment its seeds, test and cost; per paper its total."""
+    print(
+        f"power analysis of {plan.path} (digest {plan.digest}): one-sided alpha {plan.alpha:g}, power {plan.power:g},"
+    )
+    print(
+        f"sigma at its {plan.sigma_confidence:.0%} upper limit from the pilot {plan.pilot}, at most {plan.max_seeds} seeds"
+    )
+    for paper in sorted({c.paper for c in plan.claims}):
+        print(f"\n== {paper}")
+        for s in (s for s in found.sized if s.claim.paper == paper):
+            c = s.claim
+            kind = c.kind + (f" within {c.tolerance:g}" if c.tolerance else "")
+            head = f"{c.id} ({c.role}, {kind}, {c.combine} of {len(c.rows)}): effect {c.effect:g} ({c.effect_source})"
+            print(f"- {head}")
+            if s.noise is not None:
+                print(
+                    f"    sigma {s.noise.sigma:.3g} on {s.noise.df:.3g} df, upper limit {s.noise.upper:.3g}; "
+                    f"threshold {s.threshold:.3g}"
+                )
+            print(f"    {f'{s.seeds} seeds, power {s.power:.2f}' if s.seeds else s.why_out}")
+    print("\nexperiment                          seeds  test        CPU-h   small GPU-h   paper GPU-h")
+    for name, each in found.experiments.items():
+        cost = spent[name]
+        print(
+            f"{name:35s} {len(each.seeds):5d}  {each.test:10s} {cost['cpu_hours']:6.2f} {cost['small_gpu_hours']:13.3g} "
+            f"{cost['paper_gpu_hours']:13.4g}"
+        )
+    for paper in sorted({c.paper for c in plan.claims}):
+        names = {c.experiment for c in plan.of_paper(paper)} & set(found.experiments)
+        total = {k: sum(spent[n][k] for n in names) for k in ("cpu_hours", "small_gpu_hours", "paper_gpu_hours")}
+        print(
+            f"{paper}: {total['cpu_hours']:.2f} CPU-hours here (one thread), {total['small_gpu_hours']:.3g} H100-hours "
+            f"at small scale, {total['paper_gpu_hours']:.4g} at paper scale (experiments shared between papers: each)"
+        )
