@@ -7,6 +7,7 @@ python -m scaling_axes all --scale smoke                       # every experimen
 python -m scaling_axes report                                  # results/REPORT.md from the results CSVs
 python -m scaling_axes report --scale cpu                      # a scale's claims judged again from its files
 python -m scaling_axes power --scale cpu [--draft]             # the power table its plan's seeds come from
+python -m scaling_axes simulate --scale cpu                    # the decision rule's error rate, by Monte Carlo
 python -m scaling_axes fit --model.model tokenformer_150m ...  # LightningCLI, for runs outside the tables
 python -m scaling_axes grow in.ckpt tokenformer_354m out.ckpt  # grow a checkpoint
 python -m scaling_axes export runs/<experiment>/<scale>/<run> OUT  # a Hugging Face folder (transformers)
@@ -97,6 +98,22 @@ def power(scale: Scale, print_draft: bool) -> None:
         print(f"\n{draft_yaml(found)}")
 
 
+def simulate(scale: Scale, draws: int) -> None:
+    """Write `results/<scale>/simulation/size.csv`: the error rate of the scale's whole decision rule per paper
+    family and direction under its nulls (`analysis.simulation`), and print it."""
+    from scaling_axes.harness.analysis.plan import plan_for, plan_path
+    from scaling_axes.harness.analysis.simulation import COLUMNS, size_table
+    from scaling_axes.harness.results import RESULTS_DIR
+    from scaling_axes.io import write_csv
+
+    if (plan := plan_for(scale)) is None:
+        raise SuiteError(f"the {scale} scale has no analysis plan ({plan_path(scale)}): nothing to simulate")
+    rows = size_table(plan, draws)
+    path = RESULTS_DIR / scale.name / "simulation" / "size.csv"
+    print(write_csv(path, COLUMNS, rows), end="")
+    print(f"wrote {path}")
+
+
 def run_all(scale: Scale, report_only: bool) -> None:
     """Every experiment at `scale` (at paper scale a cluster launches runs one by one instead), then REPORT.md and
     `results/<scale>/REPORT.md`, which names the machine, the commit and how long this took."""
@@ -159,6 +176,9 @@ def _parser() -> argparse.ArgumentParser:
     power_parser = commands.add_parser("power", help="the power table of a scale's plan, from its pilot; train nothing")
     power_parser.add_argument("--scale", type=scale_argument, choices=SCALES.values(), default=SCALES["cpu"])
     power_parser.add_argument("--draft", action="store_true", help="print the plan's experiments part it gives")
+    simulate_parser = commands.add_parser("simulate", help="the size of a scale's decision rule, by Monte Carlo")
+    simulate_parser.add_argument("--scale", type=scale_argument, choices=SCALES.values(), default=SCALES["cpu"])
+    simulate_parser.add_argument("--draws", type=in_range(int, 100), default=20000)
     all_parser = commands.add_parser("all", help="run every experiment at one scale, then write REPORT.md")
     all_parser.add_argument("--scale", type=scale_argument, choices=SCALES.values(), default=SMOKE)
     all_parser.add_argument("--report", action="store_true", help="only rebuild the tables from finished runs")
@@ -190,6 +210,8 @@ def run_main(argv: list[str]) -> None:
         plan(args.scale, args.gpu, args.mfu, args.devices)
     elif args.command == "power":
         power(args.scale, args.draft)
+    elif args.command == "simulate":
+        simulate(args.scale, args.draws)
     elif args.command == "all":
         run_all(args.scale, args.report)
     elif args.command == "report" and args.scale is not None:

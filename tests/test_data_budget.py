@@ -112,25 +112,12 @@ def test_small_scale_on_embedded_data_stays_within_two_passes():
             assert planned["epochs"] <= limit, (experiment.name, run.name, planned["epochs"])
 
 
-@pytest.mark.parametrize(
-    ("scale", "margins", "status"),
-    [
-        (SMALL, [0.10], "claim_holds"),  # one seed, far beyond the noise floor
-        (SMALL, [-0.10], "claim_fails"),
-        (SMALL, [0.05], "insufficient"),  # within twice the margin's floor (sqrt 2 x 0.02) from one seed
-        (SMALL, [0.30, 0.25, 0.28], "claim_holds"),  # three seeds: their own spread and the floor are the noise
-        (SMALL, [], "insufficient"),  # nothing finished
-        (SMOKE, [0.5], "insufficient"),  # smoke never judges a claim
-    ],
-)
-def test_claims_are_judged_against_the_noise(scale, margins, status):
-    row = judge("fig2", "rmt_vs_transformer", "lower loss at equal FLOPs", scale, margins, 0.02, "nats/token")
-    assert row.status == status and row.metric == "claim"
-    assert row.note.startswith("lower loss at equal FLOPs | ")
+def _mean(row) -> float:
+    return sum(row.evidence.margins) / len(row.evidence.margins)
 
 
-@pytest.mark.parametrize(("below", "status"), [(0.2, "claim_holds"), (-0.2, "claim_fails"), (0.005, "insufficient")])
-def test_rmt_fig2_claim_reads_finished_schedules_against_the_transformer_frontier(below, status):
+@pytest.mark.parametrize("below", [0.2, -0.2, 0.005])
+def test_rmt_fig2_claim_reads_finished_schedules_against_the_transformer_frontier(below):
     """The Transformers' finished losses follow loss = 10 x FLOPs^-0.05 (a power law: log-log interpolation is exact
     on it); each RMT ends `below` it at its own FLOPs. Mid-schedule the Transformers' curves sit far higher (6.0), which
     a reading at the RMT's FLOPs inside the Transformer's schedule would have taken for its loss."""
@@ -145,17 +132,17 @@ def test_rmt_fig2_claim_reads_finished_schedules_against_the_transformer_frontie
     frontier = {name: 10 * runs[name].train_flops() ** -0.05 for name in runs}
     results = {name: finished(name, frontier[name] - (below if name.startswith("rmt") else 0.0)) for name in runs}
     rows = {r.row: r for r in [r for r in fig2.claim_rows(SMALL, results) if r.metric == "claim"]}
-    assert {r.status for r in rows.values()} == {status}
-    assert rows["rmt_46m_vs_transformers"].ours == pytest.approx(below, abs=1e-9)  # below the smallest: extrapolated
-    assert rows["rmt_305m_vs_transformers"].ours == pytest.approx(below, abs=1e-9)
+    assert _mean(rows["rmt_46m_vs_transformers"]) == pytest.approx(below, abs=1e-9)  # below the smallest: extrapolated
+    assert _mean(rows["rmt_305m_vs_transformers"]) == pytest.approx(below, abs=1e-9)
+    assert not rows["rmt_305m_vs_transformers"].evidence.contrast  # an interpolation: tested on its own spread
     del results["transformer_rmt_160m"]  # a claim needs all its runs finished at a seed
-    assert next(r for r in fig2.claim_rows(SMALL, results) if r.metric == "claim").status == "insufficient"
+    assert not next(r for r in fig2.claim_rows(SMALL, results) if r.metric == "claim").evidence.margins
 
 
-@pytest.mark.parametrize(("concat_loss", "status"), [(3.0, "claim_holds"), (3.5, "claim_fails")])
-def test_mot_claim_from_synthetic_runs(concat_loss, status):
-    """FineWeb as given; on FineMath the 512/64 concat is 0.1 nats better than noop whatever its FineWeb loss; step
-    time: 512/64 1% slower (within 5%: holds), 256/48 10% slower (fails)."""
+@pytest.mark.parametrize("concat_loss", [3.0, 3.5])
+def test_mot_claim_from_synthetic_runs(concat_loss):
+    """FineWeb as given; on FineMath the 512/64 concat is 0.1 nats better than noop whatever its FineWeb loss, the
+    two data sets measures of their own; step time: 512/64 1% slower, 256/48 10% slower (noop's time saved)."""
     from scaling_axes.experiments.mot import results_tables
 
     finals = {"mot_noop_noop_1024": 3.2, "mot_concat_noop_512_64": concat_loss, "mot_concat_noop_256_48": 3.2}
@@ -166,12 +153,14 @@ def test_mot_claim_from_synthetic_runs(concat_loss, status):
         math_loss = 3.1 if run.name == "mot_concat_noop_512_64" else 3.2
         curves = {fineweb: [(0, 9.0), (100, finals[run.name])], finemath: [(0, 9.0), (100, math_loss)]}
         results[run.name] = {"val_loss_curves": curves, "step_ms": step_ms[run.name], "device": "NVIDIA H100"}
-    rows = {r.row: r for r in results_tables.claim_rows(SMALL, results)}
-    assert rows["mot_concat_noop_512_64_vs_mot_noop_noop_1024_fineweb"].status == status
-    assert rows["mot_concat_noop_256_48_vs_mot_noop_noop_1024_fineweb"].status == "insufficient"  # within the noise
-    assert rows["mot_concat_noop_512_64_vs_mot_noop_noop_1024_finemath"].status == "claim_holds"
-    assert rows["mot_concat_noop_512_64_vs_mot_noop_noop_1024_step_time"].status == "claim_holds"
-    assert rows["mot_concat_noop_256_48_vs_mot_noop_noop_1024_step_time"].status == "claim_fails"
+    rows = {r.row.removeprefix("mot_concat_noop_"): r for r in results_tables.claim_rows(SMALL, results)}
+    assert _mean(rows["512_64_vs_mot_noop_noop_1024_fineweb"]) == pytest.approx(3.2 - concat_loss)
+    assert _mean(rows["256_48_vs_mot_noop_noop_1024_fineweb"]) == pytest.approx(0.0)
+    assert _mean(rows["512_64_vs_mot_noop_noop_1024_finemath"]) == pytest.approx(0.1)
+    measures = {r.evidence.measure for key, r in rows.items() if not key.endswith("step_time")}
+    assert measures == {"val_loss_fineweb", "val_loss_finemath"}  # never pooled
+    assert _mean(rows["512_64_vs_mot_noop_noop_1024_step_time"]) == pytest.approx(-0.01)
+    assert _mean(rows["256_48_vs_mot_noop_noop_1024_step_time"]) == pytest.approx(-0.1)
 
 
 def test_a_plan_whose_grown_chain_costs_more_than_about_a_third_leaves_the_claim_unmatched_whatever_the_loss():
@@ -190,13 +179,10 @@ def test_a_plan_whose_grown_chain_costs_more_than_about_a_third_leaves_the_claim
     assert "(here 0.28x; the paper ~0.33x)" in paper[0].note  # the paper's plan: 6e5 + 3 x 6e4 steps of smaller models
 
 
-@pytest.mark.parametrize(
-    ("grown", "status"), [(2.45, "claim_holds"), (2.47, "insufficient"), (2.43, "insufficient"), (2.60, "claim_fails")]
-)
-def test_fig3_claims_comparable_loss_not_a_lower_one(grown, status):
-    """At the paper's plan (0.28x the FLOPs), "comparable" within 0.05 nats is an equivalence: one seed at the
-    from-scratch loss is inside by two one-sided tests (p 0.038, a margin's floor 0.028); 0.02 above or below cannot
-    be shown inside; 0.15 above lies beyond it (p 0.0004): fails."""
+@pytest.mark.parametrize("grown", [2.45, 2.47, 2.60])
+def test_fig3_claims_comparable_loss_not_a_lower_one(grown):
+    """At the paper's plan (0.28x the FLOPs), "comparable" is the difference itself (its tolerance the plan's):
+    the from-scratch loss minus the grown one; Table 6's equal tokens a difference of its own."""
     from scaling_axes.experiments.tokenformer import fig3_progressive_scaling as fig3
 
     results = {
@@ -205,9 +191,10 @@ def test_fig3_claims_comparable_loss_not_a_lower_one(grown, status):
         "tokenformer_1_4b_scratch_30b": {"val_loss": 2.75},
     }
     rows = {(r.table, r.row): r for r in fig3.claims(PAPER, results) if r.metric == "claim"}
-    assert rows[("fig3", "tokenformer_1_4b_30b_vs_tokenformer_1_4b_scratch_300b")].status == status
+    comparable = rows[("fig3", "tokenformer_1_4b_30b_vs_tokenformer_1_4b_scratch_300b")]
+    assert _mean(comparable) == pytest.approx(2.45 - grown) and comparable.status == "insufficient"
     equal_tokens = rows[("table6", "tokenformer_1_4b_30b_vs_tokenformer_1_4b_scratch_30b")]  # Fig. 4 / Table 6
-    assert equal_tokens.status == "claim_holds"
+    assert _mean(equal_tokens) == pytest.approx(2.75 - grown)
 
 
 def test_fig3_judges_whether_zero_initialised_growth_preserves_the_function():
@@ -225,19 +212,9 @@ def test_fig3_judges_whether_zero_initialised_growth_preserves_the_function():
     assert not any("random" in row for row in rows)  # the released code's random keys make no such claim
 
 
-CASES = [
-    ((0.801, 0.800, 0.799), "claim_holds"),
-    ((0.80,), "insufficient"),
-    ((0.81,), "insufficient"),
-    ((0.785,), "claim_fails"),
-]
-
-
-@pytest.mark.parametrize(("nonparametric", "status"), CASES)
-def test_an_as_good_as_claim_allows_its_tolerance(nonparametric, status):
-    """Within 0.5 points, tested as an equivalence (a margin's floor 0.42 points): three seeds at the reference's
-    top-1 are inside by two one-sided tests; one seed there cannot show it (p 0.12), nor one 1.0 above show that it
-    lies beyond (p 0.23); one 1.5 below lies beyond it: fails."""
+def test_an_as_good_as_claim_is_the_top1_difference_its_plan_holds_a_tolerance_for():
+    """Table 5's rows: the non-parametric model's top-1 minus the parametric one's in points, per seed (a contrast
+    of the two arms' top-1); the plan's tolerance (0.5 points) judges it, not the row."""
     from scaling_axes.experiments.tokenformer import table5_layernorm_ablation as table5
 
     def seeds(values):
@@ -245,22 +222,22 @@ def test_an_as_good_as_claim_allows_its_tolerance(nonparametric, status):
         return {"val_top1": values[0], **({"seed_runs": repeats} if repeats else {})}
 
     results = {
-        "vit_tokenformer_b16": seeds(nonparametric),
-        "vit_tokenformer_b16_parametric_ln": seeds((0.80,) * len(nonparametric)),
+        "vit_tokenformer_b16": seeds((0.801, 0.800, 0.785)),
+        "vit_tokenformer_b16_parametric_ln": seeds((0.80,) * 3),
     }
     (row,) = table5.claim_rows(SMALL, results)
-    assert row.status == status
+    assert row.evidence.margins == pytest.approx((0.1, 0.0, -1.5)) and row.evidence.measure == "val_top1"
 
 
 def test_a_scale_report_sits_under_its_scale_and_the_overall_one_at_the_top(tmp_path):
     """`results/<scale>/REPORT.md` (its header, the scale's scope, the claims first) beside `results/REPORT.md`."""
-    claim = judge("fig2", "rmt_vs_transformer", "lower loss at equal FLOPs", CPU, [0.1], 0.02, "nats/token")
+    claim = judge("fig2", "rmt_vs_transformer", "lower loss at equal FLOPs", CPU, [0.1], "nats/token")
     write_rows("rmt_fig2_scaling_laws", CPU, [claim], tmp_path)
     assert write_report(tmp_path) == tmp_path / "REPORT.md"
     path = write_report(tmp_path, scale=CPU, header=("Machine: test.", ""))
     assert path == tmp_path / "cpu" / "REPORT.md"
     text = path.read_text()
-    assert text.index("Machine: test.") < text.index("What this can show") < text.index("## Claims")
+    assert text.index("Machine: test.") < text.index("What this can show") < text.index("## The plan")
 
 
 def test_cpu_runs_spend_at_most_a_tenth_of_their_compute_validating_and_checkpoint_by_their_length():

@@ -317,13 +317,11 @@ def test_rmt_tables_5_and_6_from_the_scaling_runs(monkeypatch, tmp_path) -> None
     assert rmt_downstream.EXPERIMENT.run_group == "rmt_scaling"
 
 
-def test_rmt_tables_5_and_6_claims_take_each_metrics_noise_over_every_evaluated_seed():
-    """The log-perplexity margin per seed, its noise that metric's own over both runs' seeds (here 0.1 nats, five
-    times the loss floor: the bound widens with it); one seed each measures no noise and decides nothing."""
+def test_rmt_tables_5_and_6_claims_are_a_contrast_of_each_metric_over_every_evaluated_seed():
+    """The log-perplexity margin per seed, a contrast of the two arms' log perplexities (each metric a measure of
+    its own, never pooled with another); one seed each is one margin."""
     import math
     import statistics
-
-    from scaling_axes.significance import margin_floor, pooled_spread, t_critical
 
     rmt = {1: 20.0, 2: 22.0, 3: 18.0}
     transformer = {k: 2 * v for k, v in rmt.items()}
@@ -332,15 +330,13 @@ def test_rmt_tables_5_and_6_claims_take_each_metrics_noise_over_every_evaluated_
         for name, values in (("rmt_305m", rmt), ("transformer_rmt_405m", transformer))
     }
     (claim,) = rmt_downstream.claim_rows(PAPER, evaluated)
-    spread, dof = pooled_spread([[math.log(v) for v in transformer.values()], [math.log(v) for v in rmt.values()]])
-    assert pooled_spread(claim.evidence.own_values) == (spread, dof) and dof == 4 and spread > 0.09
-    assert claim.ours == pytest.approx(math.log(2)) and claim.seeds == 3
-    bound = t_critical(dof) * margin_floor(spread) / math.sqrt(3)  # the margins' own spread is 0
-    assert claim.high - claim.ours == pytest.approx(bound) and claim.status == "claim_holds"
+    e = claim.evidence
+    assert e.measure == "log_lambada_ppl" and e.contrast == {"transformer_rmt_405m": 1.0, "rmt_305m": -1.0}
+    assert e.arm_values["rmt_305m"] == pytest.approx({k: math.log(v) for k, v in rmt.items()})
+    assert e.margins == pytest.approx((math.log(2),) * 3) and claim.seeds == 3
     one = {name: {1: seeds[1]} for name, seeds in evaluated.items()}
     (single,) = rmt_downstream.claim_rows(PAPER, one)
-    assert single.status == "insufficient" and "one seed each measures none" in single.note
-    assert statistics.mean(single.evidence.margins) == pytest.approx(math.log(2))
+    assert statistics.mean(single.evidence.margins) == pytest.approx(math.log(2)) and single.seeds == 1
 
 
 def test_pile_and_the_evaluation_corpora_go_through_the_memmap_path_from_local_files(tmp_path) -> None:

@@ -201,14 +201,13 @@ def test_claims_seeds_train_at_the_chosen_rate_and_the_sweep_on_a_seed_of_its_ow
 
 
 def test_no_claim_is_decided_on_an_arm_whose_sweep_ended_at_an_edge():
-    from scaling_axes.harness.claims.verdicts import judge, settle
-    from scaling_axes.harness.experiment.arms import untuned
+    from scaling_axes.harness.claims.verdicts import judge
+    from scaling_axes.harness.experiment.table import held_untuned
 
-    claim = judge("t", "a_vs_b", "a beats b", CPU, [0.3, 0.25, 0.28], 0.02, runs=("a", "b"))
-    assert claim.status == "claim_holds"
+    claim = judge("t", "a_vs_b", "a beats b", CPU, [0.3, 0.25, 0.28], runs=("a", "b"))
     results = {"a": {"tuning": Choice(0.1, None, {0.1: {1: Point(3.0)}}, at_edge=True)}, "b": {}}
-    settled = settle(claim, CPU, untuned=untuned(claim, results))
-    assert settled.status == "insufficient" and "a's sweep ended at 0.1, an edge" in settled.note
+    held = held_untuned(claim, results)
+    assert held.status == "insufficient" and "a's sweep ended at 0.1, an edge" in held.note
 
 
 def test_every_rmt_model_below_paper_scale_is_swept_with_the_codes_decay_per_step():
@@ -334,9 +333,9 @@ def test_a_carried_rate_is_refuted_only_by_a_neighbour_better_beyond_one_draws_n
 
 
 def test_a_transfer_refuted_at_its_checked_size_leaves_every_carried_size_untuned():
-    from scaling_axes.harness.claims.verdicts import judge, settle
-    from scaling_axes.harness.experiment.arms import untuned
+    from scaling_axes.harness.claims.verdicts import judge
     from scaling_axes.harness.experiment.finished import with_refuted_transfers
+    from scaling_axes.harness.experiment.table import held_untuned
 
     one_draw = lambda losses: {lr: {1: Point(loss)} for lr, loss in losses.items()}  # noqa: E731
     carried = {"tuning": Choice(0.01, None, {}), "tuning_anchor": "large"}
@@ -349,12 +348,12 @@ def test_a_transfer_refuted_at_its_checked_size_leaves_every_carried_size_untune
         "middle": carried,
         "other": {},
     }
-    claim = judge("t", "middle_vs_other", "middle beats other", CPU, [0.3, 0.25, 0.28], 0.02, runs=("middle", "other"))
-    assert settle(claim, CPU, untuned=untuned(claim, results)).status == "claim_holds"  # not yet propagated
-    settled = settle(claim, CPU, untuned=untuned(claim, with_refuted_transfers(results)))
-    assert settled.status == "insufficient" and "carried from large, and at small" in settled.note
+    claim = judge("t", "middle_vs_other", "middle beats other", CPU, [0.3, 0.25, 0.28], runs=("middle", "other"))
+    assert held_untuned(claim, results) == claim  # not yet propagated
+    held = held_untuned(claim, with_refuted_transfers(results))
+    assert held.status == "insufficient" and "carried from large, and at small" in held.note
     results["small"]["tuning"] = Choice(0.01, None, one_draw({0.001: 4.1, 0.01: 4.0, 0.1: 4.2}), carried_best=True)
-    assert settle(claim, CPU, untuned=untuned(claim, with_refuted_transfers(results))).status == "claim_holds"
+    assert held_untuned(claim, with_refuted_transfers(results)) == claim
 
 
 def test_a_stage_carries_its_heads_rate_times_its_scale_and_its_seeds_carry_the_stages():
@@ -431,8 +430,10 @@ def _spiking_arm(tmp_path, other_loss: float = 2.82):
 
 
 def test_a_swept_arms_claim_seeds_retrain_below_its_choice_under_names_of_their_own(tmp_path):
-    from scaling_axes.harness.experiment.arms import tuning_rows, unstable
+    from scaling_axes.harness.claims.margins import seeds_of
+    from scaling_axes.harness.experiment.arms import tuning_rows
     from scaling_axes.harness.runs import find_run, seed_run
+    from scaling_axes.harness.stability import unstable_seeds
 
     experiment, run, other, train, trained = _spiking_arm(tmp_path)
     finished = FinishedRuns(experiment, CPU, tmp_path / "runs")
@@ -452,88 +453,7 @@ def test_a_swept_arms_claim_seeds_retrain_below_its_choice_under_names_of_their_
     assert results["a"]["run"] == "a_stable_lr0.003" and sorted(results["a"]["seed_runs"]) == [2, 3]
     assert sorted(results["a"]["stable_fallback"]["unstable_at"]) == [1e-2]
     assert len(results["a"]["stable_fallback"]["unstable_at"][1e-2]) == 2  # seeds 1 and 3
-    claim = experiment.report(CPU, results)[0]
-    assert unstable(claim, results) == []  # decided on the stable seeds, not the spiked ones
+    assert not any(unstable_seeds(seeds_of(results["a"])).values())  # decided on the stable seeds, not the spiked ones
     rows = {row.metric: row for row in tuning_rows(results) if row.row == "a"}
     assert rows["chosen_lr"].ours == 1e-2 and rows["stable_fallback_lr"].ours == 3e-3
     assert "the sweep's mean at 0.003 over 1 draws 2.1500" in rows["claim_seeds_minus_sweep"].note
-
-
-@pytest.mark.parametrize("other_loss, fragile", [(2.0, True), (2.4, False)])
-def test_a_claim_the_tuning_policy_decides_is_fragile(tmp_path, other_loss, fragile):
-    """`a` settles at 3e-3 (2.15 + 0.01 k), below its choice 1e-2 (1.92 + 0.01 k, seeds 1 and 3 spiked). Against
-    `b` at 2.0 it fails where it settled and holds at the choice, each after the family's control: the policy
-    decides it, so `fragile` (both margins in the note). Against `b` at 2.4 it holds both ways: decided, the other
-    policy's margin beside. The abandoned claim seeds are in the per-seed file, marked."""
-    import csv
-
-    from scaling_axes.harness.experiment.table import rebuild
-    from scaling_axes.harness.runs import seed_run
-
-    experiment, run, other, train, _ = _spiking_arm(tmp_path, other_loss)
-    FinishedRuns(experiment, CPU, tmp_path / "runs").settled_rate(run, 3, train)
-    for k in (1, 2, 3):
-        train(seed_run(other, k))
-    path = rebuild(experiment, CPU, tmp_path / "runs", tmp_path / "results")
-    with open(path, newline="") as f:
-        (claim,) = [r for r in csv.DictReader(f) if r["metric"] == "claim"]
-    assert f"margin {other_loss - 1.92:+.4g}, p " in claim["note"]  # at the choice
-    assert f"margin {other_loss - 2.15:+.4g} " in claim["note"]  # where the claim seeds settled
-    if fragile:
-        assert claim["status"] == "fragile" and claim["q"] and "decided by the tuning policy" in claim["note"]
-    else:
-        assert (
-            claim["status"] == "claim_holds" and claim["q"] and "the other tuning policy: claim_holds" in claim["note"]
-        )
-    with open(path.parent / "seeds" / path.name, newline="") as f:
-        seeds = list(csv.DictReader(f))
-    abandoned = {
-        (r["run"], r["seed"]): r["flag"]
-        for r in seeds
-        if r["kind"] == "trained" and r["metric"] == "val_loss" and r["run"] == "a"
-    }
-    assert abandoned == {("a", "1"): "unstable abandoned", ("a", "2"): "abandoned", ("a", "3"): "unstable abandoned"}
-    at_choice = [float(r["value"]) for r in seeds if r["kind"] == "claim_at_choice"]
-    assert at_choice == pytest.approx([other_loss - 1.92] * 3)
-
-
-def test_a_claim_not_measured_under_the_other_policy_is_fragile_only_where_decided_after_the_control(tmp_path):
-    """Fig. 6 §4.4 at cpu: with D_k 12 at its sweep's choice, D_k 64 never reaches its loss, so the savings claim is
-    not measured there. Decided where D_k 12 settled, after the family's control, it is `fragile`; decided by its own
-    test but not by its q (the residual claims at p 0.023-0.040 in a family of many), it is `insufficient` under both
-    policies: not fragile. Undecided, it stays as it is."""
-    import csv
-
-    from scaling_axes.harness.claims.verdicts import judge
-    from scaling_axes.harness.experiment.family import judge_family
-    from scaling_axes.harness.experiment.noise import Trained
-    from scaling_axes.harness.experiment.seeds import Judged, write_seeds
-    from scaling_axes.harness.results import write_rows
-
-    def scale(rows, name):
-        write_rows(name, CPU, rows, tmp_path)
-        write_seeds(name, CPU, rows, Judged({}, Trained({}, {}), moved=("a",)), tmp_path)
-        judge_family(tmp_path / "cpu")
-        with open(tmp_path / "cpu" / f"{name}.csv", newline="") as f:
-            return {r["row"]: r for r in csv.DictReader(f)}
-
-    holds = judge(
-        "sec4_4", "a_vs_b_tokens", "a reaches b's loss on fewer tokens", CPU, [0.45, 0.40, 0.50], 0.05, runs=("a", "b")
-    )
-    within = judge(
-        "sec4_4", "a_vs_b_flops", "a reaches b's loss on fewer FLOPs", CPU, [0.3, -0.1, 0.4], 0.05, runs=("a", "b")
-    )
-    rows = scale([holds, within], "alone")
-    assert holds.status == "claim_holds" and rows["a_vs_b_tokens"]["status"] == "fragile"
-    assert "not measured (a run never reached" in rows["a_vs_b_tokens"]["note"]
-    assert rows["a_vs_b_flops"]["status"] == "insufficient"
-    others = [
-        judge("t", f"c{i}_vs_d", "c beats d", CPU, [0.01, -0.01, 0.02], 0.05, runs=(f"c{i}", "d")) for i in range(30)
-    ]
-    (tmp_path / "cpu" / "alone.csv").unlink()
-    rows = scale([holds, *others], "crowded")
-    assert float(rows["a_vs_b_tokens"]["q"]) == 1.0  # enters at the larger p of its two policies: not measured, 1
-    assert (
-        rows["a_vs_b_tokens"]["status"] == "insufficient"
-        and "decided by the tuning policy" not in rows["a_vs_b_tokens"]["note"]
-    )

@@ -21,7 +21,7 @@ from scaling_axes.harness.runs import Budget, Experiment, Run, run_dir
 from scaling_axes.harness.scales import CPU
 from scaling_axes.harness.training.rundir import write_done
 from scaling_axes.io import atomic_torch_save
-from scaling_axes.significance import MAX_SEEDS, minimum_detectable_effect, pooled_spread, seeds_needed
+from scaling_axes.significance import minimum_detectable_effect, pooled_spread
 
 TINY = {"n_layer": 1, "d_model": 32, "n_head": 4, "max_seq_len": 64, "vocab_size": 512}
 
@@ -78,7 +78,7 @@ def _claim(tmp_path, experiment: Experiment) -> dict:
         return next(r for r in csv.DictReader(f) if r["metric"] == "claim")
 
 
-@pytest.mark.parametrize(("loser_loss", "status"), [(2.0, "claim_holds"), (4.9, "not_learning")])
+@pytest.mark.parametrize(("loser_loss", "status"), [(2.0, "insufficient"), (4.9, "not_learning")])
 def test_a_run_that_did_not_learn_decides_no_claim(tmp_path, loser_loss, status):
     budget = Budget(steps=3, batch_size=4, seq_len=64)
     runs = [Run(name, "transformer_124m", budget, TINY, corpus="embedded_news", tokenizer="bytes") for name in "ab"]
@@ -89,10 +89,12 @@ def test_a_run_that_did_not_learn_decides_no_claim(tmp_path, loser_loss, status)
         suffix = "" if k == 1 else f"_seed{k}"
         _finish(tmp_path, experiment, f"a{suffix}", val_loss=1.0 + jitter)
         _finish(tmp_path, experiment, f"b{suffix}", val_loss=loser_loss - jitter)
-    claim = _claim(tmp_path, experiment)
+    claim = _claim(tmp_path, experiment)  # no plan names this claim: learned, it is described, not decided
     assert claim["status"] == status
     if status == "not_learning":
-        assert f"b ends at 4.900 nats/token, not 0.5 below the unigram floor {floor:.3f}" in claim["note"]
+        assert f"b seed 1 ends at 4.900 nats/token, not 0.5 below the unigram floor {floor:.3f}" in claim["note"]
+    else:
+        assert "not in the plan" in claim["note"]
 
 
 def test_an_image_run_at_chance_decides_no_claim(tmp_path):
@@ -102,20 +104,21 @@ def test_an_image_run_at_chance_decides_no_claim(tmp_path):
     def claims(scale, results):
         from scaling_axes.harness.claims.verdicts import as_good_as
 
-        return [as_good_as("t", "a is as good as b", scale, "a", "b", results, 0.5)]
+        return [as_good_as("t", "a is as good as b", scale, "a", "b", results)]
 
     experiment = Experiment("vit_verdict_test", "hand-written runs", lambda scale: runs, claims)
     for name, top1 in (("a", 0.95), ("b", 0.30)):
         _finish(tmp_path, experiment, name, val_top1=top1)
     claim = _claim(tmp_path, experiment)
     assert (
-        claim["status"] == "not_learning" and "b ends at 30.0% top-1, not 25 points above chance (10%)" in claim["note"]
+        claim["status"] == "not_learning"
+        and "b seed 1 ends at 30.0% top-1, not 25 points above chance (10%)" in claim["note"]
     )
 
 
-def test_noise_is_measured_from_every_runs_seeds_and_raises_the_floor(tmp_path):
-    """Run c's seeds spread widely; a and b agree to the last digit: the claim's own margins have no spread, but the
-    pooled spread of one run (a, b and c's seeds) is measured and the claim is judged against it."""
+def test_noise_is_measured_from_every_runs_seeds(tmp_path):
+    """Run c's seeds spread widely; a and b agree to the last digit: the pooled spread of one run (a, b and c's
+    seeds) is measured and reported (a `noise` row), as the scale's caveat; no claim's test rests on it."""
     budget = Budget(steps=3, batch_size=4, seq_len=64)
     runs = [Run(name, "transformer_124m", budget, TINY, corpus="embedded_news", tokenizer="bytes") for name in "abc"]
     experiment = _experiment(runs)
@@ -130,51 +133,26 @@ def test_noise_is_measured_from_every_runs_seeds_and_raises_the_floor(tmp_path):
         noise["val_loss"] == pytest.approx((expected, dof))
         and pooled_spread(list(values.values())) == (noise["val_loss"])
     )
-    claim = _claim(tmp_path, experiment)
-    assert claim["status"] == "insufficient" and f"floor {math.sqrt(2) * expected:.3g}" in claim["note"]
-    assert judge("t", "r", "s", CPU, [0.1] * 3, 0.02).status == "claim_holds"  # at the assumed floor it would hold
+    path = rebuild(experiment, CPU, tmp_path / "runs", tmp_path / "results")
+    import csv
+
+    with open(path, newline="") as f:
+        (row,) = [r for r in csv.DictReader(f) if (r["table"], r["row"]) == ("noise", "val_loss")]
+    assert float(row["ours"]) == pytest.approx(expected, rel=1e-5) and f"{dof} degrees of freedom" in row["note"]
 
 
-def test_the_minimum_detectable_effect_and_the_seeds_a_margin_needs():
-    """The effect that n seeds find 4 times in 5: the noncentral t's (scipy's) at the binding test's degrees of
-    freedom, not (t + 0.84) sigma / sqrt n, which mixes t and z (2.97 sigma at 3 seeds, whose power is 74%)."""
+def test_the_minimum_detectable_effect_is_the_noncentral_ts():
+    """The effect that n seeds find 4 times in 5 at one-sided 2.5% (a scale's design: what it cannot detect, before
+    any run): scipy's noncentral t, not (t + 0.84) sigma / sqrt n, which mixes t and z."""
     from scipy import stats
 
-    noise = 0.1
-    for seeds, dof in ((1, math.inf), (2, math.inf), (3, math.inf), (10, math.inf), (40, math.inf), (3, 6), (10, 4)):
-        df = dof if seeds < 2 else min(seeds - 1, dof)
-        effect = minimum_detectable_effect(noise, seeds, dof) * math.sqrt(seeds) / noise  # the noncentrality
+    for seeds in (1, 2, 3, 10, 40):
+        df = seeds - 1 if seeds > 1 else math.inf
+        effect = minimum_detectable_effect(0.1, seeds) * math.sqrt(seeds) / 0.1  # the noncentrality
         critical = stats.norm.ppf(0.975) if math.isinf(df) else stats.t.ppf(0.975, df)
-        power = (
-            stats.norm.sf(critical - effect) + stats.norm.cdf(-critical - effect)
-            if math.isinf(df)
-            else stats.nct.sf(critical, df, effect) + stats.nct.cdf(-critical, df, effect)
-        )
-        assert power == pytest.approx(0.8, abs=1e-6), (seeds, dof)
-    assert minimum_detectable_effect(1.0, 3) == pytest.approx(3.264, abs=1e-3)  # the issue's 3.26 sigma
-    for margin in (0.3, 0.1, 0.05, -0.05):
-        n = seeds_needed(margin, noise)
-        assert minimum_detectable_effect(noise, n) < abs(margin) <= minimum_detectable_effect(noise, n - 1)
-    assert seeds_needed(0.001, noise) == MAX_SEEDS + 1
-
-
-def test_two_one_sided_tests_and_the_narrowest_bound_the_data_exclude():
-    """Equivalence within a tolerance by two one-sided t tests (scipy's t, written again): inside where both reject,
-    and the narrowest d for which they would is |mean| + the one-sided 95% t quantile x the standard error."""
-    from scipy import stats
-
-    from scaling_axes.significance import significance
-
-    margins = [0.01, -0.02, 0.015, 0.0, 0.005]
-    test = significance(margins, 0.01, runs_per_margin=1, floor_dof=8)
-    mean, n = statistics.fmean(margins), len(margins)
-    expected = (0.01 / math.sqrt(n), 8, statistics.stdev(margins) / math.sqrt(n), n - 1)  # the floor's, the seeds'
-    assert [value for test_of in test.tests for value in test_of] == pytest.approx(expected)
-    tost = max(max(stats.t.sf((mean + 0.05) / se, df), stats.t.cdf((mean - 0.05) / se, df)) for se, df in test.tests)
-    assert test.equivalence_p(mean, 0.05) == pytest.approx(tost, rel=1e-6) and tost < 0.05
-    narrowest = max(abs(mean) + stats.t.ppf(0.95, df) * se for se, df in test.tests)
-    assert test.excluded_beyond(mean) == pytest.approx(narrowest, rel=1e-6)
-    assert test.equivalence_p(mean, narrowest) == pytest.approx(0.05, rel=1e-4)  # the bound: where TOST just passes
+        power = stats.norm.sf(critical - effect) if math.isinf(df) else stats.nct.sf(critical, df, effect)
+        assert power == pytest.approx(0.8, abs=1e-6), seeds
+    assert minimum_detectable_effect(1.0, 3) == pytest.approx(3.264, abs=2e-3)
 
 
 def test_a_run_two_experiments_declare_identically_is_trained_once(tmp_path, capsys):
@@ -228,7 +206,7 @@ def test_a_claim_whose_paper_effect_is_below_what_the_scale_detects_is_out_of_re
 
     # one seed of two runs: (1.96 + 0.84) x sqrt 2 x the noise
     assert beyond_reach(0.1, 0.02, 1) is None and beyond_reach(0.05, 0.02, 1) is not None
-    assert "minimum detectable effect here, 0.0792" in beyond_reach(0.05, 0.02, 1)
+    assert "minimum detectable effect here, 0.0792" in beyond_reach(0.05, 0.02, 1)  # (1.96 + 0.84) x sqrt 2 x 0.02
     values = {
         "lambada_ppl": (60.0, 30.0),
         "openwebtext_ppl": (20.0, 18.0),
@@ -243,9 +221,9 @@ def test_a_claim_whose_paper_effect_is_below_what_the_scale_detects_is_out_of_re
     status = {r.row.rsplit("_vs_", 1)[1]: r.status for r in table5.claim_rows(CPU, rows)}
     suffix = table5.TRANSFORMER + "_"
     status = {k.removeprefix(suffix): v for k, v in status.items()}
-    assert status == {
-        "lambada_ppl": "claim_holds",
-        "openwebtext_ppl": "claim_holds",
+    assert status == {  # the plan decides the two measured; the stand-in's two other names and piqa never measured
+        "lambada_ppl": "insufficient",
+        "openwebtext_ppl": "insufficient",
         "pile_10k_ppl": "out_of_reach",
         "wikitext_ppl": "out_of_reach",
         "piqa_acc": "out_of_reach",
@@ -253,7 +231,7 @@ def test_a_claim_whose_paper_effect_is_below_what_the_scale_detects_is_out_of_re
     assert "out_of_reach" not in {r.status for r in table5.claim_rows(PAPER, rows)}
 
 
-@pytest.mark.parametrize(("device", "status"), [("cpu", "out_of_reach"), ("NVIDIA H100 80GB HBM3", "claim_holds")])
+@pytest.mark.parametrize(("device", "status"), [("cpu", "out_of_reach"), ("NVIDIA H100 80GB HBM3", "insufficient")])
 def test_a_gpu_step_time_claim_is_out_of_reach_of_cpu_runs(device, status):
     from scaling_axes.experiments.mot import results_tables
 
@@ -282,7 +260,7 @@ def test_an_equal_parameters_claim_on_unmatched_arms_decides_nothing():
     )
     assert why.startswith("total parameters") and "above 3%" in why
     assert "the head is tied on b only" == parameter_match("t", {"a": small, "b": tied}, "non_embedding")[1]
-    claim = judge("t", "a_vs_b", "a beats b at equal parameters", CPU, [0.3, 0.25, 0.28], 0.02, unmatched=why)
+    claim = judge("t", "a_vs_b", "a beats b at equal parameters", CPU, [0.3, 0.25, 0.28], unmatched=why)
     assert (
         claim.status == "unmatched"
         and "the arms are not matched on what the claim is stated at: total parameters" in claim.note
@@ -318,11 +296,11 @@ def test_the_vit_claims_are_out_of_reach_at_cpu_scale_and_not_trained_there():
         assert all("below the minimum detectable effect here" in r.note for r in claims)
 
 
-@pytest.mark.parametrize(("tokenformer_gain", "status"), [(0.3, "insufficient"), (0.6, "claim_holds")])
-def test_growth_claims_measure_what_each_growth_gained_not_the_base_models_gap(tokenformer_gain, status):
+@pytest.mark.parametrize("tokenformer_gain", [0.3, 0.6])
+def test_growth_claims_measure_what_each_growth_gained_not_the_base_models_gap(tokenformer_gain):
     """Fig. 7: the Tokenformer chain starts 0.5 nats below the Transformer's. Growing gains the Transformer 0.3 nats
     over a stage; a Tokenformer that gains as much ends 0.5 below it, and that is the base models' gap, not growth:
-    undecided. One that gains 0.6 beats Net2Net by 0.3 nats."""
+    a margin of 0. One that gains 0.6 beats Net2Net by 0.3 nats. Each arm's gain is its value of the contrast."""
     from scaling_axes.experiments.tokenformer import fig7_net2net_scaling as fig7
 
     results = {}
@@ -336,8 +314,9 @@ def test_growth_claims_measure_what_each_growth_gained_not_the_base_models_gap(t
         results[run.name] = {**each[1], "seed_runs": {2: each[2], 3: each[3]}}
     rows = {(r.row, r.metric): r for r in fig7.claims(CPU, results)}
     pair = "tokenformer_1_4b_short_vs_transformer_1_4b_short"
-    assert rows[(pair, "claim")].status == status
-    assert rows[(pair, "claim")].ours == pytest.approx(tokenformer_gain - 0.3)
+    claim = rows[(pair, "claim")].evidence
+    assert statistics.fmean(claim.margins) == pytest.approx(tokenformer_gain - 0.3)
+    assert claim.measure == "stage_gain" and claim.arm_values["transformer_1_4b_short"][2] == pytest.approx(0.3)
     assert rows[(pair, "final_loss_margin")].ours == pytest.approx(0.5 + tokenformer_gain - 0.3)
     assert rows[(pair, "start_gap")].ours == pytest.approx(0.5)
 
@@ -384,46 +363,3 @@ def test_a_number_unlike_the_papers_is_not_comparable_never_match_or_differs():
     assert out[("r", "train_loss")].status == out[("o", "train_seconds")].status == "not_comparable"
     assert "embedded stand-in" in out[("r", "train_loss")].note and "machine" in out[("o", "train_seconds")].note
     assert out[("r", "params")].status == out[("o", "train_loss")].status == "match"
-
-
-def test_paired_margins_are_judged_on_their_pooled_spread_unpaired_ones_on_the_floor():
-    """Table 10's highway claim at cpu: its arms share each seed, so its margin's noise is the spread of the
-    experiment's paired margins on the same metric (pooled with their degrees of freedom, each comparison once), not
-    sqrt 2 x the one-run noise; an unpaired margin keeps the floor. p by scipy's Student-t on the pooled spread."""
-    import dataclasses
-
-    from scipy import stats
-
-    from scaling_axes.harness.claims.margins import paired_noise
-    from scaling_axes.harness.claims.verdicts import settle
-
-    measured = {"val_loss": (0.118, 11)}  # the one-run noise: a floor of 0.167 for a margin of two runs
-    margins = {"a_vs_b": [0.20, 0.05, 0.21], "a_vs_c": [0.30, 0.26, 0.33], "a_vs_d": [0.10, 0.12, 0.02]}
-    claims = [
-        judge(
-            "t",
-            row,
-            f"{row} holds",
-            CPU,
-            values,
-            0.02,
-            "nats/token",
-            runs=tuple(row.split("_vs_")),
-            noise_metric="val_loss",
-        )
-        for row, values in margins.items()
-    ]
-    claims.append(dataclasses.replace(claims[0], row="again"))  # the same comparison stated twice counts once
-    pools = paired_noise(claims)
-    spread, dof = pools[("val_loss", "nats/token", 2)]
-    expected = math.sqrt(sum(statistics.variance(m) for m in margins.values()) / 3)
-    assert (spread, dof) == (pytest.approx(expected), 6)
-    paired = settle(claims[0], CPU, measured, paired=pools)
-    mean = statistics.fmean(margins["a_vs_b"])
-    p_pool = 2 * stats.t.sf(mean / (spread / math.sqrt(3)), 6)
-    p_own = 2 * stats.t.sf(mean / (statistics.stdev(margins["a_vs_b"]) / math.sqrt(3)), 2)
-    assert paired.p == pytest.approx(max(p_pool, p_own), rel=1e-6) and "paired margins' spread" in paired.note
-    unpaired = dataclasses.replace(claims[0], evidence=dataclasses.replace(claims[0].evidence, paired=False))
-    floor = settle(unpaired, CPU, measured, paired=pools)
-    p_floor = 2 * stats.t.sf(mean / (math.sqrt(2) * 0.118 / math.sqrt(3)), 11)
-    assert floor.p == pytest.approx(max(p_floor, p_own), rel=1e-6) and floor.p > paired.p

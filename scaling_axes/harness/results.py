@@ -29,6 +29,7 @@ import csv
 import dataclasses
 import importlib.resources
 import io
+import math
 from pathlib import Path
 from typing import Any
 
@@ -200,11 +201,35 @@ def save_figure(fig: Any, path: Path) -> None:
             ax.legend(fontsize=7)
         if not any(len(line.get_xdata()) for line in ax.get_lines()):
             ax.set(xscale="linear", yscale="linear")
+        label_log_ticks(ax)
     fig.tight_layout()
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=120)
+    fig.savefig(buffer, format="png", dpi=120, metadata={"Software": None})
     pyplot().close(fig)
     atomic_write(path, buffer.getvalue())
+
+
+LOG_TICKS = 4  # a log axis labels at least this many ticks (matplotlib labels only whole decades by default)
+
+
+def label_log_ticks(ax: Any) -> None:
+    """Label each log axis of `ax` at LOG_TICKS or more round values (1, 2, 5 per decade, else every digit, else
+    round values evenly spaced)."""
+    for axis, scale, limits in ((ax.xaxis, ax.get_xscale(), ax.get_xlim()), (ax.yaxis, ax.get_yscale(), ax.get_ylim())):
+        low, high = sorted(limits)
+        if scale != "log" or low <= 0:
+            continue
+        decades = range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)
+        for mantissas in ((1,), (1, 2, 5), (1, 2, 3, 5, 7), tuple(range(1, 10))):
+            ticks = [m * 10.0**e for e in decades for m in mantissas if low <= m * 10.0**e <= high]
+            if len(ticks) >= LOG_TICKS:
+                break
+        else:  # less than a decade wide: round values evenly spaced
+            from matplotlib.ticker import MaxNLocator
+
+            ticks = [t for t in MaxNLocator(LOG_TICKS + 1).tick_values(low, high) if low <= t <= high]
+        axis.set_ticks(ticks, [f"{t:g}" for t in ticks])
+        axis.set_minor_formatter(pyplot().NullFormatter())
 
 
 def published_file(name: str) -> Path:

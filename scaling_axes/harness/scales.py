@@ -109,16 +109,14 @@ def _say_stand_in(scale: str, real: str, stand_in: str) -> None:
 CPU_SCOPE = (
     "Every claim below was judged on models of 10^4-10^5 parameters (2-3 layers, widths 32-96) trained on at most "
     "one pass over the 2.2M-token training split of the 6 MB embedded Wikipedia excerpt (enwik8's XML format), "
-    "tokenized with a 2,048-token byte-level BPE trained on that split (`wiki_bpe2048`), at three seeds each; MoT's "
-    "FineMath and Tokenformer Fig. 6's new data are the embedded news (117k tokens), the ViT claims the 5,000 "
-    "embedded MNIST digits at 16 px. What this can show: whether each architecture's effect appears, at these "
-    "sizes, on this data, beyond the spread of three seeds (Student-t at 95% on the paired margins' spread and on "
-    "the seeds' own), and beyond the chance that one of the scale's many claims passes by luck (Benjamini-Yekutieli "
-    "over every claim declared). What it cannot "
-    "show: anything about the papers' scales (10^8-10^9 parameters, 10^9-10^11 tokens), scaling exponents, or the "
-    "papers' corpora; a claim that holds or fails here is evidence at this size only, never a reproduction."
+    "tokenized with a 2,048-token byte-level BPE trained on that split (`wiki_bpe2048`); MoT's FineMath and "
+    "Tokenformer Fig. 6's new data are the embedded news (117k tokens), the ViT claims the 5,000 embedded MNIST "
+    "digits at 16 px. A three-seed pilot sized a pre-registered plan; its claims were then judged on fresh seeds "
+    "alone. What this can show: whether each architecture's effect appears, at these sizes, on this data, at the "
+    "smallest effect the plan names for it, under each paper's control of its family. What it cannot show: "
+    "anything about the papers' scales (10^8-10^9 parameters, 10^9-10^11 tokens), scaling exponents, or the papers' "
+    "corpora; a claim that holds or fails here is evidence at this size only, never a reproduction."
 )
-
 SMOKE = Scale(
     "smoke",
     judges_claims=False,

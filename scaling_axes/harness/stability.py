@@ -41,6 +41,7 @@ class Thresholds:
     outlier_nats: float = OUTLIER_NATS
     outlier_z: float = OUTLIER_Z
     learned_nats: float = LEARNED_NATS
+    learned_points: float = LEARNED_POINTS
     tolerance_scale: float = 1.0  # each claim's tolerance times this
 
 

@@ -18,8 +18,8 @@ from scaling_axes.experiments.mot import setup as mot_setup
 from scaling_axes.harness.claims.margins import paired_margins
 from scaling_axes.harness.claims.outcomes import out_of_reach
 from scaling_axes.harness.claims.verdicts import contrast_claim, judge
-from scaling_axes.harness.experiment.figures import line_figure, marked, seed_curves
-from scaling_axes.harness.results import Row
+from scaling_axes.harness.experiment.figures import draw, margins_panel, marked, seed_curves
+from scaling_axes.harness.results import Row, pyplot, save_figure
 from scaling_axes.harness.runs import Experiment, Run, fitted
 from scaling_axes.harness.scales import Scale
 
@@ -33,6 +33,8 @@ def runs(scale: Scale) -> list[Run]:
 
 
 def figure(scale: Scale, results: dict[str, dict], path: Path) -> None:
+    """Left: each run's FineWeb and FineMath validation curves, every seed beside their mean. Right: each claim's
+    paired margin at each seed (noop's final loss minus concat's), which the curves cannot resolve."""
     series = {
         f"{marked(run.name.removeprefix('mot_'), results[run.name])} {name}": seed_curves(
             results[run.name], lambda done, run=run, name=name: mot_setup.val_curves(run, done)[name]
@@ -41,14 +43,20 @@ def figure(scale: Scale, results: dict[str, dict], path: Path) -> None:
         if run.name in results
         for name in mot_setup.VAL_SETS
     }
-    line_figure(
-        path,
-        series,
-        markers=False,
+    if not any(series.values()):
+        path.unlink(missing_ok=True)
+        return
+    fig, (curves, margins) = pyplot().subplots(1, 2, figsize=(12, 4.2), gridspec_kw={"width_ratios": (3, 2)})
+    for label, points in series.items():
+        draw(curves, points, label, "-")
+    curves.set(
         xlabel="step",
         ylabel="validation loss (nats/token)",
         title=f"MoT results tables: FineWeb and FineMath validation ({scale} scale)",
     )
+    claims = [row for row in claim_rows(scale, results) if row.unit == "nats/token"]
+    margins_panel(margins, claims, "nats/token", lambda row: row.replace("_vs_mot_noop_noop_1024_", " vs noop, "))
+    save_figure(fig, path)
 
 
 def claim_rows(scale: Scale, results: dict[str, dict]) -> list[Row]:

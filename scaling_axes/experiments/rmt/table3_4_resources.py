@@ -250,8 +250,8 @@ RESOURCES = {  # resource -> its words. FLOPs are counted on the models (3 x mat
 def claim_rows(scale: Scale, transformer: Run, rmt: Run, results: dict[str, dict]) -> list[Row]:
     """Table 3's claim: the RMT reaches the Transformer's (smoothed minimum) train loss on fewer tokens, fewer
     training FLOPs and with fewer parameters (margin per resource and seed: the fraction of the Transformer's saved at
-    the crossing; where the RMT never reaches the loss, each resource `never_reached`, with the gap), with the FLOP fraction
-    by the paper's formula beside it.
+    the crossing; where the RMT never reaches the loss, each resource `never_reached`, with the gap), with the FLOP
+    fraction by the paper's formula beside it.
     Table 4's: after the same tokens the RMT's dev loss is lower (the paper: 2.91 vs 3.02)."""
     names = (transformer.name, rmt.name)
 

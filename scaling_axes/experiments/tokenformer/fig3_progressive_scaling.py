@@ -76,8 +76,8 @@ ABOUT_A_THIRD = 0.5  # the claim's condition: the chain at most half the from-sc
 
 def claims(scale: Scale, results: dict[str, dict]) -> list[Row]:
     """Fig. 3's claims, per stage budget: the grown 1.4B reaches a loss comparable to the from-scratch 1.4B's
-    (within the plan's tolerance) at about a third of its training FLOPs (the chain's cumulative FLOPs beside the paper's
-    ~1/3). The ratio is the plan's, not an outcome: a plan whose chain costs above ABOUT_A_THIRD (the shrunk
+    (within the plan's tolerance) at about a third of its training FLOPs (the chain's cumulative FLOPs beside the
+    paper's ~1/3). The ratio is the plan's, not an outcome: a plan whose chain costs above ABOUT_A_THIRD (the shrunk
     scales, whose small models cost nearly what the large do per token) does not test the claim as stated:
     `unmatched`. Fig. 4 / Table 6's: at equal tokens per stage the grown 1.4B ends below the 1.4B trained from
     scratch on the stage's tokens (11.77 vs 13.34). And growth with zero new keys preserves the function, as the

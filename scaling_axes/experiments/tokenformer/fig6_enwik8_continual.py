@@ -34,8 +34,8 @@ from scaling_axes.experiments.tokenformer.progressive import (
     TOKENFORMER_GROWTH,
 )
 from scaling_axes.experiments.tokenformer.recipes import ENWIK8, continual_at
-from scaling_axes.harness.experiment.figures import line_figure, marked, seed_curves
-from scaling_axes.harness.results import Row, published
+from scaling_axes.harness.experiment.figures import draw, margins_panel, marked, seed_curves
+from scaling_axes.harness.results import Row, published, pyplot, save_figure
 from scaling_axes.harness.runs import Budget, Experiment, Run, fitted, within_epochs
 from scaling_axes.harness.scales import Scale
 
@@ -223,20 +223,28 @@ def report(scale: Scale, results: dict[str, dict]) -> list[Row]:
     return [*rows, erratum_row(scale), *progressive.parameter_counts("fig6", list(by_name.values())), *claims]
 
 
+STYLES = ("-", "--", ":", "-.")  # a style per grown run: curves that lie on each other stay visible
+
+
 def figure(scale: Scale, results: dict[str, dict], path: Path) -> None:
-    series = {
-        marked(r.name, results.get(r.name)): seed_curves(results.get(r.name), lambda d: d.get("train_loss_curve"))
-        for r in runs(scale)
-        if r.grow_from
-    }
-    line_figure(
-        path,
-        series,
-        markers=False,
+    """Left: each grown run's validation loss on enwik8 (what the claims judge), every seed beside their mean, a
+    style each so that curves on top of each other stay visible. Right: each claim's paired margin at each seed."""
+    grown = [r for r in runs(scale) if r.grow_from and r.name in results]
+    if not grown:
+        path.unlink(missing_ok=True)
+        return
+    fig, (curves, margins) = pyplot().subplots(1, 2, figsize=(12, 4.2), gridspec_kw={"width_ratios": (3, 2)})
+    for i, r in enumerate(grown):
+        points = seed_curves(results[r.name], lambda d: [(s, v) for s, v in d.get("val_loss_curve") or [] if s > 0])
+        draw(curves, points, marked(r.name, results.get(r.name)), STYLES[i % len(STYLES)])
+    curves.set(
         xlabel="step on enwik8 (after growth)",
-        ylabel="training loss (nats/token)",
+        ylabel="validation loss (nats/token)",
         title=f"Tokenformer Fig. 6: growing onto new data ({scale} scale)",
     )
+    claims = [row for row in report(scale, results) if row.metric == "claim"]
+    margins_panel(margins, claims, "nats/token", lambda row: row.replace("_vs_", "\nvs "))
+    save_figure(fig, path)
 
 
 EXPERIMENT = Experiment(

@@ -36,6 +36,13 @@ class Tested:
     high: float
     p_hold: float
     p_fail: float
+    se: float = 0.0
+    df: float = math.inf
+
+    def bounds(self, alpha: float) -> tuple[float, float]:
+        """The two one-sided bounds at `alpha` each (a family's adjusted level: the interval that decides)."""
+        half = t_critical(self.df, alpha) * self.se
+        return self.estimate - half, self.estimate + half
 
 
 def _p_above(value: float, test: RowTest) -> float:
@@ -62,7 +69,7 @@ def judged(test: RowTest, claim: PlannedClaim, alpha: float, tolerance: float | 
     else:  # equivalence
         p_hold = max(_p_above(-tol, test), _p_below(tol, test))
         p_fail = min(_p_above(tol, test), _p_below(-tol, test))
-    return Tested(test.estimate, test.estimate - half, test.estimate + half, p_hold, p_fail)
+    return Tested(test.estimate, test.estimate - half, test.estimate + half, p_hold, p_fail, test.se, test.df)
 
 
 def combined(steps: Sequence[Tested], claim: PlannedClaim) -> Tested:
@@ -120,13 +127,3 @@ def threshold(claim: PlannedClaim, claims: Sequence[PlannedClaim], alpha: float)
     m = sum(c.role == claim.role and c.in_family and c.paper == claim.paper for c in claims)
     m = max(m, 1)
     return alpha / m if claim.role == "primary" else alpha / (m * sum(1 / k for k in range(1, m + 1)))
-
-
-def excludes(test: RowTest, alpha: float) -> float:
-    """The narrowest symmetric difference the data exclude: |estimate| + the one-sided quantile x se (so that
-    "insufficient" is never read as "no difference")."""
-    return (
-        abs(test.estimate) + (t_critical(test.df, alpha) * test.se if test.se else 0.0)
-        if math.isfinite(test.estimate)
-        else math.inf
-    )

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-from collections.abc import Iterable
 from pathlib import Path
 
 from scaling_axes.harness.analysis.contrasts import RowTest, fit_model, own_spread
@@ -90,8 +89,14 @@ def unstable(arm: str, by_seed: dict[int, dict[str, float]], t: Thresholds) -> s
 
 
 def not_learning(arm: str, by_seed: dict[int, dict[str, float]], t: Thresholds) -> str:
-    """Why an arm did not clearly learn at one of its seeds (not `learned_nats` below its data's unigram floor)."""
+    """Why an arm did not clearly learn at one of its seeds (a language model not `learned_nats` below its data's
+    unigram floor, a classifier not `learned_points` of top-1 above chance)."""
     for k, values in by_seed.items():
+        if "chance_top1" in values and 100 * values.get("val_top1", 0) < values["chance_top1"] + t.learned_points:
+            return (
+                f"{arm} seed {k} ends at {100 * values.get('val_top1', 0):.1f}% top-1, not {t.learned_points:g} "
+                f"points above chance ({values['chance_top1']:.3g}%)"
+            )
         if "unigram_floor" in values and values.get("val_loss", 0) > values["unigram_floor"] - t.learned_nats:
             return (
                 f"{arm} seed {k} ends at {values['val_loss']:.3f} nats/token, not {t.learned_nats:g} below the "
@@ -138,13 +143,14 @@ def judge_claim(claim: PlannedClaim, ex: Experiment, plan: AnalysisPlan, t: Thre
     return ClaimJudged(claim, rows, blocks, tests, tested)
 
 
-def verdicts(
-    experiments: dict[str, Experiment], plan: AnalysisPlan | None, scale: Scale, t: Thresholds = Thresholds()
-) -> dict[tuple[str, int], RowVerdict]:
-    """(experiment, row index) -> `RowVerdict` of every claim row of the scale's `experiments`."""
-    if plan is None or not scale.judges_claims:
-        why = NO_PLAN if scale.judges_claims else f"{scale} scale proves the pipeline, not a claim"
-        return {(ex.name, r.index): described(r, ex, why, t) for ex in experiments.values() for r in ex.claims}
+NOMINAL = Thresholds()
+
+
+def judge_plan(
+    experiments: dict[str, Experiment], plan: AnalysisPlan, t: Thresholds = NOMINAL
+) -> tuple[dict[str, ClaimJudged], dict[str, Decision]]:
+    """Every in-family claim of `plan` judged at its seeds, and each paper's decisions over them (a claim whose
+    experiment has no table yet enters its family untested)."""
     judged_claims = {
         c.id: judge_claim(c, experiments[c.experiment], plan, t)
         for c in plan.claims
@@ -154,6 +160,32 @@ def verdicts(
     for paper in sorted({c.paper for c in plan.claims}):
         tested = {c.id: judged_claims[c.id].tested if c.id in judged_claims else None for c in plan.of_paper(paper)}
         decisions |= paper_decisions(plan.of_paper(paper), tested, plan.alpha)
+    return judged_claims, decisions
+
+
+def claim_status(claim: PlannedClaim, here: ClaimJudged | None, decision: Decision | None) -> tuple[str, str]:
+    """(status, why) of a whole claim: outside the family; not at this scale yet; held by what blocks a row; not
+    tested; or its paper's decision."""
+    if not claim.in_family:
+        return ("unmatched" if claim.excluded.startswith("unmatched") else "out_of_reach"), claim.excluded
+    if here is None:
+        return "insufficient", "its experiment's table is not at this scale yet: it enters its family at p = 1"
+    if blocked := [(where, status, why) for where, (status, why) in here.blocks.items() if status]:
+        where, status, why = blocked[0]
+        return status, f"{where}: {why}"
+    if here.tested is None or decision is None:
+        return "insufficient", "a row could not be tested: it enters its family at p = 1"
+    return decision.verdict, ""
+
+
+def verdicts(
+    experiments: dict[str, Experiment], plan: AnalysisPlan | None, scale: Scale, t: Thresholds = NOMINAL
+) -> dict[tuple[str, int], RowVerdict]:
+    """(experiment, row index) -> `RowVerdict` of every claim row of the scale's `experiments`."""
+    if plan is None or not scale.judges_claims:
+        why = NO_PLAN if scale.judges_claims else f"{scale} scale proves the pipeline, not a claim"
+        return {(ex.name, r.index): described(r, ex, why, t) for ex in experiments.values() for r in ex.claims}
+    judged_claims, decisions = judge_plan(experiments, plan, t)
     return {
         (ex.name, row.index): row_verdict(row, ex, plan, judged_claims, decisions, t)
         for ex in experiments.values()
@@ -180,12 +212,14 @@ def _numbers(test: RowTest) -> dict[str, float]:
     return {"ours": test.estimate, "low": test.estimate - half, "high": test.estimate + half}
 
 
-def _measured(row: Observed, test: RowTest | None) -> str:
+def _measured(row: Observed, test: RowTest | None, seeds: list[int] | None = None) -> str:
+    """What a row's test rests on: its margin, each seed's, its standard error, degrees of freedom and model."""
     if test is None:
         return ""
-    margins = ", ".join(f"{m:+.4g}" for m in row.margins.values())
+    seeds = list(row.margins) if seeds is None else seeds
+    margins = ", ".join(f"{row.margins[k]:+.4g}" for k in seeds)
     return (
-        f"margin {test.estimate:+.4g} {row.unit} (seeds {', '.join(map(str, row.margins))}: {margins}), "
+        f"margin {test.estimate:+.4g} {row.unit} (seeds {', '.join(map(str, seeds))}: {margins}), "
         f"standard error {test.se:.3g} on {test.df:g} degrees of freedom ({test.how})"
     )
 
@@ -206,9 +240,8 @@ def row_verdict(
         )
     if not claim.in_family:
         status = "unmatched" if claim.excluded.startswith("unmatched") else "out_of_reach"
-        return dataclasses.replace(
-            described(row, ex, "", t), status=status, why=f"outside the family: {claim.excluded}"
-        )
+        why = "; ".join(filter(None, (f"outside the family: {claim.excluded}", row.held_why)))
+        return dataclasses.replace(described(row, ex, "", t), status=status, why=why)
     judged_claim = judged_claims[claim.id]
     source = claim.same_measurement.get(row.where, row.where)
     decision = decisions[claim.id]
@@ -226,6 +259,7 @@ def row_verdict(
             why=f"its claim is not tested: {worst[0]} is {worst[1]} ({worst[2]}); it enters its family at p = 1",
         )
     test = judged_claim.tests[source]
+    source_row = next(r for r in judged_claim.rows if r.where == source)
     mine = judged(test, claim, plan.alpha, claim.tolerance * t.tolerance_scale)
     same = f"one measurement with {source}, judged there; " if source != row.where else ""
     return RowVerdict(
@@ -236,7 +270,7 @@ def row_verdict(
         test.seeds,
         decision.p,
         decision.adjusted,
-        same + _measured(next(r for r in judged_claim.rows if r.where == source), test),
+        same + _measured(source_row, test, list(plan.experiments[claim.experiment].seeds)),
         _claim_words(claim, judged_claim.tested, decision),
     )
 
@@ -256,25 +290,29 @@ def _claim_words(claim: PlannedClaim, tested: Tested, decision: Decision) -> str
     )
 
 
-def judge_scale(scale_dir: Path, scale: Scale, plan: AnalysisPlan | None, names: Iterable[str] | None = None) -> int:
+def read_scale(scale_dir: Path) -> dict[str, Experiment]:
+    """Every table of `scale_dir` that has a per-seed file, read and checked (`observed.read_experiment`)."""
+    names = sorted(p.stem for p in Path(scale_dir).glob("*.csv") if (Path(scale_dir) / "seeds" / p.name).exists())
+    return {name: read_experiment(Path(scale_dir), name) for name in names}
+
+
+def judge_scale(scale_dir: Path, scale: Scale, plan: AnalysisPlan | None) -> int:
     """Every claim row of `scale_dir`'s tables (those with a per-seed file) rewritten with its verdict; returns
     how many rows were judged."""
-    scale_dir = Path(scale_dir)
-    names = sorted(names or (p.stem for p in scale_dir.glob("*.csv") if (scale_dir / "seeds" / p.name).exists()))
-    experiments = {name: read_experiment(scale_dir, name) for name in names}
+    experiments = read_scale(scale_dir)
     found = verdicts(experiments, plan, scale)
     for ex in experiments.values():
         rows = list(ex.rows)
         for row in ex.claims:
             rows[row.index] = written(rows[row.index], found[(ex.name, row.index)])
-        write_csv(scale_dir / f"{ex.name}.csv", COLUMNS, rows)
+        write_csv(Path(scale_dir) / f"{ex.name}.csv", COLUMNS, rows)
     return len(found)
 
 
 def written(row: dict[str, str], verdict: RowVerdict) -> dict[str, str]:
     """`row` as the verdict writes it: its numbers, status and note (its statement | what was measured | why),
     the data it was judged on kept at the end."""
-    statement, _, rest = row["note"].partition(DATA_NOTE)[0].partition(NOTE_PARTS)
+    statement = row["note"].partition(DATA_NOTE)[0].partition(NOTE_PARTS)[0]
     data = row["note"].partition(DATA_NOTE)[2]
     note = NOTE_PARTS.join(part for part in (statement, verdict.measured, verdict.why) if part)
     numbers = {

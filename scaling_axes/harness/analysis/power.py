@@ -52,7 +52,8 @@ class PilotRow:
 
 
 def read_pilot(pilot_dir: Path, experiments: Sequence[str]) -> dict[tuple[str, str], PilotRow]:
-    """(experiment, table/row) -> the pilot's claim row, from its table and per-seed file."""
+    """(experiment, table/row) -> the pilot's claim row, from its table and per-seed file (its margins the
+    differences themselves, where an older file added an as-good-as claim's tolerance to them)."""
     out = {}
     for name in experiments:
         table, seeds = Path(pilot_dir) / f"{name}.csv", Path(pilot_dir) / "seeds" / f"{name}.csv"
@@ -60,15 +61,19 @@ def read_pilot(pilot_dir: Path, experiments: Sequence[str]) -> dict[tuple[str, s
             continue
         with open(seeds, newline="") as f:
             margins: dict[tuple[str, str], list[float]] = {}
+            shift: dict[tuple[str, str], float] = {}  # an older file's as-good-as margins carry their tolerance
             for r in csv.DictReader(f):
                 if r["kind"] == "claim":
                     margins.setdefault((r["table"], r["row"]), []).append(float(r["value"]))
+                elif r["kind"] == "evidence" and r["metric"] == "tolerance" and r["value"]:
+                    shift[(r["table"], r["row"])] = float(r["value"])
         with open(table, newline="") as f:
             for r in csv.DictReader(f):
                 if r["metric"] == "claim":
                     where = f"{r['table']}/{r['row']}"
                     runs = frozenset(filter(None, r["run"].split(",")))
-                    values = tuple(margins.get((r["table"], r["row"]), ()))
+                    added = shift.get((r["table"], r["row"]), 0.0)
+                    values = tuple(m - added for m in margins.get((r["table"], r["row"]), ()))
                     out[(name, where)] = PilotRow(name, where, runs, r["unit"], r["status"], values)
     return out
 
@@ -194,3 +199,17 @@ def _size(claim: PlannedClaim, claims: list[PlannedClaim], plan: AnalysisPlan, p
         f"{noise.sigma:.3g}, upper limit {noise.upper:.3g}, against the effect {claim.effect:g})"
     )
     return Sized(claim, noise, alpha, None, power, why)
+
+
+def predicted_power(plan: AnalysisPlan, pilot_dir: Path) -> dict[str, float]:
+    """claim id -> the power the plan predicts for each in-family claim at its experiment's seeds (at least what its
+    sizing asked: an experiment's seeds are its neediest claim's)."""
+    pilot = read_pilot(pilot_dir, sorted({c.experiment for c in plan.claims}))
+    out = {}
+    for claim in (c for c in plan.claims if c.in_family):
+        noise = planning_noise(claim, pilot, plan.sigma_confidence)
+        planned = plan.experiments[claim.experiment]
+        if noise is not None:
+            df = test_df(claim, planned.test, len(planned.seeds), pilot)
+            out[claim.id] = claim_power(claim, noise, len(planned.seeds), df, threshold(claim, plan.claims, plan.alpha))
+    return out

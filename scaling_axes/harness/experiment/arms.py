@@ -1,46 +1,18 @@
-"""Whether the runs a claim compares (its arms) can decide it: each learned, each at a tuned learning rate that its
-claim seeds confirm, each trained stably, all matched on what the claim holds equal (`parameter_match`). A claim on
-arms that lack one of these says which instead of holding or failing (`claims.verdicts.settle`), and each swept
-arm's row shows its sweep beside what its claim seeds reached there.
+"""Whether the runs a claim compares (its arms) can decide it, as far as their run directories tell: each at a tuned
+learning rate that its claim seeds confirm (`untuned`), all matched on what the claim holds equal
+(`parameter_match`); each swept arm's row shows its sweep beside what its claim seeds reached there. Whether each
+learned and trained stably the scale's judge reads from the per-seed file (`analysis.judge`).
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Collection
 from typing import Any
 
 from scaling_axes.harness.claims.margins import LOSS_NOISE_FLOOR, seeds_of
 from scaling_axes.harness.results import Row
-from scaling_axes.harness.runs import Run
-from scaling_axes.harness.stability import not_learned, unstable_seeds
 from scaling_axes.harness.sweeps import Choice, sweep_disagreement
 from scaling_axes.modules.flops import formula_params, non_embedding_params
-
-
-def not_learning(claim: Row, results: dict[str, dict], runs: list[Run]) -> list[str]:
-    """Why each run (at each seed) that `claim` compares did not clearly learn (`stability.not_learned`); empty if all
-    did."""
-    by_name = {run.name: run for run in runs}
-    return [
-        why
-        for name in claim.run.split(",")
-        if name in by_name
-        for done in seeds_of(results.get(name)).values()
-        if not done.get("diverged") and (why := not_learned(by_name[name], done))
-    ]
-
-
-def unstable(claim: Row, results: dict[str, dict], kept: Collection[str] = ()) -> list[str]:
-    """Why each run (at each seed) that `claim` compares trained unstably: a spike or a validation rise
-    (`stability.instability`), or a final loss that is an outlier among the run's seeds; empty if none did. The runs
-    in `kept` are judged as they trained, spikes and all (the other tuning policy's arms: `experiment.family`)."""
-    return [
-        why
-        for name in claim.run.split(",")
-        if name and name not in kept
-        for why in unstable_seeds(seeds_of(results.get(name))).values()
-    ]
 
 
 def untuned(claim: Row, results: dict[str, dict]) -> list[str]:

@@ -105,3 +105,19 @@ def line_figure(
         ax.annotate(text, (x, y), fontsize=6)
     ax.set(**axes)
     save_figure(fig, path)
+
+
+def margins_panel(ax: Any, claims: list, unit: str, label: Callable[[str], str] = str) -> None:
+    """Each claim row's paired margin at each seed (`Row.evidence`), a point per seed beside their mean: the
+    quantity the claim tests, at a resolution its final losses cannot show (a margin of hundredths of a nat on
+    losses of nats)."""
+    shown = [row for row in claims if row.evidence is not None and row.evidence.margins]
+    for y, row in enumerate(shown):
+        margins = row.evidence.margins
+        ax.plot(margins, [y] * len(margins), ".", color=f"C{y}", markersize=4, alpha=0.7)
+        ax.plot(statistics.fmean(margins), y, "D", color=f"C{y}", markersize=5)
+    ax.axvline(0, color="grey", linewidth=0.8)
+    ax.set_yticks(range(len(shown)), [label(row.row) for row in shown], fontsize=6)
+    ax.set_ylim(len(shown) - 0.5, -0.5)
+    ax.set_xlabel(f"paired margin per seed ({unit}; > 0: the paper's direction)", fontsize=7)
+    ax.set_title("each claim's margin at each seed (diamond: their mean)", fontsize=8)

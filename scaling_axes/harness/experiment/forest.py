@@ -1,77 +1,112 @@
-"""The forest plot beside REPORT.md: every claim's mean margin with the interval that decides it (adjusted for the
-scale's family) and its 95% interval, a panel per unit, the never-reached gaps apart, whole labels, the legend below
-the data."""
+"""The forest plot beside REPORT.md: one line per claim of the plan, a panel per unit, each claim's estimate (the
+weakest step of an `each`) with the interval that decides it (thick: its two one-sided bounds at the level its
+paper's control gives it) beside the unadjusted 95% (thin), each fresh seed's margin a dot, its tolerance shaded
+(non-inferiority: below -tolerance; equivalence: outside +-tolerance), intervals that run off the axis clipped with
+an arrow and their bound printed; the claims outside the family listed under the panels; only the verdicts that
+occur in the legend. Drawn in the plan's order, so that the same files give the same bytes."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from scaling_axes.harness.results import VERDICTS, pyplot, save_figure
 
+CLIP = 3.0  # an axis spans the estimates and unadjusted intervals, padded; what runs further is clipped
 
-def forest_plot(claims: Sequence[Any], path: Path, title: str, headings: Mapping[str, str]) -> bool:
-    """Every claim's mean margin, a panel per unit, coloured by verdict: thick its interval adjusted for the family
-    (the one that decides), thin its 95% interval; a fragile claim's margin under the other tuning policy a hollow
-    diamond; the never-reached gaps in a panel of their own. Whole labels, the legend below the panels. False if
-    no claim has a margin. `claims`: REPORT.md's (`report.Claim`), `headings` its name of each verdict."""
-    shown = [c for c in claims if c.margin and ((c.low and c.high) or c.status == "never_reached")]
-    panels = [
-        (unit, [c for c in shown if c.unit == unit and c.status != "never_reached"])
-        for unit in sorted({c.unit for c in shown}, key=lambda u: -sum(c.unit == u for c in shown))
-    ]
-    panels = [(unit, group) for unit, group in panels if group]
-    if gaps := [c for c in shown if c.status == "never_reached"]:
-        panels.append(("gap", gaps))
-    if not panels:
+
+def forest_plot(lines: Sequence, path: Path, title: str, headings: Mapping[str, str]) -> bool:
+    """The plot of `lines` (`report_claims.ClaimLine`); False (nothing written) where no claim was tested."""
+    shown = [c for c in lines if c.tested is not None and c.claim.in_family]
+    units = list(dict.fromkeys(c.unit for c in shown))
+    if not shown:
         return False
-    heights = [len(group) + 1 for _, group in panels] + [4]  # the last row holds the legend, below the data
+    untested = [c for c in lines if c.tested is None or not c.claim.in_family]
+    heights = [sum(c.unit == u for c in shown) + 1.2 for u in units] + [1.4 + 0.16 * len(untested)]
     fig, axes = pyplot().subplots(
-        len(heights), 1, figsize=(11, 0.24 * sum(heights) + 1.6), squeeze=False, gridspec_kw={"height_ratios": heights}
+        len(heights), 1, figsize=(11, 0.34 * sum(heights) + 1.2), squeeze=False, gridspec_kw={"height_ratios": heights}
     )
     colours = {status: f"C{i}" for i, status in enumerate(VERDICTS)}
-    for ax, (unit, group) in zip(axes[:-1, 0], panels, strict=True):
-        for y, c in enumerate(group):
-            colour, mean = colours.get(c.status, "k"), float(c.margin)
-            if c.status != "never_reached":
-                ax.plot([float(c.low), float(c.high)], [y, y], color=colour, linewidth=0.8)
-                if c.adjusted:
-                    ax.plot(c.adjusted, [y, y], color=colour, linewidth=2.5, alpha=0.6)
-            ax.plot(mean, y, "x" if c.status == "never_reached" else "o", color=colour, markersize=4)
-            if c.status == "fragile" and c.other_margin is not None:
-                ax.plot(c.other_margin, y, "D", markerfacecolor="none", color=colour, markersize=4)
-        ax.axvline(0, color="grey", linewidth=0.8)
-        ends = [float(v) for c in group for v in (c.low, c.high, c.margin) if v] + [0.0]
-        pad = 0.15 * (max(ends) - min(ends) or 1.0)
-        ax.set_xlim(min(ends) - pad, max(ends) + pad)  # the adjusted intervals run off where they are wider
-        labels = [c.where[0] + (f" (+{len(c.where) - 1})" if len(c.where) > 1 else "") for c in group]
-        ax.set_yticks(range(len(group)), labels, fontsize=6)
-        ax.set_ylim(len(group) - 0.5, -0.5)
-        ax.set_xlabel(
-            "never reached: the loss it is measured at minus the run's lowest (nats/token)"
-            if unit == "gap"
-            else f"margin ({unit}; > 0: the claim holds)",
-            fontsize=7,
-        )
-    from matplotlib.lines import Line2D  # after `pyplot()` chose the file-only backend
-
-    handles = [Line2D([], [], color=colour, label=headings[status]) for status, colour in colours.items()]
-    handles += [
-        Line2D([], [], color="k", linewidth=2.5, alpha=0.6, label="adjusted for the family (runs off)"),
-        Line2D([], [], color="k", linewidth=0.8, label="95% interval, unadjusted"),
-        Line2D(
-            [],
-            [],
-            marker="D",
-            linestyle="",
-            markerfacecolor="none",
-            color="k",
-            label="fragile: its margin under the other tuning policy",
-        ),
-    ]
-    axes[-1, 0].axis("off")
-    axes[-1, 0].legend(handles=handles, loc="center", ncol=4, fontsize=6, frameon=False)
+    for ax, unit in zip(axes[:-1, 0], units, strict=True):
+        _panel(ax, [c for c in shown if c.unit == unit], unit, colours)
+    _footer(axes[-1, 0], shown, untested, colours, headings)
     axes[0, 0].set_title(title, fontsize=9)
     save_figure(fig, path)
     return True
+
+
+def _panel(ax, group: Sequence, unit: str, colours: Mapping[str, str]) -> None:
+    ends = [v for c in group for v in (c.tested.low, c.tested.high, *c.margins)] + [0.0]
+    ends += [-c.claim.tolerance for c in group if c.claim.tolerance] + [c.claim.tolerance for c in group]
+    low, high = min(ends), max(ends)
+    pad = 0.12 * (high - low or 1.0)
+    lo, hi = low - pad, high + pad
+    for y, c in enumerate(group):
+        colour = colours.get(c.status, "k")
+        tol = c.claim.tolerance
+        if c.claim.kind == "non_inferiority":
+            ax.fill_betweenx([y - 0.4, y + 0.4], lo, -tol, color="0.9")
+        elif c.claim.kind == "equivalence":
+            ax.fill_betweenx([y - 0.4, y + 0.4], -tol, tol, color="0.9")
+        deciding = c.tested.bounds(c.level)
+        ax.plot(_clip(deciding, lo, hi), [y, y], color=colour, linewidth=3, alpha=0.55, solid_capstyle="butt")
+        ax.plot([c.tested.low, c.tested.high], [y, y], color=colour, linewidth=0.9)
+        ax.plot(list(c.margins), [y + 0.22] * len(c.margins), ".", color=colour, markersize=3, alpha=0.7)
+        ax.plot(c.tested.estimate, y, "o", color=colour, markersize=4)
+        for end, side in ((deciding[0], lo), (deciding[1], hi)):
+            if (end < lo and side == lo) or (end > hi and side == hi):
+                ax.annotate(
+                    f"{end:+.3g}",
+                    (side, y),
+                    xytext=(-3 if side == lo else 3, -9),
+                    textcoords="offset points",
+                    ha="left" if side == lo else "right",
+                    fontsize=5,
+                    color=colour,
+                )
+                ax.plot(side, y, "<" if side == lo else ">", color=colour, markersize=5)
+    ax.axvline(0, color="grey", linewidth=0.8)
+    ax.set_xlim(lo, hi)
+    labels = [f"{c.claim.id} ({c.claim.role}, {c.seeds} seeds)" for c in group]
+    ax.set_yticks(range(len(group)), labels, fontsize=6.5)
+    ax.set_ylim(len(group) - 0.5, -0.7)
+    ax.set_xlabel(f"margin ({unit}; positive: the paper's direction)", fontsize=7)
+
+
+def _clip(ends: tuple[float, float], lo: float, hi: float) -> list[float]:
+    return [min(max(ends[0], lo), hi), min(max(ends[1], lo), hi)]
+
+
+def _footer(ax, shown: Sequence, untested: Sequence, colours: Mapping[str, str], headings: Mapping) -> None:
+    """The legend (the verdicts that occur, the two intervals, the seeds, a tolerance where one is drawn) and the
+    claims with no interval here: kept from a verdict (unstable, not learning, ...) or outside the family."""
+    from matplotlib.lines import Line2D  # after `pyplot()` chose the file-only backend
+    from matplotlib.patches import Patch
+
+    occurring = sorted({c.status for c in shown}, key=VERDICTS.index)
+    handles = [Line2D([], [], color=colours[s], marker="o", label=headings.get(s, s)) for s in occurring]
+    handles += [
+        Line2D([], [], color="k", linewidth=3, alpha=0.55, label="the interval that decides (its family's level)"),
+        Line2D([], [], color="k", linewidth=0.9, label="95% interval, unadjusted"),
+        Line2D([], [], color="k", marker=".", linestyle="", label="each fresh seed's margin"),
+    ]
+    if any(c.claim.tolerance for c in shown):
+        handles.append(Patch(color="0.9", label="beyond the tolerance"))
+    ax.axis("off")
+    ax.legend(handles=handles, loc="upper center", ncol=4, fontsize=6, frameon=False)
+    kept = [c for c in untested if c.claim.in_family]
+    outside = [c for c in untested if not c.claim.in_family]
+    text = "; ".join(f"{c.claim.id} ({headings.get(c.status, c.status).lower()})" for c in kept)
+    text = (f"in the family, no interval (kept from a verdict): {text}. " if kept else "") + (
+        "outside the family, declared before the fresh seeds trained: "
+        + "; ".join(f"{c.claim.id} ({headings.get(c.status, c.status).lower()})" for c in outside)
+        if outside
+        else ""
+    )
+    ax.text(0.0, 0.45, _wrap(text, 170), fontsize=5.5, va="top", transform=ax.transAxes)
+
+
+def _wrap(text: str, width: int) -> str:
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, width))

@@ -149,7 +149,8 @@ def print_power(plan: AnalysisPlan, found: Draft, spent: Mapping[str, Mapping[st
         f"power analysis of {plan.path} (digest {plan.digest}): one-sided alpha {plan.alpha:g}, power {plan.power:g},"
     )
     print(
-        f"sigma at its {plan.sigma_confidence:.0%} upper limit from the pilot {plan.pilot}, at most {plan.max_seeds} seeds"
+        f"sigma at its {plan.sigma_confidence:.0%} upper limit from the pilot {plan.pilot}, "
+        f"at most {plan.max_seeds} seeds"
     )
     for paper in sorted({c.paper for c in plan.claims}):
         print(f"\n== {paper}")
@@ -168,8 +169,8 @@ def print_power(plan: AnalysisPlan, found: Draft, spent: Mapping[str, Mapping[st
     for name, each in found.experiments.items():
         cost = spent[name]
         print(
-            f"{name:35s} {len(each.seeds):5d}  {each.test:10s} {cost['cpu_hours']:6.2f} {cost['small_gpu_hours']:13.3g} "
-            f"{cost['paper_gpu_hours']:13.4g}"
+            f"{name:35s} {len(each.seeds):5d}  {each.test:10s} {cost['cpu_hours']:6.2f} "
+            f"{cost['small_gpu_hours']:13.3g} {cost['paper_gpu_hours']:13.4g}"
         )
     for paper in sorted({c.paper for c in plan.claims}):
         names = {c.experiment for c in plan.of_paper(paper)} & set(found.experiments)

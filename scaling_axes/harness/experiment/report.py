@@ -1,23 +1,22 @@
-"""REPORT.md: per scale, one line per claim grouped by verdict, a forest plot of the margins, the caveats of the
-scale said once, and one line per experiment pointing at its CSV (the tables' bulk stays there).
-
-Read from the results CSVs alone (`results/<scale>/*.csv` and their per-seed files), so a report can be rebuilt
-anywhere the CSVs are.
+"""REPORT.md: per scale, the plan its claims were judged by (its file and digest), one line per claim of each paper
+grouped by verdict beside a forest plot, the claims outside the family with their pilot's intervals, the power
+predicted against the verdicts observed, the thresholds each verdict would move with, the exact checks, the scale's
+caveats said once, and one line per experiment pointing at its CSV. A scale without a plan lists its claim rows as
+exploratory. Read from the committed files alone (tables, per-seed files, the plan, the pilot), with nothing of when
+it was written: the same files give the same bytes.
 """
 
 from __future__ import annotations
 
 import collections
+from collections.abc import Sequence
 from pathlib import Path
 
-from scaling_axes.harness.claims.margins import LOSS_NOISE_FLOOR, TOP1_NOISE_FLOOR
-from scaling_axes.harness.claims.notes import NOTE_PARTS
-
-EXCLUDES = "cannot exclude a difference of "  # TODO
-HANGS, MULTIPLICITY = " | hangs on a threshold: ", "decides nothing (multiplicity)"  # TODO
+from scaling_axes.harness.analysis.plan import AnalysisPlan, plan_for
+from scaling_axes.harness.claims.notes import DATA_NOTE, NOTE_PARTS
 from scaling_axes.harness.experiment.forest import forest_plot
-from scaling_axes.harness.experiment.report_claims import OLDER_RULES, Claim, Tables, claims_of, read_tables
-from scaling_axes.harness.experiment.sensitivity import SHIFT, THRESHOLDS
+from scaling_axes.harness.experiment.report_claims import ClaimLine, Tables, claim_lines, read_tables
+from scaling_axes.harness.experiment.sensitivity import SHIFT, THRESHOLDS, changed_verdicts
 from scaling_axes.harness.results import RESULTS_DIR, VERDICTS
 from scaling_axes.harness.scales import SCALES, Scale
 from scaling_axes.harness.stability import LEARNED_NATS
@@ -27,146 +26,122 @@ HEADINGS = {
     "claim_holds": "Holds",
     "claim_fails": "Fails",
     "never_reached": "Never reached",
-    "fragile": "Fragile (decided by the tuning policy)",
+    "plan_changed": "Plan changed after the data",
     "unmatched": "Unmatched",
     "insufficient": "Insufficient",
     "out_of_reach": "Out of reach",
     "not_learning": "Not learning",
     "unstable": "Unstable",
 }
-HEADINGS[OLDER_RULES] = "Judged by older rules (not rebuilt since: no p or q, no second tuning policy)"
 FOREST = "claims_forest.png"
 
 
-def claim_lines(claims: list[Claim]) -> list[str]:
-    """One line per claim under its verdict's heading: the mean margin, its 95% interval, the seeds."""
-    lines = []
-    for status in (*VERDICTS, *sorted({c.status for c in claims} - set(VERDICTS))):
-        group = [c for c in claims if c.status == status]
-        if not group:
-            continue
-        lines += [f"### {HEADINGS.get(status, status)} ({len(group)})", ""]
-        for c in group:
-            tests = "".join(f", {name} {_g(value)}" for name, value in (("p", c.p), ("q", c.q)) if value)
-            interval = " (the gap)" if c.status == "never_reached" else f" [{_g(c.low)}, {_g(c.high)}]"
-            measured = (
-                f"{_g(c.margin, '+')}{interval} {c.unit}, {c.seeds} seed{'s' * (c.seeds != 1)}{tests}"
-                if c.margin
-                else "no margin"
-            )
-            excludes = f"; {EXCLUDES}{c.excludes} {c.unit}" if c.excludes and c.status == "insufficient" else ""
-            why = f"{excludes}; {c.why}" if c.why else excludes
-            lines.append(f"- {c.statement}: **{measured}**{why} ({'; '.join(c.where)})")
-        lines.append("")
-    return lines
+def _g(value: float | None, sign: str = "") -> str:
+    return "?" if value is None else f"{value:{sign}.3g}"
 
 
-def _g(value: str, sign: str = "") -> str:
-    return f"{float(value):{sign}.3g}" if value else "?"
-
-
-def caveat_lines(scale: Scale, tables: Tables, claims: list[Claim]) -> list[str]:
-    """What holds for every row at this scale, said once: its note, the data, the measured noise, the floors."""
-    lines = [f"## What every number at {scale} scale rests on", ""]
-    if scale.note:
-        lines.append(f"- {scale.note}.")
-    lines += [f"- data: {data}" for data in sorted({c.data for c in claims if c.data})]
-    harness_rows = [(name, r) for name, rows in tables.items() for r in rows if r["table"] in ("noise", "floor")]
-    floors = sorted({(r["row"], r["ours"], r["unit"]) for _, r in harness_rows if r["table"] == "floor"})
-    lines += [
-        f"- {row}: unigram floor {_g(value)} {unit} (a run must end {LEARNED_NATS:g} below it to count as learning)"
-        for row, value, unit in floors
-    ]
-    noise = list({(r["row"], r["ours"]): (name, r) for name, r in harness_rows if r["table"] == "noise"}.values())
-    if noise:
-        lines += [
-            "- noise measured from the seeds (pooled spread of one run's final metric; the assumed floors, "
-            f"{LOSS_NOISE_FLOOR:g} nats and {TOP1_NOISE_FLOOR:g} points, stay as lower bounds):"
-        ]
-        lines += [f"  - {name}: {r['row']} {_g(r['ours'])} {r['unit']} ({r['note']})" for name, r in noise]
-    return [*lines, *sweep_lines(tables), ""]
-
-
-def sweep_lines(tables: Tables) -> list[str]:
-    """Each tuned arm's check on its claim seeds, said once: how many agree with their sweep, and which do not."""
-    checks = {
-        r["run"]: (name, r) for name, rows in tables.items() for r in rows if r["metric"] == "claim_seeds_minus_sweep"
-    }
-    if not checks:
-        return []
-    flagged = [
-        f"{name}: {run} {_g(r['ours'], '+')} [{_g(r['low'])}, {_g(r['high'])}] {r['unit']} ({r['note']})"
-        for run, (name, r) in checks.items()
-        if r["status"] == "differs"
-    ]
-    agree = f"{len(checks) - len(flagged)} of {len(checks)}" if flagged else f"all {len(checks)}"
-    head = (
-        f"- learning rates: the claim seeds of {agree} arms swept on their own end within the 95% bound of their "
-        "sweep's mean at the chosen rate"
+def plan_lines(plan: AnalysisPlan, lines: Sequence[ClaimLine]) -> list[str]:
+    """What the claims were judged by: the plan's file and digest, its rule, its family, its pilot."""
+    inside = [c for c in lines if c.claim.in_family]
+    per_paper = collections.Counter((c.claim.paper, c.claim.role) for c in inside)
+    families = "; ".join(
+        f"{paper}: {per_paper[(paper, 'primary')]} primary, {per_paper[(paper, 'secondary')]} secondary"
+        for paper in sorted({c.claim.paper for c in lines})
     )
-    if not flagged:
-        return [head]
     return [
-        f"{head}; no claim is decided on the others (claim seeds' mean minus the sweep's, [its 95% interval]):",
-        *(f"  - {line}" for line in flagged),
-    ]
-
-
-def experiment_lines(scale_dir: Path, tables: Tables, link_prefix: str) -> list[str]:
-    """One line per experiment: its rows by status (every row, the noise and floor rows `measured`) and where its
-    table and figure are."""
-    lines = ["## Tables", ""]
-    for name, rows in tables.items():
-        counts = collections.Counter(r["status"] for r in rows)
-        figure = f", [figure]({link_prefix}{name}.png)" if (scale_dir / f"{name}.png").exists() else ""
-        summary = ", ".join(f"{n} {status}" for status, n in counts.most_common())
-        lines.append(f"- [{name}]({link_prefix}{name}.csv){figure}: {summary}")
-    return [*lines, ""]
-
-
-def scale_section(scale_dir: Path, claims: list[Claim], link_prefix: str, level: str = "##") -> list[str]:
-    """A scale's claims (grouped by verdict, with the forest plot)."""
-    lines = []
-    if claims:
-        counts = collections.Counter(c.status for c in claims)
-        lines += [
-            f"{level} Claims: " + ", ".join(f"{counts[s]} {HEADINGS.get(s, s).lower()}" for s in counts),
-            "",
-            "Mean margin over seeds (> 0: the claim holds), [its 95% interval], the seeds, p and q; a "
-            "hypothesis several tables state (the same runs and margins) is one line; an insufficient claim "
-            "names the narrowest difference its data exclude (two one-sided tests at 5%).",
-            "",
-            *family_lines(claims),
-        ]
-        if forest_plot(claims, scale_dir / FOREST, f"claims at {scale_dir.name} scale", HEADINGS):
-            lines += [f"![margins of every claim]({link_prefix}{FOREST})", ""]
-        lines += claim_lines(claims)
-    return lines
-
-
-def threshold_lines(claims: list[Claim], level: str = "##") -> list[str]:
-    """The fixed thresholds the verdicts pass through, where each value came from, and the decided verdicts that
-    one of them moved 25% either way would change (`experiment.sensitivity`)."""
-    decided = [c for c in claims if c.status in ("claim_holds", "claim_fails")]
-    hanging = [c for c in decided if HANGS.strip(" |") in c.why]
-    lines = [
-        f"{level} Thresholds: {len(hanging)} of {len(decided)} decided verdicts hang on one",
+        "## The plan",
         "",
-        f"Each decided verdict judged again with each threshold moved {SHIFT:.0%} down and up:",
-        "",
-        *(f"- `{t.name}` {'' if t.name == 'tolerance' else f'{t.value:g} '}({t.source})" for t in THRESHOLDS),
-        *(
-            f"- hangs: {c.statement} ({c.where[0]}): {c.why.partition(HANGS.strip(' |'))[2].strip(': ')}"
-            for c in hanging
-        ),
+        f"Judged by the pre-registered plan `scaling_axes/plans/{Path(plan.path).name}` (digest `{plan.digest}`), "
+        "written and committed before any of its fresh seeds trained; every claim run records the digest it trained "
+        "under, and a verdict whose runs recorded another decides nothing. Each claim is one of the papers', tested "
+        f"one-sided at alpha {plan.alpha:g} per direction (it holds, or it fails) by its kind (superiority, "
+        "non-inferiority, equivalence) and tolerance, its rows combined as the plan says. Per paper and per "
+        "direction: Holm over its primaries; its secondaries a Benjamini-Yekutieli family of their own. "
+        f"{len(lines)} claims, {len(inside)} in the family ({families}); {len(lines) - len(inside)} outside it, "
+        "declared before the data (out of reach by the power analysis, or unmatched by the scale's design). The "
+        f"seeds come from the power analysis at power {plan.power:g} on the pilot's noise at its "
+        f"{plan.sigma_confidence:.0%} upper limit (`python -m scaling_axes power --scale {plan.scale}`); the pilot "
+        f"(`{plan.pilot}/`, seeds {', '.join(map(str, plan.pilot_seeds))}) is shown beside each claim and enters "
+        "no verdict.",
         "",
     ]
-    return lines
+
+
+def claim_line(c: ClaimLine) -> str:
+    """One claim: its verdict's numbers (the weakest step of an `each`), its control, its pilot, its power."""
+    kind = c.claim.kind.replace("_", "-") + (f" within {c.claim.tolerance:g}" if c.claim.tolerance else "")
+    head = f"- **{c.claim.id}** ({c.claim.role}, {kind}, {c.claim.combine}): {c.claim.statement}"
+    parts = []
+    if c.tested is not None and c.claim.in_family:
+        step = " (its weakest step)" if c.claim.combine == "each" and len(c.claim.rows) > 1 else ""
+        parts.append(
+            f"**{_g(c.tested.estimate, '+')} [{_g(c.tested.low)}, {_g(c.tested.high)}] {c.unit}**{step}, "
+            f"{c.seeds} fresh seeds; p that it holds {_g(c.tested.p_hold)}, that it fails {_g(c.tested.p_fail)}; "
+            f"adjusted {_g(c.adjusted)} ({c.control})"
+        )
+    if c.why:
+        parts.append(c.why)
+    if c.pilot is not None:
+        parts.append(
+            f"pilot: {_g(c.pilot.estimate, '+')} [{_g(c.pilot.low)}, {_g(c.pilot.high)}], {c.pilot_seeds} seeds"
+        )
+    if c.power is not None:
+        parts.append(f"predicted power {c.power:.2f} at its effect of interest {c.claim.effect:g}")
+    return f"{head}. {'; '.join(parts)} ({'; '.join(c.rows)})"
+
+
+def claims_section(scale_dir: Path, plan: AnalysisPlan, lines: Sequence[ClaimLine]) -> list[str]:
+    """The claims by verdict (in the family), the forest plot, the claims outside, the power against the verdicts."""
+    inside = [c for c in lines if c.claim.in_family]
+    counts = collections.Counter(c.status for c in inside)
+    out = [
+        "## Claims: " + ", ".join(f"{counts[s]} {HEADINGS[s].lower()}" for s in VERDICTS if counts[s]),
+        "",
+        "Each claim's estimate (an `each` claim's weakest step), its 95% interval (the two one-sided bounds at "
+        "0.025), its fresh seeds, the one-sided p that it holds and that it fails, and the adjusted p its paper's "
+        "control decides on; then its pilot's estimate, and the power the plan predicted.",
+        "",
+    ]
+    if forest_plot(lines, scale_dir / FOREST, f"claims at {scale_dir.name} scale ({plan.digest})", HEADINGS):
+        out += [f"![each claim's margin, the interval that decides it, each seed]({FOREST})", ""]
+    for status in VERDICTS:
+        if group := [c for c in inside if c.status == status]:
+            out += [f"### {HEADINGS[status]} ({len(group)})", "", *(claim_line(c) for c in group), ""]
+    outside = [c for c in lines if not c.claim.in_family]
+    if outside:
+        out += [f"### Outside the family ({len(outside)}): no verdict, with the pilot's intervals", ""]
+        out += [claim_line(c) for c in outside] + [""]
+    expected = sum(1 - c.power for c in inside if c.power is not None)
+    tested = [c for c in inside if c.status in ("claim_holds", "claim_fails", "insufficient")]
+    out += [
+        f"Power: were each claim's true effect its smallest of interest, the plan expected {expected:.2f} of its "
+        f"{len(inside)} claims to end insufficient (the sum of one minus each predicted power); "
+        f"{sum(c.status == 'insufficient' for c in tested)} did, of {len(tested)} that reached a test.",
+        "",
+    ]
+    return out
+
+
+def sensitivity_lines(scale_dir: Path, plan: AnalysisPlan, lines: Sequence[ClaimLine]) -> list[str]:
+    """Every verdict that a threshold, or a tolerance, moved SHIFT either way would change (`sensitivity`)."""
+    changes = changed_verdicts(scale_dir, plan, {c.claim.id: c.status for c in lines if c.claim.in_family})
+    out = [
+        f"## Sensitivity: {len(changes)} verdict change{'s' * (len(changes) != 1)} with a threshold moved {SHIFT:.0%}",
+        "",
+        f"Every claim in the family judged again with each threshold, and separately each tolerance, moved {SHIFT:.0%} "
+        "down and up (never alpha), its arms' blocks and tests computed again; the pass reports, it changes no "
+        "verdict:",
+        "",
+        *(f"- `{t.name}` {t.value:g} ({t.source})" for t in THRESHOLDS),
+        "",
+    ]
+    out += [f"- changes: {change}" for change in changes] or ["- no verdict changes."]
+    return [*out, ""]
 
 
 def check_lines(tables: Tables, level: str = "##") -> list[str]:
-    """The exact checks (`claims.outcomes.exact_check`), apart from the claims and outside their counts: each with
-    its largest deviation over its seeds and whether it passes."""
+    """The exact checks (`claims.outcomes.exact_check`), apart from the claims: each with its largest deviation over
+    its seeds and whether it passes."""
     checks = [(name, r) for name, rows in tables.items() for r in rows if r["metric"] == "check"]
     if not checks:
         return []
@@ -179,75 +154,100 @@ def check_lines(tables: Tables, level: str = "##") -> list[str]:
     return [*lines, ""]
 
 
-def family_lines(claims: list[Claim]) -> list[str]:
-    """What the claims' false-discovery control was taken over, how it was formed, and what it took away."""
-    if not any(c.q for c in claims):
-        return []
-    rows = sum(len(c.where) for c in claims)
-    tested = [c for c in claims if c.p and c.status not in ("not_learning", "unstable", "unmatched")]
-    demoted = sum(MULTIPLICITY in c.why for c in claims)
-    return [
-        f"The family: every claim declared at this scale, {rows} rows, {len(claims)} hypotheses (rows on the "
-        "same runs and margins are one hypothesis, tested once and shown once here; the exact checks apart). A "
-        "claim that could not be tested (unstable, unmatched, not learning, never reached, out of reach, "
-        "untuned, unfinished) enters with p = 1; one judged under two tuning policies with the larger of its "
-        "two p. A claim is decided only where its q, Benjamini-Yekutieli's adjusted p over the family (valid "
-        "under any dependence between claims that share an arm), is below 0.05; its interval adjusted for the "
-        f"family is the thick bar of the forest plot. {len(tested)} were tested; {demoted} decided by their own "
-        "test did not survive the control (insufficient, 'multiplicity').",
-        "",
+def caveat_lines(scale: Scale, tables: Tables) -> list[str]:
+    """What holds for every row at this scale, said once: its note, the data, the unigram floors."""
+    lines = [f"## What every number at {scale} scale rests on", ""]
+    if scale.note:
+        lines.append(f"- {scale.note}.")
+    data = sorted(
+        {r["note"].partition(DATA_NOTE)[2] for rows in tables.values() for r in rows if r["metric"] == "claim"} - {""}
+    )
+    lines += [f"- data: {each}" for each in data]
+    floors = sorted(
+        {(r["row"], r["ours"], r["unit"]) for rows in tables.values() for r in rows if r["table"] == "floor"}
+    )
+    lines += [
+        f"- {row}: unigram floor {float(value):.3g} {unit} (a run must end {LEARNED_NATS:g} below it to count as "
+        "learning)"
+        for row, value, unit in floors
     ]
+    return [*lines, ""]
 
 
-HEADER = ("Machine: ", "Judged again ")  # the lines of a scale's report that say where and how it was made
+def experiment_lines(scale_dir: Path, tables: Tables, link_prefix: str) -> list[str]:
+    """One line per experiment: its rows by status and where its table and figure are."""
+    lines = ["## Tables", ""]
+    for name, rows in tables.items():
+        counts = collections.Counter(r["status"] for r in rows)
+        figure = f", [figure]({link_prefix}{name}.png)" if (scale_dir / f"{name}.png").exists() else ""
+        summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+        lines.append(f"- [{name}]({link_prefix}{name}.csv){figure}: {summary}")
+    return [*lines, ""]
+
+
+def exploratory_lines(tables: Tables) -> list[str]:
+    """A scale without a plan: its claim rows as they stand, decided by nothing."""
+    rows = [(name, r) for name, table in tables.items() for r in table if r["metric"] == "claim"]
+    if not rows:
+        return []
+    out = ["## Claims: exploratory (no analysis plan at this scale decides any)", ""]
+    for name, r in rows:
+        statement = r["note"].partition(DATA_NOTE)[0].partition(NOTE_PARTS)[0]
+        numbers = (
+            f"{float(r['ours']):+.3g} [{r['low'] or '?'}, {r['high'] or '?'}] {r['unit']}" if r["ours"] else "no margin"
+        )
+        out.append(f"- {statement}: {numbers}, {r['seeds'] or 0} seeds, {r['status']} ({name}: {r['row']})")
+    return [*out, ""]
+
+
+HEADER = ("Machine: ",)  # the line of a scale's report that says where its runs were trained
 
 
 def write_report(
     results_dir: Path = RESULTS_DIR, scale: Scale | None = None, header: tuple[str, ...] | None = None
 ) -> Path:
-    """With `scale`: `results/<scale>/REPORT.md`, opening with `header` (the machine and commit; None: the header
-    the report has, kept) and the scale's scope. Without: `results/REPORT.md`, each scale that has results, largest
-    first, pointing at its own report."""
+    """With `scale`: `results/<scale>/REPORT.md`, opening with `header` (None: the header the report has, kept) and
+    the scale's scope. Without: `results/REPORT.md`, a line per scale that has results, pointing at its report."""
     results_dir = Path(results_dir)
-    if scale is not None:
-        scale_dir = results_dir / scale.name
-        if header is None:
-            old = (scale_dir / "REPORT.md").read_text().splitlines() if (scale_dir / "REPORT.md").exists() else []
-            header = tuple(part for line in old if line.startswith(HEADER) for part in (line, ""))
-        tables = read_tables(scale_dir)
-        claims = claims_of(tables)
-        lines = [
-            f"# Results at {scale} scale",
-            "",
-            *header,
-            *([scale.scope, ""] if scale.scope else []),
-            *scale_section(scale_dir, claims, ""),
-            *threshold_lines(claims),
-            *check_lines(tables),
-            *caveat_lines(scale, tables, claims),
-            *experiment_lines(scale_dir, tables, ""),
-        ]
-        path = scale_dir / "REPORT.md"
+    if scale is None:
+        return _index(results_dir)
+    scale_dir = results_dir / scale.name
+    if header is None:
+        old = (scale_dir / "REPORT.md").read_text().splitlines() if (scale_dir / "REPORT.md").exists() else []
+        header = tuple(part for line in old if line.startswith(HEADER) for part in (line, ""))
+    tables = read_tables(scale_dir)
+    plan = plan_for(scale) if scale.judges_claims else None
+    lines = [f"# Results at {scale} scale", "", *header, *([scale.scope, ""] if scale.scope else [])]
+    if plan is not None:
+        claims = claim_lines(scale_dir, plan)
+        lines += [*plan_lines(plan, claims), *claims_section(scale_dir, plan, claims)]
+        lines += sensitivity_lines(scale_dir, plan, claims)
     else:
-        lines = [
-            "# Results",
-            "",
-            "Regenerated by `python -m scaling_axes report` (and every experiment's "
-            "`--report`). **smoke** results prove the pipeline and are never a reproduction: they stay in "
-            "`results/smoke/` (not committed) and are not listed here; paper numbers and their sources: "
-            "`results/published/`.",
-            "",
-        ]
-        for each in reversed(SCALES.values()):
-            scale_dir = results_dir / each.name
-            if each.judges_claims and (tables := read_tables(scale_dir)):  # smoke's stays in results/smoke/
-                lines += [
-                    f"## {each} scale ([its report]({each.name}/REPORT.md))",
-                    "",
-                    *scale_section(scale_dir, claims_of(tables), f"{each.name}/", "###"),
-                    *check_lines(tables, "###"),
-                    *experiment_lines(scale_dir, tables, f"{each.name}/"),
-                ]
-        path = results_dir / "REPORT.md"
+        lines += exploratory_lines(tables)
+    lines += [*check_lines(tables), *caveat_lines(scale, tables), *experiment_lines(scale_dir, tables, "")]
+    path = scale_dir / "REPORT.md"
     atomic_write(path, "\n".join(lines))
+    return path
+
+
+def _index(results_dir: Path) -> Path:
+    """results/REPORT.md: each scale that judges claims and has results, largest first, pointing at its report."""
+    lines = [
+        "# Results",
+        "",
+        "Regenerated by `python -m scaling_axes report` (and every experiment's `--report`). **smoke** results prove "
+        "the pipeline and are never a reproduction: they stay in `results/smoke/` (not committed); paper numbers "
+        "and their sources: `results/published/`.",
+        "",
+    ]
+    for each in reversed(SCALES.values()):
+        if each.judges_claims and (tables := read_tables(results_dir / each.name)):
+            plan = plan_for(each)
+            said = f"judged by its plan (digest `{plan.digest}`)" if plan else "no plan: exploratory"
+            rows = sum(len(rows) for rows in tables.values())
+            lines += [
+                f"- **{each}** scale: {len(tables)} tables, {rows} rows, {said}: [its report]({each.name}/REPORT.md)"
+            ]
+    path = results_dir / "REPORT.md"
+    atomic_write(path, "\n".join([*lines, ""]))
     return path

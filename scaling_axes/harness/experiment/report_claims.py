@@ -1,42 +1,20 @@
-"""A scale's claims as REPORT.md reads them from its results CSVs: one `Claim` per hypothesis (the rows several
-tables state of the same runs and margins merged), with what the family wrote into each note."""
+"""A scale's claims as REPORT.md shows them: one `ClaimLine` per claim of its plan (the paper's claim, not a row),
+judged from the committed files (`analysis.judge`), with its pilot beside it and the power the plan predicted; a
+scale without a plan shows its claim rows as they are, decided by nothing."""
 
 from __future__ import annotations
 
+import collections
 import csv
 import dataclasses
-import re
 from pathlib import Path
 
-from scaling_axes.harness.claims.notes import DATA_NOTE, NOTE_PARTS
-
-EXCLUDES = "cannot exclude a difference of "  # TODO
-ADJUSTED, OTHER_POLICY = "interval adjusted for them ", " | the other tuning policy: "  # TODO
-from scaling_axes.harness.results import VERDICTS
-
-OLDER_RULES = "older_rules"  # the claims of a CSV not rebuilt since the verdicts gained p, q and the fragile check
-
-
-@dataclasses.dataclass
-class Claim:
-    """A claim as the report shows it: merged over the experiments that state it of the same runs."""
-
-    statement: str
-    status: str
-    margin: str
-    low: str
-    high: str
-    unit: str
-    why: str
-    seeds: int
-    where: list[str]
-    data: str
-    p: str = ""
-    q: str = ""  # its hypothesis's q over the scale's family (`experiment.family`)
-    adjusted: tuple[float, float] | None = None  # its interval adjusted for the family, where tested
-    other_margin: float | None = None  # its mean margin under the other tuning policy, where measured
-    excludes: str = ""  # the narrowest difference its data exclude (`claims.notes.EXCLUDES`)
-
+from scaling_axes.harness.analysis.contrasts import own_spread
+from scaling_axes.harness.analysis.decisions import Tested, combined, judged
+from scaling_axes.harness.analysis.judge import NOMINAL, ClaimJudged, claim_status, judge_plan, read_scale
+from scaling_axes.harness.analysis.plan import AnalysisPlan, PlannedClaim
+from scaling_axes.harness.analysis.power import predicted_power, read_pilot
+from scaling_axes.harness.stability import Thresholds
 
 Tables = dict[str, list[dict[str, str]]]  # experiment -> its CSV's rows
 
@@ -44,60 +22,97 @@ Tables = dict[str, list[dict[str, str]]]  # experiment -> its CSV's rows
 def read_tables(scale_dir: Path) -> Tables:
     """Each results CSV of `scale_dir`, read once, by experiment name."""
     tables = {}
-    for path in sorted(scale_dir.glob("*.csv")):
+    for path in sorted(Path(scale_dir).glob("*.csv")):
         with open(path, newline="") as f:
             tables[path.stem] = list(csv.DictReader(f))
     return tables
 
 
-def claim_key(row: dict[str, str]) -> tuple[str, ...]:
-    """What makes two claim rows one line: one hypothesis (the same runs, unit and numbers: `experiment.family`
-    shows its test in every row that states it), or without a test the same statement of the same runs."""
-    runs = ",".join(sorted(row["run"].split(",")))
-    if row.get("p"):
-        return runs, row["unit"], row["ours"], row["p"], row["status"]
-    return row["note"].partition(DATA_NOTE)[0].partition(NOTE_PARTS)[0], runs
+@dataclasses.dataclass(frozen=True)
+class ClaimLine:
+    """One claim as the report shows it: its verdict (or what kept it from one), its test (the weakest step of an
+    `each`), its seeds, both one-sided p and the adjusted one with its control, the rows that state it, each seed's
+    margin of its weakest step, the pilot's test of the same rows, and the power the plan predicted."""
+
+    claim: PlannedClaim
+    status: str
+    why: str
+    unit: str
+    tested: Tested | None
+    seeds: int
+    adjusted: float | None
+    control: str
+    level: float
+    rows: tuple[str, ...]
+    margins: tuple[float, ...]
+    pilot: Tested | None
+    pilot_seeds: int
+    power: float | None
 
 
-NUMBER = r"([-+]?[\d.]+(?:e[-+]?\d+)?|nan)"
-
-
-def claims_of(tables: Tables) -> list[Claim]:
-    """The claims in a scale's tables, one per hypothesis, in verdict order."""
-    merged: dict[tuple[str, ...], Claim] = {}
-    for name, rows in tables.items():
-        for r in rows:
-            if r["metric"] != "claim":
-                continue
-            note, _, data = r["note"].partition(DATA_NOTE)
-            statement, _, why = note.partition(NOTE_PARTS)
-            why = why.partition(NOTE_PARTS)[2]
-            key = claim_key(r)
-            if key in merged:
-                merged[key].where.append(f"{name}: {r['row']}")
-                continue
-            # a CSV written before the p and q columns was judged by older rules (no false-discovery control, no
-            # second tuning policy): its verdict is not one of today's, and is listed apart as such
-            status = r["status"] if "q" in r else OLDER_RULES
-            adjusted = re.search(rf"{ADJUSTED}\[{NUMBER}, {NUMBER}\]", note)
-            other = re.search(rf"{re.escape(OTHER_POLICY)}.*?; \w+, margin {NUMBER}", note)
-            excludes = re.search(rf"{EXCLUDES}{NUMBER}", note)
-            merged[key] = Claim(
-                statement,
+def claim_lines(scale_dir: Path, plan: AnalysisPlan, t: Thresholds = NOMINAL) -> list[ClaimLine]:
+    """Every claim of `plan`, judged from `scale_dir`'s files, in the plan's order."""
+    experiments = read_scale(scale_dir)
+    judged_claims, decisions = judge_plan(experiments, plan, t)
+    pilot = read_pilot(Path(plan.pilot), sorted({c.experiment for c in plan.claims}))
+    power = predicted_power(plan, Path(plan.pilot))
+    of = {c.id: c for c in plan.claims}
+    decided = collections.Counter(
+        of[i].paper for i, d in decisions.items() if d.verdict != "insufficient" and of[i].role == "secondary"
+    )
+    lines = []
+    for claim in plan.claims:
+        pilot_test, pilot_n = _pilot(claim, pilot, plan)
+        here, decision = judged_claims.get(claim.id), decisions.get(claim.id)
+        status, why = claim_status(claim, here, decision)
+        weakest = _weakest(here)
+        unit = next((p.unit for (e, r), p in pilot.items() if e == claim.experiment and r in claim.rows), "")
+        lines.append(
+            ClaimLine(
+                claim,
                 status,
-                r["ours"],
-                r.get("low", ""),
-                r.get("high", ""),
-                r["unit"],
                 why,
-                int(r.get("seeds") or 0),
-                [f"{name}: {r['row']}"],
-                data,
-                r.get("p", ""),
-                r.get("q", ""),
-                adjusted and (float(adjusted[1]), float(adjusted[2])),
-                other and float(other[1]),
-                excludes[1] if excludes else "",
+                weakest.unit if weakest else unit,
+                here.tested if here else None,
+                len(plan.experiments[claim.experiment].seeds) if claim.in_family else 0,
+                decision.adjusted if decision and here and here.tested else None,
+                decision.control if decision else "",
+                decision_level(claim, plan, decided.get(claim.paper, 0)),
+                tuple(f"{claim.experiment}: {row}" for row in claim.rows),
+                tuple(weakest.margins[k] for k in plan.experiments[claim.experiment].seeds) if weakest else (),
+                pilot_test,
+                pilot_n,
+                power.get(claim.id),
             )
-    order = {status: i for i, status in enumerate(VERDICTS)}
-    return sorted(merged.values(), key=lambda c: (order.get(c.status, len(order)), c.where[0]))
+        )
+    return lines
+
+
+def decision_level(claim: PlannedClaim, plan: AnalysisPlan, secondaries_decided: int) -> float:
+    """The one-sided level of the interval that decides `claim`: Bonferroni's alpha / m over its paper's
+    primaries (Holm's first step, the most a primary needs), or Benjamini-Yekutieli's alpha R / (m sum 1/k) over
+    its secondaries, R those decided (at least one)."""
+    m = max(1, sum(c.paper == claim.paper and c.role == claim.role and c.in_family for c in plan.claims))
+    if claim.role == "primary":
+        return plan.alpha / m
+    return plan.alpha * max(1, secondaries_decided) / (m * sum(1 / k for k in range(1, m + 1)))
+
+
+def _weakest(here: ClaimJudged | None):
+    """The claim's row whose test is its shown one (the weakest step of an `each`)."""
+    if here is None or here.tested is None:
+        return None
+    return min(here.rows, key=lambda r: here.tests[r.where].estimate if here.tests.get(r.where) else 0.0)
+
+
+def _pilot(claim: PlannedClaim, pilot: dict, plan: AnalysisPlan) -> tuple[Tested | None, int]:
+    """The pilot's test of the claim's rows, as the plan's rule would combine them (shown beside; it decides
+    nothing)."""
+    steps = []
+    for row in claim.rows:
+        found = pilot.get((claim.experiment, row))
+        test = own_spread(list(found.margins)) if found else None
+        if test is None:
+            return None, 0
+        steps.append((judged(test, claim, plan.alpha), test.seeds))
+    return combined([s for s, _ in steps], claim), min(n for _, n in steps)

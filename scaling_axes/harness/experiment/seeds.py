@@ -1,7 +1,8 @@
 """`results/<scale>/seeds/<experiment>.csv`, from which every claim of the table is judged again (`analysis.judge`,
 reading it through `analysis.observed`): each run's final metrics and stability measures at each seed with its data's
-unigram floor, the plan digest each run recorded, every run trained beside them (the measured noise), each claim's
-margin at each seed, its arms' values of its measure, and what its runs alone hold it to."""
+unigram floor (a classifier: its chance top-1), the plan digest each run recorded, every run trained beside them
+(the measured noise), each claim's margin at each seed, its arms' values of its measure, and what its runs alone hold
+it to."""
 
 from __future__ import annotations
 
@@ -47,11 +48,16 @@ def run_rows(results: dict[str, dict], runs: Sequence[Run]) -> list[dict]:
     """Each run's final metrics, stability measures and data floor at each seed (`run`), and the plan each recorded
     when it trained (`plan`)."""
     floors = {run.name: _floor(run) for run in runs}
+    chance = {run.name: 100.0 / run.config.num_classes for run in runs if run.classifies_images}
     out = []
     for name, done in sorted(results.items()):
         for seed, each in seeds_of(done).items():
             measures = {m: each.get(m) for m in SEED_METRICS} | stability_measures(each)
-            measures |= {"train_loss": final_train_loss(each), "unigram_floor": floors.get(name)}
+            measures |= {
+                "train_loss": final_train_loss(each),
+                "unigram_floor": floors.get(name),
+                "chance_top1": chance.get(name),
+            }
             out += [
                 {"kind": "run", "run": name, "seed": seed, "metric": metric, "value": f"{value:.9g}"}
                 for metric, value in measures.items()

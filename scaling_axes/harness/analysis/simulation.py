@@ -1,0 +1,112 @@
+"""The size of the whole decision rule, by Monte Carlo: each paper's in-family claims drawn under their nulls, with
+the pilot's covariance (each row's own spread, unequal across rows; rows that share arms correlated by the arms they
+share, a chain's neighbours and a star's spokes alike; runs that experiments share drawn once), at the plan's seeds,
+then tested, combined and controlled by the suite's own code (`decisions`, `contrasts`). The error rate per paper
+family (a paper's primaries; its secondaries) and per direction (a claim shown to hold, or to fail, where it is not
+true) must be at most alpha.
+
+Two nulls: every row at its claim's boundary (0 for superiority, -tolerance for non-inferiority, +tolerance for
+equivalence: where both directions' nulls are true at once), and the least favourable for an intersection-union
+claim (one step at the boundary, the others far on the paper's side, where `each` is closest to its level).
+
+    python -m scaling_axes simulate --scale cpu     # results/cpu/simulation/size.csv
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+from pathlib import Path
+
+from scaling_axes.harness.analysis.contrasts import own_spread
+from scaling_axes.harness.analysis.decisions import combined, judged, paper_decisions
+from scaling_axes.harness.analysis.plan import AnalysisPlan, PlannedClaim
+from scaling_axes.harness.analysis.power import PilotRow, overlap, read_pilot
+
+FAR = 8.0  # standard deviations: "far on the paper's side" for the least favourable null of `each`
+MC_Z = 1.96  # a rate is at or below alpha where its 95% Monte Carlo interval reaches alpha (an exact single test's
+# size is alpha itself, which draws estimate on either side of it)
+COLUMNS = ("paper", "family", "null", "direction", "draws", "errors", "rate", "mc_se", "alpha", "at_or_below")
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    claim: PlannedClaim
+    where: str
+    pilot: PilotRow
+
+
+def _rows(plan: AnalysisPlan, paper: str, pilot: dict) -> list[Row]:
+    return [
+        Row(c, where, pilot[(c.experiment, where)]) for c in plan.of_paper(paper) if c.in_family for where in c.rows
+    ]
+
+
+def _null(claim: PlannedClaim) -> float:
+    return {"superiority": 0.0, "non_inferiority": -claim.tolerance, "equivalence": claim.tolerance}[claim.kind]
+
+
+def simulate(plan: AnalysisPlan, paper: str, draws: int, seed: int = 73, least_favourable: bool = False) -> dict:
+    """(family, direction) -> errors, and "draws": how often `paper`'s primaries (its Holm family) and its
+    secondaries (its Benjamini-Yekutieli family) declared a claim to hold, or to fail, under the null."""
+    import numpy as np
+
+    rows = _rows(plan, paper, read_pilot(Path(plan.pilot), sorted({c.experiment for c in plan.claims})))
+    if not rows:
+        return {"draws": 0}
+    sd = np.array([statistics.stdev(r.pilot.margins) for r in rows])
+    rho = np.array([[overlap(a.pilot.runs, b.pilot.runs) for b in rows] for a in rows])
+    cov = rho * np.outer(sd, sd) + 1e-12 * np.eye(len(rows))
+    mean = np.array([_null(r.claim) for r in rows])
+    if least_favourable:  # each `each` claim: its first step at the boundary, the others far on the paper's side
+        firsts = {}
+        for i, r in enumerate(rows):
+            if firsts.setdefault(r.claim.id, i) != i and r.claim.combine == "each":
+                mean[i] += FAR * sd[i]
+    seeds = {c.id: len(plan.experiments[c.experiment].seeds) for c in plan.of_paper(paper) if c.in_family}
+    n = max(seeds.values())
+    rng = np.random.default_rng(seed)
+    claims = plan.of_paper(paper)
+    errors = {(role, d): 0 for role in {c.role for c in claims if c.in_family} for d in ("holds", "fails")}
+    for draw in rng.multivariate_normal(mean, cov, size=(draws, n)):
+        tested = {}
+        for claim in (c for c in claims if c.in_family):
+            steps = [
+                judged(own_spread(list(draw[: seeds[claim.id], i])), claim, plan.alpha)
+                for i, r in enumerate(rows)
+                if r.claim.id == claim.id
+            ]
+            tested[claim.id] = combined(steps, claim)
+        decided = paper_decisions(claims, tested, plan.alpha)
+        for role, direction in errors:
+            verdicts = {d.verdict for i, d in decided.items() if next(c for c in claims if c.id == i).role == role}
+            errors[(role, direction)] += f"claim_{direction}" in verdicts
+    return {**errors, "draws": draws}
+
+
+def size_table(plan: AnalysisPlan, draws: int) -> list[dict]:
+    """The rows of `simulation/size.csv`: per paper, family (its primaries, its secondaries), null and direction,
+    the rate at which the family declared any claim where none is true, and its Monte Carlo standard error."""
+    out = []
+    for paper in sorted({c.paper for c in plan.claims if c.in_family}):
+        for null, least in (("every row at its boundary", False), ("least favourable for each", True)):
+            found = simulate(plan, paper, draws, least_favourable=least)
+            for (role, direction), errors in sorted((k, v) for k, v in found.items() if k != "draws"):
+                rate = errors / found["draws"]
+                se = math.sqrt(rate * (1 - rate) / found["draws"])
+                out.append(
+                    {
+                        "paper": paper,
+                        "family": role,
+                        "null": null,
+                        "direction": direction,
+                        "draws": found["draws"],
+                        "errors": errors,
+                        "rate": f"{rate:.4f}",
+                        "mc_se": f"{se:.4f}",
+                        "alpha": f"{plan.alpha:g}",
+                        "at_or_below": rate - MC_Z * se <= plan.alpha,
+                    }
+                )
+    return out
