@@ -85,7 +85,7 @@ def plan(scale: Scale, gpu: str, mfu: float, devices: int) -> float:
 def power(scale: Scale, print_draft: bool) -> None:
     """Print the power table of `scale`'s plan (`experiment.power_table`), and with `print_draft` the plan's
     experiments part it gives; a scale without a plan is refused by name."""
-    from scaling_axes.harness.analysis.plan import plan_path, read_plan
+    from scaling_axes.harness.claims.plan import plan_path, read_plan
     from scaling_axes.harness.experiment.power_table import costs, draft, draft_yaml, print_power
 
     if not plan_path(scale).exists():
@@ -100,9 +100,9 @@ def power(scale: Scale, print_draft: bool) -> None:
 
 def simulate(scale: Scale, draws: int) -> None:
     """Write `results/<scale>/simulation/size.csv`: the error rate of the scale's whole decision rule per paper
-    family and direction under its nulls (`analysis.simulation`), and print it."""
-    from scaling_axes.harness.analysis.plan import plan_for, plan_path
-    from scaling_axes.harness.analysis.simulation import COLUMNS, size_table
+    family and direction under its nulls (`claims.simulation`), and print it."""
+    from scaling_axes.harness.claims.plan import plan_for, plan_path
+    from scaling_axes.harness.claims.simulation import COLUMNS, size_table
     from scaling_axes.harness.results import RESULTS_DIR
     from scaling_axes.io import write_csv
 

@@ -1,5 +1,5 @@
 """Every claim of the committed `results/cpu/` decided again from the committed files alone (the plan, the tables and
-the per-seed files beside them), by an implementation that shares nothing with `harness/analysis/` or
+the per-seed files beside them), by an implementation that shares nothing with `harness/claims/` or
 `significance.py`: PyYAML for the plan, scipy's Student-t, numpy's least squares for the arm x seed model, the
 thresholds, each kind's one-sided tests, `each`, Holm and Benjamini-Yekutieli written again. Each claim row's
 estimate, interval, p, adjusted p and status must come out as committed; a margin, a run's measure, the plan or a
@@ -209,7 +209,11 @@ def test_every_planned_claim_row_is_decided_again_from_the_committed_files():
     assert expected
     for (experiment, where), (status, estimate, low, high, p, q) in expected.items():
         table, _, row = where.partition("/")
-        (committed,) = [r for r in _read(RESULTS / f"{experiment}.csv") if (r["table"], r["row"]) == (table, row)]
+        (committed,) = [
+            r
+            for r in _read(RESULTS / f"{experiment}.csv")
+            if (r["table"], r["row"], r["metric"]) == (table, row, "claim")
+        ]
         assert committed["status"] == status, (where, committed["status"], status)
         if estimate is not None:
             for column, value in (("ours", estimate), ("low", low), ("high", high), ("p", p), ("q", q)):
@@ -247,10 +251,9 @@ def test_a_margin_edited_by_hand_is_caught(tmp_path, monkeypatch):
 
     plan, _ = _plan()
     shutil.copytree(RESULTS, tmp_path / "cpu")
-    name = next(c["experiment"] for c in _claims(plan) if not c["excluded"])
-    path = tmp_path / "cpu" / "seeds" / f"{name}.csv"
+    path = tmp_path / "cpu" / "seeds" / "rmt_table3_4_resources.csv"  # Table 4's claim: tested, and decided
     rows = _read(path)
-    first = next(i for i, r in enumerate(rows) if r["kind"] == "claim")
+    first = next(i for i, r in enumerate(rows) if r["kind"] == "claim" and r["table"] == "table4")
     rows[first] = {**rows[first], "value": str(float(rows[first]["value"]) + 1.0)}
     with open(path, "w", newline="") as f:
         writer = csv.DictWriter(f, list(rows[0]))

@@ -342,7 +342,7 @@ def test_the_cpu_tokenformer_follows_the_diagnosis_and_its_claim_names_the_recip
             "arm 'rmt' (experiments/cross_architecture/arms.py): its shape at 125m does not "
             "fit preset 'tokenformer_150m' (a preset of another family?): unknown config field(s)",
         ),
-        ({"claims": (Versus("as_good_as", "nobody", "s", None, 0.05),)}, "claim 'as_good_as' against 'nobody'"),
+        ({"claims": (Versus("as_good_as", "nobody", "s", None),)}, "claim 'as_good_as' against 'nobody'"),
     ],
 )
 def test_an_arm_record_missing_or_wrong_fails_the_listing_in_one_line_naming_it(monkeypatch, capsys, change, message):

@@ -25,10 +25,10 @@ def _claims(experiment: str) -> list[Row]:
 
 
 def _planned(tmp_path, monkeypatch, margins=None) -> tuple:
-    """A scale of one planned claim (`tests.test_analysis._scale`, seeds 4-6) and one outside the family whose
+    """A scale of one planned claim (`tests.test_plan_decisions._scale`, seeds 4-6) and one outside the family whose
     pilot measured it; the report reads this plan and pilot."""
-    from scaling_axes.harness.analysis.power import PilotRow
-    from tests.test_analysis import _scale
+    from scaling_axes.harness.claims.power import PilotRow
+    from tests.test_plan_decisions import _scale
 
     scale_dir, plan = _scale(tmp_path, margins or {4: 0.31, 5: 0.29, 6: 0.30})
     outside = dataclasses.replace(plan.claims[0], id="d", rows=("t/x_vs_y",), excluded="out of reach: 34 seeds")
@@ -40,12 +40,12 @@ def _planned(tmp_path, monkeypatch, margins=None) -> tuple:
     for module in ("report_claims", "report"):
         monkeypatch.setattr(f"scaling_axes.harness.experiment.{module}.plan_for", lambda scale: plan, raising=False)
     monkeypatch.setattr("scaling_axes.harness.experiment.report_claims.read_pilot", lambda *_: pilot)
-    monkeypatch.setattr("scaling_axes.harness.analysis.power.read_pilot", lambda *_: pilot)
+    monkeypatch.setattr("scaling_axes.harness.claims.power.read_pilot", lambda *_: pilot)
     return scale_dir, plan
 
 
 def test_the_report_names_its_plan_and_shows_each_claim_once_with_its_pilot_and_power(tmp_path, monkeypatch):
-    from scaling_axes.harness.analysis.judge import judge_scale
+    from scaling_axes.harness.claims.judge import judge_scale
 
     scale_dir, plan = _planned(tmp_path, monkeypatch)
     judge_scale(scale_dir, CPU, plan)
@@ -62,7 +62,7 @@ def test_the_report_names_its_plan_and_shows_each_claim_once_with_its_pilot_and_
 
 def test_two_identical_reports_are_the_same_bytes(tmp_path, monkeypatch):
     """Nothing of when or where a report is written goes into it: the same files, the same REPORT.md and forest."""
-    from scaling_axes.harness.analysis.judge import judge_scale
+    from scaling_axes.harness.claims.judge import judge_scale
 
     scale_dir, plan = _planned(tmp_path, monkeypatch)
     judge_scale(scale_dir, CPU, plan)

@@ -82,8 +82,10 @@ def test_the_command_line_parses_scale_to_the_object(capsys):
     with pytest.raises(SystemExit):
         cli(["run", "rmt_fig2_scaling_laws", "--scale", "tiny", "--list"])
     assert "argument --scale: unknown scale 'tiny'; the scales: smoke, cpu, small, paper" in capsys.readouterr().err
+    cli(["run", "rmt_fig2_scaling_laws", "--scale", "cpu", "--list", "--pilot"])
+    assert "rmt_305m_seed3" in capsys.readouterr().out  # the cpu scale's three pilot seeds
     cli(["run", "rmt_fig2_scaling_laws", "--scale", "cpu", "--list"])
-    assert "rmt_305m_seed3" in capsys.readouterr().out  # the cpu scale's three seeds
+    assert "rmt_305m_seed9" in capsys.readouterr().out  # the plan's fresh seeds
 
 
 TEST_ONLY = Scale(

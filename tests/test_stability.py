@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from scaling_axes.harness.analysis.judge import unstable as unstable_arm
+from scaling_axes.harness.claims.blocks import unstable as unstable_arm
 from scaling_axes.harness.claims.verdicts import judge
 from scaling_axes.harness.experiment.arms import sweep_check, tuning_rows
 from scaling_axes.harness.experiment.noise import measured_noise, trained_runs
@@ -243,8 +243,8 @@ def test_a_trained_run_keeps_its_largest_spike_in_done_json(tmp_path):
 def test_a_claim_measured_before_training_stands_whatever_training_did_later():
     """Growth preserving the function is measured at the growth, before the stage trains: a spike of that stage's
     training does not bear on it (a claim on its final loss it does)."""
-    from scaling_axes.harness.analysis.judge import blocked
-    from scaling_axes.harness.analysis.observed import Experiment, Observed
+    from scaling_axes.harness.claims.blocks import blocked
+    from scaling_axes.harness.claims.observed import Experiment, Observed
 
     runs = {"g": {k: {"val_loss": 4.0, "spike_nats": 1.4 * (k == 2)} for k in (1, 2, 3)}}
     experiment = Experiment("fig3", [], [], [], runs, {})

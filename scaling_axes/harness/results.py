@@ -90,7 +90,7 @@ class Evidence:
     """What a claim row was judged from, committed in its per-seed file so that the scale's plan judges it from the
     files alone: its margin at each seed (positive: the paper's direction) and, where the margin is a contrast of
     its arms' values of one `measure` (margin = sum of coefficient x value, per seed), that contrast and the arm
-    values, which the experiment's arm x seed model pools (`analysis.contrasts`)."""
+    values, which the experiment's arm x seed model pools (`claims.contrasts`)."""
 
     statement: str
     margins: tuple[float, ...]
@@ -116,7 +116,7 @@ class Row:
     low: float | None = None  # a claim's 95% interval of its mean margin
     high: float | None = None
     seeds: int | None = None  # the seeds a claim's margin was measured at
-    p: float | None = None  # a claim's one-sided p in the direction decided (`analysis.decisions`)
+    p: float | None = None  # a claim's one-sided p in the direction decided (`claims.decisions`)
     q: float | None = None  # the same adjusted by its paper's control (Holm, or Benjamini-Yekutieli's q)
     unit: str = ""
     run: str = ""

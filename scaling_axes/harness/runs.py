@@ -29,7 +29,7 @@ from scaling_axes.harness.names import (
 )
 from scaling_axes.harness.results import Row
 from scaling_axes.harness.scales import Scale, get_scale
-from scaling_axes.harness.sweeps import Sweep, declared_rates, stable_run, sweep_point
+from scaling_axes.harness.sweeps import Sweep, declared_rates, stable_run, sweep_point, tuned
 from scaling_axes.modules import get_config
 from scaling_axes.modules.architectures.vit_tokenformer import ViTConfig
 from scaling_axes.modules.flops import train_flops_per_token
@@ -216,6 +216,12 @@ def seed_run(run: Run, k: int) -> Run:
     return dataclasses.replace(
         run, name=seed_name(run.name, k), seed=run.seed + k - 1, grow_from=grow_from, data=data, sweep=sweep
     )
+
+
+def at_plan_rate(run: Run, lr: float | None) -> Run:
+    """`run` at a rate fixed before its seeds train (a plan's; None: the rate it declares), its sweep dropped and
+    the options its sweep sets per rate kept: no seed of it tunes anything."""
+    return dataclasses.replace(run if lr is None else tuned(run, rate(lr)), sweep=None)
 
 
 def with_seeds(runs: list[Run], seeds: int) -> list[Run]:

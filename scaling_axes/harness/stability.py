@@ -34,7 +34,7 @@ LEARNED_POINTS = 25.0
 @dataclasses.dataclass(frozen=True)
 class Thresholds:
     """The thresholds a claim's arms pass through before its test, as the scale's judge applies them to the per-seed
-    files (`analysis.judge`); the sensitivity pass moves each (`experiment.sensitivity`)."""
+    files (`claims.judge`); the sensitivity pass moves each (`experiment.sensitivity`)."""
 
     spike_nats: float = SPIKE_NATS
     val_rise_nats: float = VAL_RISE_NATS

@@ -298,9 +298,3 @@ def tuned(run: Run, lr: float) -> Run:
     if option is not None:
         return dataclasses.replace(run, lm={**lm, option: lr})
     return dataclasses.replace(run, budget=dataclasses.replace(run.budget, lr=lr), lm=lm)
-
-
-def at_plan_rate(run: Run, lr: float | None) -> Run:
-    """`run` at a rate fixed before its seeds train (a plan's; None: the rate it declares), its sweep dropped and
-    the options its sweep sets per rate kept: no seed of it tunes anything."""
-    return dataclasses.replace(run if lr is None else tuned(run, rate(lr)), sweep=None)

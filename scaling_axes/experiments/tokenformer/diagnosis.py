@@ -33,7 +33,7 @@ import math
 import statistics
 
 from scaling_axes.experiments.cross_architecture.setup import make_run
-from scaling_axes.harness.analysis.contrasts import own_spread
+from scaling_axes.harness.claims.contrasts import own_spread
 from scaling_axes.harness.claims.margins import metric_margin, paired_margins
 from scaling_axes.harness.results import Row
 from scaling_axes.harness.runs import Experiment, Run, fitted

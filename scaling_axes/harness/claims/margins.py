@@ -1,6 +1,6 @@
 """How a claim is measured: a margin per seed of the runs it compares, positive in the paper's direction; where the
 margin is a contrast of its arms' values of one measure (a loser's loss minus a winner's), those values per seed too,
-which the experiment's arm x seed model pools (`analysis.contrasts`)."""
+which the experiment's arm x seed model pools (`claims.contrasts`)."""
 
 from __future__ import annotations
 

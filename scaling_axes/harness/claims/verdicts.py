@@ -1,7 +1,7 @@
 """A claim row built from the runs it compares (`judge`), and the two claims most experiments state: a lower loss
 (`lower_loss`) and a value as good as another's (`as_good_as`). A row carries its margins per seed and, where its
 margin is a contrast of its arms' values, the contrast and the values; the scale's plan decides it later
-(`analysis.judge`), from the per-seed file."""
+(`claims.judge`), from the per-seed file."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def judge(
     `unmatched`: how its arms are not matched on what it is stated at. `before_training`: measured on the models
     before they train. `contrast`, `measure`, `values`: where the margin is sum c_a x value_a of `measure`, its
     coefficients and the arms' values per seed (`contrast_claim`). Its numbers and verdict are the plan's
-    (`analysis.judge`); until then it is `insufficient`, or what its arms alone decide (unmatched, a part failed)."""
+    (`claims.judge`); until then it is `insufficient`, or what its arms alone decide (unmatched, a part failed)."""
     by_seed = margins if isinstance(margins, Mapping) else dict(enumerate(margins, 1))
     evidence = Evidence(
         statement,

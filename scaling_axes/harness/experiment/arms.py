@@ -1,7 +1,7 @@
 """Whether the runs a claim compares (its arms) can decide it, as far as their run directories tell: each at a tuned
 learning rate that its claim seeds confirm (`untuned`), all matched on what the claim holds equal
 (`parameter_match`); each swept arm's row shows its sweep beside what its claim seeds reached there. Whether each
-learned and trained stably the scale's judge reads from the per-seed file (`analysis.judge`).
+learned and trained stably the scale's judge reads from the per-seed file (`claims.judge`).
 """
 
 from __future__ import annotations

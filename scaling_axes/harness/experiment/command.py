@@ -10,15 +10,23 @@ import argparse
 import dataclasses
 from pathlib import Path
 
-from scaling_axes.harness.analysis.plan import plan_for
+from scaling_axes.harness.claims.plan import plan_for
 from scaling_axes.harness.experiment.hardware import GPUS, MEASURED_MFU, MEASURED_MFU_SOURCE
 from scaling_axes.harness.experiment.plan import RUN_OVERHEAD_S, dry_run, print_plan
 from scaling_axes.harness.experiment.schedule import Schedule
 from scaling_axes.harness.experiment.table import rebuild
 from scaling_axes.harness.results import RESULTS_DIR
-from scaling_axes.harness.runs import RUNS_DIR, Experiment, Run, default_runs, find_run, seed_run, with_seeds
+from scaling_axes.harness.runs import (
+    RUNS_DIR,
+    Experiment,
+    Run,
+    at_plan_rate,
+    default_runs,
+    find_run,
+    seed_run,
+    with_seeds,
+)
 from scaling_axes.harness.scales import SCALES, SMOKE, device_spec, in_range, not_empty, scale_argument
-from scaling_axes.harness.sweeps import at_plan_rate
 from scaling_axes.harness.training.launch import parse_loggers, world_size
 from scaling_axes.io import check_directory
 
@@ -200,6 +208,11 @@ def train_runs(schedule: Schedule, args: argparse.Namespace) -> None:
             run = dataclasses.replace(run, budget=dataclasses.replace(run.budget, micro_batch=args.micro_batch))
         schedule.train(run)
 
+    if schedule.plan_digest and schedule.planned is None and not args.run:
+        print(
+            f"{experiment.name}: the {scale} scale's plan trains none of its runs (its claims are outside the family)"
+        )
+        return
     if schedule.planned is not None:  # the plan's confirmatory runs: its arms at its fixed rates and fresh seeds
         planned = schedule.planned
         arms = [find_run(experiment, scale, name) for name in planned.arms]

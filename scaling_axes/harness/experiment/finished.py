@@ -11,16 +11,24 @@ import dataclasses
 from collections.abc import Callable, Collection
 from pathlib import Path
 
-from scaling_axes.harness.analysis.plan import PlannedExperiment
+from scaling_axes.harness.claims.plan import PlannedExperiment
 from scaling_axes.harness.names import parse_seed, parse_sweep, seed_glob, sweep_glob
-from scaling_axes.harness.runs import RUNS_DIR, Experiment, Run, check_sweep_point, find_run, run_dir, seed_run
+from scaling_axes.harness.runs import (
+    RUNS_DIR,
+    Experiment,
+    Run,
+    at_plan_rate,
+    check_sweep_point,
+    find_run,
+    run_dir,
+    seed_run,
+)
 from scaling_axes.harness.scales import Scale
 from scaling_axes.harness.stability import instability, unstable_seeds
 from scaling_axes.harness.sweeps import (
     Choice,
     Point,
     Points,
-    at_plan_rate,
     fallback,
     stable_run,
     sweep_point,

@@ -1,5 +1,5 @@
 """A scale's power table, from its plan's claims and its pilot's committed files: per experiment the test the pilot
-supports (`choose_test`), per claim the seeds it needs (`analysis.power`), and the experiments' part of the plan
+supports (`choose_test`), per claim the seeds it needs (`claims.power`), and the experiments' part of the plan
 those give (`draft`: the fresh seeds, the test, each arm and its rate), with what the seeds cost on this CPU and in
 GPU-hours at the small and paper scales.
 
@@ -16,8 +16,8 @@ import statistics
 from collections.abc import Mapping
 from pathlib import Path
 
-from scaling_axes.harness.analysis.plan import OUT_OF_REACH, AnalysisPlan, PlannedExperiment
-from scaling_axes.harness.analysis.power import BLOCKED, PilotRow, Sized, read_pilot, size_claims
+from scaling_axes.harness.claims.plan import OUT_OF_REACH, AnalysisPlan, PlannedExperiment
+from scaling_axes.harness.claims.power import BLOCKED, PilotRow, Sized, read_pilot, size_claims
 from scaling_axes.harness.experiment.hardware import GPUS, MEASURED_MFU, CpuRun
 from scaling_axes.harness.experiment.plan import dry_run
 from scaling_axes.harness.runs import Experiment, growth_chain

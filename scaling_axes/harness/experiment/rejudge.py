@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scaling_axes.harness.analysis.judge import judge_scale
-from scaling_axes.harness.analysis.plan import plan_for
+from scaling_axes.harness.claims.judge import judge_scale
+from scaling_axes.harness.claims.plan import plan_for
 from scaling_axes.harness.experiment.report import write_report
 from scaling_axes.harness.results import RESULTS_DIR
 from scaling_axes.harness.scales import Scale

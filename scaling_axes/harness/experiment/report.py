@@ -12,8 +12,8 @@ import collections
 from collections.abc import Sequence
 from pathlib import Path
 
-from scaling_axes.harness.analysis.plan import AnalysisPlan, plan_for
 from scaling_axes.harness.claims.notes import DATA_NOTE, NOTE_PARTS
+from scaling_axes.harness.claims.plan import AnalysisPlan, plan_for
 from scaling_axes.harness.experiment.forest import forest_plot
 from scaling_axes.harness.experiment.report_claims import ClaimLine, Tables, claim_lines, read_tables
 from scaling_axes.harness.experiment.sensitivity import SHIFT, THRESHOLDS, changed_verdicts

@@ -1,5 +1,5 @@
 """A scale's claims as REPORT.md shows them: one `ClaimLine` per claim of its plan (the paper's claim, not a row),
-judged from the committed files (`analysis.judge`), with its pilot beside it and the power the plan predicted; a
+judged from the committed files (`claims.judge`), with its pilot beside it and the power the plan predicted; a
 scale without a plan shows its claim rows as they are, decided by nothing."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ import csv
 import dataclasses
 from pathlib import Path
 
-from scaling_axes.harness.analysis.contrasts import own_spread
-from scaling_axes.harness.analysis.decisions import Tested, combined, judged
-from scaling_axes.harness.analysis.judge import NOMINAL, ClaimJudged, claim_status, judge_plan, read_scale
-from scaling_axes.harness.analysis.plan import AnalysisPlan, PlannedClaim
-from scaling_axes.harness.analysis.power import predicted_power, read_pilot
+from scaling_axes.harness.claims.contrasts import own_spread
+from scaling_axes.harness.claims.decisions import Tested, combined, judged
+from scaling_axes.harness.claims.judge import NOMINAL, ClaimJudged, claim_status, judge_plan, read_scale
+from scaling_axes.harness.claims.plan import AnalysisPlan, PlannedClaim
+from scaling_axes.harness.claims.power import predicted_power, read_pilot
 from scaling_axes.harness.stability import Thresholds
 
 Tables = dict[str, list[dict[str, str]]]  # experiment -> its CSV's rows

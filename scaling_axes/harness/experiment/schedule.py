@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from scaling_axes.datamodules.corpora import default_data_root
-from scaling_axes.harness.analysis.plan import AnalysisPlan, PlannedExperiment
+from scaling_axes.harness.claims.plan import AnalysisPlan, PlannedExperiment
 from scaling_axes.harness.experiment.finished import FinishedRuns
 from scaling_axes.harness.names import parse_seed
-from scaling_axes.harness.runs import RUNS_DIR, Experiment, Run, find_run, passes
+from scaling_axes.harness.runs import RUNS_DIR, Experiment, Run, at_plan_rate, find_run, passes
 from scaling_axes.harness.scales import Scale
-from scaling_axes.harness.sweeps import at_plan_rate, tuned
+from scaling_axes.harness.sweeps import tuned
 from scaling_axes.harness.training.identical import identity, link_identical, record_identity
 from scaling_axes.harness.training.launch import Launch, check_options, resolve
 from scaling_axes.harness.training.rundir import changes_or_unreadable

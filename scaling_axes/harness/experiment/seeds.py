@@ -1,5 +1,5 @@
-"""`results/<scale>/seeds/<experiment>.csv`, from which every claim of the table is judged again (`analysis.judge`,
-reading it through `analysis.observed`): each run's final metrics and stability measures at each seed with its data's
+"""`results/<scale>/seeds/<experiment>.csv`, from which every claim of the table is judged again (`claims.judge`,
+reading it through `claims.observed`): each run's final metrics and stability measures at each seed with its data's
 unigram floor (a classifier: its chance top-1), the plan digest each run recorded, every run trained beside them
 (the measured noise), each claim's margin at each seed, its arms' values of its measure, and what its runs alone hold
 it to."""
@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from scaling_axes.datamodules.floors import unigram_floor
-from scaling_axes.harness.analysis.observed import SEED_COLUMNS
 from scaling_axes.harness.claims.margins import seeds_of
 from scaling_axes.harness.claims.notes import DATA_NOTE, NOTE_PARTS
+from scaling_axes.harness.claims.observed import SEED_COLUMNS
 from scaling_axes.harness.experiment.noise import NOISE_METRICS, Trained, metric_values
 from scaling_axes.harness.results import RESULTS_DIR, Row
 from scaling_axes.harness.runs import Run

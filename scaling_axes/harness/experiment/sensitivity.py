@@ -10,8 +10,8 @@ import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 
-from scaling_axes.harness.analysis.judge import claim_status, judge_plan, read_scale
-from scaling_axes.harness.analysis.plan import AnalysisPlan
+from scaling_axes.harness.claims.judge import claim_status, judge_plan, read_scale
+from scaling_axes.harness.claims.plan import AnalysisPlan
 from scaling_axes.harness.stability import (
     LEARNED_NATS,
     LEARNED_POINTS,

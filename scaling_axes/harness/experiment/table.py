@@ -9,10 +9,10 @@ from pathlib import Path
 
 from scaling_axes.datamodules.corpora import corpus_spec, data_digest, tokenizer_of
 from scaling_axes.datamodules.floors import unigram_floor
-from scaling_axes.harness.analysis.judge import judge_scale
-from scaling_axes.harness.analysis.plan import plan_for
+from scaling_axes.harness.claims.judge import judge_scale
 from scaling_axes.harness.claims.margins import seeds_of
 from scaling_axes.harness.claims.notes import DATA_NOTE, NOTE_PARTS
+from scaling_axes.harness.claims.plan import plan_for
 from scaling_axes.harness.experiment.arms import tuning_rows, untuned
 from scaling_axes.harness.experiment.finished import FinishedRuns
 from scaling_axes.harness.experiment.noise import measured_noise, trained_runs
@@ -33,7 +33,7 @@ def rebuild(
 ) -> Path:
     """Rebuild `results/<scale>/<experiment>.csv` (its per-seed file and figure) from finished runs: with the scale's
     plan, from its confirmatory runs (the plan's arms at its fresh seeds); then every claim of the scale judged by
-    the plan (`analysis.judge`), the scale's REPORT.md and results/REPORT.md. `pilot`: the pilot's runs, into
+    the plan (`claims.judge`), the scale's REPORT.md and results/REPORT.md. `pilot`: the pilot's runs, into
     `results/<scale>/pilot/`, described and never decided."""
     results_dir, runs = Path(results_dir or RESULTS_DIR), experiment.runs(scale)
     plan = plan_for(scale)

@@ -21,8 +21,8 @@ import dataclasses
 import math
 from collections.abc import Sequence
 
-from scaling_axes.harness.analysis.contrasts import RowTest
-from scaling_axes.harness.analysis.plan import PlannedClaim
+from scaling_axes.harness.claims.contrasts import RowTest
+from scaling_axes.harness.claims.plan import PlannedClaim
 from scaling_axes.significance import false_discovery_q, holm_adjusted, t_critical, t_one_sided_p
 
 

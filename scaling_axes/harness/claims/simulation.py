@@ -19,10 +19,10 @@ import math
 import statistics
 from pathlib import Path
 
-from scaling_axes.harness.analysis.contrasts import own_spread
-from scaling_axes.harness.analysis.decisions import combined, judged, paper_decisions
-from scaling_axes.harness.analysis.plan import AnalysisPlan, PlannedClaim
-from scaling_axes.harness.analysis.power import PilotRow, overlap, read_pilot
+from scaling_axes.harness.claims.contrasts import own_spread
+from scaling_axes.harness.claims.decisions import combined, judged, paper_decisions
+from scaling_axes.harness.claims.plan import AnalysisPlan, PlannedClaim
+from scaling_axes.harness.claims.power import PilotRow, overlap, read_pilot
 
 FAR = 8.0  # standard deviations: "far on the paper's side" for the least favourable null of `each`
 MC_Z = 1.96  # a rate is at or below alpha where its 95% Monte Carlo interval reaches alpha (an exact single test's

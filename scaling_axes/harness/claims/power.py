@@ -28,10 +28,10 @@ import statistics
 from collections.abc import Sequence
 from pathlib import Path
 
-from scaling_axes.harness.analysis.contrasts import blocks_of
-from scaling_axes.harness.analysis.decisions import threshold
-from scaling_axes.harness.analysis.plan import OUT_OF_REACH as OUT
-from scaling_axes.harness.analysis.plan import AnalysisPlan, PlannedClaim
+from scaling_axes.harness.claims.contrasts import blocks_of
+from scaling_axes.harness.claims.decisions import threshold
+from scaling_axes.harness.claims.plan import OUT_OF_REACH as OUT
+from scaling_axes.harness.claims.plan import AnalysisPlan, PlannedClaim
 from scaling_axes.significance import equivalence_power, one_sided_power, sigma_upper_limit, t_critical
 
 BLOCKED = ("not_learning", "unstable")  # a pilot row on such arms gives no noise of learning, stable runs

@@ -8,7 +8,7 @@ their margins combine (`each`: every step, an intersection-union test; `average`
 before the data, the rows that are the same measurement shown with it), its kind (superiority, non-inferiority,
 equivalence), tolerance and smallest effect of interest with its source; per experiment, the fresh seeds, whether
 its rows are tested on the arm x seed model or on their own spread, and the rate each arm trains at. Claims that the
-power analysis (`analysis.power`) puts out of reach are outside the family, with why. The plan's digest is recorded
+power analysis (`claims.power`) puts out of reach are outside the family, with why. The plan's digest is recorded
 by every claim run when it trains; a verdict whose runs recorded another decides nothing.
 
     plan = plan_for(CPU)          # None where the scale has no plan: its claims are exploratory, nothing decided
@@ -22,22 +22,27 @@ import hashlib
 import importlib.resources
 import math
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 import yaml
 
+from scaling_axes.harness.claims.plan_fields import (
+    PlanError,
+    _choice,
+    _flag,
+    _list,
+    _mapping,
+    _number,
+    _seeds,
+    _text,
+)
 from scaling_axes.harness.scales import Scale
-from scaling_axes.io import SuiteError
 
 Kind = Literal["superiority", "non_inferiority", "equivalence"]
 Combine = Literal["each", "average", "one"]
 Role = Literal["primary", "secondary"]
 Test = Literal["model", "own_spread"]
 PAPERS = ("rmt", "tokenformer", "mot")
-
-
-class PlanError(SuiteError, ValueError):
-    """A plan file that does not say what a plan must, or says it wrongly."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -272,55 +277,3 @@ def _experiment(name: str, data: Any, where: str) -> PlannedExperiment:
             for arm, lr in arms.items()
         },
     )
-
-
-def _mapping(value: Any, where: str, allowed: tuple[str, ...] = (), required: tuple[str, ...] = ()) -> dict:
-    if not isinstance(value, dict):
-        raise PlanError(f"{where}: a mapping of names to values, not {type(value).__name__}")
-    if allowed and (unknown := [k for k in value if k not in allowed]):
-        raise PlanError(f"{where}: unknown field {unknown[0]!r}; allowed: {', '.join(allowed)}")
-    if missing := [k for k in required if k not in value]:
-        raise PlanError(f"{where}: missing field {missing[0]!r}")
-    return value
-
-
-def _list(value: Any, where: str) -> list:
-    if not isinstance(value, list):
-        raise PlanError(f"{where}: a list, not {type(value).__name__}")
-    return value
-
-
-def _text(value: Any, where: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise PlanError(f"{where}: a text, not {value!r}")
-    return value
-
-
-def _flag(value: Any, where: str) -> bool:
-    if not isinstance(value, bool):
-        raise PlanError(f"{where}: true or false, not {value!r}")
-    return value
-
-
-def _number(value: Any, where: str, low: float, high: float, integer: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and not isinstance(value, int)):
-        raise PlanError(f"{where}: a number{' (whole)' if integer else ''}, not {value!r}")
-    if not (low <= value <= high) or value != value:
-        raise PlanError(f"{where}: {value!r} is outside [{low:g}, {high:g}]")
-    return float(value)
-
-
-def _choice(value: Any, where: str, allowed: Any) -> Any:
-    options = get_args(allowed) or tuple(allowed)
-    if value not in options:
-        raise PlanError(f"{where}: {value!r}; allowed: {', '.join(map(str, options))}")
-    return value
-
-
-def _seeds(value: Any, where: str) -> tuple[int, ...]:
-    seeds = _list(value, where)
-    if not seeds or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in seeds):
-        raise PlanError(f"{where}: a list of seed numbers (whole, from 1), not {value!r}")
-    if len(set(seeds)) != len(seeds):
-        raise PlanError(f"{where}: seed {next(k for k in seeds if seeds.count(k) > 1)} is listed twice")
-    return tuple(seeds)

@@ -1,4 +1,4 @@
-"""The rules a plan decides by (`harness.analysis`), each against an independent float64 reference: the arm x seed
+"""The rules a plan decides by (`harness.claims`), each against an independent float64 reference: the arm x seed
 model against numpy's least squares, the paired t, power against scipy's noncentral t and a simulation, each claim
 kind's decision, `each` and `average`, Holm and Benjamini-Yekutieli per paper, the plan's checks, and the judge's
 blocks (a missing seed, a plan changed after the data, an unstable or unlearned arm); the pilot never enters."""
@@ -12,9 +12,9 @@ import pytest
 import yaml
 from scipy import stats
 
-from scaling_axes.harness.analysis.contrasts import RowTest, fit_model, own_spread
-from scaling_axes.harness.analysis.decisions import combined, judged, paper_decisions, threshold
-from scaling_axes.harness.analysis.plan import PlanError, PlannedClaim, parse_plan, plan_path
+from scaling_axes.harness.claims.contrasts import RowTest, fit_model, own_spread
+from scaling_axes.harness.claims.decisions import combined, judged, paper_decisions, threshold
+from scaling_axes.harness.claims.plan import PlanError, PlannedClaim, parse_plan, plan_path
 from scaling_axes.significance import (
     chi2_quantile,
     equivalence_power,
@@ -205,7 +205,7 @@ def test_the_committed_plan_reads_and_names_every_claim_row_once():
 def _scale(tmp_path: Path, margins: dict[int, float], run_extra: dict | None = None) -> tuple[Path, object]:
     """A scale folder of one experiment whose one claim compares arms a and b, and its plan (seeds 4-6, b's loss
     minus a's a superiority claim); the pilot's seeds 1-3 in the same file, to be ignored."""
-    from scaling_axes.harness.analysis.observed import SEED_COLUMNS
+    from scaling_axes.harness.claims.observed import SEED_COLUMNS
     from scaling_axes.harness.results import COLUMNS
     from scaling_axes.io import write_csv
 
@@ -293,7 +293,7 @@ def _scale(tmp_path: Path, margins: dict[int, float], run_extra: dict | None = N
 def _verdict(scale_dir: Path, plan) -> tuple[str, str]:
     import csv
 
-    from scaling_axes.harness.analysis.judge import judge_scale
+    from scaling_axes.harness.claims.judge import judge_scale
     from scaling_axes.harness.scales import CPU
 
     judge_scale(scale_dir, CPU, plan)
@@ -339,7 +339,7 @@ def test_the_committed_plan_is_what_its_power_analysis_gives_from_the_pilot():
     """The plan's seeds, tests, arms, rates and out-of-reach claims equal what `power --draft` computes from the
     committed pilot now: a plan is the power table, not a number typed in."""
     from scaling_axes.cli import all_experiments
-    from scaling_axes.harness.analysis.plan import plan_for, read_plan
+    from scaling_axes.harness.claims.plan import plan_for, read_plan
     from scaling_axes.harness.experiment.power_table import draft
     from scaling_axes.harness.scales import CPU
 
@@ -393,8 +393,8 @@ def test_the_committed_size_simulation_keeps_every_paper_family_at_alpha():
 def test_the_simulation_sees_a_family_without_its_control_go_above_alpha(monkeypatch):
     """The same simulation with Benjamini-Yekutieli switched off over a paper's secondaries (each at its raw p):
     several independent null claims, and the family's error goes well above alpha; with it on, at or below."""
-    from scaling_axes.harness.analysis import decisions, simulation
-    from scaling_axes.harness.analysis.power import PilotRow
+    from scaling_axes.harness.claims import decisions, simulation
+    from scaling_axes.harness.claims.power import PilotRow
 
     claims = tuple(_claim(id=f"s{i}", role="secondary", experiment="e", rows=(f"t/r{i}",)) for i in range(6))
     plan = parse_plan(_plan_data(), "d", "cpu.yaml")

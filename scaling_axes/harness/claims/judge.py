@@ -12,19 +12,19 @@ import dataclasses
 import statistics
 from pathlib import Path
 
-from scaling_axes.harness.analysis.contrasts import RowTest, fit_model, own_spread
-from scaling_axes.harness.analysis.decisions import Decision, Tested, combined, judged, paper_decisions
-from scaling_axes.harness.analysis.observed import Experiment, Observed, read_experiment
-from scaling_axes.harness.analysis.plan import AnalysisPlan, PlannedClaim
+from scaling_axes.harness.claims.blocks import blocked
+from scaling_axes.harness.claims.contrasts import RowTest, fit_model, own_spread
+from scaling_axes.harness.claims.decisions import Decision, Tested, combined, judged, paper_decisions
 from scaling_axes.harness.claims.notes import DATA_NOTE, NOTE_PARTS
+from scaling_axes.harness.claims.observed import Experiment, Observed, read_experiment
+from scaling_axes.harness.claims.plan import AnalysisPlan, PlannedClaim
 from scaling_axes.harness.results import COLUMNS, fmt
 from scaling_axes.harness.scales import Scale
-from scaling_axes.harness.stability import Thresholds, outliers
+from scaling_axes.harness.stability import Thresholds
 from scaling_axes.io import write_csv
 from scaling_axes.significance import ALPHA, t_critical
 
 NO_PLAN = "exploratory: no analysis plan decides anything at this scale (docs/results.md, 'The plan')"
-PLAN_CHANGED = "plan changed after the data"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,56 +53,6 @@ class ClaimJudged:
     blocks: dict[str, tuple[str, str]]
     tests: dict[str, RowTest | None]
     tested: Tested | None
-
-
-def blocked(row: Observed, ex: Experiment, seeds: list[int], plan: AnalysisPlan | None, t: Thresholds) -> tuple:
-    """(status, why) that keeps `row` from its test at `seeds` (empty status: nothing does): its runs' own verdict,
-    a missing seed, a run trained under another plan, an arm that trained unstably or did not learn."""
-    if row.held:
-        return row.held, row.held_why
-    if missing := [k for k in seeds if k not in row.margins]:
-        return "insufficient", f"no margin at seed {missing[0]}: a run is missing (no seed is replaced or added)"
-    for arm in row.runs:
-        measures = {k: ex.runs.get(arm, {}).get(k, {}) for k in seeds}
-        recorded = {ex.digests.get(arm, {}).get(k, "") for k in seeds}
-        if plan is not None and (other := sorted(recorded - {plan.digest})):
-            return "plan_changed", f"{PLAN_CHANGED}: {arm} trained under plan {other[0] or '(none)'}, now {plan.digest}"
-        if not row.before_training and (why := unstable(arm, measures, t)):
-            return "unstable", f"decides nothing: {why}"
-        if why := not_learning(arm, measures, t):
-            return "not_learning", f"decides nothing: {why}"
-    return "", ""
-
-
-def unstable(arm: str, by_seed: dict[int, dict[str, float]], t: Thresholds) -> str:
-    """Why an arm trained unstably at one of its seeds (a spike, a validation rise, an outlier), or ''."""
-    for k, values in by_seed.items():
-        if values.get("spike_nats", 0) > t.spike_nats:
-            return (
-                f"{arm} seed {k} spiked {values['spike_nats']:.2f} nats above its moving average (> {t.spike_nats:g})"
-            )
-        if values.get("val_rise_nats", 0) > t.val_rise_nats:
-            return f"{arm} seed {k}'s validation loss rose {values['val_rise_nats']:.2f} nats (> {t.val_rise_nats:g})"
-    finals = {k: v["val_loss"] for k, v in by_seed.items() if "val_loss" in v}
-    found = outliers(finals, t.outlier_nats, t.outlier_z)
-    return f"{arm}: {next(iter(found.values()))}" if found else ""
-
-
-def not_learning(arm: str, by_seed: dict[int, dict[str, float]], t: Thresholds) -> str:
-    """Why an arm did not clearly learn at one of its seeds (a language model not `learned_nats` below its data's
-    unigram floor, a classifier not `learned_points` of top-1 above chance)."""
-    for k, values in by_seed.items():
-        if "chance_top1" in values and 100 * values.get("val_top1", 0) < values["chance_top1"] + t.learned_points:
-            return (
-                f"{arm} seed {k} ends at {100 * values.get('val_top1', 0):.1f}% top-1, not {t.learned_points:g} "
-                f"points above chance ({values['chance_top1']:.3g}%)"
-            )
-        if "unigram_floor" in values and values.get("val_loss", 0) > values["unigram_floor"] - t.learned_nats:
-            return (
-                f"{arm} seed {k} ends at {values['val_loss']:.3f} nats/token, not {t.learned_nats:g} below the "
-                f"unigram floor {values['unigram_floor']:.3f}"
-            )
-    return ""
 
 
 def row_tests(rows: list[Observed], seeds: list[int], test: str) -> dict[str, RowTest | None]:

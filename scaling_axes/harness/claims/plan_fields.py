@@ -1,0 +1,64 @@
+"""The checks of a plan file's fields: each value's type and range, a mapping's known and required names, a list of
+seed numbers; each refusal one line naming the field and what is allowed (`plan.parse_plan`)."""
+
+from __future__ import annotations
+
+from typing import Any, get_args
+
+from scaling_axes.io import SuiteError
+
+
+class PlanError(SuiteError, ValueError):
+    """A plan file that does not say what a plan must, or says it wrongly."""
+
+
+def _mapping(value: Any, where: str, allowed: tuple[str, ...] = (), required: tuple[str, ...] = ()) -> dict:
+    if not isinstance(value, dict):
+        raise PlanError(f"{where}: a mapping of names to values, not {type(value).__name__}")
+    if allowed and (unknown := [k for k in value if k not in allowed]):
+        raise PlanError(f"{where}: unknown field {unknown[0]!r}; allowed: {', '.join(allowed)}")
+    if missing := [k for k in required if k not in value]:
+        raise PlanError(f"{where}: missing field {missing[0]!r}")
+    return value
+
+
+def _list(value: Any, where: str) -> list:
+    if not isinstance(value, list):
+        raise PlanError(f"{where}: a list, not {type(value).__name__}")
+    return value
+
+
+def _text(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise PlanError(f"{where}: a text, not {value!r}")
+    return value
+
+
+def _flag(value: Any, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise PlanError(f"{where}: true or false, not {value!r}")
+    return value
+
+
+def _number(value: Any, where: str, low: float, high: float, integer: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and not isinstance(value, int)):
+        raise PlanError(f"{where}: a number{' (whole)' if integer else ''}, not {value!r}")
+    if not (low <= value <= high) or value != value:
+        raise PlanError(f"{where}: {value!r} is outside [{low:g}, {high:g}]")
+    return float(value)
+
+
+def _choice(value: Any, where: str, allowed: Any) -> Any:
+    options = get_args(allowed) or tuple(allowed)
+    if value not in options:
+        raise PlanError(f"{where}: {value!r}; allowed: {', '.join(map(str, options))}")
+    return value
+
+
+def _seeds(value: Any, where: str) -> tuple[int, ...]:
+    seeds = _list(value, where)
+    if not seeds or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in seeds):
+        raise PlanError(f"{where}: a list of seed numbers (whole, from 1), not {value!r}")
+    if len(set(seeds)) != len(seeds):
+        raise PlanError(f"{where}: seed {next(k for k in seeds if seeds.count(k) > 1)} is listed twice")
+    return tuple(seeds)
