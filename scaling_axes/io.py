@@ -131,6 +131,9 @@ def out_of_resources(error: BaseException) -> str | None:
         isinstance(error, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
     ):
         return f"ran out of memory ({text}): train a smaller micro-batch or model, or free memory, then rerun"
+    if isinstance(error, ImportError) and ("failed to map segment" in text or "cannot allocate memory" in text.lower()):
+        # the loader could not map a shared library (torch's are gigabytes) under an address-space limit
+        return f"ran out of memory loading a library ({text}): raise the memory limit (ulimit -v), then rerun"
     if not isinstance(error, OSError) or error.errno not in (*UNWRITABLE, errno.EMFILE, errno.ENFILE):
         return None
     where = f" at {error.filename}" if error.filename else ""
@@ -311,15 +314,31 @@ def check_directory(path: Path, what: str) -> None:
         ) from error
 
 
+def check_within(path: Path, root: Path) -> None:
+    """Stop before a run writes into `path` if it, or any folder between it and `root` (the output root), is a link
+    out of `root`: the run would land beside someone else's files. Links that stay inside `root` (a run two
+    experiments declare alike, linked to where it trained) are the suite's own."""
+    inside = Path(root).resolve()
+    for part in (Path(path), *Path(path).parents):
+        if part == Path(root) or Path(root) not in part.parents:
+            break
+        if part.is_symlink() and not part.resolve().is_relative_to(inside):
+            raise SuiteError(
+                f"{part} is a link (to {os.readlink(part)}) out of the output root {root}: a run would write "
+                "there; remove the link, or pass that folder as --out-dir"
+            )
+
+
 def check_no_links(folder: Path, managed: tuple[str, ...] = ()) -> None:
     """Stop before anything is written into `folder` if an entry inside it is a link out of it: a write through it
     (Lightning's CSV logger opens hparams.yaml plainly) would land outside. Links within it stay, and so does what
-    the subfolders `managed` hold (a tool's own, which it links as it likes)."""
+    the subfolders `managed` hold (a tool's own, which it links as it likes); the subfolder itself is checked."""
     inside = folder.resolve()
     for directory, folders, files in os.walk(folder):  # links to folders are listed, never followed
-        if Path(directory) == folder:
+        entries = [Path(directory) / name for name in (*folders, *files)]
+        if Path(directory) == folder:  # a tool's own folder is checked itself, its insides left to the tool
             folders[:] = [name for name in folders if name not in managed]
-        for path in (Path(directory) / name for name in (*folders, *files)):
+        for path in entries:
             if path.is_symlink() and not path.resolve().is_relative_to(inside):
                 raise SuiteError(
                     f"{path} is a link (to {os.readlink(path)}): the suite writes its own files there and would "
@@ -335,13 +354,14 @@ def read_json(path: str | Path, fix: str) -> Any:
         raise CorruptFileError(f"{path} is truncated or corrupt ({error}); {fix}") from error
 
 
-def write_csv(path: Path, columns: tuple[str, ...], rows: list[dict]) -> str:
-    """Write rows (dicts keyed by `columns`) to `path` atomically; returns the CSV text."""
+def write_csv(path: Path, columns: tuple[str, ...], rows: list[dict], checksum: bool = False) -> str:
+    """Write rows (dicts keyed by `columns`) to `path` atomically (`checksum`: with its digest beside it, for a file
+    later read as evidence); returns the CSV text."""
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, columns, lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
-    atomic_write(path, buffer.getvalue())
+    atomic_write(path, buffer.getvalue(), checksum)
     return buffer.getvalue()
 
 

@@ -59,11 +59,11 @@ def test_an_over_budget_run_is_refused_with_what_to_do_and_allowed_with_its_rows
         r"above budget_test's limit of 1 at cpu scale.*--allow-repeats"
     )
     with pytest.raises(SystemExit, match=message):
-        main(over, ["--scale", "cpu", "--seeds", "1", "--out-dir", str(tmp_path)])
+        main(over, ["--scale", "cpu", "--pilot", "--seeds", "1", "--out-dir", str(tmp_path)])
     assert not (tmp_path / "runs").exists()  # refused before anything was written
     assert data_epochs(over, SMOKE, over.runs(SMOKE)[0]) is None  # smoke, a pipeline check, is exempt
-    main(over, ["--scale", "cpu", "--seeds", "1", "--out-dir", str(tmp_path), "--allow-repeats"])
-    with open(tmp_path / "results" / "cpu" / "budget_test.csv", newline="") as f:
+    main(over, ["--scale", "cpu", "--pilot", "--seeds", "1", "--out-dir", str(tmp_path), "--allow-repeats"])
+    with open(tmp_path / "results" / "cpu" / "pilot" / "budget_test.csv", newline="") as f:
         (row,) = [r for r in csv.DictReader(f) if r["table"] != "floor"]
     assert row["status"] == "memorisation"
     assert "passes over the data (--allow-repeats): r 2.2; memorisation, not a result" in row["note"]

@@ -17,7 +17,8 @@ from scaling_axes.experiments.tokenformer import table1_zeroshot as table1
 from scaling_axes.harness.runs import Budget, Run
 from scaling_axes.harness.scales import PAPER
 from scaling_axes.harness.training.launch import resolve
-from scaling_axes.harness.training.rundir import write_config, write_done
+from scaling_axes.harness.training.rundir import write_done
+from scaling_axes.harness.training.settings import write_config
 from scaling_axes.interop import evaluate, lm_eval_tasks
 from scaling_axes.interop.lm_eval_model import SuiteLM, load_checkpoint
 from scaling_axes.io import CorruptFileError, atomic_torch_save

@@ -310,8 +310,9 @@ def test_export_refuses_a_folder_with_files_and_one_inside_the_run(finished, tmp
     (tmp_path / "old" / "generation_config.json").write_text('{"bos_token_id": 0}')
     with pytest.raises(SuiteError, match=r"holds files already.*--replace"):
         export(out, tmp_path / "old")
-    export(out, tmp_path / "old", replace=True)
-    assert 'bos_token_id": 0' not in (tmp_path / "old" / "generation_config.json").read_text()
+    with pytest.raises(SuiteError, match="holds no export manifest"):  # not an export's: --replace takes nothing
+        export(out, tmp_path / "old", replace=True)
+    assert 'bos_token_id": 0' in (tmp_path / "old" / "generation_config.json").read_text()
     assert not (out / "hf").exists() and (out / "config.json").exists()
 
 

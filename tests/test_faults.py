@@ -17,7 +17,8 @@ from scaling_axes.harness.runs import Experiment, Run
 from scaling_axes.harness.scales import SMOKE
 from scaling_axes.harness.training.launch import fingerprint_fields, resolve_options
 from scaling_axes.harness.training.lifecycle import train_run
-from scaling_axes.harness.training.rundir import fingerprint_changes, write_done
+from scaling_axes.harness.training.rundir import write_done
+from scaling_axes.harness.training.settings import fingerprint_changes
 from scaling_axes.interop.lm_eval_model import load_checkpoint
 from scaling_axes.io import CorruptFileError, SuiteError, atomic_torch_save, atomic_write
 from tests.conftest import HANG_GUARD_S

@@ -172,7 +172,7 @@ def test_claims_seeds_train_at_the_chosen_rate_and_the_sweep_on_a_seed_of_its_ow
         sweep=carried,
     )
     experiment = Experiment("sweep_test", "tuned arms", lambda scale: [anchor, large], lambda scale, results: [])
-    main(experiment, ["--scale", "cpu", "--seeds", "2", "--out-dir", str(tmp_path)])
+    main(experiment, ["--scale", "cpu", "--pilot", "--seeds", "2", "--out-dir", str(tmp_path)])
     results = FinishedRuns(experiment, CPU, tmp_path / "runs").results()
     chosen = results["small"]["tuning"].lr
     assert chosen is not None and not results["small"]["tuning"].at_edge
@@ -285,7 +285,7 @@ def test_a_grown_stage_trains_at_its_chain_heads_chosen_rate_from_its_tuned_weig
         sweep=carried,
     )
     experiment = Experiment("chain_test", "a swept chain", lambda scale: [head, stage], lambda scale, results: [])
-    main(experiment, ["--scale", "cpu", "--seeds", "1", "--out-dir", str(tmp_path), "--run-name", "stage"])
+    main(experiment, ["--scale", "cpu", "--pilot", "--seeds", "1", "--out-dir", str(tmp_path), "--run-name", "stage"])
     results = FinishedRuns(experiment, CPU, tmp_path / "runs").results()
     chosen = results["head"]["tuning"].lr
     out = run_dir(experiment, CPU, stage, tmp_path / "runs")
@@ -295,7 +295,7 @@ def test_a_grown_stage_trains_at_its_chain_heads_chosen_rate_from_its_tuned_weig
     assert lr_of("head") == chosen  # the head trained at its chosen rate, and the stage grew from it
     trained = lambda: sorted(path.name for path in out.parent.glob("[!.]*"))  # noqa: E731 (not the lock files)
     swept = trained()
-    main(experiment, ["--scale", "cpu", "--seeds", "2", "--out-dir", str(tmp_path)])
+    main(experiment, ["--scale", "cpu", "--pilot", "--seeds", "2", "--out-dir", str(tmp_path)])
     assert lr_of("head_seed2") == lr_of("stage_seed2") == chosen  # seed 2's chain at seed 1's choice, not re-swept
     assert trained() == sorted([*swept, "head_seed2", "stage_seed2"])
 

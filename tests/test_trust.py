@@ -133,7 +133,7 @@ def test_a_launch_stopped_before_any_checkpoint_leaves_no_run_to_refuse(tmp_path
     out = tmp_path / "r"
     out.mkdir()
     from scaling_axes.harness.training.launch import resolve
-    from scaling_axes.harness.training.rundir import write_config
+    from scaling_axes.harness.training.settings import write_config
 
     write_config(resolve(tiny(2), out, {"precision": "bf16-mixed"}), tiny(2))
     assert train_run(tiny(2), out, accelerator="cpu")["steps"] == 2

@@ -185,7 +185,7 @@ def test_a_run_two_experiments_declare_identically_is_trained_once(tmp_path, cap
     first, second = experiment("first", "base", 1e-3), experiment("second", "from_scratch", 2e-3)
     third = experiment("third", "base", 1e-3, base_lr=3e-4)  # the grown run's source differs: so does the run
     for each in (first, second, third):
-        main(each, ["--scale", "cpu", "--seeds", "1", "--out-dir", str(tmp_path)])
+        main(each, ["--scale", "cpu", "--pilot", "--seeds", "1", "--out-dir", str(tmp_path)])
     printed = capsys.readouterr().out
     runs = tmp_path / "runs"
     for name, source in (("from_scratch", "base"), ("grown", "grown")):

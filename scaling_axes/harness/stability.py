@@ -45,6 +45,9 @@ class Thresholds:
     tolerance_scale: float = 1.0  # each claim's tolerance times this
 
 
+STABILITY_OFF = Thresholds(spike_nats=math.inf, val_rise_nats=math.inf, outlier_nats=math.inf)  # every seed kept
+
+
 def validation_rise(curve: list[tuple[int, float]]) -> tuple[float, int | None]:
     """(nats, step): the largest rise of a validation curve above its own running minimum."""
     rise, at, low = 0.0, None, math.inf

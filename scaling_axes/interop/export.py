@@ -16,14 +16,24 @@ import importlib.util
 import os
 import shutil
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scaling_axes.datamodules.tokenizers import EOT, Tokenizer, as_hf_tokenizer
 from scaling_axes.interop.model_card import model_card
+from scaling_axes.interop.publish import (
+    MANIFEST,
+    MARKER,
+    earlier_export,
+    new_aside,
+    publish,
+    signals_held,
+    tidy_stranded,
+    write_manifest,
+)
 from scaling_axes.interop.remote_code import remote_code
-from scaling_axes.io import SuiteError, alive, check_directory, write_failure
+from scaling_axes.io import SuiteError, check_directory, write_failure
 
 if TYPE_CHECKING:
     from torch import nn
@@ -43,7 +53,9 @@ def export(run_dir: Path, out: Path, replace: bool = False) -> str:
     from scaling_axes.interop.neox import as_neox, neox_mismatch
 
     check_hf_extra("export")
+    tidy_stranded(out)  # first: an earlier export an interrupted --replace left aside is back before OUT is checked
     check_out(run_dir, out, replace)
+    unfinished(run_dir)
     read_done(run_dir / "done.json")  # a finished run first: what else is missing follows from that
     config = read_final_config(run_dir)
     if config.get("tokenizer") is None:
@@ -56,18 +68,20 @@ def export(run_dir: Path, out: Path, replace: bool = False) -> str:
     else:
         hf, how = as_remote_code(config, model, tokenizer), f"remote code (trust_remote_code=True; {unmatched})"
     hf.generation_config = generation_config(tokenizer)
-    aside = out.parent / f".{out.name}.export{os.getpid()}"
-    remove_stale_asides(out)
+    aside, published = new_aside(out, "export"), False
     try:
-        with stopped_by_sigterm(out):
+        with stopped_by_signals(out, lambda: published):
             write_folder(aside, hf, tokenizer, model, model_card(run_dir, config, model, how), unmatched is None)
-            publish(aside, out, replace)
+            with signals_held():  # a Ctrl-C now arrives once OUT holds one export whole, and says which
+                publish(aside, out, replace)
+                published = True
     except Exception as error:
         if (code := write_failure(error, aside)) is None:
             raise
         raise OSError(code, os.strerror(code), str(aside)) from error  # one line naming it; OUT as it was
     finally:
-        shutil.rmtree(aside, ignore_errors=True)  # what this export made aside, never anything else
+        if not published:
+            shutil.rmtree(aside, ignore_errors=True)  # the folder this export made, never anything else
     return how
 
 
@@ -79,59 +93,59 @@ def write_folder(aside: Path, hf: Any, tokenizer: Tokenizer, model: nn.Module, c
     for name, source in () if native else remote_code(type(model).__module__).items():
         (aside / name).write_text(source)
     (aside / "README.md").write_text(card)
-    for path in aside.iterdir():
-        path.chmod(0o644)
+    for path in aside.iterdir():  # the folder is this export's alone: every file in it is one it wrote
+        if path.name != MARKER:
+            path.chmod(0o644)
+    write_manifest(aside)
+    (aside / MANIFEST).chmod(0o644)
 
 
 @contextlib.contextmanager
-def stopped_by_sigterm(out: Path) -> Iterator[None]:
-    """A SIGTERM while exporting ends the export as Ctrl-C does, through its cleanup, with one line (not silently,
-    leaving its folder aside)."""
+def stopped_by_signals(out: Path, published: Callable[[], bool]) -> Iterator[None]:
+    """Ctrl-C or SIGTERM while exporting ends it through its cleanup with one line that says where OUT stands (as it
+    was, or holding the new export where it came after the publishing renames)."""
 
     def stop(signum: int, frame: Any) -> None:
-        raise SystemExit(f"export stopped by SIGTERM: {out} is as it was; rerun the same command")
+        raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, stop)
     try:
         yield
+    except KeyboardInterrupt:
+        where = "holds the new export" if published() else "is as it was"
+        raise SystemExit(f"export interrupted: {out} {where}; rerun the same command") from None
     finally:
         signal.signal(signal.SIGTERM, previous)
 
 
-def remove_stale_asides(out: Path) -> None:
-    """Remove what exports to `out` that were killed (SIGKILL, a crash) left beside it: their process is gone."""
-    for stale in out.parent.glob(f".{out.name}.export*"):
-        pid = stale.name.rpartition(".export")[2]
-        if pid.isdigit() and stale.is_dir() and not alive(int(pid)):
-            shutil.rmtree(stale, ignore_errors=True)
-
-
-EXPORT_FILES = (
-    "config.json",
-    "generation_config.json",
-    "model.safetensors",
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-)
-
-
-def publish(aside: Path, out: Path, replace: bool) -> None:
-    """Move the export written in `aside` to `out` in one rename: onto a missing or empty `out`; with `replace`, the
-    earlier export moved out of the way first and removed once this one is in (put back if the move fails)."""
-    old = out.parent / f".{out.name}.replaced{os.getpid()}"
-    if replace and out.exists() and any(out.iterdir()):
-        os.rename(out, old)
-    try:
-        os.rename(aside, out)
-    except OSError as error:
-        if old.exists():
-            os.rename(old, out)
+def unfinished(run_dir: Path) -> None:
+    """Stop, saying why, where `run_dir` has no done.json yet: a run still training (naming the process its lock
+    names), or one that stopped before its end."""
+    if (run_dir / "done.json").exists():
+        return
+    owner = run_dir.parent / f".{run_dir.name}.lock.owner"
+    if owner.is_file() and not owner.is_symlink() and locked(run_dir.parent / f".{run_dir.name}.lock"):
         raise SuiteError(
-            f"OUT {out} was written by another export meanwhile ({error.strerror}): nothing of this "
-            "one was left there; pass another folder, or --replace"
-        ) from None
-    shutil.rmtree(old, ignore_errors=True)
+            f"run {run_dir} is still training ({owner.read_text().strip()}, from its lock): export it once it finishes"
+        )
+    raise SuiteError(
+        f"run {run_dir} has not finished (no done.json): rerun its command to train it to its end, then export it"
+    )
+
+
+def locked(lock: Path) -> bool:
+    """Whether a live process holds the run lock `lock` (a killed one's is free, whatever file it left)."""
+    from filelock import FileLock, Timeout
+
+    if not lock.exists():
+        return False
+    held = FileLock(lock)
+    try:
+        held.acquire(timeout=0)
+    except Timeout:
+        return True
+    held.release()
+    return False
 
 
 def check_out(run_dir: Path, out: Path, replace: bool) -> None:
@@ -150,18 +164,14 @@ def check_out(run_dir: Path, out: Path, replace: bool) -> None:
         check_directory(out.parent, "OUT's folder")
         return
     check_directory(out, "OUT")
-    if not (held := sorted(path.name for path in out.iterdir())):
+    if not any(out.iterdir()):
         return
     if not replace:
         raise SuiteError(
             f"OUT {out} holds files already (an earlier export's would stay beside this one): pass an "
             "empty or new folder, or --replace to replace an earlier export there"
         )
-    if foreign := [name for name in held if name not in EXPORT_FILES and not name.endswith((".py", ".md"))]:
-        raise SuiteError(
-            f"OUT {out} holds more than an export ({', '.join(foreign[:5])}): --replace replaces only "
-            "an earlier export; pass an empty or new folder"
-        )
+    earlier_export(out)  # exactly what an earlier export wrote, each file as it wrote it
 
 
 def generation_config(tokenizer: Tokenizer) -> Any:
@@ -237,7 +247,12 @@ def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="python -m scaling_axes export", description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", type=Path, help="a finished run's directory (runs/<experiment>/<scale>/<run>)")
     parser.add_argument("out", type=Path, help="the folder to write (made if missing; empty unless --replace)")
-    parser.add_argument("--replace", action="store_true", help="empty OUT first (an earlier export there)")
+    parser.add_argument(
+        "--replace",
+        action="store_true",
+        help="replace an earlier export in OUT (only the files its manifest names, unchanged; anything else there "
+        "is refused)",
+    )
     args = parser.parse_args(argv)
     how = export(args.run_dir, args.out, args.replace)
     print(

@@ -68,7 +68,7 @@ def judged(test: RowTest, claim: PlannedClaim, alpha: float, tolerance: float | 
         p_hold, p_fail = _p_above(-tol, test), _p_below(-tol, test)
     else:  # equivalence
         p_hold = max(_p_above(-tol, test), _p_below(tol, test))
-        p_fail = min(_p_above(tol, test), _p_below(-tol, test))
+        p_fail = min(1.0, 2 * min(_p_above(tol, test), _p_below(-tol, test)))  # either side: Bonferroni over two
     return Tested(test.estimate, test.estimate - half, test.estimate + half, p_hold, p_fail, test.se, test.df)
 
 

@@ -240,16 +240,24 @@ def _claim_words(claim: PlannedClaim, tested: Tested, decision: Decision) -> str
     )
 
 
-def read_scale(scale_dir: Path) -> dict[str, Experiment]:
-    """Every table of `scale_dir` that has a per-seed file, read and checked (`observed.read_experiment`)."""
-    names = sorted(p.stem for p in Path(scale_dir).glob("*.csv") if (Path(scale_dir) / "seeds" / p.name).exists())
-    return {name: read_experiment(Path(scale_dir), name) for name in names}
+def read_scale(scale_dir: Path, plan: AnalysisPlan | None = None) -> dict[str, Experiment]:
+    """Every table of `scale_dir` that has a per-seed file, read and checked (`observed.read_experiment`; against
+    `plan`'s seeds and arms where it plans the experiment), all of them, and the plan's pilot files, before anything
+    is judged or written."""
+    planned = plan.experiments if plan else {}
+    if plan is not None and Path(plan.pilot).resolve() != Path(scale_dir).resolve():
+        read_scale(Path(plan.pilot))  # the pilot's files, whose intervals the report shows, checked as evidence too
+    return {name: read_experiment(Path(scale_dir), name, planned.get(name)) for name in _with_seeds(scale_dir)}
+
+
+def _with_seeds(scale_dir: Path) -> list[str]:
+    return sorted(p.stem for p in Path(scale_dir).glob("*.csv") if (Path(scale_dir) / "seeds" / p.name).exists())
 
 
 def judge_scale(scale_dir: Path, scale: Scale, plan: AnalysisPlan | None) -> int:
     """Every claim row of `scale_dir`'s tables (those with a per-seed file) rewritten with its verdict; returns
     how many rows were judged."""
-    experiments = read_scale(scale_dir)
+    experiments = read_scale(scale_dir, plan if scale.judges_claims else None)
     found = verdicts(experiments, plan, scale)
     for ex in experiments.values():
         rows = list(ex.rows)

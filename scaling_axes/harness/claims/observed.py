@@ -16,11 +16,14 @@ import dataclasses
 import math
 from pathlib import Path
 
-from scaling_axes.io import SuiteError
+from scaling_axes.harness.claims.plan import PlannedExperiment
+from scaling_axes.io import CorruptFileError, SuiteError, verify_checksum
 
 Table = list[dict[str, str]]
 SEED_COLUMNS = ("kind", "table", "row", "run", "seed", "metric", "value", "flag")
 KINDS = ("run", "plan", "trained", "claim", "arm", "evidence")
+PILOT_KINDS = ("claim_arm", "claim_at_choice")  # what the pilot's writer also recorded (each arm's value under a claim
+# and the margin at the sweep's choice of rate), read by nothing now and kept as the pilot wrote them
 
 
 class DamagedSeeds(SuiteError, ValueError):
@@ -70,25 +73,54 @@ def read_csv(path: Path) -> Table:
         return list(csv.DictReader(f))
 
 
-def read_experiment(scale_dir: Path, name: str) -> Experiment:
-    """Experiment `name`'s table and per-seed file in `scale_dir`, read and checked (`DamagedSeeds` names a file and
-    row that is not whole)."""
+def read_experiment(scale_dir: Path, name: str, planned: PlannedExperiment | None = None) -> Experiment:
+    """Experiment `name`'s table and per-seed file in `scale_dir`, the per-seed file verified against its digest and
+    checked whole: every row complete, numbers finite, no row twice, with `planned` no seed outside the plan's and
+    each planned arm at each planned seed exactly once. A file that is not is refused in one line naming it and the
+    row (`DamagedSeeds`); nothing is judged on it, and it is never rewritten."""
     rows = read_csv(Path(scale_dir) / f"{name}.csv")
     seeds_path = Path(scale_dir) / "seeds" / f"{name}.csv"
-    seeds = read_csv(seeds_path) if seeds_path.exists() else []
-    runs: RunSeeds = {}
-    digests: dict[str, dict[int, str]] = {}
-    for line, r in enumerate(seeds, 2):
-        if r.get("kind") not in KINDS or None in r.values():
-            raise DamagedSeeds(f"{seeds_path}, line {line}: not a row of a per-seed file ({r.get('kind')!r})")
-        if r["kind"] == "run":
-            runs.setdefault(r["run"], {}).setdefault(_seed(r, seeds_path, line), {})[r["metric"]] = _value(
-                r, seeds_path, line
-            )
-        elif r["kind"] == "plan":
-            digests.setdefault(r["run"], {})[_seed(r, seeds_path, line)] = r["value"]
+    if not seeds_path.exists():
+        return Experiment(name, rows, [], [], {}, {})
+    try:
+        verify_checksum(seeds_path, "restore it from git (`git checkout -- <file>`) or rebuild it from its runs")
+    except CorruptFileError as error:
+        raise DamagedSeeds(str(error)) from None
+    seeds = read_csv(seeds_path)
+    runs, digests = _checked(seeds, seeds_path, planned)
     claims = [_observed(name, i, r, seeds, seeds_path) for i, r in enumerate(rows) if r["metric"] == "claim"]
     return Experiment(name, rows, seeds, claims, runs, digests)
+
+
+def _checked(seeds: Table, path: Path, planned: PlannedExperiment | None) -> tuple[RunSeeds, dict]:
+    """The per-seed file's runs (run -> seed -> measure) and recorded plan digests, each row checked (see
+    `read_experiment`)."""
+    runs: RunSeeds = {}
+    digests: dict[str, dict[int, str]] = {}
+    seen: set[tuple[str, ...]] = set()
+    for line, r in enumerate(seeds, 2):
+        if r.get("kind") not in (*KINDS, *PILOT_KINDS) or None in r.values() or None in r:
+            raise DamagedSeeds(f"{path}, line {line}: not a whole row of a per-seed file (cut short, or extended)")
+        key = tuple(r[c] for c in SEED_COLUMNS[:6])
+        if key in seen:
+            raise DamagedSeeds(f"{path}, line {line}: {r['kind']} {r['run'] or r['row']} seed {r['seed']} twice")
+        seen.add(key)
+        if r["kind"] in ("run", "claim", "arm", "plan") and planned is not None:
+            if (k := _seed(r, path, line)) not in planned.seeds:
+                raise DamagedSeeds(
+                    f"{path}, line {line}: seed {k} is not one of the plan's seeds for it "
+                    f"({', '.join(map(str, planned.seeds))})"
+                )
+        if r["kind"] == "run":
+            runs.setdefault(r["run"], {}).setdefault(_seed(r, path, line), {})[r["metric"]] = _value(r, path, line)
+        elif r["kind"] in ("claim", "arm"):
+            _value(r, path, line)
+        elif r["kind"] == "plan":
+            digests.setdefault(r["run"], {})[_seed(r, path, line)] = r["value"]
+    for arm in planned.arms if planned else ():
+        if missing := [k for k in planned.seeds if k not in digests.get(arm, {})]:
+            raise DamagedSeeds(f"{path}: no row of planned arm {arm} at seed {missing[0]}: the file is not whole")
+    return runs, digests
 
 
 def _seed(r: dict[str, str], path: Path, line: int) -> int:

@@ -21,7 +21,6 @@ thresholds of the rest are computed again without it, until nothing more drops o
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import math
 import statistics
@@ -30,6 +29,7 @@ from pathlib import Path
 
 from scaling_axes.harness.claims.contrasts import blocks_of
 from scaling_axes.harness.claims.decisions import threshold
+from scaling_axes.harness.claims.observed import read_experiment
 from scaling_axes.harness.claims.plan import OUT_OF_REACH as OUT
 from scaling_axes.harness.claims.plan import AnalysisPlan, PlannedClaim
 from scaling_axes.significance import equivalence_power, one_sided_power, sigma_upper_limit, t_critical
@@ -52,29 +52,28 @@ class PilotRow:
 
 
 def read_pilot(pilot_dir: Path, experiments: Sequence[str]) -> dict[tuple[str, str], PilotRow]:
-    """(experiment, table/row) -> the pilot's claim row, from its table and per-seed file (its margins the
-    differences themselves, where an older file added an as-good-as claim's tolerance to them)."""
+    """(experiment, table/row) -> the pilot's claim row, from its table and per-seed file, read as the judge reads
+    evidence (`read_experiment`: its digest, each row whole and finite); its margins the differences themselves,
+    where an older file added an as-good-as claim's tolerance to them."""
     out = {}
     for name in experiments:
-        table, seeds = Path(pilot_dir) / f"{name}.csv", Path(pilot_dir) / "seeds" / f"{name}.csv"
-        if not table.exists():
+        if not (Path(pilot_dir) / f"{name}.csv").exists():
             continue
-        with open(seeds, newline="") as f:
-            margins: dict[tuple[str, str], list[float]] = {}
-            shift: dict[tuple[str, str], float] = {}  # an older file's as-good-as margins carry their tolerance
-            for r in csv.DictReader(f):
-                if r["kind"] == "claim":
-                    margins.setdefault((r["table"], r["row"]), []).append(float(r["value"]))
-                elif r["kind"] == "evidence" and r["metric"] == "tolerance" and r["value"]:
-                    shift[(r["table"], r["row"])] = float(r["value"])
-        with open(table, newline="") as f:
-            for r in csv.DictReader(f):
-                if r["metric"] == "claim":
-                    where = f"{r['table']}/{r['row']}"
-                    runs = frozenset(filter(None, r["run"].split(",")))
-                    added = shift.get((r["table"], r["row"]), 0.0)
-                    values = tuple(m - added for m in margins.get((r["table"], r["row"]), ()))
-                    out[(name, where)] = PilotRow(name, where, runs, r["unit"], r["status"], values)
+        experiment = read_experiment(Path(pilot_dir), name)
+        margins: dict[tuple[str, str], list[float]] = {}
+        shift: dict[tuple[str, str], float] = {}  # an older file's as-good-as margins carry their tolerance
+        for r in experiment.seeds:
+            if r["kind"] == "claim":
+                margins.setdefault((r["table"], r["row"]), []).append(float(r["value"]))
+            elif r["kind"] == "evidence" and r["metric"] == "tolerance" and r["value"]:
+                shift[(r["table"], r["row"])] = float(r["value"])
+        for r in experiment.rows:
+            if r["metric"] == "claim":
+                where = f"{r['table']}/{r['row']}"
+                runs = frozenset(filter(None, r["run"].split(",")))
+                added = shift.get((r["table"], r["row"]), 0.0)
+                values = tuple(m - added for m in margins.get((r["table"], r["row"]), ()))
+                out[(name, where)] = PilotRow(name, where, runs, r["unit"], r["status"], values)
     return out
 
 
@@ -87,6 +86,7 @@ class Noise:
     df: float
     upper: float
     rho: tuple[tuple[float, ...], ...]
+    each_upper: tuple[float, ...] = ()  # each step's own upper limit, where sized on each row's own spread
 
 
 def overlap(a: frozenset[str], b: frozenset[str]) -> float:
@@ -111,6 +111,19 @@ def planning_noise(claim: PlannedClaim, pilot: dict, confidence: float) -> Noise
     df = statistics.fmean(len(r.margins) - 1 for r in rows) * len(rows) ** 2 / shared
     rho = tuple(tuple(overlap(a.runs, b.runs) for b in mine) for a in mine)
     return Noise(sigma, df, sigma_upper_limit(sigma, df, confidence), rho)
+
+
+def own_rows_noise(claim: PlannedClaim, pilot: dict, confidence: float) -> Noise | None:
+    """The claim's noise taken from each of its rows' own pilot spread, times the pooled estimate's upper-limit
+    factor: what its own-spread test faces where the rows spread unequally (the pooled sigma then understates the
+    noisiest step), the uncertainty of a three-seed spread left as the plan took it."""
+    pooled = planning_noise(claim, pilot, confidence)
+    if pooled is None:
+        return None
+    mine = [pilot[(claim.experiment, row)] for row in claim.rows]
+    factor = pooled.upper / pooled.sigma  # the pooled estimate's upper-limit factor, so that only the spread moves
+    each = tuple(factor * statistics.stdev(r.margins) for r in mine)
+    return dataclasses.replace(pooled, upper=max(each), each_upper=each)
 
 
 def test_df(claim: PlannedClaim, test: str, seeds: int, pilot: dict) -> float:
@@ -143,7 +156,8 @@ def _joint_power(claim: PlannedClaim, noise: Noise, seeds: int, critical: float)
     import numpy as np
 
     rng = np.random.default_rng(73)
-    cov = np.array(noise.rho) * noise.upper**2 + 1e-12 * np.eye(len(claim.rows))
+    scale = np.array(noise.each_upper or [noise.upper] * len(claim.rows))
+    cov = np.array(noise.rho) * np.outer(scale, scale) + 1e-12 * np.eye(len(claim.rows))
     shift = claim.effect + claim.tolerance
     draws = rng.multivariate_normal(np.full(len(claim.rows), shift), cov, size=(SIMULATED_DRAWS, seeds))
     t = draws.mean(axis=1) / (draws.std(axis=1, ddof=1) / math.sqrt(seeds))
@@ -201,13 +215,14 @@ def _size(claim: PlannedClaim, claims: list[PlannedClaim], plan: AnalysisPlan, p
     return Sized(claim, noise, alpha, None, power, why)
 
 
-def predicted_power(plan: AnalysisPlan, pilot_dir: Path) -> dict[str, float]:
+def predicted_power(plan: AnalysisPlan, pilot_dir: Path, own_rows: bool = False) -> dict[str, float]:
     """claim id -> the power the plan predicts for each in-family claim at its experiment's seeds (at least what its
-    sizing asked: an experiment's seeds are its neediest claim's)."""
+    sizing asked: an experiment's seeds are its neediest claim's); `own_rows`: on each row's own pilot spread instead
+    of the pooled one (`own_rows_noise`), beside it in the report."""
     pilot = read_pilot(pilot_dir, sorted({c.experiment for c in plan.claims}))
     out = {}
     for claim in (c for c in plan.claims if c.in_family):
-        noise = planning_noise(claim, pilot, plan.sigma_confidence)
+        noise = (own_rows_noise if own_rows else planning_noise)(claim, pilot, plan.sigma_confidence)
         planned = plan.experiments[claim.experiment]
         if noise is not None:
             df = test_df(claim, planned.test, len(planned.seeds), pilot)

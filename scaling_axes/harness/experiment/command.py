@@ -94,6 +94,12 @@ def main(experiment: Experiment, argv: list[str] | None = None) -> None:
         "rounds differently); recorded in the run's config.yaml",
     )
     parser.add_argument(
+        "--allow-other-code",
+        action="store_true",
+        help="resume a run under other code than it started with (its commit and code digest differ; refused "
+        "otherwise: it would not be the same run); recorded in the run's config.yaml",
+    )
+    parser.add_argument(
         "--logger",
         type=parse_loggers,
         default=["csv"],
@@ -178,6 +184,7 @@ def main(experiment: Experiment, argv: list[str] | None = None) -> None:
             "compile": args.compile,
             "loggers": args.logger,
             "other_kernels": args.allow_other_kernels or None,
+            "other_code": args.allow_other_code or None,
         }
         # Lightning's refusal now, not after the first run's data and model
         schedule = Schedule.of(

@@ -36,7 +36,8 @@ from scaling_axes.harness.sweeps import (
     tuned,
 )
 from scaling_axes.harness.training.launch import LAUNCH_FIELDS, fingerprint_fields
-from scaling_axes.harness.training.rundir import data_changed, read_config, read_done, recorded_differences
+from scaling_axes.harness.training.rundir import data_changed, read_done
+from scaling_axes.harness.training.settings import read_config, recorded_differences
 from scaling_axes.io import CorruptFileError
 
 SweepDone = dict[tuple[float, int], dict]  # (rate, draw) -> the done.json of a finished sweep point

@@ -23,19 +23,23 @@ from scaling_axes.harness.experiment.plan import dry_run
 from scaling_axes.harness.runs import Experiment, growth_chain
 from scaling_axes.harness.scales import PAPER, SMALL, Scale
 
-SPHERICITY_RATIO = 2.0  # the pooled model where the pilot's paired margins' variances lie within this factor
+SPHERICITY_RATIO = 2.0  # the pooled model where the pilot's paired margins' variances lie within this factor,
+SPHERICITY_SEEDS = 10  # each measured on at least this many seeds
 
 
 def choose_test(experiment: str, pilot: Mapping[tuple[str, str], PilotRow]) -> tuple[str, str]:
-    """(test, why) for `experiment` from its pilot rows: the arm x seed model only where every margin is a contrast
-    of two arms and their variances agree within SPHERICITY_RATIO (sphericity, which equal spread across arms does
-    not imply); else each row's own spread, valid for any covariance."""
+    """(test, why) for `experiment` from its pilot rows: each row's own spread (valid for any covariance) unless the
+    pilot can show sphericity, which the pooled arm x seed model needs: every row a contrast of two arms, measured
+    on at least SPHERICITY_SEEDS seeds, their variances within SPHERICITY_RATIO of each other. Three seeds cannot: a
+    variance on 2 degrees of freedom puts two equal ones within a factor 2 a third of the time, four a thirtieth."""
     rows = {r.margins: r for (name, _), r in sorted(pilot.items()) if name == experiment}
     usable = [r for r in rows.values() if len(r.margins) >= 2 and r.status not in BLOCKED]
     if len(usable) < 2:
         return "own_spread", "one contrast in the pilot: the model is its paired t"
     if wider := [r.row for r in usable if len(r.runs) != 2 or r.unit not in ("nats/token", "nats", "points")]:
         return "own_spread", f"{wider[0]}'s margin is not a contrast of two arms' values"
+    if (fewest := min(len(r.margins) for r in usable)) < SPHERICITY_SEEDS:
+        return "own_spread", f"the pilot's {fewest} seeds cannot show sphericity: each row on its own spread"
     variances = sorted(statistics.variance(r.margins) for r in usable)
     ratio = variances[-1] / variances[0] if variances[0] else math.inf
     words = f"the pilot's {len(usable)} paired margins' variances span a factor {ratio:.2g}"

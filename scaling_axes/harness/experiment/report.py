@@ -74,19 +74,27 @@ def claim_line(c: ClaimLine) -> str:
     parts = []
     if c.tested is not None and c.claim.in_family:
         step = " (its weakest step)" if c.claim.combine == "each" and len(c.claim.rows) > 1 else ""
+        low, high = c.tested.bounds(c.level)
         parts.append(
             f"**{_g(c.tested.estimate, '+')} [{_g(c.tested.low)}, {_g(c.tested.high)}] {c.unit}**{step}, "
-            f"{c.seeds} fresh seeds; p that it holds {_g(c.tested.p_hold)}, that it fails {_g(c.tested.p_fail)}; "
-            f"adjusted {_g(c.adjusted)} ({c.control})"
+            f"{c.seeds} fresh seeds; at its family's level ({c.level:.2g} a side) [{_g(low)}, {_g(high)}]; p that "
+            f"it holds {_g(c.tested.p_hold)}, that it fails {_g(c.tested.p_fail)}; adjusted {_g(c.adjusted)} "
+            f"({c.control})"
         )
     if c.why:
         parts.append(c.why)
+    if (aside := c.set_aside) is not None:
+        parts.append(
+            f"with its unstable seeds kept (not a verdict): {_g(aside.estimate, '+')} [{_g(aside.low)}, "
+            f"{_g(aside.high)}], p that it holds {_g(aside.p_hold)}, that it fails {_g(aside.p_fail)}"
+        )
     if c.pilot is not None:
         parts.append(
             f"pilot: {_g(c.pilot.estimate, '+')} [{_g(c.pilot.low)}, {_g(c.pilot.high)}], {c.pilot_seeds} seeds"
         )
     if c.power is not None:
-        parts.append(f"predicted power {c.power:.2f} at its effect of interest {c.claim.effect:g}")
+        own = f" ({c.power_own_rows:.2f} on each row's own pilot spread)" if c.power_own_rows is not None else ""
+        parts.append(f"predicted power {c.power:.2f}{own} at its effect of interest {c.claim.effect:g}")
     return f"{head}. {'; '.join(parts)} ({'; '.join(c.rows)})"
 
 
@@ -112,11 +120,16 @@ def claims_section(scale_dir: Path, plan: AnalysisPlan, lines: Sequence[ClaimLin
         out += [f"### Outside the family ({len(outside)}): no verdict, with the pilot's intervals", ""]
         out += [claim_line(c) for c in outside] + [""]
     expected = sum(1 - c.power for c in inside if c.power is not None)
+    own = sum(1 - c.power_own_rows for c in inside if c.power_own_rows is not None)
     tested = [c for c in inside if c.status in ("claim_holds", "claim_fails", "insufficient")]
     out += [
         f"Power: were each claim's true effect its smallest of interest, the plan expected {expected:.2f} of its "
         f"{len(inside)} claims to end insufficient (the sum of one minus each predicted power); "
-        f"{sum(c.status == 'insufficient' for c in tested)} did, of {len(tested)} that reached a test.",
+        f"{sum(c.status == 'insufficient' for c in tested)} did, of {len(tested)} that reached a test. The plan sized "
+        "each claim on the pooled spread of its rows (or its experiment's), which understates the noisiest row "
+        f"where they spread unequally: on each row's own pilot spread the expectation is {own:.2f}. The effect of "
+        "interest sets the seeds only: a superiority claim fails only where shown reversed, so a true effect "
+        "between 0 and it stays insufficient however many seeds run.",
         "",
     ]
     return out
@@ -139,18 +152,30 @@ def sensitivity_lines(scale_dir: Path, plan: AnalysisPlan, lines: Sequence[Claim
     return [*out, ""]
 
 
-def check_lines(tables: Tables, level: str = "##") -> list[str]:
+def check_lines(tables: Tables, level: str = "##", plan: AnalysisPlan | None = None) -> list[str]:
     """The exact checks (`claims.outcomes.exact_check`), apart from the claims: each with its largest deviation over
-    its seeds and whether it passes."""
+    its seeds and whether it passes; where one fails, the planned claims of its experiment that rest on what it
+    checks."""
     checks = [(name, r) for name, rows in tables.items() for r in rows if r["metric"] == "check"]
     if not checks:
         return []
     passed = sum(r["status"] == "check_passes" for _, r in checks)
-    lines = [f"{level} Exact checks: {passed} of {len(checks)} pass", ""]
+    measured = sum(r["status"] in ("check_passes", "check_fails") for _, r in checks)
+    unmeasured = f"; {len(checks) - measured} not measured at this scale's runs" if measured < len(checks) else ""
+    lines = [f"{level} Exact checks: {passed} of {measured} pass{unmeasured}", ""]
     for name, r in checks:
         statement, _, measured = r["note"].partition(NOTE_PARTS)
         verdict = {"check_passes": "passes", "check_fails": "**fails**"}.get(r["status"], r["status"])
         lines.append(f"- {statement}: {verdict}; {measured or 'not measured'} ({name}: {r['row']})")
+    failing = sorted({name for name, r in checks if r["status"] == "check_fails"})
+    resting = [c.id for c in (plan.claims if plan else ()) if c.experiment in failing and c.in_family]
+    if resting:
+        lines += [
+            "",
+            f"The claims of {', '.join(failing)} in the family ({', '.join(resting)}) rest on the growth these checks "
+            "measure: where a check fails, they judge the growth as the paper ran it, which does not preserve the "
+            "function here, not an exact one.",
+        ]
     return [*lines, ""]
 
 
@@ -224,7 +249,7 @@ def write_report(
         lines += sensitivity_lines(scale_dir, plan, claims)
     else:
         lines += exploratory_lines(tables)
-    lines += [*check_lines(tables), *caveat_lines(scale, tables), *experiment_lines(scale_dir, tables, "")]
+    lines += [*check_lines(tables, plan=plan), *caveat_lines(scale, tables), *experiment_lines(scale_dir, tables, "")]
     path = scale_dir / "REPORT.md"
     atomic_write(path, "\n".join(lines))
     return path

@@ -14,7 +14,7 @@ from scaling_axes.harness.claims.decisions import Tested, combined, judged
 from scaling_axes.harness.claims.judge import NOMINAL, ClaimJudged, claim_status, judge_plan, read_scale
 from scaling_axes.harness.claims.plan import AnalysisPlan, PlannedClaim
 from scaling_axes.harness.claims.power import predicted_power, read_pilot
-from scaling_axes.harness.stability import Thresholds
+from scaling_axes.harness.stability import STABILITY_OFF, Thresholds
 
 Tables = dict[str, list[dict[str, str]]]  # experiment -> its CSV's rows
 
@@ -48,14 +48,19 @@ class ClaimLine:
     pilot: Tested | None
     pilot_seeds: int
     power: float | None
+    power_own_rows: float | None = None  # the same on each row's own pilot spread
+    set_aside: Tested | None = None  # a blocked claim's test with the stability policy's blocks set aside (shown,
+    # never a verdict)
 
 
 def claim_lines(scale_dir: Path, plan: AnalysisPlan, t: Thresholds = NOMINAL) -> list[ClaimLine]:
     """Every claim of `plan`, judged from `scale_dir`'s files, in the plan's order."""
-    experiments = read_scale(scale_dir)
+    experiments = read_scale(scale_dir, plan)
     judged_claims, decisions = judge_plan(experiments, plan, t)
     pilot = read_pilot(Path(plan.pilot), sorted({c.experiment for c in plan.claims}))
     power = predicted_power(plan, Path(plan.pilot))
+    power_own = predicted_power(plan, Path(plan.pilot), own_rows=True)
+    unblocked = judge_plan(experiments, plan, STABILITY_OFF)[0]
     of = {c.id: c for c in plan.claims}
     decided = collections.Counter(
         of[i].paper for i, d in decisions.items() if d.verdict != "insufficient" and of[i].role == "secondary"
@@ -83,6 +88,8 @@ def claim_lines(scale_dir: Path, plan: AnalysisPlan, t: Thresholds = NOMINAL) ->
                 pilot_test,
                 pilot_n,
                 power.get(claim.id),
+                power_own.get(claim.id),
+                unblocked[claim.id].tested if status in ("unstable",) and claim.id in unblocked else None,
             )
         )
     return lines

@@ -21,7 +21,8 @@ from scaling_axes.harness.scales import Scale
 from scaling_axes.harness.sweeps import tuned
 from scaling_axes.harness.training.identical import identity, link_identical, record_identity
 from scaling_axes.harness.training.launch import Launch, check_options, resolve
-from scaling_axes.harness.training.rundir import changes_or_unreadable
+from scaling_axes.harness.training.settings import changes_or_unreadable
+from scaling_axes.io import check_within
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,6 +60,7 @@ class Schedule:
     def train(self, run: Run) -> dict:
         """Train `run` to its budget (resuming if interrupted) and return its done.json record: past its data
         budget it stops first (`data_epochs`); grown, its source trains first, at the rate its sweep chooses."""
+        check_within(self.run_dir(run), self.runs_dir.parent)  # the run's folder and those above it, to the out-dir
         epochs = data_epochs(self.experiment, self.scale, run, self.allow_repeats)
         past = epochs if epochs is not None and epochs > epoch_limit(self.experiment, self.scale) else None
         launch = resolve(

@@ -14,6 +14,7 @@ from scaling_axes.datamodules.floors import unigram_floor
 from scaling_axes.harness.claims.margins import seeds_of
 from scaling_axes.harness.claims.notes import DATA_NOTE, NOTE_PARTS
 from scaling_axes.harness.claims.observed import SEED_COLUMNS
+from scaling_axes.harness.claims.plan import PlannedExperiment
 from scaling_axes.harness.experiment.noise import NOISE_METRICS, Trained, metric_values
 from scaling_axes.harness.results import RESULTS_DIR, Row
 from scaling_axes.harness.runs import Run
@@ -44,9 +45,10 @@ class Judged:
     trained: Trained
 
 
-def run_rows(results: dict[str, dict], runs: Sequence[Run]) -> list[dict]:
+def run_rows(results: dict[str, dict], runs: Sequence[Run], planned: PlannedExperiment | None = None) -> list[dict]:
     """Each run's final metrics, stability measures and data floor at each seed (`run`), and the plan each recorded
-    when it trained (`plan`)."""
+    when it trained (`plan`); with `planned`, a `plan` row for each of its arms at each of its seeds, `unfinished`
+    where that run has not finished, so that a reader knows the file whole."""
     floors = {run.name: _floor(run) for run in runs}
     chance = {run.name: 100.0 / run.config.num_classes for run in runs if run.classifies_images}
     out = []
@@ -64,7 +66,15 @@ def run_rows(results: dict[str, dict], runs: Sequence[Run]) -> list[dict]:
                 if isinstance(value, (int, float))
             ]
             out.append({"kind": "plan", "run": name, "seed": seed, "value": each.get("plan", "")})
+    for arm in planned.arms if planned else ():
+        finished = seeds_of(results.get(arm))
+        out += [
+            {"kind": "plan", "run": arm, "seed": k, "value": UNFINISHED} for k in planned.seeds if k not in finished
+        ]
     return out
+
+
+UNFINISHED = "unfinished"  # a planned arm's seed that has not finished: its `plan` row says so
 
 
 def _floor(run: Run) -> float | None:
@@ -129,8 +139,10 @@ def write_seeds(
     runs: Sequence[Run] = (),
     results_dir: Path = RESULTS_DIR,
     table_dir: Path | None = None,
+    planned: PlannedExperiment | None = None,
 ) -> Path:
-    """`results/<scale>/seeds/<experiment>.csv` (see the module; under `table_dir` where given)."""
+    """`results/<scale>/seeds/<experiment>.csv` (see the module; under `table_dir` where given), with its digest
+    beside it (`<name>.blake2b`): evidence that a report verifies before it reads a row."""
     unsteady = judged.trained.unsteady
     trained = [
         {
@@ -146,5 +158,5 @@ def write_seeds(
         for seed, value in values.items()
     ]
     path = Path(table_dir or Path(results_dir) / scale.name) / "seeds" / f"{experiment}.csv"
-    write_csv(path, SEED_COLUMNS, run_rows(judged.results, runs) + trained + claim_rows(rows))
+    write_csv(path, SEED_COLUMNS, run_rows(judged.results, runs, planned) + trained + claim_rows(rows), checksum=True)
     return path

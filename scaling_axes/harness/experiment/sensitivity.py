@@ -18,6 +18,7 @@ from scaling_axes.harness.stability import (
     OUTLIER_NATS,
     OUTLIER_Z,
     SPIKE_NATS,
+    STABILITY_OFF,
     VAL_RISE_NATS,
     Thresholds,
 )
@@ -75,8 +76,9 @@ THRESHOLDS = (
 
 
 def moved() -> list[tuple[str, Thresholds]]:
-    """(what was moved, the thresholds with it moved) for each threshold, SHIFT down then up."""
-    return [
+    """(what was moved, the thresholds with it moved) for each threshold, SHIFT down then up; and the stability
+    policy off (every seed kept, spikes and outliers included: what the plan's policy set aside)."""
+    return [("the stability policy off (unstable seeds kept)", STABILITY_OFF)] + [
         (f"{t.name} {'-' if sign < 0 else '+'}{SHIFT:.0%} ({t.value * (1 + sign * SHIFT):.3g})", replaced)
         for t in THRESHOLDS
         for sign in (-1, 1)
@@ -86,7 +88,7 @@ def moved() -> list[tuple[str, Thresholds]]:
 
 def changed_verdicts(scale_dir: Path, plan: AnalysisPlan, nominal: Mapping[str, str]) -> list[str]:
     """Each verdict of the family (`nominal`: claim id -> its status) that a moved threshold changes, in words."""
-    experiments, of = read_scale(scale_dir), {c.id: c for c in plan.claims}
+    experiments, of = read_scale(scale_dir, plan), {c.id: c for c in plan.claims}
     out = []
     for what, thresholds in moved():
         judged_claims, decisions = judge_plan(experiments, plan, thresholds)

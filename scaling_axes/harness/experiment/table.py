@@ -49,7 +49,7 @@ def rebuild(
     rows = [held_untuned(row, results) for row in experiment.report(scale, results)]
     rows = data_caveats(rows, results, runs) + tuning_rows(results) + noise_rows + floor_rows(runs)
     path = write_rows(experiment.name, scale, rows, table_dir=table_dir)
-    write_seeds(experiment.name, scale, rows, Judged(results, trained), runs, table_dir=table_dir)
+    write_seeds(experiment.name, scale, rows, Judged(results, trained), runs, table_dir=table_dir, planned=planned)
     judge_scale(table_dir, scale, None if pilot else plan)
     if experiment.figure is not None:
         experiment.figure(scale, results, path.with_suffix(".png"))

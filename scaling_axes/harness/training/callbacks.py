@@ -24,7 +24,7 @@ from lightning.pytorch.trainer.states import RunningStage
 
 from scaling_axes.harness.stability import SMOOTHING
 from scaling_axes.harness.training.metrics_csv import metrics_prefix
-from scaling_axes.harness.training.rundir import RUN_STATE
+from scaling_axes.harness.training.settings import RUN_STATE
 from scaling_axes.io import atomic_torch_save, atomic_write
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from scaling_axes.harness.runs import Run, find_run
 from scaling_axes.harness.training.launch import Launch, fingerprint, fingerprint_fields
-from scaling_axes.harness.training.rundir import read_config
+from scaling_axes.harness.training.settings import read_config
 from scaling_axes.io import CorruptFileError, atomic_write
 
 IDENTICAL = ".identical"  # runs/.identical/<scale>/<identity>: where the run of that identity finished
@@ -77,7 +77,7 @@ def identity(launch: Launch, run: Run | None = None) -> str:
     source's identity in place of the source's name. Two experiments that declare the same run share it."""
     run = run or launch.run
     fields = fingerprint_fields(run, launch.options)
-    del fields["run"]["name"], fields["run"]["grow_from"]
+    del fields["run"]["name"], fields["run"]["grow_from"], fields["code"]  # one run whichever code trained it
     if run.grow_from:
         fields["source"] = identity(launch, find_run(launch.experiment, launch.scale, run.grow_from))
     return fingerprint(fields)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import importlib.util
 import json
@@ -126,7 +127,7 @@ def world_size(options: dict[str, Any]) -> int:
     return max(1, count) * int(options.get("num_nodes") or 1)
 
 
-LAUNCH_FIELDS = ("world_size", "accelerator", "strategy", "compile", "kernels")  # where and how it ran, not what was
+LAUNCH_FIELDS = ("world_size", "accelerator", "strategy", "compile", "kernels", "code")  # where and how it ran,
 # declared
 NAMES = ("run.name", "run.grow_from")  # what a run and its source are called: a run found under another name (one
 # that another experiment declares identically, see `identity`) holds the same numbers
@@ -158,10 +159,22 @@ def fingerprint_fields(run: Run, options: dict[str, Any]) -> dict[str, Any]:
                 "strategy": ("ddp" if processes > 1 else "single_device") if strategy == "auto" else strategy,
                 "compile": cuda if compiled is None else bool(compiled),
                 "kernels": kernels(cuda),
+                "code": source_digest(),
             },
             default=str,
         )
     )
+
+
+@functools.cache
+def source_digest() -> str:
+    """A digest of the suite's code as it runs: every .py file of the package, by path and bytes (a dirty tree's
+    edits included), so that a resume under other code is seen whatever the commit says."""
+    root = Path(__file__).resolve().parents[2]
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
 
 
 def kernels(cuda: bool) -> str:
@@ -188,7 +201,7 @@ def _accumulation(run: Run, world_size: int) -> tuple[int, int]:
     return micro, budget.batch_size // (micro * world_size)
 
 
-SUITE_OPTIONS = ("compile", "loggers", "other_kernels")  # launch options the suite takes, not the Trainer
+SUITE_OPTIONS = ("compile", "loggers", "other_kernels", "other_code")  # launch options the suite takes, not the Trainer
 
 
 def trainer_settings(options: dict[str, Any], world_size: int) -> dict[str, Any]:

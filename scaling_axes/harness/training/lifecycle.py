@@ -19,15 +19,13 @@ from scaling_axes.harness.training.identical import forget_identity
 from scaling_axes.harness.training.launch import Launch, resolve
 from scaling_axes.harness.training.lock import run_lock
 from scaling_axes.harness.training.metrics_csv import cut_metrics
-from scaling_axes.harness.training.rundir import (
+from scaling_axes.harness.training.rundir import check_writable, read_done, write_diverged
+from scaling_axes.harness.training.settings import (
     changes_or_unreadable,
     check_fingerprint,
-    check_writable,
     checkpoint_state,
     move_aside,
-    read_done,
     write_config,
-    write_diverged,
 )
 from scaling_axes.harness.training.trainer import fit
 from scaling_axes.io import check_no_links, remove_temporaries
@@ -47,7 +45,10 @@ def train(launch: Launch, extra_callbacks: list | None = None) -> dict:
             if lock is not None:
                 lock.hold()  # the fresh directory, locked as the one moved aside was
         finished = (out / "done.json").exists()
-        tolerated = ("kernels",) if launch.options.get("other_kernels") else ()  # --allow-other-kernels, recorded
+        tolerated = (
+            *(("kernels",) if launch.options.get("other_kernels") else ()),  # --allow-other-kernels, recorded
+            *(("code",) if finished or launch.options.get("other_code") else ()),  # --allow-other-code, recorded;
+        )  # a finished run is read whichever code reads it
         resumed = None if finished else checkpoint_state(out, launch.fingerprint, tolerated)  # the checkpoint's record
         check_fingerprint(out, launch.fingerprint, tolerated)
         if finished:

@@ -40,6 +40,8 @@ def build_loggers(names: Sequence[str], out: Path, hyperparameters: dict[str, An
     if "tensorboard" in names:
         loggers.append(PlainTensorBoardLogger(out, name="tensorboard", version="", default_hp_metric=False))
     if "wandb" in names:
+        if not (out / "wandb").is_symlink():  # the suite makes W&B's folder, checked like every entry of the run
+            (out / "wandb").mkdir(exist_ok=True)
         labels = ("experiment", "scale", "seed", "commit")
         loggers.append(
             ResumableWandbLogger(

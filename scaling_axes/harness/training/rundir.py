@@ -1,37 +1,31 @@
-"""A run's directory, every file in it (its lock: `lock.py`): the settings it was started with
-(config.yaml, compared field by field with the launch's fingerprint; moved aside by --force-new, never deleted), the
-checkpoint's own record and a finished run's `done.json`, `final.safetensors` and
-`config.json`, each written with its checksum and verified where read."""
+"""A run's directory and what a finished run leaves in it (its lock: `lock.py`; its settings, config.yaml:
+`settings.py`): `done.json`, `final.safetensors` and `config.json`, each written with its checksum and verified where
+read."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import torch
-import yaml
 
 from scaling_axes.datamodules.corpora import data_digest, tokenizer_of
 from scaling_axes.datamodules.tokenizers import Tokenizer, load_tokenizer, tokenizer_digest
 from scaling_axes.harness.runs import Run, source_commit
-from scaling_axes.harness.training.launch import NAMES, Launch, fingerprint
+from scaling_axes.harness.training.settings import read_config
 from scaling_axes.io import (
     CorruptFileError,
     atomic_save_safetensors,
     atomic_write,
     check_directory,
     file_digest,
-    load_torch,
     read_verified_json,
     verify_checksum,
 )
 from scaling_axes.modules.registry import preset_overrides
 
-RUN_STATE = "scaling_axes"  # a checkpoint's own record: the run's settings and how far its metrics log went
 FINAL_WEIGHTS = "final.safetensors"  # a finished run's weights (a run finished before issue 39: final.pt, still read)
 LEGACY_FINAL_WEIGHTS = "final.pt"
 FINAL_CONFIG = "config.json"  # beside them: what builds the model and tokenizes its input (`final_config`)
@@ -41,128 +35,6 @@ def check_writable(out: Path) -> None:
     """Fail before any compute (and before its lock is taken) if the run's directories cannot take files."""
     for directory in (out, out / "checkpoints"):
         check_directory(directory, "--out-dir")
-
-
-def read_config(out: Path) -> dict:
-    """`out`'s config.yaml, verified against its checksum, or an error naming it and the fix when it is damaged,
-    edited or not the mapping the suite writes."""
-    path, fix = out / "config.yaml", "restore it, or pass --force-new to move the run aside and start over"
-    verify_checksum(path, fix)
-    try:
-        config = yaml.safe_load(path.read_text())
-    except (yaml.YAMLError, UnicodeDecodeError) as error:
-        first = str(error).splitlines()[0]
-        raise CorruptFileError(f"{path} is not readable YAML ({first}); {fix}") from error
-    if not isinstance(config, dict) or not isinstance(config.get("fingerprinted", {}), dict):
-        raise CorruptFileError(f"{path} is not a run's config.yaml (no mapping of its settings); {fix}")
-    return config
-
-
-def fingerprint_changes(out: Path, fields: dict[str, Any], tolerated: tuple[str, ...] = ()) -> list[str]:
-    """The fields (`field: old -> new`) in which the run in `out` was started with other settings than `fields`;
-    fields it did not record (it predates them) are not compared, nor is a run from before fingerprints, nor one that
-    never reached a checkpoint (a launch stopped before training, by its data or its cluster: nothing of it is
-    kept, so its config.yaml is replaced)."""
-    if not (out / "config.yaml").exists() or not (
-        (out / "checkpoints" / "last.ckpt").exists() or (out / "done.json").exists()
-    ):
-        return []
-    recorded = read_config(out).get("fingerprinted") or {}
-    return recorded_differences(recorded, fields, tolerated)
-
-
-def check_fingerprint(out: Path, fields: dict[str, Any], tolerated: tuple[str, ...] = ()) -> None:
-    """Stop if `out` holds a run started with other settings, naming each field that differs (but `tolerated`)."""
-    if changes := fingerprint_changes(out, fields, tolerated):
-        raise SystemExit(
-            f"{out} holds a run started with other settings ({'; '.join(changes[:10])}). Rerun with its settings "
-            f"to resume or keep it, or pass --force-new to move it aside and start over{_kernels_hint(changes)}"
-        )
-
-
-def _kernels_hint(changes: list[str]) -> str:
-    if not any(change.startswith("kernels:") for change in changes):
-        return ""
-    return "; or, to resume on these kernels knowing it will not be the same run bitwise, --allow-other-kernels"
-
-
-def checkpoint_state(out: Path, fingerprinted: dict, tolerated: tuple[str, ...] = ()) -> dict | None:
-    """The record (`RUN_STATE`) of `out`'s `checkpoints/last.ckpt`, verified, or None without one. Verified: that it
-    opens as tensors and plain data (cheaply, memory-mapped; a crafted pickle is named as such), its checksum, and
-    that the settings it records are `fingerprinted` (config.yaml may be damaged or edited; the checkpoint is
-    checksummed). A broken one stops the run with what to do."""
-    last = out / "checkpoints" / "last.ckpt"
-    if not last.exists():
-        return None
-    fix = "delete it and rerun to start the run over (no earlier checkpoint is kept), or restore it from a copy"
-    checkpoint = load_torch(last, fix, mmap=True)
-    verify_checksum(last, fix)
-    state = checkpoint.get(RUN_STATE) if isinstance(checkpoint, dict) else None
-    if not isinstance(state, dict) or not {"fingerprinted", "metrics_csv"} <= state.keys():
-        raise CorruptFileError(f"{last} records no run settings (a checkpoint of an older suite); {fix}")
-    if changes := recorded_differences(state["fingerprinted"], fingerprinted, tolerated):
-        raise SystemExit(
-            f"{last} was written by a run with other settings ({'; '.join(changes[:10])}). Rerun with "
-            f"its settings to resume, or pass --force-new to move it aside and start over{_kernels_hint(changes)}"
-        )
-    return {**state, "global_step": int(checkpoint.get("global_step", 0))}  # where it resumes
-
-
-def recorded_differences(recorded: dict, now: dict, tolerated: tuple[str, ...] = ()) -> list[str]:
-    """`field: recorded -> now` for each recorded field that differs now, names (`NAMES`) and `tolerated` aside."""
-    differences = _differences(recorded, {key: now.get(key) for key in recorded})
-    return [f"{key}: {old!r} -> {new!r}" for key, old, new in differences if key not in (*NAMES, *tolerated)]
-
-
-def _differences(old: Any, new: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
-    if isinstance(old, dict) and isinstance(new, dict):
-        return [
-            d
-            for key in sorted(set(old) | set(new), key=str)
-            for d in _differences(old.get(key), new.get(key), f"{prefix}{key}.")
-        ]
-    return [] if old == new else [(prefix.rstrip("."), old, new)]
-
-
-def move_aside(out: Path, changes: list[str]) -> Path | None:
-    """--force-new: the old run directory (started with other settings: `changes`) is renamed, never overwritten;
-    the run starts over in a fresh one."""
-    if not out.exists():
-        return None
-    aside = out.with_name(f"{out.name}.replaced-{time.strftime('%Y%m%d-%H%M%S')}")
-    out.rename(aside)
-    print(f"moved the earlier run {out} ({'; '.join(changes[:3])}) aside to {aside}; starting over")
-    return aside
-
-
-def write_config(launch: Launch, run: Run) -> None:
-    """config.yaml: `run` as it trains (grown: with the overrides growth set), the launch's options and fingerprint.
-    Rank zero writes it (each rank's would differ in its time)."""
-    from lightning.pytorch.utilities import rank_zero_only  # here: reading a run needs no Lightning
-
-    if rank_zero_only.rank != 0:
-        return
-    config = {
-        "run": {k: v for k, v in dataclasses.asdict(run).items() if k != "budget"},
-        "budget": dataclasses.asdict(run.budget),
-        "model_config": dataclasses.asdict(run.config),
-        "model_class": type(run.config).__name__,
-        "trainer": launch.options,
-        "labels": launch.labels,  # the experiment, scale and analysis plan (its digest) it trains under
-        "command": " ".join(sys.argv),
-        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "fingerprint": fingerprint(launch.fingerprint),
-        "fingerprinted": launch.fingerprint,
-    }
-    atomic_write(launch.out / "config.yaml", yaml.safe_dump(config, sort_keys=False), checksum=True)
-
-
-def changes_or_unreadable(out: Path, fields: dict[str, Any]) -> list[str]:
-    """What --force-new moves a directory aside for: the settings it differs in, or why they cannot be compared."""
-    try:
-        return fingerprint_changes(out, fields)
-    except CorruptFileError as error:
-        return [str(error)]
 
 
 def final_weights(run_dir: Path) -> Path:

@@ -46,7 +46,7 @@ def fit(
     launch: Launch, run: Run, growth: Growth | None, resumed: dict | None, extra_callbacks: list | None = None
 ) -> dict:
     """Train `run` from scratch (from `growth`'s weights where grown), or from the checkpoint whose record is
-    `resumed` (`rundir.checkpoint_state`; the metrics log already cut back to what it held then). Returns done.json's
+    `resumed` (`settings.checkpoint_state`; the metrics log already cut back to what it held then). Returns done.json's
     record."""
     L.seed_everything(run.seed, workers=True)
     trainer = build_trainer(launch, run, extra_callbacks, resumed["global_step"] if resumed else 0)
