@@ -9,26 +9,27 @@ claims, results; then `harness.training`, one run's life; then `harness.experime
 each paper's recipes) <- `benchmarks` <- `cli`.
 """
 
-import importlib.util as _importlib_util
 import sys as _sys
-from pathlib import Path as _Path
+import types as _types
 
 
-def _hide_checkout_links() -> None:
-    """From the checkout root (on `sys.path` under `python -m` and pytest) the top-level links would answer probes
-    for packages of the same names: `transformers` imports any `kernels` it finds (the Hugging Face kernels hub), and
-    our link refuses a bare import with an ImportError that the probe does not catch. Once this package is imported,
-    a name that would resolve to one of its links resolves to nothing (a real package of that name is untouched)."""
-    here = _Path(__file__).resolve().parent
-    for name in ("kernels", "modules", "datamodules", "harness", "interop", "experiments", "benchmarks"):
-        if name in _sys.modules:
-            continue
-        try:
-            spec = _importlib_util.find_spec(name)
-        except (ImportError, ValueError):
-            continue
-        if spec is not None and spec.origin and _Path(spec.origin).resolve().parent.parent == here:
-            _sys.modules[name] = None  # `import kernels` now fails as a missing package, and probes see none
+class _LinkImportedBare(_types.ModuleType):
+    """What a top-level link of the checkout answers to when imported by its bare name (`bare_import`): no file,
+    no path, no version, no attributes; asked for one, it names the import to use."""
+
+    def __getattr__(self, attribute: str) -> object:
+        if attribute.startswith("__"):
+            raise AttributeError(attribute)
+        raise AttributeError(
+            f"{self.__name__} is the checkout's link to scaling_axes.{self.__name__}: import "
+            f"scaling_axes.{self.__name__} (the same files under a second name would register every model twice)"
+        )
 
 
-_hide_checkout_links()
+def bare_import(name: str) -> None:
+    """Called by a package of ours imported under the bare name `name` of the checkout's top-level link to it
+    (`import kernels` from the checkout root): `name` then answers as a package that is not there, so that a probe
+    for another package of that name (transformers looks for the Hugging Face `kernels`) finds none, as it would
+    anywhere else, and nothing of ours is imported, or registered, a second time under that name
+    (`import modules.architectures` fails: `modules` is not a package)."""
+    _sys.modules[name] = _LinkImportedBare(name)

@@ -205,7 +205,10 @@ def run_main(argv: list[str]) -> None:
     if args.command != "run" and rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.command == "list":
-        print("\n".join(f"{e.name:45s} {e.description}" for e in all_experiments()))
+        from scaling_axes.harness.experiment.listing import listed
+
+        named = listed() or [(e.name, e.description) for e in all_experiments()]  # from their text: no torch
+        print("\n".join(f"{name:45s} {description}" for name, description in named))
     elif args.command == "plan":
         plan(args.scale, args.gpu, args.mfu, args.devices)
     elif args.command == "power":

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from scaling_axes.datamodules.corpora import _split_bytes, open_split, prepare_corpus
+from scaling_axes.datamodules.corpora import open_split, prepare_corpus
 from scaling_axes.datamodules.local_files import read_token_shard
+from scaling_axes.datamodules.sources import _split_bytes
 from scaling_axes.datamodules.text import FixedWindows, RandomWindowBatches, TextDataModule
 from scaling_axes.datamodules.tokenizers import load_tokenizer
 

@@ -8,7 +8,7 @@ from transformers import DynamicCache
 
 from scaling_axes.modules import build_model
 from scaling_axes.modules.architectures.layers import decoding
-from tests.test_remote_code import FAMILIES
+from tests.test_export import EXAMPLES, EXPORTED
 
 
 def _perturbed(preset: str, overrides: dict) -> torch.nn.Module:
@@ -21,12 +21,12 @@ def _perturbed(preset: str, overrides: dict) -> torch.nn.Module:
     return model
 
 
-@pytest.mark.parametrize("name", FAMILIES)
+@pytest.mark.parametrize("name", EXPORTED)
 def test_decoding_over_a_cache_gives_the_whole_sequences_logits(name) -> None:
-    preset, overrides, _ = FAMILIES[name]
-    model = _perturbed(preset, overrides)
+    model = _perturbed(EXAMPLES[name].preset, EXAMPLES[name].overrides)
     ids = torch.randint(0, 256, (2, 30), generator=torch.Generator().manual_seed(1))
-    ids[0, 10] = 7  # a document boundary where a model masks documents (RMT with bos_token_id 7)
+    if getattr(model.config, "document_mask", False):  # a document boundary, where a model masks documents
+        ids[0, 10] = model.config.bos_token_id
     with torch.no_grad():
         whole, cache, pieces = model(ids), DynamicCache(), []
         for start, end in ((0, 12), (12, 13), (13, 20), *((t, t + 1) for t in range(20, 30))):
@@ -48,12 +48,11 @@ def _step_flops(model: torch.nn.Module, ids: torch.Tensor, prefix: int) -> int:
     return sum(flops for op, flops in counter.get_flop_counts()["Global"].items() if "attention" not in str(op))
 
 
-@pytest.mark.parametrize("name", ["transformer_rmt_paper", "tokenformer", "rmt", "mot_byte_attention"])
+@pytest.mark.parametrize("name", EXPORTED)
 def test_a_cached_step_costs_the_same_whatever_the_prefix(name) -> None:
     """A step after 50 tokens costs what one after 30 does (past the MoT's 24 tokens of byte context), a 50th of
     the whole forward it replaces."""
-    preset, overrides, _ = FAMILIES[name]
-    model = build_model(preset, **overrides).eval()
+    model = build_model(EXAMPLES[name].preset, **EXAMPLES[name].overrides).eval()
     ids = torch.randint(0, 256, (1, 60), generator=torch.Generator().manual_seed(2))
     with torch.no_grad(), FlopCounterMode(display=False) as whole:
         model(ids[:, :51])

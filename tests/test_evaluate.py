@@ -48,13 +48,15 @@ def tiny_lm(name: str = "transformer_rmt_49m", batch_size: int = 3) -> SuiteLM:
 
 
 def reference_loglikelihood(model, context: list[int], continuation: list[int]) -> tuple[float, bool]:
-    """Each continuation token scored alone, on exactly the context lm-eval's single left-truncated window gives it;
-    continuation tokens left of the window (a continuation longer than the window) are not scored, as in HF's."""
+    """Each continuation token scored alone, on the context its window gives it: the input (all but the last token,
+    the context left-truncated as lm-eval truncates it, the continuation kept whole) cut into windows of WINDOW from
+    its end, each run on its own; within the window, lm-eval's single left-truncated window exactly."""
     full = context + continuation
-    start = max(0, len(full) - (WINDOW + 1))
-    total, greedy = 0.0, True
-    for position in range(max(start + 1, len(full) - len(continuation)), len(full)):
-        logits = model(torch.tensor([full[start:position]]))[0, -1].double()
+    full = full[-(max(WINDOW, len(continuation)) + 1) :]
+    n, total, greedy = len(full) - 1, 0.0, True
+    for position in range(len(full) - len(continuation), len(full)):  # predicted from the logits at position - 1
+        end = n - ((n - position) // WINDOW) * WINDOW  # the end of the window from the input's end that holds it
+        logits = model(torch.tensor([full[max(0, end - WINDOW) : position]]))[0, -1].double()[: CHARS.vocab_size]
         total += F.log_softmax(logits, -1)[full[position]].item()
         greedy &= int(logits.argmax()) == full[position]
     return total, greedy

@@ -1,6 +1,7 @@
 """A finished run's weights as they are shared: final.safetensors with config.json beside them, read without
 unpickling by everything that loads a final model (evaluation, growth)."""
 
+import functools
 import json
 import pickle
 
@@ -14,7 +15,8 @@ from scaling_axes.harness.scales import SMOKE
 from scaling_axes.harness.training.growth import grown_run
 from scaling_axes.harness.training.rundir import final_weights
 from scaling_axes.interop.lm_eval_model import load_checkpoint
-from scaling_axes.modules import get_config
+from scaling_axes.modules import build_model, get_config
+from scaling_axes.modules.registry import language_model_examples
 from tests.test_run_safety import tiny
 
 
@@ -56,29 +58,26 @@ def test_nothing_that_loads_a_final_model_unpickles(finished, tmp_path, monkeypa
     assert growth.source_weights.name == "final.safetensors" and growth.weights.suffix == ".safetensors"
 
 
-SHAPE = {"n_layer": 2, "d_model": 32, "n_head": 4, "max_seq_len": 64, "vocab_size": 256}
-RMT = {"n_layer": 2, "d_key": 6, "d_value": 5, "rank": 3, "d_ff": 16, "vocab_size": 256, "max_seq_len": 64}
-MOT = {
-    "n_layer": 6,
-    "d_model": 32,
-    "n_head": 2,
-    "head_dim": 16,
-    "attention_free_layers": (2,),
-    "max_seq_len": 64,
-    "byte_head_dim": 16,
-    "d_token": 16,
-    "d_byte": 4,
-}
-ROPE_UNTIED = {**SHAPE, "position": "rope", "tie_embeddings": False}
-TOKENS = {"qkv_tokens": 8, "proj_tokens": 8, "ffn_tokens": 32}
-ARCHITECTURES = {  # smoke-sized models of every architecture: (preset, overrides, tokenizer, native in transformers)
-    "transformer_nope": ("transformer_124m", SHAPE, "bytes", True),
-    "transformer_rope_untied": ("transformer_124m", ROPE_UNTIED, "bytes", True),
-    "transformer_rmt_paper": ("transformer_rmt_49m", SHAPE, "bytes", False),  # learned positions, no biases, ...
-    "tokenformer": ("tokenformer_124m", {**SHAPE, **TOKENS}, "bytes", False),
-    "rmt": ("rmt_46m", RMT, "bytes", False),
-    "mot": ("mot_concat_noop_256_48", MOT, "gpt2", False),
-}
+EXAMPLES = language_model_examples()  # every registered language model, smoke-sized: its architecture's examples
+SHAPE = EXAMPLES["transformer_nope"].overrides  # a small Transformer, for the tests of one run's files
+
+
+@functools.cache
+def predicts_bytes(name: str) -> bool:
+    """Whether example `name` predicts bytes (a MoT byte mixout): such a model is refused by `export`."""
+    example = EXAMPLES[name]
+    return bool(getattr(build_model(example.preset, **example.overrides), "predicts_bytes", False))
+
+
+def native(name: str) -> bool:
+    """Whether example `name` exports as GPT-NeoX (its config field by field), else as remote code."""
+    from scaling_axes.interop.neox import neox_mismatch
+
+    return neox_mismatch(get_config(EXAMPLES[name].preset, **EXAMPLES[name].overrides)) is None
+
+
+EXPORTED = [name for name in EXAMPLES if not predicts_bytes(name)]
+REMOTE = [name for name in EXPORTED if not native(name)]
 
 
 def _finished_run(root, preset: str, overrides: dict, tokenizer: str):
@@ -100,23 +99,33 @@ def _finished_run(root, preset: str, overrides: dict, tokenizer: str):
     return model, out
 
 
-@pytest.mark.parametrize("name", ARCHITECTURES)
-def test_an_exported_model_gives_the_suites_logits(name, tmp_path) -> None:
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_every_registered_language_model_exports_with_the_suites_logits_over_its_tokenizers_vocabulary(name, tmp_path):
+    """Each example of the registry: GPT-NeoX where its config is one field by field, else remote code; the suite's
+    logits, cut to the tokenizer's vocabulary (a vocabulary padded past it, as a MoT's is, never reaches a user); a
+    model that predicts bytes is refused."""
     from transformers import AutoModelForCausalLM
 
+    from scaling_axes.datamodules.tokenizers import load_tokenizer
     from scaling_axes.interop.export import export
+    from scaling_axes.io import SuiteError
 
-    preset, overrides, tokenizer, native = ARCHITECTURES[name]
-    model, out = _finished_run(tmp_path, preset, overrides, tokenizer)
+    example = EXAMPLES[name]
+    model, out = _finished_run(tmp_path, example.preset, example.overrides, example.tokenizer)
+    if predicts_bytes(name):
+        with pytest.raises(SuiteError, match="predicts bytes, not tokens"):
+            export(out, tmp_path / "hf")
+        return
     how = export(out, tmp_path / "hf")
-    assert how.startswith("GPT-NeoX") == native, how
-    hf = AutoModelForCausalLM.from_pretrained(tmp_path / "hf", trust_remote_code=not native)
-    assert (type(hf).__name__ == "GPTNeoXForCausalLM") == native and not hf.training
-    ids = torch.randint(0, model.config.vocab_size, (2, 40), generator=torch.Generator().manual_seed(1))
+    assert how.startswith("GPT-NeoX") == native(name), how
+    hf = AutoModelForCausalLM.from_pretrained(tmp_path / "hf", trust_remote_code=not native(name))
+    assert (type(hf).__name__ == "GPTNeoXForCausalLM") == native(name) and not hf.training
+    vocab = load_tokenizer(example.tokenizer).vocab_size
+    ids = torch.randint(0, vocab, (2, 40), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         ours, theirs = model(ids), hf(ids).logits
-    assert ours.abs().max() > 0.2  # logits far from the initialisation's
-    torch.testing.assert_close(theirs, ours, atol=1e-5, rtol=1e-5)
+    assert ours.abs().max() > 0.2 and hf.config.vocab_size == theirs.shape[-1] == vocab  # far from the init's
+    torch.testing.assert_close(theirs, ours[..., :vocab], atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("name", ["gpt2", "neox", "bytes"])
@@ -151,7 +160,10 @@ def test_export_without_its_extra_stops_with_one_line(finished, tmp_path, monkey
     assert not (tmp_path / "hf").exists()
 
 
-@pytest.mark.parametrize("name", ["transformer_rope_untied", "tokenformer"])
+SCORED = [next(n for n in EXPORTED if native(n)), REMOTE[0]]  # a native export and a remote-code one (lm-eval is slow)
+
+
+@pytest.mark.parametrize("name", SCORED)
 def test_lm_evals_own_hf_model_scores_an_export_as_the_suites_adapter_does(name, tmp_path) -> None:
     """lm-eval's reference `hf` model on the exported folder and the suite's `scaling-axes` model on the run: the
     same loglikelihood for every request (1e-4) and the same accuracies, on local tasks in lm-eval's format."""
@@ -162,8 +174,8 @@ def test_lm_evals_own_hf_model_scores_an_export_as_the_suites_adapter_does(name,
     from scaling_axes.interop import lm_eval_tasks
     from scaling_axes.interop.export import export
 
-    preset, overrides, _, native = ARCHITECTURES[name]
-    _, out = _finished_run(tmp_path, preset, {**overrides, "vocab_size": 50257}, "gpt2")
+    example = EXAMPLES[name]
+    _, out = _finished_run(tmp_path, example.preset, {**example.overrides, "vocab_size": 50257}, "gpt2")
     export(out, tmp_path / "hf")
     lambada = lm_eval_tasks.lambada_stand_in(tmp_path)
     tasks = lm_eval_tasks.offline_tasks(tmp_path / "tasks", lambada, ["lambada_openai", "piqa"])
@@ -186,15 +198,12 @@ def test_lm_evals_own_hf_model_scores_an_export_as_the_suites_adapter_does(name,
         return loglikelihoods, {task: result["results"][task]["acc,none"] for task in names}
 
     ours = scored("scaling-axes", f"checkpoint={out},batch_size=4")
-    remote = "" if native else ",trust_remote_code=True"
+    remote = "" if native(name) else ",trust_remote_code=True"
     theirs = scored("hf", f"pretrained={tmp_path / 'hf'},backend=causal,dtype=float32,device=cpu,batch_size=4{remote}")
     for task in names:
         assert sorted(ours[0][task]) == sorted(theirs[0][task]) == [0, 1, 2, 3] and ours[1][task] == theirs[1][task]
         for doc, mine in ours[0][task].items():
             assert mine == pytest.approx(theirs[0][task][doc], abs=1e-4), (task, doc)
-
-
-REMOTE = [name for name, (_, _, _, native) in ARCHITECTURES.items() if not native]
 
 
 @pytest.fixture(scope="module")
@@ -204,9 +213,8 @@ def exported(tmp_path_factory, request):
     from scaling_axes.datamodules.tokenizers import load_tokenizer
     from scaling_axes.interop.export import export
 
-    root = tmp_path_factory.mktemp(request.param)
-    preset, overrides, _, _ = ARCHITECTURES[request.param]
-    model, out = _finished_run(root, preset, {**overrides, "vocab_size": 50257}, "gpt2")
+    root, example = tmp_path_factory.mktemp(request.param), EXAMPLES[request.param]
+    model, out = _finished_run(root, example.preset, {**example.overrides, "vocab_size": 50257}, "gpt2")
     export(out, root / "hf")
     return model, load_tokenizer("gpt2"), root / "hf"
 
@@ -246,7 +254,7 @@ def test_a_remote_code_export_generates_as_the_suites_greedy_decode(exported) ->
     assert len(hf_tokenizer("word " * 500, truncation=True)["input_ids"]) == model.config.max_seq_len
 
 
-@pytest.mark.parametrize("exported", list(ARCHITECTURES), indirect=True)
+@pytest.mark.parametrize("exported", EXPORTED, indirect=True)
 def test_lm_evals_own_hf_model_generates_from_an_export_as_the_suites_adapter_does(exported) -> None:
     """A generate_until task's requests (two contexts batched with left padding, a stop string) through lm-eval's
     `hf` model on the exported folder and through the suite's adapter on the model: the same continuations."""
@@ -324,3 +332,26 @@ def test_a_finished_runs_config_json_rebuilds_its_model_alone(finished) -> None:
     rebuilt = build_from_config(config_from(config["model_class"], config["model_config"]))
     assert rebuilt.config == run.config
     rebuilt.load_state_dict(load_file(out / "final.safetensors"))
+
+
+def test_gpt_neox_takes_a_transformer_config_field_by_field_and_names_what_it_cannot_hold():
+    """Finding 8: any subclass of the Transformer's config passed, so a parallel-block, Highway or layer-aggregation
+    model with rotary positions and no muP went out as a sequential GPT-NeoX (logits off by 2 to 2.7). Now every
+    field is checked: a subclass's own fields are named, as are values GPT-NeoX cannot hold."""
+    import dataclasses
+
+    from scaling_axes.interop.neox import neox_mismatch
+    from scaling_axes.modules.architectures.transformer import TransformerConfig
+
+    @dataclasses.dataclass(frozen=True)
+    class ParallelConfig(TransformerConfig):
+        parallel_block: bool = True
+
+    rope = {"position": "rope", "mup": False, "inverse_layer_scaling": False}
+    assert neox_mismatch(TransformerConfig(**rope)) is None
+    assert "(parallel_block)" in neox_mismatch(ParallelConfig(**rope))
+    for preset in ("highway_transformer_191m", "depthwise_lstm_233m", "hierarchical_aggregation_165m"):
+        assert "(variant, aggregation_stages)" in neox_mismatch(get_config(preset, **rope))
+    assert neox_mismatch(TransformerConfig(position="learned", attention_fp32=True)) == (
+        "a Transformer with learned positions, attention upcast to fp32"
+    )

@@ -87,7 +87,8 @@ def test_data_re_prepared_under_a_finished_run_makes_it_stale_and_stops_growth_f
     from it stops, both naming what changed and the fix."""
     import shutil
 
-    from scaling_axes.datamodules.corpora import corpus_dir, tokenizer_of
+    from scaling_axes.datamodules.corpora import corpus_dir
+    from scaling_axes.datamodules.sources import tokenizer_of
     from scaling_axes.io import atomic_write
 
     shutil.copytree(Path(__file__).resolve().parents[1] / "data" / "embedded_news", tmp_path / "data" / "embedded_news")

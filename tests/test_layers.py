@@ -165,9 +165,10 @@ print(json.dumps(found))
 
 
 def test_commands_that_train_nothing_import_no_lightning_nor_torchvision():
-    """--help and export --help import not even torch; list, plan, run --list and --dry-run only torch (the
-    registry's models): Lightning, torchvision, timm, lm-eval and transformers are imported by what trains or
-    evaluates. One process runs them in turn, so each is checked with what the ones before it imported."""
+    """--help, export --help and list import not even torch (list reads the experiments' names from their text);
+    plan, run --list and --dry-run only torch (the registry's models): Lightning, torchvision, timm, lm-eval and
+    transformers are imported by what trains or evaluates. One process runs them in turn, so each is checked with
+    what the ones before it imported."""
     commands = [
         "--help",
         "export --help",
@@ -182,5 +183,15 @@ def test_commands_that_train_nothing_import_no_lightning_nor_torchvision():
     )
     assert done.returncode == 0, done.stderr[-2000:]
     found = json.loads(done.stdout.splitlines()[-1])
-    assert found["--help"] == found["export --help"] == []
+    assert found["--help"] == found["export --help"] == found["list"] == []
     assert all(imported in ([], ["torch"]) for imported in found.values()), found
+
+
+def test_list_reads_from_the_modules_text_what_importing_them_gives():
+    """`list` reads each experiment's name and description without importing it; importing them all gives the same
+    lines (a declaration it cannot read would make it import them, and fail this test's first assertion)."""
+    from scaling_axes.cli import all_experiments
+    from scaling_axes.harness.experiment.listing import listed
+
+    read = listed()
+    assert read is not None and read == sorted((e.name, e.description) for e in all_experiments())

@@ -70,15 +70,34 @@ def test_a_wheel_ships_an_added_subpackage_and_the_command_line_lists_its_experi
     assert "newpaper_table1" in listed.stdout and "rmt_fig2_scaling_laws" in listed.stdout
 
 
-@pytest.mark.parametrize("name", [*CARD_FOLDERS, "modules.architectures.rmt"])
-def test_a_top_level_folder_is_never_a_second_copy(name):
-    """From the checkout root the card's folders are links into the package; importing one by its bare name stops
-    with the name to use, before any model registers a second time."""
-    result = subprocess.run([sys.executable, "-c", f"import {name}"], cwd=ROOT, capture_output=True, text=True)
-    package = name.split(".")[0]
-    assert result.returncode != 0
-    assert f"ImportError: import scaling_axes.{package}, not {package}" in result.stderr
-    assert "registered twice" not in result.stderr
+BARE_IMPORT = """
+import importlib, sys
+name = sys.argv[1]
+module = importlib.import_module(name)  # from the checkout root: the top-level link
+print(getattr(module, "__file__", None), getattr(module, "__version__", None), hasattr(module, "__path__"))
+try:
+    getattr(module, "build_model")
+except AttributeError as error:
+    print(error)
+try:
+    importlib.import_module(name + ".anything")
+except ModuleNotFoundError as error:
+    print(type(error).__name__)
+print(sorted(m for m in sys.modules if m.split(".")[0] == name))
+"""
+
+
+@pytest.mark.parametrize("name", CARD_FOLDERS)
+def test_a_top_level_folder_imported_by_its_bare_name_is_no_package_and_no_second_copy(name):
+    """From the checkout root the card's folders are links into the package. Imported by its bare name, one answers
+    as a package that is not there (no file, version or path: transformers' probe for the Hub's `kernels` finds
+    none), nothing under it imports (no model registers a second time), and asked for a name it says which import
+    to use."""
+    result = subprocess.run([sys.executable, "-c", BARE_IMPORT, name], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = result.stdout.splitlines()
+    assert lines[0] == "None None False" and f"import scaling_axes.{name}" in lines[1]
+    assert lines[2] == "ModuleNotFoundError" and lines[3] == f"[{name!r}]"
 
 
 def test_the_card_folders_stay_visible_at_the_top():

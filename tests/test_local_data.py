@@ -8,7 +8,7 @@ import datasets
 import numpy as np
 import pytest
 
-from scaling_axes.datamodules import corpora
+from scaling_axes.datamodules import corpora, sources
 from scaling_axes.datamodules.corpora import on_disk, open_split, prepare_corpus
 from scaling_axes.datamodules.tokenizers import load_tokenizer
 from scaling_axes.harness.scales import SMALL
@@ -87,8 +87,8 @@ def test_a_prepared_folder_is_never_read_as_data(tmp_path):
 
 
 def test_an_unzipped_enwik8_file_works(tmp_path, monkeypatch):
-    monkeypatch.setattr(corpora, "ENWIK8_BYTES", 1000)
-    monkeypatch.setattr(corpora, "ENWIK8_HELD_OUT", 50)
+    monkeypatch.setattr(sources, "ENWIK8_BYTES", 1000)
+    monkeypatch.setattr(sources, "ENWIK8_HELD_OUT", 50)
     data = (b"<page><text>enwik8 \xc3\xa9</text></page>\n" * 40)[:1000]
     (tmp_path / "enwik8").write_bytes(data)  # where `unzip enwik8.zip` in data/ puts it
     directory = prepare_corpus("enwik8", data_root=tmp_path)

@@ -225,7 +225,7 @@ def test_tpu_numerics_are_tanh_gelu_eps_scaled_logits_and_unit_embeddings():
 
 
 def test_paper_errata_on_tau_placement_steps_and_the_openwebtext_split():
-    from scaling_axes.datamodules.corpora import OPENWEBTEXT_HELD_OUT
+    from scaling_axes.datamodules.sources import OPENWEBTEXT_HELD_OUT
     from scaling_axes.experiments.tokenformer import table1_zeroshot as table1
     from scaling_axes.experiments.tokenformer import table3_params_flops as table3
     from scaling_axes.harness.results import published

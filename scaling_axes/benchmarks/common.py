@@ -1,12 +1,26 @@
-"""What the benchmarks share: CUDA-event timing and the error cell of a failed case."""
+"""What the benchmarks share: their options checked before any work, CUDA-event timing and the error cell of a
+failed case."""
 
 from __future__ import annotations
 
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
+
+from scaling_axes.io import SuiteError, check_directory
+
+
+def check_options(device: str, out: Path) -> None:
+    """Stop in one line, before any work, where `--device` names a GPU this machine lacks or `--out` cannot be
+    written (a folder, or a file in a folder that cannot be made or written)."""
+    if device == "cuda" and not torch.cuda.is_available():
+        raise SuiteError("--device cuda: this machine has no CUDA GPU (torch sees none); pass --device cpu")
+    if out.is_dir():
+        raise SuiteError(f"--out {out} is a folder: pass the CSV file to write")
+    check_directory(out.parent, "--out's folder")
 
 
 def time_ms(step: Callable[[], None], repeats: int, warmup: int = 5) -> float:

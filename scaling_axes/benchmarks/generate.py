@@ -18,6 +18,7 @@ from pathlib import Path
 
 import torch
 
+from scaling_axes.benchmarks.common import check_options
 from scaling_axes.io import write_csv
 
 WIDTH = {"n_layer": 4, "d_model": 128, "n_head": 4, "max_seq_len": 1024, "vocab_size": 4096}
@@ -102,6 +103,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--architectures", nargs="+", choices=sorted(MODELS), default=list(MODELS))
     parser.add_argument("--out", type=Path, default=Path("results/bench_generate.csv"))
     args = parser.parse_args(argv)
+    check_options(args.device, args.out)
     found = []
     with torch.inference_mode():
         for architecture in args.architectures:

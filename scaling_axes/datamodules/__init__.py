@@ -7,7 +7,6 @@ rest imports no model code.
 """
 
 if __name__ != "scaling_axes.datamodules":  # the checkout's top-level `datamodules` link, imported by its bare name
-    raise ImportError(
-        f"import scaling_axes.datamodules, not {__name__}: the same files under a second name would be a "
-        "second copy of every module (and register every model twice)"
-    )
+    import scaling_axes
+
+    scaling_axes.bare_import(__name__)

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from scaling_axes.datamodules.corpora import corpus_dir, corpus_spec, open_split, prepare_corpus, tokenizer_of
+from scaling_axes.datamodules.corpora import corpus_dir, open_split, prepare_corpus
+from scaling_axes.datamodules.sources import corpus_spec, tokenizer_of
 from scaling_axes.io import CorruptFileError, atomic_write, default_data_root, read_verified_json
 
 UNIGRAM_CHUNK = 1 << 26  # tokens counted at a time: a bounded memory footprint on a corpus of billions

@@ -19,15 +19,8 @@ import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_info
 
 from scaling_axes.datamodules.as_run import AsRunStream, AsRunWindows
-from scaling_axes.datamodules.corpora import (
-    CORPORA,
-    check_tokenizer,
-    corpus_spec,
-    default_data_root,
-    open_split,
-    prepare_corpus,
-    tokenizer_of,
-)
+from scaling_axes.datamodules.corpora import check_tokenizer, default_data_root, open_split, prepare_corpus
+from scaling_axes.datamodules.sources import CORPORA, corpus_spec, tokenizer_of
 from scaling_axes.datamodules.tokenizers import load_tokenizer
 
 RANDOM_BLOCK = 4096  # random-order windows drawn per generator seed
@@ -145,7 +138,7 @@ class FixedWindows(Dataset):
 
 
 class TextDataModule(L.LightningDataModule):
-    """A tokenized corpus (see `scaling_axes.datamodules.corpora.CORPORA`) served as fixed-length windows.
+    """A tokenized corpus (see `scaling_axes.datamodules.sources.CORPORA`) served as fixed-length windows.
 
     Args:
         corpus: corpus name, e.g. "openwebtext", "enwik8", "embedded_news" (the offline default).

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from scaling_axes.datamodules.corpora import default_data_root, prepare_corpus
+from scaling_axes.datamodules.tokenizers import load_tokenizer
 from scaling_axes.harness.results import Row, compare
 from scaling_axes.harness.scales import Scale, in_range
 from scaling_axes.io import atomic_write
@@ -87,7 +88,8 @@ def corpus_perplexity(
     max_windows: int | None = None,
     batch_size: int = 8,
 ) -> float:
-    """Token-level perplexity over consecutive non-overlapping `seq_len` windows of `corpus`'s `split`."""
+    """Token-level perplexity over consecutive non-overlapping `seq_len` windows of `corpus`'s `split`, over the
+    tokenizer's vocabulary (a model's padded ids, which are no token, left out of the softmax as in an export)."""
     import torch
     import torch.nn.functional as F
     from tqdm.auto import tqdm
@@ -95,12 +97,13 @@ def corpus_perplexity(
     from scaling_axes.datamodules.text import FixedWindows
 
     windows = FixedWindows(prepare_corpus(corpus, tokenizer), split, seq_len, max_windows)
+    vocab = load_tokenizer(tokenizer).vocab_size
     device, total, count = next(model.parameters()).device, 0.0, 0
     model.eval()
     batches = torch.utils.data.DataLoader(windows, batch_size=batch_size)
     with torch.inference_mode():
         for inputs, targets in tqdm(batches, desc=f"perplexity on {corpus} {split}", unit=" batches"):
-            logits = model(inputs.to(device)).float()
+            logits = model(inputs.to(device))[..., :vocab].float()
             total += F.cross_entropy(logits.flatten(0, 1), targets.to(device).flatten(), reduction="sum").item()
             count += targets.numel()
     return math.exp(total / count)

@@ -71,7 +71,8 @@ def export(run_dir: Path, out: Path, replace: bool = False) -> str:
     aside, published = new_aside(out, "export"), False
     try:
         with stopped_by_signals(out, lambda: published):
-            write_folder(aside, hf, tokenizer, model, model_card(run_dir, config, model, how), unmatched is None)
+            card = model_card(run_dir, config, model, how, hf.config.vocab_size)
+            write_folder(aside, hf, tokenizer, model, card, unmatched is None)
             with signals_held():  # a Ctrl-C now arrives once OUT holds one export whole, and says which
                 publish(aside, out, replace)
                 published = True
@@ -88,9 +89,11 @@ def export(run_dir: Path, out: Path, replace: bool = False) -> str:
 def write_folder(aside: Path, hf: Any, tokenizer: Tokenizer, model: nn.Module, card: str, native: bool) -> None:
     """The whole export in `aside`: weights and config, tokenizer, remote code (unless `native`), model card, each
     file 0644 as any Hub file (what reads a run's metrics reads its weights)."""
+    from scaling_axes.modules.registry import registered_in  # here: `export --help` imports no torch
+
     hf.save_pretrained(aside)
     save_tokenizer(tokenizer, aside, model.config.max_seq_len)
-    for name, source in () if native else remote_code(type(model).__module__).items():
+    for name, source in () if native else remote_code(registered_in(model.config)).items():
         (aside / name).write_text(source)
     (aside / "README.md").write_text(card)
     for path in aside.iterdir():  # the folder is this export's alone: every file in it is one it wrote
@@ -201,14 +204,16 @@ def exported_overrides(config: dict[str, Any], model: nn.Module) -> dict[str, An
 def as_remote_code(config: dict[str, Any], model: nn.Module, tokenizer: Tokenizer) -> nn.Module:
     from scaling_axes.interop.hf_modeling import ScalingAxesForCausalLM
 
-    hf = ScalingAxesForCausalLM(remote_config(config["model"], exported_overrides(config, model), tokenizer.eot_id))
+    overrides = exported_overrides(config, model)
+    hf = ScalingAxesForCausalLM(remote_config(config["model"], overrides, tokenizer.eot_id, tokenizer.vocab_size))
     stored = hf.backbone.state_dict().keys()  # with the buffers an export keeps (a MoT's byte tables)
     hf.backbone.load_state_dict({**model.state_dict(), **{n: b for n, b in model.named_buffers() if n in stored}})
     return hf
 
 
-def remote_config(preset: str, overrides: dict[str, Any], eot_id: int | None) -> Any:
-    """The remote-code config of preset `preset` with `overrides`, the standard fields read off the model's."""
+def remote_config(preset: str, overrides: dict[str, Any], eot_id: int | None, vocab_size: int | None = None) -> Any:
+    """The remote-code config of preset `preset` with `overrides`, the standard fields read off the model's; its
+    `vocab_size` the tokenizer's (the logits are cut to it; None: the model's)."""
     from scaling_axes.interop.hf_config import ScalingAxesConfig
     from scaling_axes.modules import get_config
 
@@ -217,7 +222,7 @@ def remote_config(preset: str, overrides: dict[str, Any], eot_id: int | None) ->
         preset=preset,
         overrides=overrides,
         auto_map=REMOTE_CLASSES,
-        vocab_size=c.vocab_size,
+        vocab_size=min(vocab_size or c.vocab_size, c.vocab_size),
         max_position_embeddings=c.max_seq_len,  # the window lm-eval truncates to
         hidden_size=getattr(c, "d_model", None) or c.d_key * c.d_value,  # an RMT's residual
         num_hidden_layers=c.n_layer,

@@ -8,9 +8,12 @@ complete causal LM: `generate` (greedy, sampling, batched with left padding), `p
 gradient checkpointing, input and output embeddings.
 
 `use_cache=True` returns a `DynamicCache` of every attention layer's keys and values, and a step then runs only the
-new tokens (`layers.decoding`). It recomputes instead, returning no cache, where a cache would not give the same
-logits: a padded batch (the backbones take no padding mask: each row runs on its own tokens, so left padding changes
-nothing) and a sequence longer than the model's window (each step then sees the last `max_position_embeddings`).
+new tokens (`layers.decoding`, whose state is the call's: two threads generate with one model). It recomputes
+instead, returning no cache, where a cache would not give the same logits: a padded batch (the backbones take no
+padding mask: each row runs on its own tokens, so left padding changes nothing, and it trains) and a sequence longer
+than the model's window (each step then sees the last `max_position_embeddings`). A forward past the window gives
+every position its logits, window by window from the end (`layers.windowed`), as the suite's lm-eval scorer scores;
+the logits cover the tokenizer's vocabulary exactly.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from scaling_axes.interop.hf_config import ScalingAxesConfig
 from scaling_axes.modules import architectures  # noqa: F401  (registers the models: an export imports its own)
-from scaling_axes.modules.architectures.layers import decoding
+from scaling_axes.modules.architectures.layers import decoding, windowed
 from scaling_axes.modules.registry import build_model
 
 # the cache's name in forward, generate and outputs: `cache` from transformers 5.2x, `past_key_values` before
@@ -105,12 +108,13 @@ class ScalingAxesForCausalLM(PreTrainedModel, GenerationMixin):
         prefix_ids: Tensor | None = None,
         **kwargs: Any,
     ) -> CausalLMOutputWithPast:
-        """Next-token logits; with `labels`, their mean cross-entropy (shifted, -100 ignored). A padded batch runs
-        each row on its unpadded tokens (its padded positions' logits are zero). With `use_cache`, `input_ids` are
-        the tokens after those the cache (`cache` or `past_key_values`) holds, `prefix_ids` those tokens (`generate`
-        passes both)."""
-        if labels is not None and input_ids.size(1) > self._window:
-            raise ValueError(f"{input_ids.size(1)} tokens with labels: the model's window is {self._window}")
+        """Next-token logits over the tokenizer's vocabulary (`config.vocab_size`: a backbone padded past it has its
+        extra rows cut, so they can never be generated), at every position (past the window: `_logits`); with `labels`,
+        their mean cross-entropy (shifted; -100, padded positions and a padded row's first token ignored). A padded
+        batch runs each row on its unpadded tokens (its padded positions' logits are zero), gradients included. With
+        `use_cache`, `input_ids` are the tokens after those the cache (`cache` or `past_key_values`) holds,
+        `prefix_ids` those tokens (`generate` passes both); past the window it gives the last window's logits, all a
+        next token needs."""
         padded = attention_mask is not None and not bool(attention_mask.all())
         cache = kwargs.get("cache", kwargs.get("past_key_values"))
         cache = DynamicCache() if cache is None else cache
@@ -118,19 +122,16 @@ class ScalingAxesForCausalLM(PreTrainedModel, GenerationMixin):
         if (self.config.use_cache if use_cache is None else use_cache) and labels is None and not padded:
             if cached + input_ids.size(1) <= self._window:
                 with decoding(cache, prefix_ids):
-                    return CausalLMOutputWithPast(logits=self.backbone(input_ids), **{CACHE: cache})
+                    return CausalLMOutputWithPast(logits=self._vocabulary(self.backbone(input_ids)), **{CACHE: cache})
             if cached:  # past the window: the last window again, as without a cache
-                input_ids = torch.cat((prefix_ids, input_ids), dim=1)
-        if not padded:
-            logits = self._logits(input_ids)
-        else:
-            pairs = list(zip(input_ids, attention_mask.bool(), strict=True))
-            rows = [self._logits(ids[mask][None])[0] for ids, mask in pairs]
-            logits = rows[0].new_zeros(*input_ids.shape, rows[0].size(-1))
-            for logit, row, (_, mask) in zip(logits, rows, pairs, strict=True):
-                logit[mask] = row
+                ids = torch.cat((prefix_ids, input_ids), dim=1)[:, -self._window :]
+                return CausalLMOutputWithPast(logits=self._vocabulary(self.backbone(ids)))
+        logits = self._padded_logits(input_ids, attention_mask) if padded else self._logits(input_ids)
         loss = None
         if labels is not None:
+            if padded:  # a target counts where it and the token before it are real (a row's first has no context)
+                real = attention_mask.bool()
+                labels = labels.masked_fill(~(real & torch.cat((real[:, :1], real[:, :-1]), dim=1)), -100)
             loss = F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), labels[:, 1:].flatten(), ignore_index=-100)
         return CausalLMOutputWithPast(loss=loss, logits=logits)
 
@@ -138,12 +139,22 @@ class ScalingAxesForCausalLM(PreTrainedModel, GenerationMixin):
     def _window(self) -> int:
         return self.config.max_position_embeddings or self.backbone.config.max_seq_len
 
+    def _vocabulary(self, logits: Tensor) -> Tensor:
+        return logits[..., : self.config.vocab_size]
+
     def _logits(self, input_ids: Tensor) -> Tensor:
-        """The backbone's logits; past its window, those of the last window (what generating needs), zero before."""
-        if input_ids.size(1) <= self._window:
-            return self.backbone(input_ids)
-        logits = self.backbone(input_ids[:, -self._window :])
-        return F.pad(logits, (0, 0, input_ids.size(1) - self._window, 0))
+        """The backbone's logits over the vocabulary at every position; past the window, window by window from the
+        end (`layers.windowed`), the rule the suite's lm-eval scorer follows too."""
+        return self._vocabulary(windowed(self.backbone, input_ids, self._window))
+
+    def _padded_logits(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
+        """Each row's logits on its own unpadded tokens, put back at their positions (out of place, so that a
+        padded batch trains); zero at the padded ones."""
+        rows = []
+        for ids, keep in zip(input_ids, attention_mask.bool(), strict=True):
+            row = self._logits(ids[keep][None])[0]
+            rows.append(row.new_zeros(ids.size(0), row.size(-1)).index_put((keep.nonzero()[:, 0],), row))
+        return torch.stack(rows)
 
     def prepare_inputs_for_generation(
         self,
@@ -152,9 +163,13 @@ class ScalingAxesForCausalLM(PreTrainedModel, GenerationMixin):
         use_cache: bool | None = None,
         **kwargs: Any,
     ) -> dict[str, Any]:
-        """The tokens the cache does not hold yet (all of them without one), and those it holds."""
+        """The tokens the cache does not hold yet (all of them without one), and those it holds; past the window
+        with nothing cached, the last window's columns alone, uncached (a next token needs no more)."""
         cache = kwargs.get(CACHE)
         cached = 0 if cache is None else cache.get_seq_length()
+        if not cached and input_ids.size(1) > self._window:  # left-padded: each row's last tokens are on the right
+            mask = None if attention_mask is None else attention_mask[:, -self._window :]
+            return {"input_ids": input_ids[:, -self._window :], "attention_mask": mask, "use_cache": False}
         return {
             "input_ids": input_ids[:, cached:],
             "prefix_ids": input_ids[:, :cached],

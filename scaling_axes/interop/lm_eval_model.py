@@ -25,7 +25,7 @@ from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from scaling_axes.datamodules.corpora import tokenizer_of
+from scaling_axes.datamodules.sources import tokenizer_of
 from scaling_axes.datamodules.tokenizers import Tokenizer, load_tokenizer
 from scaling_axes.harness.training.rundir import (
     FINAL_WEIGHTS,
@@ -36,6 +36,7 @@ from scaling_axes.harness.training.rundir import (
 )
 from scaling_axes.io import CorruptFileError, load_state, load_torch, verify_checksum
 from scaling_axes.modules import build_model
+from scaling_axes.modules.architectures.layers import windowed
 from scaling_axes.modules.tasks.lm import load_weights as fit_weights
 
 
@@ -150,33 +151,47 @@ class SuiteLM(TemplateLM):
     def _log_probs(self, idx: Tensor) -> Tensor:
         autocast = torch.autocast("cuda", torch.bfloat16) if self._device.type == "cuda" else contextlib.nullcontext()
         with autocast:
-            logits = self.model(idx.to(self._device))
+            logits = windowed(self.model, idx.to(self._device), self.model.config.max_seq_len)
+        logits = logits[..., : self.tokenizer.vocab_size]  # no padded id of the model's vocabulary is a token
         return F.log_softmax(logits.float(), dim=-1)  # stays on the device: only the scored positions come back
 
     def _loglikelihood_tokens(
         self, requests: list[tuple[tuple[str, str], list[int], list[int]]], disable_tqdm: bool = False, **_: Any
     ) -> list[tuple[float, bool]]:
-        """Sum of log p(continuation | context) and whether every continuation token is the argmax."""
-        sequences = [(context + continuation)[-(self.max_length + 1) :] for _, context, continuation in requests]
+        """Sum of log p(continuation | context) and whether every continuation token is the argmax: the context
+        truncated from the left to `max_length` + 1 tokens with the continuation, as lm-eval's `hf` model does, and
+        a continuation longer than that kept whole (lm-eval's `hf` refuses it), its tokens scored window by window
+        from its end (`_log_probs`)."""
+        sequences = [
+            (context + continuation)[-(max(self.max_length, len(continuation)) + 1) :]
+            for _, context, continuation in requests
+        ]
         order = sorted(range(len(requests)), key=lambda i: -len(sequences[i]))
         results: list[tuple[float, bool]] = [(0.0, True)] * len(requests)
         batches = range(0, len(order), self.batch_size)
         for start in tqdm(batches, desc="scoring requests", unit=" batches", disable=disable_tqdm):
             chunk = order[start : start + self.batch_size]
-            width = max(len(sequences[i]) - 1 for i in chunk)
-            idx = torch.full((len(chunk), width), self.eot_token_id, dtype=torch.long)
-            for row, i in enumerate(chunk):
-                idx[row, : len(sequences[i]) - 1] = torch.tensor(sequences[i][:-1])
-            log_probs = self._log_probs(idx)
-            for row, i in enumerate(chunk):
-                length, scored = len(sequences[i]) - 1, min(len(requests[i][2]), len(sequences[i]) - 1)
+            for i, log_probs in zip(chunk, self._rows_log_probs([sequences[i][:-1] for i in chunk]), strict=True):
+                scored = len(requests[i][2])
                 targets = torch.tensor(sequences[i][-scored:], device=log_probs.device)
-                rows = log_probs[row, length - scored : length]
+                rows = log_probs[-scored:]
                 greedy = bool((rows.argmax(-1) == targets).all())
                 results[i] = (rows.gather(-1, targets[:, None]).sum().item(), greedy)
                 if requests[i][0] is not None:
                     self.cache_hook.add_partial("loglikelihood", requests[i][0], results[i])
         return results
+
+    def _rows_log_probs(self, rows: list[list[int]]) -> list[Tensor]:
+        """Each row's log-probabilities [its length, vocabulary]: rows within the model's window batched, padded on
+        the right (a causal model never sees the padding to its right); with a longer one, each row alone, so that
+        its windows are cut from its own end."""
+        if max(map(len, rows)) > self.model.config.max_seq_len:
+            return [self._log_probs(torch.tensor([row]))[0] for row in rows]
+        idx = torch.full((len(rows), max(map(len, rows))), self.eot_token_id, dtype=torch.long)
+        for r, row in enumerate(rows):
+            idx[r, : len(row)] = torch.tensor(row)
+        log_probs = self._log_probs(idx)
+        return [log_probs[r, : len(row)] for r, row in enumerate(rows)]
 
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
         """Total log-likelihood of each text, in lm-eval's disjoint windows of the model's length."""

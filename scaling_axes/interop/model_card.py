@@ -1,5 +1,7 @@
-"""The README.md model card of an exported model: what it is (the architecture's own docstring names the paper),
-the run that trained it (from its config.json and done.json), the suite's version, and how to load it."""
+"""The README.md model card of an exported model, as the Hub reads it: metadata (license, datasets, pipeline tag,
+a `model-index` of the run's results) written by huggingface_hub's `ModelCardData`, then what the model is (the
+architecture's own docstring names the paper), its real size, the scale it was trained at said plainly, the run
+(from its config.json, done.json and eval.json), the terms of its data, the suite's version, and how to load it."""
 
 from __future__ import annotations
 
@@ -9,26 +11,42 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from scaling_axes.datamodules.sources import CORPORA
+from scaling_axes.harness.scales import SCALES
+
 if TYPE_CHECKING:
     from torch import nn
 
+LICENSE = "mit"  # the suite's (LICENSE); a card names its data's terms beside it
 
-def model_card(run_dir: Path, config: dict[str, Any], model: nn.Module, how: str) -> str:
-    """The card of `run_dir`'s model, exported as `how`."""
+
+def model_card(run_dir: Path, config: dict[str, Any], model: nn.Module, how: str, vocab_size: int) -> str:
+    """The card of `run_dir`'s model, exported as `how` with a vocabulary of `vocab_size` tokens."""
+    from huggingface_hub import ModelCardData
+
     done = json.loads((run_dir / "done.json").read_text())
     experiment, scale, run = run_dir.resolve().parts[-3:]
-    remote = "remote" in how
-    described = inspect.getdoc(inspect.getmodule(type(model))).split("\n\n")[0].replace("\n", " ")
+    corpus = CORPORA.get(config.get("corpus"))
+    data = ModelCardData(
+        library_name="transformers",
+        license=LICENSE,
+        pipeline_tag="text-generation",
+        tags=["scaling-axes", type(model.config).__name__],
+        datasets=[corpus.hub_dataset] if corpus and corpus.hub_dataset else None,
+        model_name=run,
+        eval_results=results(run_dir, done, config.get("corpus") or "its corpus") or None,
+    )
     row = [experiment, scale, run, done.get("steps"), done.get("tokens"), config.get("corpus"), config.get("tokenizer")]
     row += [done.get("val_loss"), done.get("test_loss")]
     lines = [
         "---",
-        "library_name: transformers",
-        f"tags: [scaling-axes, {type(model.config).__name__}]",
+        data.to_yaml(),
         "---",
-        f"# {config['run']}: {config['model']}",
+        f"# {run}: {config['model']}",
         "",
-        described,
+        inspect.getdoc(inspect.getmodule(type(model))).split("\n\n")[0].replace("\n", " "),
+        "",
+        f"**{_scale_line(scale)}.** {size(model, vocab_size)}",
         "",
         f"Exported from scaling-axes {_version()} (commit {config.get('commit', 'unknown')}) as {how}.",
         "",
@@ -40,26 +58,102 @@ def model_card(run_dir: Path, config: dict[str, Any], model: nn.Module, how: str
         "",
         "Losses are mean cross-entropy per token in nats on the run's held-out splits.",
         "",
+        "## License",
+        "",
+        f"The suite's code and these weights: MIT. The training data ({config.get('corpus')}): "
+        f"{corpus.terms if corpus else 'its source terms'}.",
+        "",
+        *load_lines("remote" in how, model.config.max_seq_len),
+    ]
+    return "\n".join(lines)
+
+
+def results(run_dir: Path, done: dict[str, Any], corpus: str) -> list[Any]:
+    """The run's results as the Hub's `model-index` holds them: its validation loss, and the zero-shot accuracies an
+    evaluation of these weights recorded (eval.json, where there is one)."""
+    from huggingface_hub import EvalResult
+
+    found = []
+    if done.get("val_loss") is not None:
+        found.append(
+            EvalResult(
+                task_type="text-generation",
+                dataset_type=corpus,
+                dataset_name=corpus,
+                dataset_split="validation",
+                metric_type="loss",
+                metric_name="validation loss (nats/token)",
+                metric_value=float(done["val_loss"]),
+            )
+        )
+    evaluated = run_dir / "eval.json"
+    tasks = json.loads(evaluated.read_text()).get("tasks", {}) if evaluated.exists() else {}
+    for task, scores in sorted(tasks.items()):
+        for metric in ("acc", "acc_norm"):
+            if scores.get(metric) is not None:
+                found.append(
+                    EvalResult(
+                        task_type="text-generation",
+                        dataset_type=task,
+                        dataset_name=task,
+                        metric_type="accuracy",
+                        metric_name=f"{metric} (lm-eval, zero-shot)",
+                        metric_value=float(scores[metric]),
+                    )
+                )
+    return found
+
+
+def size(model: nn.Module, vocab_size: int) -> str:
+    """The model's real size: its parameters (each shared tensor once) and shapes, read off the model itself."""
+    from scaling_axes.modules.registry import architecture_of  # here: `export --help` imports no torch
+
+    c = model.config
+    architecture = architecture_of(c)
+    heads = getattr(c, "n_head", None) or getattr(c, "rank", None)
+    return (
+        f"{sum(p.numel() for p in model.parameters()):,} parameters: {architecture.depth(c)} layers of width "
+        f"{architecture.width(c)}, {heads} heads, a window of {c.max_seq_len} tokens and a vocabulary of "
+        f"{vocab_size:,} tokens."
+    )
+
+
+def load_lines(remote: bool, window: int) -> list[str]:
+    """How to load it: lines that run as written, in a terminal, with no question asked. The tokenizer is a
+    standard fast tokenizer (tokenizer.json), read without the model's config or code."""
+    lines = [
         "## Load",
         "",
         "```python",
-        "from transformers import AutoModelForCausalLM, AutoTokenizer",
+        "from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast",
         "",
         f'model = AutoModelForCausalLM.from_pretrained("PATH"{", trust_remote_code=True" if remote else ""})',
-        'tokenizer = AutoTokenizer.from_pretrained("PATH")',
+        'tokenizer = PreTrainedTokenizerFast.from_pretrained("PATH")',
         "```",
         "",
     ]
     if remote:
         lines += [
-            "The remote code is the suite's own model files with relative imports: torch and transformers are all "
-            "it needs. `generate` caches every attention layer's keys and values (`use_cache=True`), so a step runs "
-            "only the new token; it recomputes where a cache would change the logits: a padded batch, and past the "
-            f"model's window of {model.config.max_seq_len} tokens. The fused Triton kernels stay in the suite "
-            "(`kernel='torch'` here).",
+            "`trust_remote_code=True` runs this folder's `modeling_scaling_axes.py` and the files it imports: the "
+            "suite's own model files with relative imports, needing torch and transformers alone. Without it "
+            "transformers asks whether to run that code (`Do you wish to run the custom code? [y/N]`), and so does "
+            "`AutoTokenizer.from_pretrained(PATH)`, which reads the model's config first: the tokenizer line above "
+            "reads tokenizer.json alone.",
+            "",
+            "`generate` caches every attention layer's keys and values (`use_cache=True`), so a step runs only the "
+            "new token; it recomputes where a cache would change the logits: a padded batch, and past the model's "
+            f"window of {window} tokens (it then keeps to the last {window}). A forward of more tokens than the "
+            "window is refused. The fused Triton kernels stay in the suite (`kernel='torch'` here).",
             "",
         ]
-    return "\n".join(lines)
+    return lines
+
+
+def _scale_line(scale: str) -> str:
+    known = SCALES.get(scale)
+    if known is None:
+        return f"Trained outside the suite's scales ({scale}): not a reproduction"
+    return known.note.rstrip(".") if known.note else f"{scale} scale: the papers' own configurations"
 
 
 def _cell(value: Any) -> str:

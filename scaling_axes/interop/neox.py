@@ -4,6 +4,8 @@ names, with per-head interleaved QKV rows, a non-parametric norm as LayerNorm(1,
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -12,18 +14,33 @@ from torch import Tensor, nn
 from scaling_axes.datamodules.tokenizers import Tokenizer
 from scaling_axes.modules.architectures.transformer import TransformerConfig
 
+NEOX_HELD = (  # the Transformer's fields GPT-NeoX holds whatever their value (`as_neox` maps them), or that change
+    # only the initialisation, or that are read only under muP (refused on its own, below)
+    *("vocab_size", "n_layer", "d_model", "n_head", "max_seq_len", "rotary_pct", "rope_base", "tie_embeddings"),
+    *("block_norm_parametric", "final_norm_parametric", "norm_bias", "norm_eps", "d_ff", "bias", "init_std", "init"),
+    *("mup_base_width", "mup_base_head_dim", "mup_base_ffn"),
+    *("input_multiplier", "attention_multiplier", "output_multiplier"),
+)
+NEOX_REFUSED: dict[str, Callable[[Any], str | None]] = {  # the fields GPT-NeoX holds only at some values: why not
+    "position": lambda c: "learned positions" if c.position == "learned" else None,
+    "head_dim": lambda c: "an attention width other than d_model" if c.n_head * c.d_head != c.d_model else None,
+    "attention_fp32": lambda c: "attention upcast to fp32" if c.attention_fp32 else None,
+    "inverse_layer_scaling": lambda c: "inverse layer scaling" if c.inverse_layer_scaling else None,
+    "mup": lambda c: "muP multipliers" if c.mup else None,
+}
+
 
 def neox_mismatch(config: Any) -> str | None:
-    """Why GPT-NeoX cannot hold a model of `config` exactly, or None when it can."""
+    """Why GPT-NeoX cannot hold a model of `config` exactly, or None when it can: a Transformer config each of whose
+    fields GPT-NeoX represents (`NEOX_HELD`, `NEOX_REFUSED`), checked field by field, so that a subclass's own
+    fields (a parallel block, a variant's aggregation) are refused by name rather than exported as something
+    else."""
     if not isinstance(config, TransformerConfig):
         return f"{type(config).__name__} has no native transformers architecture"
-    reasons = {
-        "muP multipliers": config.mup,
-        "inverse layer scaling": config.inverse_layer_scaling,
-        "learned positions": config.position == "learned",
-        "an attention width other than d_model": config.n_head * config.d_head != config.d_model,
-    }
-    found = [reason for reason, present in reasons.items() if present]
+    unknown = [f.name for f in dataclasses.fields(config) if f.name not in (*NEOX_HELD, *NEOX_REFUSED)]
+    if unknown:
+        return f"a {type(config).__name__} with fields GPT-NeoX has no counterpart for ({', '.join(unknown)})"
+    found = [why for check in NEOX_REFUSED.values() if (why := check(config))]
     return "a Transformer with " + ", ".join(found) if found else None
 
 
@@ -32,8 +49,9 @@ def as_neox(model: nn.Module, tokenizer: Tokenizer) -> nn.Module:
 
     c = model.config
     rotary = c.rotary_pct if c.position == "rope" else 0.0  # NoPE: no dims rotated
+    vocab = min(tokenizer.vocab_size, c.vocab_size)  # a vocabulary padded past the tokenizer's: its rows cut
     config = GPTNeoXConfig(
-        vocab_size=c.vocab_size,
+        vocab_size=vocab,
         hidden_size=c.d_model,
         num_hidden_layers=c.n_layer,
         num_attention_heads=c.n_head,
@@ -49,7 +67,7 @@ def as_neox(model: nn.Module, tokenizer: Tokenizer) -> nn.Module:
         eos_token_id=tokenizer.eot_id,
     )
     hf = GPTNeoXForCausalLM(config)
-    missing, unexpected = hf.load_state_dict(neox_state(model), strict=False)
+    missing, unexpected = hf.load_state_dict(neox_state(model, vocab), strict=False)
     buffers = {name for name, _ in hf.named_buffers()}
     if unexpected or set(missing) - buffers:
         raise RuntimeError(
@@ -58,8 +76,9 @@ def as_neox(model: nn.Module, tokenizer: Tokenizer) -> nn.Module:
     return hf
 
 
-def neox_state(model: nn.Module) -> dict[str, Tensor]:
-    """The Transformer's weights under GPT-NeoX's names: QKV rows from [Q; K; V] to per-head [q_h; k_h; v_h]."""
+def neox_state(model: nn.Module, vocab: int) -> dict[str, Tensor]:
+    """The Transformer's weights under GPT-NeoX's names: QKV rows from [Q; K; V] to per-head [q_h; k_h; v_h]; the
+    embedding and unembedding cut to the tokenizer's `vocab` rows."""
     c, ours = model.config, model.state_dict()
     heads, width = c.n_head, c.d_model
 
@@ -80,8 +99,8 @@ def neox_state(model: nn.Module) -> dict[str, Tensor]:
         }
 
     state = {
-        "gpt_neox.embed_in.weight": ours["token_embedding.weight"],
-        "lm_head.weight": ours.get("lm_head.weight", ours["token_embedding.weight"]),
+        "gpt_neox.embed_in.weight": ours["token_embedding.weight"][:vocab],
+        "lm_head.weight": ours.get("lm_head.weight", ours["token_embedding.weight"])[:vocab],
         **norm("gpt_neox.final_layer_norm", "final_norm"),
     }
     for i in range(c.n_layer):

@@ -66,8 +66,6 @@ def _device_name(index: int | None) -> str:
 _device_name._dynamo_marked_constant = True
 
 
-if __name__ == "kernels":  # the checkout's top-level `kernels` link, imported by its bare name
-    raise ImportError(
-        f"import scaling_axes.kernels, not {__name__}: the same files under a second name would be a "
-        "second copy of every module (and register every model twice)"
-    )
+if __name__ == "kernels":  # the checkout's top-level `kernels` link, imported by its bare name (an export copies
+    # this file under another name, and no `scaling_axes` import, which its remote code could not carry)
+    importlib.import_module("scaling_axes").bare_import(__name__)

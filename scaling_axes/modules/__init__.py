@@ -11,7 +11,6 @@ from scaling_axes.modules.registry import build_from_config, build_model, get_co
 __all__ = ["build_from_config", "build_model", "get_config", "list_models"]
 
 if __name__ != "scaling_axes.modules":  # the checkout's top-level `modules` link, imported by its bare name
-    raise ImportError(
-        f"import scaling_axes.modules, not {__name__}: the same files under a second name would be a "
-        "second copy of every module (and register every model twice)"
-    )
+    import scaling_axes
+
+    scaling_axes.bare_import(__name__)

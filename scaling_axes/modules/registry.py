@@ -13,6 +13,7 @@ import dataclasses
 import importlib
 import inspect
 import math
+import sys
 import types
 import typing
 from collections.abc import Callable
@@ -31,6 +32,17 @@ def token_ids(config: Any, seq_len: int) -> tuple[Tensor, int]:
 
 
 @dataclasses.dataclass(frozen=True)
+class Example:
+    """A smoke-sized model of an architecture: preset `preset` with `overrides`, on tokenizer `tokenizer` (a MoT's
+    byte tables come from its tokenizer). The tests build, export, load, decode and compare every registered
+    language model's examples, so that a new architecture is checked by its registration alone."""
+
+    preset: str
+    overrides: dict[str, Any]
+    tokenizer: str = "bytes"
+
+
+@dataclasses.dataclass(frozen=True)
 class Architecture:
     """What the suite knows of one architecture, from its config alone.
 
@@ -40,7 +52,8 @@ class Architecture:
     for counting FLOPs on the model and the tokens it holds; components: parameter-name prefixes -> component, beyond
     the names every model here shares; norm_layers: its normalisation modules of its own; grow: "module:function"
     growing a model into a bigger config (imported when used, so a model file need not import its growth code; it is
-    given the options its signature names), and the config fields growth changes (`growing_fields`)."""
+    given the options its signature names), and the config fields growth changes (`growing_fields`); examples: its
+    smoke-sized models by name (`Example`), one for each way it is built (a language model needs at least one)."""
 
     build: Callable[[Any], nn.Module]
     params: Callable[[Any], Counts]
@@ -54,6 +67,11 @@ class Architecture:
     norm_layers: tuple[type[nn.Module], ...] = ()
     grow: str | None = None
     growing_fields: tuple[str, ...] = ()
+    examples: dict[str, Example] = dataclasses.field(default_factory=dict)
+
+    @property
+    def language_model(self) -> bool:
+        return self.example_input is token_ids
 
     def grow_model(self, model: nn.Module, target: Any, seed: int = 0, **options: Any) -> nn.Module:
         """`model` grown into config `target`. What growth initialises afresh (new parameter tokens, Eq. 14's new
@@ -80,6 +98,7 @@ def resolve(reference: str) -> Any:
 
 _PRESETS: dict[str, Any] = {}
 _ARCHITECTURES: dict[type, Architecture] = {}
+_REGISTERED_IN: dict[type, str] = {}  # config class -> the module whose `register` call registered it
 
 
 def register(architecture: Architecture, presets: dict[str, Any]) -> None:
@@ -91,7 +110,11 @@ def register(architecture: Architecture, presets: dict[str, Any]) -> None:
     (config_type,) = config_types
     if config_type in _ARCHITECTURES:
         raise ValueError(f"{config_type.__name__} is registered twice")
+    for name, example in architecture.examples.items():
+        if example.preset not in presets or name in language_model_examples():
+            raise ValueError(f"example {name!r}: its preset is not among these, or its name is taken")
     _ARCHITECTURES[config_type] = architecture
+    _REGISTERED_IN[config_type] = sys._getframe(1).f_globals["__name__"]
     for name, config in presets.items():
         if name in _PRESETS:
             raise ValueError(f"model preset {name!r} is registered twice")
@@ -106,8 +129,19 @@ def architecture_of(config: Any) -> Architecture:
     raise TypeError(f"no registered architecture takes a {type(config).__name__}")
 
 
+def registered_in(config: Any) -> str:
+    """The module that registered `config`'s architecture: what an export's remote code must carry, with what it
+    imports (a backbone may be registered beside the model that shares its formulas, as the MoT's is)."""
+    return next(_REGISTERED_IN[cls] for cls in type(config).__mro__ if cls in _REGISTERED_IN)
+
+
 def architectures() -> list[Architecture]:
     return list(_ARCHITECTURES.values())
+
+
+def language_model_examples() -> dict[str, Example]:
+    """Every registered language model's examples, by name (what the export and decoding tests enumerate)."""
+    return {name: e for a in _ARCHITECTURES.values() if a.language_model for name, e in a.examples.items()}
 
 
 def list_models(prefix: str = "") -> list[str]:

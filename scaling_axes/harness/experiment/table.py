@@ -7,8 +7,9 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from scaling_axes.datamodules.corpora import corpus_spec, data_digest, tokenizer_of
+from scaling_axes.datamodules.corpora import data_digest
 from scaling_axes.datamodules.floors import unigram_floor
+from scaling_axes.datamodules.sources import corpus_spec, tokenizer_of
 from scaling_axes.harness.claims.judge import judge_scale
 from scaling_axes.harness.claims.margins import seeds_of
 from scaling_axes.harness.claims.notes import DATA_NOTE, NOTE_PARTS

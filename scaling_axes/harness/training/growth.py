@@ -19,7 +19,7 @@ import lightning as L
 import torch
 from torch import nn
 
-from scaling_axes.datamodules.corpora import tokenizer_of
+from scaling_axes.datamodules.sources import tokenizer_of
 from scaling_axes.datamodules.text import TextDataModule
 from scaling_axes.datamodules.tokenizers import load_tokenizer
 from scaling_axes.harness.runs import Run

@@ -11,7 +11,8 @@ from typing import Any
 
 import torch
 
-from scaling_axes.datamodules.corpora import data_digest, tokenizer_of
+from scaling_axes.datamodules.corpora import data_digest
+from scaling_axes.datamodules.sources import tokenizer_of
 from scaling_axes.datamodules.tokenizers import Tokenizer, load_tokenizer, tokenizer_digest
 from scaling_axes.harness.runs import Run, source_commit
 from scaling_axes.harness.training.settings import read_config

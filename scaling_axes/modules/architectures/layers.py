@@ -8,6 +8,7 @@ how those weights are initialised; everything else lives here once.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import dataclasses
 from collections.abc import Callable, Iterator
 from typing import Any, Literal
@@ -17,6 +18,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 Position = Literal["rope", "learned", "none"]
+SMOKE_SHAPE = {"n_layer": 2, "d_model": 32, "n_head": 4, "max_seq_len": 64, "vocab_size": 256}  # a decoder's examples
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,29 +92,41 @@ class Decoding:
         return self.prefix
 
 
-_DECODING: list[Decoding | None] = [None]  # a plain global, not a ContextVar: torch.compile guards on it
+_DECODING: contextvars.ContextVar[Decoding | None] = contextvars.ContextVar("decoding", default=None)
+# the call's own: a ContextVar is per thread (and per asyncio task), so two threads generating with one model each see
+# only their own step; torch.compile guards on its value as on a global's
 
 
 @contextlib.contextmanager
 def decoding(cache: Any, prefix: Tensor | None = None) -> Iterator[Decoding]:
     """Run the models' forwards inside as incremental decoding over `cache` (positions after the cached ones)."""
     step = Decoding(cache, cache.get_seq_length(), prefix)
-    _DECODING[0] = step
+    token = _DECODING.set(step)
     try:
         yield step
     finally:
-        _DECODING[0] = None
+        _DECODING.reset(token)
 
 
 def current_decoding() -> Decoding | None:
     """The decoding step a forward runs in, or None (a whole sequence)."""
-    return _DECODING[0]
+    return _DECODING.get()
 
 
 def first_position() -> int:
     """The position of a forward's first token: 0, or after the cached tokens."""
-    step = _DECODING[0]
+    step = _DECODING.get()
     return 0 if step is None else step.start
+
+
+def windowed(forward: Callable[[Tensor], Tensor], ids: Tensor, window: int) -> Tensor:
+    """Every position's logits of `ids` [batch, seq], however long: cut into windows from its end (the last `window`
+    tokens, the `window` before them, ...), each run on its own, as lm-eval's rolling windows are disjoint. The last
+    window's logits are exactly those of the sequence truncated to it, as lm-eval truncates a context."""
+    if ids.size(1) <= window:
+        return forward(ids)
+    ends = range(ids.size(1), 0, -window)
+    return torch.cat([forward(ids[:, max(0, end - window) : end]) for end in reversed(ends)], dim=1)
 
 
 class RotaryEmbedding(nn.Module):

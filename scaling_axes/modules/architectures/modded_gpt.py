@@ -1,4 +1,6 @@
-"""The modded-nanogpt GPT-2-medium backbone that the Mixture of Tokenizers runs used (MoT reference section 4.1).
+"""The modded-nanogpt GPT-2-medium backbone that the Mixture of Tokenizers runs used (Keller Jordan's speedrun).
+
+The MoT reference's section 4.1 describes it.
 
 Keller Jordan's speedrun record 021425_GPT2MediumOptCoeffs as the MoT code modified it: 16 x 1024, 8 heads of 128,
 ReLU^2 MLP, QK RMS-norm, half-truncated RoPE, attention scale 0.12 over a plain causal mask, no attention in layer 7,

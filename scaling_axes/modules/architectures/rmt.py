@@ -38,7 +38,9 @@ from torch import Tensor, nn
 
 from scaling_axes.kernels import Kernel, check_kernel, fused, use_triton
 from scaling_axes.modules.architectures.layers import causal_attention, current_decoding, first_position
-from scaling_axes.modules.registry import Architecture, register
+from scaling_axes.modules.registry import Architecture, Example, register
+
+_SMOKE = {"n_layer": 2, "d_key": 6, "d_value": 5, "rank": 3, "d_ff": 16, "vocab_size": 256, "max_seq_len": 64}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -393,6 +395,12 @@ register(
         width=lambda c: c.residual_size,
         components=((r"^embed\.", "embedding"), (r"^readout", "head")),
         norm_layers=(MatrixNorm,),
+        examples={
+            "rmt": Example("rmt_46m", _SMOKE),
+            "rmt_alibi_documents": Example(
+                "rmt_46m", {**_SMOKE, "position": "alibi", "document_mask": True, "bos_token_id": 7}
+            ),
+        },
     ),
     {
         "rmt_46m": _rmt(6, 32, 32, 12, 1536),

@@ -33,6 +33,7 @@ from torch import Tensor, nn
 
 from scaling_axes.kernels import Kernel, check_kernel, fused, use_triton
 from scaling_axes.modules.architectures.layers import (
+    SMOKE_SHAPE,
     CausalSelfAttention,
     DecoderConfig,
     DecoderLM,
@@ -42,7 +43,7 @@ from scaling_axes.modules.architectures.layers import (
     decoder_lookup_params,
     decoder_params,
 )
-from scaling_axes.modules.registry import Architecture, register
+from scaling_axes.modules.registry import Architecture, Example, register
 
 Normalization = Literal["l2_norm_gelu", "gelu_l2_norm", "gelu_l1_norm", "softmax"]
 NORMALIZATIONS = ("l2_norm_gelu", "gelu_l2_norm", "gelu_l1_norm", "softmax")
@@ -260,6 +261,9 @@ ARCHITECTURE = Architecture(
     lookup_params=decoder_lookup_params,
     grow="scaling_axes.modules.growth.tokenformer:grow",
     growing_fields=(*TOKEN_FIELDS, *TAU_FIELDS),
+    examples={
+        "tokenformer": Example("tokenformer_124m", {**SMOKE_SHAPE, "qkv_tokens": 8, "proj_tokens": 8, "ffn_tokens": 32})
+    },
 )
 
 register(

@@ -29,6 +29,7 @@ from typing import Literal
 from torch import nn
 
 from scaling_axes.modules.architectures.layers import (
+    SMOKE_SHAPE,
     CausalSelfAttention,
     DecoderConfig,
     DecoderLM,
@@ -38,7 +39,7 @@ from scaling_axes.modules.architectures.layers import (
     decoder_lookup_params,
     decoder_params,
 )
-from scaling_axes.modules.registry import Architecture, register
+from scaling_axes.modules.registry import Architecture, Example, register
 
 
 @dataclasses.dataclass(frozen=True)
@@ -219,6 +220,13 @@ ARCHITECTURE = Architecture(
     lookup_params=decoder_lookup_params,
     grow="scaling_axes.modules.growth.net2net:grow_transformer",
     growing_fields=("d_model", "n_head", "d_ff", "norm_eps", "tie_embeddings"),
+    examples={
+        "transformer_nope": Example("transformer_124m", SMOKE_SHAPE),
+        "transformer_rope_untied": Example(
+            "transformer_124m", {**SMOKE_SHAPE, "position": "rope", "tie_embeddings": False}
+        ),
+        "transformer_rmt_paper": Example("transformer_rmt_49m", SMOKE_SHAPE),  # learned positions, muP, no biases
+    },
 )
 
 register(

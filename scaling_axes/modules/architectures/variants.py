@@ -1,4 +1,6 @@
-"""The residual-path variants of the RMT paper's Table 10, at GPT2-small shapes (12 x 768, 12 heads, D_FF 3072).
+"""The residual-path variants of the RMT paper's Table 10 (Highway, depth-wise LSTM, hierarchical aggregation).
+
+Its presets are at GPT2-small shapes (12 x 768, 12 heads, D_FF 3072).
 
 Each is the RMT paper's Transformer (`transformer_rmt_160m`: learned positions, untied, no biases) with its residual
 path rewired. The papers' exact layer designs are not in the material this suite was built from; these follow
@@ -21,7 +23,13 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
-from scaling_axes.modules.architectures.layers import PreNormBlock, RotaryEmbedding, decoder_lookup_params, layer_norm
+from scaling_axes.modules.architectures.layers import (
+    SMOKE_SHAPE,
+    PreNormBlock,
+    RotaryEmbedding,
+    decoder_lookup_params,
+    layer_norm,
+)
 from scaling_axes.modules.architectures.transformer import (
     MLP,
     STANDARD_PARAMETRISATION,
@@ -31,7 +39,7 @@ from scaling_axes.modules.architectures.transformer import (
     transformer_flops,
     transformer_params,
 )
-from scaling_axes.modules.registry import Architecture, get_config, register
+from scaling_axes.modules.registry import Architecture, Example, get_config, register
 
 Variant = Literal["highway", "depth_lstm", "layer_aggregation"]
 
@@ -159,6 +167,15 @@ register(
         flops=lambda c, seq_len: _variant(c, transformer_flops(_base(c), seq_len), flops=True),
         lookup_params=decoder_lookup_params,
         components=((r"^aggregators\.", "other"),),
+        examples={
+            "highway": Example("highway_transformer_191m", SMOKE_SHAPE),
+            "highway_rope": Example(  # rotary and no muP: every field GPT-NeoX has but its own (it is not one)
+                "highway_transformer_191m",
+                {**SMOKE_SHAPE, "position": "rope", "mup": False, "inverse_layer_scaling": False},
+            ),
+            "depthwise_lstm": Example("depthwise_lstm_233m", SMOKE_SHAPE),
+            "hierarchical_aggregation": Example("hierarchical_aggregation_165m", {**SMOKE_SHAPE, "n_layer": 6}),
+        },
     ),
     {
         "highway_transformer_191m": dataclasses.replace(_GPT2_SMALL, variant="highway"),
