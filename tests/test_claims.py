@@ -154,14 +154,15 @@ def test_short_runs_train_eager_unless_asked():
 
 def test_small_plans_fit_a_quarter_hour_on_an_h100_with_the_real_corpora(tmp_path, monkeypatch):
     """With the papers' corpora under the data root (present, not yet prepared), each experiment's small plan, its
-    learning-rate sweeps' grids included, takes at most 20 minutes at the measured MFU plus the per-run overhead."""
+    learning-rate sweeps' grids included, takes at most its budget (a quarter hour's order; the cross-architecture
+    comparison's per arm, by its recipe's rule) at the measured MFU plus the per-run overhead."""
     for corpus in ("openwebtext", "fineweb", "finemath", "enwik8", "pile", "imagenet"):
         (tmp_path / corpus).mkdir()
     monkeypatch.setenv("SCALING_AXES_DATA", str(tmp_path))
     for experiment in all_experiments():
         plan = dry_run(experiment, SMALL, MEASURED_MFU, 989.0, 1)
         minutes = 60 * sum(p["hours"] for p in plan)
-        assert minutes <= 20, (experiment.name, minutes)
+        assert minutes <= experiment.small_plan_minutes, (experiment.name, minutes)
         assert all(find_run(experiment, SMALL, p["run"]) for p in plan)
 
 
@@ -295,7 +296,7 @@ def test_cross_architecture_claims_and_ranking_use_each_best_learning_rate():
     from scaling_axes.experiments.cross_architecture import setup, table
     from scaling_axes.harness.sweeps import Choice, Point
 
-    losses = {"transformer": 4.0, "tokenformer": 4.2, "rmt": 3.9, "mot": 3.7, "mot_backbone": 3.8}
+    losses = {arm.name: 3.5 + 0.1 * i for i, arm in enumerate((*ARMS[1::2], *ARMS[::2]))}  # every arm, out of order
     results = {}
     for arch, loss in losses.items():
         lrs = setup.sweep(SMALL, arch)
@@ -317,7 +318,7 @@ def test_cross_architecture_claims_and_ranking_use_each_best_learning_rate():
         for versus in arm.claims
     }
     assert claims == pytest.approx(expected)
-    ranking = "mot 3.700 < mot_backbone 3.800 < rmt 3.900 < transformer 4.000 < tokenformer 4.200"
+    ranking = " < ".join(f"{arch} {loss:.3f}" for arch, loss in sorted(losses.items(), key=lambda item: item[1]))
     assert rows["ranking_125m"].note.startswith(ranking)
 
 

@@ -2,6 +2,7 @@
 clipping, torch.compile of every architecture (the Triton kernels as ops under TRITON_INTERPRET=1), the kernel ops'
 own checks, the progress log and the precision MFU is measured against."""
 
+import dataclasses
 import json
 import math
 import os
@@ -16,7 +17,7 @@ from scaling_axes.harness.scales import SMOKE
 from scaling_axes.harness.training.lifecycle import train_run
 from scaling_axes.harness.training.progress import ProgressLog
 from scaling_axes.modules.registry import build_model
-from tests.conftest import TINY_TOKENFORMER, TINY_TRANSFORMER
+from tests.conftest import TINY_TRANSFORMER
 
 TINY_RUN = {k: v for k, v in TINY_TRANSFORMER.items() if k != "vocab_size"}  # runs use the GPT-2 tokenizer
 TINY_RMT = {"n_layer": 2, "d_key": 6, "d_value": 5, "rank": 3, "d_ff": 16, "vocab_size": 97, "max_seq_len": 12}
@@ -124,24 +125,31 @@ def _loss_and_grads(model, idx: torch.Tensor, compiled: bool):
     return loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
 
 
-COMPILED = {
-    "transformer": ("transformer_124m", TINY_TRANSFORMER | {"vocab_size": 97}),
-    "transformer_rmt_paper": ("transformer_rmt_49m", TINY_TRANSFORMER | {"vocab_size": 97}),
-    "tokenformer_torch": ("tokenformer_124m", TINY_TOKENFORMER | {"kernel": "torch"}),
-    "tokenformer_triton": ("tokenformer_124m", TINY_TOKENFORMER | {"kernel": "triton", "numerics": "gpu"}),
-    "rmt_torch": ("rmt_46m", TINY_RMT | {"kernel": "torch"}),
-    "rmt_triton": ("rmt_46m", TINY_RMT | {"kernel": "triton"}),
-    "rmt_official_triton": ("rmt_46m", TINY_RMT | {"kernel": "triton", "norm": "rmsnorm", "position": "alibi"}),
-    "mot": ("mot_concat_copy_256_48", TINY_MOT),
-    "highway": ("highway_transformer_191m", TINY_TRANSFORMER | {"vocab_size": 97}),
-}
+def _compiled_cases() -> dict[str, tuple[str, dict]]:
+    """Every registered language model's first example (its kernels eager), and each example of one with fused
+    kernels (a `kernel` field) with its Triton kernels: read off the registry, so a new architecture is compiled too."""
+    from scaling_axes.modules import get_config
+    from scaling_axes.modules.registry import architectures
+
+    cases = {}
+    for architecture in (a for a in architectures() if a.language_model and a.examples):
+        name, first = next(iter(architecture.examples.items()))
+        cases[name] = (first.preset, first.overrides)
+        for name, example in architecture.examples.items():
+            if "kernel" in {f.name for f in dataclasses.fields(get_config(example.preset))}:
+                cases[f"{name}_triton"] = (example.preset, {**example.overrides, "kernel": "triton"})
+    return cases
+
+
+COMPILED = _compiled_cases()
 
 
 @pytest.mark.parametrize("name", COMPILED)
 def test_the_compiled_model_gives_the_eager_loss_and_gradients_under_bf16_autocast(name) -> None:
     """Inductor (C++ on the CPU; the Triton kernels run as opaque ops under TRITON_INTERPRET=1). bf16 autocast: the
-    loss agrees to 1e-2 relative and each gradient to 5% in norm (bf16 rounding, fused or not, differs by a few %;
-    a wrong gradient is off by O(1))."""
+    loss agrees to 1e-2 relative and each gradient to 5% in norm, 10% where it has a few elements (bf16 rounding,
+    fused or not, differs by a few %; a wrong gradient is off by O(1)). Every registered language model's first
+    example, and its Triton kernels where it has them (`_compiled_cases`)."""
     if "triton" in name and os.environ.get("TRITON_INTERPRET") != "1":
         pytest.skip("needs TRITON_INTERPRET=1 on the CPU")
     preset, overrides = COMPILED[name]
@@ -149,14 +157,14 @@ def test_the_compiled_model_gives_the_eager_loss_and_gradients_under_bf16_autoca
     with torch.no_grad():  # zero-initialised projections and heads (MoT) and unit norm gains would hide paths
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.05)
-    idx = torch.randint(0, 97, (2, 11))
+    idx = torch.randint(0, 97, (2, 11))  # every example's vocabulary holds 97 ids
     torch._dynamo.reset()
     eager_loss, eager_grads = _loss_and_grads(model, idx, compiled=False)
     loss, grads = _loss_and_grads(model, idx, compiled=True)
     torch.testing.assert_close(loss, eager_loss, rtol=1e-2, atol=1e-3)
     assert grads.keys() == eager_grads.keys()
-    for key, grad in eager_grads.items():
-        assert _relative_error(grads[key], grad) <= 0.05, key
+    for key, grad in eager_grads.items():  # a few-element gradient's norm is a few bf16 roundings: 10% there
+        assert _relative_error(grads[key], grad) <= (0.05 if grad.numel() > 16 else 0.1), key
 
 
 def _relative_error(value: torch.Tensor, reference: torch.Tensor) -> float:

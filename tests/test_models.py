@@ -127,6 +127,22 @@ def test_every_preset_is_listed():
     assert not stale, f"{stale} listed in tests/test_models.py but registered nowhere: remove them there"
 
 
+def test_every_language_model_of_the_suite_registers_examples_the_export_tests_build():
+    """An architecture registered without a smoke-sized example would be exported, loaded and decoded by no test: it
+    fails here by name, saying where the examples go."""
+    from scaling_axes.modules.registry import _ARCHITECTURES, registered_in
+
+    lacking = sorted(
+        config.__name__
+        for config, architecture in _ARCHITECTURES.items()
+        if architecture.language_model and not architecture.examples and registered_in(config()).startswith("scaling")
+    )
+    assert not lacking, (
+        f"{lacking} register no examples: add `examples={{name: Example(preset, smoke-sized overrides, tokenizer)}}` "
+        "to the Architecture(...) in its file, as docs/layout.md's change table says"
+    )
+
+
 def test_unknown_preset_lists_the_valid_ones():
     with pytest.raises(KeyError, match=r"unknown model 'tokenformer_2b'.*tokenformer_150m"):
         build_model("tokenformer_2b")

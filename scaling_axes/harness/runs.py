@@ -164,6 +164,8 @@ class Experiment:
     seeds: Callable[[Scale], int | None] | None = None  # seeds its claims need at a scale (None: the scale's)
     on_request: bool = False  # where claims are judged, trained by `run <name>` only and `all` reports it (a
     # diagnosis, no paper's table)
+    small_plan_minutes: float = 20.0  # what its small plan may take on one H100 at the measured MFU, sweeps included:
+    # a quarter hour's order; a comparison's grows with its arms, by its recipe's rule
 
     def seeds_at(self, scale: Scale) -> int:
         """The seeds trained by default: the experiment's own at this scale, else the scale's."""

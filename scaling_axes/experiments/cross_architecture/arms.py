@@ -2,9 +2,12 @@
 fields that give it each size, the fields it sets beyond its shape on purpose (its parametrisation), what a scale
 adds, its learning-rate grid at paper scale, and the claims it makes against another arm.
 
-Adding an arm is adding a record here (with its architecture's file, registered). `check` refuses a record with a
-field missing or a shape that does not fit its preset (a preset of another family), in one line that names the
-record and the field, as soon as the experiment's runs are listed (`run cross_architecture --list`).
+Adding an arm is adding a record here (with its architecture's file, registered): nothing else names the arms.
+A record takes any keyword, so that a mistake in one is not a traceback at import: `check` refuses, as soon as the
+experiment's runs are listed (`run cross_architecture --list`), a misspelt field, a missing one, and any value of
+the wrong type or outside what is allowed (a preset not registered, a parametrisation field its preset lacks, a
+claim of an unknown kind or against no other arm, a shape that does not fit its preset), each in one line of at
+most 200 characters naming the record, the field and what is allowed.
 """
 
 from __future__ import annotations
@@ -15,47 +18,72 @@ from typing import Any
 
 from scaling_axes.experiments.cross_architecture.recipes import Recipe, Shape
 from scaling_axes.harness.scales import Scale
-from scaling_axes.modules import get_config
+from scaling_axes.modules import get_config, list_models
 from scaling_axes.modules.architectures.transformer import STANDARD_PARAMETRISATION
 
 CLAIM_KINDS = ("lower_loss", "as_good_as")  # `claims.verdicts.lower_loss`, `as_good_as` (the plan's tolerance)
 
 
-@dataclasses.dataclass(frozen=True)
+MATCHES = (None, "total", "non_embedding")  # what a claim's arms are matched on (`claims.verdicts.parameter_match`)
+
+
+@dataclasses.dataclass(frozen=True, init=False)
 class Versus:
     """A claim an arm makes against arm `against`: `kind` one of CLAIM_KINDS (lower validation loss at equal tokens,
-    or as good as: within the tolerance the scale's plan declares), its arms matched on `matched` parameters
-    ("total", "non_embedding") or not held equal (None). `statement` may name {numerics}, the recipe's Tokenformer
-    numerics."""
+    or as good as: within the tolerance the scale's plan declares), its arms matched on `matched` parameters (one
+    of MATCHES: "total", "non_embedding", or None: not held equal). `statement` may name {numerics}, the recipe's
+    Tokenformer numerics."""
 
     kind: str
     against: str
     statement: str
     matched: str | None = None
+    unknown: tuple[str, ...] = ()  # keywords that name no field: a misspelling `check` names
+
+    def __init__(self, *values: Any, **fields: Any) -> None:
+        _take(self, values, fields)
 
 
 def no_fields(scale: Scale, recipe: Recipe) -> dict[str, Any]:
     return {}
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
+@dataclasses.dataclass(frozen=True, init=False)
 class Arm:
     """One architecture of the comparison (its runs are `<name>_<size>`): `preset`, the registered preset its shape
     overrides; `shape(size's Shape, seq_len)`, the fields that give it a size; `parametrisation`, the fields beyond
     its shape it sets on purpose; `scale_fields(scale, recipe)`, what a scale adds (a byte table, numerics);
     `lr_grid`, its learning rates at paper scale (scaled by the recipe); `claims`, what it claims against others."""
 
-    name: str
+    name: str = ""
     preset: str = ""
     shape: Callable[[Shape, int], dict[str, Any]] | None = None
     lr_grid: tuple[float, ...] = ()
     parametrisation: tuple[str, ...] = ()
     scale_fields: Callable[[Scale, Recipe], dict[str, Any]] = no_fields
     claims: tuple[Versus, ...] = ()
+    unknown: tuple[str, ...] = ()  # keywords that name no field: a misspelling `check` names
+
+    def __init__(self, **fields: Any) -> None:
+        _take(self, (), fields)
+
+
+def _take(record: Any, values: tuple[Any, ...], fields: dict[str, Any]) -> None:
+    """A record's fields from `values` (in field order) and `fields`, a missing one None or its default; keywords
+    that name no field kept in `unknown`, for `check` to name in one line."""
+    carried = fields.pop("unknown", ())  # `dataclasses.replace` passes the record's own on
+    declared = [f for f in dataclasses.fields(record) if f.name != "unknown"]
+    extra = {f"value {i + 1} of {len(values)} given in order": v for i, v in enumerate(values) if i >= len(declared)}
+    given = {**dict(zip((f.name for f in declared), values, strict=False)), **fields, **extra}
+    for f in declared:
+        default = None if f.default is dataclasses.MISSING else f.default
+        object.__setattr__(record, f.name, given.pop(f.name, default))
+    object.__setattr__(record, "unknown", (*carried, *sorted(given)))
 
 
 def transformer_shape(shape: Shape, seq_len: int) -> dict[str, Any]:
-    """In the standard parametrisation, as every other row: each is swept, none muP-tuned."""
+    """The RMT paper's GPT-2 baseline at L x D, FFN 4D, heads of 64, in the standard parametrisation as every other
+    arm: each is swept, none muP-tuned."""
     d = shape.d_model
     return {
         "n_layer": shape.n_layer,
@@ -68,7 +96,8 @@ def transformer_shape(shape: Shape, seq_len: int) -> dict[str, Any]:
 
 
 def tokenformer_shape(shape: Shape, seq_len: int) -> dict[str, Any]:
-    """Its head untied, as the Transformer's: equal total parameters too, within 3%."""
+    """The Pile Tokenformer (RoPE on 25%) at L x D, n = 3D/4 parameter tokens for Q/K/V/O and 3D for the FFN:
+    2D(3n + n + 4n) = 12D^2, the Transformer's count; its head untied, as the Transformer's: equal totals too."""
     d, n = shape.d_model, 3 * shape.d_model // 4
     return {
         "n_layer": shape.n_layer,
@@ -83,6 +112,8 @@ def tokenformer_shape(shape: Shape, seq_len: int) -> dict[str, Any]:
 
 
 def rmt_shape(shape: Shape, seq_len: int) -> dict[str, Any]:
+    """The RMT (residual D_k x D_v, learned positions) at L layers, R = D/64 heads of D_v = 64, D_k as the paper's
+    134M/305M; an FFN of 6D, since the keys replace the 4D^2 of Q/K/V/O with a few thousand."""
     d = shape.d_model
     return {
         "n_layer": shape.n_layer,
@@ -168,29 +199,67 @@ ARMS = (
 ARM = {arm.name: arm for arm in ARMS}
 
 
+def _is_rates(value: Any) -> bool:
+    return isinstance(value, tuple) and bool(value) and all(isinstance(v, float) and v > 0 for v in value)
+
+
+ARM_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {  # field -> (its check, what it allows)
+    "name": (lambda v: isinstance(v, str) and v.isidentifier(), "a name of letters, digits and _"),
+    "preset": (lambda v: isinstance(v, str) and v in list_models(), "a registered preset (modules.list_models())"),
+    "shape": (callable, "a function (Shape, seq_len) -> config fields"),
+    "lr_grid": (_is_rates, "a tuple of positive floats, e.g. (3e-4, 1e-3, 3e-3)"),
+    "parametrisation": (
+        lambda v: isinstance(v, tuple) and all(isinstance(x, str) for x in v),
+        "a tuple of field names",
+    ),
+    "scale_fields": (callable, "a function (Scale, Recipe) -> config fields"),
+    "claims": (lambda v: isinstance(v, tuple) and all(isinstance(x, Versus) for x in v), "a tuple of Versus records"),
+}
+VERSUS_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "kind": (lambda v: v in CLAIM_KINDS, f"one of {', '.join(CLAIM_KINDS)}"),
+    "against": (lambda v: isinstance(v, str), "another arm's name"),
+    "statement": (lambda v: isinstance(v, str) and bool(v), "the claim in words"),
+    "matched": (lambda v: v in MATCHES, "None, 'total' or 'non_embedding'"),
+}
+
+
 def check(arms: tuple[Arm, ...], shapes: dict[str, Shape], seq_len: int) -> None:
-    """Every arm complete and fitting its preset at each of `shapes`, and every claim naming an arm: else a
-    ValueError of one line naming the arm and its field."""
-    names = {arm.name for arm in arms}
+    """Every arm's every field of its type and allowed value, its shape fitting its preset at each of `shapes`,
+    and every claim against another arm: else a ValueError of one line naming the arm and the field."""
+    names = [arm.name for arm in arms]
     for arm in arms:
-        where = f"cross-architecture arm {arm.name!r} (experiments/cross_architecture/arms.py)"
-        for field, missing in (("preset", not arm.preset), ("shape", arm.shape is None), ("lr_grid", not arm.lr_grid)):
-            if missing:
-                raise ValueError(f"{where}: no {field}; every arm names a preset, a shape function and an lr_grid")
-        if any(not isinstance(lr, float) or lr <= 0 for lr in arm.lr_grid):
-            raise ValueError(f"{where}: lr_grid {arm.lr_grid} is not a tuple of positive rates")
+        where = f"cross-architecture arm {_short(arm.name)} (experiments/cross_architecture/arms.py)"
+        _fields(arm, ARM_FIELDS, where)
+        if (duplicate := names.count(arm.name) > 1) or not set(arm.parametrisation) <= _config_fields(arm.preset):
+            what = "its name is another arm's" if duplicate else f"parametrisation {_short(arm.parametrisation)}"
+            _refuse(f"{where}: {what}; allowed: fields of preset {arm.preset}'s config, one arm per name")
         for size, shape in shapes.items():
             try:
                 get_config(arm.preset, **arm.shape(shape, seq_len))
             except (KeyError, TypeError, ValueError) as error:
-                why = str(error).partition("; valid fields")[0]
-                raise ValueError(
-                    f"{where}: its shape at {size} does not fit preset {arm.preset!r} (a preset of "
-                    f"another family?): {why}"
-                ) from None
+                _refuse(f"{where}: shape at {size} does not fit preset {arm.preset}: {str(error).partition('; ')[0]}")
         for claim in arm.claims:
-            if claim.kind not in CLAIM_KINDS or claim.against not in names - {arm.name}:
-                raise ValueError(
-                    f"{where}: claim {claim.kind!r} against {claim.against!r}: kinds are "
-                    f"{', '.join(CLAIM_KINDS)}, against another arm of {sorted(names)}"
-                )
+            _fields(claim, VERSUS_FIELDS, f"{where}, claim {_short(claim.kind)}")
+            if claim.against not in set(names) - {arm.name}:
+                _refuse(f"{where}: claim against {_short(claim.against)}; allowed: another arm, of {names}")
+
+
+def _fields(record: Any, checks: dict[str, tuple[Callable[[Any], bool], str]], where: str) -> None:
+    if record.unknown:
+        _refuse(f"{where}: no field {record.unknown[0]!r}; fields: {', '.join(checks)}")
+    for field, (valid, allowed) in checks.items():
+        if not valid(getattr(record, field)):
+            _refuse(f"{where}: {field} {_short(getattr(record, field))}; allowed: {allowed}")
+
+
+def _config_fields(preset: str) -> set[str]:
+    return {f.name for f in dataclasses.fields(get_config(preset))}
+
+
+def _short(value: Any, most: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= most else text[: most - 3] + "..."
+
+
+def _refuse(message: str) -> None:
+    raise ValueError(message if len(message) <= 200 else message[:197] + "...")

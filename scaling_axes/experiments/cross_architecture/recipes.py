@@ -1,5 +1,5 @@
 """The cross-architecture comparison's recipes per scale: the shapes of each size, the budget, and how far each
-architecture's learning-rate grid is scaled (`LR_GRID`, the paper-scale grid)."""
+arm's learning-rate grid (`arms.Arm.lr_grid`, the paper-scale grid) is scaled; the small plan's budget per arm."""
 
 from __future__ import annotations
 
@@ -7,13 +7,9 @@ import dataclasses
 
 from scaling_axes.harness.scales import CPU, PAPER, SMALL, SMOKE, Scale, recipe_for
 
-LR_GRID = {
-    "transformer": (3e-4, 1e-3, 3e-3),
-    "tokenformer": (3e-4, 1e-3, 3e-3),
-    "rmt": (1e-3, 3e-3, 1e-2),
-    "mot": (3e-4, 1e-3, 3e-3),
-    "mot_backbone": (3e-4, 1e-3, 3e-3),
-}
+SMALL_MINUTES_PER_ARM = 4.0  # the small plan's budget is per arm: each arm's sweeps and claim runs at both sizes
+# (10 runs, most of their time the 20 s a run costs to start) take about 3.8 H100-minutes, so the comparison's plan
+# grows with its arms and a new arm fits by this rule, not by a constant it would break
 
 
 @dataclasses.dataclass(frozen=True)

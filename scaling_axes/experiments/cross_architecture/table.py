@@ -1,22 +1,10 @@
-"""Transformer, Tokenformer, RMT and MoT on one footing, a table no paper has: the same OpenWebText tokens (GPT-2
+"""The architectures of the comparison's arms on one footing, a table no paper has: the same OpenWebText tokens (GPT-2
 tokenizer), sequence length 1024, token budget, schedule and seed, at about 125M and 350M non-embedding parameters,
 each architecture at its own learning rate, chosen by a sweep the harness runs first (`harness.sweeps`).
 
-Each architecture keeps its own paper's family (options, init, norms, position encoding) and gets shapes that match
-the Transformer's non-embedding parameters within 3% (lookup tables and the unembedding left out, as in the RMT code):
-
-==============  ======================================  =====================================================
-architecture    family (preset)                          shape at L layers, width D (heads of 64)
-==============  ======================================  =====================================================
-transformer     RMT paper's GPT-2 baseline               L x D, FFN 4D
-tokenformer     Pile Tokenformer (RoPE on 25%)          L x D, n = 3D/4 tokens for Q/K/V/O, 3D for the FFN:
-                                                         2D(3n + n + 4n) = 12D^2, the Transformer's count
-rmt             RMT (residual D_k x D_v, learned pos.)   L, R = D/64 heads of D_v = 64, D_k 32 (125M) / 64
-                                                         (350M) as the paper's 134M/305M; FFN 6D, since the
-                                                         keys replace the 4D^2 of Q/K/V/O with a few thousand
-mot             MoT concat 256/48, noop mixout           L x D on its modded-GPT backbone, heads of 128
-mot_backbone    the same backbone without bytes          control: separates the mixin from the backbone
-==============  ======================================  =====================================================
+Each arm (`arms.ARMS`, one record each) keeps its own paper's family (options, init, norms, position encoding) and
+gets shapes that match the Transformer's non-embedding parameters within 3% (lookup tables and the unembedding left
+out, as in the RMT code): its shape function says how.
 
 Paper scale: 125M = 18 x 768, 350M = 28 x 1024; 20 tokens per non-embedding parameter (2.5B, 7B), batches of 512 x
 1024 tokens, AdamW (0.9, 0.95), weight decay 0.1 on matrices, z-loss 1e-4, clipping 1.0, the RMT paper's schedule
@@ -38,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from scaling_axes.experiments.cross_architecture.arms import ARM, CLAIM_KINDS
-from scaling_axes.experiments.cross_architecture.recipes import recipe_at
+from scaling_axes.experiments.cross_architecture.recipes import SMALL_MINUTES_PER_ARM, recipe_at
 from scaling_axes.experiments.cross_architecture.setup import (
     ARCHITECTURES,
     make_run,
@@ -312,4 +300,5 @@ EXPERIMENT = Experiment(
     figure=figure,
     plan_note=plan_note,
     seeds=lambda scale: recipe_at(scale).seeds,
+    small_plan_minutes=SMALL_MINUTES_PER_ARM * len(ARM),
 )

@@ -397,8 +397,8 @@ register(
         norm_layers=(MatrixNorm,),
         examples={
             "rmt": Example("rmt_46m", _SMOKE),
-            "rmt_alibi_documents": Example(
-                "rmt_46m", {**_SMOKE, "position": "alibi", "document_mask": True, "bos_token_id": 7}
+            "rmt_official": Example(  # the official code's: RMSNorm, ALiBi, attention kept within documents
+                "rmt_46m", {**_SMOKE, "norm": "rmsnorm", "position": "alibi", "document_mask": True, "bos_token_id": 7}
             ),
         },
     ),
