@@ -20,19 +20,15 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
-import pkgutil
 import platform
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from scaling_axes.experiments import all_experiments
 from scaling_axes.harness.experiment.hardware import GPUS, MEASURED_MFU
 from scaling_axes.harness.scales import PAPER, SCALES, SMOKE, Scale, in_range, scale_argument
 from scaling_axes.io import SuiteError, out_of_resources, read_json
-
-if TYPE_CHECKING:
-    from scaling_axes.harness.runs import Experiment
 
 # Commands that train nothing (--help, list, plan, run --list, run --dry-run, export --help) import neither Lightning
 # nor torchvision, and torch only where they need it: what trains is imported by the command that trains.
@@ -49,19 +45,6 @@ DELEGATED = {  # subcommands that parse their own arguments: module, function ta
     "bench-generate": ("scaling_axes.benchmarks.generate", "main"),
     "gpu-check": ("scaling_axes.benchmarks.gpu_check", "main"),
 }
-
-
-def all_experiments() -> list[Experiment]:
-    """Every module under `scaling_axes.experiments` that declares an EXPERIMENT, in experiment-name order."""
-    from scaling_axes import experiments
-    from scaling_axes.harness.runs import Experiment
-
-    found = []
-    for info in pkgutil.walk_packages(experiments.__path__, f"{experiments.__name__}."):
-        experiment = getattr(importlib.import_module(info.name), "EXPERIMENT", None)
-        if isinstance(experiment, Experiment):
-            found.append(experiment)
-    return sorted(found, key=lambda e: e.name)
 
 
 def plan(scale: Scale, gpu: str, mfu: float, devices: int) -> float:

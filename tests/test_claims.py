@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from scaling_axes.cli import all_experiments
+from scaling_axes.experiments import all_experiments
 from scaling_axes.experiments.cross_architecture.arms import ARMS
 from scaling_axes.harness.claims.margins import paired_margins
 from scaling_axes.harness.claims.verdicts import judge

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from scaling_axes.cli import all_experiments
+from scaling_axes.experiments import all_experiments
 from scaling_axes.harness.claims.verdicts import judge
 from scaling_axes.harness.experiment.command import main
 from scaling_axes.harness.experiment.plan import dry_run
@@ -244,7 +244,7 @@ def test_cpu_runs_spend_at_most_a_tenth_of_their_compute_validating_and_checkpoi
     """Every cpu-scale run's validations (forward passes over their windows, the final one included) cost at most 10%
     of its training compute (3 forward-equivalents per trained token), and a run checkpoints at most 4 times along
     the way (its runs last seconds to a minute: each checkpoint bounds the work an interruption loses)."""
-    from scaling_axes.cli import all_experiments
+    from scaling_axes.experiments import all_experiments
     from scaling_axes.harness.runs import default_runs
 
     for experiment in all_experiments():

@@ -27,6 +27,8 @@ def test_the_command_runs_end_to_end_on_the_cpu_and_a_part_past_its_time_box_lea
     assert "every CUDA code path finishes with a finite loss: met" in summary
     assert "FFN Pattention vs eager" in summary  # the kernel benchmark's target lines, judged from its CSV
     assert "- torch " in summary and "triton" in summary and "- commit " in summary
+    powered = summary.partition("## A powered small-scale run")[2]  # the power table's cost per paper
+    assert all(f"- {paper}: " in powered and "H100-hours at small scale" in powered for paper in ("mot", "rmt"))
     paths = (out / "paths.csv").read_text()
     for name in (
         "transformer_language_model",

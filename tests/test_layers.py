@@ -190,7 +190,7 @@ def test_commands_that_train_nothing_import_no_lightning_nor_torchvision():
 def test_list_reads_from_the_modules_text_what_importing_them_gives():
     """`list` reads each experiment's name and description without importing it; importing them all gives the same
     lines (a declaration it cannot read would make it import them, and fail this test's first assertion)."""
-    from scaling_axes.cli import all_experiments
+    from scaling_axes.experiments import all_experiments
     from scaling_axes.harness.experiment.listing import listed
 
     read = listed()

@@ -334,7 +334,7 @@ def test_the_sensitivity_pass_lists_a_verdict_a_moved_threshold_changes(tmp_path
 def test_the_committed_plan_is_what_its_power_analysis_gives_from_the_pilot():
     """The plan's seeds, tests, arms, rates and out-of-reach claims equal what `power --draft` computes from the
     committed pilot now: a plan is the power table, not a number typed in."""
-    from scaling_axes.cli import all_experiments
+    from scaling_axes.experiments import all_experiments
     from scaling_axes.harness.claims.plan import plan_for, read_plan
     from scaling_axes.harness.experiment.power_table import draft
     from scaling_axes.harness.scales import CPU

@@ -392,7 +392,8 @@ def test_bad_input_stops_with_a_message_naming_the_value_and_what_is_allowed(cas
 
 
 def test_the_plan_covers_every_experiment_without_training(capsys, tmp_path, monkeypatch) -> None:
-    from scaling_axes.cli import all_experiments, plan
+    from scaling_axes.cli import plan
+    from scaling_axes.experiments import all_experiments
     from scaling_axes.harness.experiment.plan import dry_run, memory_estimate
     from scaling_axes.modules import get_config
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from scaling_axes.cli import all_experiments
+from scaling_axes.experiments import all_experiments
 from scaling_axes.experiments.rmt import recipes as rmt_recipes
 from scaling_axes.harness import scales
 from scaling_axes.harness.scales import CPU, PAPER, SMALL, SMOKE, Scale, UnknownScale, get_scale

@@ -211,7 +211,7 @@ def test_no_claim_is_decided_on_an_arm_whose_sweep_ended_at_an_edge():
 
 
 def test_every_rmt_model_below_paper_scale_is_swept_with_the_codes_decay_per_step():
-    from scaling_axes.cli import all_experiments
+    from scaling_axes.experiments import all_experiments
     from scaling_axes.harness.scales import PAPER
     from scaling_axes.harness.sweeps import tuned
 
@@ -228,7 +228,7 @@ def test_every_rmt_model_below_paper_scale_is_swept_with_the_codes_decay_per_ste
 def test_each_family_of_the_growth_figures_is_swept_on_its_own_grid():
     """Figs. 3, 6, 7 at cpu: a chain carries the grid of the family it started in (Tokenformer and Transformer
     grids are centred apart), and nothing else is swept."""
-    from scaling_axes.cli import all_experiments
+    from scaling_axes.experiments import all_experiments
     from scaling_axes.experiments.tokenformer.recipes import progressive_at
 
     grids = progressive_at(CPU).lr_grids
@@ -360,7 +360,7 @@ def test_a_stage_carries_its_heads_rate_times_its_scale_and_its_seeds_carry_the_
     """Figs. 3, 6, 7 at cpu: a grown stage of either family trains at a third of its chain head's chosen rate (at
     the head's rate the Tokenformers' restarts bumped past the spike threshold, and a Transformer's seed spiked);
     a seed-k repeat of a stage carries the stage's rate, not a third of it again."""
-    from scaling_axes.cli import all_experiments
+    from scaling_axes.experiments import all_experiments
     from scaling_axes.harness.runs import seed_run
     from scaling_axes.harness.sweeps import checked
 

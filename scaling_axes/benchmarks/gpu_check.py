@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
+import math
 import os
 import platform
 import signal
@@ -178,12 +179,45 @@ def write_summary(out: Path, outcomes: dict[str, str], tiny: bool) -> Path:
         "",
         *map(_path_line, paths),
         "",
+        "## A powered small-scale run",
+        "",
+        *powered_small_scale(),
+        "",
     ]
     atomic_write(out / "summary.md", "\n".join(lines))
     extra = sorted(p.name for p in out.iterdir() if p.name not in FILES)
     if len(FILES) > MAX_FILES or extra:
         raise SystemExit(f"{out} holds files the lease does not return: {', '.join(extra)}")
     return out / "summary.md"
+
+
+def powered_small_scale() -> list[str]:
+    """What the plan's seeds would take at small scale, per paper: the cpu scale's analysis plan sized on its pilot
+    (`power --scale cpu`: each in-family claim's seeds for power 0.8), its arms priced on one H100 at the measured
+    MFU (`power_table.costs`), so that a lease says what a powered small-scale run costs before one is asked for."""
+    from scaling_axes.experiments import all_experiments
+    from scaling_axes.harness.claims.plan import plan_path, read_plan
+    from scaling_axes.harness.experiment.hardware import MEASURED_MFU
+    from scaling_axes.harness.experiment.power_table import costs, draft, paper_costs
+    from scaling_axes.harness.scales import CPU
+
+    try:
+        plan, experiments = read_plan(plan_path(CPU), draft=True), {e.name: e for e in all_experiments()}
+        found = draft(plan, experiments, CPU)
+        totals = paper_costs(plan, found, costs(found.experiments, experiments, CPU))
+    except (OSError, ValueError, KeyError) as error:  # the pilot or the plan missing: said, the summary still written
+        return [f"- not priced: {type(error).__name__}: {error}"[:300]]
+    paper = {
+        p: f"{t['paper_gpu_hours']:.4g}"
+        if not math.isnan(t["paper_gpu_hours"])
+        else "not priced: its runs are named otherwise there"
+        for p, t in totals.items()
+    }
+    return [
+        f"- {name}: {t['small_gpu_hours']:.3g} H100-hours at small scale (paper scale: {paper[name]}), the "
+        f"{Path(plan.path).name} plan's seeds at {MEASURED_MFU:.0%} MFU"
+        for name, t in totals.items()
+    ]
 
 
 def _path_line(path: dict) -> str:

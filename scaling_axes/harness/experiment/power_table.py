@@ -176,10 +176,18 @@ def print_power(plan: AnalysisPlan, found: Draft, spent: Mapping[str, Mapping[st
             f"{name:35s} {len(each.seeds):5d}  {each.test:10s} {cost['cpu_hours']:6.2f} "
             f"{cost['small_gpu_hours']:13.3g} {cost['paper_gpu_hours']:13.4g}"
         )
-    for paper in sorted({c.paper for c in plan.claims}):
-        names = {c.experiment for c in plan.of_paper(paper)} & set(found.experiments)
-        total = {k: sum(spent[n][k] for n in names) for k in ("cpu_hours", "small_gpu_hours", "paper_gpu_hours")}
+    for paper, total in paper_costs(plan, found, spent).items():
         print(
             f"{paper}: {total['cpu_hours']:.2f} CPU-hours here (one thread), {total['small_gpu_hours']:.3g} H100-hours "
             f"at small scale, {total['paper_gpu_hours']:.4g} at paper scale (experiments shared between papers: each)"
         )
+
+
+def paper_costs(plan: AnalysisPlan, found: Draft, spent: Mapping[str, Mapping[str, float]]) -> dict[str, dict]:
+    """paper -> its experiments' costs summed (`costs`): what its plan's seeds take here, at small and paper
+    scale."""
+    out = {}
+    for paper in sorted({c.paper for c in plan.claims}):
+        names = {c.experiment for c in plan.of_paper(paper)} & set(found.experiments)
+        out[paper] = {k: sum(spent[n][k] for n in names) for k in ("cpu_hours", "small_gpu_hours", "paper_gpu_hours")}
+    return out
