@@ -341,7 +341,7 @@ def test_gpt_neox_takes_a_transformer_config_field_by_field_and_names_what_it_ca
     import dataclasses
 
     from scaling_axes.interop.neox import neox_mismatch
-    from scaling_axes.modules.architectures.transformer import TransformerConfig
+    from scaling_axes.modules.configs.transformer_config import TransformerConfig
 
     @dataclasses.dataclass(frozen=True)
     class ParallelConfig(TransformerConfig):

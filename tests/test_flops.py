@@ -5,7 +5,7 @@ import torch
 
 from scaling_axes.experiments.tokenformer.table3_params_flops import paper_params
 from scaling_axes.modules import get_config, list_models
-from scaling_axes.modules.architectures.vit_tokenformer import ViTConfig
+from scaling_axes.modules.configs.vit_tokenformer_config import ViTConfig
 from scaling_axes.modules.flops import (
     counted_flops,
     counted_non_embedding_params,

@@ -111,7 +111,7 @@ def test_the_card_folders_stay_visible_at_the_top():
     [
         ("experiments/rmt/setup.py", "Run", ("harness/runs.py", "class Run:")),
         ("experiments/rmt/setup.py", "Budget", ("harness/runs.py", "class Budget:")),
-        ("experiments/tokenformer/table8_variants.py", "build_model", ("modules/registry.py", "def build_model(")),
+        ("experiments/tokenformer/table8_variants.py", "get_config", ("modules/registry.py", "def get_config(")),
         ("experiments/rmt/fig2_scaling_laws.py", "Experiment", ("harness/runs.py", "class Experiment:")),
     ],
 )

@@ -139,7 +139,7 @@ def test_every_language_model_of_the_suite_registers_examples_the_export_tests_b
     )
     assert not lacking, (
         f"{lacking} register no examples: add `examples={{name: Example(preset, smoke-sized overrides, tokenizer)}}` "
-        "to the Architecture(...) in its file, as docs/layout.md's change table says"
+        "to the Architecture(...) in its configs/<arch>_config.py, as docs/layout.md's change table says"
     )
 
 

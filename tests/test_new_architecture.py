@@ -1,6 +1,7 @@
 """docs/layout.md's recipe for a new architecture ("What each kind of change touches"), followed by a test: one
-class, one config, one registration, and the suite's formulas check, planner and training take it with nothing else
-changed."""
+config and its registration (presets and formulas: what `configs/<arch>_config.py` holds), one model class and its
+registration (what `architectures/<arch>.py` holds), and the suite's formulas check, planner and training take it
+with nothing else changed."""
 
 import dataclasses
 
@@ -14,7 +15,7 @@ from scaling_axes.harness.scales import SMOKE
 from scaling_axes.harness.training.lifecycle import train_run
 from scaling_axes.modules import get_config
 from scaling_axes.modules.flops import counted_flops, counted_params, formula_flops, formula_params
-from scaling_axes.modules.registry import Architecture, register
+from scaling_axes.modules.registry import Architecture, register, register_model
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,13 +70,13 @@ def _counts(c: MLPOnlyConfig, per_weight: int) -> dict[str, int]:
 
 register(
     Architecture(
-        build=MLPOnly,
         params=lambda c: _counts(c, 1),
         flops=lambda c, seq_len: _counts(c, 2),
         lookup_params=lambda c: 2 * c.vocab_size * c.d_model,
     ),
     {"test_mlp_only_tiny": MLPOnlyConfig()},
 )
+register_model(MLPOnlyConfig, MLPOnly)
 BUDGET = Budget(steps=3, batch_size=2, seq_len=16, lr=1e-3, val_windows=4, checkpoint_every=3)
 
 

@@ -7,7 +7,8 @@ import pytest
 import torch
 from torch.func import functional_call
 
-from scaling_axes.modules.architectures.tokenformer import NORMALIZATIONS, Pattention
+from scaling_axes.modules.architectures.tokenformer import Pattention
+from scaling_axes.modules.configs.tokenformer_config import NORMALIZATIONS
 
 
 def reference(x: np.ndarray, keys: np.ndarray, values: np.ndarray, normalization: str, tau: int, eps: float):

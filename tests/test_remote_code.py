@@ -103,17 +103,20 @@ def test_remote_code_is_the_suites_own_files_with_relative_imports(exports) -> N
     files = sorted(path.name for path in folder.glob("*.py"))
     assert files == [
         "configuration_scaling_axes.py",
+        "decoder_config.py",
         "kernels.py",
         "layers.py",
         "modeling_scaling_axes.py",
         "registry.py",
         "rmt.py",
+        "rmt_config.py",
     ]
     for path in folder.glob("*.py"):
         ours = {"kernels.py": "kernels/__init__.py", "registry.py": "modules/registry.py"}.get(path.name)
         ours = ours or {"configuration_scaling_axes.py": "interop/hf_config.py"}.get(path.name)
         ours = ours or {"modeling_scaling_axes.py": "interop/hf_modeling.py"}.get(path.name)
-        ours = package / (ours or f"modules/architectures/{path.name}")
+        folder_of = "configs" if path.name.endswith("_config.py") else "architectures"
+        ours = package / (ours or f"modules/{folder_of}/{path.name}")
         theirs_lines, our_lines = path.read_text().splitlines(), ours.read_text().splitlines()
         assert len(theirs_lines) == len(our_lines), path.name
         changed = [(a, b) for a, b in zip(our_lines, theirs_lines, strict=True) if a != b]

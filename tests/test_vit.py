@@ -15,7 +15,7 @@ from scaling_axes.modules import (
     timm_vit,  # noqa: F401  (registers the ViT-Tokenformer names with timm)
 )
 from scaling_axes.modules.architectures.tokenformer import normalize_scores
-from scaling_axes.modules.architectures.vit_tokenformer import TIMM_NAMES
+from scaling_axes.modules.configs.vit_tokenformer_config import TIMM_NAMES
 from scaling_axes.modules.flops import counted_flops, counted_params, formula_flops, formula_params
 from scaling_axes.modules.tasks.classifier import ImageClassifier
 

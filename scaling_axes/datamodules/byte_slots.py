@@ -1,5 +1,6 @@
-"""Byte slots of tokens without the tokenizer: the byte vocabulary, random tables for timing, and pulling bytes
-across tokens (MoT reference sections 1.2-1.5; `token_bytes` reads the real tables off a tokenizer).
+"""Byte slots of tokens without the tokenizer: random tables for timing, and pulling bytes across tokens (MoT
+reference sections 1.2-1.5; `byte_vocabulary` is their vocabulary, `token_bytes` reads the real tables off a
+tokenizer).
 
 Torch and the standard library only: the Mixture of Tokenizers model imports this, and an exported model's remote
 code carries a copy of it.
@@ -7,47 +8,10 @@ code carries a copy of it.
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Literal
-
 import torch
 from torch import Tensor
 
-VOCABULARIES = ("chars", "utf8")
-GPT2_CHARS = 456  # distinct characters in GPT-2's per-token decodes: the `chars` vocabulary without the tokenizer
-GPT2_TOKENS = 50257
-Padding = Literal["left", "right"]
-
-
-@dataclasses.dataclass(frozen=True)
-class ByteVocabulary:
-    """Byte ids 0..size-1; the last two are pad and end-of-text. `head_size` pads the classes to a multiple of 128."""
-
-    name: str
-    symbols: int
-
-    @property
-    def pad_id(self) -> int:
-        return self.symbols
-
-    @property
-    def eot_id(self) -> int:
-        return self.symbols + 1
-
-    @property
-    def size(self) -> int:
-        return self.symbols + 2
-
-    @property
-    def head_size(self) -> int:
-        return -(-self.size // 128) * 128
-
-
-def vocabulary_without_tokenizer(name: str) -> ByteVocabulary:
-    """`utf8`'s 256 bytes, or `chars` at GPT-2's size (what a synthetic table draws from)."""
-    if name not in VOCABULARIES:
-        raise KeyError(f"unknown byte vocabulary {name!r}; available: {', '.join(VOCABULARIES)}")
-    return ByteVocabulary(name, 256 if name == "utf8" else GPT2_CHARS)
+from scaling_axes.datamodules.byte_vocabulary import GPT2_TOKENS, Padding, vocabulary_without_tokenizer
 
 
 def synthetic_token_byte_table(vocabulary: str, bytes_per_token: int, padding: Padding, seed: int = 0) -> Tensor:

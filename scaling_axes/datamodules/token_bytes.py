@@ -9,17 +9,19 @@ slot with the end-of-text id. Two vocabularies:
   code point, then pad = 456 and end-of-text = 457. Tokens that are partial UTF-8 sequences decode to U+FFFD.
 * ``utf8`` (what the write-up says it meant): the 256 byte values, then pad = 256 and end-of-text = 257.
 
-Pulling across tokens (section 1.4-1.5) and the vocabularies' ids are in `byte_slots`, which needs no tokenizer.
+Pulling across tokens (section 1.4-1.5) is in `byte_slots` and the vocabularies' ids in `byte_vocabulary`, which
+need no tokenizer. Counting the vocabulary imports no torch (a MoT's parameter count reads it); a table does.
 """
 
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING
 
-import torch
-from torch import Tensor
+from scaling_axes.datamodules.byte_vocabulary import ByteVocabulary, Padding, vocabulary_without_tokenizer
 
-from scaling_axes.datamodules.byte_slots import ByteVocabulary, Padding, vocabulary_without_tokenizer
+if TYPE_CHECKING:
+    from torch import Tensor
 from scaling_axes.datamodules.tokenizers import load_tokenizer
 
 
@@ -50,6 +52,8 @@ def token_byte_table(vocabulary: str, bytes_per_token: int, padding: Padding, to
     table), `right` the first (target table)."""
     if padding not in ("left", "right"):
         raise ValueError(f"padding={padding!r}; allowed: 'left' (input table), 'right' (target table)")
+    import torch
+
     texts = _token_texts(vocabulary, tokenizer)
     vocab, eot_token = byte_vocabulary(vocabulary, tokenizer=tokenizer), load_tokenizer(tokenizer).eot_id
     # on the CPU whatever the default device: the cached table outlives a meta-device model build

@@ -31,7 +31,7 @@ from scaling_axes.harness.results import Row
 from scaling_axes.harness.scales import Scale, get_scale
 from scaling_axes.harness.sweeps import Sweep, declared_rates, stable_run, sweep_point, tuned
 from scaling_axes.modules import get_config
-from scaling_axes.modules.architectures.vit_tokenformer import ViTConfig
+from scaling_axes.modules.configs.vit_tokenformer_config import ViTConfig
 from scaling_axes.modules.flops import train_flops_per_token
 
 RUNS_DIR = Path("runs")

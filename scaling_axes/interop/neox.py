@@ -12,7 +12,7 @@ import torch
 from torch import Tensor, nn
 
 from scaling_axes.datamodules.tokenizers import Tokenizer
-from scaling_axes.modules.architectures.transformer import TransformerConfig
+from scaling_axes.modules.configs.transformer_config import TransformerConfig
 
 NEOX_HELD = (  # the Transformer's fields GPT-NeoX holds whatever their value (`as_neox` maps them), or that change
     # only the initialisation, or that are read only under muP (refused on its own, below)

@@ -10,10 +10,10 @@ from __future__ import annotations
 import importlib
 import importlib.util
 from collections.abc import Callable
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import torch
-from torch import Tensor
+if TYPE_CHECKING:
+    from torch import Tensor
 
 Kernel = Literal["auto", "triton", "torch"]
 KERNELS = ("auto", "triton", "torch")
@@ -58,6 +58,8 @@ def fused(name: str) -> Callable:
 
 
 def _device_name(index: int | None) -> str:
+    import torch  # here: a config that names its kernel imports no torch
+
     return torch.cuda.get_device_name(index)
 
 

@@ -4,19 +4,18 @@ FLOPs are matmul FLOPs (2 per multiply-add) per token of a forward pass at seque
 training is 3x forward (backward = 2x). Token-token attention is counted as a dense kernel computes it,
 QK^T and AV over the whole square (4 L T d per token); norms, GELU and softmax are left out, as in Kaplan et al.
 `counted_*` measure the same things on the model itself (meta device, `torch.utils.flop_counter`), so tests can hold
-the formulas to them.
+the formulas to them. The formulas import no torch (what plans runs reads them); what counts on a model does.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-from torch import nn
-from torch.utils.flop_counter import FlopCounterMode
+from scaling_axes.modules.registry import COMPONENTS, architecture_of, build_from_config, norm_layers
 
-from scaling_axes.modules.registry import COMPONENTS, architecture_of, architectures, build_from_config
+if TYPE_CHECKING:
+    from torch import nn
 
 # module paths inside a block, per component, as every architecture here names them; "other" is what a
 # residual-path variant adds (modules/architectures/variants.py)
@@ -27,7 +26,6 @@ _BLOCK_PARTS = {
     "other": ("gates", "attn_sdu", "ffn_sdu"),
 }
 _SHARED_COMPONENTS = ((r"^(token|position)_embedding\.", "embedding"), (r"^lm_head\.", "head"))
-NORM_LAYERS = (nn.LayerNorm, nn.RMSNorm, nn.GroupNorm)
 
 
 def formula_params(config: Any) -> dict[str, int]:
@@ -59,8 +57,18 @@ def _component(name: str, patterns: tuple[tuple[str, str], ...]) -> str:
 
 def norm_parameters(model: nn.Module) -> list[nn.Parameter]:
     """The gains and biases of every normalisation layer, of any rank (the RMT's are [D_v, D_k] matrices)."""
-    layers = (*NORM_LAYERS, *(t for a in architectures() for t in a.norm_layers))
+    from torch import nn
+
+    layers = (nn.LayerNorm, nn.RMSNorm, nn.GroupNorm, *norm_layers())
     return [p for m in model.modules() if isinstance(m, layers) for p in m.parameters(recurse=False)]
+
+
+def meta_model(config: Any) -> nn.Module:
+    """`config`'s model on the meta device: its shapes and no memory, for counting."""
+    import torch
+
+    with torch.device("meta"):
+        return build_from_config(config)
 
 
 def counted_params(model: nn.Module) -> dict[str, int]:
@@ -77,9 +85,12 @@ def counted_flops(config: Any, seq_len: int, backward: bool = False) -> dict[str
 
     A block's `attn.qkv`, `attn.out` and `ffn` modules are their components, the rest of the block is attention;
     a top-level `embed` module is the embedding and what remains is the head."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
     architecture = architecture_of(config)
+    model = meta_model(config)
     with torch.device("meta"):
-        model = build_from_config(config)
         idx, seq_len = architecture.example_input(config, seq_len)
         with FlopCounterMode(display=False) as counter:
             logits = model(idx)
@@ -117,6 +128,8 @@ def non_embedding_params(config: Any) -> int:
 
 def lookup_tables(model: nn.Module) -> list[nn.Parameter]:
     """The model's embedding tables and its untied unembedding (`lm_head`), each once."""
+    from torch import nn
+
     tables = {id(m.weight): m.weight for m in model.modules() if isinstance(m, nn.Embedding)}
     head = getattr(model, "lm_head", None)
     if head is not None:

@@ -1,10 +1,11 @@
 """Architectures and their named presets, in the manner of timm's `create_model`.
 
-Each architecture registers once, in its own file: its builder, its closed-form parameter and FLOP formulas, its
-shape (width, depth, outputs) and, if it can grow, how. `build_model(name, **overrides)` replaces config fields by
-name, checks their types, and builds the model; `architecture_of(config)` is how the FLOP counts, the planner and
-growth find what they need, so adding an architecture touches no other code (its presets' counts go in
-tests/test_models.py: docs/layout.md's change table).
+Each architecture registers twice, from its two files: `modules/configs/<arch>_config.py` registers its config's
+presets, its closed-form parameter and FLOP formulas, its shape (width, depth, outputs) and, if it can grow, how
+(`register`); `modules/architectures/<arch>.py` registers the nn.Module that builds it (`register_model`). What
+plans and prices runs (`get_config`, `architecture_of`, the formulas) therefore imports no torch; `build_model`
+imports the models when it first builds one. Adding an architecture touches no other code (its presets' counts go
+in tests/test_models.py: docs/layout.md's change table).
 """
 
 from __future__ import annotations
@@ -17,10 +18,12 @@ import sys
 import types
 import typing
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-from torch import Tensor, nn
+if TYPE_CHECKING:
+    from torch import Tensor, nn
+
+MODELS = "scaling_axes.modules.architectures"  # every model file, imported when a model is first built
 
 COMPONENTS = ("embedding", "qkv", "attention", "out", "ffn", "norms", "head", "other")
 Counts = dict[str, int]  # per component of COMPONENTS
@@ -28,6 +31,8 @@ Counts = dict[str, int]  # per component of COMPONENTS
 
 def token_ids(config: Any, seq_len: int) -> tuple[Tensor, int]:
     """A language model's example input for counting FLOPs: one row of `seq_len` token ids, and its token count."""
+    import torch
+
     return torch.zeros(1, seq_len, dtype=torch.long), seq_len
 
 
@@ -50,12 +55,11 @@ class Architecture:
     lookup_params: the lookup tables and unembedding that a non-embedding count leaves out; width, depth, outputs:
     residual values per token, layers and output classes (the planner's memory estimate); example_input: an input
     for counting FLOPs on the model and the tokens it holds; components: parameter-name prefixes -> component, beyond
-    the names every model here shares; norm_layers: its normalisation modules of its own; grow: "module:function"
+    the names every model here shares; grow: "module:function"
     growing a model into a bigger config (imported when used, so a model file need not import its growth code; it is
     given the options its signature names), and the config fields growth changes (`growing_fields`); examples: its
     smoke-sized models by name (`Example`), one for each way it is built (a language model needs at least one)."""
 
-    build: Callable[[Any], nn.Module]
     params: Callable[[Any], Counts]
     flops: Callable[[Any, int], Counts]
     lookup_params: Callable[[Any], int]
@@ -64,7 +68,6 @@ class Architecture:
     outputs: Callable[[Any], int] = lambda c: c.vocab_size
     example_input: Callable[[Any, int], tuple[Tensor, int]] = token_ids
     components: tuple[tuple[str, str], ...] = ()
-    norm_layers: tuple[type[nn.Module], ...] = ()
     grow: str | None = None
     growing_fields: tuple[str, ...] = ()
     examples: dict[str, Example] = dataclasses.field(default_factory=dict)
@@ -78,6 +81,8 @@ class Architecture:
         blocks) is drawn from `seed`, never from the process's random state: that state depends on what the process
         ran before, so a stage grown after other work would start from other weights than the same stage alone. The
         process's random state is left as it was."""
+        import torch
+
         if self.grow is None:
             growable = sorted(c.__name__ for c, a in _ARCHITECTURES.items() if a.grow)
             raise ValueError(f"{type(model).__name__} cannot grow; these can: {', '.join(growable)}")
@@ -96,9 +101,19 @@ def resolve(reference: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
+@dataclasses.dataclass(frozen=True)
+class Model:
+    """What builds an architecture's config (`build`), and its normalisation modules of its own (`norm_layers`, whose
+    gains the optimiser keeps from weight decay), registered by the model's file (`register_model`)."""
+
+    build: Callable[[Any], nn.Module]
+    norm_layers: tuple[type[nn.Module], ...] = ()
+    module: str = ""
+
+
 _PRESETS: dict[str, Any] = {}
 _ARCHITECTURES: dict[type, Architecture] = {}
-_REGISTERED_IN: dict[type, str] = {}  # config class -> the module whose `register` call registered it
+_MODELS: dict[type, Model] = {}  # config class -> its model, once its file is imported
 
 
 def register(architecture: Architecture, presets: dict[str, Any]) -> None:
@@ -114,25 +129,48 @@ def register(architecture: Architecture, presets: dict[str, Any]) -> None:
         if example.preset not in presets or name in language_model_examples():
             raise ValueError(f"example {name!r}: its preset is not among these, or its name is taken")
     _ARCHITECTURES[config_type] = architecture
-    _REGISTERED_IN[config_type] = sys._getframe(1).f_globals["__name__"]
     for name, config in presets.items():
         if name in _PRESETS:
             raise ValueError(f"model preset {name!r} is registered twice")
         _PRESETS[name] = config
 
 
-def architecture_of(config: Any) -> Architecture:
-    """The registered architecture of `config` (its class, or the nearest registered base class)."""
+def register_model(config_type: type, build: Callable[[Any], nn.Module], norm_layers: tuple = ()) -> None:
+    """Register the nn.Module that builds `config_type`'s architecture (already registered by its config file)."""
+    if config_type not in _ARCHITECTURES:
+        raise TypeError(f"{config_type.__name__} has no registered architecture: register its config's presets first")
+    if config_type in _MODELS:
+        raise ValueError(f"{config_type.__name__}'s model is registered twice")
+    _MODELS[config_type] = Model(build, tuple(norm_layers), sys._getframe(1).f_globals["__name__"])
+
+
+def _registered_class(config: Any) -> type:
+    """`config`'s class, or its nearest registered base class."""
     for cls in type(config).__mro__:
         if cls in _ARCHITECTURES:
-            return _ARCHITECTURES[cls]
+            return cls
     raise TypeError(f"no registered architecture takes a {type(config).__name__}")
 
 
+def architecture_of(config: Any) -> Architecture:
+    """The registered architecture of `config` (its class, or the nearest registered base class)."""
+    return _ARCHITECTURES[_registered_class(config)]
+
+
+def model_of(config: Any) -> Model:
+    """The model that builds `config`'s architecture, the model files imported if none is registered yet."""
+    cls = _registered_class(config)
+    if cls not in _MODELS:
+        importlib.import_module(MODELS)
+    if cls not in _MODELS:
+        raise TypeError(f"{cls.__name__} registers no model: call registry.register_model in its model's file")
+    return _MODELS[cls]
+
+
 def registered_in(config: Any) -> str:
-    """The module that registered `config`'s architecture: what an export's remote code must carry, with what it
-    imports (a backbone may be registered beside the model that shares its formulas, as the MoT's is)."""
-    return next(_REGISTERED_IN[cls] for cls in type(config).__mro__ if cls in _REGISTERED_IN)
+    """The module that registered `config`'s model: what an export's remote code must carry, with what it imports
+    (its config's file among them)."""
+    return model_of(config).module
 
 
 def architectures() -> list[Architecture]:
@@ -176,6 +214,11 @@ def config_from(class_name: str, fields: dict[str, Any]) -> Any:
     return replace_config(preset, **fields)
 
 
+def norm_layers() -> tuple[type, ...]:
+    """Every registered model's normalisation modules of its own."""
+    return tuple(t for m in _MODELS.values() for t in m.norm_layers)
+
+
 def build_model(name: str, **overrides: Any) -> nn.Module:
     """Build the preset `name`, with config fields replaced by `overrides`."""
     return build_from_config(get_config(name, **overrides))
@@ -183,7 +226,7 @@ def build_model(name: str, **overrides: Any) -> nn.Module:
 
 def build_from_config(config: Any) -> nn.Module:
     """Build a model from a config of any registered architecture."""
-    return architecture_of(config).build(config)
+    return model_of(config).build(config)
 
 
 def replace_config(config: Any, **overrides: Any) -> Any:

@@ -17,7 +17,7 @@ from timm.models.vision_transformer import Block, VisionTransformer
 from torch import Tensor, nn
 
 from scaling_axes.modules.architectures.tokenformer import Pattention, QKVPattention
-from scaling_axes.modules.architectures.vit_tokenformer import TIMM_NAMES, ViTConfig
+from scaling_axes.modules.configs.vit_tokenformer_config import TIMM_NAMES, ViTConfig
 from scaling_axes.modules.registry import get_config
 
 

@@ -19,7 +19,7 @@ from typing import Any
 from scaling_axes.experiments.cross_architecture.recipes import Recipe, Shape
 from scaling_axes.harness.scales import Scale
 from scaling_axes.modules import get_config, list_models
-from scaling_axes.modules.architectures.transformer import STANDARD_PARAMETRISATION
+from scaling_axes.modules.configs.transformer_config import STANDARD_PARAMETRISATION
 
 CLAIM_KINDS = ("lower_loss", "as_good_as")  # `claims.verdicts.lower_loss`, `as_good_as` (the plan's tolerance)
 

@@ -14,14 +14,18 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-import torch
-
 from scaling_axes.experiments.rmt.setup import table7_forward_flops
 from scaling_axes.harness.results import Row, compare, published, pyplot, save_figure
 from scaling_axes.harness.runs import Experiment
 from scaling_axes.harness.scales import Scale
-from scaling_axes.modules import build_model, get_config
-from scaling_axes.modules.flops import counted_flops, counted_params, formula_params, train_flops_per_token
+from scaling_axes.modules import get_config
+from scaling_axes.modules.flops import (
+    counted_flops,
+    counted_params,
+    formula_params,
+    meta_model,
+    train_flops_per_token,
+)
 
 RESIDUALS = (1024, 2048, 3072, 4096)
 DOUBLED = (1024, 2048)  # §3.1's "+100% residual stream"
@@ -41,8 +45,7 @@ def _measure(family: str, residual: int) -> dict[str, tuple[float, float]]:
     example with the (un)embedding as V D (`table7_vd`) and as V alone (`table7_v_only`, formula only)."""
     name, overrides = models(residual)[family]
     config = get_config(name, **overrides)
-    with torch.device("meta"):
-        counted = sum(counted_params(build_model(name, **overrides)).values())
+    counted = sum(counted_params(meta_model(config)).values())
     vd, v_only = (table7_forward_flops(config, compatible) for compatible in (False, True))
     return {
         "params": (sum(formula_params(config).values()), counted),

@@ -26,7 +26,7 @@ from scaling_axes.harness.runs import Experiment, Run, fitted
 from scaling_axes.harness.scales import Scale
 from scaling_axes.harness.sweeps import Sweep
 from scaling_axes.modules import get_config
-from scaling_axes.modules.architectures.rmt import RMTConfig
+from scaling_axes.modules.configs.rmt_config import RMTConfig
 from scaling_axes.modules.registry import architecture_of
 
 D_KEYS = (6, 12, 24, 32, 48, 64)

@@ -24,8 +24,8 @@ from scaling_axes.harness.runs import Budget, Run
 from scaling_axes.harness.scales import Scale
 from scaling_axes.harness.sweeps import Sweep
 from scaling_axes.harness.training.curves import Curve
-from scaling_axes.modules.architectures.rmt import RMTConfig
-from scaling_axes.modules.architectures.transformer import TransformerConfig
+from scaling_axes.modules.configs.rmt_config import RMTConfig
+from scaling_axes.modules.configs.transformer_config import TransformerConfig
 
 TRANSFORMERS = ("transformer_rmt_49m", "transformer_rmt_160m", "transformer_rmt_260m", "transformer_rmt_405m")
 RMTS = ("rmt_46m", "rmt_134m", "rmt_206m", "rmt_305m")

@@ -23,7 +23,7 @@ from scaling_axes.harness.results import Row, compare, published, pyplot, save_f
 from scaling_axes.harness.runs import Experiment, Run, fitted
 from scaling_axes.harness.scales import Scale
 from scaling_axes.harness.training.curves import final_train_loss
-from scaling_axes.modules.architectures.transformer import STANDARD_PARAMETRISATION
+from scaling_axes.modules.configs.transformer_config import STANDARD_PARAMETRISATION
 from scaling_axes.modules.flops import formula_params
 from scaling_axes.modules.registry import architecture_of
 

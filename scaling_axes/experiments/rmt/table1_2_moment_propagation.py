@@ -18,15 +18,13 @@ storage") place under these labels. Errata, each a row beside the value the pape
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
-
-import torch
-from torch import Tensor, nn
 
 from scaling_axes.harness.results import Row, compare, published
 from scaling_axes.harness.runs import Experiment
 from scaling_axes.harness.scales import Scale
-from scaling_axes.modules.architectures.rmt import outer_sum, retrieve
+from scaling_axes.modules.registry import resolve
+
+RMT = "scaling_axes.modules.architectures.rmt"  # the model's contractions, imported when measured: listing needs none
 
 D_KEY, D_VALUE, RANK, D_MODEL, D_FF = 64, 64, 16, 1024, 4096  # GPT2-medium shapes (§3.2)
 TOLERANCE = 0.05  # measured against closed forms: the spread of the mean of 16 draws is a few percent
@@ -35,12 +33,13 @@ PRINT_TOLERANCE = 0.01  # the paper prints two digits
 
 @dataclasses.dataclass(frozen=True)
 class Contraction:
-    """One operation at init: `op(x, weight)` with weight `weight_shape`, input `input_shape` (last axis fan_in)."""
+    """One operation at init: `op(x, weight)` with weight `weight_shape`, input `input_shape` (last axis fan_in); `op`
+    is "module:function"."""
 
     fan_in: int
     fan_out: int
     input_shape: tuple[int, ...]
-    op: Callable[[Tensor, Tensor], Tensor]
+    op: str
     weight_shape: tuple[int, int]
 
     def closed_form(self, keys_backward: int | None = None) -> tuple[float, float]:
@@ -51,15 +50,15 @@ class Contraction:
 
 
 def _storage(rank: int, d_key: int) -> Contraction:
-    return Contraction(rank, d_key, (8, 32, D_VALUE, rank), outer_sum, (rank, d_key))
+    return Contraction(rank, d_key, (8, 32, D_VALUE, rank), f"{RMT}:outer_sum", (rank, d_key))
 
 
 def _retrieval(d_key: int, keys: int) -> Contraction:
-    return Contraction(d_key, keys, (8, 32, D_VALUE, d_key), retrieve, (d_key, keys))
+    return Contraction(d_key, keys, (8, 32, D_VALUE, d_key), f"{RMT}:retrieve", (d_key, keys))
 
 
 def _linear(d_in: int, d_out: int) -> Contraction:
-    return Contraction(d_in, d_out, (4, 8, d_in), torch.matmul, (d_in, d_out))
+    return Contraction(d_in, d_out, (4, 8, d_in), "torch:matmul", (d_in, d_out))
 
 
 TABLE2 = {  # "<sublayer>_<operation>_<model>" -> the operation that the label names
@@ -84,12 +83,16 @@ def measured(operation: Contraction, mean: float = 0.0, draws: int = 16, seed: i
     """Mean over std and Var(out)/Var(in) forward, Var(grad in)/Var(grad out) backward, for inputs and upstream
     gradients of unit variance and mean `mean`; ratios are to sigma^2 + mu^2, as Table 1 writes them. Moments are
     about zero, pooled over draws: a single draw's own variance would drop the spread of its few key sums."""
+    import torch
+    from torch import nn
+
+    op = resolve(operation.op)
     generator = torch.Generator().manual_seed(seed)
     first, second = torch.zeros(2, dtype=torch.float64), torch.zeros(2, dtype=torch.float64)
     for _ in range(draws):
         weight = nn.init.xavier_normal_(torch.empty(operation.weight_shape), generator=generator).double()
         x = (torch.randn(operation.input_shape, generator=generator, dtype=torch.float64) + mean).requires_grad_()
-        out = operation.op(x, weight)
+        out = op(x, weight)
         upstream = torch.randn(out.shape, generator=generator, dtype=torch.float64) + mean
         out.backward(upstream)
         first += torch.stack([out.mean(), x.grad.mean()]).detach()

@@ -10,8 +10,6 @@ shapes (reference section 4).
 
 from __future__ import annotations
 
-import torch
-
 from scaling_axes.experiments.rmt.recipes import PAPER_LR, PAPER_SEQ
 from scaling_axes.experiments.rmt.setup import (
     paper_tokens,
@@ -22,8 +20,8 @@ from scaling_axes.experiments.rmt.setup import (
 from scaling_axes.harness.results import Row, compare, published
 from scaling_axes.harness.runs import Experiment
 from scaling_axes.harness.scales import Scale
-from scaling_axes.modules import build_model, get_config
-from scaling_axes.modules.flops import train_flops_per_token
+from scaling_axes.modules import get_config
+from scaling_axes.modules.flops import meta_model, train_flops_per_token
 
 PRESETS = (
     "transformer_rmt_49m",
@@ -46,8 +44,7 @@ def _table(name: str) -> str:
 
 def _preset_rows(name: str, paper: dict) -> list[Row]:
     c, table = get_config(name), _table(name)
-    with torch.device("meta"):
-        params = sum(p.numel() for p in build_model(name).parameters())
+    params = sum(p.numel() for p in meta_model(c).parameters())
     label = paper[(table, name, "params")]
     tokens = paper_tokens(name)
     published_flops = paper.get(("table4", name, "train_flops"))

@@ -33,7 +33,7 @@ from scaling_axes.interop.evaluate import (
     weights_fingerprint,
     zero_shot_rows,
 )
-from scaling_axes.modules.architectures.official_weights import OFFICIAL_REPOS
+from scaling_axes.modules.configs.tokenformer_config import OFFICIAL_REPOS
 
 PRESETS = tuple(OFFICIAL_REPOS)
 LIKELY = {"hellaswag": "acc_norm", "arc_challenge": "acc_norm"}

@@ -16,14 +16,12 @@ from __future__ import annotations
 
 import math
 
-import torch
-
 from scaling_axes.harness.results import Row
 from scaling_axes.harness.runs import Experiment
 from scaling_axes.harness.scales import Scale
-from scaling_axes.modules import build_model, get_config, list_models
-from scaling_axes.modules.architectures.tokenformer import TokenformerConfig, normalize_scores
-from scaling_axes.modules.flops import COMPONENTS, counted_flops, counted_params
+from scaling_axes.modules import get_config, list_models
+from scaling_axes.modules.configs.tokenformer_config import TokenformerConfig
+from scaling_axes.modules.flops import COMPONENTS, counted_flops, counted_params, meta_model
 
 
 def paper_params(config) -> dict[str, int]:
@@ -87,8 +85,7 @@ def _component_rows(
 
 def _preset_rows(name: str) -> list[Row]:
     config = get_config(name)
-    with torch.device("meta"):
-        params = counted_params(build_model(name))
+    params = counted_params(meta_model(config))
     flops, context = counted_flops(config, config.max_seq_len), config.max_seq_len
     printed = paper_params(config)
     tokenformer = isinstance(config, TokenformerConfig)
@@ -149,6 +146,10 @@ def _total_rows(name: str, config, printed: dict[str, int], params: dict[str, in
 def tau_inside_row() -> Row:
     """Eqs. 4-5 as printed put tau inside the L2 normalisation, where it cancels: GELU(tau A / ||tau A||) is
     GELU(A / ||A||) for any tau. App. A's Eq. 17, the talk and both codes scale outside, GELU(tau A / ||A||)."""
+    import torch
+
+    from scaling_axes.modules.architectures.tokenformer import normalize_scores
+
     scores = torch.randn(4, 64, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     tau = math.sqrt(scores.shape[-1])
     inside = torch.nn.functional.gelu(tau * scores / torch.linalg.vector_norm(tau * scores, dim=-1, keepdim=True))

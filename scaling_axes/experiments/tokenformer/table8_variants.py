@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import dataclasses
 
-import torch
-
 from scaling_axes.harness.results import Row, published
 from scaling_axes.harness.runs import Experiment
 from scaling_axes.harness.scales import Scale
-from scaling_axes.modules import build_model, get_config, list_models
+from scaling_axes.modules import get_config, list_models
+from scaling_axes.modules.flops import meta_model
 
 LABEL_TOLERANCE = 0.02
 
@@ -27,8 +26,7 @@ def report(scale: Scale, results: dict[str, dict]) -> list[Row]:
     rows = []
     for name in list_models("tokenformer_") + list_models("transformer_"):
         config = get_config(name)
-        with torch.device("meta"):
-            params = sum(p.numel() for p in build_model(name).parameters())
+        params = sum(p.numel() for p in meta_model(config).parameters())
         fields = dataclasses.asdict(config)
         for metric, value in fields.items():
             expected = paper.get(("table8", name, metric))

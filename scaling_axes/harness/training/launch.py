@@ -16,8 +16,6 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from scaling_axes.harness.runs import Experiment, Run
 from scaling_axes.harness.scales import Scale
 from scaling_axes.io import SuiteError
@@ -121,10 +119,16 @@ def world_size(options: dict[str, Any]) -> int:
     if isinstance(devices, (list, tuple)):
         count = len(devices)
     elif devices in (None, "auto", -1, "-1"):
-        count = torch.cuda.device_count() if on_cuda(str(options.get("accelerator", "auto"))) else 1
+        count = _cuda_devices() if on_cuda(str(options.get("accelerator", "auto"))) else 1
     else:
         count = int(devices)
     return max(1, count) * int(options.get("num_nodes") or 1)
+
+
+def _cuda_devices() -> int:
+    import torch  # here: planning a launch on the CPU imports no torch
+
+    return torch.cuda.device_count()
 
 
 LAUNCH_FIELDS = ("world_size", "accelerator", "strategy", "compile", "kernels", "code")  # where and how it ran,
@@ -180,6 +184,8 @@ def source_digest() -> str:
 def kernels(cuda: bool) -> str:
     """Which kernels do the arithmetic: the GPU model, or the CPU instruction set ATen dispatches to
     (`ATEN_CPU_CAPABILITY`): another rounds differently, so a run resumed on it would not continue the same run."""
+    import torch
+
     if cuda and torch.cuda.is_available():
         return torch.cuda.get_device_name()
     return f"cpu {torch.backends.cpu.get_cpu_capability()}"

@@ -7,9 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from scaling_axes.datamodules.corpora import data_digest
 from scaling_axes.datamodules.sources import tokenizer_of
@@ -26,6 +24,9 @@ from scaling_axes.io import (
     verify_checksum,
 )
 from scaling_axes.modules.registry import preset_overrides
+
+if TYPE_CHECKING:
+    import torch
 
 FINAL_WEIGHTS = "final.safetensors"  # a finished run's weights (a run finished before issue 39: final.pt, still read)
 LEGACY_FINAL_WEIGHTS = "final.pt"

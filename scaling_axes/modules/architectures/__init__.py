@@ -1,5 +1,6 @@
-"""One file per architecture; importing this package registers them all. A new architecture is one file here: each
-module of this folder is imported, so it registers with no list to edit."""
+"""One file per architecture's model (its nn.Modules; its config is `configs/<arch>_config.py`); importing this
+package registers them all, as `registry.build_from_config` does when it first builds a model. Each module of this
+folder is imported, so a new one registers with no list to edit."""
 
 import importlib
 import pkgutil

@@ -5,12 +5,11 @@ elsewhere."""
 from __future__ import annotations
 
 import functools
-from typing import Literal
 
 import torch
 from torch import Tensor
 
-MaskKind = Literal["causal", "within_token"]
+from scaling_axes.modules.configs.mot_config import MaskKind
 
 
 def byte_mask(n_bytes: int, bytes_per_token: int, window: int, kind: MaskKind, device=None) -> Tensor:

@@ -5,7 +5,6 @@ states (`split`, `copy`). The model that uses them is `mot.py`."""
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -13,8 +12,7 @@ from torch import Tensor, nn
 from scaling_axes.modules.architectures.byte_attention import windowed_attention
 from scaling_axes.modules.architectures.layers import RotaryEmbedding
 from scaling_axes.modules.architectures.modded_gpt import Attention, rms_norm, speedrun_linear
-
-MoTConfig = Any  # `mot.MoTConfig`, which imports this file: its fields are read, its class is not needed
+from scaling_axes.modules.configs.mot_config import MoTConfig
 
 
 class ByteLayer(nn.Module):

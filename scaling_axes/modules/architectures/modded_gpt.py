@@ -12,7 +12,6 @@ The optimiser it was trained with (Muon + Adam) is `scaling_axes.modules.tasks.o
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import torch
@@ -20,6 +19,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from scaling_axes.modules.architectures.layers import RotaryEmbedding, causal_attention, current_decoding
+from scaling_axes.modules.configs.mot_config import ModdedGPTConfig
+from scaling_axes.modules.registry import register_model
 
 
 def rms_norm(x: Tensor) -> Tensor:
@@ -33,54 +34,6 @@ def speedrun_linear(d_in: int, d_out: int, zero: bool = False) -> nn.Linear:
     bound = math.sqrt(3) * 0.5 * d_in**-0.5
     nn.init.zeros_(linear.weight) if zero else nn.init.uniform_(linear.weight, -bound, bound)
     return linear
-
-
-@dataclasses.dataclass(frozen=True)
-class ModdedGPTConfig:
-    vocab_size: int = 50257
-    n_layer: int = 16
-    d_model: int = 1024
-    n_head: int = 8
-    head_dim: int = 128
-    mlp_ratio: int = 4
-    max_seq_len: int = 1024
-    attention_scale: float = 0.12
-    attention_free_layers: tuple[int, ...] = (7,)
-    value_embeddings: int = 3
-    rope_min_period: float = 1024.0  # the ladder's lowest frequency is 1 / rope_min_period
-    logit_cap: float = 30.0
-    logit_cap_divisor: float = 7.5
-    head_multiple: int = 128
-    precision_as_run: bool = False  # the original's bf16 embedding tables, so bf16 Adam state for them too
-
-    def __post_init__(self) -> None:
-        for name in ("vocab_size", "n_layer", "d_model", "n_head", "head_dim", "max_seq_len"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name}={getattr(self, name)} must be positive")
-        if self.n_layer % 2:
-            raise ValueError(f"n_layer={self.n_layer} must be even: the U-net pairs layer i with n_layer - 1 - i")
-        if 2 * self.value_embeddings > self.n_layer:
-            raise ValueError(
-                f"value_embeddings={self.value_embeddings} need 2 x that many layers; n_layer={self.n_layer}"
-            )
-        if any(not 0 <= i < self.n_layer for i in self.attention_free_layers):
-            raise ValueError(f"attention_free_layers={self.attention_free_layers} outside 0..{self.n_layer - 1}")
-
-    @property
-    def d_attention(self) -> int:
-        return self.n_head * self.head_dim
-
-    @property
-    def head_size(self) -> int:
-        """Output classes: the vocabulary padded to a multiple of `head_multiple` (50257 -> 50304)."""
-        return -(-self.vocab_size // self.head_multiple) * self.head_multiple
-
-    def value_embedding_of(self, layer: int) -> int | None:
-        """Which value embedding layer `layer` mixes into V: 0,1,2 for the first layers and again for the last."""
-        k = self.value_embeddings
-        if layer < k:
-            return layer
-        return layer - (self.n_layer - k) if layer >= self.n_layer - k else None
 
 
 class QKV(nn.Module):
@@ -228,3 +181,6 @@ class ModdedGPT(nn.Module):
             )
             groups[group].append(p)
         return groups
+
+
+register_model(ModdedGPTConfig, ModdedGPT)

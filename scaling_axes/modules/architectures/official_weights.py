@@ -15,13 +15,8 @@ from torch import Tensor
 
 from scaling_axes.io import load_torch
 from scaling_axes.modules.architectures.tokenformer import Tokenformer
+from scaling_axes.modules.configs.tokenformer_config import OFFICIAL_REPOS
 
-OFFICIAL_REPOS = {
-    "tokenformer_150m": "Haiyang-W/TokenFormer-150M",
-    "tokenformer_450m": "Haiyang-W/TokenFormer-450M",
-    "tokenformer_900m": "Haiyang-W/TokenFormer-900M",
-    "tokenformer_1_5b": "Haiyang-W/TokenFormer-1-5B",
-}
 _PATTENTIONS = {
     "attention.query": "attn.qkv.query",
     "attention.key": "attn.qkv.key",

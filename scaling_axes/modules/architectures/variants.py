@@ -1,6 +1,6 @@
 """The residual-path variants of the RMT paper's Table 10 (Highway, depth-wise LSTM, hierarchical aggregation).
 
-Its presets are at GPT2-small shapes (12 x 768, 12 heads, D_FF 3072).
+Its presets are at GPT2-small shapes (12 x 768, 12 heads, D_FF 3072): `configs/variants_config.py`.
 
 Each is the RMT paper's Transformer (`transformer_rmt_160m`: learned positions, untied, no biases) with its residual
 path rewired. The papers' exact layer designs are not in the material this suite was built from; these follow
@@ -17,44 +17,14 @@ their published descriptions and are sized to the parameter counts of the RMT pa
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Literal
-
 import torch
 from torch import Tensor, nn
 
-from scaling_axes.modules.architectures.layers import (
-    SMOKE_SHAPE,
-    PreNormBlock,
-    RotaryEmbedding,
-    decoder_lookup_params,
-    layer_norm,
-)
-from scaling_axes.modules.architectures.transformer import (
-    MLP,
-    STANDARD_PARAMETRISATION,
-    Transformer,
-    TransformerConfig,
-    make_attention,
-    transformer_flops,
-    transformer_params,
-)
-from scaling_axes.modules.registry import Architecture, Example, get_config, register
-
-Variant = Literal["highway", "depth_lstm", "layer_aggregation"]
-
-
-@dataclasses.dataclass(frozen=True)
-class VariantConfig(TransformerConfig):
-    variant: Variant = "highway"
-    aggregation_stages: int = 3
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.variant not in ("highway", "depth_lstm", "layer_aggregation"):
-            raise ValueError(f"variant={self.variant!r}; allowed: 'highway', 'depth_lstm', 'layer_aggregation'")
-        if self.variant == "layer_aggregation" and self.n_layer % self.aggregation_stages:
-            raise ValueError(f"n_layer={self.n_layer} does not split into {self.aggregation_stages} stages")
+from scaling_axes.modules.architectures.layers import PreNormBlock, RotaryEmbedding, layer_norm
+from scaling_axes.modules.architectures.transformer import MLP, Transformer, make_attention
+from scaling_axes.modules.configs.transformer_config import TransformerConfig
+from scaling_axes.modules.configs.variants_config import VariantConfig
+from scaling_axes.modules.registry import register_model
 
 
 class SelfDependencyUnit(nn.Module):
@@ -137,49 +107,4 @@ class TransformerVariant(Transformer):
         return merged
 
 
-_GPT2_SMALL = VariantConfig(**dataclasses.asdict(get_config("transformer_rmt_160m", **STANDARD_PARAMETRISATION)))
-
-
-def _base(config: VariantConfig) -> TransformerConfig:
-    fields = {f.name: getattr(config, f.name) for f in dataclasses.fields(TransformerConfig)}
-    return TransformerConfig(**fields)
-
-
-def _variant(c: VariantConfig, base: dict[str, int], flops: bool) -> dict[str, int]:
-    """The Transformer's counts changed by a Table 10 variant; FLOPs are 2 per weight (per token)."""
-    per_weight, d, layers = (2 if flops else 1), c.d_model, c.n_layer
-    out = dict(base)
-    if c.variant == "highway":
-        out["other"] = per_weight * layers * 4 * d * d
-    elif c.variant == "depth_lstm":  # gates 2d -> 3d; the FFN's first matrix reads 2d; one norm per block
-        out["other"] = per_weight * layers * 6 * d * d
-        out["ffn"] = per_weight * layers * 3 * d * c.ffn_dim
-        out["norms"] = 0 if flops else (layers + 1) * d * (1 + c.norm_bias)
-    else:  # aggregation nodes: 2d -> d and a LayerNorm each
-        out["other"] = (c.aggregation_stages - 1) * (per_weight * 2 * d * d + (0 if flops else d * (1 + c.norm_bias)))
-    return out
-
-
-register(
-    Architecture(
-        build=TransformerVariant,
-        params=lambda c: _variant(c, transformer_params(_base(c)), flops=False),
-        flops=lambda c, seq_len: _variant(c, transformer_flops(_base(c), seq_len), flops=True),
-        lookup_params=decoder_lookup_params,
-        components=((r"^aggregators\.", "other"),),
-        examples={
-            "highway": Example("highway_transformer_191m", SMOKE_SHAPE),
-            "highway_rope": Example(  # rotary and no muP: every field GPT-NeoX has but its own (it is not one)
-                "highway_transformer_191m",
-                {**SMOKE_SHAPE, "position": "rope", "mup": False, "inverse_layer_scaling": False},
-            ),
-            "depthwise_lstm": Example("depthwise_lstm_233m", SMOKE_SHAPE),
-            "hierarchical_aggregation": Example("hierarchical_aggregation_165m", {**SMOKE_SHAPE, "n_layer": 6}),
-        },
-    ),
-    {
-        "highway_transformer_191m": dataclasses.replace(_GPT2_SMALL, variant="highway"),
-        "depthwise_lstm_233m": dataclasses.replace(_GPT2_SMALL, variant="depth_lstm"),
-        "hierarchical_aggregation_165m": dataclasses.replace(_GPT2_SMALL, variant="layer_aggregation"),
-    },
-)
+register_model(VariantConfig, TransformerVariant)

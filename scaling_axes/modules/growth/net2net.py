@@ -26,7 +26,8 @@ import math
 import torch
 from torch import Tensor
 
-from scaling_axes.modules.architectures.transformer import Transformer, TransformerConfig
+from scaling_axes.modules.architectures.transformer import Transformer
+from scaling_axes.modules.configs.transformer_config import TransformerConfig
 from scaling_axes.modules.registry import get_config, replace_config
 
 

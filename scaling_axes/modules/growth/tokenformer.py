@@ -11,7 +11,8 @@ from typing import Literal
 
 import torch
 
-from scaling_axes.modules.architectures.tokenformer import TAU_FIELDS, TOKEN_FIELDS, Tokenformer, TokenformerConfig
+from scaling_axes.modules.architectures.tokenformer import Tokenformer
+from scaling_axes.modules.configs.tokenformer_config import TAU_FIELDS, TOKEN_FIELDS, TokenformerConfig
 from scaling_axes.modules.registry import get_config, replace_config
 
 

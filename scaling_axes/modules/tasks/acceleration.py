@@ -8,16 +8,19 @@ import ctypes.util
 import functools
 from typing import TYPE_CHECKING
 
-import torch
-from torch import nn
-
-if TYPE_CHECKING:  # the launch planner reads this module; Lightning is imported by what trains
+if TYPE_CHECKING:  # the launch planner reads this module: torch and Lightning are imported by what trains
     import lightning as L
+    import torch
+    from torch import nn
 
 
 def on_cuda(accelerator: str = "auto") -> bool:
     """Whether a Trainer with `accelerator` trains on a CUDA GPU."""
-    return accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available()
+    if accelerator not in ("auto", "gpu", "cuda"):
+        return False
+    import torch  # here: a launch planned on the CPU imports no torch
+
+    return torch.cuda.is_available()
 
 
 def default_precision(accelerator: str = "auto") -> str:
@@ -60,6 +63,9 @@ def clip_gradients(
     runs, and still refuses a fused optimizer. Sharded (FSDP2) gradients are DTensors: their total norm is reduced
     over the ranks before it scales them, as torchtitan does.
     """
+    import torch
+    from torch.distributed.tensor import DTensor  # here: 1 s to import, and the launch planner reads this module
+
     if not clip_val:
         return
     if getattr(module.trainer.precision_plugin, "scaler", None) is not None or algorithm == "value":
@@ -67,8 +73,6 @@ def clip_gradients(
         return
     params = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
     norm = torch.nn.utils.get_total_norm([p.grad for p in params], foreach=True)
-    from torch.distributed.tensor import DTensor  # here: 1 s to import, and the launch planner reads this module
-
     if isinstance(norm, DTensor):
         norm = norm.full_tensor()
     torch.nn.utils.clip_grads_with_norm_(params, clip_val, norm, foreach=True)
