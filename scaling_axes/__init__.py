@@ -1,12 +1,13 @@
 """scaling-axes: Tokenformer, the Residual Matrix Transformer and Mixture of Tokenizers reproduced in one suite.
 
-One package whose folders are its import names. Layers, each importing only from those before it: `io` (atomic
-files, CSV) <- `kernels` (Triton) <- `datamodules.byte_slots`, `.tokenizers` and `.token_bytes` <- `modules` (the
-registry and FLOP counts, then `architectures`, then `growth`) <- `modules.tasks` (LightningModules, optimisers) and
-`datamodules` (corpora, LightningDataModules) <- `harness` (the vocabulary: scales, runs and their names, sweeps,
-claims, results; then `harness.training`, one run's life; then `harness.experiment`, one experiment's runs and table)
-<- `interop` (Hugging Face export, lm-eval, evaluation) <- `experiments` (one module per paper table or figure, and
-each paper's recipes) <- `benchmarks` <- `cli`.
+One package whose folders are its import names. Layers, each importing only from those before it: `io` (atomic files,
+CSV) <- `kernels` (Triton) <- `datamodules.byte_slots`, `.byte_vocabulary`, `.tokenizers` and `.token_bytes` <-
+`modules` (the registry and FLOP counts, then `configs` (presets and formulas, no torch), then `architectures`, then
+`growth`) <- `modules.tasks` (LightningModules, optimisers) and `datamodules` (corpora, LightningDataModules) <-
+`harness` (the vocabulary: scales, runs and their names, sweeps, claims, results; then `harness.training`, one run's
+life; then `harness.experiment`, one experiment's runs and table) <- `interop` (Hugging Face export, lm-eval,
+evaluation) <- `experiments` (one module per paper table or figure, and each paper's recipes) <- `benchmarks` <-
+`cli`.
 """
 
 import sys as _sys

@@ -12,7 +12,7 @@ from scaling_axes.modules.architectures.layers import RotaryEmbedding
 from scaling_axes.modules.flops import counted_params, formula_params
 
 # Tokenformer: the official training log (150M) and the reference's arithmetic from the official configs.
-# Transformer: the shapes recorded in modules/architectures/transformer.py.
+# Transformer: the shapes recorded in modules/configs/transformer_config.py.
 EXACT_COUNTS = {
     "tokenformer_150m": 151_881_216,
     "tokenformer_450m": 454_166_528,

@@ -1,4 +1,4 @@
-"""ViT-Tokenformer as timm models (the config, presets and formulas are `architectures/vit_tokenformer.py`): timm's
+"""ViT-Tokenformer as timm models (the config, presets and formulas are `configs/vit_tokenformer_config.py`): timm's
 `VisionTransformer` with Pattention blocks, its data configs, FX and feature-network support, and the names
 registered with timm (`timm.create_model("vit_tokenformer_base_patch16_224")`) on import."""
 
