@@ -408,10 +408,9 @@ def test_the_simulation_sees_a_family_without_its_control_go_above_alpha(monkeyp
         )
         for i in range(6)
     }
-    monkeypatch.setattr(simulation, "read_pilot", lambda *_: pilot)
-    controlled = simulation.simulate(plan, "rmt", 2000)[("secondary", "holds")] / 2000
+    controlled = simulation.simulate(plan, pilot, "rmt", 2000)[("secondary", "holds")] / 2000
     monkeypatch.setattr(decisions, "false_discovery_q", lambda p, dependent=False: list(p))
-    uncontrolled = simulation.simulate(plan, "rmt", 2000)[("secondary", "holds")] / 2000
+    uncontrolled = simulation.simulate(plan, pilot, "rmt", 2000)[("secondary", "holds")] / 2000
     assert controlled <= 0.025 + 2 * math.sqrt(0.025 * 0.975 / 2000)
     assert uncontrolled > 0.1
 

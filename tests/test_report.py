@@ -40,7 +40,6 @@ def _planned(tmp_path, monkeypatch, margins=None) -> tuple:
     for module in ("report_claims", "report"):
         monkeypatch.setattr(f"scaling_axes.harness.experiment.{module}.plan_for", lambda scale: plan, raising=False)
     monkeypatch.setattr("scaling_axes.harness.experiment.report_claims.read_pilot", lambda *_: pilot)
-    monkeypatch.setattr("scaling_axes.harness.claims.power.read_pilot", lambda *_: pilot)
     return scale_dir, plan
 
 

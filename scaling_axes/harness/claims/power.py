@@ -24,7 +24,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
-from collections.abc import Sequence
 from pathlib import Path
 
 from scaling_axes.harness.claims.contrasts import blocks_of
@@ -51,15 +50,18 @@ class PilotRow:
     margins: tuple[float, ...]
 
 
-def read_pilot(pilot_dir: Path, experiments: Sequence[str]) -> dict[tuple[str, str], PilotRow]:
-    """(experiment, table/row) -> the pilot's claim row, from its table and per-seed file, read as the judge reads
-    evidence (`read_experiment`: its digest, each row whole and finite); its margins the differences themselves,
-    where an older file added an as-good-as claim's tolerance to them."""
+def read_pilot(plan: AnalysisPlan) -> dict[tuple[str, str], PilotRow]:
+    """(experiment, table/row) -> the claim rows of `plan`'s pilot (`plan.pilot`) for every experiment it makes a
+    claim of, from each one's table and per-seed file, read as the judge reads evidence (`read_experiment`: its
+    digest, each row whole and finite); its margins the differences themselves, where an older file added an
+    as-good-as claim's tolerance to them. Read once per command and passed on: the sizing, the predicted power and
+    the simulation take what it returns."""
     out = {}
-    for name in experiments:
-        if not (Path(pilot_dir) / f"{name}.csv").exists():
+    pilot_dir = Path(plan.pilot)
+    for name in sorted({c.experiment for c in plan.claims}):
+        if not (pilot_dir / f"{name}.csv").exists():
             continue
-        experiment = read_experiment(Path(pilot_dir), name)
+        experiment = read_experiment(pilot_dir, name)
         margins: dict[tuple[str, str], list[float]] = {}
         shift: dict[tuple[str, str], float] = {}  # an older file's as-good-as margins carry their tolerance
         for r in experiment.seeds:
@@ -177,10 +179,10 @@ class Sized:
     why_out: str = ""
 
 
-def size_claims(plan: AnalysisPlan, pilot_dir: Path) -> list[Sized]:
+def size_claims(plan: AnalysisPlan, pilot: dict[tuple[str, str], PilotRow]) -> list[Sized]:
     """Every claim of the plan sized; out-of-reach claims dropped from the family until none more drops out (the
-    thresholds of those left loosen as their families shrink). Claims the plan excludes by design stay out."""
-    pilot = read_pilot(pilot_dir, sorted({c.experiment for c in plan.claims}))
+    thresholds of those left loosen as their families shrink). Claims the plan excludes by design stay out; `pilot`
+    is `read_pilot(plan)`."""
     out_of_reach: dict[str, str] = {}
     declared = [dataclasses.replace(c, excluded="") if c.excluded.startswith(OUT) else c for c in plan.claims]
     while True:  # (the plan's own out-of-reach list is what this computes: it is not read)
@@ -215,11 +217,12 @@ def _size(claim: PlannedClaim, claims: list[PlannedClaim], plan: AnalysisPlan, p
     return Sized(claim, noise, alpha, None, power, why)
 
 
-def predicted_power(plan: AnalysisPlan, pilot_dir: Path, own_rows: bool = False) -> dict[str, float]:
+def predicted_power(
+    plan: AnalysisPlan, pilot: dict[tuple[str, str], PilotRow], own_rows: bool = False
+) -> dict[str, float]:
     """claim id -> the power the plan predicts for each in-family claim at its experiment's seeds (at least what its
     sizing asked: an experiment's seeds are its neediest claim's); `own_rows`: on each row's own pilot spread instead
-    of the pooled one (`own_rows_noise`), beside it in the report."""
-    pilot = read_pilot(pilot_dir, sorted({c.experiment for c in plan.claims}))
+    of the pooled one (`own_rows_noise`), beside it in the report; `pilot` is `read_pilot(plan)`."""
     out = {}
     for claim in (c for c in plan.claims if c.in_family):
         noise = (own_rows_noise if own_rows else planning_noise)(claim, pilot, plan.sigma_confidence)

@@ -21,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
-from pathlib import Path
 
 from scaling_axes.harness.claims.contrasts import own_spread
 from scaling_axes.harness.claims.decisions import combined, judged, paper_decisions
@@ -52,15 +51,22 @@ def _null(claim: PlannedClaim) -> float:
 
 
 def simulate(
-    plan: AnalysisPlan, paper: str, draws: int, seed: int = 73, least_favourable: bool = False, alone: str = ""
+    plan: AnalysisPlan,
+    pilot: dict[tuple[str, str], PilotRow],
+    paper: str,
+    draws: int,
+    seed: int = 73,
+    least_favourable: bool = False,
+    alone: str = "",
 ) -> dict:
     """(family, direction) -> errors, and "draws": how often `paper`'s primaries (its Holm family) and its
     secondaries (its Benjamini-Yekutieli family) declared a claim to hold, or to fail, where it was at its null.
     `least_favourable`: each `each` claim's first step alone at the boundary; `alone`: that claim alone at its
-    boundary, every other far on the paper's side (a partial null: only its errors count)."""
+    boundary, every other far on the paper's side (a partial null: only its errors count). `pilot` is
+    `power.read_pilot(plan)`, read once for every null."""
     import numpy as np
 
-    rows = _rows(plan, paper, read_pilot(Path(plan.pilot), sorted({c.experiment for c in plan.claims})))
+    rows = _rows(plan, paper, pilot)
     if not rows:
         return {"draws": 0}
     sd = np.array([statistics.stdev(r.pilot.margins) for r in rows])  # each row's own: unequal across rows
@@ -99,12 +105,12 @@ def simulate(
 def size_table(plan: AnalysisPlan, draws: int) -> list[dict]:
     """The rows of `simulation/size.csv`: per paper, family (its primaries, its secondaries), null and direction,
     the rate at which the family declared any claim where none is true, and its Monte Carlo standard error."""
-    out = []
+    out, pilot = [], read_pilot(plan)
     for paper in sorted({c.paper for c in plan.claims if c.in_family}):
         nulls = [("every row at its boundary", {}), ("least favourable for each", {"least_favourable": True})]
         nulls += [(f"{c.id} alone at its boundary", {"alone": c.id}) for c in plan.of_paper(paper) if c.in_family]
         for null, how in nulls if len([c for c in plan.of_paper(paper) if c.in_family]) > 1 else nulls[:2]:
-            found = simulate(plan, paper, draws, **how)
+            found = simulate(plan, pilot, paper, draws, **how)
             for (role, direction), errors in sorted((k, v) for k, v in found.items() if k != "draws"):
                 if how.get("alone") and role != next(c.role for c in plan.claims if c.id == how["alone"]):
                     continue

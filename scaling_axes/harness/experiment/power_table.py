@@ -73,12 +73,11 @@ def draft(plan: AnalysisPlan, experiments: Mapping[str, Experiment], scale: Scal
     """The plan's experiments part, computed from its claims and its pilot: each experiment's test, its in-family
     claims' arms (their rows' runs, with every run they grow from) at the rates their pilot seeds settled at, and as
     many fresh seeds (numbered on from the pilot's) as its neediest in-family claim."""
-    pilot_dir = Path(plan.pilot)
     claimed = sorted({c.experiment for c in plan.claims})
-    pilot = read_pilot(pilot_dir, claimed)
+    pilot = read_pilot(plan)
     tests = {name: choose_test(name, pilot) for name in claimed}
     stub = {name: PlannedExperiment(name, (), test, why, {}) for name, (test, why) in tests.items()}
-    sized = size_claims(dataclasses.replace(plan, experiments=stub), pilot_dir)
+    sized = size_claims(dataclasses.replace(plan, experiments=stub), pilot)
     planned = {}
     for name in claimed:
         mine = [s for s in sized if s.claim.experiment == name and s.seeds is not None]
@@ -95,7 +94,7 @@ def draft(plan: AnalysisPlan, experiments: Mapping[str, Experiment], scale: Scal
                 for run in growth_chain(by_name[arm], by_name)
             }
         )
-        rates = pilot_rates(pilot_dir, name)
+        rates = pilot_rates(Path(plan.pilot), name)
         seeds = tuple(range(first, first + max(s.seeds for s in mine)))
         planned[name] = PlannedExperiment(name, seeds, tests[name][0], tests[name][1], {a: rates.get(a) for a in arms})
     return Draft(sized, planned)

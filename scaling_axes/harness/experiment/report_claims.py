@@ -57,9 +57,9 @@ def claim_lines(scale_dir: Path, plan: AnalysisPlan, t: Thresholds = NOMINAL) ->
     """Every claim of `plan`, judged from `scale_dir`'s files, in the plan's order."""
     experiments = read_scale(scale_dir, plan)
     judged_claims, decisions = judge_plan(experiments, plan, t)
-    pilot = read_pilot(Path(plan.pilot), sorted({c.experiment for c in plan.claims}))
-    power = predicted_power(plan, Path(plan.pilot))
-    power_own = predicted_power(plan, Path(plan.pilot), own_rows=True)
+    pilot = read_pilot(plan)
+    power = predicted_power(plan, pilot)
+    power_own = predicted_power(plan, pilot, own_rows=True)
     unblocked = judge_plan(experiments, plan, STABILITY_OFF)[0]
     of = {c.id: c for c in plan.claims}
     decided = collections.Counter(

@@ -63,14 +63,14 @@ def clip_gradients(
     runs, and still refuses a fused optimizer. Sharded (FSDP2) gradients are DTensors: their total norm is reduced
     over the ranks before it scales them, as torchtitan does.
     """
-    import torch
-    from torch.distributed.tensor import DTensor  # here: 1 s to import, and the launch planner reads this module
-
     if not clip_val:
         return
     if getattr(module.trainer.precision_plugin, "scaler", None) is not None or algorithm == "value":
         module.clip_gradients(optimizer, clip_val, algorithm)
         return
+    import torch
+    from torch.distributed.tensor import DTensor  # here: 1 s to import, and the launch planner reads this module
+
     params = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
     norm = torch.nn.utils.get_total_norm([p.grad for p in params], foreach=True)
     if isinstance(norm, DTensor):
