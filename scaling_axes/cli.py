@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from scaling_axes.experiments import all_experiments
+from scaling_axes.harness.claims.plan import plan_path
 from scaling_axes.harness.experiment.hardware import GPUS, MEASURED_MFU
 from scaling_axes.harness.scales import PAPER, SCALES, SMOKE, Scale, in_range, scale_argument
 from scaling_axes.io import SuiteError, out_of_resources, read_json
@@ -65,15 +66,14 @@ def plan(scale: Scale, gpu: str, mfu: float, devices: int) -> float:
     return total
 
 
-def power(scale: Scale, print_draft: bool) -> None:
-    """Print the power table of `scale`'s plan (`experiment.power_table`), and with `print_draft` the plan's
-    experiments part it gives; a scale without a plan is refused by name."""
-    from scaling_axes.harness.claims.plan import plan_path, read_plan
+def power(scale: Scale, print_draft: bool, out_dir: Path) -> None:
+    """Print the power table of `scale`'s plan (`experiment.power_table`) from the pilot under `out_dir`, and with
+    `print_draft` the plan's experiments part it gives; a scale without a plan or results is refused by name."""
+    from scaling_axes.harness.experiment.plan_checks import checked_plan, results_dir_of
     from scaling_axes.harness.experiment.power_table import costs, draft, draft_yaml, print_power
 
-    if not plan_path(scale).exists():
-        raise SuiteError(f"the {scale} scale has no analysis plan ({plan_path(scale)}): write one, then size it here")
-    plan = read_plan(plan_path(scale), draft=True)
+    results_dir_of(out_dir, scale)
+    plan = checked_plan(scale, out_dir, experiment_names(), draft=True)
     experiments = {e.name: e for e in all_experiments()}
     found = draft(plan, experiments, scale)
     print_power(plan, found, costs(found.experiments, experiments, scale))
@@ -81,20 +81,41 @@ def power(scale: Scale, print_draft: bool) -> None:
         print(f"\n{draft_yaml(found)}")
 
 
-def simulate(scale: Scale, draws: int) -> None:
-    """Write `results/<scale>/simulation/size.csv`: the error rate of the scale's whole decision rule per paper
-    family and direction under its nulls (`claims.simulation`), and print it."""
-    from scaling_axes.harness.claims.plan import plan_for, plan_path
+def simulate(scale: Scale, draws: int, out_dir: Path) -> None:
+    """Write `results/<scale>/simulation/size.csv` under `out_dir`: the error rate of the scale's whole decision rule
+    per paper family and direction under its nulls (`claims.simulation`), and print it."""
     from scaling_axes.harness.claims.simulation import COLUMNS, size_table
-    from scaling_axes.harness.results import RESULTS_DIR
+    from scaling_axes.harness.experiment.plan_checks import checked_plan, results_dir_of
     from scaling_axes.io import write_csv
 
-    if (plan := plan_for(scale)) is None:
-        raise SuiteError(f"the {scale} scale has no analysis plan ({plan_path(scale)}): nothing to simulate")
-    rows = size_table(plan, draws)
-    path = RESULTS_DIR / scale.name / "simulation" / "size.csv"
+    results = results_dir_of(out_dir, scale)
+    rows = size_table(checked_plan(scale, out_dir, experiment_names()), draws)
+    path = results / scale.name / "simulation" / "size.csv"
     print(write_csv(path, COLUMNS, rows), end="")
     print(f"wrote {path}")
+
+
+def experiment_names() -> set[str]:
+    """Every experiment's name, read from its module's text where it can be (no torch), else imported."""
+    from scaling_axes.harness.experiment.listing import listed
+
+    return {name for name, _ in listed() or ()} or {e.name for e in all_experiments()}
+
+
+def report(scale: Scale | None, out_dir: Path) -> None:
+    """results/REPORT.md under `out_dir` from its results CSVs; with `scale`, that scale's claims judged again by its
+    plan (checked first) and its REPORT.md. A folder holding no such results is refused, with nothing written."""
+    from scaling_axes.harness.experiment.plan_checks import checked_plan, results_dir_of
+    from scaling_axes.harness.experiment.rejudge import rejudge_scale
+    from scaling_axes.harness.experiment.report import write_report
+
+    results = results_dir_of(out_dir, scale)
+    if scale is None:
+        print(f"wrote {write_report(results)}")
+        return
+    if scale.judges_claims and plan_path(scale).exists():
+        checked_plan(scale, out_dir, experiment_names())
+    print(f"wrote {rejudge_scale(scale, results)}")
 
 
 def run_all(scale: Scale, report_only: bool) -> None:
@@ -140,6 +161,9 @@ def machine_header(minutes: str) -> tuple[str, ...]:
     )
 
 
+OUT_DIR_HELP = "the folder whose results/ it judges and writes beside (default: this one, the checkout)"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m scaling_axes",
@@ -159,9 +183,11 @@ def _parser() -> argparse.ArgumentParser:
     power_parser = commands.add_parser("power", help="the power table of a scale's plan, from its pilot; train nothing")
     power_parser.add_argument("--scale", type=scale_argument, choices=SCALES.values(), default=SCALES["cpu"])
     power_parser.add_argument("--draft", action="store_true", help="print the plan's experiments part it gives")
+    power_parser.add_argument("--out-dir", type=Path, default=Path("."), help=OUT_DIR_HELP)
     simulate_parser = commands.add_parser("simulate", help="the size of a scale's decision rule, by Monte Carlo")
     simulate_parser.add_argument("--scale", type=scale_argument, choices=SCALES.values(), default=SCALES["cpu"])
     simulate_parser.add_argument("--draws", type=in_range(int, 100), default=20000)
+    simulate_parser.add_argument("--out-dir", type=Path, default=Path("."), help=OUT_DIR_HELP)
     all_parser = commands.add_parser("all", help="run every experiment at one scale, then write REPORT.md")
     all_parser.add_argument("--scale", type=scale_argument, choices=SCALES.values(), default=SMOKE)
     all_parser.add_argument("--report", action="store_true", help="only rebuild the tables from finished runs")
@@ -173,6 +199,7 @@ def _parser() -> argparse.ArgumentParser:
         help="judge that scale's committed claims again by today's rules from its CSVs and "
         "per-seed files (no runs needed), then write its REPORT.md",
     )
+    report_parser.add_argument("--out-dir", type=Path, default=Path("."), help=OUT_DIR_HELP)
     for name in DELEGATED:
         commands.add_parser(name, help=f"its own options: python -m scaling_axes {name} --help")
     return parser
@@ -195,19 +222,13 @@ def run_main(argv: list[str]) -> None:
     elif args.command == "plan":
         plan(args.scale, args.gpu, args.mfu, args.devices)
     elif args.command == "power":
-        power(args.scale, args.draft)
+        power(args.scale, args.draft, args.out_dir)
     elif args.command == "simulate":
-        simulate(args.scale, args.draws)
+        simulate(args.scale, args.draws, args.out_dir)
     elif args.command == "all":
         run_all(args.scale, args.report)
-    elif args.command == "report" and args.scale is not None:
-        from scaling_axes.harness.experiment.rejudge import rejudge_scale
-
-        print(f"wrote {rejudge_scale(args.scale)}")
     elif args.command == "report":
-        from scaling_axes.harness.experiment.report import write_report
-
-        print(f"wrote {write_report()}")
+        report(args.scale, args.out_dir)
     else:
         from scaling_axes.harness.experiment.command import main
 

@@ -38,7 +38,9 @@ def _planned(tmp_path, monkeypatch, margins=None) -> tuple:
         ("e", "t/x_vs_y"): PilotRow("e", "t/x_vs_y", frozenset("xy"), "nats/token", "insufficient", (0.1, -0.1, 0.0)),
     }
     for module in ("report_claims", "report"):
-        monkeypatch.setattr(f"scaling_axes.harness.experiment.{module}.plan_for", lambda scale: plan, raising=False)
+        monkeypatch.setattr(
+            f"scaling_axes.harness.experiment.{module}.plan_for", lambda scale, **where: plan, raising=False
+        )
     monkeypatch.setattr("scaling_axes.harness.experiment.report_claims.read_pilot", lambda *_: pilot)
     return scale_dir, plan
 

@@ -18,7 +18,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from scaling_axes.io import SuiteError, alive
+from scaling_axes.io import SuiteError, alive, atomic_write
 
 MANIFEST = "scaling_axes_export.json"  # every file the export wrote, with its sha256
 MARKER = ".scaling_axes_aside"  # inside each folder an export made beside OUT: whose it is, and what for
@@ -34,7 +34,7 @@ def new_aside(out: Path, kind: str) -> Path:
     """A folder beside `out`, made by this process alone (`mkdtemp`: a new random name, created exclusively, 0700),
     marked with its pid, OUT's name and `kind` ("export": being written; "replaced": an earlier export moved out)."""
     path = Path(tempfile.mkdtemp(prefix=f".{out.name}.{kind}", dir=out.parent))
-    (path / MARKER).write_text(json.dumps({"pid": os.getpid(), "out": out.name, "kind": kind}))
+    atomic_write(path / MARKER, json.dumps({"pid": os.getpid(), "out": out.name, "kind": kind}))  # whole or absent
     return path
 
 
@@ -54,10 +54,7 @@ def earlier_export(out: Path) -> dict[str, str]:
             f"OUT {out} holds no export manifest ({MANIFEST}): --replace replaces only an export this suite wrote; "
             "pass an empty or new folder"
         )
-    try:
-        files = json.loads(manifest.read_text())["files"]
-    except (ValueError, KeyError, TypeError):
-        raise SuiteError(f"{manifest} is not an export manifest: pass an empty or new folder") from None
+    files = manifest_files(manifest)
     for entry in sorted(out.iterdir()):
         if entry.name == MANIFEST or (entry.name == MARKER and entry.is_file() and not entry.is_symlink()):
             continue  # the marker: an export killed between its rename and the marker's removal
@@ -71,6 +68,23 @@ def earlier_export(out: Path) -> dict[str, str]:
                 f"OUT {out}'s {entry.name} changed since the export wrote it: --replace would take your edit; "
                 "move it out, or pass another folder"
             )
+    return files
+
+
+MAX_MANIFEST_BYTES = 1 << 20  # a manifest names a dozen files: anything larger is not one
+
+
+def manifest_files(manifest: Path) -> dict[str, str]:
+    """The manifest's `files` (name -> sha256), or one line naming it and what is wrong with it."""
+    fix = "it is not what an export wrote: move OUT's files out by hand, or pass an empty or new folder"
+    if manifest.stat().st_size > MAX_MANIFEST_BYTES:
+        raise SuiteError(f"{manifest}: over {MAX_MANIFEST_BYTES:,} bytes; {fix}")
+    try:
+        files = json.loads(manifest.read_text()).get("files")
+    except (ValueError, RecursionError, AttributeError, UnicodeDecodeError):
+        raise SuiteError(f"{manifest}: not a JSON object of an export's manifest; {fix}") from None
+    if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):
+        raise SuiteError(f"{manifest}: its `files` is {type(files).__name__}, not a mapping of names to digests; {fix}")
     return files
 
 
@@ -123,14 +137,40 @@ def tidy_stranded(out: Path) -> None:
         marker = stale / MARKER
         if stale.is_symlink() or not stale.is_dir() or marker.is_symlink() or not marker.is_file():
             continue
-        try:
-            owner = json.loads(marker.read_text())
-        except ValueError:
-            continue
-        if owner.get("out") != out.name or alive(int(owner.get("pid", 0))):
+        owner = read_marker(marker)
+        if owner["out"] != out.name or alive(owner["pid"]):
             continue
         previous = stale / PREVIOUS
-        if owner.get("kind") == "replaced" and previous.is_dir() and not previous.is_symlink() and not out.exists():
+        if owner["kind"] == "replaced" and previous.is_dir() and not previous.is_symlink():
+            if out.exists():  # OUT made again by hand since: the earlier export stays aside, never deleted
+                print(
+                    f"kept aside: {previous} holds the export that an interrupted `export --replace` moved out of "
+                    f"{out}, made again since; move it back or remove it yourself"
+                )
+                continue
             os.rename(previous, out)
             print(f"put back the export that an interrupted `export --replace` had moved aside: {out}")
         shutil.rmtree(stale)
+
+
+PID_MAX = 1 << 22  # the largest process id Linux gives (/proc/sys/kernel/pid_max at most)
+
+
+def read_marker(marker: Path) -> dict:
+    """An aside's marker (pid, OUT's name, kind) as an export writes it, or one line naming it, what is wrong and
+    how to clear it: a marker no export wrote would otherwise stop every export to that folder."""
+    fix = f"an export did not write it: remove {marker.parent} once you have checked it holds nothing of yours"
+    try:
+        owner = json.loads(marker.read_text()) if marker.stat().st_size <= MAX_MANIFEST_BYTES else None
+    except (ValueError, RecursionError, UnicodeDecodeError):
+        owner = None
+    if not isinstance(owner, dict):
+        raise SuiteError(f"{marker}: not an export's marker (a JSON object of pid, out and kind); {fix}")
+    pid = owner.get("pid")
+    if isinstance(pid, bool) or not isinstance(pid, int) or not 0 < pid <= PID_MAX:
+        raise SuiteError(f"{marker}: its pid {pid!r} is not a process id (1 to {PID_MAX}); {fix}")
+    if not isinstance(owner.get("out"), str) or owner.get("kind") not in ("export", "replaced"):
+        raise SuiteError(
+            f"{marker}: its out {owner.get('out')!r} or kind {owner.get('kind')!r} is not an export's; {fix}"
+        )
+    return owner

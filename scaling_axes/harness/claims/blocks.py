@@ -21,7 +21,7 @@ def blocked(row: Observed, ex: Experiment, seeds: list[int], plan: AnalysisPlan 
         return "insufficient", f"no margin at seed {missing[0]}: a run is missing (no seed is replaced or added)"
     for arm in row.runs:
         measures = {k: ex.runs.get(arm, {}).get(k, {}) for k in seeds}
-        recorded = {ex.digests.get(arm, {}).get(k, "") for k in seeds}
+        recorded = {d for k in seeds for d in ex.digests.get(arm, {}).get(k, "").split(";")}  # a resume's: each
         if plan is not None and (other := sorted(recorded - {plan.digest})):
             return "plan_changed", f"{PLAN_CHANGED}: {arm} trained under plan {other[0] or '(none)'}, now {plan.digest}"
         if not row.before_training and (why := unstable(arm, measures, t)):

@@ -245,8 +245,8 @@ def read_scale(scale_dir: Path, plan: AnalysisPlan | None = None) -> dict[str, E
     `plan`'s seeds and arms where it plans the experiment), all of them, and the plan's pilot files, before anything
     is judged or written."""
     planned = plan.experiments if plan else {}
-    if plan is not None and Path(plan.pilot).resolve() != Path(scale_dir).resolve():
-        read_scale(Path(plan.pilot))  # the pilot's files, whose intervals the report shows, checked as evidence too
+    if plan is not None and plan.pilot_dir.resolve() != Path(scale_dir).resolve():
+        read_scale(plan.pilot_dir)  # the pilot's files, whose intervals the report shows, checked as evidence too
     return {name: read_experiment(Path(scale_dir), name, planned.get(name)) for name in _with_seeds(scale_dir)}
 
 

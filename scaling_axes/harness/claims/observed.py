@@ -22,6 +22,9 @@ from scaling_axes.io import CorruptFileError, SuiteError, verify_checksum
 Table = list[dict[str, str]]
 SEED_COLUMNS = ("kind", "table", "row", "run", "seed", "metric", "value", "flag")
 KINDS = ("run", "plan", "trained", "claim", "arm", "evidence")
+HELD = ("unmatched", "claim_fails", "never_reached", "out_of_reach", "memorisation", "stale", "insufficient")  # what
+# a row's runs alone may hold it to: each keeps it from a test, none makes it hold (`claim_fails`: a part of the claim
+# its design contradicts, Table 10's costlier RMT); a stored `held` is a reason, never a verdict
 PILOT_KINDS = ("claim_arm", "claim_at_choice")  # what the pilot's writer also recorded (each arm's value under a claim
 # and the margin at the sweep's choice of rate), read by nothing now and kept as the pilot wrote them
 
@@ -82,14 +85,24 @@ def read_experiment(scale_dir: Path, name: str, planned: PlannedExperiment | Non
     seeds_path = Path(scale_dir) / "seeds" / f"{name}.csv"
     if not seeds_path.exists():
         return Experiment(name, rows, [], [], {}, {})
+    if _starts_with_bom(seeds_path):
+        raise DamagedSeeds(
+            f"{seeds_path}: starts with a byte-order mark, which the suite never writes (an editor saved it); "
+            "restore it from git (`git checkout -- <file>`) or rebuild it from its runs"
+        )
     try:
         verify_checksum(seeds_path, "restore it from git (`git checkout -- <file>`) or rebuild it from its runs")
     except CorruptFileError as error:
         raise DamagedSeeds(str(error)) from None
-    seeds = read_csv(seeds_path)
+    seeds = read_csv(seeds_path)  # a CRLF file reads as the same rows (csv's newline handling)
     runs, digests = _checked(seeds, seeds_path, planned)
-    claims = [_observed(name, i, r, seeds, seeds_path) for i, r in enumerate(rows) if r["metric"] == "claim"]
+    claims = [_observed(name, i, r, seeds, seeds_path, runs) for i, r in enumerate(rows) if r["metric"] == "claim"]
     return Experiment(name, rows, seeds, claims, runs, digests)
+
+
+def _starts_with_bom(path: Path) -> bool:
+    with open(path, "rb") as f:
+        return f.read(3) == b"\xef\xbb\xbf"
 
 
 def _checked(seeds: Table, path: Path, planned: PlannedExperiment | None) -> tuple[RunSeeds, dict]:
@@ -142,8 +155,10 @@ def _value(r: dict[str, str], path: Path, line: int) -> float:
     return value
 
 
-def _observed(name: str, index: int, row: dict[str, str], seeds: Table, path: Path) -> Observed:
-    """The claim row `row` with what its per-seed file records of it."""
+def _observed(name: str, index: int, row: dict[str, str], seeds: Table, path: Path, runs: RunSeeds) -> Observed:
+    """The claim row `row` with what its per-seed file records of it: a contrast's margins recomputed from its arms'
+    values (each checked against the run's own value where the file has it), never read from the file's margins,
+    which must agree (`recomputed`); a stored status read only as a reason it is not tested (`HELD`)."""
     where = (row["table"], row["row"])
     margins: dict[int, float] = {}
     arms: dict[str, dict[int, float]] = {}
@@ -157,13 +172,16 @@ def _observed(name: str, index: int, row: dict[str, str], seeds: Table, path: Pa
                 raise DamagedSeeds(f"{path}, line {line}: claim {r['row']} has seed {seed} twice")
             margins[seed] = _value(r, path, line)
         elif r["kind"] == "arm":
-            arms.setdefault(r["run"], {})[_seed(r, path, line)] = _value(r, path, line)
+            arms.setdefault(r["run"], {})[_seed(r, path, line)] = _arm_value(r, path, line, runs)
         elif r["kind"] == "evidence":
             evidence[r["metric"]] = r["value"]
-    contrast = {
-        arm: float(c) for arm, _, c in (part.rpartition(":") for part in evidence.get("contrast", "").split(";")) if arm
-    }
+    contrast = _contrast(evidence.get("contrast", ""), path, row["row"])
     held = evidence.get("held", "") if evidence else ("" if margins else row["status"])  # a file without evidence
+    if held and held not in HELD:
+        raise DamagedSeeds(
+            f"{path}: claim {row['row']}'s held is {held!r}; a stored status only says why a row is not tested "
+            f"({', '.join(HELD)}), never a verdict: restore the file from git or rebuild it from its runs"
+        )
     statement = row["note"].partition(" | ")[0].partition("; data: ")[0]
     return Observed(
         experiment=name,
@@ -172,7 +190,7 @@ def _observed(name: str, index: int, row: dict[str, str], seeds: Table, path: Pa
         statement=statement,
         unit=row["unit"],
         runs=tuple(filter(None, row["run"].split(","))),
-        margins=dict(sorted(margins.items())),
+        margins=recomputed(margins, contrast, arms, path, row["row"]) if contrast else dict(sorted(margins.items())),
         contrast=contrast,
         measure=evidence.get("measure", ""),
         arm_values=arms,
@@ -180,3 +198,47 @@ def _observed(name: str, index: int, row: dict[str, str], seeds: Table, path: Pa
         held_why=evidence.get("held_why", ""),
         before_training=evidence.get("before_training") == "True",
     )
+
+
+def _contrast(text: str, path: Path, row: str) -> dict[str, float]:
+    try:
+        return {arm: float(c) for arm, _, c in (part.rpartition(":") for part in text.split(";")) if arm}
+    except ValueError:
+        raise DamagedSeeds(
+            f"{path}: claim {row}'s contrast {text!r} is not arm:coefficient pairs; restore it from git or rebuild it"
+        ) from None
+
+
+def _arm_value(r: dict[str, str], path: Path, line: int, runs: RunSeeds) -> float:
+    """An arm's value of its claim's measure, which must be its run's own where the file records the run's."""
+    value = _value(r, path, line)
+    own = runs.get(r["run"], {}).get(_seed(r, path, line), {}).get(r["metric"])
+    if own is not None and not math.isclose(own, value, rel_tol=1e-8, abs_tol=1e-12):
+        raise DamagedSeeds(
+            f"{path}, line {line}: arm {r['run']} seed {r['seed']} {r['metric']} is {value!r} under claim {r['row']} "
+            f"but {own!r} as the run's own: the file disagrees with itself; restore it from git or rebuild it"
+        )
+    return value
+
+
+MARGIN_TOLERANCE = 1e-6  # a margin written to 9 digits against its arms' values written to 9 digits
+
+
+def recomputed(
+    stored: dict[int, float], contrast: dict[str, float], arms: dict[str, dict[int, float]], path: Path, row: str
+) -> dict[int, float]:
+    """A contrast row's margin at each seed where every arm has a value, sum c_a x value_a: what the judge uses,
+    whichever margins the file stores. A stored margin that is not it, or one without its arms' values, refuses the
+    file, naming the row and both values."""
+    common = set.intersection(*(set(arms.get(a, {})) for a in contrast))
+    out = {k: sum(c * arms[a][k] for a, c in contrast.items()) for k in sorted(common)}
+    for seed, margin in sorted(stored.items()):
+        if seed not in out:
+            missing = next(a for a in contrast if seed not in arms.get(a, {}))
+            raise DamagedSeeds(f"{path}: claim {row} seed {seed} has a margin but no value of arm {missing}")
+        if abs(out[seed] - margin) > MARGIN_TOLERANCE * max(1.0, abs(out[seed])):
+            raise DamagedSeeds(
+                f"{path}: claim {row} seed {seed}'s margin is {margin!r} in the file but {out[seed]!r} from its arms' "
+                "values: a derived field that disagrees with the raw values; restore it from git or rebuild it"
+            )
+    return out

@@ -35,6 +35,7 @@ from scaling_axes.harness.claims.plan_fields import (
     _number,
     _seeds,
     _text,
+    check_plan_file,
 )
 from scaling_axes.harness.scales import Scale
 
@@ -104,6 +105,14 @@ class AnalysisPlan:
     experiments: dict[str, PlannedExperiment]
     digest: str
     path: str
+    root: str = "."  # the folder its `pilot` (a path in the checkout) is read under: `checks.checked_plan` sets it
+
+    @property
+    def pilot_dir(self) -> Path:
+        """The pilot under `root`, else under the working directory (the checkout, for a run with another
+        --out-dir)."""
+        under = Path(self.root) / self.pilot
+        return under if under.is_dir() else Path(self.pilot)
 
     def of_paper(self, paper: str) -> list[PlannedClaim]:
         return [c for c in self.claims if c.paper == paper]
@@ -126,12 +135,12 @@ def plan_path(scale: Scale | str) -> Path:
     return Path(str(importlib.resources.files("scaling_axes.plans") / f"{scale}.yaml"))
 
 
-def plan_for(scale: Scale | str, path: Path | None = None) -> AnalysisPlan | None:
-    """The scale's plan (None where it has none: nothing at that scale is decided)."""
+def plan_for(scale: Scale | str, path: Path | None = None, root: Path | str = ".") -> AnalysisPlan | None:
+    """The scale's plan, its pilot read under `root` (None where it has none: nothing at that scale is decided)."""
     path = Path(path) if path is not None else plan_path(scale)
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         return None
-    return read_plan(path)
+    return dataclasses.replace(read_plan(path), root=str(root))
 
 
 def digest_of(path: Path) -> str:
@@ -146,9 +155,10 @@ def _read(path: str, digest: str, draft: bool) -> AnalysisPlan:
 def read_plan(path: Path, draft: bool = False) -> AnalysisPlan:
     """The plan at `path`, checked (a `PlanError` names the first field that is wrong); `draft`: its experiments
     part may be missing still (the power analysis is what writes it)."""
+    check_plan_file(Path(path))
     try:
         return _read(str(path), digest_of(path), draft)
-    except yaml.YAMLError as error:
+    except (yaml.YAMLError, UnicodeDecodeError) as error:
         raise PlanError(f"{path}: not YAML ({str(error).splitlines()[0]})") from None
 
 
@@ -176,9 +186,9 @@ def parse_plan(data: Any, digest: str, path: str, draft: bool = False) -> Analys
     }
     plan = AnalysisPlan(
         scale=_text(fields.get("scale"), f"{where}: scale"),
-        alpha=_number(fields.get("alpha"), f"{where}: alpha", 0, 0.5),
-        power=_number(fields.get("power"), f"{where}: power", 0, 1),
-        sigma_confidence=_number(fields.get("sigma_confidence"), f"{where}: sigma_confidence", 0.5, 1),
+        alpha=_number(fields.get("alpha"), f"{where}: alpha", 0, 0.5, open_="low"),
+        power=_number(fields.get("power"), f"{where}: power", 0, 1, open_="both"),
+        sigma_confidence=_number(fields.get("sigma_confidence"), f"{where}: sigma_confidence", 0.5, 1, open_="high"),
         max_seeds=int(_number(fields.get("max_seeds"), f"{where}: max_seeds", 2, 1000, integer=True)),
         pilot=_text(fields.get("pilot"), f"{where}: pilot"),
         pilot_seeds=_seeds(fields.get("pilot_seeds"), f"{where}: pilot_seeds"),

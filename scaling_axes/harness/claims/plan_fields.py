@@ -1,8 +1,11 @@
-"""The checks of a plan file's fields: each value's type and range, a mapping's known and required names, a list of
-seed numbers; each refusal one line naming the field and what is allowed (`plan.parse_plan`)."""
+"""The checks of a plan file and its fields: a committed file of bounded size (`check_plan_file`), each value's type
+and range, a mapping's known and required names, a list of seed numbers; each refusal one line naming the field and
+what is allowed (`plan.parse_plan`)."""
 
 from __future__ import annotations
 
+import importlib.resources
+from pathlib import Path
 from typing import Any, get_args
 
 from scaling_axes.io import SuiteError
@@ -40,11 +43,15 @@ def _flag(value: Any, where: str) -> bool:
     return value
 
 
-def _number(value: Any, where: str, low: float, high: float, integer: bool = False) -> float:
+def _number(value: Any, where: str, low: float, high: float, integer: bool = False, open_: str = "") -> float:
+    """`value`, a number in [low, high]; `open_` names the ends left out ("low", "high", "both"): a level or a
+    probability that is 0 or 1 sizes and decides nothing."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and not isinstance(value, int)):
         raise PlanError(f"{where}: a number{' (whole)' if integer else ''}, not {value!r}")
-    if not (low <= value <= high) or value != value:
-        raise PlanError(f"{where}: {value!r} is outside [{low:g}, {high:g}]")
+    low_out, high_out = open_ in ("low", "both"), open_ in ("high", "both")
+    if value != value or value < low or value > high or (low_out and value == low) or (high_out and value == high):
+        interval = f"{'(' if low_out else '['}{low:g}, {high:g}{')' if high_out else ']'}"
+        raise PlanError(f"{where}: {value!r} is outside {interval}")
     return float(value)
 
 
@@ -62,3 +69,19 @@ def _seeds(value: Any, where: str) -> tuple[int, ...]:
     if len(set(seeds)) != len(seeds):
         raise PlanError(f"{where}: seed {next(k for k in seeds if seeds.count(k) > 1)} is listed twice")
     return tuple(seeds)
+
+
+MAX_PLAN_BYTES = 1 << 20  # a plan is a page of YAML: anything larger is not one (a device, a wrong file)
+
+
+def check_plan_file(path: Path) -> None:
+    """A plan is a committed file: a regular file of at most `MAX_PLAN_BYTES`, never a link out of the checkout (the
+    folder that holds the package), checked before a byte of it is read."""
+    checkout = Path(str(importlib.resources.files("scaling_axes"))).resolve().parent
+    target = path.resolve()
+    if target != path.absolute() and not target.is_relative_to(checkout):  # a link, or a linked folder above it
+        raise PlanError(f"{path}: a link out of the checkout (to {target}); put the plan itself there and commit it")
+    if not target.is_file():
+        raise PlanError(f"{path}: not a regular file (it leads to {target}); a plan is a committed YAML file")
+    if (size := target.stat().st_size) > MAX_PLAN_BYTES:
+        raise PlanError(f"{path}: {size:,} bytes, over the {MAX_PLAN_BYTES:,} a plan may have; is it the plan?")

@@ -24,7 +24,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
-from pathlib import Path
 
 from scaling_axes.harness.claims.contrasts import blocks_of
 from scaling_axes.harness.claims.decisions import threshold
@@ -57,7 +56,7 @@ def read_pilot(plan: AnalysisPlan) -> dict[tuple[str, str], PilotRow]:
     as-good-as claim's tolerance to them. Read once per command and passed on: the sizing, the predicted power and
     the simulation take what it returns."""
     out = {}
-    pilot_dir = Path(plan.pilot)
+    pilot_dir = plan.pilot_dir
     for name in sorted({c.experiment for c in plan.claims}):
         if not (pilot_dir / f"{name}.csv").exists():
             continue

@@ -100,6 +100,12 @@ def main(experiment: Experiment, argv: list[str] | None = None) -> None:
         "otherwise: it would not be the same run); recorded in the run's config.yaml",
     )
     parser.add_argument(
+        "--allow-other-plan",
+        action="store_true",
+        help="resume a claim run under another analysis plan than it started under (refused otherwise); both digests "
+        "are recorded in its config.yaml and done.json, and every verdict on it is `plan_changed`",
+    )
+    parser.add_argument(
         "--logger",
         type=parse_loggers,
         default=["csv"],
@@ -185,6 +191,7 @@ def main(experiment: Experiment, argv: list[str] | None = None) -> None:
             "loggers": args.logger,
             "other_kernels": args.allow_other_kernels or None,
             "other_code": args.allow_other_code or None,
+            "other_plan": args.allow_other_plan or None,
         }
         # Lightning's refusal now, not after the first run's data and model
         schedule = Schedule.of(

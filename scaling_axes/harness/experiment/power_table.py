@@ -94,7 +94,7 @@ def draft(plan: AnalysisPlan, experiments: Mapping[str, Experiment], scale: Scal
                 for run in growth_chain(by_name[arm], by_name)
             }
         )
-        rates = pilot_rates(Path(plan.pilot), name)
+        rates = pilot_rates(plan.pilot_dir, name)
         seeds = tuple(range(first, first + max(s.seeds for s in mine)))
         planned[name] = PlannedExperiment(name, seeds, tests[name][0], tests[name][1], {a: rates.get(a) for a in arms})
     return Draft(sized, planned)

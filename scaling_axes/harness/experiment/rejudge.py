@@ -11,6 +11,7 @@ from pathlib import Path
 from scaling_axes.harness.claims.judge import judge_scale
 from scaling_axes.harness.claims.plan import plan_for
 from scaling_axes.harness.experiment.report import write_report
+from scaling_axes.harness.experiment.report_files import check_ours
 from scaling_axes.harness.results import RESULTS_DIR
 from scaling_axes.harness.scales import Scale
 
@@ -20,6 +21,7 @@ def rejudge_scale(scale: Scale, results_dir: Path = RESULTS_DIR) -> Path:
     which says where its runs were trained, kept) and results/REPORT.md. Returns the scale's report. The same files
     give the same bytes: nothing of when or where it was judged again is written."""
     scale_dir = Path(results_dir) / scale.name
-    judge_scale(scale_dir, scale, plan_for(scale))
+    check_ours(Path(results_dir) / "REPORT.md", scale_dir / "REPORT.md")  # before a table is rewritten
+    judge_scale(scale_dir, scale, plan_for(scale, root=Path(results_dir).parent))
     write_report(results_dir)
     return write_report(results_dir, scale)

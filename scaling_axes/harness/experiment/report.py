@@ -16,11 +16,11 @@ from scaling_axes.harness.claims.notes import DATA_NOTE, NOTE_PARTS
 from scaling_axes.harness.claims.plan import AnalysisPlan, plan_for
 from scaling_axes.harness.experiment.forest import forest_plot
 from scaling_axes.harness.experiment.report_claims import ClaimLine, Tables, claim_lines, read_tables
+from scaling_axes.harness.experiment.report_files import write_marked
 from scaling_axes.harness.experiment.sensitivity import SHIFT, THRESHOLDS, changed_verdicts
 from scaling_axes.harness.results import RESULTS_DIR, VERDICTS
 from scaling_axes.harness.scales import SCALES, Scale
 from scaling_axes.harness.stability import LEARNED_NATS
-from scaling_axes.io import atomic_write
 
 HEADINGS = {
     "claim_holds": "Holds",
@@ -242,7 +242,7 @@ def write_report(
         old = (scale_dir / "REPORT.md").read_text().splitlines() if (scale_dir / "REPORT.md").exists() else []
         header = tuple(part for line in old if line.startswith(HEADER) for part in (line, ""))
     tables = read_tables(scale_dir)
-    plan = plan_for(scale) if scale.judges_claims else None
+    plan = plan_for(scale, root=results_dir.parent) if scale.judges_claims else None
     lines = [f"# Results at {scale} scale", "", *header, *([scale.scope, ""] if scale.scope else [])]
     if plan is not None:
         claims = claim_lines(scale_dir, plan)
@@ -251,9 +251,7 @@ def write_report(
     else:
         lines += exploratory_lines(tables)
     lines += [*check_lines(tables, plan=plan), *caveat_lines(scale, tables), *experiment_lines(scale_dir, tables, "")]
-    path = scale_dir / "REPORT.md"
-    atomic_write(path, "\n".join(lines))
-    return path
+    return write_marked(scale_dir / "REPORT.md", "\n".join(lines))
 
 
 def _index(results_dir: Path) -> Path:
@@ -274,6 +272,4 @@ def _index(results_dir: Path) -> Path:
             lines += [
                 f"- **{each}** scale: {len(tables)} tables, {rows} rows, {said}: [its report]({each.name}/REPORT.md)"
             ]
-    path = results_dir / "REPORT.md"
-    atomic_write(path, "\n".join([*lines, ""]))
-    return path
+    return write_marked(results_dir / "REPORT.md", "\n".join([*lines, ""]))

@@ -65,7 +65,8 @@ def run_rows(results: dict[str, dict], runs: Sequence[Run], planned: PlannedExpe
                 for metric, value in measures.items()
                 if isinstance(value, (int, float))
             ]
-            out.append({"kind": "plan", "run": name, "seed": seed, "value": each.get("plan", "")})
+            plans = each.get("plans") or [each.get("plan", "")]  # every plan it trained under (a resume's too)
+            out.append({"kind": "plan", "run": name, "seed": seed, "value": PLANS_JOINED.join(plans)})
     for arm in planned.arms if planned else ():
         finished = seeds_of(results.get(arm))
         out += [
@@ -74,6 +75,7 @@ def run_rows(results: dict[str, dict], runs: Sequence[Run], planned: PlannedExpe
     return out
 
 
+PLANS_JOINED = ";"  # a run resumed under another plan (--allow-other-plan): both digests, in the order it trained
 UNFINISHED = "unfinished"  # a planned arm's seed that has not finished: its `plan` row says so
 
 

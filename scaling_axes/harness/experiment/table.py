@@ -18,6 +18,7 @@ from scaling_axes.harness.experiment.arms import tuning_rows, untuned
 from scaling_axes.harness.experiment.finished import FinishedRuns
 from scaling_axes.harness.experiment.noise import measured_noise, trained_runs
 from scaling_axes.harness.experiment.report import write_report
+from scaling_axes.harness.experiment.report_files import check_ours
 from scaling_axes.harness.experiment.seeds import Judged, write_seeds
 from scaling_axes.harness.results import RESULTS_DIR, Row, write_rows
 from scaling_axes.harness.runs import RUNS_DIR, Experiment, Run
@@ -37,8 +38,10 @@ def rebuild(
     the plan (`claims.judge`), the scale's REPORT.md and results/REPORT.md. `pilot`: the pilot's runs, into
     `results/<scale>/pilot/`, described and never decided."""
     results_dir, runs = Path(results_dir or RESULTS_DIR), experiment.runs(scale)
-    plan = plan_for(scale)
+    plan = plan_for(scale, root=results_dir.parent)
     table_dir = results_dir / scale.name / ("pilot" if pilot else "")
+    if not pilot:
+        check_ours(results_dir / "REPORT.md", results_dir / scale.name / "REPORT.md")  # before a table is written
     for directory in (table_dir, table_dir / "seeds"):
         if directory.is_dir():
             remove_temporaries(directory, unlocked=True)  # what a --report killed mid-write left

@@ -207,7 +207,13 @@ def _accumulation(run: Run, world_size: int) -> tuple[int, int]:
     return micro, budget.batch_size // (micro * world_size)
 
 
-SUITE_OPTIONS = ("compile", "loggers", "other_kernels", "other_code")  # launch options the suite takes, not the Trainer
+SUITE_OPTIONS = (
+    "compile",
+    "loggers",
+    "other_kernels",
+    "other_code",
+    "other_plan",
+)  # launch options the suite takes, not the Trainer
 
 
 def trainer_settings(options: dict[str, Any], world_size: int) -> dict[str, Any]:

@@ -37,6 +37,7 @@ from scaling_axes.harness.training.loggers import (
 )
 from scaling_axes.harness.training.progress import progress
 from scaling_axes.harness.training.rundir import write_done, write_final
+from scaling_axes.harness.training.settings import recorded_plans
 from scaling_axes.harness.training.tasks import task_of
 from scaling_axes.io import atomic_write, read_verified_json
 from scaling_axes.modules.tasks.acceleration import keep_freed_host_memory
@@ -156,6 +157,7 @@ def _fit(launch: Launch, run: Run, growth: Growth | None, resumed: dict | None, 
         **throughput(curves, trainer),
         "wall_seconds_last_session": time.time() - started,
         **({"plan": launch.labels["plan"]} if "plan" in launch.labels else {}),  # the analysis plan it trained under
+        **({"plans": plans} if (plans := recorded_plans(out)) else {}),  # and every plan before it: a resume's too
         # allowed past the data limit (--allow-repeats): said in done.json and its rows
         **({"data_epochs": launch.data_epochs, "repeats_allowed": True} if launch.data_epochs is not None else {}),
     }
