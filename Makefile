@@ -10,7 +10,7 @@ TORCH := torch==2.14.1 torchvision==0.29.1
 # Every other version the suite is tested with; `make refresh-constraints` moves them to the newest releases
 CONSTRAINTS := constraints.txt
 
-.PHONY: install smoke test test-all test-portable-kernels refresh-constraints lint clean gpu-check
+.PHONY: install smoke test test-slow test-all test-portable-kernels refresh-constraints lint clean gpu-check
 
 install: $(STAMP)
 
@@ -40,12 +40,17 @@ smoke: $(STAMP)
 # A test file runs whole in one process (its module fixtures built once), as many at a time as there are cores
 # (tests/conftest.py gives each process one thread)
 TEST_WORKERS ?= auto
+# The default set: every property, model-by-model tests on one model of each kind. `test-slow`: the tests marked
+# slow (whole processes, several ranks, a bare venv, every other registered model); CI runs both (.ci/run)
 test: $(STAMP)
 	$(PY) -m ruff format --check --quiet .
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not slow"
 
+test-slow: $(STAMP)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m slow
+
 test-all: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # The tests that assert what training reached, on PyTorch's portable CPU kernels instead of this CPU's own (AVX2,
 # AVX-512): their bounds hold under both (tests/conftest.py, `trained_outcome`)

@@ -121,6 +121,7 @@ def test_models_that_cannot_be_scored_by_tokens_are_refused() -> None:
         evaluate.zero_shot(tiny_lm(), ["squad"], offline=True)
 
 
+@pytest.mark.slow  # lm-eval over 50 documents of each task
 def test_a_real_offline_lm_eval_run_over_50_documents_of_each_task(tmp_path) -> None:
     model = build_model("transformer_rmt_49m", **{**TINY_TRANSFORMER, "vocab_size": 50257, "max_seq_len": 64})
     lm = SuiteLM(model=model, tokenizer="gpt2", batch_size=16, device="cpu")
@@ -174,6 +175,7 @@ def test_checkpoints_load_from_a_run_directory_its_weights_or_a_lightning_checkp
         load_checkpoint(out)
 
 
+@pytest.mark.slow  # the command in a process of its own, end to end
 def test_cli_evaluates_a_checkpoint_offline_and_writes_json(tmp_path, monkeypatch) -> None:
     out, _ = _trained_run_dir(tmp_path)
     monkeypatch.setenv("SCALING_AXES_DATA", str(tmp_path / "data"))

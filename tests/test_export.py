@@ -78,6 +78,16 @@ def native(name: str) -> bool:
 
 EXPORTED = [name for name in EXAMPLES if not predicts_bytes(name)]
 REMOTE = [name for name in EXPORTED if not native(name)]
+# The model-by-model tests run in `make test` on one model of each kind: a native GPT-NeoX export, a plain remote-code
+# one, the MoT with byte attention (its byte tables and cache), the RMT (its residual matrix); every other registered
+# model runs under the `slow` mark (`make test-slow`, which CI runs after `make test`), as timm's and transformers'
+# model-by-model suites do.
+FAST_MODELS = ("transformer_nope", "tokenformer", "mot_byte_attention", "rmt")
+
+
+def by_model(names: list[str]) -> list:
+    """`names` as parameters, each but `FAST_MODELS` marked `slow`."""
+    return [pytest.param(name, marks=() if name in FAST_MODELS else pytest.mark.slow) for name in names]
 
 
 def _finished_run(root, preset: str, overrides: dict, tokenizer: str):
@@ -99,7 +109,7 @@ def _finished_run(root, preset: str, overrides: dict, tokenizer: str):
     return model, out
 
 
-@pytest.mark.parametrize("name", EXAMPLES)
+@pytest.mark.parametrize("name", by_model(list(EXAMPLES)))
 def test_every_registered_language_model_exports_with_the_suites_logits_over_its_tokenizers_vocabulary(name, tmp_path):
     """Each example of the registry: GPT-NeoX where its config is one field by field, else remote code; the suite's
     logits, cut to the tokenizer's vocabulary (a vocabulary padded past it, as a MoT's is, never reaches a user); a
@@ -163,6 +173,7 @@ def test_export_without_its_extra_stops_with_one_line(finished, tmp_path, monkey
 SCORED = [next(n for n in EXPORTED if native(n)), REMOTE[0]]  # a native export and a remote-code one (lm-eval is slow)
 
 
+@pytest.mark.slow  # lm-eval's own harness over two exports: 36 s; the generating test below keeps it in make test
 @pytest.mark.parametrize("name", SCORED)
 def test_lm_evals_own_hf_model_scores_an_export_as_the_suites_adapter_does(name, tmp_path) -> None:
     """lm-eval's reference `hf` model on the exported folder and the suite's `scaling-axes` model on the run: the
@@ -225,7 +236,7 @@ def _loaded(folder):
     return AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True)
 
 
-@pytest.mark.parametrize("exported", REMOTE, indirect=True)
+@pytest.mark.parametrize("exported", by_model(REMOTE), indirect=True)
 def test_a_remote_code_export_generates_as_the_suites_greedy_decode(exported) -> None:
     from transformers import AutoTokenizer, pipeline
 
@@ -254,7 +265,7 @@ def test_a_remote_code_export_generates_as_the_suites_greedy_decode(exported) ->
     assert len(hf_tokenizer("word " * 500, truncation=True)["input_ids"]) == model.config.max_seq_len
 
 
-@pytest.mark.parametrize("exported", EXPORTED, indirect=True)
+@pytest.mark.parametrize("exported", by_model(EXPORTED), indirect=True)
 def test_lm_evals_own_hf_model_generates_from_an_export_as_the_suites_adapter_does(exported) -> None:
     """A generate_until task's requests (two contexts batched with left padding, a stop string) through lm-eval's
     `hf` model on the exported folder and through the suite's adapter on the model: the same continuations."""
@@ -276,7 +287,7 @@ def test_lm_evals_own_hf_model_generates_from_an_export_as_the_suites_adapter_do
     assert theirs == ours and any(ours)
 
 
-@pytest.mark.parametrize("exported", REMOTE, indirect=True)
+@pytest.mark.parametrize("exported", by_model(REMOTE), indirect=True)
 def test_a_remote_code_export_checkpoints_gradients_and_resizes_its_embeddings(exported) -> None:
     model, _, folder = exported
     hf = _loaded(folder)

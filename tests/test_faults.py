@@ -30,6 +30,7 @@ def _experiment(*runs: Run) -> Experiment:
     return Experiment("safety", "test", lambda scale: list(runs), lambda scale, results: [])
 
 
+@pytest.mark.slow  # a second training process
 def test_force_new_refuses_while_another_process_trains_the_run(tmp_path) -> None:
     out = tmp_path / "safety" / "smoke" / "r"
     with pytest.raises(SystemExit):

@@ -228,6 +228,7 @@ def test_what_a_user_gave_wrong_is_one_line(tmp_path, monkeypatch, capsys):
         assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask, oct(umask)
 
 
+@pytest.mark.slow  # exports under a signal and ulimit -f, a process each
 def test_a_signal_or_a_file_size_limit_during_export_leaves_out_as_it_was_and_says_so(finished, tmp_path, monkeypatch):  # noqa: F811
     """Case 6: SIGTERM left config.json and weights without a tokenizer, silently, and the same command was then
     refused; a file-size limit left a SafetensorError traceback and a folder without weights. Now SIGTERM ends the
@@ -290,6 +291,7 @@ def train_stage(out: Path, stage: str, env: dict | None = None, code: Path = ROO
     return subprocess.run(command, cwd=out.parent, env=env, capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow  # three training processes under two kernel sets
 def test_a_resume_on_other_kernels_is_refused_naming_both_unless_allowed_and_recorded(tmp_path):
     """Case 7: a run stopped at step 3 under one CPU instruction set (ATEN_CPU_CAPABILITY) resumed on another with
     no word, and its weights matched neither uninterrupted run; the fingerprint recorded the device type only. The

@@ -228,6 +228,7 @@ def test_a_wandb_link_in_a_run_directory_is_refused_before_wandb_starts(tmp_path
     assert snapshot(outside) == before
 
 
+@pytest.mark.slow  # three training processes from a copied checkout
 def test_a_resume_under_other_code_stops_naming_both_unless_allowed_and_every_commit_is_kept(tmp_path):
     """Case 6: a run stopped after its first checkpoint and resumed by a checkout whose `warmup_cosine` had been
     edited ended at another loss with no word; config.json named one commit. The code's digest is in the
@@ -304,6 +305,7 @@ export(Path(sys.argv[1]), Path(sys.argv[2]), replace=True)
 """
 
 
+@pytest.mark.slow  # an export SIGKILLed in a process of its own
 def test_an_earlier_export_a_killed_replace_left_aside_is_put_back_by_the_next(finished, tmp_path):  # noqa: F811
     """Case 7, the signal no one can hold: a SIGKILL between the renames leaves the earlier export in a folder of
     the export's own beside OUT; the next export puts it back (and with --replace then replaces it)."""

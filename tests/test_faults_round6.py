@@ -85,6 +85,7 @@ def test_out_dir_names_where_the_results_are(tmp_path):
 # 2. Asides that are never lost
 
 
+@pytest.mark.slow  # an export SIGKILLed in a process of its own
 def test_an_earlier_export_aside_is_kept_when_out_was_made_again_by_hand(finished, tmp_path, capsys):  # noqa: F811
     """Case 2: a SIGKILL between `--replace`'s renames left the earlier export aside; the user made OUT again by
     hand, and the next export deleted the earlier one (15 files). It is now kept, and the line names where."""

@@ -11,6 +11,7 @@ from scaling_axes.benchmarks import gpu_check, training
 from tests.conftest import HANG_GUARD_S
 
 
+@pytest.mark.slow  # the whole command end to end on the CPU: two minutes
 def test_the_command_runs_end_to_end_on_the_cpu_and_a_part_past_its_time_box_leaves_its_error(tmp_path):
     out = tmp_path / "out"
     (out).mkdir()

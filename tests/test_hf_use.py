@@ -14,12 +14,12 @@ import threading
 import pytest
 import torch
 
-from tests.test_export import EXAMPLES, EXPORTED, REMOTE, _finished_run, _loaded, exported, finished  # noqa: F401 (the fixtures: an example's export, a smoke run)
+from tests.test_export import EXAMPLES, EXPORTED, REMOTE, _finished_run, _loaded, by_model, exported, finished  # noqa: F401 (the fixtures: an example's export, a smoke run)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-@pytest.mark.parametrize("exported", EXPORTED, indirect=True)
+@pytest.mark.parametrize("exported", by_model(EXPORTED), indirect=True)
 def test_an_export_generates_256_tokens_all_of_its_tokenizer(exported) -> None:  # noqa: F811
     """Finding 1: a MoT's head gave 50,304 logits for a 50,257-token tokenizer and generated id 50275, then
     crashed. The logits are cut to the tokenizer's vocabulary; 256 tokens (four windows) decode."""
@@ -33,7 +33,7 @@ def test_an_export_generates_256_tokens_all_of_its_tokenizer(exported) -> None: 
     assert isinstance(tokenizer.decode(out[0].tolist()), str)
 
 
-@pytest.mark.parametrize("exported", EXPORTED, indirect=True)
+@pytest.mark.parametrize("exported", by_model(EXPORTED), indirect=True)
 def test_two_threads_generate_with_one_model_what_each_generates_alone(exported) -> None:  # noqa: F811
     """Finding 2: the remote code kept its decoding state in a module-level global, and two threads generating with
     one model got wrong tokens or an IndexError. The state is the call's (a ContextVar): each thread's tokens are
@@ -59,7 +59,7 @@ def test_two_threads_generate_with_one_model_what_each_generates_alone(exported)
             assert all(torch.equal(together[i], alone[i]) for i in range(2))
 
 
-@pytest.mark.parametrize("exported", EXPORTED, indirect=True)
+@pytest.mark.parametrize("exported", by_model(EXPORTED), indirect=True)
 def test_a_left_padded_batch_trains_with_the_loss_of_its_sequences_unpadded(exported) -> None:  # noqa: F811
     """Finding 3: a forward with gradients on a padded batch raised a RuntimeError. It trains: the loss of a
     left-padded batch is its sequences' token losses, each run alone, over their count, and it backpropagates."""
@@ -86,7 +86,7 @@ def test_a_left_padded_batch_trains_with_the_loss_of_its_sequences_unpadded(expo
     assert float(loss) == pytest.approx(total / count, rel=1e-5)
 
 
-@pytest.mark.parametrize("exported", REMOTE, indirect=True)
+@pytest.mark.parametrize("exported", by_model(REMOTE), indirect=True)
 def test_past_the_window_every_position_gets_its_logits_window_by_window_from_the_end(exported) -> None:  # noqa: F811
     """Finding 4: `model(ids)` past the window returned zero logits for the early positions, silently. Every position
     now gets its logits, with or without labels: the sequence cut into windows from its end, each run alone (the
@@ -108,6 +108,7 @@ def test_past_the_window_every_position_gets_its_logits_window_by_window_from_th
     assert out[0, ids.size(1)] == logits[0, -1].argmax()  # the first new token, from the last window
 
 
+@pytest.mark.slow  # lm-eval's hf model against the suite's scorer on piqa: 23 s
 def test_the_suites_scorer_and_lm_evals_hf_agree_on_piqa_past_the_window(tmp_path) -> None:
     """Finding 5: on piqa with a window shorter than an answer lm-eval's `hf` asserted while the suite's scorer
     scored the last window's tokens of the answer, silently. One rule now: a sequence past the window is scored
@@ -162,6 +163,7 @@ def _in_a_terminal(code: str, cwd: str) -> tuple[int, str]:
     return done.returncode, done.stdout + done.stderr
 
 
+@pytest.mark.slow  # two processes in a terminal, each importing torch and transformers
 @pytest.mark.parametrize("exported", [REMOTE[0], next(n for n in EXPORTED if n not in REMOTE)], indirect=True)
 def test_the_cards_load_lines_run_as_written_in_a_terminal_asking_nothing(exported, tmp_path) -> None:  # noqa: F811
     """Finding 6: the card's `AutoTokenizer.from_pretrained(PATH)` sat on a `[y/N]` prompt about the model's remote
@@ -210,7 +212,7 @@ def test_the_card_is_what_the_hub_reads_with_the_runs_results_and_real_size(fini
     assert f"{sum(p.numel() for p in model.parameters()):,} parameters: {run.config.n_layer} layers" in card.text
 
 
-@pytest.mark.parametrize("name", EXPORTED)
+@pytest.mark.parametrize("name", by_model(EXPORTED))
 def test_every_card_cites_only_files_in_its_folder_and_states_the_models_shapes(name, tmp_path) -> None:
     from scaling_axes.interop.export import export
 

@@ -180,14 +180,17 @@ def _done(out: Path) -> dict:
     return {k: v for k, v in json.loads((out / "done.json").read_text()).items() if k not in TIMING}
 
 
+SLOW = pytest.mark.slow
+
+
 @pytest.mark.parametrize(
     ("hook", "step", "when"),
-    [
-        ("on_train_batch_start", 2, "True"),  # mid-run, before any checkpoint
-        ("on_train_batch_start", 8, "True"),  # just after the checkpoint of step 8
+    [  # a killed process and its rerun each, 13-22 s: make test kills mid-write, the rest run under `slow`
+        pytest.param("on_train_batch_start", 2, "True", marks=SLOW),  # mid-run, before any checkpoint
+        pytest.param("on_train_batch_start", 8, "True", marks=SLOW),  # just after the checkpoint of step 8
         ("on_save_checkpoint", 8, "True"),  # mid-write of that checkpoint
-        ("on_validation_start", 8, "True"),  # between the step-8 checkpoint and its validation
-        ("on_validation_end", 12, "trainer.state.fn == 'validate'"),  # after the final validation, before done.json
+        pytest.param("on_validation_start", 8, "True", marks=SLOW),  # between the checkpoint and its validation
+        pytest.param("on_validation_end", 12, "trainer.state.fn == 'validate'", marks=SLOW),  # before done.json
     ],
     ids=["step2", "after_checkpoint", "mid_write", "before_validation", "after_final_validation"],
 )

@@ -189,6 +189,7 @@ def test_lightnings_tips_never_appear_and_accelerator_lines_once_per_process(cap
     assert said.count("GPU available: False, used: False") <= 1 and "💡 Tip: try installing something" not in said
 
 
+@pytest.mark.slow  # every command in a process of its own
 def test_no_command_of_the_suite_prints_lightnings_tip(tmp_path) -> None:
     import subprocess
     import sys

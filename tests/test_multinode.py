@@ -26,9 +26,12 @@ RUN = ("rmt_table10_variants", "rmt_134m")  # a smoke run: seconds
 # 8.6e-6..1.3e-5 / 2.9e-6..1.0e-5 over 4 draws, in the same rows: rounding amplified by Adam, not a fault of the
 # reduction. Each tolerance is 2 to 6 times the largest of those.
 ROUNDING_ATOL = {"embed.token.weight": 1e-3, "lm_head.weight": 1e-4}
-pytestmark = pytest.mark.skipif(
-    shutil.which("torchrun", path=str(Path(sys.executable).parent)) is None, reason="torchrun not installed"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        shutil.which("torchrun", path=str(Path(sys.executable).parent)) is None, reason="torchrun not installed"
+    ),
+    pytest.mark.slow,  # several ranks and nodes, each a process: 2.5 minutes of make test's CPU
+]
 
 
 def _free_port() -> int:

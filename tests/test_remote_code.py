@@ -76,6 +76,7 @@ def exports(tmp_path_factory):
     return made
 
 
+@pytest.mark.slow  # every export in a venv holding torch and transformers alone
 def test_every_export_loads_runs_and_generates_with_torch_and_transformers_alone(exports, tmp_path) -> None:
     """Outside the checkout, `scaling_axes` unimportable: the suite's logits to 1e-6, a transformers Cache, and the
     same greedy tokens with and without it."""

@@ -72,6 +72,7 @@ def weights(out: Path) -> dict[str, torch.Tensor]:
     return load_file(out / "final.safetensors")
 
 
+@pytest.mark.slow  # several ranks, or a killed process and its rerun: a process each
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
 def test_two_processes_train_the_same_weights_as_one_with_the_same_global_batch(tmp_path, strategy) -> None:
     if strategy == "fsdp" and not hasattr(torch.distributed.fsdp, "fully_shard"):
@@ -120,6 +121,7 @@ def test_fsdp_computes_in_the_precision_asked_and_keeps_float32_master_weights(p
         dist.destroy_process_group()
 
 
+@pytest.mark.slow  # several ranks, or a killed process and its rerun: a process each
 def test_a_killed_run_resumes_to_the_same_final_loss_and_a_signal_checkpoints_at_a_step_boundary(tmp_path) -> None:
     straight = train_run(tiny_run(), tmp_path / "straight", accelerator="cpu")
     killed = start(tmp_path / "killed", 30)

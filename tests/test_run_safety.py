@@ -178,6 +178,7 @@ def lock_held_elsewhere(out: Path) -> Iterator[subprocess.Popen]:
         holder.wait()
 
 
+@pytest.mark.slow  # launches in processes of their own
 def test_a_second_launch_of_a_run_is_refused_and_a_dead_holders_lock_is_taken_over(tmp_path) -> None:
     out = tmp_path / "r"
     out.mkdir()
@@ -189,6 +190,7 @@ def test_a_second_launch_of_a_run_is_refused_and_a_dead_holders_lock_is_taken_ov
     assert not (out.parent / f".{out.name}.lock.owner").exists() and (out.parent / f".{out.name}.lock").exists()
 
 
+@pytest.mark.slow  # launches in processes of their own
 def test_a_live_runs_lock_file_deleted_by_a_cleanup_still_refuses_a_second_launch(tmp_path) -> None:
     """`rm .*.lock` beside a live run let a second launch train the same directory beside the first (issue 58): the
     run also holds its directory itself, which no cleanup deletes."""

@@ -276,3 +276,24 @@ def test_the_harness_benchmark_times_the_suites_own_arithmetic(tmp_path):
     final = load_file(tmp_path / "final.safetensors")
     for name, value in model.state_dict().items():
         torch.testing.assert_close(value, final[name], rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_a_finished_smoke_run_keeps_what_export_and_report_read_and_no_optimiser_state(tmp_path):
+    """Issue 82: a finished smoke run's last.ckpt (its optimiser state, three times its weights: 5 of the 6.4 GB a
+    smoke run's runs/ held) is removed once done.json is written; the run is still finished (a rerun reads it), and
+    exports from its final weights. Another scale keeps it."""
+    from scaling_axes.interop.export import export
+    from tests.test_run_safety import tiny
+
+    run = tiny(4)
+    experiment = Experiment("export", "test", lambda scale: [run], lambda scale, results: [])
+    schedule = Schedule.of(experiment, SMOKE, tmp_path / "runs", accelerator="cpu")
+    done = schedule.train(run)
+    out = tmp_path / "runs" / "export" / "smoke" / "r"
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == []
+    again = schedule.train(run)  # read from done.json, not trained again
+    assert (out / "final.safetensors").exists() and again["val_loss"] == done["val_loss"]
+    assert again["train_time_curve"] == json.loads(json.dumps(done["train_time_curve"]))
+    export(out, tmp_path / "hf")
+    assert (tmp_path / "hf" / "model.safetensors").exists() or any((tmp_path / "hf").glob("*.safetensors"))
+    assert SMALL.keeps_final_checkpoint and PAPER.keeps_final_checkpoint

@@ -2,6 +2,7 @@
 weights bound to it, a Lightning checkpoint verified before `fit` resumes it, settings that cannot be verified
 making a run stale, and each failure one line naming the file or value and what to do."""
 
+import dataclasses
 import json
 import shutil
 
@@ -193,6 +194,7 @@ def test_a_non_finite_loss_is_one_line_on_the_command_line(tmp_path, capsys, mon
     assert stopped.value.code == 2 and "error: non-finite training loss" in err and "Traceback" not in err
 
 
+@pytest.mark.slow  # a killed process and its rerun each: 15-20 s (test_integrity keeps one kill in make test)
 @pytest.mark.parametrize("damage", ["deleted", "cut"])
 def test_a_resume_writes_the_metrics_log_again_from_the_checkpoint(tmp_path, damage, uninterrupted_run) -> None:
     """metrics.csv deleted (or cut) after a kill past a checkpoint: the resumed run's curves are the uninterrupted
@@ -258,7 +260,8 @@ def written(tmp_path_factory):
     source = tiny(3)
     stage = Run("g", "transformer_124m", tiny(3).budget, {**tiny(3).overrides, "d_model": 48}, grow_from="r")
     experiment = _experiment(source, stage)
-    Schedule.of(experiment, SMOKE, root / "runs", accelerator="cpu").train(stage)
+    keeping = dataclasses.replace(SMOKE, keeps_final_checkpoint=True)  # so that a finished run's last.ckpt is there
+    Schedule.of(experiment, keeping, root / "runs", accelerator="cpu").train(stage)
     return experiment, (source, stage), root / "runs" / "safety" / "smoke", data
 
 

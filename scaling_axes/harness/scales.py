@@ -45,6 +45,7 @@ class Scale:
     fits_budgets: bool = False  # budgets are cut to `min_epoch_limit` passes of their corpus (by the harness, once)
     seeds: int = 1
     eval_limits: tuple[int, int] | None = None  # (documents per task, perplexity windows); None: everything
+    keeps_final_checkpoint: bool = True  # a finished run's last.ckpt (its optimiser state): smoke's, nothing reads
     note: str = ""  # carried by every trained row of this scale
     scope: str = ""  # what its trained numbers can show: opens its REPORT.md
 
@@ -124,6 +125,7 @@ SMOKE = Scale(
     data="tiny_stand_in",
     checks_epochs=False,
     eval_limits=(50, 16),
+    keeps_final_checkpoint=False,
     note="smoke scale: tiny models on a few thousand tokens, a pipeline check, not a reproduction",
 )
 CPU = Scale(

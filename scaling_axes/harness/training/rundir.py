@@ -19,6 +19,7 @@ from scaling_axes.io import (
     atomic_save_safetensors,
     atomic_write,
     check_directory,
+    checksum_file,
     file_digest,
     read_verified_json,
     verify_checksum,
@@ -124,6 +125,16 @@ def read_final_config(run_dir: Path) -> dict[str, Any]:
 def write_done(out: Path, done: dict) -> None:
     """A finished run's record, `out/done.json`, with its checksum (written after its final weights)."""
     atomic_write(out / "done.json", json.dumps(done, indent=2), checksum=True)
+
+
+def drop_final_checkpoint(out: Path) -> None:
+    """A finished run's `checkpoints/last.ckpt` and its checksum, removed where its scale keeps none
+    (`Scale.keeps_final_checkpoint`: smoke): the optimiser's state, three times the weights, that nothing reads once
+    done.json and the final weights are written (a finished run is read, never resumed; export, growth and the
+    downstream evaluations read final.safetensors)."""
+    last = out / "checkpoints" / "last.ckpt"
+    for path in (last, checksum_file(last)):
+        path.unlink(missing_ok=True)
 
 
 def write_diverged(out: Path, run: Run, error: FloatingPointError) -> dict:

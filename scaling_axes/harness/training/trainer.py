@@ -36,7 +36,7 @@ from scaling_axes.harness.training.loggers import (
     quiet_lightning_logs,
 )
 from scaling_axes.harness.training.progress import progress
-from scaling_axes.harness.training.rundir import write_done, write_final
+from scaling_axes.harness.training.rundir import drop_final_checkpoint, write_done, write_final
 from scaling_axes.harness.training.settings import recorded_plans
 from scaling_axes.harness.training.tasks import task_of
 from scaling_axes.io import atomic_write, read_verified_json
@@ -165,6 +165,8 @@ def _fit(launch: Launch, run: Run, growth: Growth | None, resumed: dict | None, 
     if trainer.is_global_zero:
         write_final(out, run, weights)
         write_done(out, done)
+        if launch.scale is not None and not launch.scale.keeps_final_checkpoint:
+            drop_final_checkpoint(out)
         log_final_metrics(trainer.loggers, done)
     return done
 
