@@ -216,6 +216,7 @@ def test_training_benchmark_says_it_needs_a_gpu(monkeypatch):
         bench_training.main()
 
 
+@pytest.mark.slow  # every variant, each through the benchmark's whole step
 def test_training_benchmark_runs_every_variant_end_to_end_at_toy_sizes(monkeypatch, tmp_path, capsys):
     """No GPU here: the real step (loss, backward, clipping, AdamW; fused kernels under the interpreter) on the CPU at
     toy sizes, timings stubbed, so that every row and the derived columns are computed. One case fails on purpose

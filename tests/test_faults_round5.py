@@ -274,7 +274,7 @@ def test_ctrl_c_between_the_exports_renames_arrives_once_out_holds_one_export_wh
         real_rename(source, target)
         calls.append(Path(source))
         if Path(source) == hf:
-            os.kill(os.getpid(), signal.SIGINT)
+            signal.raise_signal(signal.SIGINT)  # to this thread: os.kill may reach another, handled too late
 
     monkeypatch.setattr(os, "rename", interrupted)
     with pytest.raises(SystemExit, match="hf holds the new export"):

@@ -142,9 +142,12 @@ def _compiled_cases() -> dict[str, tuple[str, dict]]:
 
 
 COMPILED = _compiled_cases()
+FAST_COMPILED = ("transformer_nope", "mot", "rmt_triton", "tokenformer_triton")  # one of each kind, its kernels' too
 
 
-@pytest.mark.parametrize("name", COMPILED)
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=() if n in FAST_COMPILED else pytest.mark.slow) for n in COMPILED]
+)  # every other registered model under `slow` (make test-slow), as tests.test_export.by_model
 def test_the_compiled_model_gives_the_eager_loss_and_gradients_under_bf16_autocast(name) -> None:
     """Inductor (C++ on the CPU; the Triton kernels run as opaque ops under TRITON_INTERPRET=1). bf16 autocast: the
     loss agrees to 1e-2 relative and each gradient to 5% in norm, 10% where it has a few elements (bf16 rounding,
