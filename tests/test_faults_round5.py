@@ -274,11 +274,17 @@ def test_ctrl_c_between_the_exports_renames_arrives_once_out_holds_one_export_wh
         real_rename(source, target)
         calls.append(Path(source))
         if Path(source) == hf:
-            signal.raise_signal(signal.SIGINT)  # to this thread: os.kill may reach another, handled too late
+            os.kill(os.getpid(), signal.SIGINT)
 
     monkeypatch.setattr(os, "rename", interrupted)
-    with pytest.raises(SystemExit, match="hf holds the new export"):
-        export(run_dir, hf, replace=True)
+    # Ctrl-C as an interactive shell delivers it: a command started in the background inherits SIGINT ignored
+    # (POSIX), and the export rightly restores the handler it found
+    found = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(SystemExit, match="hf holds the new export"):
+            export(run_dir, hf, replace=True)
+    finally:
+        signal.signal(signal.SIGINT, found)
     monkeypatch.undo()
     assert hf in calls and sorted(p.name for p in tmp_path.iterdir()) == ["hf"]
     manifest = json.loads((hf / "scaling_axes_export.json").read_text())["files"]
