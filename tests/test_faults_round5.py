@@ -311,6 +311,19 @@ export(Path(sys.argv[1]), Path(sys.argv[2]), replace=True)
 """
 
 
+def killed_between_renames(run_dir: Path, hf: Path) -> dict[str, tuple]:
+    """An export to `hf`, then an `export --replace` SIGKILLed between its renames (OUT gone, the earlier export
+    aside); the earlier export's snapshot."""
+    from scaling_axes.interop.export import export
+
+    export(run_dir, hf)
+    earlier = snapshot(hf)
+    command = [sys.executable, "-c", KILLED_BETWEEN_RENAMES, str(run_dir), str(hf)]
+    killed = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert killed.returncode == -signal.SIGKILL and not hf.exists(), killed.stderr[-2000:]
+    return earlier
+
+
 @pytest.mark.slow  # an export SIGKILLed in a process of its own
 def test_an_earlier_export_a_killed_replace_left_aside_is_put_back_by_the_next(finished, tmp_path):  # noqa: F811
     """Case 7, the signal no one can hold: a SIGKILL between the renames leaves the earlier export in a folder of
@@ -319,11 +332,7 @@ def test_an_earlier_export_a_killed_replace_left_aside_is_put_back_by_the_next(f
 
     _, run_dir = finished
     hf = tmp_path / "hf"
-    export(run_dir, hf)
-    earlier = snapshot(hf)
-    command = [sys.executable, "-c", KILLED_BETWEEN_RENAMES, str(run_dir), str(hf)]
-    killed = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert killed.returncode == -signal.SIGKILL and not hf.exists(), killed.stderr[-2000:]
+    earlier = killed_between_renames(run_dir, hf)
     export(run_dir, hf, replace=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hf"] and snapshot(hf).keys() == earlier.keys()
 

@@ -6,7 +6,6 @@ per-seed files are one line naming the file."""
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +15,7 @@ import yaml
 
 from tests.test_export import finished  # noqa: F401 (the module-scoped finished run the export cases read)
 from tests.test_faults_round4 import ROOT
-from tests.test_faults_round5 import KILLED_BETWEEN_RENAMES, _rewritten, _seed_rows, snapshot
+from tests.test_faults_round5 import _rewritten, _seed_rows, killed_between_renames, snapshot
 
 MARKER = ".scaling_axes_aside"
 TABLE4 = "rmt_table3_4_resources"  # Table 4's claim: planned, in the family, decided (claim_fails)
@@ -93,11 +92,7 @@ def test_an_earlier_export_aside_is_kept_when_out_was_made_again_by_hand(finishe
 
     _, run_dir = finished
     hf = tmp_path / "hf"
-    export(run_dir, hf)
-    earlier = snapshot(hf)
-    command = [sys.executable, "-c", KILLED_BETWEEN_RENAMES, str(run_dir), str(hf)]
-    killed = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert killed.returncode == -signal.SIGKILL and not hf.exists(), killed.stderr[-2000:]
+    earlier = killed_between_renames(run_dir, hf)
     hf.mkdir()  # made again by hand
     capsys.readouterr()
     export(run_dir, tmp_path / "hf2")

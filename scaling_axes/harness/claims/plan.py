@@ -105,7 +105,7 @@ class AnalysisPlan:
     experiments: dict[str, PlannedExperiment]
     digest: str
     path: str
-    root: str = "."  # the folder its `pilot` (a path in the checkout) is read under: `checks.checked_plan` sets it
+    root: str = "."  # the folder its `pilot` (a path in the checkout) is read under: `plan_for` sets it
 
     @property
     def pilot_dir(self) -> Path:

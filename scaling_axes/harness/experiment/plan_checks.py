@@ -1,6 +1,7 @@
 """What `report`, `power` and `simulate` check before they believe or write anything: that the folder they are
 pointed at holds results of the scale (they write beside those, never into a folder that has none), and that the
-scale's plan names the suite's experiments and rows and a pilot whose tables pass their digests.
+scale's plan names the suite's experiments and rows and a pilot that holds their tables (each command's reader of
+the pilot, `judge.read_scale` or `power.read_pilot`, then checks their digests and rows before it uses them).
 
     results = results_dir_of(Path("."), CPU)      # ./results, or one line: no results/cpu under PATH
     plan = checked_plan(CPU, Path("."), names)    # the plan, its pilot read under that folder
@@ -12,7 +13,6 @@ import csv
 import dataclasses
 from pathlib import Path
 
-from scaling_axes.harness.claims.observed import read_experiment
 from scaling_axes.harness.claims.plan import AnalysisPlan, PlanError, plan_path, read_plan
 from scaling_axes.harness.results import RESULTS_DIR
 from scaling_axes.harness.scales import Scale
@@ -33,8 +33,8 @@ def results_dir_of(out_dir: Path, scale: Scale | None = None) -> Path:
 def checked_plan(scale: Scale, out_dir: Path, experiments: set[str], draft: bool = False) -> AnalysisPlan:
     """The scale's plan, its pilot read under `out_dir`, checked against the suite before it is believed: each
     claim's experiment is one of the suite's (`experiments`, their names), each row in that experiment's table (the
-    scale's or the pilot's, where it has one), the pilot folder there with a table and per-seed file
-    (digest-checked) for each experiment an in-family claim names (a draft without its experiments part: the power
+    scale's or the pilot's, where it has one), the pilot folder there with a table and per-seed file for each
+    experiment an in-family claim names (a draft without its experiments part: the power
     analysis is still choosing the family, so those there). One line each, naming the file and the field."""
     path = plan_path(scale)
     if not path.exists():
@@ -67,7 +67,6 @@ def checked_plan(scale: Scale, out_dir: Path, experiments: set[str], draft: bool
     for name in needed if plan.experiments else present:  # a draft's family is not chosen yet: what is there
         if name not in present or not (pilot / "seeds" / f"{name}.csv").exists():
             raise PlanError(f"{where}: pilot {plan.pilot} lacks {name}'s table or per-seed file: restore it from git")
-        read_experiment(pilot, name)  # its digest and rows, as evidence is checked
     return plan
 
 

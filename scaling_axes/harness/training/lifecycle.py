@@ -23,7 +23,7 @@ from scaling_axes.harness.training.rundir import check_writable, read_done, writ
 from scaling_axes.harness.training.settings import (
     changes_or_unreadable,
     check_fingerprint,
-    check_plan,
+    checked_plans,
     checkpoint_state,
     move_aside,
     write_config,
@@ -55,12 +55,12 @@ def train(launch: Launch, extra_callbacks: list | None = None) -> dict:
         if finished:
             print(f"run {run.name}: finished earlier ({out / 'done.json'}); skipped")
             return read_done(out / "done.json")
-        check_plan(launch, resumed is not None)
+        plans = checked_plans(launch, resuming=resumed is not None)
         check_no_links(out, managed=("wandb",))  # a planted link would take its writes out (W&B links its logs)
         run, growth = grown_run(*launch.source, run, out) if launch.source else (run, None)
         for directory in (out, out / "checkpoints") if lock is not None else ():  # rank zero: it holds the lock
             remove_temporaries(directory)  # a killed write's
-        write_config(launch, run, resuming=resumed is not None)
+        write_config(launch, run, plans)
         cut_metrics(out / "metrics.csv", resumed["metrics_csv"] if resumed else None)  # the curves go on exactly
         if launch.experiment is not None:
             print(f"== {launch.experiment.name}: training run {run.name} ({launch.scale} scale) in {out}", flush=True)

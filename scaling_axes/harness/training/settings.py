@@ -117,7 +117,7 @@ def move_aside(out: Path, changes: list[str]) -> Path | None:
     return aside
 
 
-def write_config(launch: Launch, run: Run, resuming: bool = False) -> None:
+def write_config(launch: Launch, run: Run, plans: list[str] | None = None) -> None:
     """config.yaml: `run` as it trains (grown: with the overrides growth set), the launch's options and fingerprint.
     Rank zero writes it (each rank's would differ in its time)."""
     from lightning.pytorch.utilities import rank_zero_only  # here: reading a run needs no Lightning
@@ -136,7 +136,7 @@ def write_config(launch: Launch, run: Run, resuming: bool = False) -> None:
         "fingerprint": fingerprint(launch.fingerprint),
         "fingerprinted": launch.fingerprint,
         "trained_by": [*trained_by(launch.out), {"commit": source_commit(), "code": launch.fingerprint.get("code")}],
-        "plans": plans_of(launch, resuming),
+        "plans": plans or [],  # every analysis plan it trained under (`checked_plans`)
     }
     atomic_write(launch.out / "config.yaml", yaml.safe_dump(config, sort_keys=False), checksum=True)
 
@@ -164,17 +164,11 @@ def recorded_plans(out: Path) -> list[str]:
     return [str(p) for p in plans]
 
 
-def plans_of(launch: Launch, resuming: bool) -> list[str]:
-    """The plans the launch's run has trained under, this launch's last (none: it trains under no plan); a run that
-    starts over (no checkpoint to resume) has trained under none before."""
-    earlier = recorded_plans(launch.out) if resuming else []
-    now = launch.labels.get("plan")
-    return [*earlier, now] if now and now not in earlier else earlier
-
-
-def check_plan(launch: Launch, resuming: bool) -> None:
-    """Stop a resume under another analysis plan than the run trained under, naming both digests, unless
-    --allow-other-plan (recorded: both digests in its config.yaml and done.json, and its verdicts `plan_changed`)."""
+def checked_plans(launch: Launch, resuming: bool) -> list[str]:
+    """The plans the launch's run will have trained under, this launch's last (none: it trains under no plan; a run
+    that starts over, with no checkpoint to resume, under none before). A resume under another plan than the run
+    trained under stops, naming both digests, unless --allow-other-plan (then both are recorded, in its config.yaml
+    and done.json, and its verdicts are `plan_changed`)."""
     earlier, now = recorded_plans(launch.out) if resuming else [], launch.labels.get("plan")
     if earlier and now not in earlier and not launch.options.get("other_plan"):
         raise SystemExit(
@@ -182,6 +176,7 @@ def check_plan(launch: Launch, resuming: bool) -> None:
             f"{now or '(none)'}: a plan changed while its runs trained decides nothing. Restore that plan to resume, "
             "or pass --allow-other-plan to go on (both digests recorded; its verdicts are `plan_changed`)"
         )
+    return [*earlier, now] if now and now not in earlier else earlier
 
 
 def changes_or_unreadable(out: Path, fields: dict[str, Any]) -> list[str]:
