@@ -148,7 +148,7 @@ def machine_header(minutes: str) -> tuple[str, ...]:
     """Where and from what the results came: the machine, torch, the commit, the time."""
     import torch
 
-    from scaling_axes.harness.runs import git, source_commit
+    from scaling_axes.checkout import git, source_commit
 
     commit = source_commit()
     dirty = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!results")

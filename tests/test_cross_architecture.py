@@ -27,7 +27,7 @@ from scaling_axes.modules.flops import (
     train_flops_per_token,
 )
 from scaling_axes.modules.registry import build_from_config, preset_overrides
-from scaling_axes.modules.tasks.lm import loss_terms
+from scaling_axes.modules.tasks.loss import loss_terms
 
 SHAPE_FIELDS = {
     "n_layer",

@@ -9,8 +9,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from scaling_axes.checkout import source_commit
 from scaling_axes.harness.experiment.schedule import Schedule
-from scaling_axes.harness.runs import Experiment, Run, source_commit
+from scaling_axes.harness.runs import Experiment, Run
 from scaling_axes.harness.scales import SMOKE
 from scaling_axes.harness.training.growth import grown_run
 from scaling_axes.harness.training.rundir import final_weights

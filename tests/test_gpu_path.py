@@ -179,7 +179,8 @@ def test_compile_training_compiles_the_loss_beside_the_model_and_it_equals_float
     passes over [tokens, vocab] in fp32, forward and backward; nanoGPT compiles its loss with its model): compiled,
     from bf16 logits, the cross-entropy and the z term equal float64 ones to 1e-5 and the logits' gradient to bf16's
     rounding (a loss computed in bf16 is off by ~1e-3)."""
-    from scaling_axes.modules.tasks.lm import LanguageModel, loss_terms
+    from scaling_axes.modules.tasks.lm import LanguageModel
+    from scaling_axes.modules.tasks.loss import loss_terms
 
     module = LanguageModel("transformer_124m", model_overrides=TINY_TRANSFORMER | {"vocab_size": 97}, z_loss=1e-4)
     module.compile_training()

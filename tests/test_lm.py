@@ -103,3 +103,48 @@ def test_init_weights_that_do_not_fit_are_named(tmp_path):
     torch.save(other.model.state_dict(), tmp_path / "w.pt")
     with pytest.raises(ValueError, match=r"query\.key_param_tokens.*\(20, 32\).*\(12, 32\)"):
         LanguageModel("tokenformer_150m", TINY_TOKENFORMER, init_weights=str(tmp_path / "w.pt"))
+
+
+def _reference_terms(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Cross-entropy and the squared log-partition's mean in float64, written out (not the suite's code)."""
+    lse = torch.logsumexp(logits.double(), dim=-1)
+    picked = logits.double().gather(-1, targets[..., None]).squeeze(-1)
+    return (lse - picked).mean(), lse.pow(2).mean()
+
+
+@pytest.mark.parametrize("with_z", [True, False])
+@pytest.mark.parametrize("spread", [3.0, 300.0])  # 300: rows whose softmax underflows at every id but one or two
+def test_the_eager_loss_from_one_softmax_equals_float64_in_value_and_gradient(with_z, spread):
+    """`eager_loss_terms` (one softmax, its gradient that softmax scaled per row) against float64 cross-entropy and
+    z term, for logits [batch, time, vocab]: values to 1e-6 relative, the gradient of ce + 0.3 z to fp32 rounding;
+    without z its term is 0 and adds no gradient."""
+    from scaling_axes.modules.tasks.loss import eager_loss_terms
+
+    generator = torch.Generator().manual_seed(7)
+    logits = (torch.randn(3, 5, 41, generator=generator) * spread).requires_grad_()
+    targets = torch.randint(0, 41, (3, 5), generator=generator)
+    ce, z = eager_loss_terms(logits, targets, with_z)
+    (ce + 0.3 * z).backward()
+    exact = logits.detach().double().requires_grad_()
+    ce64, z64 = _reference_terms(exact, targets)
+    (ce64 + (0.3 * z64 if with_z else 0)).backward()
+    assert ce.dtype == z.dtype == torch.float32
+    assert ce.item() == pytest.approx(ce64.item(), rel=1e-6)
+    assert z.item() == (pytest.approx(z64.item(), rel=1e-6) if with_z else 0.0)
+    torch.testing.assert_close(logits.grad.double(), exact.grad, rtol=1e-5, atol=1e-7)
+
+
+def test_the_eager_loss_equals_the_compiled_paths_plain_loss_and_refuses_a_second_backward() -> None:
+    """The plain `loss_terms` (what `compile_training` compiles) and the eager one agree on a 50k vocabulary; the
+    eager backward scales its saved softmax in place, so a second backward through it is refused, not wrong."""
+    from scaling_axes.modules.tasks.loss import eager_loss_terms, loss_terms
+
+    logits = (torch.randn(2, 4, 50_257) * 4).requires_grad_()
+    targets = torch.randint(0, 50_257, (2, 4))
+    plain, eager = loss_terms(logits, targets, True), eager_loss_terms(logits, targets, True)
+    for a, b in zip(plain, eager, strict=True):
+        assert a.item() == pytest.approx(b.item(), rel=1e-6)
+    total = eager[0] + 1e-4 * eager[1]
+    total.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        total.backward()

@@ -297,3 +297,60 @@ def test_a_finished_smoke_run_keeps_what_export_and_report_read_and_no_optimiser
     export(out, tmp_path / "hf")
     assert (tmp_path / "hf" / "model.safetensors").exists() or any((tmp_path / "hf").glob("*.safetensors"))
     assert SMALL.keeps_final_checkpoint and PAPER.keeps_final_checkpoint
+
+
+def test_a_smoke_sweep_draws_once_and_its_points_keep_their_record_not_their_weights(tmp_path):
+    """Issue 82: smoke's sweeps choose no rate a claim reads. Each point trains one draw (`Scale.sweep_draws`, applied
+    where the runs are declared) and keeps its done.json, which the sweep reads, without final weights; the run the
+    sweep chose for keeps its own and exports. Export and growth refuse a point by name. Other scales draw as the
+    sweep declares and keep every point's weights."""
+    from scaling_axes.harness.sweeps import SWEEP_DRAWS, Sweep
+    from scaling_axes.harness.training.rundir import read_done
+    from scaling_axes.interop.export import export
+    from scaling_axes.io import SuiteError
+    from tests.test_run_safety import tiny
+
+    swept = dataclasses.replace(tiny(2), lr_sweep=True, sweep=Sweep((1e-3, 3e-3)))
+    experiment = Experiment("swept", "test", lambda scale: [swept], lambda scale, results: [])
+    assert [r.sweep.draws for r in experiment.runs(SMOKE)] == [1]
+    assert [r.sweep.draws for r in experiment.runs(SMALL)] == [SWEEP_DRAWS] and SMALL.keeps_sweep_weights
+    schedule = Schedule.of(experiment, SMOKE, tmp_path / "runs", accelerator="cpu")
+    chosen = schedule.at_chosen_rate(experiment.runs(SMOKE)[0])
+    schedule.train(chosen)
+    folder = tmp_path / "runs" / "swept" / "smoke"
+    points = sorted(p for p in folder.iterdir() if "_sweep_" in p.name and p.is_dir())
+    assert points and not any("draw" in p.name for p in points)
+    for point in points:
+        assert read_done(point / "done.json")["weights_kept"] is False
+        assert not (point / "final.safetensors").exists()
+        with pytest.raises(SuiteError, match="keeps no sweep point's weights"):
+            export(point, tmp_path / "point_hf")
+    assert (folder / "r" / "final.safetensors").exists() and "weights_kept" not in read_done(folder / "r" / "done.json")
+    export(folder / "r", tmp_path / "hf")
+
+
+@pytest.mark.parametrize("every, saved", [(2, [2, 4]), (4, [4])])
+def test_a_run_writes_each_checkpoint_once_and_its_end_state_last(monkeypatch, tmp_path, every, saved):
+    """Issue 82: the state at a run's end is written once, by the trainer after fit (the epoch counted finished),
+    not also by the step checkpoint a moment before; a checkpoint along the run is written at its step. A smoke run
+    (`Scale.keeps_final_checkpoint` false) writes none at its end: it lasts seconds and keeps none."""
+    from scaling_axes.harness.training.callbacks import AtomicCheckpointIO
+    from tests.test_run_safety import tiny
+
+    steps = []
+    save = AtomicCheckpointIO.save_checkpoint
+    monkeypatch.setattr(
+        AtomicCheckpointIO,
+        "save_checkpoint",
+        lambda self, checkpoint, path, **kwargs: (
+            steps.append(checkpoint["global_step"]) or save(self, checkpoint, path)
+        ),
+    )
+    run = tiny(4)
+    run = dataclasses.replace(run, budget=dataclasses.replace(run.budget, checkpoint_every=every, val_every=None))
+    train_run(run, tmp_path / "r", accelerator="cpu")
+    assert steps == saved and (tmp_path / "r" / "checkpoints" / "last.ckpt").exists()
+    steps.clear()
+    experiment = Experiment("ends", "test", lambda scale: [run], lambda scale, results: [])
+    Schedule.of(experiment, SMOKE, tmp_path / "runs", accelerator="cpu").train(run)
+    assert steps == saved[:-1] and not list((tmp_path / "runs").rglob("last.ckpt"))

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -177,18 +176,27 @@ class Experiment:
 
 
 def fitted(declare: Callable[[Scale], list[Run]]) -> Callable[[Scale | str], list[Run]]:
-    """An experiment's declaration of its runs as the harness trains them: the scale parsed, and at a scale that
-    `fits_budgets` each budget fitted to its corpus (`fit_to_corpora`), here and nowhere else. Decorate the module's
-    `runs` with it where its report reads the runs again, so that both see the same budgets."""
+    """An experiment's declaration of its runs as the harness trains them: the scale parsed, at a scale that
+    `fits_budgets` each budget fitted to its corpus (`fit_to_corpora`), and each sweep held to the scale's draws
+    (`at_scale`), here and nowhere else. Decorate the module's `runs` with it where its report reads the runs
+    again, so that both see the same budgets."""
 
     @functools.wraps(declare)
     def runs(scale: Scale | str) -> list[Run]:
         scale = get_scale(scale)
-        declared = declare(scale)
+        declared = [at_scale(run, scale) for run in declare(scale)]
         return fit_to_corpora(declared, scale.min_epoch_limit) if scale.fits_budgets else declared
 
     runs.fitted = True
     return runs
+
+
+def at_scale(run: Run, scale: Scale) -> Run:
+    """`run` with its sweep's draws at most the scale's (`Scale.sweep_draws`)."""
+    draws = scale.sweep_draws
+    if draws is None or run.sweep is None or run.sweep.draws <= draws:
+        return run
+    return dataclasses.replace(run, sweep=dataclasses.replace(run.sweep, draws=draws))
 
 
 def fit_to_corpora(runs: list[Run], epochs: float) -> list[Run]:
@@ -271,23 +279,6 @@ def check_sweep_point(experiment: Experiment, scale: Scale, run: Run, lr: float,
             f"{sweep_name(run.name, lr, draw)} is not a point of {run.name}'s sweep: its rates are {allowed} "
             f"(draws 1-{run.sweep.draws}); the sweep names its points itself, train the run by its own name"
         )
-
-
-CHECKOUT = Path(__file__).parent.parent
-
-
-def git(*args: str) -> str:
-    """`git args` in the suite's checkout: its output, empty outside a git checkout."""
-    try:
-        return subprocess.run(["git", *args], capture_output=True, text=True, cwd=CHECKOUT).stdout.strip()
-    except OSError:  # no git
-        return ""
-
-
-@functools.cache
-def source_commit() -> str:
-    """The commit the suite runs from (what a run's records and loggers name)."""
-    return git("rev-parse", "--short", "HEAD") or "unknown (not a git checkout)"
 
 
 def growth_chain(run: Run, by_name: dict[str, Run]) -> list[Run]:

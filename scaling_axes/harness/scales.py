@@ -45,7 +45,12 @@ class Scale:
     fits_budgets: bool = False  # budgets are cut to `min_epoch_limit` passes of their corpus (by the harness, once)
     seeds: int = 1
     eval_limits: tuple[int, int] | None = None  # (documents per task, perplexity windows); None: everything
-    keeps_final_checkpoint: bool = True  # a finished run's last.ckpt (its optimiser state): smoke's, nothing reads
+    keeps_final_checkpoint: bool = True  # a finished run's last.ckpt (its optimiser state): smoke's, nothing reads,
+    # so its runs write none at their end
+    keeps_sweep_weights: bool = True  # a finished sweep point's final weights: smoke's, nothing reads (a sweep reads
+    # its points' done.json; export, growth and evaluations read the runs a sweep chose for)
+    sweep_draws: int | None = None  # draws of a sweep's best rate and its neighbours (None: each sweep's own):
+    # smoke's sweeps choose no rate a claim reads, so one draw checks the pipeline
     note: str = ""  # carried by every trained row of this scale
     scope: str = ""  # what its trained numbers can show: opens its REPORT.md
 
@@ -124,8 +129,10 @@ SMOKE = Scale(
     paper_configs=False,
     data="tiny_stand_in",
     checks_epochs=False,
-    eval_limits=(50, 16),
+    eval_limits=(16, 8),
     keeps_final_checkpoint=False,
+    keeps_sweep_weights=False,
+    sweep_draws=1,
     note="smoke scale: tiny models on a few thousand tokens, a pipeline check, not a reproduction",
 )
 CPU = Scale(

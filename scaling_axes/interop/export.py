@@ -56,7 +56,7 @@ def export(run_dir: Path, out: Path, replace: bool = False) -> str:
     tidy_stranded(out)  # first: an earlier export an interrupted --replace left aside is back before OUT is checked
     check_out(run_dir, out, replace)
     unfinished(run_dir)
-    read_done(run_dir / "done.json")  # a finished run first: what else is missing follows from that
+    read_done(run_dir / "done.json", weights=True)  # a finished run first: what else is missing follows from that
     config = read_final_config(run_dir)
     if config.get("tokenizer") is None:
         raise SuiteError(f"{run_dir} is an image classifier: export writes language models (timm loads the ViTs)")

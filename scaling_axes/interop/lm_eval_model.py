@@ -59,6 +59,8 @@ def load_checkpoint(path: str | Path) -> tuple[nn.Module, Tokenizer]:
     else:
         path = final_weights(path) if path.is_dir() else path
         if not path.exists():
+            if (path.parent / "done.json").is_file():  # a run that keeps no weights says why
+                read_done(path.parent / "done.json", weights=True)
             raise FileNotFoundError(f"no trained weights at {path}: train the run first (it writes {FINAL_WEIGHTS})")
         fix = f"delete {path.parent / 'done.json'} and rerun the run to write it again"
         state = load_state(path, fix)  # first: a crafted pickle is named as such
@@ -66,7 +68,7 @@ def load_checkpoint(path: str | Path) -> tuple[nn.Module, Tokenizer]:
             raise FileNotFoundError(
                 f"{path.parent} holds no finished run (no done.json): train it first, or rerun its command to finish it"
             )
-        read_done(path.parent / "done.json")  # its record and final weights are what the run wrote
+        read_done(path.parent / "done.json", weights=True)  # its record and final weights are what the run wrote
         data = read_final_config(path.parent)
         model = build_model(data["model"], **(data.get("overrides") or {}))
     load_weights(model, state, path, fix)

@@ -44,8 +44,8 @@ PROGRESSIVE: dict[Scale, Progressive] = {
         tokens=(16, 32, 64, 128),
         widths=(32, 48, 64, 96),
         head_size=16,
-        full=Budget(steps=30, batch_size=8, seq_len=64, lr=3e-3, warmup_steps=3, val_windows=32, checkpoint_every=10),
-        stage=Budget(steps=8, batch_size=8, seq_len=64, lr=3e-3, warmup_steps=1, val_windows=32, checkpoint_every=10),
+        full=Budget(steps=30, batch_size=4, seq_len=64, lr=3e-3, warmup_steps=3, val_windows=32, checkpoint_every=10),
+        stage=Budget(steps=8, batch_size=4, seq_len=64, lr=3e-3, warmup_steps=1, val_windows=32, checkpoint_every=10),
     ),
     # cpu: stages of 150 steps, whose 8-step restart to the peak lr (the paper's schedule: warmup, then cosine) is 5%
     # of the stage (at 50 steps the restart dominated it and both families got worse stage by stage); the chain

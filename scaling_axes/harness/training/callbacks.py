@@ -67,6 +67,8 @@ class StepCheckpoint(ModelCheckpoint):
         super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
 
     def _save_checkpoint(self, trainer: L.Trainer, filepath: str) -> None:
+        if trainer.global_step >= trainer.max_steps:  # the run's end: `trainer._fit` saves the state fit ends in
+            return
         flush_logs(trainer)  # the curves up to this step are on disk before the checkpoint says they happened
         super()._save_checkpoint(trainer, filepath)
 

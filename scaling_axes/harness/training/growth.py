@@ -130,7 +130,7 @@ def measure_growth(trainer: L.Trainer, data: TextDataModule, grown: LanguageMode
 def source_weights(source_dir: Path, grown: Run) -> Path:
     """The final weights of the finished run in `source_dir`, verified (`read_done`), for `grown` to grow from: a
     text run must read the ids its source learned (the tokenizer its config.json records)."""
-    read_done(source_dir / "done.json")
+    read_done(source_dir / "done.json", weights=True)
     if changed := data_changed(source_dir):
         raise CorruptFileError(f"{source_dir}, which {grown.name} grows from: {changed}")
     if not grown.classifies_images:

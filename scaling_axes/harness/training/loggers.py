@@ -24,7 +24,8 @@ from typing import Any
 from lightning.pytorch.loggers import Logger, TensorBoardLogger, WandbLogger
 from lightning.pytorch.utilities import rank_zero_only
 
-from scaling_axes.harness.runs import Run, source_commit
+from scaling_axes.checkout import source_commit
+from scaling_axes.harness.runs import Run
 from scaling_axes.harness.training.launch import check_loggers
 from scaling_axes.harness.training.metrics_csv import ResumableCSVLogger, metric_rows
 from scaling_axes.io import atomic_write

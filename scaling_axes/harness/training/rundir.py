@@ -9,13 +9,15 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from scaling_axes.checkout import source_commit
 from scaling_axes.datamodules.corpora import data_digest
 from scaling_axes.datamodules.sources import tokenizer_of
 from scaling_axes.datamodules.tokenizers import Tokenizer, load_tokenizer, tokenizer_digest
-from scaling_axes.harness.runs import Run, source_commit
+from scaling_axes.harness.runs import Run
 from scaling_axes.harness.training.settings import read_config
 from scaling_axes.io import (
     CorruptFileError,
+    SuiteError,
     atomic_save_safetensors,
     atomic_write,
     check_directory,
@@ -129,9 +131,10 @@ def write_done(out: Path, done: dict) -> None:
 
 def drop_final_checkpoint(out: Path) -> None:
     """A finished run's `checkpoints/last.ckpt` and its checksum, removed where its scale keeps none
-    (`Scale.keeps_final_checkpoint`: smoke): the optimiser's state, three times the weights, that nothing reads once
-    done.json and the final weights are written (a finished run is read, never resumed; export, growth and the
-    downstream evaluations read final.safetensors)."""
+    (`Scale.keeps_final_checkpoint`: smoke, whose runs write none at their end, and leave one only where a signal
+    stopped them): the optimiser's state, three times the weights, that nothing reads once done.json and the final
+    weights are written (a finished run is read, never resumed; export, growth and the downstream evaluations read
+    final.safetensors)."""
     last = out / "checkpoints" / "last.ckpt"
     for path in (last, checksum_file(last)):
         path.unlink(missing_ok=True)
@@ -150,17 +153,21 @@ def write_diverged(out: Path, run: Run, error: FloatingPointError) -> dict:
     return done
 
 
-def read_done(path: Path) -> dict:
+def read_done(path: Path, weights: bool = False) -> dict:
     """A finished run's done.json and its final weights, both verified against their checksums (a diverged sweep
-    point has no weights); an error naming the broken file and the fix otherwise."""
+    point has none, nor one whose scale keeps no sweep point's: `weights_kept` false); an error naming the broken
+    file and the fix otherwise. `weights`: the caller reads the weights too, and a run without them is refused."""
     fix = f"delete {path} and rerun the run's command to finish it again from {path.parent}"
-    weights = final_weights(path.parent)
     done = read_verified_json(path, fix)
     if not isinstance(done, dict) or "run" not in done or not ("steps" in done or "diverged" in done):
         raise CorruptFileError(f"{path} is not a finished run's record (no run name and steps); {fix}")
-    if not done.get("diverged"):
-        verify_checksum(weights, fix)
-        check_bound(path.parent, weights, fix)
+    if done.get("diverged") or done.get("weights_kept") is False:
+        if weights:
+            why = "it diverged" if done.get("diverged") else "its scale keeps no sweep point's weights"
+            raise SuiteError(f"{path.parent} has no final weights ({why}): use a run its sweep chose a rate for")
+        return done
+    verify_checksum(final_weights(path.parent), fix)
+    check_bound(path.parent, final_weights(path.parent), fix)
     return done
 
 

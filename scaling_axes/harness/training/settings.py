@@ -12,7 +12,8 @@ from typing import Any
 
 import yaml
 
-from scaling_axes.harness.runs import Run, source_commit
+from scaling_axes.checkout import source_commit
+from scaling_axes.harness.runs import Run
 from scaling_axes.harness.training.launch import NAMES, Launch, fingerprint
 from scaling_axes.io import CorruptFileError, atomic_write, load_torch, verify_checksum
 

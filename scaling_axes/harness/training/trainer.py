@@ -13,6 +13,7 @@ from lightning.fabric.utilities.throughput import get_available_flops
 from lightning.pytorch.callbacks.throughput_monitor import _plugin_to_compute_dtype
 from torch.distributed.tensor import DTensor
 
+from scaling_axes.harness.names import parse_sweep
 from scaling_axes.harness.runs import Run
 from scaling_axes.harness.training.callbacks import (
     AtomicCheckpointIO,
@@ -127,7 +128,8 @@ def _fit(launch: Launch, run: Run, growth: Growth | None, resumed: dict | None, 
     # done.json resumes at the epoch where the uninterrupted run logs its final validation and test rows (the logs
     # flushed first, so that the checkpoint records where they end)
     flush_logs(trainer)
-    trainer.save_checkpoint(last, weights_only=False)  # the whole state, as every checkpoint of a run
+    if launch.scale is None or launch.scale.keeps_final_checkpoint:  # smoke: a run killed here restarts (seconds)
+        trainer.save_checkpoint(last, weights_only=False)  # the whole state, as every checkpoint of a run
     val_sets = [f"val/{name}/loss" for name in getattr(data, "val_names", [])]
     accuracy = list(task.accuracy_curves)
     monitored = ("train/device/items_per_sec", "train/device/mfu")
@@ -162,9 +164,11 @@ def _fit(launch: Launch, run: Run, growth: Growth | None, resumed: dict | None, 
         **({"data_epochs": launch.data_epochs, "repeats_allowed": True} if launch.data_epochs is not None else {}),
     }
     weights = full_state_dict(module.model)  # every rank takes part when the model is sharded
+    keeps_weights = launch.scale is None or launch.scale.keeps_sweep_weights or parse_sweep(run.name) is None
     if trainer.is_global_zero:
-        write_final(out, run, weights)
-        write_done(out, done)
+        if keeps_weights:
+            write_final(out, run, weights)
+        write_done(out, done if keeps_weights else {**done, "weights_kept": False})
         if launch.scale is not None and not launch.scale.keeps_final_checkpoint:
             drop_final_checkpoint(out)
         log_final_metrics(trainer.loggers, done)

@@ -9,7 +9,6 @@ from typing import Any, Literal
 
 import lightning as L
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 from torchmetrics.aggregation import MeanMetric
 
@@ -17,6 +16,7 @@ from scaling_axes.io import atomic_torch_save, load_state, load_torch, verify_ch
 from scaling_axes.modules.flops import lookup_tables, norm_parameters, train_flops_per_token
 from scaling_axes.modules.registry import build_model
 from scaling_axes.modules.tasks.acceleration import clip_gradients, compile_model, wants_compile
+from scaling_axes.modules.tasks.loss import eager_loss_terms, loss_terms
 from scaling_axes.modules.tasks.optim import MuonWithAdam, constant_then_linear, speedrun_lrs
 
 
@@ -104,7 +104,7 @@ class LanguageModel(L.LightningModule):
         self.val_names: list[str] = []
         self.tokens_seen = 0
         self.flops_per_batch: int | None = None  # read by Lightning's ThroughputMonitor for MFU
-        self.loss_terms = loss_terms  # compiled by `compile_training`
+        self.loss_terms = eager_loss_terms  # `loss_terms` compiled, by `compile_training`
 
     def forward(self, idx: Tensor) -> Tensor:
         return self.model(idx)
@@ -183,11 +183,10 @@ class LanguageModel(L.LightningModule):
             self.compile_training()
 
     def compile_training(self) -> None:
-        """`torch.compile` the model in place (checkpoint keys unchanged) and, separately, `loss_terms`: eager, the
-        loss's fp32 cast, log-softmax and log-partition each make a pass over the [tokens, vocab] logits in fp32,
-        forward and backward; compiled, they fuse into one or two (nanoGPT compiles its loss with its model)."""
+        """`torch.compile` the model in place (checkpoint keys unchanged) and, separately, the plain `loss_terms`,
+        whose passes over the [tokens, vocab] logits inductor fuses (nanoGPT compiles its loss with its model)."""
         compile_model(self.model)
-        if self.loss_terms is loss_terms:  # validate() after fit() configures the model again
+        if self.loss_terms is eager_loss_terms:  # validate() after fit() configures the model again
             self.loss_terms = torch.compile(loss_terms)
 
     def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None) -> None:
@@ -261,15 +260,6 @@ class LanguageModel(L.LightningModule):
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         self.tokens_seen = checkpoint.get("tokens_seen", 0)
-
-
-def loss_terms(logits: Tensor, targets: Tensor, with_z: bool) -> tuple[Tensor, Tensor]:
-    """(cross-entropy, z-loss term: the squared log-partition's mean, PaLM) of `logits` [..., vocab] against
-    `targets`, in fp32; the z term is 0 unless `with_z`."""
-    logits = logits.float()
-    ce = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
-    z = torch.logsumexp(logits, dim=-1).pow(2).mean() if with_z else logits.new_zeros(())
-    return ce, z
 
 
 def warmup_cosine(step: int, warmup: int, total: int, floor: float) -> float:
