@@ -300,26 +300,27 @@ def test_a_finished_smoke_run_keeps_what_export_and_report_read_and_no_optimiser
 
 
 def test_a_smoke_sweep_draws_once_and_its_points_keep_their_record_not_their_weights(tmp_path):
-    """Issue 82: smoke's sweeps choose no rate a claim reads. Each point trains one draw (`Scale.sweep_draws`, applied
-    where the runs are declared) and keeps its done.json, which the sweep reads, without final weights; the run the
-    sweep chose for keeps its own and exports. Export and growth refuse a point by name. Other scales draw as the
-    sweep declares and keep every point's weights."""
+    """Issue 82: smoke's sweeps choose no rate a claim reads. Each trains the two middle rates of its grid, one draw
+    each, no extension past an edge (`Scale.sweep_cap`, applied where the runs are declared), and each point keeps its
+    done.json, which the sweep reads, without final weights; the run the sweep chose for keeps its own and exports.
+    Export and growth refuse a point by name. Other scales sweep as declared and keep every point's weights."""
     from scaling_axes.harness.sweeps import SWEEP_DRAWS, Sweep
     from scaling_axes.harness.training.rundir import read_done
     from scaling_axes.interop.export import export
     from scaling_axes.io import SuiteError
     from tests.test_run_safety import tiny
 
-    swept = dataclasses.replace(tiny(2), lr_sweep=True, sweep=Sweep((1e-3, 3e-3)))
+    swept = dataclasses.replace(tiny(2), lr_sweep=True, sweep=Sweep((3e-4, 1e-3, 3e-3, 1e-2)))
     experiment = Experiment("swept", "test", lambda scale: [swept], lambda scale, results: [])
-    assert [r.sweep.draws for r in experiment.runs(SMOKE)] == [1]
-    assert [r.sweep.draws for r in experiment.runs(SMALL)] == [SWEEP_DRAWS] and SMALL.keeps_sweep_weights
+    assert [(r.sweep.grid, r.sweep.draws, r.sweep.extensions) for r in experiment.runs(SMOKE)] == [((1e-3, 3e-3), 1, 0)]
+    assert [r.sweep for r in experiment.runs(SMALL)] == [swept.sweep] and swept.sweep.draws == SWEEP_DRAWS
+    assert SMALL.keeps_sweep_weights
     schedule = Schedule.of(experiment, SMOKE, tmp_path / "runs", accelerator="cpu")
     chosen = schedule.at_chosen_rate(experiment.runs(SMOKE)[0])
     schedule.train(chosen)
     folder = tmp_path / "runs" / "swept" / "smoke"
     points = sorted(p for p in folder.iterdir() if "_sweep_" in p.name and p.is_dir())
-    assert points and not any("draw" in p.name for p in points)
+    assert [p.name for p in points] == ["r_sweep_lr0.001", "r_sweep_lr0.003"]  # at an edge, not extended
     for point in points:
         assert read_done(point / "done.json")["weights_kept"] is False
         assert not (point / "final.safetensors").exists()

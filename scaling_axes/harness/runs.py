@@ -177,7 +177,7 @@ class Experiment:
 
 def fitted(declare: Callable[[Scale], list[Run]]) -> Callable[[Scale | str], list[Run]]:
     """An experiment's declaration of its runs as the harness trains them: the scale parsed, at a scale that
-    `fits_budgets` each budget fitted to its corpus (`fit_to_corpora`), and each sweep held to the scale's draws
+    `fits_budgets` each budget fitted to its corpus (`fit_to_corpora`), and each sweep held to the scale's cap
     (`at_scale`), here and nowhere else. Decorate the module's `runs` with it where its report reads the runs
     again, so that both see the same budgets."""
 
@@ -192,11 +192,19 @@ def fitted(declare: Callable[[Scale], list[Run]]) -> Callable[[Scale | str], lis
 
 
 def at_scale(run: Run, scale: Scale) -> Run:
-    """`run` with its sweep's draws at most the scale's (`Scale.sweep_draws`)."""
-    draws = scale.sweep_draws
-    if draws is None or run.sweep is None or run.sweep.draws <= draws:
+    """`run` with its sweep held to the scale's cap (`Scale.sweep_cap`): the middle rates of its grid, its draws and
+    extensions at most the cap's."""
+    cap, sweep = scale.sweep_cap, run.sweep
+    if cap is None or sweep is None:
         return run
-    return dataclasses.replace(run, sweep=dataclasses.replace(run.sweep, draws=draws))
+    start = max(0, (len(sweep.grid) - cap.rates) // 2)
+    capped = dataclasses.replace(
+        sweep,
+        grid=sweep.grid[start : start + cap.rates],
+        draws=min(sweep.draws, cap.draws),
+        extensions=min(sweep.extensions, cap.extensions),
+    )
+    return dataclasses.replace(run, sweep=capped)
 
 
 def fit_to_corpora(runs: list[Run], epochs: float) -> list[Run]:

@@ -28,6 +28,20 @@ DataPolicy = Literal["real", "real_when_present", "stand_in", "tiny_stand_in"]
 LARGE_STAND_IN = "embedded_wiki"  # the largest embedded corpus (about 1.7M GPT-2 tokens)
 
 
+@dataclasses.dataclass(frozen=True)
+class SweepCap:
+    """The most a scale's sweeps train: `rates` of the middle of each grid, `draws` per rate, `extensions` grid steps
+    past an edge (`harness.sweeps.Sweep`). A pipeline check's sweep needs two rates to choose between, once each."""
+
+    rates: int
+    draws: int
+    extensions: int
+
+    def __post_init__(self) -> None:
+        if self.rates < 2 or self.draws < 1 or self.extensions < 0:
+            raise ValueError(f"a sweep needs two rates, one draw and no extension at least, not {self}")
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class Scale:
     """One scale: its `name` (a folder under `runs/` and `results/`), whether its numbers may judge a paper's
@@ -49,8 +63,7 @@ class Scale:
     # so its runs write none at their end
     keeps_sweep_weights: bool = True  # a finished sweep point's final weights: smoke's, nothing reads (a sweep reads
     # its points' done.json; export, growth and evaluations read the runs a sweep chose for)
-    sweep_draws: int | None = None  # draws of a sweep's best rate and its neighbours (None: each sweep's own):
-    # smoke's sweeps choose no rate a claim reads, so one draw checks the pipeline
+    sweep_cap: SweepCap | None = None  # how far its sweeps go at most (None: as each sweep declares)
     note: str = ""  # carried by every trained row of this scale
     scope: str = ""  # what its trained numbers can show: opens its REPORT.md
 
@@ -132,7 +145,7 @@ SMOKE = Scale(
     eval_limits=(16, 8),
     keeps_final_checkpoint=False,
     keeps_sweep_weights=False,
-    sweep_draws=1,
+    sweep_cap=SweepCap(rates=2, draws=1, extensions=0),  # its sweeps choose no rate a claim reads
     note="smoke scale: tiny models on a few thousand tokens, a pipeline check, not a reproduction",
 )
 CPU = Scale(

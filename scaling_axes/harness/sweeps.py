@@ -23,12 +23,11 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection
 from typing import NamedTuple, TypeVar
 
 from scaling_axes.harness.claims.margins import LOSS_NOISE_FLOOR
 from scaling_axes.harness.names import rate, stable_name, sweep_name
-from scaling_axes.significance import pooled_spread, t_critical
 
 Run = TypeVar("Run")  # a `harness.runs.Run` (runs imports this module, so not the other way round)
 
@@ -36,16 +35,6 @@ MAX_EXTENSIONS = 3  # grid steps a sweep may extend past either edge
 SWEEP_DRAWS = 2  # draws of the best rate and its neighbours
 
 ONE_SEED_Z = 2.0  # a sweep's tie: rates whose mean losses lie within this many standard errors (`within_noise`)
-
-
-def sweep_disagreement(sweep: Sequence[float], claims: Sequence[float], noise_floor: float) -> tuple[float, float]:
-    """(difference, bound): the claim seeds' mean final loss minus the sweep's mean at the same rate, and the 95%
-    bound of that difference of two means (Student-t on their pooled spread, at least `noise_floor`; one value on
-    each side: ONE_SEED_Z x the floor)."""
-    difference = statistics.fmean(claims) - statistics.fmean(sweep)
-    spread, dof = pooled_spread([sweep, claims])
-    critical = t_critical(dof) if dof else ONE_SEED_Z
-    return difference, critical * max(spread, noise_floor) * math.sqrt(1 / len(sweep) + 1 / len(claims))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,6 +51,7 @@ class Sweep:
     rate_option: str | None = None  # the LanguageModel option the rate is (None: the budget's lr), e.g. a scale on
     # fixed per-group rates
     draws: int = SWEEP_DRAWS  # sweep seeds the best rate and its neighbours are compared on
+    extensions: int = MAX_EXTENSIONS  # grid steps it may take past either edge
     scale: float = 1.0  # an anchored run's rate: the anchor's times this (its `rule` says why)
 
     def __post_init__(self) -> None:
@@ -69,6 +59,8 @@ class Sweep:
             raise ValueError(f"a sweep's grid is at least two ascending rates, not {self.grid}")
         if self.draws < 1:
             raise ValueError(f"a sweep trains at least one draw per rate, not {self.draws}")
+        if not 0 <= self.extensions <= MAX_EXTENSIONS:
+            raise ValueError(f"a sweep extends 0 to {MAX_EXTENSIONS} grid steps past an edge, not {self.extensions}")
 
     @property
     def step(self) -> float:
@@ -168,7 +160,7 @@ def choose(sweep: Sweep, points: Points) -> Choice:
     tried = sorted(lr for lr, draws in points.items() if 1 in draws)
     scores = {lr: score(points[lr]) for lr in tried}
     best = min(tried, key=lambda lr: scores[lr])  # all infinite: the lowest
-    below, above = may_extend(grid[0], tried[0], step), may_extend(tried[-1], grid[-1], step)
+    below, above = may_extend(grid[0], tried[0], sweep), may_extend(tried[-1], grid[-1], sweep)
     if best == tried[0] and below:
         return Choice(None, rate(best / step), points)
     if best == tried[-1] and above and math.isfinite(scores[best]):
@@ -181,10 +173,10 @@ def choose(sweep: Sweep, points: Points) -> Choice:
     return Choice(best, None, points, at_edge=best in (tried[0], tried[-1]))
 
 
-def may_extend(higher: float, lower: float, step: float) -> bool:
+def may_extend(higher: float, lower: float, sweep: Sweep) -> bool:
     """Whether a sweep that has reached `lower` below its grid's `higher` edge (or `higher` above its `lower` edge)
-    may take one more grid step past it: fewer than MAX_EXTENSIONS taken."""
-    return round(math.log(higher / lower, step)) < MAX_EXTENSIONS
+    may take one more grid step past it: fewer than its `extensions` taken."""
+    return round(math.log(higher / lower, sweep.step)) < sweep.extensions
 
 
 def declared_rates(sweep: Sweep, anchor_of: Callable[[str], Sweep]) -> frozenset[float]:
@@ -247,7 +239,7 @@ def fallback(sweep: Sweep, points: Points, unstable_at: Collection[float]) -> Ch
     lowest = min((*below, floor))
     stable = {lr: loss for lr, loss in below.items() if math.isfinite(loss)}
     best = min(stable, key=stable.__getitem__) if stable else None
-    if best in (None, lowest) and may_extend(sweep.grid[0], lowest, sweep.step):
+    if best in (None, lowest) and may_extend(sweep.grid[0], lowest, sweep):
         return Choice(None, rate(lowest / sweep.step), points)
     return Choice(best, None, points, at_edge=best is not None and best == lowest)
 

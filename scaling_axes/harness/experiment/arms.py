@@ -6,13 +6,16 @@ learned and trained stably the scale's judge reads from the per-seed file (`clai
 
 from __future__ import annotations
 
+import math
 import statistics
+from collections.abc import Sequence
 from typing import Any
 
 from scaling_axes.harness.claims.margins import LOSS_NOISE_FLOOR, seeds_of
 from scaling_axes.harness.results import Row
-from scaling_axes.harness.sweeps import Choice, sweep_disagreement
+from scaling_axes.harness.sweeps import ONE_SEED_Z, Choice
 from scaling_axes.modules.flops import formula_params, non_embedding_params
+from scaling_axes.significance import pooled_spread, t_critical
 
 
 def untuned(claim: Row, results: dict[str, dict]) -> list[str]:
@@ -59,6 +62,16 @@ def sweep_check(done: dict) -> tuple[float, float] | None:
         return None
     claims = [each["val_loss"] for each in seeds_of(done).values() if isinstance(each.get("val_loss"), (int, float))]
     return sweep_disagreement(sweep, claims, LOSS_NOISE_FLOOR) if claims else None
+
+
+def sweep_disagreement(sweep: Sequence[float], claims: Sequence[float], noise_floor: float) -> tuple[float, float]:
+    """(difference, bound): the claim seeds' mean final loss minus the sweep's mean at the same rate, and the 95%
+    bound of that difference of two means (Student-t on their pooled spread, at least `noise_floor`; one value on
+    each side: ONE_SEED_Z x the floor)."""
+    difference = statistics.fmean(claims) - statistics.fmean(sweep)
+    spread, dof = pooled_spread([sweep, claims])
+    critical = t_critical(dof) if dof else ONE_SEED_Z
+    return difference, critical * max(spread, noise_floor) * math.sqrt(1 / len(sweep) + 1 / len(claims))
 
 
 def tuning_rows(results: dict[str, dict]) -> list[Row]:
