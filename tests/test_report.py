@@ -94,16 +94,26 @@ def test_smoke_results_stay_out_of_the_committed_report(tmp_path):
     assert write_report(tmp_path, scale=SMOKE).parent == tmp_path / "smoke"
 
 
-def test_a_log_axis_labels_at_least_four_ticks():
+@pytest.mark.parametrize("x", [[1e11, 3e12], [2e5, 6e5], [3.4e11, 1.2e12], [1.3e5, 6.2e5]])
+def test_a_log_axis_labels_at_least_four_ticks_and_no_two_labels_overlap(x):
+    """Issue 83: RMT Fig. 2's FLOPs axis (3.4e11-1.2e12 with its margins, under half a decade) printed
+    "7e+118e+119e+11": every digit of the decade labelled, crowded at its top. On the suite's widths each axis keeps
+    four labels, apart."""
     from scaling_axes.harness.results import pyplot, save_figure
 
-    for x, y in (([1e11, 3e12], [4.5, 5.2]), ([2e5, 6e5], [3.0, 3.3])):
-        fig, ax = pyplot().subplots()
-        ax.plot(x, y)
-        ax.set(xscale="log", yscale="log")
-        save_figure(fig, Path("/dev/null"))
-        for labels in (ax.get_xticklabels(), ax.get_yticklabels()):
-            assert len([t for t in labels if t.get_text()]) >= 4, [t.get_text() for t in labels]
+    fig, ax = pyplot().subplots(figsize=(6.5, 3.5))
+    ax.plot(x, [4.5, 5.2])
+    ax.set(xscale="log", yscale="log")
+    save_figure(fig, Path("/dev/null"))
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    renderer = FigureCanvasAgg(fig).get_renderer()  # save_figure closed the figure's own canvas
+    for labels in (ax.get_xticklabels(), ax.get_yticklabels()):
+        shown = [t for t in labels if t.get_text() and t.get_visible()]
+        assert len(shown) >= 4, [t.get_text() for t in labels]
+        boxes = [t.get_window_extent(renderer) for t in shown]
+        overlapping = [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1 :] if a.overlaps(b)]
+        assert not overlapping, [t.get_text() for t in shown]
 
 
 def test_exact_checks_are_listed_apart_from_the_claims_and_outside_their_counts(tmp_path):
