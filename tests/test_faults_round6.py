@@ -3,16 +3,18 @@ where their results live; an earlier export aside is never lost; every plan a ru
 comes from the raw values alone; a plan is checked before it is believed; malformed manifests, markers and
 per-seed files are one line naming the file."""
 
+import contextlib
+import io
 import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
+from scaling_axes.cli import cli
 from tests.test_export import finished  # noqa: F401 (the module-scoped finished run the export cases read)
 from tests.test_faults_round4 import ROOT
 from tests.test_faults_round5 import _rewritten, _seed_rows, killed_between_renames, snapshot
@@ -23,9 +25,19 @@ TABLE4_ROW = "rmt_305m_vs_transformer_rmt_405m"
 
 
 def _command(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "scaling_axes", *args]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    """The command line run from `cwd` in this process (issue 82: no interpreter of its own to start): `cli`, with its
+    one-line errors and exit status, as a subprocess would see them."""
+    out, err, code = io.StringIO(), io.StringIO(), 0
+    previous = Path.cwd()
+    os.chdir(cwd)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            cli(list(args))
+    except SystemExit as stop:
+        code = stop.code if isinstance(stop.code, int) else 1
+    finally:
+        os.chdir(previous)
+    return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
 
 
 def _one_line(done: subprocess.CompletedProcess) -> str:
