@@ -166,8 +166,9 @@ def read_done(path: Path, weights: bool = False) -> dict:
             why = "it diverged" if done.get("diverged") else "its scale keeps no sweep point's weights"
             raise SuiteError(f"{path.parent} has no final weights ({why}): use a run its sweep chose a rate for")
         return done
-    verify_checksum(final_weights(path.parent), fix)
-    check_bound(path.parent, final_weights(path.parent), fix)
+    weights_file = final_weights(path.parent)
+    verify_checksum(weights_file, fix)
+    check_bound(path.parent, weights_file, fix)
     return done
 
 
