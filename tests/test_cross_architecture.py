@@ -97,12 +97,13 @@ def test_every_run_sees_the_same_tokens_and_schedule_but_its_lr(scale):
             r.corpus,
             r.tokenizer,
             r.seed,
-            tuple(sorted(r.lm.items())),
             dataclasses.replace(r.budget, lr=0.0, steps=0, val_every=0, warmup_steps=0, checkpoint_every=0),
         )
         for r in runs
     }
     assert len(footing) == 1
+    options = {r.name.rsplit("_", 1)[0]: tuple(sorted(r.lm.items())) for r in runs}
+    assert len(set(options.values())) == 2 and options["mot"] == options["mot_backbone"]  # AdamW arms, the Muon pair
     for size in cross.SIZES:
         budgets = {dataclasses.replace(r.budget, lr=0.0) for r in runs if r.name.endswith(f"_{size}")}
         assert len(budgets) == 1  # same tokens and schedule within a size

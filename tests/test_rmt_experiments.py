@@ -213,7 +213,7 @@ def test_scaling_plan_at_paper_scale(capsys):
         assert steps in plan
     run = {r.name: r for r in fig2.runs(PAPER)}["rmt_305m"]
     assert run.budget.warmup_steps == 46_082 // 20 and run.budget.min_lr_ratio == 0.1
-    assert run.lm["z_loss"] == 1e-4 and run.lm["weight_decay"] == pytest.approx(1e-4 / 1e-2)
+    assert run.lm["z_loss"] == 1e-4 and run.lm["decay_per_step"] == 1e-4
     assert run.corpus == "openwebtext" and run.tokenizer == "gpt2" and run.budget.seq_len == 512
 
 

@@ -214,15 +214,20 @@ def test_every_rmt_model_below_paper_scale_is_swept_with_the_codes_decay_per_ste
     from scaling_axes.experiments import all_experiments
     from scaling_axes.harness.scales import PAPER
     from scaling_axes.harness.sweeps import tuned
+    from scaling_axes.harness.training.tasks import task_of
 
     rmt = [e for e in all_experiments() if e.name.startswith("rmt_") and e.runs(CPU)]
     assert len(rmt) == 5
     for experiment in rmt:
         for run in experiment.runs(CPU):
             assert run.sweep is not None and run.budget.lr == run.sweep.grid[1], (experiment.name, run.name)
-            assert tuned(run, 0.02).lm["weight_decay"] == pytest.approx(1e-4 / 0.02)  # 1e-4 a step at the peak
-            assert sweep_point(run, 0.02).lm["weight_decay"] == pytest.approx(1e-4 / 0.02)
+            assert tuned(run, 0.02).lm["decay_per_step"] == sweep_point(run, 0.02).lm["decay_per_step"] == 1e-4
+            assert "weight_decay" not in run.lm
         assert all(run.sweep is None for run in experiment.runs(PAPER))  # the paper's rates
+    point = sweep_point(rmt[0].runs(CPU)[0], 0.02)
+    optimizer = task_of(point).module(point, None, False).configure_optimizers()["optimizer"]
+    decayed = [g for g in optimizer.param_groups if g["weight_decay"] > 0]
+    assert decayed and all(g["initial_lr"] * g["weight_decay"] == pytest.approx(1e-4) for g in decayed)  # a step
 
 
 def test_each_family_of_the_growth_figures_is_swept_on_its_own_grid():
@@ -257,7 +262,7 @@ def test_a_sweep_of_fixed_per_group_rates_scales_them_all():
     point = sweep_point(run, 3.0)
     assert point.lm["group_lr_scale"] == 3.0 and point.budget.lr == run.budget.lr
     module = task_of(point).module(point, None, False)
-    optimizer = module._muon()
+    optimizer = module._muon(100)
     expected = sorted({3.0 * lr for lr in speedrun_lrs(module.model.config.d_model).values()})
     assert sorted({group["lr"] for group in optimizer.param_groups}) == pytest.approx(expected)
 

@@ -46,7 +46,6 @@ from scaling_axes.datamodules.tokenizers import load_tokenizer
 from scaling_axes.experiments.cross_architecture import setup as cross
 from scaling_axes.experiments.cross_architecture.recipes import recipe_at
 from scaling_axes.experiments.rmt import setup as rmt
-from scaling_axes.experiments.rmt.recipes import PAPER_LR
 from scaling_axes.harness.scales import PAPER, SMOKE, in_range
 from scaling_axes.io import atomic_write, write_csv
 from scaling_axes.modules import get_config
@@ -97,7 +96,7 @@ class Case:
 def cases() -> list[Case]:
     paper_shapes = recipe_at(PAPER).shapes
     width_of_150m = dataclasses.replace(paper_shapes["125m"], n_layer=12)  # 12 x 768, as Tokenformer-150M
-    rmt_z, cross_z = rmt.lm_options(PAPER_LR["rmt"])["z_loss"], cross.LM["z_loss"]
+    rmt_z, cross_z = rmt.lm_options()["z_loss"], cross.LM["z_loss"]
     found = [
         Case("rmt_paper", "transformer", "transformer_rmt_405m", {}, 16, 512, rmt_z),
         Case("rmt_paper", "rmt", "rmt_305m", {}, 16, 512, rmt_z),

@@ -85,7 +85,7 @@ def within_epochs(budget: Budget, corpus: str, tokenizer: str | None, epochs: fl
     return dataclasses.replace(
         budget,
         steps=steps,
-        warmup_steps=scaled(budget.warmup_steps) or 0,
+        warmup_steps=-(-budget.warmup_steps * steps // budget.steps),  # up: never a smaller share of the run
         val_every=scaled(budget.val_every),
         checkpoint_every=scaled(budget.checkpoint_every),
         log_every=scaled(budget.log_every),
@@ -163,6 +163,7 @@ class Experiment:
     seeds: Callable[[Scale], int | None] | None = None  # seeds its claims need at a scale (None: the scale's)
     on_request: bool = False  # where claims are judged, trained by `run <name>` only and `all` reports it (a
     # diagnosis, no paper's table)
+    comparisons: Callable[[Scale], list[Any]] | None = None  # its claims' arms, each one recipe (`Comparison`)
     small_plan_minutes: float = 20.0  # what its small plan may take on one H100 at the measured MFU, sweeps included:
     # a quarter hour's order; a comparison's grows with its arms, by its recipe's rule
 
@@ -237,8 +238,8 @@ def seed_run(run: Run, k: int) -> Run:
 
 
 def at_plan_rate(run: Run, lr: float | None) -> Run:
-    """`run` at a rate fixed before its seeds train (a plan's; None: the rate it declares), its sweep dropped and
-    the options its sweep sets per rate kept: no seed of it tunes anything."""
+    """`run` at a rate fixed before its seeds train (a plan's; None: the rate it declares), its sweep dropped: no
+    seed of it tunes anything."""
     return dataclasses.replace(run if lr is None else tuned(run, rate(lr)), sweep=None)
 
 

@@ -46,8 +46,6 @@ class Sweep:
     anchor: str | None = None
     rule: str = ""
     check: bool = False
-    per_rate: dict[str, float] = dataclasses.field(default_factory=dict)  # LanguageModel options set to value / lr
-    # at each rate (the RMT code's decay: weight_decay = 1e-4 / lr, a fixed decay per step)
     rate_option: str | None = None  # the LanguageModel option the rate is (None: the budget's lr), e.g. a scale on
     # fixed per-group rates
     draws: int = SWEEP_DRAWS  # sweep seeds the best rate and its neighbours are compared on
@@ -284,9 +282,8 @@ def planned_points(sweep: Sweep) -> tuple[tuple[float, int], ...]:
 
 
 def tuned(run: Run, lr: float) -> Run:
-    """`run` at rate `lr` (its budget's, or the option its sweep names), with the options its sweep sets per rate."""
-    per_rate, option = (run.sweep.per_rate, run.sweep.rate_option) if run.sweep else ({}, None)
-    lm = {**run.lm, **{key: value / lr for key, value in per_rate.items()}}
+    """`run` at rate `lr`: its budget's, or the option its sweep names."""
+    option = run.sweep.rate_option if run.sweep else None
     if option is not None:
-        return dataclasses.replace(run, lm={**lm, option: lr})
-    return dataclasses.replace(run, budget=dataclasses.replace(run.budget, lr=lr), lm=lm)
+        return dataclasses.replace(run, lm={**run.lm, option: lr})
+    return dataclasses.replace(run, budget=dataclasses.replace(run.budget, lr=lr))

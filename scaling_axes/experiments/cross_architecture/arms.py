@@ -53,12 +53,15 @@ class Arm:
     """One architecture of the comparison (its runs are `<name>_<size>`): `preset`, the registered preset its shape
     overrides; `shape(size's Shape, seq_len)`, the fields that give it a size; `parametrisation`, the fields beyond
     its shape it sets on purpose; `scale_fields(scale, recipe)`, what a scale adds (a byte table, numerics);
-    `lr_grid`, its learning rates at paper scale (scaled by the recipe); `claims`, what it claims against others."""
+    `lr_grid`, its learning rates at paper scale (scaled by the recipe), or the factors on its optimiser's rates
+    that `optimiser` names as `rate_option`; `optimiser`, LanguageModel options of its own (every arm of a claim
+    shares them); `claims`, what it claims against others."""
 
     name: str = ""
     preset: str = ""
     shape: Callable[[Shape, int], dict[str, Any]] | None = None
     lr_grid: tuple[float, ...] = ()
+    optimiser: dict[str, Any] = dataclasses.field(default_factory=dict)
     parametrisation: tuple[str, ...] = ()
     scale_fields: Callable[[Scale, Recipe], dict[str, Any]] = no_fields
     claims: tuple[Versus, ...] = ()
@@ -77,6 +80,7 @@ def _take(record: Any, values: tuple[Any, ...], fields: dict[str, Any]) -> None:
     given = {**dict(zip((f.name for f in declared), values, strict=False)), **fields, **extra}
     for f in declared:
         default = None if f.default is dataclasses.MISSING else f.default
+        default = default if f.default_factory is dataclasses.MISSING else f.default_factory()
         object.__setattr__(record, f.name, given.pop(f.name, default))
     object.__setattr__(record, "unknown", (*carried, *sorted(given)))
 
@@ -147,6 +151,9 @@ def mot_shape(mixin: bool) -> Callable[[Shape, int], dict[str, Any]]:
     return fields
 
 
+MUON = {"optimizer": "muon", "rate_option": "group_lr_scale"}  # the speedrun's groups, its rates x the grid
+
+
 ARMS = (
     Arm(
         name="transformer",
@@ -190,11 +197,18 @@ ARMS = (
         name="mot",
         preset="mot_concat_noop_256_48",
         shape=mot_shape(True),
-        lr_grid=(3e-4, 1e-3, 3e-3),
+        lr_grid=(1 / 3, 1.0, 3.0),
+        optimiser=MUON,
         scale_fields=lambda scale, recipe: scale.byte_table(),
         claims=(Versus("lower_loss", "mot_backbone", "the byte mixin lowers its backbone's loss (MoT)"),),
     ),
-    Arm(name="mot_backbone", preset="mot_noop_noop_1024", shape=mot_shape(False), lr_grid=(3e-4, 1e-3, 3e-3)),
+    Arm(
+        name="mot_backbone",
+        preset="mot_noop_noop_1024",
+        shape=mot_shape(False),
+        lr_grid=(1 / 3, 1.0, 3.0),
+        optimiser=MUON,
+    ),
 )
 ARM = {arm.name: arm for arm in ARMS}
 
@@ -208,6 +222,10 @@ ARM_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {  # field -> (its ch
     "preset": (lambda v: isinstance(v, str) and v in list_models(), "a registered preset (modules.list_models())"),
     "shape": (callable, "a function (Shape, seq_len) -> config fields"),
     "lr_grid": (_is_rates, "a tuple of positive floats, e.g. (3e-4, 1e-3, 3e-3)"),
+    "optimiser": (
+        lambda v: isinstance(v, dict) and set(v) <= {"optimizer", "rate_option"},
+        "a dict of optimizer and rate_option, e.g. MUON",
+    ),
     "parametrisation": (
         lambda v: isinstance(v, tuple) and all(isinstance(x, str) for x in v),
         "a tuple of field names",

@@ -29,6 +29,7 @@ from scaling_axes.experiments.cross_architecture.arms import ARM, CLAIM_KINDS
 from scaling_axes.experiments.cross_architecture.recipes import SMALL_MINUTES_PER_ARM, recipe_at
 from scaling_axes.experiments.cross_architecture.setup import (
     ARCHITECTURES,
+    comparisons,
     make_run,
     matched,
     runs,
@@ -36,7 +37,7 @@ from scaling_axes.experiments.cross_architecture.setup import (
     sweep,
 )
 from scaling_axes.harness.claims.verdicts import as_good_as, lower_loss
-from scaling_axes.harness.experiment.arms import MATCH_TOLERANCE, parameter_match
+from scaling_axes.harness.experiment.arms import MATCH_TOLERANCE, parameter_match, settled_lr
 from scaling_axes.harness.experiment.figures import draw, marked, seed_curves
 from scaling_axes.harness.results import Row, pyplot, save_figure
 from scaling_axes.harness.runs import Experiment, Run
@@ -218,7 +219,7 @@ def trained_rows(
     rows = [
         measured(
             "best_lr",
-            run.budget.lr,
+            settled_lr(done),  # a rate or, on Muon, the factor on its groups' rates
             why=f"swept from {', '.join(f'{lr:g}' for lr in sweep(scale, arch))}: {choice.describe()}",
         ),
         measured("params", done["params"], "parameters", "all, counted on the model"),
@@ -299,6 +300,7 @@ EXPERIMENT = Experiment(
     report=report,
     figure=figure,
     plan_note=plan_note,
+    comparisons=comparisons,
     seeds=lambda scale: recipe_at(scale).seeds,
     small_plan_minutes=SMALL_MINUTES_PER_ARM * len(ARM),
 )

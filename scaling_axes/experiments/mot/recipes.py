@@ -13,6 +13,7 @@ SEEDS = {10_000: 9090333, 100_000: 773322}  # the 10k tables' runs and the 100k 
 FINEWEB = Corpus("fineweb", tiny_stand_in="embedded_news")  # below paper scale; the paper's is the 100BT shards
 FINEMATH = Corpus("finemath", tiny_stand_in="embedded_wiki", stand_in="embedded_news")
 LM = {"optimizer": "muon", "schedule": "constant_then_linear", "cooldown_fraction": 0.6}
+SHORT_RUN_LM = {**LM, "momentum_warmup": 0.1}  # below paper scale: the record's 300 steps are a whole short run
 
 
 def paper_budget(steps: int) -> Budget:

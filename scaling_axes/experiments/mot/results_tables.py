@@ -18,6 +18,7 @@ from scaling_axes.experiments.mot import setup as mot_setup
 from scaling_axes.harness.claims.margins import paired_margins
 from scaling_axes.harness.claims.outcomes import out_of_reach
 from scaling_axes.harness.claims.verdicts import contrast_claim, judge
+from scaling_axes.harness.experiment.comparisons import Comparison
 from scaling_axes.harness.experiment.figures import draw, margins_panel, marked, seed_curves
 from scaling_axes.harness.results import Row, pyplot, save_figure
 from scaling_axes.harness.runs import Experiment, Run, fitted
@@ -131,4 +132,7 @@ EXPERIMENT = Experiment(
     report=lambda scale, results: [*_REPORT(scale, results), *claim_rows(scale, results)],
     figure=figure,
     plan_note=mot_setup.plan_note,
+    comparisons=lambda scale: [
+        Comparison(f"{concat}_vs_{ROWS[0][0]}", (concat, ROWS[0][0])) for concat, _, _ in ROWS[1:]
+    ],
 )

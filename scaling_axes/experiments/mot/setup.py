@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from scaling_axes.experiments.mot.recipes import FINEMATH, FINEWEB, LM, SEEDS, paper_budget, shrunk_at
+from scaling_axes.experiments.mot.recipes import FINEMATH, FINEWEB, LM, SEEDS, SHORT_RUN_LM, paper_budget, shrunk_at
 from scaling_axes.harness.results import Row, compare, published, published_file
 from scaling_axes.harness.runs import Budget, Run
 from scaling_axes.harness.scales import Scale
@@ -83,7 +83,7 @@ def mot_run(scale: Scale, model: str, steps: int, d_token: int, d_byte: int) -> 
         shrunk(scale, d_token, d_byte),
         corpus=fineweb,
         tokenizer=scale.tokenizer_for("gpt2"),
-        lm=LM,
+        lm=LM if scale.paper_configs else SHORT_RUN_LM,
         trainer={"gradient_clip_val": None},
         seed=SEEDS[steps],
         data=data,

@@ -77,7 +77,7 @@ def _run(scale: Scale, name: str, model: str, overrides: dict, sweep: Sweep | No
         overrides,
         corpus=rmt_setup.corpus(scale),
         tokenizer=scale.tokenizer_for("gpt2"),
-        lm=rmt_setup.lm_options(budget.lr),
+        lm=rmt_setup.lm_options(),
         sweep=sweep,
     )
 

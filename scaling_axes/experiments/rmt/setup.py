@@ -1,7 +1,7 @@
 """The RMT paper's training setup (App. C.1), shared by its training experiments.
 
 OpenWebText with the GPT-2 tokenizer, 512-token windows, AdamW (0.9, 0.95), decoupled weight decay 1e-4 that the
-official code does not multiply by the lr (so `weight_decay = 1e-4 / lr` here) and that spares norms, embeddings
+official code does not multiply by the lr (`decay_per_step` here) and that spares norms, embeddings
 and the unembedding, z-loss 1e-4, gradient clipping 1.0, 5% warmup then cosine to 10%. Token budgets and batches
 are Tables 8 and 9's (20 x non-embedding parameters). The Transformer is the paper's muP baseline (App. C.2.1: the
 `transformer_rmt_*` presets carry its multipliers, init and per-layer lr scaling) at its tuned lr 6.5e-3, with the
@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from scaling_axes.experiments.rmt.recipes import OPENWEBTEXT, PAPER_LR, PAPER_SEQ, PAPER_VAL_WINDOWS, shrunk_at
+from scaling_axes.harness.experiment.comparisons import Comparison
 from scaling_axes.harness.results import published
 from scaling_axes.harness.runs import Budget, Run
 from scaling_axes.harness.scales import Scale
@@ -108,9 +109,9 @@ def family(model: str) -> str:
 CODE_DECAY = 1e-4  # decoupled decay per step at the schedule's peak (AdamW's weight_decay x lr)
 
 
-def lm_options(lr: float) -> dict[str, Any]:
-    """The code's decay 1e-4 x schedule for every decayed parameter, whatever its muP lr scale."""
-    return {"z_loss": 1e-4, "decay_embeddings": False, "weight_decay": CODE_DECAY / lr, "lr_scaled_decay": False}
+def lm_options() -> dict[str, Any]:
+    """The code's decay 1e-4 x schedule for every decayed parameter, whatever the rate and its muP lr scale."""
+    return {"z_loss": 1e-4, "decay_embeddings": False, "decay_per_step": CODE_DECAY, "lr_scaled_decay": False}
 
 
 def schedule(
@@ -187,8 +188,7 @@ def sweep(scale: Scale, anchor: str | None = None, rule: str = "", check: bool =
     """A model's lr sweep below paper scale (the recipe's grid), with the code's fixed decay per step: its own, or
     `anchor`'s rate carried by `rule` (`check`: this size trains the rate's two grid neighbours too)."""
     grid = None if scale.paper_configs else shrunk_at(scale).lr_grid
-    decay = {"weight_decay": CODE_DECAY}
-    return Sweep(grid, anchor=anchor, rule=rule, check=check, per_rate=decay) if grid else None
+    return Sweep(grid, anchor=anchor, rule=rule, check=check) if grid else None
 
 
 def family_sweep(scale: Scale, model: str) -> Sweep | None:
@@ -198,6 +198,22 @@ def family_sweep(scale: Scale, model: str) -> Sweep | None:
     if model == sizes[-1]:
         return sweep(scale)
     return sweep(scale, anchor=sizes[-1], rule=FAMILY_RULES[family(model)], check=model == sizes[0])
+
+
+PAPER_PROTOCOL = (
+    "the paper's protocol (App. C.2.1): its Transformers muP-tuned, its RMTs at the code's defaults, each family "
+    "swept for its rate"
+)
+
+
+def comparisons(scale: Scale) -> list[Comparison]:
+    """Fig. 2's and Table 4's: each RMT against the Transformers it is read against, in the paper's protocol."""
+    rule = "20 x non-embedding parameters (Tables 8-9)" if scale.paper_configs else "one budget at every size"
+    ladder = [
+        Comparison(f"{rmt}_vs_transformers", (rmt, *TRANSFORMERS), ("parametrisation",), PAPER_PROTOCOL, rule)
+        for rmt in RMTS
+    ]
+    return [*ladder, Comparison(f"{RMT}_vs_{TRANSFORMER}", (RMT, TRANSFORMER), ("parametrisation",), PAPER_PROTOCOL)]
 
 
 def corpus(scale: Scale) -> str:
@@ -217,6 +233,7 @@ def scaling_run(model: str, scale: Scale) -> Run:
     else:
         size = (TRANSFORMERS if kind == "transformer" else RMTS).index(model)
         budget, overrides = short_schedule(scale, lr), shrunk(scale, model, size)
+    betas = {} if scale.paper_configs else {"betas": shrunk_at(scale).betas}
     return Run(
         model,
         model,
@@ -224,7 +241,7 @@ def scaling_run(model: str, scale: Scale) -> Run:
         overrides,
         corpus=corpus(scale),
         tokenizer=scale.tokenizer_for("gpt2"),
-        lm=lm_options(budget.lr),
+        lm={**lm_options(), **betas},
         sweep=family_sweep(scale, model),
     )
 

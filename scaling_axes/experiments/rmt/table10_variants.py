@@ -75,7 +75,7 @@ def runs(scale: Scale) -> list[Run]:
             variant.overrides(scale),
             corpus=rmt_setup.corpus(scale),
             tokenizer=scale.tokenizer_for("gpt2"),
-            lm=rmt_setup.lm_options(budget.lr),
+            lm=rmt_setup.lm_options(),
             sweep=rmt_setup.sweep(scale),
         )
         for variant in VARIANTS

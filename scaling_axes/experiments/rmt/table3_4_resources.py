@@ -345,4 +345,5 @@ EXPERIMENT = Experiment(
     report=report,
     figure=figure,
     run_group="rmt_scaling",
+    comparisons=lambda scale: rmt_setup.comparisons(scale)[-1:],
 )

@@ -17,6 +17,7 @@ from scaling_axes.harness.claims.plan import AnalysisPlan, plan_for
 from scaling_axes.harness.experiment.forest import forest_plot
 from scaling_axes.harness.experiment.report_claims import ClaimLine, Tables, claim_lines, read_tables
 from scaling_axes.harness.experiment.report_files import write_marked
+from scaling_axes.harness.experiment.report_recipes import recipe_lines
 from scaling_axes.harness.experiment.sensitivity import SHIFT, THRESHOLDS, changed_verdicts
 from scaling_axes.harness.results import RESULTS_DIR, VERDICTS
 from scaling_axes.harness.scales import SCALES, Scale
@@ -250,7 +251,8 @@ def write_report(
         lines += sensitivity_lines(scale_dir, plan, claims)
     else:
         lines += exploratory_lines(tables)
-    lines += [*check_lines(tables, plan=plan), *caveat_lines(scale, tables), *experiment_lines(scale_dir, tables, "")]
+    lines += [*check_lines(tables, plan=plan), *caveat_lines(scale, tables), *recipe_lines(scale_dir)]
+    lines += experiment_lines(scale_dir, tables, "")
     return write_marked(scale_dir / "REPORT.md", "\n".join(lines))
 
 

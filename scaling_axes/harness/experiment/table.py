@@ -13,8 +13,9 @@ from scaling_axes.datamodules.sources import corpus_spec, tokenizer_of
 from scaling_axes.harness.claims.judge import judge_scale
 from scaling_axes.harness.claims.margins import seeds_of
 from scaling_axes.harness.claims.notes import DATA_NOTE, NOTE_PARTS
-from scaling_axes.harness.claims.plan import plan_for
-from scaling_axes.harness.experiment.arms import tuning_rows, untuned
+from scaling_axes.harness.claims.plan import PlannedExperiment, plan_for
+from scaling_axes.harness.experiment.arms import settled_lr, tuning_rows, untuned
+from scaling_axes.harness.experiment.comparisons import write_recipes
 from scaling_axes.harness.experiment.finished import FinishedRuns
 from scaling_axes.harness.experiment.noise import measured_noise, trained_runs
 from scaling_axes.harness.experiment.report import write_report
@@ -54,6 +55,9 @@ def rebuild(
     rows = data_caveats(rows, results, runs) + tuning_rows(results) + noise_rows + floor_rows(runs)
     path = write_rows(experiment.name, scale, rows, table_dir=table_dir)
     write_seeds(experiment.name, scale, rows, Judged(results, trained), runs, table_dir=table_dir, planned=planned)
+    if experiment.comparisons is not None:
+        rates = {run.name: trained_rate(run.name, results, planned) for run in runs}
+        write_recipes(experiment.name, experiment.comparisons(scale), {r.name: r for r in runs}, rates, table_dir)
     judge_scale(table_dir, scale, None if pilot else plan)
     if experiment.figure is not None:
         experiment.figure(scale, results, path.with_suffix(".png"))
@@ -61,6 +65,13 @@ def rebuild(
         write_report(results_dir, scale)  # the scale's, its header kept, and the one over every scale
         write_report(results_dir)
     return path
+
+
+def trained_rate(name: str, results: dict[str, dict], planned: PlannedExperiment | None) -> float | None:
+    """The rate a run's claim seeds trained at: the plan's, else where its sweep settled, else None (declared)."""
+    if planned is not None and planned.arms.get(name) is not None:
+        return planned.arms[name]
+    return settled_lr(results[name]) if results.get(name, {}).get("tuning") is not None else None
 
 
 def held_untuned(row: Row, results: dict[str, dict]) -> Row:

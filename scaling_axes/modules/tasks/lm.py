@@ -39,6 +39,11 @@ def check_finite_loss(module: L.LightningModule, loss: Tensor) -> None:
     )
 
 
+def momentum_warmup_steps(momentum_warmup: float, total: int) -> int:
+    """Muon's momentum warmup in steps: `momentum_warmup` steps, or that fraction of `total` where it is below 1."""
+    return max(1, round(momentum_warmup * total)) if momentum_warmup < 1 else int(momentum_warmup)
+
+
 class LanguageModel(L.LightningModule):
     """Train `model` (a registered preset name, with `model_overrides`) on next-token cross-entropy.
 
@@ -47,14 +52,16 @@ class LanguageModel(L.LightningModule):
             `lr * min_lr_ratio` at `schedule_steps` (default: the Trainer's max_steps).
         weight_decay, betas, eps: decoupled AdamW; no decay on norm parameters of any rank (App. C.1 of the RMT
             paper; the RMT's norm gains are matrices) nor on biases (1-d parameters), nor on embeddings and untied
-            unembeddings unless `decay_embeddings` (the Tokenformer code decays them). The
-            RMT code's decay is not multiplied by the lr: pass weight_decay = 1e-4 / lr for it.
+            unembeddings unless `decay_embeddings` (the Tokenformer code decays them).
+        decay_per_step: where given, the decay a step at the schedule's peak whatever `lr` (weight_decay is then
+            decay_per_step / lr): the RMT code's 1e-4, which it does not multiply by the lr.
         z_loss: weight of the squared log-partition term (PaLM); 0 disables it.
         init_weights: a `.pt` state dict (e.g. a grown model's) loaded before training; ignored on resume.
         optimizer: "adamw", or "muon" for `modules.tasks.optim.MuonWithAdam` over the model's `param_groups()` at
             `group_lrs` (default `speedrun_lrs`; `lr` is then unused) times `group_lr_scale` (what a sweep below the
             paper's fixed rates varies), its Newton-Schulz `newton_schulz` ("record": the MoT runs' five coefficient
-            triples; "torch": `torch.optim.Muon`).
+            triples; "torch": `torch.optim.Muon`), its momentum warmed up over `momentum_warmup` steps (the
+            record's 300), or over that fraction of the schedule where it is below 1 (a short run's).
         schedule: "warmup_cosine", or "constant_then_linear" (no warmup, linear to 0 over the last
             `cooldown_fraction`).
         compile: `torch.compile` the model (the Triton kernels are ops it calls) and its loss (`compile_training`);
@@ -94,6 +101,8 @@ class LanguageModel(L.LightningModule):
         compile: bool | None = None,
         lr_scaled_decay: bool = True,
         newton_schulz: Literal["record", "torch"] = "record",
+        momentum_warmup: float = 300,
+        decay_per_step: float | None = None,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
@@ -215,7 +224,7 @@ class LanguageModel(L.LightningModule):
         total = hp.schedule_steps or self.trainer.max_steps
         if total is None or total <= 0:
             raise ValueError("set schedule_steps or the Trainer's max_steps: the lr schedule needs a length")
-        optimizer = self._muon() if hp.optimizer == "muon" else self._adamw()
+        optimizer = self._muon(total) if hp.optimizer == "muon" else self._adamw()
         if hp.schedule == "constant_then_linear":
             factor = functools.partial(constant_then_linear, total=total, cooldown_fraction=hp.cooldown_fraction)
         else:
@@ -223,12 +232,17 @@ class LanguageModel(L.LightningModule):
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
-    def _muon(self) -> MuonWithAdam:
+    def _muon(self, total: int) -> MuonWithAdam:
         if not hasattr(self.model, "param_groups"):
             raise ValueError(f"optimizer='muon' needs a model with param_groups(); {self.hparams.model!r} has none")
         lrs = self.hparams.group_lrs or speedrun_lrs(self.model.config.d_model)
         lrs = {group: lr * self.hparams.group_lr_scale for group, lr in lrs.items()}
-        return MuonWithAdam(self.model.param_groups(), lrs, newton_schulz=self.hparams.newton_schulz)
+        return MuonWithAdam(
+            self.model.param_groups(),
+            lrs,
+            momentum_warmup=momentum_warmup_steps(self.hparams.momentum_warmup, total),
+            newton_schulz=self.hparams.newton_schulz,
+        )
 
     def _adamw(self) -> torch.optim.AdamW:
         hp = self.hparams
@@ -253,7 +267,9 @@ class LanguageModel(L.LightningModule):
     def _decay(self, decays: bool, lr_scale: float) -> float:
         if not decays:
             return 0.0
-        return self.hparams.weight_decay if self.hparams.lr_scaled_decay else self.hparams.weight_decay / lr_scale
+        hp = self.hparams
+        decay = hp.weight_decay if hp.decay_per_step is None else hp.decay_per_step / hp.lr
+        return decay if hp.lr_scaled_decay else decay / lr_scale
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["tokens_seen"] = self.tokens_seen
