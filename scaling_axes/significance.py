@@ -138,6 +138,14 @@ def holm_adjusted(p_values: Sequence[float]) -> list[float]:
     return adjusted
 
 
+def simes_p(p_values: Sequence[float]) -> float:
+    """Simes' p of the global null over `p_values`: min over i of k p_(i) / i (the i-th smallest of k). Valid where
+    the tests are independent or positively dependent (steps of a ladder that share an arm); never above Holm's
+    smallest adjusted p, and below it where more than one step is small."""
+    ordered = sorted(p_values)
+    return min(1.0, min(len(ordered) * p / i for i, p in enumerate(ordered, 1)))
+
+
 def false_discovery_q(p_values: Sequence[float], dependent: bool = False) -> list[float]:
     """Benjamini-Hochberg's adjusted p-values, in the order given: q_(i) = min over j >= i of p_(j) m / j over the
     m p-values ranked. `dependent`: Benjamini-Yekutieli's, each q times sum_{k<=m} 1/k, which keeps the expected
@@ -221,3 +229,28 @@ def beyond_reach(paper_effect: float, noise_floor: float, seeds: int, runs_per_m
         f"the paper's effect, {abs(paper_effect):.3g}, is below the minimum detectable effect here, "
         f"{detectable:.3g} at {seeds} seed{'s' * (seeds != 1)} (one-run noise {noise_floor:.3g})"
     )
+
+
+MAX_SIGN_FLIP_SEEDS = 22  # 2^22 sums of 8 bytes: 32 MiB, the exact test's ceiling
+
+
+def sign_flip_p(margins: Sequence[float], shift: float = 0.0) -> float:
+    """The exact one-sided sign-flip (permutation) p that the margins' true centre exceeds `shift`: the share of the
+    2^n sign patterns of |m_i - shift| whose sum reaches the observed sum of m_i - shift (ties count, the observed
+    pattern among them). Valid for any distribution symmetric about the centre under the null; it cannot fall
+    below 2^-n, so n seeds decide nothing at levels under that (`sign_flip_floor`)."""
+    import numpy as np
+
+    centred = np.asarray(margins, dtype=np.float64) - shift
+    if len(centred) > MAX_SIGN_FLIP_SEEDS:
+        raise ValueError(f"an exact sign-flip test of {len(centred)} seeds is beyond {MAX_SIGN_FLIP_SEEDS}")
+    sums = np.zeros(1)
+    for size in np.abs(centred):
+        sums = np.concatenate((sums + size, sums - size))
+    observed = centred.sum()
+    return float(np.count_nonzero(sums >= observed - 1e-12 * max(1.0, abs(observed))) / len(sums))
+
+
+def sign_flip_floor(level: float) -> int:
+    """The fewest seeds whose exact sign-flip test can reach `level`: the smallest n with 2^-n below it."""
+    return math.floor(-math.log2(level)) + 1

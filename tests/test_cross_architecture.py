@@ -420,3 +420,58 @@ def test_the_docs_paper_scale_cost_is_what_dry_run_gives_for_the_arms_they_name(
     assert len(planned) == int(said.group(2))
     assert f"{sum(p['train_flops'] for p in planned):.2e}".replace("e+", "e") == said.group(3)
     assert round(sum(p["hours"] for p in planned)) == int(said.group(4))
+
+
+def test_the_figure_draws_every_arm_a_plan_trained_each_seed_beside_its_mean(monkeypatch, tmp_path):
+    """Issue 83: the cpu figure was empty axes: it drew only arms whose sweep chose a rate, and a plan's confirmatory
+    seeds train at the plan's rate without one. Every finished arm is drawn, its mean and each of its seeds."""
+    results = _fake_results(SMOKE, dict.fromkeys(cross.ARCHITECTURES, 1))
+    for done in results.values():
+        del done["tuning"]
+        done |= {"seed_index": 4, "seed_runs": {5: dict(done, val_loss=done["val_loss"] + 0.1)}}
+    drawn = {}
+    monkeypatch.setattr(table, "save_figure", lambda fig, path: drawn.setdefault("axes", fig.axes[0]))
+    table.figure(SMOKE, results, tmp_path / "f.png")
+    lines = drawn["axes"].get_lines()
+    labelled = [line.get_label() for line in lines if not line.get_label().startswith("_")]
+    assert len(labelled) == len(results) and all(
+        "the plan's rate" in label and "2 seeds" in label for label in labelled
+    )
+    assert len(lines) == 3 * len(results)  # the mean and each of the two seeds
+
+
+def test_the_attribution_rows_each_change_one_factor_of_the_old_recipe():
+    """Issue 83's attribution runs: each Transformer row differs from the old cross-architecture recipe in its one
+    factor and nothing else, the last is RMT Fig. 2's width-64 Transformer, the same model; the MoT rows cross the
+    optimiser with the byte width."""
+    from scaling_axes.experiments.cross_architecture import attribution
+    from scaling_axes.harness.scales import CPU
+
+    rows = {run.name: run for run in attribution.runs(CPU)}
+    base = rows["transformer_base"]
+
+    def changed(run):
+        budget = {k for k, v in dataclasses.asdict(run.budget).items() if getattr(base.budget, k) != v}
+        config = {k for k, v in dataclasses.asdict(run.config).items() if getattr(base.config, k) != v}
+        return budget, config, run.lm != base.lm
+
+    assert changed(rows["transformer_mup"]) == (
+        {"lr"},
+        set(attribution.MUP_FIELDS),
+        False,
+    )
+    assert changed(rows["transformer_warmup"]) == ({"warmup_steps"}, set(), False)
+    assert rows["transformer_warmup"].budget.warmup_steps == 0.2 * base.budget.steps
+    assert changed(rows["transformer_decay"]) == (set(), set(), True) and rows["transformer_decay"].lm["decay_per_step"]
+    assert changed(rows["transformer_steps"]) == ({"steps", "warmup_steps"}, set(), False)
+    _, config, _ = changed(rows["transformer_rmt"])
+    assert (
+        config <= set(attribution.MUP_FIELDS) | {"d_ff"}
+        and rows["transformer_rmt"].config.ffn_dim == base.config.ffn_dim
+    )
+    assert {base.budget.lr, base.budget.warmup_steps, base.budget.steps} == {0.003, 10, 200}
+    assert base.lm["betas"] == (0.9, 0.95) and "optimizer" not in base.lm
+    for name, run in rows.items():
+        if name.startswith(("mot_", "backbone_")):
+            assert run.lm.get("optimizer", "adamw") == name.split("_")[1]
+            assert name.startswith("backbone") or run.config.d_byte == int(name[-1])

@@ -22,7 +22,16 @@ from scaling_axes.interop.lm_eval_model import load_checkpoint
 from scaling_axes.io import CorruptFileError, checksum_file
 from tests.test_run_safety import _run_script, _stop_at, tiny
 
-TIMING = ("train_time_curve", "train_seconds", "step_ms", "tokens_per_sec", "mfu", "wall_seconds_last_session")
+TIMING = (
+    "train_time_curve",
+    "train_seconds",
+    "step_ms",
+    "tokens_per_sec",
+    "mfu",
+    "wall_seconds_last_session",
+    "started_at",
+    "ended_at",
+)
 
 
 def _experiment(*runs: Run) -> Experiment:

@@ -12,7 +12,7 @@ from scaling_axes.experiments.mot import mixout_comparison as mot_mixout_compari
 from scaling_axes.experiments.mot import results_tables as mot_results_tables
 from scaling_axes.experiments.mot import setup as mot_setup
 from scaling_axes.harness.runs import Budget
-from scaling_axes.harness.scales import PAPER, SMOKE
+from scaling_axes.harness.scales import CPU, PAPER, SMOKE
 from scaling_axes.harness.training.lifecycle import train_run
 from tests.test_runner import Crash
 
@@ -116,3 +116,16 @@ def test_a_mot_run_with_muon_and_byte_targets_resumes_to_the_same_result(tmp_pat
     # (seeds 1-4: 5.34-5.43 on AVX-512 and on the portable kernels alike; the bound 5.74 is 0.30 above the worst)
     record_property("val_loss", straight["val_loss"])
     assert straight["val_loss"] < math.log(512) - 0.5
+
+
+def test_the_finemath_claim_is_unmatched_where_its_stand_in_is_not_mathematical_text(monkeypatch) -> None:
+    """Issue 83: below paper scale FineMath stands in as news or Wikipedia; a claim about mathematical text is not
+    tested on them. Its FineWeb twin is judged as before; with FineMath itself, neither is unmatched."""
+    claims = {r.row: r for r in mot_results_tables.claim_rows(CPU, {}) if r.metric == "claim"}
+    finemath = [r for name, r in claims.items() if name.endswith("_finemath")]
+    fineweb = [r for name, r in claims.items() if name.endswith("_fineweb")]
+    assert finemath and all(r.status == "unmatched" and "not mathematical text" in r.note for r in finemath)
+    assert fineweb and all(r.status == "insufficient" for r in fineweb)
+    monkeypatch.setattr(mot_setup, "corpora", lambda scale: ("fineweb", "finemath"))
+    claims = mot_results_tables.claim_rows(CPU, {})
+    assert {r.status for r in claims if r.row.endswith("_finemath")} == {"insufficient"}

@@ -355,3 +355,56 @@ def test_a_run_writes_each_checkpoint_once_and_its_end_state_last(monkeypatch, t
     experiment = Experiment("ends", "test", lambda scale: [run], lambda scale, results: [])
     Schedule.of(experiment, SMOKE, tmp_path / "runs", accelerator="cpu").train(run)
     assert steps == saved[:-1] and not list((tmp_path / "runs").rglob("last.ckpt"))
+
+
+def test_where_a_scale_judges_on_whole_splits_the_final_figures_read_every_window(tmp_path):
+    """Issue 83: the curve reads a fixed subset (`Budget.val_windows`); at a scale with `whole_final_evaluation` the
+    final validation and test read every window, as a hand-made loop over the splits computes with the final weights."""
+    import torch.nn.functional as F
+    from torch.utils.data import DataLoader
+
+    from scaling_axes.datamodules.text import FixedWindows
+    from scaling_axes.harness.training.tasks import task_of
+    from tests.test_run_safety import tiny
+
+    run = tiny(4)
+    run = dataclasses.replace(run, budget=dataclasses.replace(run.budget, val_windows=2, val_every=2))
+    judging = dataclasses.replace(SMOKE, whole_final_evaluation=True, keeps_sweep_weights=True)
+    experiment = Experiment("whole", "test", lambda scale: [run], lambda scale, results: [])
+    done = Schedule.of(experiment, judging, tmp_path / "runs", accelerator="cpu").train(run)
+    folder = tmp_path / "runs" / "whole" / "smoke" / "r"
+    model = task_of(run).module(run, folder / "final.safetensors", False).model.eval()
+    data = task_of(run).data(run, 4)
+    data.prepare_data()
+    data.setup("validate")
+
+    def mean_loss(split: str, windows: int | None) -> float:
+        losses, count = 0.0, 0
+        with torch.no_grad():
+            for x, y in DataLoader(FixedWindows(data.directory, split, run.budget.seq_len, windows), batch_size=4):
+                logits = model(x)
+                losses += F.cross_entropy(logits.flatten(0, 1).double(), y.flatten(), reduction="sum").item()
+                count += y.numel()
+        return losses / count
+
+    assert len(FixedWindows(data.directory, "val", run.budget.seq_len)) > 2  # more than the curve reads
+    assert done["val_loss"] == pytest.approx(mean_loss("val", None), abs=2e-5)
+    assert done["test_loss"] == pytest.approx(mean_loss("test", None), abs=2e-5)
+    assert done["val_loss"] != pytest.approx(mean_loss("val", 2), abs=2e-5)
+
+
+def test_a_run_records_when_it_was_first_launched_and_when_it_ended(tmp_path, monkeypatch):
+    """Issue 83: the per-seed rows carry each run's start and end (a registration must precede its runs); a resumed
+    run keeps its first launch's start."""
+    import time
+
+    from scaling_axes.harness.training.settings import first_started, read_config
+    from tests.test_run_safety import tiny
+
+    before = time.time()
+    done = train_run(tiny(2), tmp_path / "r", accelerator="cpu")
+    assert before <= done["started_at"] <= done["ended_at"] <= time.time()
+    assert read_config(tmp_path / "r")["started"] == done["started_at"]
+    monkeypatch.setattr(time, "time", lambda: before + 1e6)  # a later launch of the same run keeps the first start
+    assert first_started(tmp_path / "r") == done["started_at"]
+    assert first_started(tmp_path / "elsewhere") == before + 1e6

@@ -3,6 +3,7 @@ and its neighbours are compared by their mean over two draws (so one lucky draw 
 is never chosen, a sweep trains on seeds no claim is judged on, the claims' seeds train at the chosen rate, a family
 carries its rate by a stated rule and checks it at its largest size."""
 
+import itertools
 import json
 import math
 
@@ -12,22 +13,21 @@ import yaml
 from scaling_axes.harness.claims.margins import LOSS_NOISE_FLOOR
 from scaling_axes.harness.experiment.command import main
 from scaling_axes.harness.experiment.finished import FinishedRuns
+from scaling_axes.harness.experiment.tuning import checked, choose, fallback, tune
 from scaling_axes.harness.names import parse_seed, parse_stable, parse_sweep, rate, seed_name
 from scaling_axes.harness.runs import Budget, Experiment, Run, run_dir
 from scaling_axes.harness.scales import CPU
 from scaling_axes.harness.sweeps import (
     MAX_EXTENSIONS,
     ONE_SEED_Z,
+    STABLE_REGION,
     Choice,
     Point,
     Sweep,
-    checked,
-    choose,
-    fallback,
     neighbours,
+    planned_points,
     stable_run,
     sweep_point,
-    tune,
 )
 
 GRID = (1e-3, 3e-3, 1e-2)
@@ -216,11 +216,11 @@ def test_every_rmt_model_below_paper_scale_is_swept_with_the_codes_decay_per_ste
     from scaling_axes.harness.sweeps import tuned
     from scaling_axes.harness.training.tasks import task_of
 
-    rmt = [e for e in all_experiments() if e.name.startswith("rmt_") and e.runs(CPU)]
+    rmt = [e for e in all_experiments() if e.name.startswith("rmt_") and e.runs(CPU) and not e.on_request]
     assert len(rmt) == 5
     for experiment in rmt:
         for run in experiment.runs(CPU):
-            assert run.sweep is not None and run.budget.lr == run.sweep.grid[1], (experiment.name, run.name)
+            assert run.sweep is not None and run.sweep.grid[0] < run.budget.lr < run.sweep.grid[-1], run.name
             assert tuned(run, 0.02).lm["decay_per_step"] == sweep_point(run, 0.02).lm["decay_per_step"] == 1e-4
             assert "weight_decay" not in run.lm
         assert all(run.sweep is None for run in experiment.runs(PAPER))  # the paper's rates
@@ -366,8 +366,8 @@ def test_a_stage_carries_its_heads_rate_times_its_scale_and_its_seeds_carry_the_
     the head's rate the Tokenformers' restarts bumped past the spike threshold, and a Transformer's seed spiked);
     a seed-k repeat of a stage carries the stage's rate, not a third of it again."""
     from scaling_axes.experiments import all_experiments
+    from scaling_axes.harness.experiment.tuning import checked
     from scaling_axes.harness.runs import seed_run
-    from scaling_axes.harness.sweeps import checked
 
     head = Choice(9e-2, None, {9e-2: {1: Point(4.6)}})
     stage = Sweep((3e-2, 9e-2, 2.7e-1), anchor="head", rule="one lr", scale=1 / 3)
@@ -462,3 +462,61 @@ def test_a_swept_arms_claim_seeds_retrain_below_its_choice_under_names_of_their_
     rows = {row.metric: row for row in tuning_rows(results) if row.row == "a"}
     assert rows["chosen_lr"].ours == 1e-2 and rows["stable_fallback_lr"].ours == 3e-3
     assert "the sweep's mean at 0.003 over 1 draws 2.1500" in rows["claim_seeds_minus_sweep"].note
+
+
+STABLE_GRID = (1e-3, 2e-3, 4e-3, 8e-3)
+
+
+def _stable_region(point_at) -> tuple[list[tuple[float, int]], Choice]:
+    """Tune a stable-margin sweep on STABLE_GRID; the (rate, draw) trained in the order trained."""
+    trained: dict[float, dict[int, Point]] = {}
+    order: list[tuple[float, int]] = []
+    run = Run("r", "transformer_124m", Budget(1, 1, 8), sweep=Sweep(STABLE_GRID, draws=2, stable_margin=True))
+
+    def train(point: Run) -> None:
+        draw = run.seed - point.seed
+        order.append((point.budget.lr, draw))
+        trained.setdefault(point.budget.lr, {})[draw] = point_at(point.budget.lr, draw)
+
+    return order, tune(run, lambda r: {lr: dict(d) for lr, d in trained.items()}, lambda name: None, train)
+
+
+def _losses(table: dict[float, float], unstable: tuple[tuple[float, int], ...] = ()):
+    return lambda lr, draw: Point(table.get(lr, 5.5), "a spike" if (lr, draw) in unstable else None)
+
+
+def test_the_stable_region_rule_draws_every_rate_twice_and_takes_the_best_below_a_stable_rate():
+    losses = {1e-3: 5.0, 2e-3: 4.8, 4e-3: 4.7, 8e-3: 4.75}
+    order, choice = _stable_region(_losses(losses))
+    assert order == [(lr, 1) for lr in STABLE_GRID] + [(lr, 2) for lr in STABLE_GRID]
+    assert choice.lr == 4e-3 and not choice.at_edge
+    assert planned_points(Sweep(STABLE_GRID, stable_margin=True)) == tuple(order)
+
+
+def test_the_stable_region_rule_refuses_a_rate_whose_next_higher_spiked_on_one_draw():
+    _, choice = _stable_region(_losses({1e-3: 5.0, 2e-3: 4.8, 4e-3: 4.7, 8e-3: 4.75}, unstable=((8e-3, 2),)))
+    assert choice.lr == 2e-3  # 4e-3 is the best stable rate, but a rate above it spiked: one step down
+    _, choice = _stable_region(_losses({1e-3: 5.0, 2e-3: 4.8, 4e-3: 4.7, 8e-3: 4.9}, unstable=((4e-3, 1),)))
+    assert choice.lr == 1e-3 and not choice.at_edge  # 2e-3's next higher spiked; 5e-4 tried below, worse
+
+
+def test_the_stable_region_rule_steps_up_past_a_best_top_rate_and_down_past_a_lowest_one():
+    order, choice = _stable_region(lambda lr, draw: Point(5.0 - 10 * min(lr, 1.6e-2)))
+    assert [lr for lr, draw in order if draw == 1][-3:] == [8e-3, rate(1.6e-2), rate(3.2e-2)]  # the top best: up
+    assert choice.lr == rate(1.6e-2) and not choice.at_edge
+    order, choice = _stable_region(lambda lr, draw: Point(5.0 + lr, None if lr < 1e-3 else "a spike"))
+    assert {lr for lr, _ in order} >= {rate(5e-4), rate(2.5e-4)}  # nothing stable above: downwards
+    assert choice.at_edge
+
+
+def test_the_judged_comparisons_sweep_inside_the_stable_region_at_cpu():
+    """Issue 83: at cpu the comparisons' arms sweep grids of ratio 2 from their declared lowest rate past their
+    highest, every rate at two draws, choosing with the stable margin (so do the RMT recipe's other experiments)."""
+    from scaling_axes.experiments import all_experiments
+
+    compared = [e for e in all_experiments() if e.comparisons is not None]
+    for run in (run for experiment in compared for run in experiment.runs(CPU) if run.sweep is not None):
+        sweep = run.sweep
+        assert sweep.stable_margin and sweep.draws == 2, run.name
+        assert all(b / a == pytest.approx(2, rel=1e-5) for a, b in itertools.pairwise(sweep.grid)), run.name
+    assert STABLE_REGION.applied(Sweep((3e-3, 1e-2, 3e-2))).grid == (3e-3, 6e-3, 1.2e-2, 2.4e-2, 4.8e-2)

@@ -342,8 +342,12 @@ def test_runs_no_claim_reads_train_only_on_request_where_claims_are_judged(monke
     monkeypatch.setattr("scaling_axes.harness.runs.RUNS_DIR", tmp_path)
     for scale in (CPU, SMOKE):
         cli.run_all(scale, report_only=False)
-    assert calls["cpu"]["tokenformer_cpu_diagnosis"] and not calls["smoke"]["tokenformer_cpu_diagnosis"]
-    assert not any(report for name, report in calls["cpu"].items() if name != "tokenformer_cpu_diagnosis")
+    from scaling_axes.experiments import all_experiments
+
+    diagnoses = {e.name for e in all_experiments() if e.on_request}
+    assert {"tokenformer_cpu_diagnosis", "rmt_cpu_diagnosis", "recipe_attribution"} <= diagnoses
+    assert all(calls["cpu"][name] and not calls["smoke"][name] for name in diagnoses)
+    assert not any(report for name, report in calls["cpu"].items() if name not in diagnoses)
 
 
 def test_a_number_unlike_the_papers_is_not_comparable_never_match_or_differs():

@@ -233,6 +233,10 @@ class TextDataModule(L.LightningDataModule):
         info = self.meta["splits"].get(split or self.hparams.eval_split, {})
         return info["bytes"] / info["tokens"] if info.get("bytes") else None
 
+    def whole_splits(self) -> None:
+        """Evaluate every window of the validation and test splits from here on (a run's final evaluation)."""
+        self.hparams.val_windows = None
+
     def train_dataloader(self) -> DataLoader:
         rank, start = 0, 0
         if self.trainer is not None:  # resume: skip the batches the restored steps already consumed

@@ -28,7 +28,7 @@ from scaling_axes.harness.names import (
 )
 from scaling_axes.harness.results import Row
 from scaling_axes.harness.scales import Scale, get_scale
-from scaling_axes.harness.sweeps import Sweep, declared_rates, stable_run, sweep_point, tuned
+from scaling_axes.harness.sweeps import Sweep, at_scale_sweep, declared_rates, stable_run, sweep_point, tuned
 from scaling_axes.modules import get_config
 from scaling_axes.modules.configs.vit_tokenformer_config import ViTConfig
 from scaling_axes.modules.flops import train_flops_per_token
@@ -193,19 +193,10 @@ def fitted(declare: Callable[[Scale], list[Run]]) -> Callable[[Scale | str], lis
 
 
 def at_scale(run: Run, scale: Scale) -> Run:
-    """`run` with its sweep held to the scale's cap (`Scale.sweep_cap`): the middle rates of its grid, its draws and
-    extensions at most the cap's."""
-    cap, sweep = scale.sweep_cap, run.sweep
-    if cap is None or sweep is None:
+    """`run` with its sweep as the scale's sweeps go (`sweeps.at_scale_sweep`)."""
+    if run.sweep is None:
         return run
-    start = max(0, (len(sweep.grid) - cap.rates) // 2)
-    capped = dataclasses.replace(
-        sweep,
-        grid=sweep.grid[start : start + cap.rates],
-        draws=min(sweep.draws, cap.draws),
-        extensions=min(sweep.extensions, cap.extensions),
-    )
-    return dataclasses.replace(run, sweep=capped)
+    return dataclasses.replace(run, sweep=at_scale_sweep(run.sweep, scale.sweep_cap))
 
 
 def fit_to_corpora(runs: list[Run], epochs: float) -> list[Run]:

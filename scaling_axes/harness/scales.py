@@ -64,6 +64,8 @@ class Scale:
     keeps_sweep_weights: bool = True  # a finished sweep point's final weights: smoke's, nothing reads (a sweep reads
     # its points' done.json; export, growth and evaluations read the runs a sweep chose for)
     sweep_cap: SweepCap | None = None  # how far its sweeps go at most (None: as each sweep declares)
+    whole_final_evaluation: bool = False  # a run's final validation and test read every window of their splits,
+    # its curve a fixed subset (`Budget.val_windows`): where verdicts are judged, a few thousand tokens are too noisy
     note: str = ""  # carried by every trained row of this scale
     scope: str = ""  # what its trained numbers can show: opens its REPORT.md
 
@@ -157,6 +159,7 @@ CPU = Scale(
     seeds=3,
     eval_limits=(200, 64),
     scope=CPU_SCOPE,
+    whole_final_evaluation=True,
     note="cpu scale: models of 10^4-10^5 parameters and a 2,048-token BPE trained on the 6 MB embedded Wikipedia "
     "excerpt, each run at most one pass over it, on 2 CPU cores; not a reproduction",
 )
@@ -167,9 +170,10 @@ SMALL = Scale(
     data="real_when_present",
     min_epoch_limit=2.0,
     fits_budgets=True,
+    whole_final_evaluation=True,
     note="small scale: shrunken models and budgets, not a reproduction",
 )
-PAPER = Scale("paper", judges_claims=True, paper_configs=True, data="real")
+PAPER = Scale("paper", judges_claims=True, paper_configs=True, data="real", whole_final_evaluation=True)
 
 SCALES: dict[str, Scale] = {scale.name: scale for scale in (SMOKE, CPU, SMALL, PAPER)}  # in order of size
 

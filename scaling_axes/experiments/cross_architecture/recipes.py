@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from scaling_axes.harness.scales import CPU, PAPER, SMALL, SMOKE, Scale, recipe_for
+from scaling_axes.harness.sweeps import STABLE_REGION, SweepRegion
 
 SMALL_MINUTES_PER_ARM = 4.6  # the small plan's budget is per arm: each arm's sweeps and claim runs at both sizes
 # (10-12 runs, most of their time the 20 s a run costs to start) take 3.8 H100-minutes (4.5 for the MoT pair, with
@@ -47,6 +48,7 @@ class Recipe:
     tokenformer_numerics: str = "gpu"  # the released code whose numerics the Tokenformer follows (its family's: GPU)
     warmup_fraction: float = 0.05  # of the steps (the RMT paper's schedule)
     betas: tuple[float, float] = (0.9, 0.95)  # AdamW's; 0.99 at batches of a few thousand tokens
+    sweep_region: SweepRegion | None = None  # how its sweeps choose (None: as `Sweep` does by default)
 
 
 RECIPES: dict[Scale, Recipe] = {
@@ -80,6 +82,7 @@ RECIPES: dict[Scale, Recipe] = {
         # than 20 steps of 2,048 tokens (issue 83)
         warmup_fraction=0.2,
         betas=(0.9, 0.99),
+        sweep_region=STABLE_REGION,
     ),
 }
 

@@ -70,7 +70,7 @@ def make_run(scale: Scale, arch: str, size: str, lr: float | None = None) -> Run
     b = budget(scale, size, grid[len(grid) // 2] if lr is None or option else lr)
     recipe = recipe_at(scale)
     shape = {**arm.shape(recipe.shapes[size], b.seq_len), **scale.vocabulary(), **arm.scale_fields(scale, recipe)}
-    lm = lm_options(scale, arch)
+    lm, declared = lm_options(scale, arch), Sweep(grid, rate_option=option)
     if option:
         lm[option] = grid[len(grid) // 2]
     return Run(
@@ -82,7 +82,7 @@ def make_run(scale: Scale, arch: str, size: str, lr: float | None = None) -> Run
         tokenizer=scale.tokenizer_for("gpt2"),
         lm=lm,
         lr_sweep=True,
-        sweep=Sweep(grid, rate_option=option),
+        sweep=region.applied(declared) if (region := recipe.sweep_region) else declared,
     )
 
 

@@ -263,17 +263,18 @@ def trained_rows(
 
 
 def figure(scale: Scale, results: dict[str, dict], path: Path) -> None:
-    """Validation loss against training FLOPs, best lr each: a colour per architecture, a line style per size."""
+    """Validation loss against training FLOPs, each arm as its seeds trained (at its sweep's choice, or the plan's
+    rate) and each seed drawn: a colour per architecture, a line style per size."""
     fig, ax = pyplot().subplots(figsize=(7, 4.5))
     for size, style in zip(sizes(scale), ("-", "--"), strict=False):
         for colour, arch in enumerate(ARCHITECTURES):
-            winner = best(scale, arch, size, results)
-            if winner is not None:
-                run, done = winner
-                label = marked(f"{arch} {size} (lr {run.budget.lr:g})", done)
-                draw(
-                    ax, seed_curves(done, lambda each, run=run: loss_curve(run, each)), label, style, color=f"C{colour}"
-                )
+            done = results.get(f"{arch}_{size}") or {}
+            if done.get("val_loss") is None:
+                continue
+            run = make_run(scale, arch, size)  # its FLOPs a step; the rate moves none of them
+            rate = f" (lr {settled_lr(done):g})" if done.get("tuning") else " (the plan's rate)"
+            curves = seed_curves(done, lambda each, run=run: loss_curve(run, each))
+            draw(ax, curves, marked(f"{arch} {size}{rate}", done), style, color=f"C{colour}")
     ax.set(
         xscale="log",
         xlabel="training FLOPs",

@@ -8,6 +8,7 @@ import dataclasses
 
 from scaling_axes.harness.runs import Budget
 from scaling_axes.harness.scales import CPU, SMALL, SMOKE, Corpus, Scale, recipe_for
+from scaling_axes.harness.sweeps import STABLE_REGION, SweepRegion
 
 SEEDS = {10_000: 9090333, 100_000: 773322}  # the 10k tables' runs and the 100k mixout runs
 FINEWEB = Corpus("fineweb", tiny_stand_in="embedded_news")  # below paper scale; the paper's is the 100BT shards
@@ -39,6 +40,7 @@ class Shrunk:
     d_model: int
     budget: Budget
     mixout_runs: bool = True  # the 100k mixout comparison (byte-level losses, no claim) is trained at this scale
+    sweep_region: SweepRegion | None = None  # how its sweeps choose (None: as `Sweep` does by default)
 
 
 SHRUNK: dict[Scale, Shrunk] = {
@@ -66,6 +68,7 @@ SHRUNK: dict[Scale, Shrunk] = {
         64,
         Budget(steps=300, batch_size=16, seq_len=128, val_every=30, val_windows=32, val_at_start=True),
         mixout_runs=False,
+        sweep_region=STABLE_REGION,
     ),
 }
 

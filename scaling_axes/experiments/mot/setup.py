@@ -87,7 +87,7 @@ def mot_run(scale: Scale, model: str, steps: int, d_token: int, d_byte: int) -> 
         trainer={"gradient_clip_val": None},
         seed=SEEDS[steps],
         data=data,
-        sweep=RATE_SWEEP if scale.judges_claims and not scale.paper_configs else None,
+        sweep=rate_sweep(scale),
     )
 
 
@@ -95,6 +95,14 @@ def mot_run(scale: Scale, model: str, steps: int, d_token: int, d_byte: int) -> 
 # where claims are judged (not at smoke, a pipeline check): they were tuned for the 16 x 1024 backbone on 10k steps,
 # not for these
 RATE_SWEEP = Sweep((1 / 3, 1.0, 3.0), rule="the speedrun's rates x a factor", rate_option="group_lr_scale")
+
+
+def rate_sweep(scale: Scale) -> Sweep | None:
+    """RATE_SWEEP where claims are judged below paper scale, inside the stable region where the recipe says so."""
+    if not scale.judges_claims or scale.paper_configs:
+        return None
+    region = shrunk_at(scale).sweep_region
+    return region.applied(RATE_SWEEP) if region else RATE_SWEEP
 
 
 def val_curves(run: Run, done: dict) -> dict[str, list[tuple[int, float]]]:

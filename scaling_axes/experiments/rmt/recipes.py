@@ -11,6 +11,7 @@ import dataclasses
 from typing import Literal
 
 from scaling_axes.harness.scales import CPU, SMALL, SMOKE, Corpus, Scale, recipe_for
+from scaling_axes.harness.sweeps import STABLE_REGION, SweepRegion
 
 PAPER_LR = {"transformer": 6.5e-3, "rmt": 1e-2}  # the Transformer's tuned muP lr; the RMT's official default
 UNTUNED_LR = 1e-2  # Fig. 6 and Table 10: the paper's untuned recipe (App. C.4)
@@ -45,6 +46,7 @@ class Shrunk:
     checkpoints: int = 20  # along a run: each bounds the work an interruption loses
     warmup_fraction: float = 0.05  # of the steps (the paper's 5%)
     betas: tuple[float, float] = (0.9, 0.95)  # AdamW's (App. C.1); 0.99 at batches of a few thousand tokens
+    sweep_region: SweepRegion | None = None  # how its sweeps choose (None: as `Sweep` does by default)
 
 
 # Below paper scale each family is swept (`lr_grid`, about the code's 1e-2; smoke, a pipeline check, is not): the
@@ -95,6 +97,7 @@ SHRUNK: dict[Scale, Shrunk] = {
         checkpoints=2,
         warmup_fraction=0.2,
         betas=(0.9, 0.99),  # 0.95 averages over about 20 steps of 2,048 tokens (issue 83)
+        sweep_region=STABLE_REGION,
     ),
     SMALL: Shrunk(
         n_layer=6,

@@ -188,7 +188,10 @@ def sweep(scale: Scale, anchor: str | None = None, rule: str = "", check: bool =
     """A model's lr sweep below paper scale (the recipe's grid), with the code's fixed decay per step: its own, or
     `anchor`'s rate carried by `rule` (`check`: this size trains the rate's two grid neighbours too)."""
     grid = None if scale.paper_configs else shrunk_at(scale).lr_grid
-    return Sweep(grid, anchor=anchor, rule=rule, check=check) if grid else None
+    if grid is None:
+        return None
+    region, declared = shrunk_at(scale).sweep_region, Sweep(grid, anchor=anchor, rule=rule, check=check)
+    return region.applied(declared) if region else declared
 
 
 def family_sweep(scale: Scale, model: str) -> Sweep | None:

@@ -31,6 +31,7 @@ class RowTest:
     df: float
     seeds: int
     how: str
+    margins: tuple[float, ...] = ()  # the row's margin at each seed (what an exact sign-flip test reads)
 
 
 def own_spread(margins: Sequence[float]) -> RowTest | None:
@@ -38,7 +39,8 @@ def own_spread(margins: Sequence[float]) -> RowTest | None:
     n = len(margins)
     if n < 2:
         return None
-    return RowTest(statistics.fmean(margins), statistics.stdev(margins) / math.sqrt(n), n - 1, n, "its own spread")
+    mean, se = statistics.fmean(margins), statistics.stdev(margins) / math.sqrt(n)
+    return RowTest(mean, se, n - 1, n, "its own spread", tuple(margins))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,9 +10,11 @@ Kinds (margins signed so that positive is the paper's direction; `tolerance` and
   tests); fails where it lies wholly outside.
 
 Combined: `each` (every step, "monotonically") holds if every step holds (p the largest one-sided p: an
-intersection-union test) and fails if one step is shown reversed (Holm over the steps); `average` is one contrast;
-`one` one row. Per paper, per direction: Holm over the primaries; the secondaries a Benjamini-Yekutieli family of
-their own. A claim that could not be tested enters with p = 1.
+intersection-union test) and fails if one step is shown reversed (Holm over the steps, or Simes' where the plan's
+rules say); `average` is one contrast; `one` one row. Per paper, per direction: Holm over the primaries; the
+secondaries a Benjamini-Yekutieli family of their own. A claim that could not be tested enters with p = 1. Where the
+plan's rules name the sign-flip test, every one-sided p is the larger of Student-t's and the exact sign-flip test's
+on the seeds' margins: a verdict that does not rest on normality alone (`plan_fields.DecisionRules`).
 """
 
 from __future__ import annotations
@@ -22,8 +24,10 @@ import math
 from collections.abc import Sequence
 
 from scaling_axes.harness.claims.contrasts import RowTest
-from scaling_axes.harness.claims.plan import PlannedClaim
-from scaling_axes.significance import false_discovery_q, holm_adjusted, t_critical, t_one_sided_p
+from scaling_axes.harness.claims.plan import DecisionRules, PlannedClaim
+from scaling_axes.significance import false_discovery_q, holm_adjusted, sign_flip_p, simes_p, t_critical, t_one_sided_p
+
+T_ALONE = DecisionRules()  # Student-t alone, Holm over `each` steps: the rules of a plan that names none
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,27 +62,46 @@ def _p_below(value: float, test: RowTest) -> float:
     return t_one_sided_p((value - test.estimate) / test.se, test.df)
 
 
-def judged(test: RowTest, claim: PlannedClaim, alpha: float, tolerance: float | None = None) -> Tested:
-    """`test` judged as `claim`'s kind says (`tolerance`: another than the plan's, for the sensitivity pass)."""
+def _exact_above(value: float, test: RowTest) -> float:
+    """The larger of Student-t's p and the exact sign-flip test's that the true mean exceeds `value`."""
+    return max(_p_above(value, test), sign_flip_p(test.margins, value))
+
+
+def _exact_below(value: float, test: RowTest) -> float:
+    return max(_p_below(value, test), sign_flip_p([-m for m in test.margins], -value))
+
+
+def judged(
+    test: RowTest,
+    claim: PlannedClaim,
+    alpha: float,
+    tolerance: float | None = None,
+    rules: DecisionRules = T_ALONE,
+) -> Tested:
+    """`test` judged as `claim`'s kind says (`tolerance`: another than the plan's, for the sensitivity pass); with
+    `rules.sign_flip`, each p the larger of Student-t's and the exact sign-flip test's on the margins."""
     tol = claim.tolerance if tolerance is None else tolerance
     half = t_critical(test.df, alpha) * test.se
+    above, below = (_exact_above, _exact_below) if rules.sign_flip else (_p_above, _p_below)
     if claim.kind == "superiority":
-        p_hold, p_fail = _p_above(0.0, test), _p_below(claim.effect if claim.fail_below_effect else 0.0, test)
+        p_hold, p_fail = above(0.0, test), below(claim.effect if claim.fail_below_effect else 0.0, test)
     elif claim.kind == "non_inferiority":
-        p_hold, p_fail = _p_above(-tol, test), _p_below(-tol, test)
+        p_hold, p_fail = above(-tol, test), below(-tol, test)
     else:  # equivalence
-        p_hold = max(_p_above(-tol, test), _p_below(tol, test))
-        p_fail = min(1.0, 2 * min(_p_above(tol, test), _p_below(-tol, test)))  # either side: Bonferroni over two
+        p_hold = max(above(-tol, test), below(tol, test))
+        p_fail = min(1.0, 2 * min(above(tol, test), below(-tol, test)))  # either side: Bonferroni over two
     return Tested(test.estimate, test.estimate - half, test.estimate + half, p_hold, p_fail, test.se, test.df)
 
 
-def combined(steps: Sequence[Tested], claim: PlannedClaim) -> Tested:
-    """A claim's rows combined: `each` (intersection-union to hold, Holm over the steps to fail), shown as its
-    weakest step; `one` and `average` are one test already (the `average` contrast is formed before testing)."""
+def combined(steps: Sequence[Tested], claim: PlannedClaim, rules: DecisionRules = T_ALONE) -> Tested:
+    """A claim's rows combined: `each` (intersection-union to hold; to fail, Holm over the steps, or Simes where
+    the plan's rules say: steps that share an arm are positively dependent), shown as its weakest step; `one` and
+    `average` are one test already (the `average` contrast is formed before testing)."""
     if len(steps) == 1 or claim.combine != "each":
         return steps[0]
     weakest = min(steps, key=lambda s: s.estimate)
-    p_fail = min(holm_adjusted([s.p_fail for s in steps]))
+    fails = [s.p_fail for s in steps]
+    p_fail = simes_p(fails) if rules.each_steps == "simes" else min(holm_adjusted(fails))
     return dataclasses.replace(weakest, p_hold=max(s.p_hold for s in steps), p_fail=p_fail)
 
 

@@ -68,7 +68,9 @@ def row_tests(rows: list[Observed], seeds: list[int], test: str) -> dict[str, Ro
     for measure_rows in by_measure.values():
         values = {a: {k: r.arm_values[a][k] for k in seeds} for r in measure_rows for a in r.contrast}
         model = fit_model(values, [r.contrast for r in measure_rows], seeds)
-        out |= {r.where: model.test(r.contrast) for r in measure_rows}
+        for r in measure_rows:  # the model's se; the row's own margins for an exact test beside it
+            tested = model.test(r.contrast)
+            out[r.where] = tested and dataclasses.replace(tested, margins=tuple(r.margins[k] for k in seeds))
     return out
 
 
@@ -87,9 +89,10 @@ def judge_claim(claim: PlannedClaim, ex: Experiment, plan: AnalysisPlan, t: Thre
         tested = None
     elif claim.combine == "average" and len(rows) > 1:
         mean = own_spread([statistics.fmean(r.margins[k] for r in rows) for k in seeds])
-        tested = mean and judged(mean, claim, plan.alpha, tolerance)
+        tested = mean and judged(mean, claim, plan.alpha, tolerance, plan.rules)
     else:
-        tested = combined([judged(tests[r.where], claim, plan.alpha, tolerance) for r in rows], claim)
+        steps = [judged(tests[r.where], claim, plan.alpha, tolerance, plan.rules) for r in rows]
+        tested = combined(steps, claim, plan.rules)
     return ClaimJudged(claim, rows, blocks, tests, tested)
 
 
@@ -210,7 +213,7 @@ def row_verdict(
         )
     test = judged_claim.tests[source]
     source_row = next(r for r in judged_claim.rows if r.where == source)
-    mine = judged(test, claim, plan.alpha, claim.tolerance * t.tolerance_scale)
+    mine = judged(test, claim, plan.alpha, claim.tolerance * t.tolerance_scale, plan.rules)
     same = f"one measurement with {source}, judged there; " if source != row.where else ""
     return RowVerdict(
         decision.verdict,

@@ -27,6 +27,7 @@ from typing import Any, Literal
 import yaml
 
 from scaling_axes.harness.claims.plan_fields import (
+    DecisionRules,
     PlanError,
     _choice,
     _flag,
@@ -36,6 +37,7 @@ from scaling_axes.harness.claims.plan_fields import (
     _seeds,
     _text,
     check_plan_file,
+    read_rules,
 )
 from scaling_axes.harness.scales import Scale
 
@@ -106,6 +108,7 @@ class AnalysisPlan:
     digest: str
     path: str
     root: str = "."  # the folder its `pilot` (a path in the checkout) is read under: `plan_for` sets it
+    rules: DecisionRules = dataclasses.field(default_factory=DecisionRules)  # none named (before issue 83): t, Holm
 
     @property
     def pilot_dir(self) -> Path:
@@ -125,7 +128,7 @@ class AnalysisPlan:
         return None
 
 
-PLAN_FIELDS = ("scale", "alpha", "power", "sigma_confidence", "max_seeds", "pilot", "pilot_seeds", "policies")
+PLAN_FIELDS = ("scale", "alpha", "power", "sigma_confidence", "max_seeds", "pilot", "pilot_seeds", "policies", "rules")
 OUT_OF_REACH = "out of reach"  # how the plan words a claim its power analysis excluded
 POLICIES = ("learning_rate", "unstable", "not_learning", "missing", "pilot", "secondaries")
 
@@ -197,6 +200,7 @@ def parse_plan(data: Any, digest: str, path: str, draft: bool = False) -> Analys
         experiments=experiments,
         digest=digest,
         path=str(path),
+        rules=read_rules(fields.get("rules", {}), f"{where}: rules"),
     )
     _check_whole(plan, where, draft)
     return plan

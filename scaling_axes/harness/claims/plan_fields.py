@@ -4,9 +4,10 @@ what is allowed (`plan.parse_plan`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.resources
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any, Literal, get_args
 
 from scaling_axes.io import SuiteError
 
@@ -85,3 +86,23 @@ def check_plan_file(path: Path) -> None:
         raise PlanError(f"{path}: not a regular file (it leads to {target}); a plan is a committed YAML file")
     if (size := target.stat().st_size) > MAX_PLAN_BYTES:
         raise PlanError(f"{path}: {size:,} bytes, over the {MAX_PLAN_BYTES:,} a plan may have; is it the plan?")
+
+
+@dataclasses.dataclass(frozen=True)
+class DecisionRules:
+    """How a plan's tests decide: with `sign_flip`, each one-sided p is the larger of Student-t's and the exact
+    sign-flip test's on the seeds' margins (valid without normality; `significance.sign_flip_p`); `each_steps`, how an
+    `each` claim's steps show it fails: "holm", or "simes" where the steps share an arm (positive dependence)."""
+
+    sign_flip: bool = False
+    each_steps: Literal["holm", "simes"] = "holm"
+
+
+def read_rules(data: Any, where: str) -> DecisionRules:
+    fields = _mapping(data, where, ("sign_flip", "each_steps"))
+    sign_flip, each_steps = fields.get("sign_flip", False), fields.get("each_steps", "holm")
+    if not isinstance(sign_flip, bool) or each_steps not in ("holm", "simes"):
+        raise PlanError(
+            f"{where}: sign_flip true or false, each_steps 'holm' or 'simes'; not {sign_flip!r}, {each_steps!r}"
+        )
+    return DecisionRules(sign_flip, each_steps)

@@ -22,18 +22,27 @@ thresholds of the rest are computed again without it, until nothing more drops o
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import statistics
+from typing import Any
 
 from scaling_axes.harness.claims.contrasts import blocks_of
-from scaling_axes.harness.claims.decisions import threshold
+from scaling_axes.harness.claims.decisions import T_ALONE, threshold
 from scaling_axes.harness.claims.observed import read_experiment
 from scaling_axes.harness.claims.plan import OUT_OF_REACH as OUT
-from scaling_axes.harness.claims.plan import AnalysisPlan, PlannedClaim
-from scaling_axes.significance import equivalence_power, one_sided_power, sigma_upper_limit, t_critical
+from scaling_axes.harness.claims.plan import AnalysisPlan, DecisionRules, PlannedClaim
+from scaling_axes.significance import (
+    equivalence_power,
+    one_sided_power,
+    sigma_upper_limit,
+    sign_flip_floor,
+    t_critical,
+)
 
 BLOCKED = ("not_learning", "unstable")  # a pilot row on such arms gives no noise of learning, stable runs
 SIMULATED_DRAWS = 4000  # the joint power of an `each` claim's steps, by simulation (seeded: the same every time)
+SIGN_FLIP_DRAWS = 2000  # the power of the t and sign-flip rule, by simulation
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,8 +147,23 @@ def test_df(claim: PlannedClaim, test: str, seeds: int, pilot: dict) -> float:
     return (len(block) - 1) * (seeds - 1)
 
 
-def claim_power(claim: PlannedClaim, noise: Noise, seeds: int, df: float, alpha: float) -> float:
-    """The power of `claim`'s test at `seeds` seeds and one-sided level `alpha`."""
+def seed_floor(claim: PlannedClaim, alpha: float, plan: AnalysisPlan) -> int:
+    """The fewest seeds that can decide `claim` at its threshold `alpha`: two; under the sign-flip rule, the fewest
+    whose exact test can go below its lowest deciding level (an `each` claim's steps: alpha / k under Holm, alpha
+    under Simes, whose largest step may decide)."""
+    if not plan.rules.sign_flip:
+        return 2
+    steps = len(claim.rows) if claim.combine == "each" and plan.rules.each_steps == "holm" else 1
+    return max(2, sign_flip_floor(alpha / steps))
+
+
+def claim_power(
+    claim: PlannedClaim, noise: Noise, seeds: int, df: float, alpha: float, rules: DecisionRules = T_ALONE
+) -> float:
+    """The power of `claim`'s test at `seeds` seeds and one-sided level `alpha`; under the sign-flip rule, of the
+    t test and the exact test both rejecting (`_sign_flip_power`)."""
+    if rules.sign_flip:
+        return _sign_flip_power(claim, noise, seeds, df, alpha)
     critical, k = t_critical(df, alpha), len(claim.rows)
     se = noise.upper / math.sqrt(seeds)
     if claim.combine == "average" and k > 1:
@@ -163,6 +187,39 @@ def _joint_power(claim: PlannedClaim, noise: Noise, seeds: int, critical: float)
     draws = rng.multivariate_normal(np.full(len(claim.rows), shift), cov, size=(SIMULATED_DRAWS, seeds))
     t = draws.mean(axis=1) / (draws.std(axis=1, ddof=1) / math.sqrt(seeds))
     return float((t > critical).all(axis=1).mean())
+
+
+def _sign_flip_power(claim: PlannedClaim, noise: Noise, seeds: int, df: float, alpha: float) -> float:
+    """P(the t test and the exact sign-flip test both reject) for a claim of one row (or its `average`), its margins
+    drawn per seed from a normal at the claim's effect and the pilot's upper sigma (a seeded simulation); 0 below
+    the sign-flip floor; `each` and equivalence above it at t's power (the exact test's power nears t's there)."""
+    import numpy as np
+
+    if 2.0**-seeds >= alpha:
+        return 0.0  # no sign pattern of so few seeds is rare enough
+    if claim.combine == "each" and len(claim.rows) > 1:
+        return _joint_power(claim, noise, seeds, t_critical(df, alpha))
+    if claim.kind == "equivalence":
+        return claim_power(claim, noise, seeds, df, alpha)  # its two one-sided tests: t's power above the floor
+    rng = np.random.default_rng(83)
+    sigma = noise.upper * (math.sqrt(sum(map(sum, noise.rho))) / len(claim.rows) if claim.combine == "average" else 1)
+    draws = rng.normal(claim.effect + claim.tolerance, sigma, size=(SIGN_FLIP_DRAWS, seeds))
+    t = draws.mean(axis=1) / (draws.std(axis=1, ddof=1) / math.sqrt(seeds))
+    patterns = _sign_patterns(seeds, rng)
+    exact = np.concatenate(  # in chunks of 200 draws: 200 x 2^14 sums at most in memory
+        [((np.abs(d) @ patterns.T) >= d.sum(axis=1, keepdims=True) - 1e-12).mean(axis=1) for d in np.split(draws, 10)]
+    )
+    return float(((t > t_critical(df, alpha)) & (exact < alpha)).mean())
+
+
+def _sign_patterns(seeds: int, rng: Any) -> Any:
+    """Every sign pattern of `seeds` (up to 2^14 of them), else 2^14 drawn at random (the exact p then estimated to
+    about 0.0004 at the levels a plan decides at)."""
+    import numpy as np
+
+    if seeds <= 14:
+        return np.array(list(itertools.product((1.0, -1.0), repeat=seeds)))
+    return rng.choice((1.0, -1.0), size=(2**14, seeds))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -205,8 +262,8 @@ def _size(claim: PlannedClaim, claims: list[PlannedClaim], plan: AnalysisPlan, p
         return Sized(claim, None, alpha, None, 0.0, f"{OUT}: the pilot measured no margin of it to size it on")
     test = plan.experiments[claim.experiment].test if claim.experiment in plan.experiments else "own_spread"
     power = 0.0
-    for seeds in range(2, plan.max_seeds + 1):
-        power = claim_power(claim, noise, seeds, test_df(claim, test, seeds, pilot), alpha)
+    for seeds in range(seed_floor(claim, alpha, plan), plan.max_seeds + 1):
+        power = claim_power(claim, noise, seeds, test_df(claim, test, seeds, pilot), alpha, plan.rules)
         if power >= plan.power:
             return Sized(claim, noise, alpha, seeds, power)
     why = (
@@ -228,5 +285,6 @@ def predicted_power(
         planned = plan.experiments[claim.experiment]
         if noise is not None:
             df = test_df(claim, planned.test, len(planned.seeds), pilot)
-            out[claim.id] = claim_power(claim, noise, len(planned.seeds), df, threshold(claim, plan.claims, plan.alpha))
+            alpha = threshold(claim, plan.claims, plan.alpha)
+            out[claim.id] = claim_power(claim, noise, len(planned.seeds), df, alpha, plan.rules)
     return out

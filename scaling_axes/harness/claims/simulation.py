@@ -89,11 +89,11 @@ def simulate(
         tested = {}
         for claim in (c for c in claims if c.in_family):
             steps = [
-                judged(own_spread(list(draw[: seeds[claim.id], i])), claim, plan.alpha)
+                judged(own_spread(list(draw[: seeds[claim.id], i])), claim, plan.alpha, rules=plan.rules)
                 for i, r in enumerate(rows)
                 if r.claim.id == claim.id
             ]
-            tested[claim.id] = combined(steps, claim)
+            tested[claim.id] = combined(steps, claim, plan.rules)
         decided = paper_decisions(claims, tested, plan.alpha)
         for role, direction in errors:
             at_null = {c.id for c in claims if c.role == role and (not alone or c.id == alone)}

@@ -12,6 +12,7 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 
 from scaling_axes.harness.claims.plan import PlannedExperiment
+from scaling_axes.harness.experiment.tuning import fallback, tune
 from scaling_axes.harness.names import parse_seed, parse_sweep, seed_glob, sweep_glob
 from scaling_axes.harness.runs import (
     RUNS_DIR,
@@ -25,16 +26,7 @@ from scaling_axes.harness.runs import (
 )
 from scaling_axes.harness.scales import Scale
 from scaling_axes.harness.stability import instability, unstable_seeds
-from scaling_axes.harness.sweeps import (
-    Choice,
-    Point,
-    Points,
-    fallback,
-    stable_run,
-    sweep_point,
-    tune,
-    tuned,
-)
+from scaling_axes.harness.sweeps import Choice, Point, Points, stable_run, sweep_point, tuned
 from scaling_axes.harness.training.launch import LAUNCH_FIELDS, fingerprint_fields
 from scaling_axes.harness.training.rundir import data_changed, read_done
 from scaling_axes.harness.training.settings import read_config, recorded_differences

@@ -121,5 +121,5 @@ def _pilot(claim: PlannedClaim, pilot: dict, plan: AnalysisPlan) -> tuple[Tested
         test = own_spread(list(found.margins)) if found else None
         if test is None:
             return None, 0
-        steps.append((judged(test, claim, plan.alpha), test.seeds))
-    return combined([s for s, _ in steps], claim), min(n for _, n in steps)
+        steps.append((judged(test, claim, plan.alpha, rules=plan.rules), test.seeds))
+    return combined([s for s, _ in steps], claim, plan.rules), min(n for _, n in steps)

@@ -32,8 +32,10 @@ SEED_METRICS = (
     "steps",
     "tokens",
     "val_loss_before_growth",
-    "val_loss_after_growth",
-)  # the last two: an exact check of growth's
+    "val_loss_after_growth",  # these two: an exact check of growth's
+    "started_at",  # when the run was first launched and when it ended, seconds since the epoch (nine digits: to ten
+    "ended_at",  # seconds): a run trained before its plan's registration shows as such
+)
 
 
 @dataclasses.dataclass(frozen=True)

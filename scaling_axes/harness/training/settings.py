@@ -134,12 +134,19 @@ def write_config(launch: Launch, run: Run, plans: list[str] | None = None) -> No
         "labels": launch.labels,  # the experiment, scale and analysis plan (its digest) it trains under
         "command": " ".join(sys.argv),
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "started": first_started(launch.out),  # its first launch's, kept when it resumes (seconds since the epoch)
         "fingerprint": fingerprint(launch.fingerprint),
         "fingerprinted": launch.fingerprint,
         "trained_by": [*trained_by(launch.out), {"commit": source_commit(), "code": launch.fingerprint.get("code")}],
         "plans": plans or [],  # every analysis plan it trained under (`checked_plans`)
     }
     atomic_write(launch.out / "config.yaml", yaml.safe_dump(config, sort_keys=False), checksum=True)
+
+
+def first_started(out: Path) -> float:
+    """When the run in `out` was first launched: its config.yaml's record, else now."""
+    earlier = read_config(out).get("started") if (out / "config.yaml").exists() else None
+    return float(earlier) if isinstance(earlier, (int, float)) else time.time()
 
 
 def trained_by(out: Path) -> list[dict]:

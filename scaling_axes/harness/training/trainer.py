@@ -38,7 +38,7 @@ from scaling_axes.harness.training.loggers import (
 )
 from scaling_axes.harness.training.progress import progress
 from scaling_axes.harness.training.rundir import drop_final_checkpoint, write_done, write_final
-from scaling_axes.harness.training.settings import recorded_plans
+from scaling_axes.harness.training.settings import first_started, recorded_plans
 from scaling_axes.harness.training.tasks import task_of
 from scaling_axes.io import atomic_write, read_verified_json
 from scaling_axes.modules.tasks.acceleration import keep_freed_host_memory
@@ -136,6 +136,8 @@ def _fit(launch: Launch, run: Run, growth: Growth | None, resumed: dict | None, 
     curves = read_curves(
         out / "metrics.csv", ("train/loss", "val/loss", "train/time", *monitored, *val_sets, *accuracy)
     )
+    if launch.scale is not None and launch.scale.whole_final_evaluation and hasattr(data, "whole_splits"):
+        data.whole_splits()  # the curve read a subset; the final figures read every window
     metrics = trainer.validate(module, datamodule=data, verbose=False)[0]  # after the curves: it repeats a point
     if "test" in getattr(data, "splits", []):
         metrics.update(trainer.test(module, datamodule=data, verbose=False)[0])
@@ -158,6 +160,8 @@ def _fit(launch: Launch, run: Run, growth: Growth | None, resumed: dict | None, 
         "step_ms": step_ms(curves["train/time"]),
         **throughput(curves, trainer),
         "wall_seconds_last_session": time.time() - started,
+        "started_at": first_started(out),  # when it was first launched and when it ended (seconds since the epoch)
+        "ended_at": time.time(),
         **({"plan": launch.labels["plan"]} if "plan" in launch.labels else {}),  # the analysis plan it trained under
         **({"plans": plans} if (plans := recorded_plans(out)) else {}),  # and every plan before it: a resume's too
         # allowed past the data limit (--allow-repeats): said in done.json and its rows
