@@ -428,3 +428,31 @@ def test_an_equivalence_claim_shown_to_fail_on_either_side_keeps_its_level():
         test = own_spread(list(row))
         failed += judged(test, claim, ALPHA).p_fail < ALPHA
     assert failed / draws <= ALPHA + 2 * math.sqrt(ALPHA * (1 - ALPHA) / draws)
+
+
+def test_a_plan_that_keeps_every_seed_judges_what_a_spike_vetoed_and_shows_the_filter_beside():
+    """Issue 83: under the committed plan one spiked seed kept RMT Fig. 2 from a verdict; a plan whose rules keep
+    every seed (`stability_veto: false`) judges it from the same files (all 24 margins negative: it fails) and shows
+    the stability-filtered result beside it as a sensitivity, never as the verdict."""
+    from scaling_axes.harness.claims.judge import claim_status, judge_plan, read_scale
+    from scaling_axes.harness.claims.plan import DecisionRules, plan_for
+    from scaling_axes.harness.experiment.report_claims import claim_lines
+    from scaling_axes.harness.experiment.sensitivity import moved
+
+    root = Path(__file__).resolve().parents[1]
+    plan = plan_for("cpu", root=root)
+    kept = dataclasses.replace(plan, rules=DecisionRules(stability_veto=False))
+    scale_dir = root / "results" / "cpu"
+    claim = next(c for c in plan.claims if c.id == "rmt_fig2_equal_flops")
+
+    def status(p):
+        judged_claims, decisions = judge_plan(read_scale(scale_dir, p), p)
+        return claim_status(claim, judged_claims.get(claim.id), decisions.get(claim.id))[0]
+
+    assert status(plan) == "unstable" and status(kept) == "claim_fails"
+    line = next(c for c in claim_lines(scale_dir, kept) if c.claim.id == claim.id)
+    assert line.status == "claim_fails" and line.filtered == "unstable"
+    assert next(c for c in claim_lines(scale_dir, plan) if c.claim.id == claim.id).filtered is None
+    assert moved(kept)[0][0].startswith("the stability filter on") and moved(plan)[0][0].startswith(
+        "the stability policy off"
+    )

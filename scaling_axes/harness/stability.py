@@ -43,9 +43,11 @@ class Thresholds:
     learned_nats: float = LEARNED_NATS
     learned_points: float = LEARNED_POINTS
     tolerance_scale: float = 1.0  # each claim's tolerance times this
+    veto: bool | None = None  # whether an unstable arm keeps its claims from a verdict (None: as the plan's rules say)
 
 
 STABILITY_OFF = Thresholds(spike_nats=math.inf, val_rise_nats=math.inf, outlier_nats=math.inf)  # every seed kept
+STABILITY_FILTER = Thresholds(veto=True)  # an unstable arm's claims set aside, whatever the plan's rules
 
 
 def validation_rise(curve: list[tuple[int, float]]) -> tuple[float, int | None]:

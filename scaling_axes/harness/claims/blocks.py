@@ -24,11 +24,17 @@ def blocked(row: Observed, ex: Experiment, seeds: list[int], plan: AnalysisPlan 
         recorded = {d for k in seeds for d in ex.digests.get(arm, {}).get(k, "").split(";")}  # a resume's: each
         if plan is not None and (other := sorted(recorded - {plan.digest})):
             return "plan_changed", f"{PLAN_CHANGED}: {arm} trained under plan {other[0] or '(none)'}, now {plan.digest}"
-        if not row.before_training and (why := unstable(arm, measures, t)):
+        if vetoes(plan, t) and not row.before_training and (why := unstable(arm, measures, t)):
             return "unstable", f"decides nothing: {why}"
         if why := not_learning(arm, measures, t):
             return "not_learning", f"decides nothing: {why}"
     return "", ""
+
+
+def vetoes(plan: AnalysisPlan | None, t: Thresholds) -> bool:
+    """Whether an unstable arm keeps a claim from its verdict: as `t` says where it says, else as the plan's rules
+    (a plan before issue 83 vetoes; a plan that keeps every seed reports the filter as a sensitivity)."""
+    return t.veto if t.veto is not None else plan is None or plan.rules.stability_veto
 
 
 def unstable(arm: str, by_seed: dict[int, dict[str, float]], t: Thresholds) -> str:

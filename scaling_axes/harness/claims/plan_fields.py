@@ -96,13 +96,16 @@ class DecisionRules:
 
     sign_flip: bool = False
     each_steps: Literal["holm", "simes"] = "holm"
+    stability_veto: bool = True  # False: every seed analysed, the stability filter a sensitivity beside the verdict
 
 
 def read_rules(data: Any, where: str) -> DecisionRules:
-    fields = _mapping(data, where, ("sign_flip", "each_steps"))
+    fields = _mapping(data, where, ("sign_flip", "each_steps", "stability_veto"))
     sign_flip, each_steps = fields.get("sign_flip", False), fields.get("each_steps", "holm")
-    if not isinstance(sign_flip, bool) or each_steps not in ("holm", "simes"):
+    veto = fields.get("stability_veto", True)
+    if not isinstance(sign_flip, bool) or not isinstance(veto, bool) or each_steps not in ("holm", "simes"):
         raise PlanError(
-            f"{where}: sign_flip true or false, each_steps 'holm' or 'simes'; not {sign_flip!r}, {each_steps!r}"
+            f"{where}: sign_flip and stability_veto true or false, each_steps 'holm' or 'simes'; not {sign_flip!r}, "
+            f"{veto!r}, {each_steps!r}"
         )
-    return DecisionRules(sign_flip, each_steps)
+    return DecisionRules(sign_flip, each_steps, veto)

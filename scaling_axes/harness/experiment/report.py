@@ -89,6 +89,8 @@ def claim_line(c: ClaimLine) -> str:
             f"with its unstable seeds kept (not a verdict): {_g(aside.estimate, '+')} [{_g(aside.low)}, "
             f"{_g(aside.high)}], p that it holds {_g(aside.p_hold)}, that it fails {_g(aside.p_fail)}"
         )
+    if c.filtered is not None:
+        parts.append(f"with the stability filter on (a sensitivity, not the verdict): {c.filtered}")
     if c.pilot is not None:
         parts.append(
             f"pilot: {_g(c.pilot.estimate, '+')} [{_g(c.pilot.low)}, {_g(c.pilot.high)}], {c.pilot_seeds} seeds"

@@ -14,7 +14,7 @@ from scaling_axes.harness.claims.decisions import Tested, combined, judged
 from scaling_axes.harness.claims.judge import NOMINAL, ClaimJudged, claim_status, judge_plan, read_scale
 from scaling_axes.harness.claims.plan import AnalysisPlan, PlannedClaim
 from scaling_axes.harness.claims.power import predicted_power, read_pilot
-from scaling_axes.harness.stability import STABILITY_OFF, Thresholds
+from scaling_axes.harness.stability import STABILITY_FILTER, STABILITY_OFF, Thresholds
 
 Tables = dict[str, list[dict[str, str]]]  # experiment -> its CSV's rows
 
@@ -51,6 +51,7 @@ class ClaimLine:
     power_own_rows: float | None = None  # the same on each row's own pilot spread
     set_aside: Tested | None = None  # a blocked claim's test with the stability policy's blocks set aside (shown,
     # never a verdict)
+    filtered: str | None = None  # under a plan that keeps every seed: the verdict with the stability filter on
 
 
 def claim_lines(scale_dir: Path, plan: AnalysisPlan, t: Thresholds = NOMINAL) -> list[ClaimLine]:
@@ -61,6 +62,7 @@ def claim_lines(scale_dir: Path, plan: AnalysisPlan, t: Thresholds = NOMINAL) ->
     power = predicted_power(plan, pilot)
     power_own = predicted_power(plan, pilot, own_rows=True)
     unblocked = judge_plan(experiments, plan, STABILITY_OFF)[0]
+    filtered = None if plan.rules.stability_veto else judge_plan(experiments, plan, STABILITY_FILTER)
     of = {c.id: c for c in plan.claims}
     decided = collections.Counter(
         of[i].paper for i, d in decisions.items() if d.verdict != "insufficient" and of[i].role == "secondary"
@@ -90,6 +92,7 @@ def claim_lines(scale_dir: Path, plan: AnalysisPlan, t: Thresholds = NOMINAL) ->
                 power.get(claim.id),
                 power_own.get(claim.id),
                 unblocked[claim.id].tested if status in ("unstable",) and claim.id in unblocked else None,
+                filtered and claim_status(claim, filtered[0].get(claim.id), filtered[1].get(claim.id))[0],
             )
         )
     return lines

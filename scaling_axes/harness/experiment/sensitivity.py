@@ -18,6 +18,7 @@ from scaling_axes.harness.stability import (
     OUTLIER_NATS,
     OUTLIER_Z,
     SPIKE_NATS,
+    STABILITY_FILTER,
     STABILITY_OFF,
     VAL_RISE_NATS,
     Thresholds,
@@ -75,10 +76,14 @@ THRESHOLDS = (
 )
 
 
-def moved() -> list[tuple[str, Thresholds]]:
+def moved(plan: AnalysisPlan) -> list[tuple[str, Thresholds]]:
     """(what was moved, the thresholds with it moved) for each threshold, SHIFT down then up; and the stability
-    policy off (every seed kept, spikes and outliers included: what the plan's policy set aside)."""
-    return [("the stability policy off (unstable seeds kept)", STABILITY_OFF)] + [
+    policy the other way from the plan's rules: off where it vetoes (every seed kept, spikes and outliers included:
+    what its policy set aside), on where it keeps every seed (the stability-filtered result)."""
+    policy = ("the stability policy off (unstable seeds kept)", STABILITY_OFF)
+    if not plan.rules.stability_veto:
+        policy = ("the stability filter on (unstable arms' claims set aside)", STABILITY_FILTER)
+    return [policy] + [
         (f"{t.name} {'-' if sign < 0 else '+'}{SHIFT:.0%} ({t.value * (1 + sign * SHIFT):.3g})", replaced)
         for t in THRESHOLDS
         for sign in (-1, 1)
@@ -90,7 +95,7 @@ def changed_verdicts(scale_dir: Path, plan: AnalysisPlan, nominal: Mapping[str, 
     """Each verdict of the family (`nominal`: claim id -> its status) that a moved threshold changes, in words."""
     experiments, of = read_scale(scale_dir, plan), {c.id: c for c in plan.claims}
     out = []
-    for what, thresholds in moved():
+    for what, thresholds in moved(plan):
         judged_claims, decisions = judge_plan(experiments, plan, thresholds)
         for claim_id, before in nominal.items():
             after = claim_status(of[claim_id], judged_claims.get(claim_id), decisions.get(claim_id))[0]
