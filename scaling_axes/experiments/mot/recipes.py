@@ -47,7 +47,7 @@ SHRUNK: dict[Scale, Shrunk] = {
     SMOKE: Shrunk(
         6,
         128,
-        Budget(steps=30, batch_size=4, seq_len=64, val_every=10, val_windows=8, checkpoint_every=10, val_at_start=True),
+        Budget(steps=30, batch_size=4, seq_len=64, val_every=10, val_windows=8, checkpoint_every=30, val_at_start=True),
     ),
     SMALL: Shrunk(
         8,

@@ -53,13 +53,13 @@ def _variant(run: Run, name: str, lr: float, betas: tuple[float, float] | None, 
 
 @fitted
 def runs(scale: Scale) -> list[Run]:
-    """Every row below paper scale; at smoke, a pipeline check, each kind of row once (the smallest size)."""
+    """Every row below paper scale; at smoke, a pipeline check, a rated and a today's-recipe row of the smallest."""
     if scale.paper_configs:
         return []
     ladder = {run.name: run for run in fig2.runs(scale) if run.name in RMTS}
     sizes, rates = (RMTS, RATES) if scale.judges_claims else (RMTS[:1], (CARRIED,))
     rated = [_variant(ladder[m], f"lr{lr:g}", lr, COMMITTED_BETAS) for m in sizes for lr in rates]
-    long = [_variant(ladder[m], "long", CARRIED, COMMITTED_BETAS, LONGER) for m in LONG_SIZES if m in sizes]
+    long = [_variant(ladder[m], "long", CARRIED, COMMITTED_BETAS, LONGER) for m in LONG_SIZES if scale.judges_claims]
     return [*rated, *long, *(_variant(ladder[m], "new_recipe", CARRIED, None) for m in sizes)]
 
 

@@ -63,8 +63,9 @@ def runs(scale: Scale) -> list[Run]:
     if scale.paper_configs:
         return []
     recipe = make_run(scale, "tokenformer", SIZE)
+    unswept = {} if scale.judges_claims else {"sweep": None}  # smoke checks the pipeline, not the variants' rates
     changed = [
-        dataclasses.replace(recipe, name=f"tokenformer_{name}", overrides={**recipe.overrides, **change})
+        dataclasses.replace(recipe, name=f"tokenformer_{name}", overrides={**recipe.overrides, **change}, **unswept)
         for name, change in variants(recipe.config.d_model, recipe.config.numerics).items()
     ]
     return [recipe, make_run(scale, "transformer", SIZE), *changed]
