@@ -48,8 +48,9 @@ SHAPE_FIELDS = {
 }
 
 
-@pytest.mark.parametrize("size", cross.SIZES)
-@pytest.mark.parametrize("scale", [SMOKE, SMALL, PAPER])
+@pytest.mark.parametrize(
+    ("scale", "size"), [(scale, size) for scale in (SMOKE, SMALL, PAPER) for size in cross.sizes(scale)], ids=str
+)
 def test_non_embedding_parameters_match_within_three_percent_counted_on_the_models(scale, size):
     counted = {}
     for arch in cross.ARCHITECTURES:
@@ -88,7 +89,7 @@ def test_true_flops_per_token_equal_the_count_on_each_model(size):
 @pytest.mark.parametrize("scale", [SMOKE, SMALL, PAPER])
 def test_every_run_sees_the_same_tokens_and_schedule_but_its_lr(scale):
     runs = cross.runs(scale)
-    assert len({r.name for r in runs}) == len(runs) == 2 * len(cross.ARCHITECTURES)
+    assert len({r.name for r in runs}) == len(runs) == len(cross.sizes(scale)) * len(cross.ARCHITECTURES)
     declared = {r.name: cross.sweep(scale, r.name.rsplit("_", 1)[0]) for r in runs}  # smoke's capped to 2 rates
     assert all(r.sweep.grid == declared[r.name][: len(r.sweep.grid)] for r in runs)
     assert {len(r.sweep.grid) for r in runs} == {2 if scale.sweep_cap else 3}
@@ -104,7 +105,7 @@ def test_every_run_sees_the_same_tokens_and_schedule_but_its_lr(scale):
     assert len(footing) == 1
     options = {r.name.rsplit("_", 1)[0]: tuple(sorted(r.lm.items())) for r in runs}
     assert len(set(options.values())) == 2 and options["mot"] == options["mot_backbone"]  # AdamW arms, the Muon pair
-    for size in cross.SIZES:
+    for size in cross.sizes(scale):
         budgets = {dataclasses.replace(r.budget, lr=0.0) for r in runs if r.name.endswith(f"_{size}")}
         assert len(budgets) == 1  # same tokens and schedule within a size
     assert all(r.lr_sweep and r.tokenizer == "gpt2" for r in runs)
@@ -155,7 +156,7 @@ def test_report_takes_each_best_lr_and_reads_the_curves_at_equal_flops():
         best = rows[(f"{arch}_125m", "best_lr")]
         assert best.ours == lrs[index]
         assert ("at the edge" in best.note) == (index in (0, len(lrs) - 1))
-    for size in cross.SIZES:
+    for size in cross.sizes(SMOKE):
         winners = {a: cross.make_run(SMOKE, a, size, cross.sweep(SMOKE, a)[i]) for a, i in best_index.items()}
         flops = min(r.train_flops() for r in winners.values())
         assert {r.train_flops() for r in winners.values()} != {flops}  # the architectures' FLOPs differ
