@@ -10,9 +10,10 @@ import pytest
 
 from scaling_axes.harness.claims.contrasts import own_spread
 from scaling_axes.harness.claims.decisions import combined, judged
-from scaling_axes.harness.claims.plan import DecisionRules, PlannedClaim, plan_for
+from scaling_axes.harness.claims.plan import DecisionRules, plan_for
 from scaling_axes.harness.claims.plan_fields import PlanError, read_rules
 from scaling_axes.significance import holm_adjusted, sign_flip_floor, sign_flip_p, simes_p
+from tests.test_plan_decisions import _claim
 
 
 def brute_force(margins: list[float], shift: float) -> float:
@@ -53,22 +54,6 @@ def test_simes_p_rejects_exactly_where_some_ordered_p_is_below_its_step():
     assert simes_p([0.02, 0.03]) == pytest.approx(0.03) and min(holm_adjusted([0.02, 0.03])) == pytest.approx(0.04)
 
 
-def _claim(kind: str = "superiority", combine: str = "one", tolerance: float = 0.0) -> PlannedClaim:
-    return PlannedClaim(
-        id="c",
-        paper="rmt",
-        role="primary",
-        statement="s",
-        experiment="e",
-        rows=("t/r",),
-        combine=combine,
-        kind=kind,
-        tolerance=tolerance,
-        effect=0.1,
-        effect_source="test",
-    )
-
-
 def test_with_the_sign_flip_rule_five_seeds_cannot_decide_at_the_level():
     """Issue 83: at 3-5 seeds a verdict rested on normality alone; five margins all in the paper's direction give a
     t p far below 0.025, but no sign-flip test of five seeds can go below 1/32."""
@@ -77,13 +62,13 @@ def test_with_the_sign_flip_rule_five_seeds_cannot_decide_at_the_level():
     exact = judged(test, _claim(), 0.025, rules=DecisionRules(sign_flip=True))
     assert t_only.p_hold < 1e-6 and exact.p_hold == pytest.approx(1 / 32)
     both_ways = judged(
-        own_spread([0.3, -0.2, 0.25, 0.1, 0.2, 0.3, 0.15]), _claim("non_inferiority", tolerance=0.05), 0.025
+        own_spread([0.3, -0.2, 0.25, 0.1, 0.2, 0.3, 0.15]), _claim(kind="non_inferiority", tolerance=0.05), 0.025
     )
     assert (
         both_ways.p_hold
         <= judged(
             own_spread([0.3, -0.2, 0.25, 0.1, 0.2, 0.3, 0.15]),
-            _claim("non_inferiority", tolerance=0.05),
+            _claim(kind="non_inferiority", tolerance=0.05),
             0.025,
             rules=DecisionRules(sign_flip=True),
         ).p_hold

@@ -32,13 +32,11 @@ reports it without training it; `results/cpu/pilot/recipe_attribution.csv` is co
 from __future__ import annotations
 
 import dataclasses
-import statistics
 from typing import Any
 
-from scaling_axes.experiments.cross_architecture.arms import MUON
-from scaling_axes.experiments.cross_architecture.setup import LM, make_run
+from scaling_axes.experiments.cross_architecture.setup import LM, lm_options, make_run
 from scaling_axes.experiments.rmt import fig2_scaling_laws as fig2
-from scaling_axes.harness.claims.margins import seeds_of
+from scaling_axes.harness.claims.outcomes import final_losses
 from scaling_axes.harness.results import Row
 from scaling_axes.harness.runs import Experiment, Run, fitted
 from scaling_axes.harness.scales import Scale
@@ -85,7 +83,7 @@ def transformer_rows(scale: Scale) -> list[Run]:
 
 
 def mot_rows(scale: Scale) -> list[Run]:
-    muon = {**{k: v for k, v in MUON.items() if k != "rate_option"}, "momentum_warmup": 0.1, "group_lr_scale": 3.0}
+    muon = {**lm_options(scale, "mot"), "group_lr_scale": 3.0}  # the cross-architecture MoT's, at the tables' x3
     out = []
     for arch, name in (("mot", "mot_{}_bytes{}"), ("mot_backbone", "backbone_{}")):
         base = _old(scale, arch, "")
@@ -107,25 +105,7 @@ def runs(scale: Scale) -> list[Run]:
 
 def report(scale: Scale, results: dict[str, dict]) -> list[Row]:
     """Each row's final validation and test loss, the mean over its seeds (each in the note)."""
-    rows = []
-    for run in runs(scale):
-        for metric in ("val_loss", "test_loss"):
-            values = {k: each.get(metric) for k, each in seeds_of(results.get(run.name)).items()}
-            values = {k: v for k, v in values.items() if v is not None}
-            rows.append(
-                Row(
-                    table="attribution",
-                    row=run.name,
-                    metric=metric,
-                    ours=statistics.fmean(values.values()) if values else None,
-                    seeds=len(values) or None,
-                    unit="nats/token",
-                    run=run.name,
-                    status="measured" if values else "not_run",
-                    note="seeds " + ", ".join(f"{k}: {v:.4f}" for k, v in sorted(values.items())) + "; the whole split",
-                )
-            )
-    return rows
+    return final_losses("attribution", runs(scale), results, lambda run: "")
 
 
 EXPERIMENT = Experiment(

@@ -24,6 +24,7 @@ import dataclasses
 
 from scaling_axes.experiments.rmt import fig2_scaling_laws as fig2
 from scaling_axes.experiments.rmt.setup import RMTS
+from scaling_axes.harness.claims.outcomes import final_losses
 from scaling_axes.harness.results import Row
 from scaling_axes.harness.runs import Experiment, Run, fitted
 from scaling_axes.harness.scales import Scale
@@ -65,25 +66,11 @@ def runs(scale: Scale) -> list[Run]:
 
 def report(scale: Scale, results: dict[str, dict]) -> list[Row]:
     """Each run's final validation and test loss (one seed: a diagnosis, no claim)."""
-    rows = []
-    for run in runs(scale):
-        done = results.get(run.name) or {}
-        for metric in ("val_loss", "test_loss"):
-            value = done.get(metric)
-            rows.append(
-                Row(
-                    table="diagnosis",
-                    row=run.name,
-                    metric=metric,
-                    ours=value,
-                    unit="nats/token",
-                    run=run.name,
-                    status="measured" if value is not None else "not_run",
-                    note=f"{run.budget.steps} steps at lr {run.budget.lr:g}, AdamW betas {run.lm['betas']}; "
-                    "the whole split; one seed",
-                )
-            )
-    return rows
+    return final_losses("diagnosis", runs(scale), results, _described)
+
+
+def _described(run: Run) -> str:
+    return f"{run.budget.steps} steps at lr {run.budget.lr:g}, AdamW betas {run.lm['betas']}; "
 
 
 EXPERIMENT = Experiment(

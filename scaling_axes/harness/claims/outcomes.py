@@ -1,11 +1,13 @@
 """The rows of what a test does not decide: an exact property checked at each seed, a loss never reached, a claim
-out of this scale's reach."""
+out of this scale's reach, a diagnosis's final losses."""
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
+from scaling_axes.harness.claims.margins import seeds_of
 from scaling_axes.harness.claims.notes import NOTE_PARTS
 from scaling_axes.harness.results import Row
 
@@ -71,3 +73,32 @@ def out_of_reach(table: str, row: str, statement: str, unit: str, why: str, runs
         status="out_of_reach",
         note=NOTE_PARTS.join((statement, "", why)),
     )
+
+
+def final_losses(
+    table: str, runs: Sequence[Any], results: dict[str, dict], describe: Callable[[Any], str]
+) -> list[Row]:
+    """Each run's final validation and test loss (read on the whole split), the mean over its seeds, each seed in the
+    note after `describe(run)`: a diagnosis's measures, no claim."""
+    rows = []
+    for run in runs:
+        for metric in ("val_loss", "test_loss"):
+            values = {k: each.get(metric) for k, each in seeds_of(results.get(run.name)).items()}
+            values = {k: v for k, v in values.items() if v is not None}
+            rows.append(
+                Row(
+                    table=table,
+                    row=run.name,
+                    metric=metric,
+                    ours=statistics.fmean(values.values()) if values else None,
+                    seeds=len(values) or None,
+                    unit="nats/token",
+                    run=run.name,
+                    status="measured" if values else "not_run",
+                    note=describe(run)
+                    + "seeds "
+                    + ", ".join(f"{k}: {v:.4f}" for k, v in sorted(values.items()))
+                    + "; the whole split",
+                )
+            )
+    return rows
