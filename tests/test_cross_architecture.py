@@ -17,7 +17,9 @@ from scaling_axes.harness.experiment.arms import MATCH_TOLERANCE
 from scaling_axes.harness.experiment.schedule import Schedule
 from scaling_axes.harness.experiment.table import rebuild
 from scaling_axes.harness.scales import PAPER, SMALL, SMOKE
+from scaling_axes.harness.stability import instability, stability_measures
 from scaling_axes.harness.sweeps import Choice, Point, sweep_point
+from scaling_axes.harness.training.lifecycle import train_run
 from scaling_axes.modules import get_config
 from scaling_axes.modules.flops import (
     counted_flops,
@@ -176,15 +178,20 @@ def test_no_equal_flops_reading_until_every_architecture_has_finished():
     assert {r.status for r in rows if r.row.startswith("rmt_")} & {"measured", "not_run"} == {"not_run"}
 
 
-def test_a_diverging_sweep_point_is_recorded_and_a_plain_run_still_stops(tmp_path):
+def test_a_diverging_run_is_recorded_a_claim_seed_at_ln_vocabulary_and_a_run_of_its_own_still_stops(tmp_path):
+    """A sweep point that diverges is never chosen (losses null); an experiment's run that diverges enters the
+    analysis at its initial loss, ln(vocabulary), flagged as diverged; a run trained outside any experiment stops."""
     run = sweep_point(cross.make_run(SMOKE, "transformer", "125m"), 1e4)
     run = dataclasses.replace(run, budget=dataclasses.replace(run.budget, warmup_steps=0))
     done = Schedule.of(table.EXPERIMENT, SMOKE, tmp_path).train(run)
     assert done["val_loss"] is None and "non-finite training loss" in done["diverged"]
     assert Schedule.of(table.EXPERIMENT, SMOKE, tmp_path).train(run) == done
     plain = dataclasses.replace(run, name="plain", lr_sweep=False)
+    done = Schedule.of(table.EXPERIMENT, SMOKE, tmp_path).train(plain)
+    assert done["val_loss"] == done["test_loss"] == pytest.approx(math.log(plain.config.vocab_size), rel=1e-12)
+    assert stability_measures(done)["diverged"] == 1.0 and "diverged" in instability(done)
     with pytest.raises(FloatingPointError, match="non-finite training loss"):
-        Schedule.of(table.EXPERIMENT, SMOKE, tmp_path).train(plain)
+        train_run(dataclasses.replace(run, name="alone", lr_sweep=False), tmp_path / "alone")
 
 
 @pytest.mark.slow  # 90-160 s of make test's CPU; `make smoke` trains and reports the whole table, the report's

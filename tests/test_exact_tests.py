@@ -87,10 +87,11 @@ def test_an_each_claim_fails_by_simes_where_the_plan_says_so_and_by_holm_otherwi
 def test_a_plan_names_its_rules_or_keeps_t_alone_and_refuses_others_in_one_line():
     assert plan_for("cpu").rules == DecisionRules()  # the committed plan predates them: its verdicts unchanged
     assert read_rules({"sign_flip": True, "each_steps": "simes"}, "p: rules") == DecisionRules(True, "simes")
-    with pytest.raises(
-        PlanError, match="p: rules: sign_flip and stability_veto true or false, each_steps 'holm' or 'simes'; not 'yes'"
-    ):
+    assert read_rules({"exclusions": "one_at_a_time"}, "p: rules").exclusions == "one_at_a_time"
+    with pytest.raises(PlanError, match=r"^p: rules.sign_flip: true or false, not 'yes'$"):
         read_rules({"sign_flip": "yes"}, "p: rules")
+    with pytest.raises(PlanError, match=r"^p: rules.exclusions: 'greedy'; allowed: all_at_once, one_at_a_time$"):
+        read_rules({"exclusions": "greedy"}, "p: rules")
     with pytest.raises(PlanError, match="p: rules"):
         read_rules({"bonferroni": True}, "p: rules")
 

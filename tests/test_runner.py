@@ -391,6 +391,14 @@ def test_where_a_scale_judges_on_whole_splits_the_final_figures_read_every_windo
     assert done["val_loss"] == pytest.approx(mean_loss("val", None), abs=2e-5)
     assert done["test_loss"] == pytest.approx(mean_loss("test", None), abs=2e-5)
     assert done["val_loss"] != pytest.approx(mean_loss("val", 2), abs=2e-5)
+    # each test window's own loss, in the split's order (the bootstrap's), from the same weights
+    windows = FixedWindows(data.directory, "test", run.budget.seq_len)
+    assert len(done["test_window_losses"]) == len(windows)
+    with torch.no_grad():
+        for i in (0, len(windows) // 2, len(windows) - 1):
+            x, y = windows[i]
+            own = F.cross_entropy(model(x[None]).flatten(0, 1).double(), y).item()
+            assert done["test_window_losses"][i] == pytest.approx(own, abs=2e-5)
 
 
 def test_a_run_records_when_it_was_first_launched_and_when_it_ended(tmp_path, monkeypatch):

@@ -64,7 +64,8 @@ VERDICTS = (
     "out_of_reach",
     "not_learning",
     "unstable",
-)  # a claim's, in this order
+    "control_failed",
+)  # a claim's, in this order (a new one last: the forest plot's colours go by position)
 CHECKS = ("check_passes", "check_fails")  # an exact property's (`claims.outcomes.exact_check`): not a statistical claim
 STATUSES = (
     "match",

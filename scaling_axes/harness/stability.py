@@ -62,16 +62,22 @@ def validation_rise(curve: list[tuple[int, float]]) -> tuple[float, int | None]:
 
 def stability_measures(done: dict) -> dict[str, float]:
     """What the thresholds below cut, as measured on a finished run: its largest training-loss excess over the
-    moving average (where recorded) and its validation loss's largest rise (`experiment.sensitivity` moves them)."""
+    moving average (where recorded), its validation loss's largest rise (`experiment.sensitivity` moves them) and
+    whether it diverged (1: its losses are ln(vocabulary), `training.rundir.write_diverged`)."""
     spike, curve = done.get("train_loss_spike"), done.get("val_loss_curve")
     measures = {"spike_nats": float(spike["nats"])} if isinstance(spike, dict) else {}
+    if done.get("diverged"):
+        measures["diverged"] = 1.0
     if curve:
         measures["val_rise_nats"] = validation_rise([(step, loss) for step, loss in curve if step > 0])[0]
     return measures
 
 
 def instability(done: dict) -> str | None:
-    """Why a finished run (its done.json) trained unstably, or None: a training-loss spike or a validation rise."""
+    """Why a finished run (its done.json) trained unstably, or None: it diverged, a training-loss spike or a
+    validation rise."""
+    if done.get("diverged"):
+        return f"{done.get('run', 'the run')} diverged: {done['diverged']}"
     spike = done.get("train_loss_spike")
     if isinstance(spike, dict) and spike.get("nats", 0) > SPIKE_NATS:
         return (

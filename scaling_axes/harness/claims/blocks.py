@@ -5,6 +5,8 @@ sensitivity pass moves them)."""
 
 from __future__ import annotations
 
+import math
+
 from scaling_axes.harness.claims.observed import Experiment, Observed
 from scaling_axes.harness.claims.plan import AnalysisPlan
 from scaling_axes.harness.stability import Thresholds, outliers
@@ -40,6 +42,8 @@ def vetoes(plan: AnalysisPlan | None, t: Thresholds) -> bool:
 def unstable(arm: str, by_seed: dict[int, dict[str, float]], t: Thresholds) -> str:
     """Why an arm trained unstably at one of its seeds (a spike, a validation rise, an outlier), or ''."""
     for k, values in by_seed.items():
+        if values.get("diverged"):
+            return f"{arm} seed {k} diverged (it enters at ln(vocabulary), {values.get('val_loss', math.nan):.3f})"
         if values.get("spike_nats", 0) > t.spike_nats:
             return (
                 f"{arm} seed {k} spiked {values['spike_nats']:.2f} nats above its moving average (> {t.spike_nats:g})"
@@ -53,8 +57,11 @@ def unstable(arm: str, by_seed: dict[int, dict[str, float]], t: Thresholds) -> s
 
 def not_learning(arm: str, by_seed: dict[int, dict[str, float]], t: Thresholds) -> str:
     """Why an arm did not clearly learn at one of its seeds (a language model not `learned_nats` below its data's
-    unigram floor, a classifier not `learned_points` of top-1 above chance)."""
+    unigram floor, a classifier not `learned_points` of top-1 above chance); a seed that diverged is the arm's
+    instability, not a design that cannot learn."""
     for k, values in by_seed.items():
+        if values.get("diverged"):
+            continue
         if "chance_top1" in values and 100 * values.get("val_top1", 0) < values["chance_top1"] + t.learned_points:
             return (
                 f"{arm} seed {k} ends at {100 * values.get('val_top1', 0):.1f}% top-1, not {t.learned_points:g} "

@@ -119,11 +119,13 @@ class Decision:
 
 def paper_decisions(claims: Sequence[PlannedClaim], tested: dict[str, Tested | None], alpha: float) -> dict:
     """claim id -> `Decision` for one paper's claims in the family (`tested[id]` None: could not be tested, p = 1):
-    each direction controlled apart, Holm over the primaries, Benjamini-Yekutieli over the secondaries."""
+    each direction controlled apart, Holm over the primaries, Benjamini-Yekutieli over the secondaries; a positive
+    control (`plan.CONTROLS`) alone at alpha."""
     out = {}
     for role, adjust, control in (
         ("primary", holm_adjusted, "Holm over the paper's primaries"),
         ("secondary", lambda p: false_discovery_q(p, dependent=True), "Benjamini-Yekutieli over its secondaries"),
+        ("control", list, "a positive control, alone at alpha (no paper's family)"),
     ):
         group = [c for c in claims if c.role == role and c.in_family]
         if not group:
@@ -146,7 +148,10 @@ def paper_decisions(claims: Sequence[PlannedClaim], tested: dict[str, Tested | N
 
 def threshold(claim: PlannedClaim, claims: Sequence[PlannedClaim], alpha: float) -> float:
     """The smallest one-sided p at which `claim` is decided alone: Holm's alpha / m over its paper's primaries, or
-    Benjamini-Yekutieli's at rank 1, alpha / (m sum 1/k), over its secondaries (what the plan's power is for)."""
+    Benjamini-Yekutieli's at rank 1, alpha / (m sum 1/k), over its secondaries (what the plan's power is for); a
+    positive control's alpha itself."""
+    if claim.role == "control":
+        return alpha
     m = sum(c.role == claim.role and c.in_family and c.paper == claim.paper for c in claims)
     m = max(m, 1)
     return alpha / m if claim.role == "primary" else alpha / (m * sum(1 / k for k in range(1, m + 1)))

@@ -14,45 +14,18 @@ from pathlib import Path
 
 from scaling_axes.harness.claims.blocks import blocked
 from scaling_axes.harness.claims.contrasts import RowTest, fit_model, own_spread
-from scaling_axes.harness.claims.decisions import Decision, Tested, combined, judged, paper_decisions
-from scaling_axes.harness.claims.notes import DATA_NOTE, NOTE_PARTS
+from scaling_axes.harness.claims.decisions import Decision, combined, judged, paper_decisions
 from scaling_axes.harness.claims.observed import Experiment, Observed, read_experiment
-from scaling_axes.harness.claims.plan import AnalysisPlan, PlannedClaim
-from scaling_axes.harness.results import COLUMNS, fmt
+from scaling_axes.harness.claims.plan import CONTROLS, AnalysisPlan, PlannedClaim
+from scaling_axes.harness.claims.row_verdicts import ClaimJudged, RowVerdict, described, row_verdict, written
+from scaling_axes.harness.claims.test_split import on_test_split
+from scaling_axes.harness.results import COLUMNS
 from scaling_axes.harness.scales import Scale
 from scaling_axes.harness.stability import Thresholds
 from scaling_axes.io import write_csv
-from scaling_axes.significance import ALPHA, t_critical
 
+CONTROL_FAILED = "control_failed"  # a claim whose experiment's positive control did not hold
 NO_PLAN = "exploratory: no analysis plan decides anything at this scale (docs/results.md, 'The plan')"
-
-
-@dataclasses.dataclass(frozen=True)
-class RowVerdict:
-    """What the judge says of one claim row: its status, its own estimate and 95% interval (the two one-sided
-    bounds at ALPHA), its seeds, its claim's p and adjusted p, what was measured and why it stands as it does."""
-
-    status: str
-    ours: float | None = None
-    low: float | None = None
-    high: float | None = None
-    seeds: int | None = None
-    p: float | None = None
-    q: float | None = None
-    measured: str = ""
-    why: str = ""
-
-
-@dataclasses.dataclass(frozen=True)
-class ClaimJudged:
-    """One planned claim at its seeds: its rows, what blocks each (empty status: nothing), each row's test and the
-    claim's combined test (None: not tested, p = 1 in its family)."""
-
-    claim: PlannedClaim
-    rows: list[Observed]
-    blocks: dict[str, tuple[str, str]]
-    tests: dict[str, RowTest | None]
-    tested: Tested | None
 
 
 def row_tests(rows: list[Observed], seeds: list[int], test: str) -> dict[str, RowTest | None]:
@@ -103,17 +76,34 @@ def judge_plan(
     experiments: dict[str, Experiment], plan: AnalysisPlan, t: Thresholds = NOMINAL
 ) -> tuple[dict[str, ClaimJudged], dict[str, Decision]]:
     """Every in-family claim of `plan` judged at its seeds, and each paper's decisions over them (a claim whose
-    experiment has no table yet enters its family untested)."""
+    experiment has no table yet enters its family untested). The positive controls are decided first, each alone;
+    where one does not hold, its experiment's claims are `control_failed` and enter their families at p = 1."""
     judged_claims = {
         c.id: judge_claim(c, experiments[c.experiment], plan, t)
         for c in plan.claims
         if c.in_family and c.experiment in experiments
     }
-    decisions: dict[str, Decision] = {}
-    for paper in sorted({c.paper for c in plan.claims}):
+    controls = plan.of_paper(CONTROLS)
+    tested = {c.id: judged_claims[c.id].tested if c.id in judged_claims else None for c in controls}
+    decisions: dict[str, Decision] = paper_decisions(controls, tested, plan.alpha)
+    for control in (c for c in controls if c.in_family):
+        status, why = claim_status(control, judged_claims.get(control.id), decisions.get(control.id))
+        if status != "claim_holds":
+            judged_claims |= gated(control, f"{status}{f' ({why})' if why else ''}", judged_claims, plan)
+    for paper in sorted({c.paper for c in plan.claims} - {CONTROLS}):
         tested = {c.id: judged_claims[c.id].tested if c.id in judged_claims else None for c in plan.of_paper(paper)}
         decisions |= paper_decisions(plan.of_paper(paper), tested, plan.alpha)
     return judged_claims, decisions
+
+
+def gated(control: PlannedClaim, outcome: str, judged_claims: dict, plan: AnalysisPlan) -> dict[str, ClaimJudged]:
+    """The claims of `control`'s experiment, judged, each row held `control_failed`: untested, p = 1 in its family."""
+    why = f"decides nothing: its positive control {control.id} did not hold: {outcome}"
+    return {
+        c.id: dataclasses.replace(judged_claims[c.id], blocks=dict.fromkeys(c.rows, (CONTROL_FAILED, why)), tested=None)
+        for c in plan.claims
+        if c.experiment == control.experiment and c.role != "control" and c.id in judged_claims
+    }
 
 
 def claim_status(claim: PlannedClaim, here: ClaimJudged | None, decision: Decision | None) -> tuple[str, str]:
@@ -146,111 +136,18 @@ def verdicts(
     }
 
 
-def described(row: Observed, ex: Experiment, why: str, t: Thresholds) -> RowVerdict:
-    """A row no plan decides: what blocks it, else its mean margin and 95% interval on its own spread."""
-    status, blocked_why = blocked(row, ex, list(row.margins), None, t)
-    test = own_spread(list(row.margins.values()))
-    numbers = _numbers(test) if test else {"ours": statistics.fmean(row.margins.values()) if row.margins else None}
-    return RowVerdict(
-        status or "insufficient",
-        **numbers,
-        seeds=len(row.margins) or None,
-        measured=_measured(row, test),
-        why=blocked_why or why,
-    )
-
-
-def _numbers(test: RowTest) -> dict[str, float]:
-    half = t_critical(test.df, ALPHA) * test.se
-    return {"ours": test.estimate, "low": test.estimate - half, "high": test.estimate + half}
-
-
-def _measured(row: Observed, test: RowTest | None, seeds: list[int] | None = None) -> str:
-    """What a row's test rests on: its margin, each seed's, its standard error, degrees of freedom and model."""
-    if test is None:
-        return ""
-    seeds = list(row.margins) if seeds is None else seeds
-    margins = ", ".join(f"{row.margins[k]:+.4g}" for k in seeds)
-    return (
-        f"margin {test.estimate:+.4g} {row.unit} (seeds {', '.join(map(str, seeds))}: {margins}), "
-        f"standard error {test.se:.3g} on {test.df:g} degrees of freedom ({test.how})"
-    )
-
-
-def row_verdict(
-    row: Observed,
-    ex: Experiment,
-    plan: AnalysisPlan,
-    judged_claims: dict[str, ClaimJudged],
-    decisions: dict[str, Decision],
-    t: Thresholds,
-) -> RowVerdict:
-    """One row's verdict: its claim's, or why it has none (not planned, outside the family, blocked)."""
-    claim = plan.claim_of(ex.name, row.where)
-    if claim is None:
-        return described(
-            row, ex, "not in the plan: no verdict (a claim is decided only by a plan made before its runs)", t
-        )
-    if not claim.in_family:
-        status = "unmatched" if claim.excluded.startswith("unmatched") else "out_of_reach"
-        why = "; ".join(filter(None, (f"outside the family: {claim.excluded}", row.held_why)))
-        return dataclasses.replace(described(row, ex, "", t), status=status, why=why)
-    judged_claim = judged_claims[claim.id]
-    source = claim.same_measurement.get(row.where, row.where)
-    decision = decisions[claim.id]
-    if status_why := judged_claim.blocks.get(source):
-        status, why = status_why
-        if status:
-            return dataclasses.replace(described(row, ex, "", t), status=status, why=why)
-    if judged_claim.tested is None:
-        worst = next(
-            ((w, s, y) for w, (s, y) in judged_claim.blocks.items() if s), (source, "insufficient", "not tested")
-        )
-        return dataclasses.replace(
-            described(row, ex, "", t),
-            status="insufficient",
-            why=f"its claim is not tested: {worst[0]} is {worst[1]} ({worst[2]}); it enters its family at p = 1",
-        )
-    test = judged_claim.tests[source]
-    source_row = next(r for r in judged_claim.rows if r.where == source)
-    mine = judged(test, claim, plan.alpha, claim.tolerance * t.tolerance_scale, plan.rules)
-    same = f"one measurement with {source}, judged there; " if source != row.where else ""
-    return RowVerdict(
-        decision.verdict,
-        mine.estimate,
-        mine.low,
-        mine.high,
-        test.seeds,
-        decision.p,
-        decision.adjusted,
-        same + _measured(source_row, test, list(plan.experiments[claim.experiment].seeds)),
-        _claim_words(claim, judged_claim.tested, decision),
-    )
-
-
-def _claim_words(claim: PlannedClaim, tested: Tested, decision: Decision) -> str:
-    """What decided the claim: its kind and tolerance, its combined bounds and both one-sided p, its control."""
-    kind = claim.kind.replace("_", "-") + (f" within {claim.tolerance:g}" if claim.tolerance else "")
-    steps = {
-        "each": "every step (intersection-union; fails on one step reversed, Holm)",
-        "average": "the average",
-        "one": "one row",
-    }
-    return (
-        f"claim {claim.id} ({claim.role}, {kind}, {steps[claim.combine]}): bounds [{tested.low:+.4g}, "
-        f"{tested.high:+.4g}], p that it holds {tested.p_hold:.3g}, that it fails {tested.p_fail:.3g}; "
-        f"{decision.control}: adjusted {decision.adjusted:.3g} against {ALPHA:g}"
-    )
-
-
 def read_scale(scale_dir: Path, plan: AnalysisPlan | None = None) -> dict[str, Experiment]:
     """Every table of `scale_dir` that has a per-seed file, read and checked (`observed.read_experiment`; against
     `plan`'s seeds and arms where it plans the experiment), all of them, and the plan's pilot files, before anything
-    is judged or written."""
+    is judged or written; where the plan judges on the test split, each validation-loss contrast on the test
+    split's losses (`test_split.on_test_split`)."""
     planned = plan.experiments if plan else {}
     if plan is not None and plan.pilot_dir.resolve() != Path(scale_dir).resolve():
         read_scale(plan.pilot_dir)  # the pilot's files, whose intervals the report shows, checked as evidence too
-    return {name: read_experiment(Path(scale_dir), name, planned.get(name)) for name in _with_seeds(scale_dir)}
+    found = {name: read_experiment(Path(scale_dir), name, planned.get(name)) for name in _with_seeds(scale_dir)}
+    if plan is not None and plan.rules.verdict_split == "test":
+        return {name: on_test_split(ex) for name, ex in found.items()}
+    return found
 
 
 def _with_seeds(scale_dir: Path) -> list[str]:
@@ -268,25 +165,3 @@ def judge_scale(scale_dir: Path, scale: Scale, plan: AnalysisPlan | None) -> int
             rows[row.index] = written(rows[row.index], found[(ex.name, row.index)])
         write_csv(Path(scale_dir) / f"{ex.name}.csv", COLUMNS, rows)
     return len(found)
-
-
-def written(row: dict[str, str], verdict: RowVerdict) -> dict[str, str]:
-    """`row` as the verdict writes it: its numbers, status and note (its statement | what was measured | why),
-    the data it was judged on kept at the end."""
-    statement = row["note"].partition(DATA_NOTE)[0].partition(NOTE_PARTS)[0]
-    data = row["note"].partition(DATA_NOTE)[2]
-    note = NOTE_PARTS.join(part for part in (statement, verdict.measured, verdict.why) if part)
-    numbers = {
-        "ours": verdict.ours,
-        "low": verdict.low,
-        "high": verdict.high,
-        "seeds": verdict.seeds,
-        "p": verdict.p,
-        "q": verdict.q,
-    }
-    return {
-        **row,
-        **{k: fmt(v) for k, v in numbers.items()},
-        "status": verdict.status,
-        "note": note + (DATA_NOTE + data if data else ""),
-    }

@@ -6,7 +6,9 @@ judged anywhere without its runs.
 The per-seed file's kinds (`experiment.seeds` writes them): `run` (a run's final metrics and stability measures at a
 seed, its data's unigram floor), `plan` (the plan digest a run recorded when it trained), `trained` (every run of the
 directory, for the measured noise), `claim` (a claim's margin at a seed), `arm` (an arm's value of the claim's
-measure at a seed) and `evidence` (the claim's contrast, measure, and what its runs alone hold it to: `held`).
+measure at a seed), `evidence` (the claim's contrast, measure, and what its runs alone hold it to: `held`), `curve`
+(a run's validation curve at a seed: `step:loss` pairs, space-separated) and `windows` (its whole test split's loss
+window by window, in the split's order: what `claims.bootstrap` resamples).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from scaling_axes.io import CorruptFileError, SuiteError, verify_checksum
 
 Table = list[dict[str, str]]
 SEED_COLUMNS = ("kind", "table", "row", "run", "seed", "metric", "value", "flag")
-KINDS = ("run", "plan", "trained", "claim", "arm", "evidence")
+KINDS = ("run", "plan", "trained", "claim", "arm", "evidence", "curve", "windows")
 HELD = ("unmatched", "claim_fails", "never_reached", "out_of_reach", "memorisation", "stale", "insufficient")  # what
 # a row's runs alone may hold it to: each keeps it from a test, none makes it hold (`claim_fails`: a part of the claim
 # its design contradicts, Table 10's costlier RMT); a stored `held` is a reason, never a verdict
@@ -69,6 +71,8 @@ class Experiment:
     claims: list[Observed]
     runs: RunSeeds
     digests: dict[str, dict[int, str]]
+    windows: dict[str, dict[int, tuple[float, ...]]] = dataclasses.field(default_factory=dict)  # run -> seed -> ...
+    curves: dict[str, dict[int, tuple[tuple[int, float], ...]]] = dataclasses.field(default_factory=dict)
 
 
 def read_csv(path: Path) -> Table:
@@ -97,7 +101,30 @@ def read_experiment(scale_dir: Path, name: str, planned: PlannedExperiment | Non
     seeds = read_csv(seeds_path)  # a CRLF file reads as the same rows (csv's newline handling)
     runs, digests = _checked(seeds, seeds_path, planned)
     claims = [_observed(name, i, r, seeds, seeds_path, runs) for i, r in enumerate(rows) if r["metric"] == "claim"]
-    return Experiment(name, rows, seeds, claims, runs, digests)
+    windows, curves = _series(seeds, seeds_path)
+    return Experiment(name, rows, seeds, claims, runs, digests, windows, curves)
+
+
+def _series(seeds: Table, path: Path) -> tuple[dict, dict]:
+    """The per-seed file's test windows and validation curves (run -> seed -> values), each number finite."""
+    windows: dict[str, dict[int, tuple[float, ...]]] = {}
+    curves: dict[str, dict[int, tuple[tuple[int, float], ...]]] = {}
+    for line, r in enumerate(seeds, 2):
+        if r["kind"] not in ("windows", "curve"):
+            continue
+        try:
+            if r["kind"] == "windows":
+                values = tuple(float(v) for v in r["value"].split())
+                windows.setdefault(r["run"], {})[_seed(r, path, line)] = values
+            else:
+                points = tuple((int(a), float(b)) for a, _, b in (p.partition(":") for p in r["value"].split()))
+                values = tuple(v for _, v in points)
+                curves.setdefault(r["run"], {})[_seed(r, path, line)] = points
+        except ValueError:
+            values = (math.nan,)
+        if not values or not all(map(math.isfinite, values)):
+            raise DamagedSeeds(f"{path}, line {line}: {r['kind']} of {r['run']} seed {r['seed']} is not finite numbers")
+    return windows, curves
 
 
 def _starts_with_bom(path: Path) -> bool:

@@ -27,6 +27,7 @@ from typing import Any, Literal
 import yaml
 
 from scaling_axes.harness.claims.plan_fields import (
+    CONTROLS,
     DecisionRules,
     PlanError,
     _choice,
@@ -37,13 +38,14 @@ from scaling_axes.harness.claims.plan_fields import (
     _seeds,
     _text,
     check_plan_file,
+    checked_role,
     read_rules,
 )
 from scaling_axes.harness.scales import Scale
 
 Kind = Literal["superiority", "non_inferiority", "equivalence"]
 Combine = Literal["each", "average", "one"]
-Role = Literal["primary", "secondary"]
+Role = Literal["primary", "secondary", "control"]
 Test = Literal["model", "own_spread"]
 PAPERS = ("rmt", "tokenformer", "mot")
 
@@ -171,7 +173,7 @@ def parse_plan(data: Any, digest: str, path: str, draft: bool = False) -> Analys
     policies = _mapping(fields.get("policies"), f"{where}: policies", POLICIES, required=POLICIES)
     claims = tuple(
         _claim(paper, each, f"{where}: papers.{paper}[{i}]")
-        for paper, listed in _mapping(fields.get("papers"), f"{where}: papers", PAPERS).items()
+        for paper, listed in _mapping(fields.get("papers"), f"{where}: papers", (*PAPERS, CONTROLS)).items()
         for i, each in enumerate(_list(listed, f"{where}: papers.{paper}"))
     )
     out = _mapping(fields.get("out_of_reach", {}), f"{where}: out_of_reach")
@@ -258,10 +260,11 @@ def _claim(paper: str, data: Any, where: str) -> PlannedClaim:
     if not rows or (combine == "one" and len(rows) != 1):
         raise PlanError(f"{where}.rows: {len(rows)} rows for combine {combine!r} (one: exactly one, else one or more)")
     same = _mapping(fields.get("same_measurement", {}), f"{where}.same_measurement")
+    role = checked_role(_choice(fields["role"], f"{where}.role", Role), kind, paper, f"{where}.role")
     return PlannedClaim(
         id=_text(fields["id"], f"{where}.id"),
         paper=paper,
-        role=_choice(fields["role"], f"{where}.role", Role),
+        role=role,
         statement=_text(fields["statement"], f"{where}.statement"),
         experiment=_text(fields["experiment"], f"{where}.experiment"),
         rows=rows,

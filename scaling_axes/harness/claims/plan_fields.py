@@ -92,20 +92,41 @@ def check_plan_file(path: Path) -> None:
 class DecisionRules:
     """How a plan's tests decide: with `sign_flip`, each one-sided p is the larger of Student-t's and the exact
     sign-flip test's on the seeds' margins (valid without normality; `significance.sign_flip_p`); `each_steps`, how an
-    `each` claim's steps show it fails: "holm", or "simes" where the steps share an arm (positive dependence)."""
+    `each` claim's steps show it fails: "holm", or "simes" where the steps share an arm (positive dependence);
+    `exclusions`, how the power analysis drops claims it cannot power: "all_at_once" (every such claim of a pass,
+    the plan of issue 73) or "one_at_a_time" (the least powered first, the family's thresholds recomputed after each,
+    then each dropped claim readmitted while it and the family stay powered: `sizing.size_claims`)."""
 
     sign_flip: bool = False
     each_steps: Literal["holm", "simes"] = "holm"
     stability_veto: bool = True  # False: every seed analysed, the stability filter a sensitivity beside the verdict
+    exclusions: Literal["all_at_once", "one_at_a_time"] = "all_at_once"
+    verdict_split: Literal["val", "test"] = "val"  # "test": a claim on the final validation loss is judged on the
+    # whole test split's loss of the same runs instead (`claims.test_split`); the validation margin shown beside it
 
 
 def read_rules(data: Any, where: str) -> DecisionRules:
-    fields = _mapping(data, where, ("sign_flip", "each_steps", "stability_veto"))
-    sign_flip, each_steps = fields.get("sign_flip", False), fields.get("each_steps", "holm")
-    veto = fields.get("stability_veto", True)
-    if not isinstance(sign_flip, bool) or not isinstance(veto, bool) or each_steps not in ("holm", "simes"):
+    fields = _mapping(data, where, tuple(f.name for f in dataclasses.fields(DecisionRules)))
+    sign_flip, veto = (
+        _flag(fields.get(k, d), f"{where}.{k}") for k, d in (("sign_flip", False), ("stability_veto", True))
+    )
+    each_steps = _choice(fields.get("each_steps", "holm"), f"{where}.each_steps", ("holm", "simes"))
+    exclusions = _choice(
+        fields.get("exclusions", "all_at_once"), f"{where}.exclusions", ("all_at_once", "one_at_a_time")
+    )
+    split = _choice(fields.get("verdict_split", "val"), f"{where}.verdict_split", ("val", "test"))
+    return DecisionRules(sign_flip, each_steps, veto, exclusions, split)
+
+
+CONTROLS = "controls"  # positive controls (`role: control`) listed under `papers:`: decided alone at alpha, in no
+# paper's family; an experiment whose control does not hold judges nothing (`judge.judge_plan`)
+
+
+def checked_role(role: str, kind: str, paper: str, where: str) -> str:
+    """A claim's role where it is listed: a positive control is a superiority claim, under `papers.controls` only."""
+    if (role == "control") != (paper == CONTROLS) or (role == "control" and kind != "superiority"):
         raise PlanError(
-            f"{where}: sign_flip and stability_veto true or false, each_steps 'holm' or 'simes'; not {sign_flip!r}, "
-            f"{veto!r}, {each_steps!r}"
+            f"{where}: {role!r} ({kind}); a positive control is a superiority claim with role 'control', listed under "
+            f"papers.{CONTROLS}, and only there"
         )
-    return DecisionRules(sign_flip, each_steps, veto)
+    return role

@@ -15,8 +15,8 @@ noise and nothing else: never an effect.
   (`significance.equivalence_power`); `each` as the joint power of all its steps, simulated with the steps'
   correlation.
 
-A claim needing more than `max_seeds` is out of reach: outside the family, before any of its seeds trains; the
-thresholds of the rest are computed again without it, until nothing more drops out.
+A claim needing more than `max_seeds` is out of reach: outside the family, before any of its seeds trains
+(`claims.sizing`).
 """
 
 from __future__ import annotations
@@ -28,9 +28,8 @@ import statistics
 from typing import Any
 
 from scaling_axes.harness.claims.contrasts import blocks_of
-from scaling_axes.harness.claims.decisions import T_ALONE, threshold
+from scaling_axes.harness.claims.decisions import T_ALONE
 from scaling_axes.harness.claims.observed import read_experiment
-from scaling_axes.harness.claims.plan import OUT_OF_REACH as OUT
 from scaling_axes.harness.claims.plan import AnalysisPlan, DecisionRules, PlannedClaim
 from scaling_axes.significance import (
     equivalence_power,
@@ -220,71 +219,3 @@ def _sign_patterns(seeds: int, rng: Any) -> Any:
     if seeds <= 14:
         return np.array(list(itertools.product((1.0, -1.0), repeat=seeds)))
     return rng.choice((1.0, -1.0), size=(2**14, seeds))
-
-
-@dataclasses.dataclass(frozen=True)
-class Sized:
-    """A claim as the power analysis sizes it: its noise, threshold, the seeds it needs (None: more than the plan
-    allows, or no pilot noise) and the power there, or why it is out of reach."""
-
-    claim: PlannedClaim
-    noise: Noise | None
-    threshold: float
-    seeds: int | None
-    power: float
-    why_out: str = ""
-
-
-def size_claims(plan: AnalysisPlan, pilot: dict[tuple[str, str], PilotRow]) -> list[Sized]:
-    """Every claim of the plan sized; out-of-reach claims dropped from the family until none more drops out (the
-    thresholds of those left loosen as their families shrink). Claims the plan excludes by design stay out; `pilot`
-    is `read_pilot(plan)`."""
-    out_of_reach: dict[str, str] = {}
-    declared = [dataclasses.replace(c, excluded="") if c.excluded.startswith(OUT) else c for c in plan.claims]
-    while True:  # (the plan's own out-of-reach list is what this computes: it is not read)
-        claims = [
-            dataclasses.replace(c, excluded=out_of_reach[c.id]) if c.id in out_of_reach and not c.excluded else c
-            for c in declared
-        ]
-        sized = [_size(c, claims, plan, pilot) for c in claims]
-        newly = {s.claim.id: s.why_out for s in sized if s.why_out and s.claim.id not in out_of_reach}
-        if not newly:
-            return sized
-        out_of_reach |= newly
-
-
-def _size(claim: PlannedClaim, claims: list[PlannedClaim], plan: AnalysisPlan, pilot: dict) -> Sized:
-    alpha = threshold(claim, claims, plan.alpha)
-    if claim.excluded:
-        return Sized(claim, None, alpha, None, 0.0, claim.excluded)
-    noise = planning_noise(claim, pilot, plan.sigma_confidence)
-    if noise is None:
-        return Sized(claim, None, alpha, None, 0.0, f"{OUT}: the pilot measured no margin of it to size it on")
-    test = plan.experiments[claim.experiment].test if claim.experiment in plan.experiments else "own_spread"
-    power = 0.0
-    for seeds in range(seed_floor(claim, alpha, plan), plan.max_seeds + 1):
-        power = claim_power(claim, noise, seeds, test_df(claim, test, seeds, pilot), alpha, plan.rules)
-        if power >= plan.power:
-            return Sized(claim, noise, alpha, seeds, power)
-    why = (
-        f"{OUT}: {plan.max_seeds} seeds give {power:.0%} power (at most {plan.max_seeds}; the pilot's sigma "
-        f"{noise.sigma:.3g}, upper limit {noise.upper:.3g}, against the effect {claim.effect:g})"
-    )
-    return Sized(claim, noise, alpha, None, power, why)
-
-
-def predicted_power(
-    plan: AnalysisPlan, pilot: dict[tuple[str, str], PilotRow], own_rows: bool = False
-) -> dict[str, float]:
-    """claim id -> the power the plan predicts for each in-family claim at its experiment's seeds (at least what its
-    sizing asked: an experiment's seeds are its neediest claim's); `own_rows`: on each row's own pilot spread instead
-    of the pooled one (`own_rows_noise`), beside it in the report; `pilot` is `read_pilot(plan)`."""
-    out = {}
-    for claim in (c for c in plan.claims if c.in_family):
-        noise = (own_rows_noise if own_rows else planning_noise)(claim, pilot, plan.sigma_confidence)
-        planned = plan.experiments[claim.experiment]
-        if noise is not None:
-            df = test_df(claim, planned.test, len(planned.seeds), pilot)
-            alpha = threshold(claim, plan.claims, plan.alpha)
-            out[claim.id] = claim_power(claim, noise, len(planned.seeds), df, alpha, plan.rules)
-    return out

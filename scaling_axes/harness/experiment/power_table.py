@@ -17,7 +17,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from scaling_axes.harness.claims.plan import OUT_OF_REACH, AnalysisPlan, PlannedExperiment
-from scaling_axes.harness.claims.power import BLOCKED, PilotRow, Sized, read_pilot, size_claims
+from scaling_axes.harness.claims.power import BLOCKED, PilotRow, read_pilot
+from scaling_axes.harness.claims.sizing import Sized, size_claims
 from scaling_axes.harness.experiment.hardware import GPUS, MEASURED_MFU, CpuRun
 from scaling_axes.harness.experiment.plan import dry_run
 from scaling_axes.harness.runs import Experiment, growth_chain

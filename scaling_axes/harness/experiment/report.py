@@ -18,6 +18,7 @@ from scaling_axes.harness.experiment.forest import forest_plot
 from scaling_axes.harness.experiment.report_claims import ClaimLine, Tables, claim_lines, read_tables
 from scaling_axes.harness.experiment.report_files import write_marked
 from scaling_axes.harness.experiment.report_recipes import recipe_lines
+from scaling_axes.harness.experiment.report_shift import shift_lines
 from scaling_axes.harness.experiment.sensitivity import SHIFT, THRESHOLDS, changed_verdicts
 from scaling_axes.harness.results import RESULTS_DIR, VERDICTS
 from scaling_axes.harness.scales import SCALES, Scale
@@ -33,6 +34,7 @@ HEADINGS = {
     "out_of_reach": "Out of reach",
     "not_learning": "Not learning",
     "unstable": "Unstable",
+    "control_failed": "Positive control failed",
 }
 FOREST = "claims_forest.png"
 
@@ -91,6 +93,11 @@ def claim_line(c: ClaimLine) -> str:
         )
     if c.filtered is not None:
         parts.append(f"with the stability filter on (a sensitivity, not the verdict): {c.filtered}")
+    if (boot := c.bootstrap) is not None:
+        parts.append(
+            f"seed x test-window-block bootstrap (a sensitivity): {_g(boot.estimate, '+')} [{_g(boot.low)}, "
+            f"{_g(boot.high)}], share of draws against it {_g(boot.p_hold)}"
+        )
     if c.pilot is not None:
         parts.append(
             f"pilot: {_g(c.pilot.estimate, '+')} [{_g(c.pilot.low)}, {_g(c.pilot.high)}], {c.pilot_seeds} seeds"
@@ -250,7 +257,7 @@ def write_report(
     if plan is not None:
         claims = claim_lines(scale_dir, plan)
         lines += [*plan_lines(plan, claims), *claims_section(scale_dir, plan, claims)]
-        lines += sensitivity_lines(scale_dir, plan, claims)
+        lines += [*sensitivity_lines(scale_dir, plan, claims), *shift_lines(scale_dir, plan)]
     else:
         lines += exploratory_lines(tables)
     lines += [*check_lines(tables, plan=plan), *caveat_lines(scale, tables), *recipe_lines(scale_dir)]

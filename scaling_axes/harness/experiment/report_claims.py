@@ -9,11 +9,16 @@ import csv
 import dataclasses
 from pathlib import Path
 
+from scaling_axes.harness.claims.bootstrap import Bootstrapped, block_bootstrap
 from scaling_axes.harness.claims.contrasts import own_spread
 from scaling_axes.harness.claims.decisions import Tested, combined, judged
-from scaling_axes.harness.claims.judge import NOMINAL, ClaimJudged, claim_status, judge_plan, read_scale
+from scaling_axes.harness.claims.judge import NOMINAL, claim_status, judge_plan, read_scale
+from scaling_axes.harness.claims.observed import Experiment, Observed
 from scaling_axes.harness.claims.plan import AnalysisPlan, PlannedClaim
-from scaling_axes.harness.claims.power import predicted_power, read_pilot
+from scaling_axes.harness.claims.power import read_pilot
+from scaling_axes.harness.claims.row_verdicts import ClaimJudged
+from scaling_axes.harness.claims.sizing import predicted_power
+from scaling_axes.harness.claims.test_split import TEST
 from scaling_axes.harness.stability import STABILITY_FILTER, STABILITY_OFF, Thresholds
 
 Tables = dict[str, list[dict[str, str]]]  # experiment -> its CSV's rows
@@ -52,6 +57,7 @@ class ClaimLine:
     set_aside: Tested | None = None  # a blocked claim's test with the stability policy's blocks set aside (shown,
     # never a verdict)
     filtered: str | None = None  # under a plan that keeps every seed: the verdict with the stability filter on
+    bootstrap: Bootstrapped | None = None  # its test-split contrast's seed x window-block bootstrap (a sensitivity)
 
 
 def claim_lines(scale_dir: Path, plan: AnalysisPlan, t: Thresholds = NOMINAL) -> list[ClaimLine]:
@@ -93,6 +99,7 @@ def claim_lines(scale_dir: Path, plan: AnalysisPlan, t: Thresholds = NOMINAL) ->
                 power_own.get(claim.id),
                 unblocked[claim.id].tested if status in ("unstable",) and claim.id in unblocked else None,
                 filtered and claim_status(claim, filtered[0].get(claim.id), filtered[1].get(claim.id))[0],
+                weakest and _bootstrap(claim, weakest, experiments[claim.experiment], plan),
             )
         )
     return lines
@@ -103,6 +110,8 @@ def decision_level(claim: PlannedClaim, plan: AnalysisPlan, secondaries_decided:
     primaries (Holm's first step, the most a primary needs), or Benjamini-Yekutieli's alpha R / (m sum 1/k) over
     its secondaries, R those decided (at least one)."""
     m = max(1, sum(c.paper == claim.paper and c.role == claim.role and c.in_family for c in plan.claims))
+    if claim.role == "control":
+        return plan.alpha
     if claim.role == "primary":
         return plan.alpha / m
     return plan.alpha * max(1, secondaries_decided) / (m * sum(1 / k for k in range(1, m + 1)))
@@ -113,6 +122,14 @@ def _weakest(here: ClaimJudged | None):
     if here is None or here.tested is None:
         return None
     return min(here.rows, key=lambda r: here.tests[r.where].estimate if here.tests.get(r.where) else 0.0)
+
+
+def _bootstrap(claim: PlannedClaim, row: Observed, ex: Experiment, plan: AnalysisPlan) -> Bootstrapped | None:
+    """The seed x window-block bootstrap of a test-loss contrast row at the plan's seeds (95%: 0.025 a side)."""
+    if row.measure != TEST or not row.contrast:
+        return None
+    seeds = list(plan.experiments[claim.experiment].seeds)
+    return block_bootstrap(ex.windows, row.contrast, seeds, plan.alpha, -claim.tolerance)
 
 
 def _pilot(claim: PlannedClaim, pilot: dict, plan: AnalysisPlan) -> tuple[Tested | None, int]:

@@ -67,6 +67,7 @@ def run_rows(results: dict[str, dict], runs: Sequence[Run], planned: PlannedExpe
                 for metric, value in measures.items()
                 if isinstance(value, (int, float))
             ]
+            out += series_rows(name, seed, each)
             plans = each.get("plans") or [each.get("plan", "")]  # every plan it trained under (a resume's too)
             out.append({"kind": "plan", "run": name, "seed": seed, "value": PLANS_JOINED.join(plans)})
     for arm in planned.arms if planned else ():
@@ -74,6 +75,19 @@ def run_rows(results: dict[str, dict], runs: Sequence[Run], planned: PlannedExpe
         out += [
             {"kind": "plan", "run": arm, "seed": k, "value": UNFINISHED} for k in planned.seeds if k not in finished
         ]
+    return out
+
+
+def series_rows(name: str, seed: int, done: dict) -> list[dict]:
+    """A run's validation curve (`curve`: step:loss pairs) and its whole test split's loss window by window
+    (`windows`), each one row at its seed, where it recorded them."""
+    out = []
+    if curve := done.get("val_loss_curve"):
+        value = " ".join(f"{step}:{loss:.9g}" for step, loss in curve)
+        out.append({"kind": "curve", "run": name, "seed": seed, "metric": "val_loss", "value": value})
+    if windows := done.get("test_window_losses"):
+        value = " ".join(f"{loss:.7g}" for loss in windows)
+        out.append({"kind": "windows", "run": name, "seed": seed, "metric": "test_loss", "value": value})
     return out
 
 

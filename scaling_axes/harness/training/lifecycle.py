@@ -36,7 +36,8 @@ def train(launch: Launch, extra_callbacks: list | None = None) -> dict:
     """Train the launch's run to its budget, or resume it, and return its done.json record. A directory started
     with other settings stops it (each differing field named) unless `force_new` moves that directory aside, under
     the run's lock (never while another process trains it); a directory whose settings match is kept, so a requeued
-    `--force-new` job resumes. A sweep point whose loss goes non-finite is recorded as diverged."""
+    `--force-new` job resumes. A sweep point whose loss goes non-finite, or an experiment's language model, is
+    recorded as diverged (`rundir.write_diverged`); a run of its own, or an image classifier, stops."""
     run, out = launch.run, launch.out
     check_writable(out)
     with run_lock(out) as lock:
@@ -67,9 +68,10 @@ def train(launch: Launch, extra_callbacks: list | None = None) -> dict:
         try:
             return fit(launch, run, growth, resumed, extra_callbacks)
         except FloatingPointError as error:
-            if not run.lr_sweep:
+            if not (run.lr_sweep or (launch.experiment is not None and not run.classifies_images)):
                 raise
-            print(f"run {run.name} diverged (a learning-rate sweep point; recorded, the experiment goes on): {error}")
+            what = "a learning-rate sweep point" if run.lr_sweep else "its losses enter at ln(vocabulary)"
+            print(f"run {run.name} diverged ({what}; recorded, the experiment goes on): {error}")
             return write_diverged(out, run, error)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -141,11 +142,15 @@ def drop_final_checkpoint(out: Path) -> None:
 
 
 def write_diverged(out: Path, run: Run, error: FloatingPointError) -> dict:
-    """A sweep point whose loss went non-finite is finished: done.json says so (val_loss null) and keeps the error."""
+    """A run whose loss went non-finite is finished: done.json says so and keeps the error. A sweep point's losses
+    are null (never a sweep's choice); a language model of an experiment enters at its initial loss, ln(vocabulary):
+    a planned seed is analysed whatever it did (issue 83), as the worst a model that learned nothing scores."""
+    initial = None if run.lr_sweep else math.log(run.config.vocab_size)
     done = {
         "run": run.name,
         "model": run.model,
-        "val_loss": None,
+        "val_loss": initial,
+        "test_loss": initial,
         "diverged": str(error),
         "train_flops": run.train_flops(),
     }

@@ -112,6 +112,7 @@ class LanguageModel(L.LightningModule):
         self.eval_losses = nn.ModuleList([MeanMetric()])
         self.val_names: list[str] = []
         self.tokens_seen = 0
+        self.test_window_losses: list[float] = []  # the last test's, window by window (`test_step`)
         self.flops_per_batch: int | None = None  # read by Lightning's ThroughputMonitor for MFU
         self.loss_terms = eager_loss_terms  # `loss_terms` compiled, by `compile_training`
 
@@ -155,7 +156,21 @@ class LanguageModel(L.LightningModule):
         self._eval_step(batch, dataloader_idx)
 
     def test_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
-        self._eval_step(batch)
+        """The test split's mean, and each window's own loss in order (`test_window_losses`: what a bootstrap over
+        window blocks resamples); on several devices, whose samplers split the windows, the mean alone."""
+        if self.trainer.world_size > 1:
+            return self._eval_step(batch)
+        inputs, targets = batch
+        logits = self(inputs)
+        scored = self.model.loss_targets(targets) if hasattr(self.model, "loss_targets") else targets
+        per_window = torch.stack(
+            [self.loss_terms(logits[i : i + 1], scored[i : i + 1], False)[0] for i in range(len(logits))]
+        )
+        self.eval_losses[0].update(per_window.mean(), weight=targets.numel())
+        self.test_window_losses += per_window.tolist()
+
+    def on_test_epoch_start(self) -> None:
+        self.test_window_losses = []
 
     def _eval_step(self, batch: tuple[Tensor, Tensor], dataloader_idx: int = 0) -> None:
         inputs, targets = batch

@@ -1,0 +1,126 @@
+"""Each claim of a plan sized by the power analysis (`claims.power`): the seeds it needs at the threshold it faces,
+or out of reach. Claims that more than `max_seeds` cannot power leave their family before any of their seeds
+trains, as the plan's rules say: all of a pass at once (the plan of issue 73), or one at a time, the least powered
+first, the family's thresholds recomputed after each, then readmitted while the family stays powered and within its
+budget (issue 83). Each dropped claim's reason says at what power it dropped and what it has against the final
+family, so that the exclusions can be checked from the power table alone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from scaling_axes.harness.claims.decisions import threshold
+from scaling_axes.harness.claims.plan import OUT_OF_REACH as OUT
+from scaling_axes.harness.claims.plan import AnalysisPlan, PlannedClaim
+from scaling_axes.harness.claims.power import (
+    Noise,
+    PilotRow,
+    claim_power,
+    own_rows_noise,
+    planning_noise,
+    seed_floor,
+    test_df,
+)
+
+CONTROL_POWER = 0.9  # a positive control's power at least (issue 83): a gate that often fails wrongly wastes its runs
+
+
+@dataclasses.dataclass(frozen=True)
+class Sized:
+    """A claim as the power analysis sizes it: its noise, threshold, the seeds it needs (None: more than the plan
+    allows, or no pilot noise) and the power there, or why it is out of reach."""
+
+    claim: PlannedClaim
+    noise: Noise | None
+    threshold: float
+    seeds: int | None
+    power: float
+    why_out: str = ""
+
+
+def size_claims(
+    plan: AnalysisPlan, pilot: dict[tuple[str, str], PilotRow], fits: Callable[[list[Sized]], bool] = lambda _: True
+) -> list[Sized]:
+    """Every claim of the plan sized, claims it cannot power dropped from their family as its rules say
+    (`DecisionRules.exclusions`): all at once per pass (the thresholds of those left loosen as their families
+    shrink), or one at a time, the least powered first, each family's thresholds recomputed after each drop; then
+    each dropped claim readmitted, the last dropped first, where the family with it is still powered at every claim
+    and `fits` the budget. A dropped claim's reason gives its power when dropped and against the final family.
+    Claims the plan excludes by design stay out; `pilot` is `read_pilot(plan)`."""
+    declared = [dataclasses.replace(c, excluded="") if c.excluded.startswith(OUT) else c for c in plan.claims]
+    dropped: dict[str, Sized] = {}  # (the plan's own out-of-reach list is what this computes: it is not read)
+    while True:
+        sized = _size_family(declared, dropped, plan, pilot)
+        failing = [s for s in sized if s.why_out.startswith(OUT) and s.claim.id not in dropped]
+        if not failing:
+            break
+        if plan.rules.exclusions == "all_at_once":
+            dropped |= {s.claim.id: s for s in failing}
+            continue
+        weakest = min(failing, key=lambda s: s.power)
+        why = f"{weakest.why_out}; exclusion {len(dropped) + 1}, one at a time, at {weakest.power:.0%} power"
+        dropped[weakest.claim.id] = dataclasses.replace(weakest, why_out=why)
+    if plan.rules.exclusions == "all_at_once":
+        return sized
+    for claim_id in reversed(list(dropped)):
+        trial = {k: v for k, v in dropped.items() if k != claim_id}
+        again = _size_family(declared, trial, plan, pilot)
+        if all(s.seeds is not None for s in again if s.claim.in_family) and fits(again):
+            dropped, sized = trial, again
+    return [_dropped(s, dropped, declared, plan, pilot) if s.claim.id in dropped else s for s in sized]
+
+
+def _size_family(declared: list[PlannedClaim], dropped: dict[str, Sized], plan: AnalysisPlan, pilot: dict):
+    """Every claim sized with those `dropped` out of their families (their reason the sizing that dropped them)."""
+    claims = [
+        dataclasses.replace(c, excluded=dropped[c.id].why_out) if c.id in dropped and not c.excluded else c
+        for c in declared
+    ]
+    return [_size(c, claims, plan, pilot) for c in claims]
+
+
+def _dropped(sized: Sized, dropped: dict[str, Sized], declared: list, plan: AnalysisPlan, pilot: dict) -> Sized:
+    """A claim dropped one at a time, sized again against the final family (the others dropped still out)."""
+    others = {k: v for k, v in dropped.items() if k != sized.claim.id}
+    against = next(s for s in _size_family(declared, others, plan, pilot) if s.claim.id == sized.claim.id)
+    why = f"{dropped[sized.claim.id].why_out}; against the final family {against.power:.0%}"
+    return dataclasses.replace(against, seeds=None, why_out=why)
+
+
+def _size(claim: PlannedClaim, claims: list[PlannedClaim], plan: AnalysisPlan, pilot: dict) -> Sized:
+    alpha = threshold(claim, claims, plan.alpha)
+    if claim.excluded:
+        return Sized(claim, None, alpha, None, 0.0, claim.excluded)
+    noise = planning_noise(claim, pilot, plan.sigma_confidence)
+    if noise is None:
+        return Sized(claim, None, alpha, None, 0.0, f"{OUT}: the pilot measured no margin of it to size it on")
+    test = plan.experiments[claim.experiment].test if claim.experiment in plan.experiments else "own_spread"
+    power = 0.0
+    for seeds in range(seed_floor(claim, alpha, plan), plan.max_seeds + 1):
+        power = claim_power(claim, noise, seeds, test_df(claim, test, seeds, pilot), alpha, plan.rules)
+        if power >= (max(plan.power, CONTROL_POWER) if claim.role == "control" else plan.power):
+            return Sized(claim, noise, alpha, seeds, power)
+    why = (
+        f"{OUT}: {plan.max_seeds} seeds give {power:.0%} power (at most {plan.max_seeds}; the pilot's sigma "
+        f"{noise.sigma:.3g}, upper limit {noise.upper:.3g}, against the effect {claim.effect:g})"
+    )
+    return Sized(claim, noise, alpha, None, power, why)
+
+
+def predicted_power(
+    plan: AnalysisPlan, pilot: dict[tuple[str, str], PilotRow], own_rows: bool = False
+) -> dict[str, float]:
+    """claim id -> the power the plan predicts for each in-family claim at its experiment's seeds (at least what its
+    sizing asked: an experiment's seeds are its neediest claim's); `own_rows`: on each row's own pilot spread instead
+    of the pooled one (`own_rows_noise`), beside it in the report; `pilot` is `read_pilot(plan)`."""
+    out = {}
+    for claim in (c for c in plan.claims if c.in_family):
+        noise = (own_rows_noise if own_rows else planning_noise)(claim, pilot, plan.sigma_confidence)
+        planned = plan.experiments[claim.experiment]
+        if noise is not None:
+            df = test_df(claim, planned.test, len(planned.seeds), pilot)
+            alpha = threshold(claim, plan.claims, plan.alpha)
+            out[claim.id] = claim_power(claim, noise, len(planned.seeds), df, alpha, plan.rules)
+    return out

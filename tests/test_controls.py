@@ -1,0 +1,128 @@
+"""A positive control per experiment (issue 83): a difference its design must resolve, decided first and alone at
+alpha, outside every paper's family; where it does not hold, the experiment's claims are `control_failed` and enter
+their families at p = 1. The plan refuses a control anywhere but under `papers.controls`, or one that is not a
+superiority claim."""
+
+import csv
+import dataclasses
+
+import pytest
+
+from scaling_axes.harness.claims.decisions import threshold
+from scaling_axes.harness.claims.judge import judge_scale
+from scaling_axes.harness.claims.observed import SEED_COLUMNS
+from scaling_axes.harness.claims.plan import PlanError, parse_plan
+from scaling_axes.harness.results import COLUMNS
+from scaling_axes.harness.scales import CPU
+from scaling_axes.io import write_csv
+
+ROWS = {"t/a_vs_b": ("a", "b"), "control/wide_vs_narrow": ("wide", "narrow")}
+
+
+def _claim(id_: str, role: str, row: str, kind: str = "superiority") -> dict:
+    claim = {"id": id_, "role": role, "statement": id_, "experiment": "e", "rows": [row], "combine": "one"}
+    return (
+        claim
+        | {"kind": kind, "effect": 0.1, "effect_source": "p"}
+        | ({"tolerance": 0.05} if kind != "superiority" else {})
+    )
+
+
+def _plan(controls: list[dict] | None = None, papers: dict | None = None):
+    data = {
+        "scale": "cpu",
+        "alpha": 0.025,
+        "power": 0.8,
+        "sigma_confidence": 0.8,
+        "max_seeds": 20,
+        "pilot": "nowhere",
+        "pilot_seeds": [1, 2, 3],
+        "policies": dict.fromkeys(
+            ("learning_rate", "unstable", "not_learning", "missing", "pilot", "secondaries"), "x"
+        ),
+        "papers": papers or {"rmt": [_claim("c", "primary", "t/a_vs_b")], "controls": controls or []},
+        "experiments": {
+            "e": {"seeds": [4, 5, 6], "test": "own_spread", "arms": dict.fromkeys(["a", "b", "wide", "narrow"])}
+        },
+    }
+    return parse_plan(data, "digest0000000000", "plan.yaml")
+
+
+def _scale(tmp_path, margins: dict[str, list[float]], plan) -> dict[str, str]:
+    """The experiment's table and per-seed file with each row's margins at seeds 4-6, judged: row -> status."""
+    table, seeds = [], []
+    for where, arms in ROWS.items():
+        name, row = where.split("/")
+        table.append(
+            {
+                "experiment": "e",
+                "table": name,
+                "row": row,
+                "metric": "claim",
+                "unit": "nats/token",
+                "run": ",".join(arms),
+                "status": "insufficient",
+                "note": where,
+            }
+        )
+        place = {"table": name, "row": row, "run": ",".join(arms)}
+        seeds += [
+            {"kind": "claim", **place, "seed": k, "metric": "nats/token", "value": m}
+            for k, m in zip((4, 5, 6), margins[where], strict=True)
+        ]
+        seeds += [
+            {"kind": "evidence", **place, "metric": f, "value": ""} for f in ("contrast", "measure", "held", "held_why")
+        ]
+    for arm in ("a", "b", "wide", "narrow"):
+        for k in (4, 5, 6):
+            seeds += [
+                {"kind": "run", "run": arm, "seed": k, "metric": m, "value": v}
+                for m, v in (("val_loss", 4.0), ("unigram_floor", 6.0))
+            ]
+            seeds.append({"kind": "plan", "run": arm, "seed": k, "value": plan.digest})
+    write_csv(tmp_path / "e.csv", COLUMNS, table)
+    write_csv(tmp_path / "seeds" / "e.csv", SEED_COLUMNS, seeds, checksum=True)
+    judge_scale(tmp_path, CPU, plan)
+    return {f"{r['table']}/{r['row']}": (r["status"], r["note"]) for r in csv.DictReader(open(tmp_path / "e.csv"))}
+
+
+CLEAR, NOTHING = [0.30, 0.31, 0.29], [0.01, -0.02, 0.005]
+
+
+def test_a_control_that_holds_lets_its_experiment_judge_and_costs_the_family_no_alpha(tmp_path):
+    plan = _plan([_claim("wider", "control", "control/wide_vs_narrow")])
+    found = _scale(tmp_path, {"t/a_vs_b": CLEAR, "control/wide_vs_narrow": CLEAR}, plan)
+    assert (
+        found["control/wide_vs_narrow"][0] == "claim_holds" and "alone at alpha" in found["control/wide_vs_narrow"][1]
+    )
+    assert found["t/a_vs_b"][0] == "claim_holds" and "Holm over the paper's primaries (1)" in found["t/a_vs_b"][1]
+    control = next(c for c in plan.claims if c.role == "control")
+    claims = (*plan.claims, dataclasses.replace(control, id="another"))  # a second control costs it nothing either
+    assert threshold(control, claims, 0.025) == 0.025
+
+
+def test_a_control_that_does_not_hold_leaves_its_experiment_judging_nothing(tmp_path):
+    plan = _plan([_claim("wider", "control", "control/wide_vs_narrow")])
+    found = _scale(tmp_path, {"t/a_vs_b": CLEAR, "control/wide_vs_narrow": NOTHING}, plan)
+    assert found["control/wide_vs_narrow"][0] == "insufficient"
+    status, note = found["t/a_vs_b"]
+    assert status == "control_failed" and "its positive control wider did not hold: insufficient" in note
+
+
+def test_without_a_control_the_experiment_judges_as_before(tmp_path):
+    found = _scale(tmp_path, {"t/a_vs_b": CLEAR, "control/wide_vs_narrow": NOTHING}, _plan())
+    assert found["t/a_vs_b"][0] == "claim_holds" and "not in the plan" in found["control/wide_vs_narrow"][1]
+
+
+@pytest.mark.parametrize(
+    ("papers", "words"),
+    [
+        ({"rmt": [_claim("c", "control", "t/a_vs_b")]}, "papers.rmt[0].role: 'control'"),
+        ({"controls": [_claim("c", "primary", "t/a_vs_b")]}, "papers.controls[0].role: 'primary'"),
+        ({"controls": [_claim("c", "control", "t/a_vs_b", "non_inferiority")]}, "a superiority claim"),
+    ],
+)
+def test_a_control_out_of_place_is_refused_in_one_line(papers, words):
+    with pytest.raises(PlanError) as refused:
+        _plan(papers=papers)
+    assert words in str(refused.value) and "\n" not in str(refused.value)
