@@ -1,6 +1,8 @@
 """The forest plot beside REPORT.md: one line per claim of the plan, a panel per unit, each claim's estimate (the
 weakest step of an `each`) with the interval that decides it (thick: its two one-sided bounds at the level its
-paper's control gives it) beside the unadjusted 95% (thin), each fresh seed's margin a dot, its tolerance shaded
+paper's control gives it) beside the unadjusted 95% (thin), each fresh seed's margin a dot, its effect of interest a
+tick, an `each` claim's weakest step at alpha / k dashed (Holm's first step: conservative), the pilot's 95% and the
+stability-filtered test (under a plan that keeps every seed) in grey beside it, its tolerance shaded
 (non-inferiority: below -tolerance; equivalence: outside +-tolerance), intervals that run off the axis clipped with
 an arrow and their bound printed; the claims outside the family listed under the panels; only the verdicts that
 occur in the legend. Drawn in the plan's order, so that the same files give the same bytes."""
@@ -37,6 +39,7 @@ def forest_plot(lines: Sequence, path: Path, title: str, headings: Mapping[str, 
 
 def _panel(ax, group: Sequence, unit: str, colours: Mapping[str, str]) -> None:
     ends = [v for c in group for v in (c.tested.low, c.tested.high, *c.margins)] + [0.0]
+    ends += [c.claim.effect for c in group if c.claim.kind != "equivalence"]
     ends += [-c.claim.tolerance for c in group if c.claim.tolerance] + [c.claim.tolerance for c in group]
     low, high = min(ends), max(ends)
     pad = 0.12 * (high - low or 1.0)
@@ -53,6 +56,24 @@ def _panel(ax, group: Sequence, unit: str, colours: Mapping[str, str]) -> None:
         ax.plot([c.tested.low, c.tested.high], [y, y], color=colour, linewidth=0.9)
         ax.plot(list(c.margins), [y + 0.22] * len(c.margins), ".", color=colour, markersize=3, alpha=0.7)
         ax.plot(c.tested.estimate, y, "o", color=colour, markersize=4)
+        if c.claim.combine == "each" and len(c.claim.rows) > 1:  # a step alone at alpha / k: what Holm's first
+            step = c.tested.bounds(c.level / len(c.claim.rows))  # step needs, wider than the intersection-union's
+            ax.plot(_clip(step, lo, hi), [y - 0.2] * 2, color=colour, linewidth=0.9, linestyle="--")
+        for beside, dy, style in ((c.filtered_tested, -0.3, ":"), (c.pilot, 0.34, "-")):
+            if beside is not None:
+                ax.plot(
+                    _clip((beside.low, beside.high), lo, hi), [y + dy] * 2, color="0.45", linewidth=0.8, linestyle=style
+                )
+                ax.plot(
+                    min(max(beside.estimate, lo), hi),
+                    y + dy,
+                    "D" if style == "-" else "s",
+                    color="0.45",
+                    markersize=2.5,
+                    fillstyle="none",
+                )
+        if c.claim.effect and c.claim.kind != "equivalence":
+            ax.plot(min(c.claim.effect, hi), y, "|", color="k", markersize=9, markeredgewidth=1.2)
         for end, side in ((deciding[0], lo), (deciding[1], hi)):
             if (end < lo and side == lo) or (end > hi and side == hi):
                 ax.annotate(
@@ -89,7 +110,44 @@ def _footer(ax, shown: Sequence, untested: Sequence, colours: Mapping[str, str],
         Line2D([], [], color="k", linewidth=3, alpha=0.55, label="the interval that decides (its family's level)"),
         Line2D([], [], color="k", linewidth=0.9, label="95% interval, unadjusted"),
         Line2D([], [], color="k", marker=".", linestyle="", label="each fresh seed's margin"),
+        Line2D([], [], color="k", marker="|", linestyle="", markersize=9, label="the effect of interest"),
     ]
+    if any(c.claim.combine == "each" and len(c.claim.rows) > 1 for c in shown):
+        handles.append(
+            Line2D(
+                [],
+                [],
+                color="k",
+                linestyle="--",
+                linewidth=0.9,
+                label="an each claim's step at alpha / k (conservative: Holm's first step)",
+            )
+        )
+    if any(c.pilot is not None for c in shown):
+        handles.append(
+            Line2D(
+                [],
+                [],
+                color="0.45",
+                marker="D",
+                fillstyle="none",
+                linewidth=0.8,
+                label="the pilot (95%, never a verdict)",
+            )
+        )
+    if any(c.filtered_tested is not None for c in shown):
+        handles.append(
+            Line2D(
+                [],
+                [],
+                color="0.45",
+                marker="s",
+                fillstyle="none",
+                linestyle=":",
+                linewidth=0.8,
+                label="with the stability filter on (a sensitivity)",
+            )
+        )
     if any(c.claim.tolerance for c in shown):
         handles.append(Patch(color="0.9", label="beyond the tolerance"))
     ax.axis("off")

@@ -58,6 +58,7 @@ class ClaimLine:
     # never a verdict)
     filtered: str | None = None  # under a plan that keeps every seed: the verdict with the stability filter on
     bootstrap: Bootstrapped | None = None  # its test-split contrast's seed x window-block bootstrap (a sensitivity)
+    filtered_tested: Tested | None = None  # its test with the stability filter on, where that still tests it
 
 
 def claim_lines(scale_dir: Path, plan: AnalysisPlan, t: Thresholds = NOMINAL) -> list[ClaimLine]:
@@ -100,6 +101,7 @@ def claim_lines(scale_dir: Path, plan: AnalysisPlan, t: Thresholds = NOMINAL) ->
                 unblocked[claim.id].tested if status in ("unstable",) and claim.id in unblocked else None,
                 filtered and claim_status(claim, filtered[0].get(claim.id), filtered[1].get(claim.id))[0],
                 weakest and _bootstrap(claim, weakest, experiments[claim.experiment], plan),
+                filtered and (f := filtered[0].get(claim.id)) and f.tested,
             )
         )
     return lines
