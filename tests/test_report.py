@@ -217,3 +217,33 @@ def test_a_report_killed_mid_write_leaves_nothing_after_the_next_one(tmp_path):
     )
     assert not any(path.exists() for path in killed) and live.exists()
     assert (scale_dir / "REPORT.md").exists()  # `run --report` writes the scale's report, not only results/REPORT.md
+
+
+def test_a_paper_card_gives_each_claims_margin_over_its_effect_and_the_seeds_that_favour_the_paper():
+    """Issue 83: a description beside the verdicts, from the claim lines: -0.05 against an effect of 0.1 is -0.50; an
+    as-good-as claim's seed favours the paper above -tolerance."""
+    from scaling_axes.harness.claims.decisions import Tested
+    from scaling_axes.harness.experiment.report import HEADINGS
+    from scaling_axes.harness.experiment.report_cards import card_lines
+    from scaling_axes.harness.experiment.report_claims import ClaimLine
+    from tests.test_plan_decisions import _claim
+
+    def line(claim, estimate, margins, status):
+        tested = Tested(estimate, estimate - 0.1, estimate + 0.1, 0.5, 0.5)
+        return ClaimLine(
+            claim, status, "", "nats/token", tested, len(margins), 0.5, "", 0.025, (), margins, None, 0, None
+        )
+
+    beats = _claim(id="beats", effect=0.1)
+    as_good = _claim(id="as_good", kind="non_inferiority", tolerance=0.05, effect=0.1, paper="mot")
+    text = "\n".join(
+        card_lines(
+            [
+                line(beats, -0.05, (0.02, -0.04, -0.13), "insufficient"),
+                line(as_good, 0.2, (-0.04, -0.06, 0.3, 0.1), "claim_holds"),
+            ],
+            HEADINGS,
+        )
+    )
+    assert "| beats | Insufficient | -0.50 | 1 of 3 |" in text
+    assert "### mot" in text and "| as_good | Holds | +2.00 | 3 of 4 |" in text

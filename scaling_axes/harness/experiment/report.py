@@ -15,6 +15,7 @@ from pathlib import Path
 from scaling_axes.harness.claims.notes import DATA_NOTE, NOTE_PARTS
 from scaling_axes.harness.claims.plan import AnalysisPlan, plan_for
 from scaling_axes.harness.experiment.forest import forest_plot
+from scaling_axes.harness.experiment.report_cards import card_lines
 from scaling_axes.harness.experiment.report_claims import ClaimLine, Tables, claim_lines, read_tables
 from scaling_axes.harness.experiment.report_files import write_marked
 from scaling_axes.harness.experiment.report_recipes import recipe_lines
@@ -257,7 +258,8 @@ def write_report(
     if plan is not None:
         claims = claim_lines(scale_dir, plan)
         lines += [*plan_lines(plan, claims), *claims_section(scale_dir, plan, claims)]
-        lines += [*sensitivity_lines(scale_dir, plan, claims), *shift_lines(scale_dir, plan)]
+        lines += [*card_lines(claims, HEADINGS), *sensitivity_lines(scale_dir, plan, claims)]
+        lines += shift_lines(scale_dir, plan)
     else:
         lines += exploratory_lines(tables)
     lines += [*check_lines(tables, plan=plan), *caveat_lines(scale, tables), *recipe_lines(scale_dir)]
