@@ -7,6 +7,7 @@ python -m scaling_axes all --scale smoke                       # every experimen
 python -m scaling_axes report                                  # results/REPORT.md from the results CSVs
 python -m scaling_axes report --scale cpu                      # a scale's claims judged again from its files
 python -m scaling_axes power --scale cpu [--draft]             # the power table its plan's seeds come from
+python -m scaling_axes cost --scale cpu [--measure]            # each arm's throughput; the plan priced from it
 python -m scaling_axes simulate --scale cpu                    # the decision rule's error rate, by Monte Carlo
 python -m scaling_axes fit --model.model tokenformer_150m ...  # LightningCLI, for runs outside the tables
 python -m scaling_axes grow in.ckpt tokenformer_354m out.ckpt  # grow a checkpoint
@@ -93,6 +94,35 @@ def simulate(scale: Scale, draws: int, out_dir: Path) -> None:
     path = results / scale.name / "simulation" / "size.csv"
     print(write_csv(path, COLUMNS, rows), end="")
     print(f"wrote {path}")
+
+
+def cost(scale: Scale, measure: bool, named: str | None, budget: float | None) -> None:
+    """Measure each arm's throughput, or price the plan from it (`experiment.cost`), in the plan's priority order
+    (or `named`, comma-separated) against its budget (or `budget`)."""
+    from scaling_axes.harness.claims.plan import plan_for
+    from scaling_axes.harness.experiment.cost import measure_into, price, print_priced, read_throughput, throughput_path
+
+    plan = plan_for(scale)
+    by_name = {e.name: e for e in all_experiments()}
+    names = named.split(",") if named else list(plan.cost.priority) if plan and plan.cost else []
+    if unknown := [n for n in names if n not in by_name] or ([] if names else ["(none named)"]):
+        raise SuiteError(
+            f"cost: no experiment {unknown[0]!r}; name them in priority order, --experiments a,b: {', '.join(by_name)}"
+        )
+    path = throughput_path(scale)
+    if measure:
+        print(f"wrote {path}: {measure_into(path, [by_name[n] for n in names], scale)} arms")
+        return
+    budget = budget or (plan.cost.budget_core_hours if plan and plan.cost else None)
+    if budget is None:
+        raise SuiteError("cost: the plan names no cost.budget_core_hours; pass --budget-hours")
+    measured = read_throughput(path)
+    pilot, ceiling = (len(plan.pilot_seeds), plan.max_seeds) if plan else (3, 20)
+    priced, paid = [], frozenset()
+    for name in names:
+        priced.append(price(by_name[name], scale, measured, pilot, ceiling, paid))
+        paid |= priced[-1].runs
+    print_priced(priced, budget, pilot, ceiling)
 
 
 def experiment_names() -> set[str]:
@@ -188,6 +218,11 @@ def _parser() -> argparse.ArgumentParser:
     simulate_parser.add_argument("--scale", type=scale_argument, choices=SCALES.values(), default=SCALES["cpu"])
     simulate_parser.add_argument("--draws", type=in_range(int, 100), default=20000)
     simulate_parser.add_argument("--out-dir", type=Path, default=Path("."), help=OUT_DIR_HELP)
+    cost_parser = commands.add_parser("cost", help="measure each arm's throughput, or price a scale's plan from it")
+    cost_parser.add_argument("--scale", type=scale_argument, choices=SCALES.values(), default=SCALES["cpu"])
+    cost_parser.add_argument("--measure", action="store_true", help="train each arm's probe into throughput.csv")
+    cost_parser.add_argument("--experiments", help="comma-separated, in priority order (default: the plan's)")
+    cost_parser.add_argument("--budget-hours", type=in_range(float, 0, low_open=True), help="default: the plan's")
     all_parser = commands.add_parser("all", help="run every experiment at one scale, then write REPORT.md")
     all_parser.add_argument("--scale", type=scale_argument, choices=SCALES.values(), default=SMOKE)
     all_parser.add_argument("--report", action="store_true", help="only rebuild the tables from finished runs")
@@ -225,6 +260,8 @@ def run_main(argv: list[str]) -> None:
         power(args.scale, args.draft, args.out_dir)
     elif args.command == "simulate":
         simulate(args.scale, args.draws, args.out_dir)
+    elif args.command == "cost":
+        cost(args.scale, args.measure, args.experiments, args.budget_hours)
     elif args.command == "all":
         run_all(args.scale, args.report)
     elif args.command == "report":

@@ -20,76 +20,33 @@ import dataclasses
 import functools
 import hashlib
 import importlib.resources
-import math
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
 
 from scaling_axes.harness.claims.plan_fields import (
     CONTROLS,
+    CostModel,
     DecisionRules,
     PlanError,
-    _choice,
-    _flag,
     _list,
     _mapping,
     _number,
     _seeds,
     _text,
     check_plan_file,
-    checked_role,
+    read_cost,
     read_rules,
 )
+from scaling_axes.harness.claims.plan_records import (
+    PAPERS,
+    PlannedClaim,
+    PlannedExperiment,
+    read_claim,
+    read_planned_experiment,
+)
 from scaling_axes.harness.scales import Scale
-
-Kind = Literal["superiority", "non_inferiority", "equivalence"]
-Combine = Literal["each", "average", "one"]
-Role = Literal["primary", "secondary", "control"]
-Test = Literal["model", "own_spread"]
-PAPERS = ("rmt", "tokenformer", "mot")
-
-
-@dataclasses.dataclass(frozen=True)
-class PlannedClaim:
-    """One of a paper's claims as the plan tests it: its `rows` (`table/row` of `experiment`'s CSV) combined as
-    `combine` says, of `kind`, within `tolerance`, sized for `effect` (the smallest effect of interest at this scale,
-    in the rows' unit; its `effect_source` in the paper). `same_measurement`: rows that are one of `rows` measured
-    again (shown with its verdict, never tested apart). `excluded`: why it is outside the family (out of reach, or
-    unmatched by the scale's design), declared before its claim seeds trained. `fail_below_effect`: it fails where
-    its upper bound is below `effect`, not only below zero."""
-
-    id: str
-    paper: str
-    role: Role
-    statement: str
-    experiment: str
-    rows: tuple[str, ...]
-    combine: Combine
-    kind: Kind
-    effect: float
-    effect_source: str
-    tolerance: float = 0.0
-    fail_below_effect: bool = False
-    same_measurement: dict[str, str] = dataclasses.field(default_factory=dict)
-    excluded: str = ""
-
-    @property
-    def in_family(self) -> bool:
-        return not self.excluded
-
-
-@dataclasses.dataclass(frozen=True)
-class PlannedExperiment:
-    """An experiment's confirmatory runs: each arm (run name -> its fixed rate; None: the rate it declares) at each
-    of `seeds` (new seed numbers, after the pilot's), its rows tested by `test` (`model`: the additive arm x seed
-    model; `own_spread`: each row's paired t on its own margins), chosen from the pilot as `test_source` says."""
-
-    name: str
-    seeds: tuple[int, ...]
-    test: Test
-    test_source: str
-    arms: dict[str, float | None]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,6 +68,7 @@ class AnalysisPlan:
     path: str
     root: str = "."  # the folder its `pilot` (a path in the checkout) is read under: `plan_for` sets it
     rules: DecisionRules = dataclasses.field(default_factory=DecisionRules)  # none named (before issue 83): t, Holm
+    cost: CostModel | None = None  # its budget, priority order and throughput file (none before issue 83)
 
     @property
     def pilot_dir(self) -> Path:
@@ -130,7 +88,18 @@ class AnalysisPlan:
         return None
 
 
-PLAN_FIELDS = ("scale", "alpha", "power", "sigma_confidence", "max_seeds", "pilot", "pilot_seeds", "policies", "rules")
+PLAN_FIELDS = (
+    "scale",
+    "alpha",
+    "power",
+    "sigma_confidence",
+    "max_seeds",
+    "pilot",
+    "pilot_seeds",
+    "policies",
+    "rules",
+    "cost",
+)
 OUT_OF_REACH = "out of reach"  # how the plan words a claim its power analysis excluded
 POLICIES = ("learning_rate", "unstable", "not_learning", "missing", "pilot", "secondaries")
 
@@ -172,7 +141,7 @@ def parse_plan(data: Any, digest: str, path: str, draft: bool = False) -> Analys
     fields = _mapping(data, where, (*PLAN_FIELDS, "papers", "out_of_reach", "experiments"))
     policies = _mapping(fields.get("policies"), f"{where}: policies", POLICIES, required=POLICIES)
     claims = tuple(
-        _claim(paper, each, f"{where}: papers.{paper}[{i}]")
+        read_claim(paper, each, f"{where}: papers.{paper}[{i}]")
         for paper, listed in _mapping(fields.get("papers"), f"{where}: papers", (*PAPERS, CONTROLS)).items()
         for i, each in enumerate(_list(listed, f"{where}: papers.{paper}"))
     )
@@ -186,7 +155,7 @@ def parse_plan(data: Any, digest: str, path: str, draft: bool = False) -> Analys
         for c in claims
     )
     experiments = {
-        name: _experiment(name, each, f"{where}: experiments.{name}")
+        name: read_planned_experiment(name, each, f"{where}: experiments.{name}")
         for name, each in _mapping(fields.get("experiments", {} if draft else None), f"{where}: experiments").items()
     }
     plan = AnalysisPlan(
@@ -203,6 +172,7 @@ def parse_plan(data: Any, digest: str, path: str, draft: bool = False) -> Analys
         digest=digest,
         path=str(path),
         rules=read_rules(fields.get("rules", {}), f"{where}: rules"),
+        cost=read_cost(fields.get("cost"), f"{where}: cost"),
     )
     _check_whole(plan, where, draft)
     return plan
@@ -230,67 +200,3 @@ def _check_whole(plan: AnalysisPlan, where: str, draft: bool = False) -> None:
             raise PlanError(
                 f"{where}: experiments.{name}.seeds reuses pilot seed {reused[0]}: fresh seeds take new numbers"
             )
-
-
-CLAIM_FIELDS = (
-    "id",
-    "role",
-    "statement",
-    "experiment",
-    "rows",
-    "combine",
-    "kind",
-    "effect",
-    "effect_source",
-    "tolerance",
-    "fail_below_effect",
-    "same_measurement",
-    "excluded",
-)
-
-
-def _claim(paper: str, data: Any, where: str) -> PlannedClaim:
-    fields = _mapping(data, where, CLAIM_FIELDS, required=CLAIM_FIELDS[:9])
-    kind = _choice(fields["kind"], f"{where}.kind", Kind)
-    tolerance = _number(fields.get("tolerance", 0.0), f"{where}.tolerance", 0, math.inf)
-    if (kind == "superiority") != (tolerance == 0):
-        raise PlanError(f"{where}.tolerance: {tolerance:g} for a {kind} claim; superiority has none, the others one")
-    rows = tuple(_text(r, f"{where}.rows") for r in _list(fields["rows"], f"{where}.rows"))
-    combine = _choice(fields["combine"], f"{where}.combine", Combine)
-    if not rows or (combine == "one" and len(rows) != 1):
-        raise PlanError(f"{where}.rows: {len(rows)} rows for combine {combine!r} (one: exactly one, else one or more)")
-    same = _mapping(fields.get("same_measurement", {}), f"{where}.same_measurement")
-    role = checked_role(_choice(fields["role"], f"{where}.role", Role), kind, paper, f"{where}.role")
-    return PlannedClaim(
-        id=_text(fields["id"], f"{where}.id"),
-        paper=paper,
-        role=role,
-        statement=_text(fields["statement"], f"{where}.statement"),
-        experiment=_text(fields["experiment"], f"{where}.experiment"),
-        rows=rows,
-        combine=combine,
-        kind=kind,
-        effect=_number(fields["effect"], f"{where}.effect", 0, math.inf),
-        effect_source=_text(fields.get("effect_source"), f"{where}.effect_source"),
-        tolerance=tolerance,
-        fail_below_effect=_flag(fields.get("fail_below_effect", False), f"{where}.fail_below_effect"),
-        same_measurement={_text(k, where): _choice(v, f"{where}.same_measurement.{k}", rows) for k, v in same.items()},
-        excluded=str(fields.get("excluded") or ""),
-    )
-
-
-def _experiment(name: str, data: Any, where: str) -> PlannedExperiment:
-    fields = _mapping(data, where, ("seeds", "test", "test_source", "arms"), required=("seeds", "test", "arms"))
-    arms = _mapping(fields["arms"], f"{where}.arms")
-    if not arms:
-        raise PlanError(f"{where}.arms: no arm; name each run the claims compare, with its rate")
-    return PlannedExperiment(
-        name=name,
-        seeds=_seeds(fields["seeds"], f"{where}.seeds"),
-        test=_choice(fields["test"], f"{where}.test", Test),
-        test_source=str(fields.get("test_source") or ""),
-        arms={
-            _text(arm, f"{where}.arms"): None if lr is None else _number(lr, f"{where}.arms.{arm}", 0, math.inf)
-            for arm, lr in arms.items()
-        },
-    )

@@ -130,3 +130,33 @@ def checked_role(role: str, kind: str, paper: str, where: str) -> str:
             f"papers.{CONTROLS}, and only there"
         )
     return role
+
+
+@dataclasses.dataclass(frozen=True)
+class CostModel:
+    """What a registration fixes of its price (issue 83): the budget in core-hours (one thread each), the order in
+    which experiments are trained and priced (`experiment.cost.in_budget`), and the committed throughput file they
+    are priced from."""
+
+    budget_core_hours: float
+    priority: tuple[str, ...]
+    throughput: str
+
+
+def read_cost(data: Any, where: str) -> CostModel | None:
+    if data is None:
+        return None
+    fields = _mapping(
+        data,
+        where,
+        ("budget_core_hours", "priority", "throughput"),
+        required=("budget_core_hours", "priority", "throughput"),
+    )
+    priority = tuple(_text(name, f"{where}.priority") for name in _list(fields["priority"], f"{where}.priority"))
+    if len(set(priority)) != len(priority) or not priority:
+        raise PlanError(f"{where}.priority: a list of experiments, each once, not {list(priority)!r}")
+    return CostModel(
+        _number(fields["budget_core_hours"], f"{where}.budget_core_hours", 0, 1e6, open_="low"),
+        priority,
+        _text(fields["throughput"], f"{where}.throughput"),
+    )
