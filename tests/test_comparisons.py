@@ -14,6 +14,7 @@ from scaling_axes.harness.experiment.comparisons import (
     Comparison,
     mismatches,
     recipe_of,
+    short_of_tokens,
     unsound,
     write_recipes,
 )
@@ -46,6 +47,19 @@ def test_below_paper_scale_every_arm_warms_up_and_averages_soundly(experiment, s
     runs = {run.name: run for run in experiment.runs(scale)}
     arms = {arm for c in experiment.comparisons(scale) for arm in c.arms}
     assert [u for arm in sorted(arms) for u in unsound(runs[arm])] == []
+
+
+@pytest.mark.parametrize("scale", JUDGING_BELOW_PAPER, ids=str)
+@pytest.mark.parametrize("experiment", COMPARING, ids=lambda e: e.name)
+def test_every_arm_trains_the_tokens_per_parameter_its_comparison_declares(experiment, scale):
+    """Issue 83: a from-scratch comparison's floor (about 20 tokens per non-embedding parameter) holds at every arm."""
+    runs = {run.name: run for run in experiment.runs(scale)}
+    assert [s for c in experiment.comparisons(scale) for s in short_of_tokens(c, runs)] == []
+
+
+def test_the_cross_architecture_comparisons_train_every_arm_twenty_tokens_per_parameter_at_cpu():
+    experiment = next(e for e in COMPARING if e.name == "cross_architecture")
+    assert {c.min_tokens_per_parameter for c in experiment.comparisons(CPU)} == {20.0}
 
 
 def test_the_cross_architecture_mot_trains_on_muon_with_bytes_of_eight_dimensions():

@@ -54,8 +54,14 @@ SHAPE_FIELDS = {
     ("scale", "size"), [(scale, size) for scale in (SMOKE, SMALL, PAPER) for size in cross.sizes(scale)], ids=str
 )
 def test_non_embedding_parameters_match_within_three_percent_counted_on_the_models(scale, size):
+    """...every architecture compared; a positive control is the arm it controls at three quarters of its width."""
+    for arch, arm in cross.ARM.items():
+        if arm.control_of:
+            own, of = (cross.make_run(scale, a, size, 1e-3).config for a in (arch, arm.control_of))
+            assert (own.n_layer, own.d_head) == (of.n_layer, of.d_head) and own.d_model % own.d_head == 0
+            assert 3 * of.d_model // 4 - own.d_head < own.d_model <= 3 * of.d_model // 4
     counted = {}
-    for arch in cross.ARCHITECTURES:
+    for arch in cross.COMPARED:
         config = cross.make_run(scale, arch, size, 1e-3).config
         with torch.device("meta"):
             counted[arch] = counted_non_embedding_params(build_from_config(config))

@@ -55,7 +55,7 @@ class Arm:
     its shape it sets on purpose; `scale_fields(scale, recipe)`, what a scale adds (a byte table, numerics);
     `lr_grid`, its learning rates at paper scale (scaled by the recipe), or the factors on its optimiser's rates
     that `optimiser` names as `rate_option`; `optimiser`, LanguageModel options of its own (every arm of a claim
-    shares them); `claims`, what it claims against others."""
+    shares them); `claims`, what it claims against others; `control_of`, the arm whose positive control it is."""
 
     name: str = ""
     preset: str = ""
@@ -65,6 +65,7 @@ class Arm:
     parametrisation: tuple[str, ...] = ()
     scale_fields: Callable[[Scale, Recipe], dict[str, Any]] = no_fields
     claims: tuple[Versus, ...] = ()
+    control_of: str | None = None  # a positive control's arm: the arm it is the control of (never matched or ranked)
     unknown: tuple[str, ...] = ()  # keywords that name no field: a misspelling `check` names
 
     def __init__(self, **fields: Any) -> None:
@@ -97,6 +98,13 @@ def transformer_shape(shape: Shape, seq_len: int) -> dict[str, Any]:
         "d_ff": 4 * d,
         **STANDARD_PARAMETRISATION,
     }
+
+
+def narrow_transformer_shape(shape: Shape, seq_len: int) -> dict[str, Any]:
+    """The Transformer at three quarters of the size's width in whole heads of the same size: the positive
+    control's arm, a difference the comparison's recipe must resolve (issue 83)."""
+    heads = 3 * shape.d_model // 4 // shape.head_dim
+    return transformer_shape(dataclasses.replace(shape, d_model=heads * shape.head_dim), seq_len)
 
 
 def tokenformer_shape(shape: Shape, seq_len: int) -> dict[str, Any]:
@@ -161,6 +169,22 @@ ARMS = (
         shape=transformer_shape,
         lr_grid=(3e-4, 1e-3, 3e-3),
         parametrisation=tuple(STANDARD_PARAMETRISATION),
+        claims=(
+            Versus(
+                "lower_loss",
+                "transformer_narrow",
+                "the Transformer reaches a lower loss than at three quarters of its width (the positive control: a "
+                "difference this recipe must resolve before any of its claims is judged)",
+            ),
+        ),
+    ),
+    Arm(
+        name="transformer_narrow",
+        preset="transformer_rmt_405m",
+        shape=narrow_transformer_shape,
+        lr_grid=(3e-4, 1e-3, 3e-3),
+        parametrisation=tuple(STANDARD_PARAMETRISATION),
+        control_of="transformer",
     ),
     Arm(
         name="tokenformer",
@@ -232,6 +256,7 @@ ARM_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {  # field -> (its ch
     ),
     "scale_fields": (callable, "a function (Scale, Recipe) -> config fields"),
     "claims": (lambda v: isinstance(v, tuple) and all(isinstance(x, Versus) for x in v), "a tuple of Versus records"),
+    "control_of": (lambda v: v is None or isinstance(v, str), "None, or the name of the arm it is the control of"),
 }
 VERSUS_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "kind": (lambda v: v in CLAIM_KINDS, f"one of {', '.join(CLAIM_KINDS)}"),

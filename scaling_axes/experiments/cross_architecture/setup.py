@@ -16,7 +16,8 @@ from scaling_axes.harness.scales import Scale
 from scaling_axes.harness.sweeps import Sweep
 from scaling_axes.modules.flops import non_embedding_params
 
-ARCHITECTURES = tuple(ARM)
+ARCHITECTURES = tuple(ARM)  # every arm trained
+COMPARED = tuple(name for name, arm in ARM.items() if arm.control_of is None)  # the architectures: matched, ranked
 
 LM = {"weight_decay": 0.1, "decay_embeddings": False, "z_loss": 1e-4}
 
@@ -95,14 +96,20 @@ def runs(scale: Scale) -> list[Run]:
 
 
 def matched(scale: Scale, size: str) -> dict[str, int]:
-    """Non-embedding parameters of every architecture at this size."""
-    return {arch: non_embedding_params(make_run(scale, arch, size).config) for arch in ARCHITECTURES}
+    """Non-embedding parameters of every architecture compared at this size (a positive control is not matched)."""
+    return {arch: non_embedding_params(make_run(scale, arch, size).config) for arch in COMPARED}
 
 
 def comparisons(scale: Scale) -> list[Comparison]:
-    """Each arm's claims at each size: the arm against the one it names, nothing but the architecture different."""
+    """Each arm's claims at each size: the arm against the one it names, nothing but the architecture different,
+    each trained to at least the recipe's tokens per non-embedding parameter."""
+    floor = recipe_at(scale).min_tokens_per_parameter
     return [
-        Comparison(f"{arm.name}_vs_{claim.against}_{size}", (f"{arm.name}_{size}", f"{claim.against}_{size}"))
+        Comparison(
+            f"{arm.name}_vs_{claim.against}_{size}",
+            (f"{arm.name}_{size}", f"{claim.against}_{size}"),
+            min_tokens_per_parameter=floor,
+        )
         for size in sizes(scale)
         for arm in ARMS
         for claim in arm.claims

@@ -29,6 +29,7 @@ from scaling_axes.experiments.cross_architecture.arms import ARM, CLAIM_KINDS
 from scaling_axes.experiments.cross_architecture.recipes import SMALL_MINUTES_PER_ARM, recipe_at
 from scaling_axes.experiments.cross_architecture.setup import (
     ARCHITECTURES,
+    COMPARED,
     comparisons,
     make_run,
     matched,
@@ -43,7 +44,7 @@ from scaling_axes.harness.results import Row, pyplot, save_figure
 from scaling_axes.harness.runs import Experiment, Run
 from scaling_axes.harness.scales import Scale
 from scaling_axes.harness.sweeps import tuned
-from scaling_axes.modules.flops import formula_params, train_flops_per_token
+from scaling_axes.modules.flops import formula_params, non_embedding_params, train_flops_per_token
 
 
 def best(scale: Scale, arch: str, size: str, results: dict[str, dict]) -> tuple[Run, dict] | None:
@@ -113,7 +114,7 @@ def claim_rows(
                     unmatched=unmatched,
                 )
             )
-    finished = sorted((winner[1]["val_loss"], arch) for arch, winner in winners.items() if winner)
+    finished = sorted((winner[1]["val_loss"], arch) for arch, winner in winners.items() if winner and arch in COMPARED)
     ranking = " < ".join(f"{arch} {loss:.3f}" for loss, arch in finished)
     rows.append(
         Row(
@@ -132,7 +133,13 @@ def claim_rows(
 def shape_rows(scale: Scale, arch: str, size: str, params: dict[str, int]) -> list[Row]:
     """What the shape gives, before any training: non-embedding parameters beside the Transformer's, FLOPs/token."""
     run = make_run(scale, arch, size)
-    vs = params[arch] / params["transformer"] - 1
+    own = non_embedding_params(run.config)
+    vs = own / params["transformer"] - 1
+    matching = (
+        f"the positive control of {ARM[arch].control_of}: not matched"
+        if ARM[arch].control_of
+        else f"matched within {MATCH_TOLERANCE:.0%}"
+    )
     per_token = train_flops_per_token(run.config, run.budget.seq_len)
     total = sum(formula_params(run.config).values())
     return [
@@ -141,9 +148,9 @@ def shape_rows(scale: Scale, arch: str, size: str, params: dict[str, int]) -> li
             row=f"{arch}_{size}",
             metric="non_embedding_params",
             paper=None,
-            ours=params[arch],
+            ours=own,
             unit="parameters",
-            note=f"{vs:+.2%} vs the Transformer (matched within {MATCH_TOLERANCE:.0%})",
+            note=f"{vs:+.2%} vs the Transformer ({matching})",
         ),
         Row(
             table="cross_arch",

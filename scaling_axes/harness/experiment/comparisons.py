@@ -48,13 +48,15 @@ SMALL_BATCH_TOKENS = 8192  # at or below this many tokens a step AdamW's beta2 i
 class Comparison:
     """Arms (run names) a claim compares; `differs`, the recipe fields (of COMPARED) its claim is about besides the
     architecture, and `why`; `token_rule`, where its arms span sizes, the one rule that sets each size's batch and
-    steps (SIZED)."""
+    steps (SIZED); `min_tokens_per_parameter`, what a from-scratch comparison trains each arm to at least (issue 83:
+    about 20 shows a mechanism; 0: no floor declared)."""
 
     name: str
     arms: tuple[str, ...]
     differs: tuple[str, ...] = ()
     why: str = ""
     token_rule: str = ""
+    min_tokens_per_parameter: float = 0.0
 
     def __post_init__(self) -> None:
         if unknown := sorted(set(self.differs) - set(COMPARED)):
@@ -183,6 +185,18 @@ def mismatches(comparison: Comparison, runs: dict[str, Run]) -> list[str]:
         values = {arm: recipe[field] for arm, recipe in recipes.items()}
         if field not in allowed and len(set(values.values())) > 1:
             out.append(f"{comparison.name}: {field} differs, " + "; ".join(f"{a} {v}" for a, v in values.items()))
+    return out
+
+
+def short_of_tokens(comparison: Comparison, runs: dict[str, Run]) -> list[str]:
+    """Each arm of `comparison` trained on fewer tokens per non-embedding parameter than it declares."""
+    from scaling_axes.modules.flops import non_embedding_params
+
+    floor = comparison.min_tokens_per_parameter
+    out = []
+    for arm in comparison.arms:
+        if (per := runs[arm].budget.tokens / non_embedding_params(runs[arm].config)) < floor:
+            out.append(f"{comparison.name}: {arm} trains {per:.1f} tokens per non-embedding parameter, below {floor:g}")
     return out
 
 

@@ -40,8 +40,9 @@ def check_finite_loss(module: L.LightningModule, loss: Tensor) -> None:
 
 
 def momentum_warmup_steps(momentum_warmup: float, total: int) -> int:
-    """Muon's momentum warmup in steps: `momentum_warmup` steps, or that fraction of `total` where it is below 1."""
-    return max(1, round(momentum_warmup * total)) if momentum_warmup < 1 else int(momentum_warmup)
+    """Muon's momentum warmup in steps: `momentum_warmup` steps, or that fraction of `total` where it is below 1,
+    rounded down (a tenth of the run is never more than a tenth)."""
+    return max(1, int(momentum_warmup * total)) if momentum_warmup < 1 else int(momentum_warmup)
 
 
 class LanguageModel(L.LightningModule):
