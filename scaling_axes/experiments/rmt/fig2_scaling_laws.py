@@ -18,13 +18,15 @@ from pathlib import Path
 import numpy as np
 
 from scaling_axes.experiments.rmt import setup as rmt_setup
+from scaling_axes.experiments.rmt.recipes import shrunk_at
 from scaling_axes.experiments.rmt.setup import value_at
 from scaling_axes.harness.claims.margins import paired_margins, seeds_of
-from scaling_axes.harness.claims.verdicts import judge
+from scaling_axes.harness.claims.verdicts import judge, lower_loss
 from scaling_axes.harness.experiment.figures import caveats, draw, over_seeds
 from scaling_axes.harness.results import Row, compare, published, pyplot, save_figure
 from scaling_axes.harness.runs import Experiment, Run, fitted
 from scaling_axes.harness.scales import Scale
+from scaling_axes.modules.flops import non_embedding_params
 
 LOSS_TOLERANCE = 0.02
 
@@ -35,9 +37,15 @@ def runs(scale: Scale) -> list[Run]:
 
 
 def read_tokens(run: Run, scale: Scale) -> float:
-    """Where Fig. 2 reads a run: its budget, or at paper scale its 20 x non-embedding budget when it ran past it."""
-    chinchilla = 20 * rmt_setup.table7_non_embedding(run.config)
-    return chinchilla if scale.paper_configs and run.budget.tokens > 1.05 * chinchilla else run.budget.tokens
+    """Where Fig. 2 reads a run: its budget, or its token rule's budget where it ran past it (the largest RMT, on
+    the largest Transformer's tokens): 20 x App. A's non-embedding count at paper scale, the recipe's rule below."""
+    if scale.paper_configs:
+        chinchilla = 20 * rmt_setup.table7_non_embedding(run.config)
+    elif rule := shrunk_at(scale).tokens_per_parameter:
+        chinchilla = rule * non_embedding_params(run.config)
+    else:
+        return run.budget.tokens
+    return chinchilla if run.budget.tokens > 1.05 * chinchilla else run.budget.tokens
 
 
 def point(run: Run, done: dict, scale: Scale) -> dict[str, float] | None:
@@ -130,6 +138,8 @@ def claim_rows(scale: Scale, results: dict[str, dict]) -> list[Row]:
     outside them), give the Transformer's loss at the RMT's FLOPs. Margin per seed: that loss minus the RMT's."""
     by_name = {run.name: run for run in runs(scale)}
     rows = [ladder_row(family, results) for family in (rmt_setup.TRANSFORMERS, rmt_setup.RMTS)]
+    control = (rmt_setup.TRANSFORMER, rmt_setup.CONTROL)
+    rows.append(lower_loss("fig2", rmt_setup.CONTROL_STATEMENT, scale, *control, results))
     for rmt in rmt_setup.RMTS:
         names = (rmt, *rmt_setup.TRANSFORMERS)
         margins = paired_margins(results, names, functools.partial(_gap_to_transformer_frontier, scale, by_name, names))

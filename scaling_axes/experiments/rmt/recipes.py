@@ -47,6 +47,10 @@ class Shrunk:
     warmup_fraction: float = 0.05  # of the steps (the paper's 5%)
     betas: tuple[float, float] = (0.9, 0.95)  # AdamW's (App. C.1); 0.99 at batches of a few thousand tokens
     sweep_region: SweepRegion | None = None  # how its sweeps choose (None: as `Sweep` does by default)
+    d_values: tuple[int, int, int, int] | None = None  # the RMTs' D_v per size (None: `d_value` at every size)
+    d_keys: tuple[int, int, int, int] | None = None  # and D_k (None: `d_key`)
+    tokens_per_parameter: float | None = None  # Fig. 2's and Table 4's runs: this many tokens per non-embedding
+    # parameter of each model, the largest RMT on the largest Transformer's (Tables 3, 8-9); None: `steps` for all
 
 
 # Below paper scale each family is swept (`lr_grid`, about the code's 1e-2; smoke, a pipeline check, is not): the
@@ -71,33 +75,35 @@ SHRUNK: dict[Scale, Shrunk] = {
         variants_shape=(3, 48),
         residual_d_keys=(2, 4, 6, 8, 12, 16),
     ),
-    # 0.24 passes of the embedded Wikipedia in wiki_bpe2048 tokens per run; residual 256 = 2.7-8 x the width; 10
-    # validations of 64 windows are 5% of a run's compute, and a run of 15 s needs no more than two checkpoints. A
-    # warmup of 20% (50 steps): after the paper's 5% (12 steps) one claim seed in five spiked 1.0-2.3 nats at steps
-    # 12-19 at its family's chosen rate; after 10% (25 steps) Fig. 6's D_k 6, 12 (seeds 2, 3) and 32 still spiked
-    # 1.3-3.6 nats at steps 14-22 at the carried 0.03, and with 50 steps D_k 6, 32 and 12 seed 3 did not (largest
-    # rises 0.34-0.46). D_k 12 seed 2 spikes at steps 16-32 at every rate from 0.006 up (warmups of 25-100 steps) and
-    # not at 0.003, where it ends 0.3 nats worse: that seed stays `unstable` (issue 46)
+    # Issue 83's ladder, as the paper's and the Transformers' cpu ladders scale (the diagnosis in docs/models.md):
+    # two layers, Transformers 24-64 wide in 4 heads, RMTs of 4 heads whose D_v = d / 4 grows with the matching
+    # Transformer's width and D_k = 2 D_v; every model trained on 20 tokens per non-embedding parameter (the largest
+    # Transformer's 98,624 take 0.91 passes of the 2,172,547 training tokens; the 305m RMT trains on them too, as
+    # the paper's did), 16 x 128 tokens a step. Fig. 6 and Table 10 (not planned at cpu) keep `steps`. A warmup of
+    # 20%: after 5% and 10% seeds spiked at these batches (issue 46); beta2 0.99 averages over more than 20 steps
     CPU: Shrunk(
         n_layer=2,
-        widths=(32, 48, 64, 96),
+        widths=(24, 32, 48, 64),
         n_head=4,
-        ranks=(2, 3, 4, 6),
+        ranks=(4, 4, 4, 4),
         d_value=16,
-        d_key=16,
+        d_key=32,
         seq_len=128,
         steps=250,
         batch=16,
         lr=1e-2,
         mup_proxy="smallest",
-        val_windows=64,
+        val_windows=128,
         variants_shape=(3, 48),
         lr_grid=(3e-3, 1e-2, 3e-2),
         validations=10,
-        checkpoints=2,
+        checkpoints=4,
         warmup_fraction=0.2,
         betas=(0.9, 0.99),  # 0.95 averages over about 20 steps of 2,048 tokens (issue 83)
         sweep_region=STABLE_REGION,
+        d_values=(6, 8, 12, 16),
+        d_keys=(12, 16, 24, 32),
+        tokens_per_parameter=20.0,
     ),
     SMALL: Shrunk(
         n_layer=6,

@@ -27,6 +27,8 @@ from scaling_axes.harness.sweeps import Sweep
 from scaling_axes.harness.training.curves import Curve
 from scaling_axes.modules.configs.rmt_config import RMTConfig
 from scaling_axes.modules.configs.transformer_config import TransformerConfig
+from scaling_axes.modules.flops import non_embedding_params
+from scaling_axes.modules.registry import get_config
 
 TRANSFORMERS = ("transformer_rmt_49m", "transformer_rmt_160m", "transformer_rmt_260m", "transformer_rmt_405m")
 RMTS = ("rmt_46m", "rmt_134m", "rmt_206m", "rmt_305m")
@@ -156,6 +158,29 @@ def short_schedule(scale: Scale, lr: float) -> Budget:
     )
 
 
+def ladder_schedule(scale: Scale, model: str, lr: float) -> Budget:
+    """Fig. 2's and Table 4's budget below paper scale: the recipe's `tokens_per_parameter` of the model's own
+    non-embedding parameters in steps of the recipe's batch (the largest RMT on the largest Transformer's tokens, as
+    the paper's Tables 3 and 8-9), or its fixed steps where it sets none."""
+    s, budget = shrunk_at(scale), short_schedule(scale, lr)
+    if s.tokens_per_parameter is None:
+        return budget
+    sized = TRANSFORMER if model == RMT else model
+    sizes = TRANSFORMERS if family(sized) == "transformer" else RMTS
+    config = get_config(sized, **shrunk(scale, sized, sizes.index(sized)))
+    steps = math.ceil(s.tokens_per_parameter * non_embedding_params(config) / (s.batch * s.seq_len))
+    return schedule(
+        steps,
+        s.batch,
+        s.seq_len,
+        s.lr or lr,
+        s.val_windows,
+        validations=s.validations,
+        checkpoints=s.checkpoints,
+        warmup_fraction=s.warmup_fraction,
+    )
+
+
 def shrunk(scale: Scale, model: str, size: int) -> dict[str, Any]:
     """Overrides that shrink `model` (size index 0-3 within its family) to the scale's recipe."""
     s = shrunk_at(scale)
@@ -166,12 +191,13 @@ def shrunk(scale: Scale, model: str, size: int) -> dict[str, Any]:
         proxy = {"mup_base_width": base, "mup_base_head_dim": base // 4, "mup_base_ffn": 4 * base} if base else {}
         return {**shape, **proxy, **scale.vocabulary()}
     rank = s.ranks[size]
+    d_value = s.d_values[size] if s.d_values else s.d_value
     return {
         "n_layer": s.n_layer,
-        "d_value": s.d_value,
+        "d_value": d_value,
         "rank": rank,
-        "d_ff": 4 * rank * s.d_value,
-        "d_key": s.d_key,
+        "d_ff": 4 * rank * d_value,
+        "d_key": s.d_keys[size] if s.d_keys else s.d_key,
         "max_seq_len": s.seq_len,
         **scale.vocabulary(),
     }
@@ -211,12 +237,23 @@ PAPER_PROTOCOL = (
 
 def comparisons(scale: Scale) -> list[Comparison]:
     """Fig. 2's and Table 4's: each RMT against the Transformers it is read against, in the paper's protocol."""
-    rule = "20 x non-embedding parameters (Tables 8-9)" if scale.paper_configs else "one budget at every size"
+    tokens = scale.paper_configs or shrunk_at(scale).tokens_per_parameter
+    rule = "20 x non-embedding parameters (Tables 8-9)" if tokens else "one budget at every size"
+    floor = 0.0 if scale.paper_configs else shrunk_at(scale).tokens_per_parameter or 0.0
     ladder = [
-        Comparison(f"{rmt}_vs_transformers", (rmt, *TRANSFORMERS), ("parametrisation",), PAPER_PROTOCOL, rule)
+        Comparison(f"{rmt}_vs_transformers", (rmt, *TRANSFORMERS), ("parametrisation",), PAPER_PROTOCOL, rule, floor)
         for rmt in RMTS
     ]
-    return [*ladder, Comparison(f"{RMT}_vs_{TRANSFORMER}", (RMT, TRANSFORMER), ("parametrisation",), PAPER_PROTOCOL)]
+    pair = Comparison(f"{RMT}_vs_{TRANSFORMER}", (RMT, TRANSFORMER), ("parametrisation",), PAPER_PROTOCOL, "", floor)
+    control = Comparison(f"{TRANSFORMER}_vs_{CONTROL}", (TRANSFORMER, CONTROL), (), "", rule, floor)
+    return [*ladder, control, pair]
+
+
+CONTROL = TRANSFORMERS[-2]  # the positive control: the largest Transformer against the next (64 against 48 at cpu)
+CONTROL_STATEMENT = (
+    "the largest Transformer reaches a lower loss than the next size down, each on its own token rule (the positive "
+    "control: a difference this recipe must resolve before any of its claims is judged)"
+)
 
 
 def corpus(scale: Scale) -> str:
@@ -235,7 +272,7 @@ def scaling_run(model: str, scale: Scale) -> Run:
         budget, overrides = schedule(steps, batch, PAPER_SEQ, lr, micro_batch=min(batch, 32)), {}
     else:
         size = (TRANSFORMERS if kind == "transformer" else RMTS).index(model)
-        budget, overrides = short_schedule(scale, lr), shrunk(scale, model, size)
+        budget, overrides = ladder_schedule(scale, model, lr), shrunk(scale, model, size)
     betas = {} if scale.paper_configs else {"betas": shrunk_at(scale).betas}
     return Run(
         model,

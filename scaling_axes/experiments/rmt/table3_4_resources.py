@@ -26,6 +26,8 @@ from scaling_axes.experiments.rmt.paper_arithmetic import (
     section_4_2_rows,
 )
 from scaling_axes.experiments.rmt.setup import (
+    CONTROL,
+    CONTROL_STATEMENT,
     RMT,
     TRANSFORMER,
     first_crossing,
@@ -46,7 +48,7 @@ TOLERANCE = 0.02
 
 @fitted
 def runs(scale: Scale) -> list[Run]:
-    return [rmt_setup.scaling_run(model, scale) for model in (TRANSFORMER, RMT)]
+    return [rmt_setup.scaling_run(model, scale) for model in (TRANSFORMER, RMT, CONTROL)]
 
 
 def _whole_run(run: Run, done: dict) -> dict[str, float | None]:
@@ -225,7 +227,7 @@ def _percent_row(table: str, metric: str, before: dict, after: dict, paper: dict
 def report(scale: Scale, results: dict[str, dict]) -> list[Row]:
     paper = published("rmt")
     note = scale.note
-    transformer, rmt = runs(scale)
+    transformer, rmt = runs(scale)[:2]
     rows = [row for run in (transformer, rmt) for row in _table4(run, results.get(run.name, {}), paper, note)]
     if all(results.get(r.name) for r in (transformer, rmt)):
         whole = [_whole_run(r, results[r.name]) for r in (transformer, rmt)]
@@ -310,6 +312,7 @@ def claim_rows(scale: Scale, transformer: Run, rmt: Run, results: dict[str, dict
             results,
         )
     )
+    rows.append(lower_loss("table4", CONTROL_STATEMENT, scale, TRANSFORMER, CONTROL, results))
     return rows
 
 
@@ -345,5 +348,5 @@ EXPERIMENT = Experiment(
     report=report,
     figure=figure,
     run_group="rmt_scaling",
-    comparisons=lambda scale: rmt_setup.comparisons(scale)[-1:],
+    comparisons=lambda scale: rmt_setup.comparisons(scale)[-2:],
 )
