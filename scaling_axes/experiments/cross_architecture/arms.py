@@ -38,6 +38,8 @@ class Versus:
     against: str
     statement: str
     matched: str | None = None
+    differs: tuple[str, ...] = ()  # recipe fields its arms differ in besides the architecture (`Comparison.differs`)
+    why: str = ""  # and why
     unknown: tuple[str, ...] = ()  # keywords that name no field: a misspelling `check` names
 
     def __init__(self, *values: Any, **fields: Any) -> None:
@@ -214,6 +216,10 @@ ARMS = (
                 "transformer",
                 "the RMT reaches a lower loss than the Transformer (RMT paper)",
                 "non_embedding",
+                differs=("parametrisation",),
+                why="each family's init as its code has it, untuned: the RMT code's muP rules at its own width, the "
+                "Transformer's standard GPT-2 init (the Tokenformer's claim needs it standard); RMT Table 4's matched "
+                "2 x 2 (rmt_table3_4_resources) holds the parametrisation equal",
             ),
         ),
     ),
@@ -263,6 +269,8 @@ VERSUS_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "against": (lambda v: isinstance(v, str), "another arm's name"),
     "statement": (lambda v: isinstance(v, str) and bool(v), "the claim in words"),
     "matched": (lambda v: v in MATCHES, "None, 'total' or 'non_embedding'"),
+    "differs": (lambda v: isinstance(v, tuple) and all(isinstance(x, str) for x in v), "a tuple of recipe fields"),
+    "why": (lambda v: isinstance(v, str), "why its arms differ in them"),
 }
 
 

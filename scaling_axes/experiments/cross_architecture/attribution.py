@@ -42,21 +42,35 @@ from scaling_axes.harness.runs import Experiment, Run, fitted
 from scaling_axes.harness.scales import Scale
 from scaling_axes.harness.sweeps import tuned
 
-OLD = {"betas": (0.9, 0.95), "warmup": 0.05, "steps": 200}  # the old cross-architecture recipe at cpu
+# The recipes these rows changed, as the committed runs trained them (the live recipes have moved on, issue 83): the
+# cross-architecture one at cpu, and RMT Fig. 2's for its width-64 Transformer (then its third size, muP's proxy
+# its smallest width, 32)
+OLD = {"betas": (0.9, 0.95), "warmup": 0.05, "steps": 200, "val_windows": 64, "val_every": 40, "checkpoint_every": 100}
 OLD_RATES = {"transformer": 0.003, "mot": 0.03, "mot_backbone": 0.1}  # where its pilot sweeps settled
+OLD_RMT = {"steps": 250, "warmup_steps": 50, "val_windows": 64, "val_every": 25, "checkpoint_every": 125}
+OLD_RMT_PROXY = {"mup_base_width": 32, "mup_base_head_dim": 8, "mup_base_ffn": 128}
 MUP_FIELDS = ("mup", "init_std", "mup_base_width", "mup_base_head_dim", "mup_base_ffn")
 MUP_FIELDS += ("input_multiplier", "attention_multiplier", "output_multiplier")
-RMT_TRANSFORMER, RMT_RATE = "transformer_rmt_260m", 0.1  # Fig. 2's width-64 Transformer and its plan's rate
+RMT_WIDTH, RMT_RATE = 64, 0.1  # Fig. 2's width-64 Transformer and its plan's rate
 
 
 def _old(scale: Scale, arch: str, name: str) -> Run:
     """`arch` at its first size under the old cross-architecture recipe, at its old rate, unswept."""
     run = make_run(scale, arch, "125m")
-    steps = OLD["steps"] if scale.judges_claims else run.budget.steps  # smoke: its own few steps
-    budget = dataclasses.replace(
-        run.budget, steps=steps, warmup_steps=max(1, int(steps * OLD["warmup"])), lr=OLD_RATES[arch]
-    )
+    old = {k: OLD[k] for k in ("steps", "val_windows", "val_every", "checkpoint_every")} if scale.judges_claims else {}
+    budget = dataclasses.replace(run.budget, **old, lr=OLD_RATES[arch])  # smoke: its own few steps
+    budget = dataclasses.replace(budget, warmup_steps=max(1, int(budget.steps * OLD["warmup"])))
     return dataclasses.replace(run, name=name, budget=budget, lm={**LM, "betas": OLD["betas"]}, sweep=None)
+
+
+def _old_rmt_transformer(scale: Scale) -> Run:
+    """RMT Fig. 2's width-64 Transformer as its committed seeds trained it."""
+    rmt = next(r for r in fig2.runs(scale) if r.model.startswith("transformer") and r.config.d_model == RMT_WIDTH)
+    if not scale.judges_claims:
+        return rmt
+    return dataclasses.replace(
+        rmt, overrides={**rmt.overrides, **OLD_RMT_PROXY}, budget=dataclasses.replace(rmt.budget, **OLD_RMT)
+    )
 
 
 def _budget(run: Run, **changes: Any) -> Run:
@@ -65,9 +79,9 @@ def _budget(run: Run, **changes: Any) -> Run:
 
 def transformer_rows(scale: Scale) -> list[Run]:
     base = _old(scale, "transformer", "transformer_base")
-    rmt = {r.name: r for r in fig2.runs(scale)}[RMT_TRANSFORMER]
+    rmt = _old_rmt_transformer(scale)
     mup = {field: getattr(rmt.config, field) for field in MUP_FIELDS}
-    steps = 250 if scale.judges_claims else base.budget.steps + 10
+    steps = OLD_RMT["steps"] if scale.judges_claims else base.budget.steps + 10
     return [
         base,
         dataclasses.replace(_budget(base, lr=RMT_RATE), name="transformer_mup", overrides={**base.overrides, **mup}),

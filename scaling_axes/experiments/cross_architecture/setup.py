@@ -101,13 +101,15 @@ def matched(scale: Scale, size: str) -> dict[str, int]:
 
 
 def comparisons(scale: Scale) -> list[Comparison]:
-    """Each arm's claims at each size: the arm against the one it names, nothing but the architecture different,
-    each trained to at least the recipe's tokens per non-embedding parameter."""
+    """Each arm's claims at each size: the arm against the one it names, nothing but the architecture and what the
+    claim names different, each trained to at least the recipe's tokens per non-embedding parameter."""
     floor = recipe_at(scale).min_tokens_per_parameter
     return [
         Comparison(
             f"{arm.name}_vs_{claim.against}_{size}",
             (f"{arm.name}_{size}", f"{claim.against}_{size}"),
+            claim.differs,
+            claim.why,
             min_tokens_per_parameter=floor,
         )
         for size in sizes(scale)

@@ -82,14 +82,19 @@ def hyperparameters(run: Run) -> dict[str, Any]:
 
 
 def parametrisation(config: Any) -> str:
-    """muP (a proxy width, its tuned init and multipliers) or standard; multipliers other than 1 named."""
+    """muP (its base width: a proxy's, or the model's own; its init and multipliers) or standard (its init rule);
+    multipliers other than 1 named. The RMT code's own init is muP's rules with every base dimension its own
+    (reference rmt.md section 2), the same as a Transformer's muP at its own width."""
     names = (("input_multiplier", "input_alpha"), ("attention_multiplier", "attention_alpha"))
     names += (("output_multiplier", "output_alpha"),)
     multipliers = [getattr(config, a, getattr(config, b, 1.0)) for a, b in names]
     shown = "" if all(m == 1 for m in multipliers) else ", multipliers " + "/".join(f"{m:g}" for m in multipliers)
-    if getattr(config, "mup", False):
-        return f"muP (init {config.init_std:g}{shown})"
-    return f"standard{shown}"
+    init = getattr(config, "init", "")
+    own = getattr(config, "mup_base_width", None) in (None, getattr(config, "d_model", None))
+    if getattr(config, "mup", False) or init == "official":
+        base = "its own width" if own else f"base width {config.mup_base_width}"
+        return f"muP at {base} (init {config.init_std:g}{shown})"
+    return f"standard{' (lecun)' if init == 'lecun' else ''}{shown}"
 
 
 def _optimiser(hp: dict[str, Any]) -> str:
