@@ -284,6 +284,8 @@ def test_rmt_tables_3_4_claim_fewer_tokens_counted_flops_and_parameters_and_tabl
         "flops_paper_formula": "measured",
         f"{rmt.name}_vs_{transformer.name}": "insufficient",
         "transformer_rmt_405m_vs_transformer_rmt_260m": "insufficient",  # the positive control (not run here)
+        "mup1": "insufficient",  # the matched 2 x 2's two pairs (not run here)
+        "rmt_305m_standard_vs_transformer_rmt_405m_standard": "insufficient",
     }
     assert _mean(rows["tokens"]) == pytest.approx(0.5, abs=0.02)  # reaches the loss in about half the steps
     counted = 1 - 0.5 * rmt.train_flops() / transformer.train_flops()

@@ -331,3 +331,27 @@ def test_fig2_says_when_a_ladder_does_not_improve_with_size():
     )
     assert rmt.ours == 0.0 and "does not improve at rmt_134m -> rmt_206m" in rmt.note and "rmt_46m" not in rmt.note
     assert transformer.ours == 1.0 and "does not improve" not in transformer.note
+
+
+def test_table4s_matched_two_by_two_holds_the_parametrisation_equal_and_the_papers_pair_names_it():
+    """Issue 83: the paper's protocol (a muP-tuned Transformer against an RMT at its defaults) beside the matched
+    2 x 2: muP at each model's own width with every multiplier 1 (the RMT code's defaults, so `rmt_305m` itself), and
+    App. C.4's standard init for both; every cell on the pair's tokens, swept on the same grid."""
+    from scaling_axes.harness.experiment.comparisons import mismatches, parametrisation
+    from scaling_axes.harness.scales import CPU
+
+    runs = {r.name: r for r in table34.runs(CPU)}
+    kinds = {name: parametrisation(run.config) for name, run in runs.items()}
+    assert kinds["rmt_305m"] == kinds["transformer_rmt_405m_mup1"] == "muP at its own width (init 0.02)"
+    assert kinds["rmt_305m_standard"] == kinds["transformer_rmt_405m_standard"] == "standard (lecun)"
+    assert kinds["transformer_rmt_405m"].startswith("muP at base width 24 (init 0.15, multipliers 9.76/0.25/5.52)")
+    compared = {c.name: c for c in table34.EXPERIMENT.comparisons(CPU)}
+    assert [m for c in compared.values() for m in mismatches(c, runs)] == []
+    assert compared["rmt_305m_vs_transformer_rmt_405m"].differs == ("parametrisation",)
+    assert compared["rmt_305m_vs_transformer_rmt_405m_mup1"].differs == ()
+    cells = [
+        runs[n] for n in ("rmt_305m", "transformer_rmt_405m_mup1", "rmt_305m_standard", "transformer_rmt_405m_standard")
+    ]
+    assert len({(r.budget.tokens, r.sweep.grid) for r in cells}) == 1
+    rows = {r.row for r in table34.report(CPU, {}) if r.metric == "claim"}
+    assert {"rmt_305m_vs_transformer_rmt_405m_mup1", "rmt_305m_standard_vs_transformer_rmt_405m_standard"} <= rows

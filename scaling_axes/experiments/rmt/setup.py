@@ -12,6 +12,7 @@ Below paper scale every model is shrunk (same family, same options; `recipes`) a
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from scaling_axes.harness.scales import Scale
 from scaling_axes.harness.sweeps import Sweep
 from scaling_axes.harness.training.curves import Curve
 from scaling_axes.modules.configs.rmt_config import RMTConfig
-from scaling_axes.modules.configs.transformer_config import TransformerConfig
+from scaling_axes.modules.configs.transformer_config import STANDARD_PARAMETRISATION, TransformerConfig
 from scaling_axes.modules.flops import non_embedding_params
 from scaling_axes.modules.registry import get_config
 
@@ -284,6 +285,42 @@ def scaling_run(model: str, scale: Scale) -> Run:
         lm={**lm_options(), **betas},
         sweep=family_sweep(scale, model),
     )
+
+
+# RMT Table 4's matched protocol (issue 83): the paper sets a muP-tuned Transformer against an RMT at its code's
+# defaults; here the pair also trains as a 2 x 2 of {muP, standard} x {Transformer, RMT}, the same multipliers for
+# both (all 1). muP: its rules at each model's own width with init 0.02, which is what the RMT code's defaults are
+# (the `rmt_305m` run itself); standard: App. C.4's untuned init for both (every matrix N(0, 1 / fan_in)). Each cell
+# is swept on the same grid at the pair's tokens; at paper scale, unswept, at the code's rate
+MUP_AT_ONE = {"mup": True, "init_std": 0.02, "input_multiplier": 1.0, "attention_multiplier": 1.0}
+MUP_AT_ONE |= {"output_multiplier": 1.0}
+MATCHED = {  # run -> (the pair's model it re-parametrises, its overrides; None: muP at its own width)
+    f"{TRANSFORMER}_mup1": (TRANSFORMER, None),
+    f"{TRANSFORMER}_standard": (TRANSFORMER, {**STANDARD_PARAMETRISATION, "init": "lecun"}),
+    f"{RMT}_standard": (RMT, {"init": "lecun"}),
+}
+MATCHED_PAIRS = ((RMT, f"{TRANSFORMER}_mup1", "muP"), (f"{RMT}_standard", f"{TRANSFORMER}_standard", "standard"))
+
+
+def matched_run(name: str, scale: Scale) -> Run:
+    """A cell of Table 4's matched 2 x 2: the pair's model on its budget and tokens, re-parametrised, swept on its
+    own (paper: the code's rate)."""
+    model, overrides = MATCHED[name]
+    run = scaling_run(model, scale)
+    if overrides is None:
+        c = get_config(model, **run.overrides)
+        base = {"mup_base_width": c.d_model, "mup_base_head_dim": c.d_head, "mup_base_ffn": c.ffn_dim}
+        overrides = {**MUP_AT_ONE, **base}
+    budget = dataclasses.replace(run.budget, lr=PAPER_LR["rmt"]) if scale.paper_configs else run.budget
+    return dataclasses.replace(
+        run, name=name, budget=budget, overrides={**run.overrides, **overrides}, sweep=sweep(scale)
+    )
+
+
+def matched_comparisons(scale: Scale) -> list[Comparison]:
+    """The 2 x 2's two pairs: the RMT against the Transformer, nothing but the architecture different."""
+    floor = 0.0 if scale.paper_configs else shrunk_at(scale).tokens_per_parameter or 0.0
+    return [Comparison(f"{rmt}_vs_{t}", (rmt, t), min_tokens_per_parameter=floor) for rmt, t, _ in MATCHED_PAIRS]
 
 
 def downstream_checkpoints(scale: Scale, results: dict[str, dict], runs_dir=None) -> dict[str, dict[int, Path]]:

@@ -48,7 +48,8 @@ TOLERANCE = 0.02
 
 @fitted
 def runs(scale: Scale) -> list[Run]:
-    return [rmt_setup.scaling_run(model, scale) for model in (TRANSFORMER, RMT, CONTROL)]
+    pair = [rmt_setup.scaling_run(model, scale) for model in (TRANSFORMER, RMT, CONTROL)]
+    return [*pair, *(rmt_setup.matched_run(name, scale) for name in rmt_setup.MATCHED)]
 
 
 def _whole_run(run: Run, done: dict) -> dict[str, float | None]:
@@ -313,6 +314,12 @@ def claim_rows(scale: Scale, transformer: Run, rmt: Run, results: dict[str, dict
         )
     )
     rows.append(lower_loss("table4", CONTROL_STATEMENT, scale, TRANSFORMER, CONTROL, results))
+    for rmt_name, transformer_name, protocol in rmt_setup.MATCHED_PAIRS:
+        statement = (
+            f"after the same tokens the RMT ends at a lower dev loss, both in the {protocol} parametrisation with "
+            "the same multipliers (all 1): the matched protocol beside the paper's"
+        )
+        rows.append(lower_loss("table4", statement, scale, rmt_name, transformer_name, results))
     return rows
 
 
@@ -348,5 +355,5 @@ EXPERIMENT = Experiment(
     report=report,
     figure=figure,
     run_group="rmt_scaling",
-    comparisons=lambda scale: rmt_setup.comparisons(scale)[-2:],
+    comparisons=lambda scale: [*rmt_setup.comparisons(scale)[-2:], *rmt_setup.matched_comparisons(scale)],
 )
