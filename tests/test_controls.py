@@ -28,7 +28,7 @@ def _claim(id_: str, role: str, row: str, kind: str = "superiority") -> dict:
     )
 
 
-def _plan(controls: list[dict] | None = None, papers: dict | None = None):
+def _plan(controls: list[dict] | None = None, papers: dict | None = None, **extra):
     data = {
         "scale": "cpu",
         "alpha": 0.025,
@@ -45,7 +45,7 @@ def _plan(controls: list[dict] | None = None, papers: dict | None = None):
             "e": {"seeds": [4, 5, 6], "test": "own_spread", "arms": dict.fromkeys(["a", "b", "wide", "narrow"])}
         },
     }
-    return parse_plan(data, "digest0000000000", "plan.yaml")
+    return parse_plan({**data, **extra}, "digest0000000000", "plan.yaml")
 
 
 def _scale(tmp_path, margins: dict[str, list[float]], plan) -> dict[str, str]:
@@ -126,3 +126,24 @@ def test_a_control_out_of_place_is_refused_in_one_line(papers, words):
     with pytest.raises(PlanError) as refused:
         _plan(papers=papers)
     assert words in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_a_claim_not_planned_or_an_experiment_out_of_budget_is_outside_the_family_with_its_status(tmp_path):
+    """Issue 83: the plan lists claims it does not retrain (`not_planned`) and experiments its cost model cannot pay
+    for (`out_of_budget`, every claim of it); each is outside the family, with its own status and why."""
+    from scaling_axes.harness.claims.judge import claim_status
+
+    plan = _plan([_claim("wider", "control", "control/wide_vs_narrow")], not_planned={"c": "budget: history only"})
+    c = next(x for x in plan.claims if x.id == "c")
+    assert not c.in_family and claim_status(c, None, None) == (
+        "not_planned",
+        "not planned at this scale: budget: history only",
+    )
+    found = _scale(tmp_path / "a", {"t/a_vs_b": CLEAR, "control/wide_vs_narrow": CLEAR}, plan)
+    assert found["t/a_vs_b"][0] == "not_planned"
+    plan = _plan(out_of_budget={"e": "16 core-hours spent before it"})
+    assert {claim_status(x, None, None)[0] for x in plan.claims} == {"out_of_budget"}
+    with pytest.raises(PlanError, match=r"out_of_budget names 'f', no experiment of the plan's claims"):
+        _plan(out_of_budget={"f": "x"})
+    with pytest.raises(PlanError, match=r"not_planned names 'z', no claim of the plan's claims"):
+        _plan(not_planned={"z": "x"})

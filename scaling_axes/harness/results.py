@@ -65,6 +65,8 @@ VERDICTS = (
     "not_learning",
     "unstable",
     "control_failed",
+    "not_planned",
+    "out_of_budget",
 )  # a claim's, in this order (a new one last: the forest plot's colours go by position)
 CHECKS = ("check_passes", "check_fails")  # an exact property's (`claims.outcomes.exact_check`): not a statistical claim
 STATUSES = (

@@ -17,6 +17,7 @@ from scaling_axes.harness.claims.contrasts import RowTest, fit_model, own_spread
 from scaling_axes.harness.claims.decisions import Decision, combined, judged, paper_decisions
 from scaling_axes.harness.claims.observed import Experiment, Observed, read_experiment
 from scaling_axes.harness.claims.plan import CONTROLS, AnalysisPlan, PlannedClaim
+from scaling_axes.harness.claims.plan_records import excluded_status
 from scaling_axes.harness.claims.row_verdicts import ClaimJudged, RowVerdict, described, row_verdict, written
 from scaling_axes.harness.claims.test_split import on_test_split
 from scaling_axes.harness.results import COLUMNS
@@ -110,7 +111,7 @@ def claim_status(claim: PlannedClaim, here: ClaimJudged | None, decision: Decisi
     """(status, why) of a whole claim: outside the family; not at this scale yet; held by what blocks a row; not
     tested; or its paper's decision."""
     if not claim.in_family:
-        return ("unmatched" if claim.excluded.startswith("unmatched") else "out_of_reach"), claim.excluded
+        return excluded_status(claim), claim.excluded
     if here is None:
         return "insufficient", "its experiment's table is not at this scale yet: it enters its family at p = 1"
     if blocked := [(where, status, why) for where, (status, why) in here.blocks.items() if status]:

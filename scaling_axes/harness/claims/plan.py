@@ -40,11 +40,13 @@ from scaling_axes.harness.claims.plan_fields import (
     read_rules,
 )
 from scaling_axes.harness.claims.plan_records import (
+    EXCLUSIONS,
     PAPERS,
     PlannedClaim,
     PlannedExperiment,
     read_claim,
     read_planned_experiment,
+    with_exclusions,
 )
 from scaling_axes.harness.scales import Scale
 
@@ -100,7 +102,6 @@ PLAN_FIELDS = (
     "rules",
     "cost",
 )
-OUT_OF_REACH = "out of reach"  # how the plan words a claim its power analysis excluded
 POLICIES = ("learning_rate", "unstable", "not_learning", "missing", "pilot", "secondaries")
 
 
@@ -138,22 +139,14 @@ def read_plan(path: Path, draft: bool = False) -> AnalysisPlan:
 
 def parse_plan(data: Any, digest: str, path: str, draft: bool = False) -> AnalysisPlan:
     where = Path(path).name
-    fields = _mapping(data, where, (*PLAN_FIELDS, "papers", "out_of_reach", "experiments"))
+    fields = _mapping(data, where, (*PLAN_FIELDS, *EXCLUSIONS, "papers", "experiments"))
     policies = _mapping(fields.get("policies"), f"{where}: policies", POLICIES, required=POLICIES)
     claims = tuple(
         read_claim(paper, each, f"{where}: papers.{paper}[{i}]")
         for paper, listed in _mapping(fields.get("papers"), f"{where}: papers", (*PAPERS, CONTROLS)).items()
         for i, each in enumerate(_list(listed, f"{where}: papers.{paper}"))
     )
-    out = _mapping(fields.get("out_of_reach", {}), f"{where}: out_of_reach")
-    if unknown := sorted(set(out) - {c.id for c in claims}):
-        raise PlanError(f"{where}: out_of_reach names {unknown[0]!r}, no claim of the plan")
-    claims = tuple(
-        dataclasses.replace(c, excluded=f"{OUT_OF_REACH}: {_text(out[c.id], f'{where}: out_of_reach.{c.id}')}")
-        if c.id in out
-        else c
-        for c in claims
-    )
+    claims = with_exclusions(claims, fields, where)
     experiments = {
         name: read_planned_experiment(name, each, f"{where}: experiments.{name}")
         for name, each in _mapping(fields.get("experiments", {} if draft else None), f"{where}: experiments").items()

@@ -131,3 +131,37 @@ def read_planned_experiment(name: str, data: Any, where: str) -> PlannedExperime
             for arm, lr in arms.items()
         },
     )
+
+
+OUT_OF_REACH = "out of reach"  # how the plan words a claim its power analysis excluded
+EXCLUSIONS = {  # plan field -> (what it names, how a claim's `excluded` begins, the status it takes)
+    "out_of_reach": ("claim", OUT_OF_REACH, "out_of_reach"),  # written by `power --draft`
+    "not_planned": ("claim", "not planned at this scale", "not_planned"),  # not retrained: its history only
+    "out_of_budget": ("experiment", "out of budget", "out_of_budget"),  # the cost model's remainder cannot pay for it
+}
+
+
+def with_exclusions(claims: tuple[PlannedClaim, ...], fields: dict, where: str) -> tuple[PlannedClaim, ...]:
+    """`claims` with each exclusion the plan declares (`EXCLUSIONS`: claim or experiment -> why) in its `excluded`."""
+    out = list(claims)
+    for field, (names, prefix, _) in EXCLUSIONS.items():
+        declared = _mapping(fields.get(field, {}), f"{where}: {field}")
+        known = {c.id for c in claims} if names == "claim" else {c.experiment for c in claims}
+        if unknown := sorted(set(declared) - known):
+            raise PlanError(f"{where}: {field} names {unknown[0]!r}, no {names} of the plan's claims")
+        for i, claim in enumerate(out):
+            key = claim.id if names == "claim" else claim.experiment
+            if key in declared and not claim.excluded:
+                out[i] = dataclasses.replace(
+                    claim, excluded=f"{prefix}: {_text(declared[key], f'{where}: {field}.{key}')}"
+                )
+    return tuple(out)
+
+
+def excluded_status(claim: PlannedClaim) -> str:
+    """The status of a claim outside the family: unmatched, or as the plan field that excluded it says."""
+    if claim.excluded.startswith("unmatched"):
+        return "unmatched"
+    return next(
+        (status for _, prefix, status in EXCLUSIONS.values() if claim.excluded.startswith(prefix)), "out_of_reach"
+    )

@@ -13,6 +13,7 @@ from scaling_axes.harness.claims.decisions import Decision, Tested, judged
 from scaling_axes.harness.claims.notes import DATA_NOTE, NOTE_PARTS
 from scaling_axes.harness.claims.observed import Experiment, Observed
 from scaling_axes.harness.claims.plan import AnalysisPlan, PlannedClaim
+from scaling_axes.harness.claims.plan_records import excluded_status
 from scaling_axes.harness.results import fmt
 from scaling_axes.harness.stability import Thresholds
 from scaling_axes.significance import ALPHA, t_critical
@@ -92,7 +93,7 @@ def row_verdict(
             row, ex, "not in the plan: no verdict (a claim is decided only by a plan made before its runs)", t
         )
     if not claim.in_family:
-        status = "unmatched" if claim.excluded.startswith("unmatched") else "out_of_reach"
+        status = excluded_status(claim)
         why = "; ".join(filter(None, (f"outside the family: {claim.excluded}", row.held_why)))
         return dataclasses.replace(described(row, ex, "", t), status=status, why=why)
     judged_claim = judged_claims[claim.id]

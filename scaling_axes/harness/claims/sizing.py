@@ -12,8 +12,8 @@ import dataclasses
 from collections.abc import Callable
 
 from scaling_axes.harness.claims.decisions import threshold
-from scaling_axes.harness.claims.plan import OUT_OF_REACH as OUT
 from scaling_axes.harness.claims.plan import AnalysisPlan, PlannedClaim
+from scaling_axes.harness.claims.plan_records import OUT_OF_REACH as OUT
 from scaling_axes.harness.claims.power import (
     Noise,
     PilotRow,

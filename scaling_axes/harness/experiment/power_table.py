@@ -16,7 +16,8 @@ import statistics
 from collections.abc import Mapping
 from pathlib import Path
 
-from scaling_axes.harness.claims.plan import OUT_OF_REACH, AnalysisPlan, PlannedExperiment
+from scaling_axes.harness.claims.plan import AnalysisPlan, PlannedExperiment
+from scaling_axes.harness.claims.plan_records import OUT_OF_REACH
 from scaling_axes.harness.claims.power import BLOCKED, PilotRow, read_pilot
 from scaling_axes.harness.claims.sizing import Sized, size_claims
 from scaling_axes.harness.experiment.hardware import GPUS, MEASURED_MFU, CpuRun

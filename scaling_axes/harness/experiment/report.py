@@ -36,6 +36,8 @@ HEADINGS = {
     "not_learning": "Not learning",
     "unstable": "Unstable",
     "control_failed": "Positive control failed",
+    "not_planned": "Not planned at this scale",
+    "out_of_budget": "Out of budget",
 }
 FOREST = "claims_forest.png"
 
