@@ -38,6 +38,7 @@ from scaling_axes.harness.claims.plan_fields import (
     check_plan_file,
     read_cost,
     read_rules,
+    read_thresholds,
 )
 from scaling_axes.harness.claims.plan_records import (
     EXCLUSIONS,
@@ -71,6 +72,8 @@ class AnalysisPlan:
     root: str = "."  # the folder its `pilot` (a path in the checkout) is read under: `plan_for` sets it
     rules: DecisionRules = dataclasses.field(default_factory=DecisionRules)  # none named (before issue 83): t, Holm
     cost: CostModel | None = None  # its budget, priority order and throughput file (none before issue 83)
+    thresholds: dict[str, float] = dataclasses.field(default_factory=dict)  # registered; the code's must equal them
+    analysis_commit: str = ""  # the commit whose analysis code the registration fixes
 
     @property
     def pilot_dir(self) -> Path:
@@ -101,6 +104,8 @@ PLAN_FIELDS = (
     "policies",
     "rules",
     "cost",
+    "thresholds",
+    "analysis_commit",
 )
 POLICIES = ("learning_rate", "unstable", "not_learning", "missing", "pilot", "secondaries")
 
@@ -166,6 +171,8 @@ def parse_plan(data: Any, digest: str, path: str, draft: bool = False) -> Analys
         path=str(path),
         rules=read_rules(fields.get("rules", {}), f"{where}: rules"),
         cost=read_cost(fields.get("cost"), f"{where}: cost"),
+        thresholds=read_thresholds(fields.get("thresholds"), f"{where}: thresholds"),
+        analysis_commit=str(fields.get("analysis_commit") or ""),
     )
     _check_whole(plan, where, draft)
     return plan

@@ -160,3 +160,10 @@ def read_cost(data: Any, where: str) -> CostModel | None:
         priority,
         _text(fields["throughput"], f"{where}.throughput"),
     )
+
+
+def read_thresholds(data: Any, where: str) -> dict[str, float]:
+    """The thresholds a registration fixes (name -> value, as the code names them: SPIKE_NATS, ...); their names and
+    values are checked against the code's (`experiment.plan_checks`)."""
+    fields = _mapping(data if data is not None else {}, where)
+    return {_text(name, where): _number(value, f"{where}.{name}", -1e9, 1e9) for name, value in fields.items()}

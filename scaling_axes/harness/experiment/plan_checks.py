@@ -60,6 +60,7 @@ def checked_plan(scale: Scale, out_dir: Path, experiments: set[str], draft: bool
                 f"{field}.rows: {missing[0]!r} is in no table of {claim.experiment} (results/{scale.name}/ or its "
                 "pilot): name a row the experiment writes"
             )
+    check_thresholds(plan, where)
     needed = sorted({c.experiment for c in plan.claims if c.in_family})
     present = [name for name in needed if (pilot / f"{name}.csv").exists()]
     if not present:
@@ -75,3 +76,19 @@ def _rows(path: Path) -> list[dict[str, str]]:
         return []
     with open(path, newline="") as f:
         return list(csv.DictReader(f))
+
+
+def check_thresholds(plan: AnalysisPlan, where: str) -> None:
+    """A registration's thresholds are the code's (`sensitivity.THRESHOLDS`): a name it does not know, or a value the
+    code has since changed, stops the judging (the analysis changed after the registration)."""
+    from scaling_axes.harness.experiment.sensitivity import THRESHOLDS
+
+    code = {t.name: t.value for t in THRESHOLDS}
+    for name, value in plan.thresholds.items():
+        if name not in code:
+            raise PlanError(f"{where}: thresholds.{name} is no threshold of the code's ({', '.join(code)})")
+        if code[name] != value:
+            raise PlanError(
+                f"{where}: thresholds.{name} was registered as {value:g} but the code says {code[name]:g}: the "
+                "analysis changed after the registration; restore it, or register a new plan before new runs"
+            )

@@ -68,9 +68,16 @@ def plan_lines(plan: AnalysisPlan, lines: Sequence[ClaimLine]) -> list[str]:
         f"seeds come from the power analysis at power {plan.power:g} on the pilot's noise at its "
         f"{plan.sigma_confidence:.0%} upper limit (`python -m scaling_axes power --scale {plan.scale}`); the pilot "
         f"(`{plan.pilot}/`, seeds {', '.join(map(str, plan.pilot_seeds))}) is shown beside each claim and enters "
-        "no verdict.",
+        "no verdict." + registered(plan),
         "",
     ]
+
+
+def registered(plan: AnalysisPlan) -> str:
+    """What the plan's registration fixed beyond its claims (issue 83), in words; nothing for an older plan."""
+    parts = [f"the analysis code of commit `{plan.analysis_commit}`"] if plan.analysis_commit else []
+    parts += [", ".join(f"{name} {value:g}" for name, value in plan.thresholds.items())] if plan.thresholds else []
+    return f" It registered {'; '.join(parts)}." if parts else ""
 
 
 def claim_line(c: ClaimLine) -> str:
