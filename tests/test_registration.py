@@ -27,3 +27,34 @@ def test_registered_thresholds_must_be_the_codes_and_the_report_names_them():
         check_thresholds(_plan(thresholds={"SPIKES": 0.8}), "plan.yaml")
     with pytest.raises(PlanError, match=r"thresholds.SPIKE_NATS: a number"):
         _plan(thresholds={"SPIKE_NATS": "high"})
+
+
+def test_an_effect_fixed_as_a_rule_before_the_pilot_is_computed_from_it(tmp_path):
+    """Issue 83: a first registration fixes each effect as a fraction of a run's mean final loss in the pilot (on the
+    split the plan judges); the power analysis computes the number from the pilot's per-seed file."""
+    import dataclasses
+
+    from scaling_axes.harness.claims.observed import SEED_COLUMNS
+    from scaling_axes.harness.claims.plan import DecisionRules
+    from scaling_axes.harness.claims.power import resolved_effects
+    from scaling_axes.harness.results import COLUMNS
+    from scaling_axes.io import write_csv
+    from tests.test_controls import _claim
+
+    ruled = {k: v for k, v in _claim("c", "primary", "t/a_vs_b").items() if k != "effect"}
+    ruled["effect_rule"] = {"fraction": 0.05, "of": "b"}
+    plan = _plan(papers={"rmt": [ruled]})
+    assert plan.claims[0].effect == 0.0 and plan.claims[0].effect_rule == (0.05, "b")
+    seeds = [
+        {"kind": "run", "run": "b", "seed": k, "metric": m, "value": v}
+        for k, (val, test) in {1: (4.0, 4.2), 2: (4.4, 4.6)}.items()
+        for m, v in (("val_loss", val), ("test_loss", test))
+    ]
+    write_csv(tmp_path / "e.csv", COLUMNS, [])
+    write_csv(tmp_path / "seeds" / "e.csv", SEED_COLUMNS, seeds, checksum=True)
+    plan = dataclasses.replace(plan, pilot=str(tmp_path), root=".")
+    assert resolved_effects(plan).claims[0].effect == pytest.approx(0.05 * 4.2)
+    on_test = dataclasses.replace(plan, rules=DecisionRules(verdict_split="test"))
+    assert resolved_effects(on_test).claims[0].effect == pytest.approx(0.05 * 4.4)
+    with pytest.raises(PlanError, match=r"missing field 'effect' \(or an effect_rule"):
+        _plan(papers={"rmt": [{k: v for k, v in ruled.items() if k != "effect_rule"}]})

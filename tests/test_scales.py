@@ -112,7 +112,7 @@ def test_a_new_scale_is_planned_from_its_own_recipe_or_refused_by_name(monkeypat
     assert all(runs == [] for runs in planned.values()), {k: len(v) for k, v in planned.items() if v}
     trained = {e.name for e in all_experiments() if e.runs(SMOKE)}
     assert set(refused) == trained
-    recipe = dataclasses.replace(rmt_recipes.SHRUNK[CPU], steps=40, val_windows=8)
+    recipe = dataclasses.replace(rmt_recipes.SHRUNK[CPU], steps=40, val_windows=8, tokens_per_parameter=None)
     monkeypatch.setitem(rmt_recipes.SHRUNK, TEST_ONLY, recipe)
     experiments = {e.name: e for e in all_experiments()}
     for name in ("rmt_fig2_scaling_laws", "rmt_fig6_residual_scaling", "rmt_table10_variants"):
@@ -126,4 +126,4 @@ def test_every_rmt_recipe_validates_on_its_own_windows():
     fig2 = {e.name: e for e in all_experiments()}["rmt_fig2_scaling_laws"]
     for scale in (SMOKE, CPU, SMALL):
         assert {r.budget.val_windows for r in fig2.runs(scale)} == {rmt_recipes.SHRUNK[scale].val_windows}
-    assert {r.budget.val_windows for r in fig2.runs(CPU)} == {64}
+    assert {r.budget.val_windows for r in fig2.runs(CPU)} == {128}  # 16k tokens (issue 83)

@@ -20,7 +20,7 @@ def _mapping(value: Any, where: str, allowed: tuple[str, ...] = (), required: tu
     if not isinstance(value, dict):
         raise PlanError(f"{where}: a mapping of names to values, not {type(value).__name__}")
     if allowed and (unknown := [k for k in value if k not in allowed]):
-        raise PlanError(f"{where}: unknown field {unknown[0]!r}; allowed: {', '.join(allowed)}")
+        raise PlanError(f"{where}: no field {unknown[0]!r}; fields: {', '.join(allowed)}")
     if missing := [k for k in required if k not in value]:
         raise PlanError(f"{where}: missing field {missing[0]!r}")
     return value

@@ -50,6 +50,9 @@ class PlannedClaim:
     fail_below_effect: bool = False
     same_measurement: dict[str, str] = dataclasses.field(default_factory=dict)
     excluded: str = ""
+    effect_rule: tuple[float, str] | None = None  # (fraction, run): the effect as that fraction of the run's mean
+    # final loss in the pilot, fixed before the pilot (issue 83); `power --draft` computes the number a second
+    # registration writes as `effect` (0 until then)
 
     @property
     def in_family(self) -> bool:
@@ -83,11 +86,15 @@ CLAIM_FIELDS = (
     "fail_below_effect",
     "same_measurement",
     "excluded",
+    "effect_rule",
 )
 
 
 def read_claim(paper: str, data: Any, where: str) -> PlannedClaim:
-    fields = _mapping(data, where, CLAIM_FIELDS, required=CLAIM_FIELDS[:9])
+    fields = _mapping(data, where, CLAIM_FIELDS, required=tuple(f for f in CLAIM_FIELDS[:9] if f != "effect"))
+    rule = _effect_rule(fields.get("effect_rule"), f"{where}.effect_rule")
+    if "effect" not in fields and rule is None:
+        raise PlanError(f"{where}: missing field 'effect' (or an effect_rule: {{fraction, of}} fixed before the pilot)")
     kind = _choice(fields["kind"], f"{where}.kind", Kind)
     tolerance = _number(fields.get("tolerance", 0.0), f"{where}.tolerance", 0, math.inf)
     if (kind == "superiority") != (tolerance == 0):
@@ -107,13 +114,21 @@ def read_claim(paper: str, data: Any, where: str) -> PlannedClaim:
         rows=rows,
         combine=combine,
         kind=kind,
-        effect=_number(fields["effect"], f"{where}.effect", 0, math.inf),
+        effect=_number(fields.get("effect", 0.0), f"{where}.effect", 0, math.inf),
         effect_source=_text(fields.get("effect_source"), f"{where}.effect_source"),
         tolerance=tolerance,
         fail_below_effect=_flag(fields.get("fail_below_effect", False), f"{where}.fail_below_effect"),
         same_measurement={_text(k, where): _choice(v, f"{where}.same_measurement.{k}", rows) for k, v in same.items()},
         excluded=str(fields.get("excluded") or ""),
+        effect_rule=rule,
     )
+
+
+def _effect_rule(data: Any, where: str) -> tuple[float, str] | None:
+    if data is None:
+        return None
+    fields = _mapping(data, where, ("fraction", "of"), required=("fraction", "of"))
+    return _number(fields["fraction"], f"{where}.fraction", 0, 1, open_="low"), _text(fields["of"], f"{where}.of")
 
 
 def read_planned_experiment(name: str, data: Any, where: str) -> PlannedExperiment:

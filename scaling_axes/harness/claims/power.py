@@ -86,6 +86,22 @@ def read_pilot(plan: AnalysisPlan) -> dict[tuple[str, str], PilotRow]:
     return out
 
 
+def resolved_effects(plan: AnalysisPlan) -> AnalysisPlan:
+    """`plan` with each effect its rule fixed before the pilot (`PlannedClaim.effect_rule`: a fraction of a run's
+    mean final loss over the pilot's seeds, on the split the plan judges) computed from the pilot's per-seed files;
+    a claim whose run the pilot lacks keeps 0, which no power analysis sizes."""
+    measure = "test_loss" if plan.rules.verdict_split == "test" else "val_loss"
+    claims = []
+    for claim in plan.claims:
+        if claim.effect_rule and not claim.effect and (plan.pilot_dir / f"{claim.experiment}.csv").exists():
+            fraction, run = claim.effect_rule
+            values = [v[measure] for v in read_experiment(plan.pilot_dir, claim.experiment).runs.get(run, {}).values()]
+            if values:
+                claim = dataclasses.replace(claim, effect=fraction * statistics.fmean(values))
+        claims.append(claim)
+    return dataclasses.replace(plan, claims=tuple(claims))
+
+
 @dataclasses.dataclass(frozen=True)
 class Noise:
     """A claim's planning noise: the pilot's pooled sigma of one margin, its effective degrees of freedom, its upper

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from scaling_axes.harness.claims.plan import AnalysisPlan, PlannedExperiment
 from scaling_axes.harness.claims.plan_records import OUT_OF_REACH
-from scaling_axes.harness.claims.power import BLOCKED, PilotRow, read_pilot
+from scaling_axes.harness.claims.power import BLOCKED, PilotRow, read_pilot, resolved_effects
 from scaling_axes.harness.claims.sizing import Sized, size_claims
 from scaling_axes.harness.experiment.hardware import GPUS, MEASURED_MFU, CpuRun
 from scaling_axes.harness.experiment.plan import dry_run
@@ -75,6 +75,7 @@ def draft(plan: AnalysisPlan, experiments: Mapping[str, Experiment], scale: Scal
     """The plan's experiments part, computed from its claims and its pilot: each experiment's test, its in-family
     claims' arms (their rows' runs, with every run they grow from) at the rates their pilot seeds settled at, and as
     many fresh seeds (numbered on from the pilot's) as its neediest in-family claim."""
+    plan = resolved_effects(plan)
     claimed = sorted({c.experiment for c in plan.claims})
     pilot = read_pilot(plan)
     tests = {name: choose_test(name, pilot) for name in claimed}
@@ -105,7 +106,10 @@ def draft(plan: AnalysisPlan, experiments: Mapping[str, Experiment], scale: Scal
 def draft_yaml(found: Draft) -> str:
     """The plan's parts the power analysis writes: `out_of_reach:` (each excluded claim and why) and
     `experiments:`."""
-    lines = ["out_of_reach:  # written by `power --draft` from the pilot, before any fresh seed trained"]
+    resolved = [s.claim for s in found.sized if s.claim.effect_rule and s.claim.effect]
+    lines = ["# each claim's effect_rule on the pilot, to write as its effect:"] if resolved else []
+    lines += [f"#   {c.id}: effect: {c.effect:.4g}  ({c.effect_rule[0]:g} x {c.effect_rule[1]})" for c in resolved]
+    lines += ["out_of_reach:  # written by `power --draft` from the pilot, before any fresh seed trained"]
     lines += [
         f"  {s.claim.id}: {json.dumps(s.why_out.removeprefix(OUT_OF_REACH + ': '))}"
         for s in found.sized
