@@ -364,7 +364,11 @@ def _rmt(**change):
         ({"preset": "transfomer_124m"}, "preset 'transfomer_124m'; allowed: a registered preset"),
         ({"preset": None}, "preset None; allowed: a registered preset"),
         ({"shape": {"n_layer": 2}}, "shape {'n_layer': 2}; allowed: a function (Shape, seq_len)"),
-        ({"preset": "tokenformer_150m"}, "shape at 125m does not fit preset tokenformer_150m: unknown config field"),
+        (
+            {"preset": "tokenformer_150m"},
+            "parametrisation ('zero_init_unembedding',); allowed: fields of preset tokenformer",
+        ),
+        ({"preset": "tokenformer_150m", "parametrisation": ()}, "shape at 125m does not fit preset tokenformer_150m"),
         ({"parametrisation": "numerics"}, "parametrisation 'numerics'; allowed: a tuple of field names"),
         ({"parametrisation": ("numerics",)}, "parametrisation ('numerics',); allowed: fields of preset rmt_305m's"),
         ({"claims": Versus("lower_loss", "transformer", "s")}, "claims Versus(kind='lower_loss'"),

@@ -19,7 +19,7 @@ from typing import Any
 from scaling_axes.experiments.cross_architecture.recipes import Recipe, Shape
 from scaling_axes.harness.scales import Scale
 from scaling_axes.modules import get_config, list_models
-from scaling_axes.modules.configs.transformer_config import STANDARD_PARAMETRISATION
+from scaling_axes.modules.configs.transformer_config import STANDARD_PARAMETRISATION, mup_at_own_width
 
 CLAIM_KINDS = ("lower_loss", "as_good_as")  # `claims.verdicts.lower_loss`, `as_good_as` (the plan's tolerance)
 
@@ -102,6 +102,13 @@ def transformer_shape(shape: Shape, seq_len: int) -> dict[str, Any]:
     }
 
 
+def mup_transformer_shape(shape: Shape, seq_len: int) -> dict[str, Any]:
+    """The Transformer under the RMT code's rules: muP at its own width, every multiplier 1, init 0.02 (the RMT's
+    comparator: the same parametrisation as the RMT's defaults, issue 83)."""
+    fields = transformer_shape(shape, seq_len)
+    return {**fields, **mup_at_own_width(shape.d_model, shape.head_dim, fields["d_ff"])}
+
+
 def narrow_transformer_shape(shape: Shape, seq_len: int) -> dict[str, Any]:
     """The Transformer at three quarters of the size's width in whole heads of the same size: the positive
     control's arm, a difference the comparison's recipe must resolve (issue 83)."""
@@ -136,6 +143,7 @@ def rmt_shape(shape: Shape, seq_len: int) -> dict[str, Any]:
         "d_value": shape.head_dim,
         "d_key": shape.rmt_d_key,
         "d_ff": 6 * d,
+        "zero_init_unembedding": True,  # the RMT code's (reference rmt.md section 8, row 5)
     }
 
 
@@ -181,6 +189,13 @@ ARMS = (
         ),
     ),
     Arm(
+        name="transformer_mup",
+        preset="transformer_rmt_405m",
+        shape=mup_transformer_shape,
+        lr_grid=(1e-3, 3e-3, 1e-2),
+        parametrisation=(*STANDARD_PARAMETRISATION, "mup_base_width", "mup_base_head_dim", "mup_base_ffn"),
+    ),
+    Arm(
         name="transformer_narrow",
         preset="transformer_rmt_405m",
         shape=narrow_transformer_shape,
@@ -202,6 +217,9 @@ ARMS = (
                 "Tokenformer is as good as the Transformer at its parameters "
                 "(Tokenformer paper; recipe: the {numerics} code's numerics, head untied)",
                 "total",
+                differs=("parametrisation",),
+                why="the Tokenformer keeps its code's numerics (below paper scale the TPU code's: embeddings N(0, 1), "
+                "logits / sqrt(d), chosen by the cpu diagnosis, docs/models.md); the Transformer is GPT-2's standard",
             ),
         ),
     ),
@@ -210,16 +228,14 @@ ARMS = (
         preset="rmt_305m",
         shape=rmt_shape,
         lr_grid=(1e-3, 3e-3, 1e-2),
+        parametrisation=("zero_init_unembedding",),
         claims=(
             Versus(
                 "lower_loss",
-                "transformer",
-                "the RMT reaches a lower loss than the Transformer (RMT paper)",
+                "transformer_mup",
+                "the RMT reaches a lower loss than the Transformer, both under the RMT code's parametrisation (RMT "
+                "paper)",
                 "non_embedding",
-                differs=("parametrisation",),
-                why="each family's init as its code has it, untuned: the RMT code's muP rules at its own width, the "
-                "Transformer's standard GPT-2 init (the Tokenformer's claim needs it standard); RMT Table 4's matched "
-                "2 x 2 (rmt_table3_4_resources) holds the parametrisation equal",
             ),
         ),
     ),

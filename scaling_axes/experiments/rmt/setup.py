@@ -27,7 +27,11 @@ from scaling_axes.harness.scales import Scale
 from scaling_axes.harness.sweeps import Sweep
 from scaling_axes.harness.training.curves import Curve
 from scaling_axes.modules.configs.rmt_config import RMTConfig
-from scaling_axes.modules.configs.transformer_config import STANDARD_PARAMETRISATION, TransformerConfig
+from scaling_axes.modules.configs.transformer_config import (
+    STANDARD_PARAMETRISATION,
+    TransformerConfig,
+    mup_at_own_width,
+)
 from scaling_axes.modules.flops import non_embedding_params
 from scaling_axes.modules.registry import get_config
 
@@ -109,6 +113,8 @@ def family(model: str) -> str:
     return "transformer" if model.startswith("transformer") else "rmt"
 
 
+CODE_RMT = {"zero_init_unembedding": True}  # the RMT code's unembedding init (reference rmt.md section 8, row 5:
+# "follow the code"), which the presets leave random
 CODE_DECAY = 1e-4  # decoupled decay per step at the schedule's peak (AdamW's weight_decay x lr)
 
 
@@ -144,41 +150,39 @@ def schedule(
     )
 
 
-def short_schedule(scale: Scale, lr: float) -> Budget:
-    """The scale's shrunk budget (`recipes`), at the scale's lr if it sets one, else `lr`."""
-    shrunk = shrunk_at(scale)
-    return schedule(
-        shrunk.steps,
-        shrunk.batch,
-        shrunk.seq_len,
-        shrunk.lr or lr,
-        shrunk.val_windows,
-        validations=shrunk.validations,
-        checkpoints=shrunk.checkpoints,
-        warmup_fraction=shrunk.warmup_fraction,
-    )
-
-
-def ladder_schedule(scale: Scale, model: str, lr: float) -> Budget:
-    """Fig. 2's and Table 4's budget below paper scale: the recipe's `tokens_per_parameter` of the model's own
-    non-embedding parameters in steps of the recipe's batch (the largest RMT on the largest Transformer's tokens, as
-    the paper's Tables 3 and 8-9), or its fixed steps where it sets none."""
-    s, budget = shrunk_at(scale), short_schedule(scale, lr)
-    if s.tokens_per_parameter is None:
-        return budget
-    sized = TRANSFORMER if model == RMT else model
-    sizes = TRANSFORMERS if family(sized) == "transformer" else RMTS
-    config = get_config(sized, **shrunk(scale, sized, sizes.index(sized)))
-    steps = math.ceil(s.tokens_per_parameter * non_embedding_params(config) / (s.batch * s.seq_len))
+def short_schedule(scale: Scale, lr: float, steps: int | None = None) -> Budget:
+    """The scale's shrunk budget (`recipes`) on its steps (or `steps`), at the scale's lr if it sets one, else `lr`;
+    the curve's validations (a third of a training token's work each) kept within VALIDATION_SHARE of the run."""
+    s = shrunk_at(scale)
+    steps = steps or s.steps
+    affordable = int(VALIDATION_SHARE * 3 * steps * s.batch / ((1 - VALIDATION_SHARE) * s.val_windows)) - 1
     return schedule(
         steps,
         s.batch,
         s.seq_len,
         s.lr or lr,
         s.val_windows,
-        validations=s.validations,
+        validations=max(1, min(s.validations, affordable)),
         checkpoints=s.checkpoints,
         warmup_fraction=s.warmup_fraction,
+    )
+
+
+VALIDATION_SHARE = 0.1  # of a run's compute, at most, spent on its curve's validations
+
+
+def ladder_schedule(scale: Scale, model: str, lr: float) -> Budget:
+    """Fig. 2's and Table 4's budget below paper scale: the recipe's `tokens_per_parameter` of the model's own
+    non-embedding parameters in steps of the recipe's batch (the largest RMT on the largest Transformer's tokens, as
+    the paper's Tables 3 and 8-9), or its fixed steps where it sets none."""
+    s = shrunk_at(scale)
+    if s.tokens_per_parameter is None:
+        return short_schedule(scale, lr)
+    sized = TRANSFORMER if model == RMT else model
+    sizes = TRANSFORMERS if family(sized) == "transformer" else RMTS
+    config = get_config(sized, **shrunk(scale, sized, sizes.index(sized)))
+    return short_schedule(
+        scale, lr, math.ceil(s.tokens_per_parameter * non_embedding_params(config) / (s.batch * s.seq_len))
     )
 
 
@@ -194,6 +198,7 @@ def shrunk(scale: Scale, model: str, size: int) -> dict[str, Any]:
     rank = s.ranks[size]
     d_value = s.d_values[size] if s.d_values else s.d_value
     return {
+        **CODE_RMT,
         "n_layer": s.n_layer,
         "d_value": d_value,
         "rank": rank,
@@ -230,6 +235,8 @@ def family_sweep(scale: Scale, model: str) -> Sweep | None:
     return sweep(scale, anchor=sizes[-1], rule=FAMILY_RULES[family(model)], check=model == sizes[0])
 
 
+CARRIED = "the paper's rule: each family swept once, at its largest size, its rate carried to the others"
+PROTOCOL_FIELDS = ("parametrisation", "tuning")  # what the paper's protocol gives its Fig. 2 arms differently
 PAPER_PROTOCOL = (
     "the paper's protocol (App. C.2.1): its Transformers muP-tuned, its RMTs at the code's defaults, each family "
     "swept for its rate"
@@ -242,11 +249,11 @@ def comparisons(scale: Scale) -> list[Comparison]:
     rule = "20 x non-embedding parameters (Tables 8-9)" if tokens else "one budget at every size"
     floor = 0.0 if scale.paper_configs else shrunk_at(scale).tokens_per_parameter or 0.0
     ladder = [
-        Comparison(f"{rmt}_vs_transformers", (rmt, *TRANSFORMERS), ("parametrisation",), PAPER_PROTOCOL, rule, floor)
+        Comparison(f"{rmt}_vs_transformers", (rmt, *TRANSFORMERS), PROTOCOL_FIELDS, PAPER_PROTOCOL, rule, floor)
         for rmt in RMTS
     ]
     pair = Comparison(f"{RMT}_vs_{TRANSFORMER}", (RMT, TRANSFORMER), ("parametrisation",), PAPER_PROTOCOL, "", floor)
-    control = Comparison(f"{TRANSFORMER}_vs_{CONTROL}", (TRANSFORMER, CONTROL), (), "", rule, floor)
+    control = Comparison(f"{TRANSFORMER}_vs_{CONTROL}", (TRANSFORMER, CONTROL), ("tuning",), CARRIED, rule, floor)
     return [*ladder, control, pair]
 
 
@@ -270,7 +277,8 @@ def scaling_run(model: str, scale: Scale) -> Run:
         table = "table8" if kind == "transformer" else "table9"
         tokens, batch = paper_tokens(model), int(paper[(table, model, "batch")])
         steps = round(tokens / (batch * PAPER_SEQ))
-        budget, overrides = schedule(steps, batch, PAPER_SEQ, lr, micro_batch=min(batch, 32)), {}
+        budget = schedule(steps, batch, PAPER_SEQ, lr, micro_batch=min(batch, 32))
+        overrides = CODE_RMT if kind == "rmt" else {}
     else:
         size = (TRANSFORMERS if kind == "transformer" else RMTS).index(model)
         budget, overrides = ladder_schedule(scale, model, lr), shrunk(scale, model, size)
@@ -292,12 +300,10 @@ def scaling_run(model: str, scale: Scale) -> Run:
 # both (all 1). muP: its rules at each model's own width with init 0.02, which is what the RMT code's defaults are
 # (the `rmt_305m` run itself); standard: App. C.4's untuned init for both (every matrix N(0, 1 / fan_in)). Each cell
 # is swept on the same grid at the pair's tokens; at paper scale, unswept, at the code's rate
-MUP_AT_ONE = {"mup": True, "init_std": 0.02, "input_multiplier": 1.0, "attention_multiplier": 1.0}
-MUP_AT_ONE |= {"output_multiplier": 1.0}
 MATCHED = {  # run -> (the pair's model it re-parametrises, its overrides; None: muP at its own width)
     f"{TRANSFORMER}_mup1": (TRANSFORMER, None),
     f"{TRANSFORMER}_standard": (TRANSFORMER, {**STANDARD_PARAMETRISATION, "init": "lecun"}),
-    f"{RMT}_standard": (RMT, {"init": "lecun"}),
+    f"{RMT}_standard": (RMT, {"init": "lecun", "zero_init_unembedding": False}),  # App. C.4: every matrix
 }
 MATCHED_PAIRS = ((RMT, f"{TRANSFORMER}_mup1", "muP"), (f"{RMT}_standard", f"{TRANSFORMER}_standard", "standard"))
 
@@ -309,8 +315,7 @@ def matched_run(name: str, scale: Scale) -> Run:
     run = scaling_run(model, scale)
     if overrides is None:
         c = get_config(model, **run.overrides)
-        base = {"mup_base_width": c.d_model, "mup_base_head_dim": c.d_head, "mup_base_ffn": c.ffn_dim}
-        overrides = {**MUP_AT_ONE, **base}
+        overrides = mup_at_own_width(c.d_model, c.d_head, c.ffn_dim)
     budget = dataclasses.replace(run.budget, lr=PAPER_LR["rmt"]) if scale.paper_configs else run.budget
     return dataclasses.replace(
         run, name=name, budget=budget, overrides={**run.overrides, **overrides}, sweep=sweep(scale)

@@ -89,11 +89,13 @@ def parametrisation(config: Any) -> str:
     names += (("output_multiplier", "output_alpha"),)
     multipliers = [getattr(config, a, getattr(config, b, 1.0)) for a, b in names]
     shown = "" if all(m == 1 for m in multipliers) else ", multipliers " + "/".join(f"{m:g}" for m in multipliers)
-    init = getattr(config, "init", "")
+    init, numerics = getattr(config, "init", ""), getattr(config, "numerics", "")
+    shown += f", the {numerics.upper()} code's numerics" if numerics else ""  # the Tokenformer's embedding and logits
     own = getattr(config, "mup_base_width", None) in (None, getattr(config, "d_model", None))
     if getattr(config, "mup", False) or init == "official":
         base = "its own width" if own else f"base width {config.mup_base_width}"
-        return f"muP at {base} (init {config.init_std:g}{shown})"
+        zero = getattr(config, "mup", False) or getattr(config, "zero_init_unembedding", False)
+        return f"muP at {base} (init {config.init_std:g}{shown}{'' if zero else ', unembedding random'})"
     return f"standard{' (lecun)' if init == 'lecun' else ''}{shown}"
 
 
@@ -135,8 +137,10 @@ def _tuning(run: Run) -> tuple[str, str]:
     sweep = run.sweep
     if sweep is None:
         return "none", "declared"
-    where = f"carried from {sweep.anchor}" if sweep.anchor else "its own sweep"
-    return f"{len(sweep.grid)} rates x {sweep.draws} draws", f"{where}, grid ratio {sweep.step:.3g}"
+    if sweep.anchor:  # trains no sweep of its own: its rate is another run's, carried by a rule
+        checked = " (its two neighbours checked, one draw each)" if sweep.check else ""
+        return f"none of its own{checked}", f"carried from {sweep.anchor}: {sweep.rule}"
+    return f"{len(sweep.grid)} rates x {sweep.draws} draws", f"its own sweep, grid ratio {sweep.step:.3g}"
 
 
 def recipe_of(run: Run, lr: float | str | None = None) -> dict[str, str]:

@@ -109,6 +109,21 @@ _RMT_PAPER_TRANSFORMER = TransformerConfig(
     output_multiplier=5.52,
 )
 
+
+def mup_at_own_width(d_model: int, d_head: int, ffn: int) -> dict:
+    """muP's rules with every base dimension the model's own and every multiplier 1, init 0.02: what the RMT code's
+    defaults are for the RMT (reference rmt.md section 2), for a Transformer (issue 83's matched comparisons)."""
+    multipliers = {"input_multiplier": 1.0, "attention_multiplier": 1.0, "output_multiplier": 1.0}
+    return {
+        "mup": True,
+        "init_std": 0.02,
+        **multipliers,
+        "mup_base_width": d_model,
+        "mup_base_head_dim": d_head,
+        "mup_base_ffn": ffn,
+    }
+
+
 # The RMT paper's "standard (untuned) hyperparameters" (App. C.4, Table 10): its Transformer without muP
 STANDARD_PARAMETRISATION = {
     "mup": False,
