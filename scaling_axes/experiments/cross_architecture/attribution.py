@@ -47,7 +47,14 @@ from scaling_axes.harness.sweeps import tuned
 # its smallest width, 32)
 OLD = {"betas": (0.9, 0.95), "warmup": 0.05, "steps": 200, "val_windows": 64, "val_every": 40, "checkpoint_every": 100}
 OLD_RATES = {"transformer": 0.003, "mot": 0.03, "mot_backbone": 0.1}  # where its pilot sweeps settled
-OLD_RMT = {"steps": 250, "warmup_steps": 50, "val_windows": 64, "val_every": 25, "checkpoint_every": 125}
+OLD_RMT = {
+    "steps": 250,
+    "batch_size": 16,
+    "warmup_steps": 50,
+    "val_windows": 64,
+    "val_every": 25,
+    "checkpoint_every": 125,
+}
 OLD_RMT_PROXY = {"mup_base_width": 32, "mup_base_head_dim": 8, "mup_base_ffn": 128}
 MUP_FIELDS = ("mup", "init_std", "mup_base_width", "mup_base_head_dim", "mup_base_ffn")
 MUP_FIELDS += ("input_multiplier", "attention_multiplier", "output_multiplier")
