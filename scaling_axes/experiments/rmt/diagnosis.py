@@ -15,7 +15,10 @@ new_recipe     today's recipe (AdamW 0.9, 0.99) at 0.03
 
 Trained where claims are judged below paper scale, by `run rmt_cpu_diagnosis --pilot` only (17 minutes on 2 cores
 beside a test run): `all` reports it without training it, and `results/cpu/pilot/rmt_cpu_diagnosis.csv` is committed
-from one such call. The forward and the init against the released code are `tests/test_rmt_parity.py`'s.
+from one such call, on the issue-73 ladder (R 2-6 at D_v = D_k = 16, 250 steps of 16 x 128 tokens: each row's note
+gives its steps and rate). The rows are built from Fig. 2's live ladder, so that a call now diagnoses the ladder the
+diagnosis proposed (`recipes.py`), its pilot to compare. The forward and the init against the released code are
+`tests/test_rmt_parity.py`'s.
 """
 
 from __future__ import annotations
