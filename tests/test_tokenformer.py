@@ -294,3 +294,23 @@ def test_key_and_value_init_options_set_the_parameter_tokens_scale():
     values = torch.cat([m.value_param_tokens.detach().flatten() for m in model.modules() if isinstance(m, Pattention)])
     assert keys.double().std().item() == pytest.approx(0.125, rel=0.02)
     assert values.double().std().item() == pytest.approx(0.02, rel=0.02)
+
+
+@pytest.mark.parametrize("scale_name", ["cpu", "small"])
+def test_table6_sets_each_growth_chain_against_scratch_on_the_chains_total_tokens(scale_name):
+    """Issue 83: beside the paper's per-stage comparison (grown 1.4B against scratch on one stage's tokens), the grown
+    chain and its tau-pinned twin each against the 1.4B from scratch on the chain's own total tokens."""
+    from scaling_axes.experiments.tokenformer import fig3_progressive_scaling as fig3
+    from scaling_axes.harness.runs import growth_chain
+    from scaling_axes.harness.scales import get_scale
+
+    scale = get_scale(scale_name)
+    by_name = {r.name: r for r in fig3.runs(scale)}
+    scratch = by_name["tokenformer_1_4b_scratch_chain"]
+    for grown in ("tokenformer_1_4b_short", "tokenformer_1_4b_shortpinned"):
+        chain = growth_chain(by_name[grown], by_name)
+        assert scratch.budget.tokens == sum(r.budget.tokens for r in chain) and len(chain) == 4
+    rows = {r.row for r in fig3.EXPERIMENT.report(scale, {}) if r.table == "table6" and r.metric == "claim"}
+    assert {
+        f"{g}_vs_tokenformer_1_4b_scratch_chain" for g in ("tokenformer_1_4b_short", "tokenformer_1_4b_shortpinned")
+    } <= rows

@@ -30,7 +30,7 @@ from scaling_axes.harness.claims.margins import paired_margins
 from scaling_axes.harness.claims.outcomes import exact_check
 from scaling_axes.harness.claims.verdicts import as_good_as, lower_loss
 from scaling_axes.harness.results import Row, published
-from scaling_axes.harness.runs import Run, fitted, growth_chain
+from scaling_axes.harness.runs import Budget, Run, fitted, growth_chain
 from scaling_axes.harness.scales import Scale
 
 
@@ -60,14 +60,34 @@ def runs(scale: Scale) -> list[Run]:
             transformers[first:], spec.transformer[first:], dict([full, *spec.stage.items()]), **common
         )
     ]
-    # the grown model's own family from scratch, on the full budget and on a stage's: growth measured as growth
+    # the grown model's own family from scratch, on the full budget, on a stage's (the paper's Table 6) and on the
+    # chain's total tokens (issue 83: growth against scratch at equal training tokens)
     budgets = {f"{SCRATCH}{label}": budget for label, budget in (full, *spec.stage.items())}
+    budgets[f"{SCRATCH}{CHAIN}"] = chain_budget(spec.full, next(iter(spec.stage.values())), len(SIZES) - 1)
     scratch += progressive.scratch_runs(tokenformers[-1:], spec.tokenformer[-1:], budgets, **common)
     compared = {grown[0].name, *(f"tokenformer_1_4b_{label}" for label in budgets)}  # the Transformers: beside only
     return progressive.swept(scale, grown + scratch, compared)
 
 
 SCRATCH = "scratch_"  # tokenformer_1_4b_scratch_<budget>: the largest Tokenformer trained from scratch
+CHAIN = "chain"  # its budget of a whole growth chain's tokens: the first run's and every stage's
+
+
+def chain_budget(full: Budget, stage: Budget, stages: int) -> Budget:
+    """One run on a growth chain's total tokens (the first run's steps and `stages` stages' at the same batch), its
+    warmup, validations and checkpoints in the first run's proportion."""
+    steps = full.steps + stages * stage.steps
+
+    def scaled(interval: int | None) -> int | None:
+        return None if interval is None else max(1, interval * steps // full.steps)
+
+    return dataclasses.replace(
+        full,
+        steps=steps,
+        warmup_steps=scaled(full.warmup_steps),
+        val_every=scaled(full.val_every),
+        checkpoint_every=scaled(full.checkpoint_every),
+    )
 
 
 PRESERVED = 1e-4  # nats: a change the float32 evaluation of the same function stays under
@@ -139,6 +159,12 @@ def claims(scale: Scale, results: dict[str, dict]) -> list[Row]:
             )
         )
         rows += paper_comparison(grown, (transformer, f"transformer_1_4b_{label}"), results)
+        for chain, how in ((grown, "the paper's growth"), (f"{grown}pinned", "growth with tau pinned (exact)")):
+            statement = (
+                f"at equal total training tokens, {how} ends below the same 1.4B trained from scratch on the chain's "
+                "tokens (the matched protocol beside the paper's per-stage one)"
+            )
+            rows.append(lower_loss("table6", statement, scale, chain, f"tokenformer_1_4b_{SCRATCH}{CHAIN}", results))
     return rows + growth_claims(scale, results)
 
 
