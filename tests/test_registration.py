@@ -58,3 +58,29 @@ def test_an_effect_fixed_as_a_rule_before_the_pilot_is_computed_from_it(tmp_path
     assert resolved_effects(on_test).claims[0].effect == pytest.approx(0.05 * 4.4)
     with pytest.raises(PlanError, match=r"missing field 'effect' \(or an effect_rule"):
         _plan(papers={"rmt": [{k: v for k, v in ruled.items() if k != "effect_rule"}]})
+
+
+def test_the_drafted_cpu_plan_reads_and_names_rows_and_runs_its_experiments_declare():
+    """The second registration's draft (scaling_axes/plans/drafts/cpu.yaml) stays a plan the suite reads: each claim
+    in its family names rows its experiment writes at cpu and an effect rule on a run it trains; every experiment of
+    its priority order is one of the suite's; each primary family has one or two claims."""
+    from pathlib import Path
+
+    from scaling_axes.experiments import all_experiments
+    from scaling_axes.harness.claims.plan import read_plan
+    from scaling_axes.harness.scales import CPU
+
+    plan = read_plan(Path(__file__).parents[1] / "scaling_axes" / "plans" / "drafts" / "cpu.yaml", draft=True)
+    experiments = {e.name: e for e in all_experiments()}
+    assert set(plan.cost.priority) <= set(experiments)
+    for claim in (c for c in plan.claims if c.in_family):
+        experiment = experiments[claim.experiment]
+        rows = {f"{r.table}/{r.row}" for r in experiment.report(CPU, {}) if r.metric == "claim"}
+        assert set(claim.rows) <= rows, (claim.id, set(claim.rows) - rows)
+        if claim.effect_rule:
+            assert claim.effect_rule[1] in {r.name for r in experiment.runs(CPU)}, claim.id
+    assert {c.experiment for c in plan.claims if c.role == "control"} == {
+        "cross_architecture",
+        "rmt_fig2_scaling_laws",
+        "rmt_table3_4_resources",
+    }
