@@ -103,6 +103,8 @@ class DecisionRules:
     exclusions: Literal["all_at_once", "one_at_a_time"] = "all_at_once"
     verdict_split: Literal["val", "test"] = "val"  # "test": a claim on the final validation loss is judged on the
     # whole test split's loss of the same runs instead (`claims.test_split`); the validation margin shown beside it
+    divergence_rate: float = 0.0  # the share of runs the power analysis assumes diverge (entering at ln(vocabulary),
+    # far from the rest: `power.claim_power`), each arm's alike; 0: none
 
 
 def read_rules(data: Any, where: str) -> DecisionRules:
@@ -115,7 +117,8 @@ def read_rules(data: Any, where: str) -> DecisionRules:
         fields.get("exclusions", "all_at_once"), f"{where}.exclusions", ("all_at_once", "one_at_a_time")
     )
     split = _choice(fields.get("verdict_split", "val"), f"{where}.verdict_split", ("val", "test"))
-    return DecisionRules(sign_flip, each_steps, veto, exclusions, split)
+    diverging = _number(fields.get("divergence_rate", 0.0), f"{where}.divergence_rate", 0, 0.5)
+    return DecisionRules(sign_flip, each_steps, veto, exclusions, split, diverging)
 
 
 CONTROLS = "controls"  # positive controls (`role: control`) listed under `papers:`: decided alone at alpha, in no

@@ -42,6 +42,8 @@ from scaling_axes.significance import (
 BLOCKED = ("not_learning", "unstable")  # a pilot row on such arms gives no noise of learning, stable runs
 SIMULATED_DRAWS = 4000  # the joint power of an `each` claim's steps, by simulation (seeded: the same every time)
 SIGN_FLIP_DRAWS = 2000  # the power of the t and sign-flip rule, by simulation
+DIVERGED_SDS = 30.0  # how far a diverged run's margin lies from the rest, in sigmas (ln(vocabulary) against a loss
+# a few nats below it, seeds a few hundredths apart; `simulation.CONTAMINATIONS` draws the same)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -176,9 +178,10 @@ def claim_power(
     claim: PlannedClaim, noise: Noise, seeds: int, df: float, alpha: float, rules: DecisionRules = T_ALONE
 ) -> float:
     """The power of `claim`'s test at `seeds` seeds and one-sided level `alpha`; under the sign-flip rule, of the
-    t test and the exact test both rejecting (`_sign_flip_power`)."""
-    if rules.sign_flip:
-        return _sign_flip_power(claim, noise, seeds, df, alpha)
+    t test and the exact test both rejecting, and where the rules assume runs diverge, with those runs in
+    (`_simulated_power`)."""
+    if rules.sign_flip or rules.divergence_rate:
+        return _simulated_power(claim, noise, seeds, df, alpha, rules)
     critical, k = t_critical(df, alpha), len(claim.rows)
     se = noise.upper / math.sqrt(seeds)
     if claim.combine == "average" and k > 1:
@@ -204,27 +207,36 @@ def _joint_power(claim: PlannedClaim, noise: Noise, seeds: int, critical: float)
     return float((t > critical).all(axis=1).mean())
 
 
-def _sign_flip_power(claim: PlannedClaim, noise: Noise, seeds: int, df: float, alpha: float) -> float:
-    """P(the t test and the exact sign-flip test both reject) for a claim of one row (or its `average`), its margins
-    drawn per seed from a normal at the claim's effect and the pilot's upper sigma (a seeded simulation); 0 below
-    the sign-flip floor; `each` and equivalence above it at t's power (the exact test's power nears t's there)."""
+def _simulated_power(
+    claim: PlannedClaim, noise: Noise, seeds: int, df: float, alpha: float, rules: DecisionRules
+) -> float:
+    """P(the claim's test rejects) for a claim of one row (or its `average`), its margins drawn per seed from a
+    normal at the claim's effect and the pilot's upper sigma (a seeded simulation): under the sign-flip rule the t
+    test and the exact test both; where the rules assume runs diverge, each arm's run at a seed diverging at that
+    rate, its margin then DIVERGED_SDS sigmas to the side its arm sets (the winner's: against the claim; the
+    loser's: for it). 0 below the sign-flip floor; `each` and equivalence at t's power without divergence (the
+    exact test's power nears t's above the floor)."""
     import numpy as np
 
-    if 2.0**-seeds >= alpha:
+    if rules.sign_flip and 2.0**-seeds >= alpha:
         return 0.0  # no sign pattern of so few seeds is rare enough
-    if claim.combine == "each" and len(claim.rows) > 1:
-        return _joint_power(claim, noise, seeds, t_critical(df, alpha))
-    if claim.kind == "equivalence":
-        return claim_power(claim, noise, seeds, df, alpha)  # its two one-sided tests: t's power above the floor
+    if (claim.combine == "each" and len(claim.rows) > 1) or claim.kind == "equivalence":
+        return claim_power(claim, noise, seeds, df, alpha, dataclasses.replace(T_ALONE, each_steps=rules.each_steps))
     rng = np.random.default_rng(83)
     sigma = noise.upper * (math.sqrt(sum(map(sum, noise.rho))) / len(claim.rows) if claim.combine == "average" else 1)
     draws = rng.normal(claim.effect + claim.tolerance, sigma, size=(SIGN_FLIP_DRAWS, seeds))
+    if rate := rules.divergence_rate:  # each of the two arms' runs at a seed diverges independently
+        side = (rng.random((2, *draws.shape)) < rate).astype(float)
+        draws += DIVERGED_SDS * sigma * (side[1] - side[0])
     t = draws.mean(axis=1) / (draws.std(axis=1, ddof=1) / math.sqrt(seeds))
+    rejects = t > t_critical(df, alpha)
+    if not rules.sign_flip:
+        return float(rejects.mean())
     patterns = _sign_patterns(seeds, rng)
     exact = np.concatenate(  # in chunks of 200 draws: 200 x 2^14 sums at most in memory
         [((np.abs(d) @ patterns.T) >= d.sum(axis=1, keepdims=True) - 1e-12).mean(axis=1) for d in np.split(draws, 10)]
     )
-    return float(((t > t_critical(df, alpha)) & (exact < alpha)).mean())
+    return float((rejects & (exact < alpha)).mean())
 
 
 def _sign_patterns(seeds: int, rng: Any) -> Any:
