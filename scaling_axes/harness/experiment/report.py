@@ -20,6 +20,7 @@ from scaling_axes.harness.experiment.report_claims import ClaimLine, Tables, cla
 from scaling_axes.harness.experiment.report_files import write_marked
 from scaling_axes.harness.experiment.report_recipes import recipe_lines
 from scaling_axes.harness.experiment.report_shift import shift_lines
+from scaling_axes.harness.experiment.report_spikes import spike_lines
 from scaling_axes.harness.experiment.sensitivity import SHIFT, THRESHOLDS, changed_verdicts
 from scaling_axes.harness.results import RESULTS_DIR, VERDICTS
 from scaling_axes.harness.scales import SCALES, Scale
@@ -268,7 +269,7 @@ def write_report(
         claims = claim_lines(scale_dir, plan)
         lines += [*plan_lines(plan, claims), *claims_section(scale_dir, plan, claims)]
         lines += [*card_lines(claims, HEADINGS), *sensitivity_lines(scale_dir, plan, claims)]
-        lines += shift_lines(scale_dir, plan)
+        lines += [*spike_lines(scale_dir, plan), *shift_lines(scale_dir, plan)]
     else:
         lines += exploratory_lines(tables)
     lines += [*check_lines(tables, plan=plan), *caveat_lines(scale, tables), *recipe_lines(scale_dir)]
