@@ -520,3 +520,35 @@ def test_the_judged_comparisons_sweep_inside_the_stable_region_at_cpu():
         assert sweep.stable_margin and sweep.draws == 2, run.name
         assert all(b / a == pytest.approx(2, rel=1e-5) for a, b in itertools.pairwise(sweep.grid)), run.name
     assert STABLE_REGION.applied(Sweep((3e-3, 1e-2, 3e-2))).grid == (3e-3, 6e-3, 1.2e-2, 2.4e-2, 4.8e-2)
+
+
+def test_each_sweep_point_is_committed_per_draw_and_drawn(tmp_path):
+    """Issue 83: the loss-vs-rate points of each arm's sweep, per draw, go into the per-seed file (read back by the
+    judge's reader, a diverged point flagged without a loss) and into `<experiment>_sweeps.png`, byte-stable."""
+    from scaling_axes.harness.claims.observed import SEED_COLUMNS, read_experiment
+    from scaling_axes.harness.experiment.seeds import sweep_rows
+    from scaling_axes.harness.experiment.sweep_figure import sweep_figure
+    from scaling_axes.harness.results import COLUMNS
+    from scaling_axes.io import write_csv
+
+    points = {
+        1e-3: {1: Point(4.2), 2: Point(4.3)},
+        2e-3: {1: Point(4.0), 2: Point(4.1, "spiked")},
+        4e-3: {1: Point(None)},
+    }
+    done = {"tuning": Choice(1e-3, None, points)}
+    rows = sweep_rows("a", done)
+    assert [(r["metric"], r["seed"], r["value"], r["flag"]) for r in rows] == [
+        ("0.001", 1, "4.2", ""),
+        ("0.001", 2, "4.3", ""),
+        ("0.002", 1, "4", ""),
+        ("0.002", 2, "4.1", "unstable"),
+        ("0.004", 1, "", "diverged"),
+    ]
+    write_csv(tmp_path / "e.csv", COLUMNS, [])
+    write_csv(tmp_path / "seeds" / "e.csv", SEED_COLUMNS, rows, checksum=True)
+    assert read_experiment(tmp_path, "e").sweeps["a"][-1] == (0.004, 1, None, "diverged")
+    results = {"a": done, "b": {"tuning": Choice(2e-3, None, points), "tuning_anchor": "a"}}  # carried: not drawn
+    assert sweep_figure(results, tmp_path / "one.png", "t") and sweep_figure(results, tmp_path / "two.png", "t")
+    assert (tmp_path / "one.png").read_bytes() == (tmp_path / "two.png").read_bytes()
+    assert not sweep_figure({"b": results["b"]}, tmp_path / "none.png", "t") and not (tmp_path / "none.png").exists()

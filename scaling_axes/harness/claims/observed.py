@@ -8,7 +8,8 @@ seed, its data's unigram floor), `plan` (the plan digest a run recorded when it 
 directory, for the measured noise), `claim` (a claim's margin at a seed), `arm` (an arm's value of the claim's
 measure at a seed), `evidence` (the claim's contrast, measure, and what its runs alone hold it to: `held`), `curve`
 (a run's validation curve at a seed: `step:loss` pairs, space-separated) and `windows` (its whole test split's loss
-window by window, in the split's order: what `claims.bootstrap` resamples).
+window by window, in the split's order: what `claims.bootstrap` resamples), `sweep` (each learning-rate sweep point
+a run chose its rate by: the rate, the draw, its final validation loss, flagged unstable or diverged).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from scaling_axes.io import CorruptFileError, SuiteError, verify_checksum
 
 Table = list[dict[str, str]]
 SEED_COLUMNS = ("kind", "table", "row", "run", "seed", "metric", "value", "flag")
-KINDS = ("run", "plan", "trained", "claim", "arm", "evidence", "curve", "windows")
+KINDS = ("run", "plan", "trained", "claim", "arm", "evidence", "curve", "windows", "sweep")
 HELD = ("unmatched", "claim_fails", "never_reached", "out_of_reach", "memorisation", "stale", "insufficient")  # what
 # a row's runs alone may hold it to: each keeps it from a test, none makes it hold (`claim_fails`: a part of the claim
 # its design contradicts, Table 10's costlier RMT); a stored `held` is a reason, never a verdict
@@ -73,6 +74,7 @@ class Experiment:
     digests: dict[str, dict[int, str]]
     windows: dict[str, dict[int, tuple[float, ...]]] = dataclasses.field(default_factory=dict)  # run -> seed -> ...
     curves: dict[str, dict[int, tuple[tuple[int, float], ...]]] = dataclasses.field(default_factory=dict)
+    sweeps: dict[str, list[tuple[float, int, float | None, str]]] = dataclasses.field(default_factory=dict)
 
 
 def read_csv(path: Path) -> Table:
@@ -102,7 +104,23 @@ def read_experiment(scale_dir: Path, name: str, planned: PlannedExperiment | Non
     runs, digests = _checked(seeds, seeds_path, planned)
     claims = [_observed(name, i, r, seeds, seeds_path, runs) for i, r in enumerate(rows) if r["metric"] == "claim"]
     windows, curves = _series(seeds, seeds_path)
-    return Experiment(name, rows, seeds, claims, runs, digests, windows, curves)
+    return Experiment(name, rows, seeds, claims, runs, digests, windows, curves, _sweeps(seeds, seeds_path))
+
+
+def _sweeps(seeds: Table, path: Path) -> dict[str, list[tuple[float, int, float | None, str]]]:
+    """run -> its sweep's points (rate, draw, final loss or None where it diverged, flag), each number checked."""
+    out: dict[str, list[tuple[float, int, float | None, str]]] = {}
+    for line, r in enumerate(seeds, 2):
+        if r["kind"] != "sweep":
+            continue
+        try:
+            lr, loss = float(r["metric"]), None if r["flag"] == "diverged" else float(r["value"])
+        except ValueError:
+            lr, loss = math.nan, math.nan
+        if not math.isfinite(lr) or (loss is not None and not math.isfinite(loss)):
+            raise DamagedSeeds(f"{path}, line {line}: sweep point of {r['run']} at {r['metric']!r} is {r['value']!r}")
+        out.setdefault(r["run"], []).append((lr, _seed(r, path, line), loss, r["flag"]))
+    return out
 
 
 def _series(seeds: Table, path: Path) -> tuple[dict, dict]:

@@ -68,6 +68,7 @@ def run_rows(results: dict[str, dict], runs: Sequence[Run], planned: PlannedExpe
                 if isinstance(value, (int, float))
             ]
             out += series_rows(name, seed, each)
+            out += sweep_rows(name, each) if seed == min(seeds_of(done)) else []
             plans = each.get("plans") or [each.get("plan", "")]  # every plan it trained under (a resume's too)
             out.append({"kind": "plan", "run": name, "seed": seed, "value": PLANS_JOINED.join(plans)})
     for arm in planned.arms if planned else ():
@@ -88,6 +89,21 @@ def series_rows(name: str, seed: int, done: dict) -> list[dict]:
     if windows := done.get("test_window_losses"):
         value = " ".join(f"{loss:.7g}" for loss in windows)
         out.append({"kind": "windows", "run": name, "seed": seed, "metric": "test_loss", "value": value})
+    return out
+
+
+def sweep_rows(name: str, done: dict) -> list[dict]:
+    """Each point its learning-rate sweep trained (`sweep`: the rate as the metric, the draw as the seed, its final
+    validation loss; flagged `unstable`, or `diverged` with no loss), where `name` chose its rate by one."""
+    tuning = done.get("tuning")
+    out = []
+    for lr, draws in sorted(getattr(tuning, "points", {}).items()):
+        for draw, point in sorted(draws.items()):
+            flag = "diverged" if point.loss is None else "unstable" if point.unstable else ""
+            value = "" if point.loss is None else f"{point.loss:.9g}"
+            out.append(
+                {"kind": "sweep", "run": name, "seed": draw, "metric": f"{lr:.6g}", "value": value, "flag": flag}
+            )
     return out
 
 

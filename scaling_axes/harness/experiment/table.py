@@ -21,6 +21,7 @@ from scaling_axes.harness.experiment.noise import measured_noise, trained_runs
 from scaling_axes.harness.experiment.report import write_report
 from scaling_axes.harness.experiment.report_files import check_ours
 from scaling_axes.harness.experiment.seeds import Judged, write_seeds
+from scaling_axes.harness.experiment.sweep_figure import sweep_figure
 from scaling_axes.harness.results import RESULTS_DIR, Row, write_rows
 from scaling_axes.harness.runs import RUNS_DIR, Experiment, Run
 from scaling_axes.harness.scales import Scale
@@ -61,6 +62,8 @@ def rebuild(
     judge_scale(table_dir, scale, None if pilot else plan)
     if experiment.figure is not None:
         experiment.figure(scale, results, path.with_suffix(".png"))
+    title = f"{experiment.name}: each sweep's draws ({scale} scale{', pilot' if pilot else ''})"
+    sweep_figure(results, path.with_name(f"{experiment.name}_sweeps.png"), title)
     if not pilot:
         write_report(results_dir, scale)  # the scale's, its header kept, and the one over every scale
         write_report(results_dir)
