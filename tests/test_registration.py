@@ -83,4 +83,5 @@ def test_the_drafted_cpu_plan_reads_and_names_rows_and_runs_its_experiments_decl
         "cross_architecture",
         "rmt_fig2_scaling_laws",
         "rmt_table3_4_resources",
+        "tokenformer_fig3_progressive_scaling",
     }

@@ -165,7 +165,16 @@ def claims(scale: Scale, results: dict[str, dict]) -> list[Row]:
                 "tokens (the matched protocol beside the paper's per-stage one)"
             )
             rows.append(lower_loss("table6", statement, scale, chain, f"tokenformer_1_4b_{SCRATCH}{CHAIN}", results))
+    first_stage = next(iter(progressive.scale_spec(scale).stage))  # the stage a chain's budget is made of
+    control = (f"tokenformer_1_4b_{SCRATCH}{CHAIN}", f"tokenformer_1_4b_{SCRATCH}{first_stage}")
+    rows.append(lower_loss("table6", CONTROL_STATEMENT, scale, *control, results))
     return rows + growth_claims(scale, results)
+
+
+CONTROL_STATEMENT = (
+    "the 1.4B from scratch on a whole chain's tokens ends below the same model on one stage's (the positive control: "
+    "a difference this design must resolve before its growth claims are judged)"
+)
 
 
 def paper_comparison(grown: str, transformers: tuple[str, ...], results: dict[str, dict]) -> list[Row]:
