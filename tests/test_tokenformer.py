@@ -314,3 +314,4 @@ def test_table6_sets_each_growth_chain_against_scratch_on_the_chains_total_token
     assert {
         f"{g}_vs_tokenformer_1_4b_scratch_chain" for g in ("tokenformer_1_4b_short", "tokenformer_1_4b_shortpinned")
     } <= rows
+    assert "tokenformer_1_4b_scratch_chain_vs_tokenformer_1_4b_scratch_short" in rows  # its positive control
