@@ -85,3 +85,23 @@ def test_the_drafted_cpu_plan_reads_and_names_rows_and_runs_its_experiments_decl
         "rmt_table3_4_resources",
         "tokenformer_fig3_progressive_scaling",
     }
+
+
+def test_a_plan_registered_before_the_recipes_changed_trains_no_confirmatory_run(tmp_path, capsys, monkeypatch):
+    """Until the second registration lands, the committed cpu plan (issue 73: no analysis_commit) would train its
+    arms at its rates under the new recipes and record its old digest; the command refuses, in one line, and still
+    lists its runs."""
+    from scaling_axes.experiments.cross_architecture import table
+    from scaling_axes.harness.experiment.command import main
+    from scaling_axes.harness.experiment import command
+    from scaling_axes.io import SuiteError
+
+    def would_train(*args, **kwargs):
+        raise AssertionError("the command went on to train the old plan's runs")
+
+    monkeypatch.setattr(command.Schedule, "of", would_train)
+    with pytest.raises(SuiteError, match=r"registered no analysis_commit: its confirmatory runs trained before"):
+        main(table.EXPERIMENT, ["--scale", "cpu", "--out-dir", str(tmp_path)])
+    assert not (tmp_path / "runs").exists()
+    main(table.EXPERIMENT, ["--scale", "cpu", "--list"])
+    assert "the plan's confirmatory runs" in capsys.readouterr().out

@@ -28,7 +28,7 @@ from scaling_axes.harness.runs import (
 )
 from scaling_axes.harness.scales import SCALES, SMOKE, device_spec, in_range, not_empty, scale_argument
 from scaling_axes.harness.training.launch import parse_loggers, world_size
-from scaling_axes.io import check_directory
+from scaling_axes.io import SuiteError, check_directory
 
 
 def main(experiment: Experiment, argv: list[str] | None = None) -> None:
@@ -180,6 +180,11 @@ def main(experiment: Experiment, argv: list[str] | None = None) -> None:
             print(experiment.plan_note(args.scale))
         return
     check_directory(args.out_dir, "--out-dir")
+    if not args.report and planned is not None and not plan.analysis_commit:
+        raise SuiteError(
+            f"{plan.path} (digest {plan.digest}) registered no analysis_commit: its confirmatory runs trained before "
+            "the recipes changed (issue 83); train --pilot, or register a new plan, before confirmatory runs"
+        )
     if not args.report:
         trainer_options = {
             "accelerator": args.accelerator,
