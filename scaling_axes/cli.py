@@ -105,10 +105,9 @@ def cost(scale: Scale, measure: bool, named: str | None, budget: float | None) -
     plan = plan_for(scale)
     by_name = {e.name: e for e in all_experiments()}
     names = named.split(",") if named else list(plan.cost.priority) if plan and plan.cost else []
-    if unknown := [n for n in names if n not in by_name] or ([] if names else ["(none named)"]):
-        raise SuiteError(
-            f"cost: no experiment {unknown[0]!r}; name them in priority order, --experiments a,b: {', '.join(by_name)}"
-        )
+    if not names or (unknown := [n for n in names if n not in by_name]):
+        what = f"no experiment {unknown[0]!r}" if names else "the plan names no cost.priority"
+        raise SuiteError(f"cost: {what}; name them in priority order, --experiments a,b: {', '.join(by_name)}")
     path = throughput_path(scale)
     if measure:
         print(f"wrote {path}: {measure_into(path, [by_name[n] for n in names], scale)} arms")

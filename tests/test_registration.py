@@ -92,8 +92,8 @@ def test_a_plan_registered_before_the_recipes_changed_trains_no_confirmatory_run
     arms at its rates under the new recipes and record its old digest; the command refuses, in one line, and still
     lists its runs."""
     from scaling_axes.experiments.cross_architecture import table
-    from scaling_axes.harness.experiment.command import main
     from scaling_axes.harness.experiment import command
+    from scaling_axes.harness.experiment.command import main
     from scaling_axes.io import SuiteError
 
     def would_train(*args, **kwargs):

@@ -251,12 +251,13 @@ def test_a_paper_card_gives_each_claims_margin_over_its_effect_and_the_seeds_tha
 
 def test_the_report_counts_and_names_every_confirmatory_seed_that_spiked(tmp_path):
     """Issue 83: the target is none; each one is named with its rate, from the per-seed files alone."""
+    from scaling_axes.harness.claims.judge import read_scale
     from scaling_axes.harness.experiment.report_spikes import spike_lines
     from tests.test_plan_decisions import _scale
 
     scale_dir, plan = _scale(tmp_path, {4: 0.31, 5: 0.29, 6: 0.30}, {("a", 5): {"spike_nats": 1.2}})
-    lines = spike_lines(scale_dir, plan)
+    lines = spike_lines(read_scale(scale_dir, plan), plan)
     assert lines[0] == "## Spikes among the confirmatory seeds: 1 of 6 runs (the target is none)"
     assert "- e: a seed 5 spiked 1.20 nats (at its declared rate)" in lines
     quiet, plan = _scale(tmp_path / "quiet", {4: 0.31, 5: 0.29, 6: 0.30})
-    assert spike_lines(quiet, plan)[0].endswith(": 0 of 6 runs (the target is none)")
+    assert spike_lines(read_scale(quiet, plan), plan)[0].endswith(": 0 of 6 runs (the target is none)")

@@ -243,11 +243,16 @@ PAPER_PROTOCOL = (
 )
 
 
+def token_floor(scale: Scale) -> float:
+    """The tokens per non-embedding parameter every compared arm trains at least (below paper scale, the recipe's
+    rule; 0: none declared)."""
+    return 0.0 if scale.paper_configs else shrunk_at(scale).tokens_per_parameter or 0.0
+
+
 def comparisons(scale: Scale) -> list[Comparison]:
     """Fig. 2's and Table 4's: each RMT against the Transformers it is read against, in the paper's protocol."""
-    tokens = scale.paper_configs or shrunk_at(scale).tokens_per_parameter
-    rule = "20 x non-embedding parameters (Tables 8-9)" if tokens else "one budget at every size"
-    floor = 0.0 if scale.paper_configs else shrunk_at(scale).tokens_per_parameter or 0.0
+    floor = token_floor(scale)
+    rule = "20 x non-embedding parameters (Tables 8-9)" if scale.paper_configs or floor else "one budget at every size"
     ladder = [
         Comparison(f"{rmt}_vs_transformers", (rmt, *TRANSFORMERS), PROTOCOL_FIELDS, PAPER_PROTOCOL, rule, floor)
         for rmt in RMTS
@@ -324,7 +329,7 @@ def matched_run(name: str, scale: Scale) -> Run:
 
 def matched_comparisons(scale: Scale) -> list[Comparison]:
     """The 2 x 2's two pairs: the RMT against the Transformer, nothing but the architecture different."""
-    floor = 0.0 if scale.paper_configs else shrunk_at(scale).tokens_per_parameter or 0.0
+    floor = token_floor(scale)
     return [Comparison(f"{rmt}_vs_{t}", (rmt, t), min_tokens_per_parameter=floor) for rmt, t, _ in MATCHED_PAIRS]
 
 

@@ -22,6 +22,7 @@ A claim needing more than `max_seeds` is out of reach: outside the family, befor
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import math
 import statistics
@@ -43,7 +44,7 @@ BLOCKED = ("not_learning", "unstable")  # a pilot row on such arms gives no nois
 SIMULATED_DRAWS = 4000  # the joint power of an `each` claim's steps, by simulation (seeded: the same every time)
 SIGN_FLIP_DRAWS = 2000  # the power of the t and sign-flip rule, by simulation
 DIVERGED_SDS = 30.0  # how far a diverged run's margin lies from the rest, in sigmas (ln(vocabulary) against a loss
-# a few nats below it, seeds a few hundredths apart; `simulation.CONTAMINATIONS` draws the same)
+# a few nats below it, seeds a few hundredths apart; `simulation.CONTAMINATIONS` draws it too)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,11 +94,12 @@ def resolved_effects(plan: AnalysisPlan) -> AnalysisPlan:
     mean final loss over the pilot's seeds, on the split the plan judges) computed from the pilot's per-seed files;
     a claim whose run the pilot lacks keeps 0, which no power analysis sizes."""
     measure = "test_loss" if plan.rules.verdict_split == "test" else "val_loss"
+    pilot = functools.cache(lambda name: read_experiment(plan.pilot_dir, name))  # each file read (and verified) once
     claims = []
     for claim in plan.claims:
         if claim.effect_rule and not claim.effect and (plan.pilot_dir / f"{claim.experiment}.csv").exists():
             fraction, run = claim.effect_rule
-            values = [v[measure] for v in read_experiment(plan.pilot_dir, claim.experiment).runs.get(run, {}).values()]
+            values = [v[measure] for v in pilot(claim.experiment).runs.get(run, {}).values()]
             if values:
                 claim = dataclasses.replace(claim, effect=fraction * statistics.fmean(values))
         claims.append(claim)

@@ -31,7 +31,7 @@ import statistics
 from scaling_axes.harness.claims.contrasts import own_spread
 from scaling_axes.harness.claims.decisions import combined, judged, paper_decisions
 from scaling_axes.harness.claims.plan import CONTROLS, AnalysisPlan, PlannedClaim
-from scaling_axes.harness.claims.power import PilotRow, overlap, read_pilot
+from scaling_axes.harness.claims.power import DIVERGED_SDS, PilotRow, overlap, read_pilot
 
 FAR = 8.0  # standard deviations: "far on the paper's side" for the least favourable null of `each`
 MC_Z = 1.96  # a family passes where its rate's upper 95% Monte Carlo bound is at most MC_SLACK x alpha (an exact
@@ -52,7 +52,7 @@ class Contamination:
 
 
 CONTAMINATIONS = (
-    Contamination("diverged runs (2% of seeds, 30 SD)", rate=0.02, shift_sd=30.0, skewed=False),
+    Contamination(f"diverged runs (2% of seeds, {DIVERGED_SDS:g} SD)", rate=0.02, shift_sd=DIVERGED_SDS, skewed=False),
     Contamination("skewed runs (10% of seeds, exponential of mean 3 SD)", rate=0.1, shift_sd=3.0, skewed=True),
 )
 

@@ -72,19 +72,24 @@ def size_claims(
     return [_dropped(s, dropped, declared, plan, pilot) if s.claim.id in dropped else s for s in sized]
 
 
-def _size_family(declared: list[PlannedClaim], dropped: dict[str, Sized], plan: AnalysisPlan, pilot: dict):
-    """Every claim sized with those `dropped` out of their families (their reason the sizing that dropped them)."""
-    claims = [
+def _without(declared: list[PlannedClaim], dropped: dict[str, Sized]) -> list[PlannedClaim]:
+    """The claims with those `dropped` out of their families (their reason the sizing that dropped them)."""
+    return [
         dataclasses.replace(c, excluded=dropped[c.id].why_out) if c.id in dropped and not c.excluded else c
         for c in declared
     ]
+
+
+def _size_family(declared: list[PlannedClaim], dropped: dict[str, Sized], plan: AnalysisPlan, pilot: dict):
+    """Every claim sized with those `dropped` out of their families."""
+    claims = _without(declared, dropped)
     return [_size(c, claims, plan, pilot) for c in claims]
 
 
 def _dropped(sized: Sized, dropped: dict[str, Sized], declared: list, plan: AnalysisPlan, pilot: dict) -> Sized:
     """A claim dropped one at a time, sized again against the final family (the others dropped still out)."""
-    others = {k: v for k, v in dropped.items() if k != sized.claim.id}
-    against = next(s for s in _size_family(declared, others, plan, pilot) if s.claim.id == sized.claim.id)
+    claims = _without(declared, {k: v for k, v in dropped.items() if k != sized.claim.id})
+    against = _size(next(c for c in claims if c.id == sized.claim.id), claims, plan, pilot)
     why = f"{dropped[sized.claim.id].why_out}; against the final family {against.power:.0%}"
     return dataclasses.replace(against, seeds=None, why_out=why)
 
@@ -97,10 +102,10 @@ def _size(claim: PlannedClaim, claims: list[PlannedClaim], plan: AnalysisPlan, p
     if noise is None:
         return Sized(claim, None, alpha, None, 0.0, f"{OUT}: the pilot measured no margin of it to size it on")
     test = plan.experiments[claim.experiment].test if claim.experiment in plan.experiments else "own_spread"
-    power = 0.0
+    power, needed = 0.0, max(plan.power, CONTROL_POWER) if claim.role == "control" else plan.power
     for seeds in range(seed_floor(claim, alpha, plan), plan.max_seeds + 1):
         power = claim_power(claim, noise, seeds, test_df(claim, test, seeds, pilot), alpha, plan.rules)
-        if power >= (max(plan.power, CONTROL_POWER) if claim.role == "control" else plan.power):
+        if power >= needed:
             return Sized(claim, noise, alpha, seeds, power)
     why = (
         f"{OUT}: {plan.max_seeds} seeds give {power:.0%} power (at most {plan.max_seeds}; the pilot's sigma "

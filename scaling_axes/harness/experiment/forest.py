@@ -14,6 +14,8 @@ from pathlib import Path
 
 from scaling_axes.harness.results import VERDICTS, pyplot, save_figure
 
+GREY = "0.45"  # what is drawn beside the verdict's test: the pilot, the stability-filtered test
+PILOT, FILTERED = ("-", "D"), (":", "s")  # (line style, marker)
 CLIP = 3.0  # an axis spans the estimates and unadjusted intervals, padded; what runs further is clipped
 
 
@@ -56,22 +58,14 @@ def _panel(ax, group: Sequence, unit: str, colours: Mapping[str, str]) -> None:
         ax.plot([c.tested.low, c.tested.high], [y, y], color=colour, linewidth=0.9)
         ax.plot(list(c.margins), [y + 0.22] * len(c.margins), ".", color=colour, markersize=3, alpha=0.7)
         ax.plot(c.tested.estimate, y, "o", color=colour, markersize=4)
-        if c.claim.combine == "each" and len(c.claim.rows) > 1:  # a step alone at alpha / k: what Holm's first
+        if _stepped(c):  # a step alone at alpha / k: what Holm's first
             step = c.tested.bounds(c.level / len(c.claim.rows))  # step needs, wider than the intersection-union's
             ax.plot(_clip(step, lo, hi), [y - 0.2] * 2, color=colour, linewidth=0.9, linestyle="--")
-        for beside, dy, style in ((c.filtered_tested, -0.3, ":"), (c.pilot, 0.34, "-")):
+        for beside, dy, (style, marker) in ((c.filtered_tested, -0.3, FILTERED), (c.pilot, 0.34, PILOT)):
             if beside is not None:
-                ax.plot(
-                    _clip((beside.low, beside.high), lo, hi), [y + dy] * 2, color="0.45", linewidth=0.8, linestyle=style
-                )
-                ax.plot(
-                    min(max(beside.estimate, lo), hi),
-                    y + dy,
-                    "D" if style == "-" else "s",
-                    color="0.45",
-                    markersize=2.5,
-                    fillstyle="none",
-                )
+                ends = _clip((beside.low, beside.high), lo, hi)
+                ax.plot(ends, [y + dy] * 2, color=GREY, linewidth=0.8, linestyle=style)
+                ax.plot(min(max(beside.estimate, lo), hi), y + dy, marker, color=GREY, markersize=2.5, fillstyle="none")
         if c.claim.effect and c.claim.kind != "equivalence":
             ax.plot(min(c.claim.effect, hi), y, "|", color="k", markersize=9, markeredgewidth=1.2)
         for end, side in ((deciding[0], lo), (deciding[1], hi)):
@@ -94,6 +88,11 @@ def _panel(ax, group: Sequence, unit: str, colours: Mapping[str, str]) -> None:
     ax.set_xlabel(f"margin ({unit}; positive: the paper's direction)", fontsize=7)
 
 
+def _stepped(c) -> bool:
+    """Whether a claim line's steps are drawn apart: an `each` claim of several rows."""
+    return c.claim.combine == "each" and len(c.claim.rows) > 1
+
+
 def _clip(ends: tuple[float, float], lo: float, hi: float) -> list[float]:
     return [min(max(ends[0], lo), hi), min(max(ends[1], lo), hi)]
 
@@ -112,42 +111,17 @@ def _footer(ax, shown: Sequence, untested: Sequence, colours: Mapping[str, str],
         Line2D([], [], color="k", marker=".", linestyle="", label="each fresh seed's margin"),
         Line2D([], [], color="k", marker="|", linestyle="", markersize=9, label="the effect of interest"),
     ]
-    if any(c.claim.combine == "each" and len(c.claim.rows) > 1 for c in shown):
-        handles.append(
-            Line2D(
-                [],
-                [],
-                color="k",
-                linestyle="--",
-                linewidth=0.9,
-                label="an each claim's step at alpha / k (conservative: Holm's first step)",
+    if any(_stepped(c) for c in shown):
+        label = "an each claim's step at alpha / k (conservative: Holm's first step)"
+        handles.append(Line2D([], [], color="k", linestyle="--", linewidth=0.9, label=label))
+    for drawn, (style, marker), label in (
+        (any(c.pilot is not None for c in shown), PILOT, "the pilot (95%, never a verdict)"),
+        (any(c.filtered_tested is not None for c in shown), FILTERED, "with the stability filter on (a sensitivity)"),
+    ):
+        if drawn:
+            handles.append(
+                Line2D([], [], color=GREY, marker=marker, fillstyle="none", linewidth=0.8, linestyle=style, label=label)
             )
-        )
-    if any(c.pilot is not None for c in shown):
-        handles.append(
-            Line2D(
-                [],
-                [],
-                color="0.45",
-                marker="D",
-                fillstyle="none",
-                linewidth=0.8,
-                label="the pilot (95%, never a verdict)",
-            )
-        )
-    if any(c.filtered_tested is not None for c in shown):
-        handles.append(
-            Line2D(
-                [],
-                [],
-                color="0.45",
-                marker="s",
-                fillstyle="none",
-                linestyle=":",
-                linewidth=0.8,
-                label="with the stability filter on (a sensitivity)",
-            )
-        )
     if any(c.claim.tolerance for c in shown):
         handles.append(Patch(color="0.9", label="beyond the tolerance"))
     ax.axis("off")

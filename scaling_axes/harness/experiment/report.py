@@ -12,6 +12,7 @@ import collections
 from collections.abc import Sequence
 from pathlib import Path
 
+from scaling_axes.harness.claims.judge import read_scale
 from scaling_axes.harness.claims.notes import DATA_NOTE, NOTE_PARTS
 from scaling_axes.harness.claims.plan import AnalysisPlan, plan_for
 from scaling_axes.harness.experiment.forest import forest_plot
@@ -266,10 +267,11 @@ def write_report(
     plan = plan_for(scale, root=results_dir.parent) if scale.judges_claims else None
     lines = [f"# Results at {scale} scale", "", *header, *([scale.scope, ""] if scale.scope else [])]
     if plan is not None:
-        claims = claim_lines(scale_dir, plan)
+        experiments = read_scale(scale_dir, plan)  # every per-seed file read and verified once for the sections
+        claims = claim_lines(scale_dir, plan, experiments=experiments)
         lines += [*plan_lines(plan, claims), *claims_section(scale_dir, plan, claims)]
         lines += [*card_lines(claims, HEADINGS), *sensitivity_lines(scale_dir, plan, claims)]
-        lines += [*spike_lines(scale_dir, plan), *shift_lines(scale_dir, plan)]
+        lines += [*spike_lines(experiments, plan), *shift_lines(experiments, plan)]
     else:
         lines += exploratory_lines(tables)
     lines += [*check_lines(tables, plan=plan), *caveat_lines(scale, tables), *recipe_lines(scale_dir)]

@@ -61,9 +61,12 @@ class ClaimLine:
     filtered_tested: Tested | None = None  # its test with the stability filter on, where that still tests it
 
 
-def claim_lines(scale_dir: Path, plan: AnalysisPlan, t: Thresholds = NOMINAL) -> list[ClaimLine]:
-    """Every claim of `plan`, judged from `scale_dir`'s files, in the plan's order."""
-    experiments = read_scale(scale_dir, plan)
+def claim_lines(
+    scale_dir: Path, plan: AnalysisPlan, t: Thresholds = NOMINAL, experiments: dict[str, Experiment] | None = None
+) -> list[ClaimLine]:
+    """Every claim of `plan`, judged from `scale_dir`'s files (`experiments`, where the caller read them already),
+    in the plan's order."""
+    experiments = experiments if experiments is not None else read_scale(scale_dir, plan)
     judged_claims, decisions = judge_plan(experiments, plan, t)
     pilot = read_pilot(plan)
     power = predicted_power(plan, pilot)

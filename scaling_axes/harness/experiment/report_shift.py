@@ -5,16 +5,14 @@ split's verdict reaches."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from scaling_axes.harness.claims.judge import read_scale
+from scaling_axes.harness.claims.observed import Experiment
 from scaling_axes.harness.claims.plan import AnalysisPlan
 from scaling_axes.harness.claims.test_split import shifts
 
 
-def shift_lines(scale_dir: Path, plan: AnalysisPlan) -> list[str]:
-    """The section: one table row per contrast row with both splits at every arm and seed."""
-    experiments = read_scale(scale_dir, plan)
+def shift_lines(experiments: dict[str, Experiment], plan: AnalysisPlan) -> list[str]:
+    """The section: one table row per contrast row with both splits at every arm and seed (`experiments`: the
+    scale's files as `judge.read_scale` read them)."""
     found = [
         s
         for name, planned in sorted(plan.experiments.items())

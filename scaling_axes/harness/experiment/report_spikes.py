@@ -4,16 +4,14 @@ with the rate the plan fixed for it."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from scaling_axes.harness.claims.judge import read_scale
+from scaling_axes.harness.claims.observed import Experiment
 from scaling_axes.harness.claims.plan import AnalysisPlan
 from scaling_axes.harness.stability import SPIKE_NATS
 
 
-def spike_lines(scale_dir: Path, plan: AnalysisPlan) -> list[str]:
-    """The section: how many of the plan's confirmatory runs spiked or diverged, and each by name."""
-    experiments = read_scale(scale_dir, plan)
+def spike_lines(experiments: dict[str, Experiment], plan: AnalysisPlan) -> list[str]:
+    """The section: how many of the plan's confirmatory runs spiked or diverged, and each by name (`experiments`:
+    the scale's files as `judge.read_scale` read them)."""
     found, total = [], 0
     for name, planned in sorted(plan.experiments.items()):
         runs = experiments[name].runs if name in experiments else {}

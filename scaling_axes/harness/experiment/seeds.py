@@ -48,9 +48,10 @@ class Judged:
 
 
 def run_rows(results: dict[str, dict], runs: Sequence[Run], planned: PlannedExperiment | None = None) -> list[dict]:
-    """Each run's final metrics, stability measures and data floor at each seed (`run`), and the plan each recorded
-    when it trained (`plan`); with `planned`, a `plan` row for each of its arms at each of its seeds, `unfinished`
-    where that run has not finished, so that a reader knows the file whole."""
+    """Each run's final metrics, stability measures and data floor at each seed (`run`), its curve and test windows
+    (`series_rows`), the plan each recorded when it trained (`plan`) and its sweep's points (`sweep_rows`); with
+    `planned`, a `plan` row for each of its arms at each of its seeds, `unfinished` where that run has not finished,
+    so that a reader knows the file whole."""
     floors = {run.name: _floor(run) for run in runs}
     chance = {run.name: 100.0 / run.config.num_classes for run in runs if run.classifies_images}
     out = []
@@ -68,9 +69,9 @@ def run_rows(results: dict[str, dict], runs: Sequence[Run], planned: PlannedExpe
                 if isinstance(value, (int, float))
             ]
             out += series_rows(name, seed, each)
-            out += sweep_rows(name, each) if seed == min(seeds_of(done)) else []
             plans = each.get("plans") or [each.get("plan", "")]  # every plan it trained under (a resume's too)
             out.append({"kind": "plan", "run": name, "seed": seed, "value": PLANS_JOINED.join(plans)})
+        out += sweep_rows(name, done or {})  # the run's, not a seed's: the sweep its seeds' rate came from
     for arm in planned.arms if planned else ():
         finished = seeds_of(results.get(arm))
         out += [
