@@ -7,6 +7,9 @@ Experiments are priced in the plan's priority order against its budget; one the 
 
     python -m scaling_axes cost --scale cpu --measure   # train each arm's probe, write throughput.csv
     python -m scaling_axes cost --scale cpu             # the priced plan, from the committed throughput
+
+Both take the plan's `cost:` (its priority and budget); before a plan names one, `--experiments a,b` (in priority
+order) and `--budget-hours` stand in for them.
 """
 
 from __future__ import annotations
