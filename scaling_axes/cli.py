@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from scaling_axes.experiments import all_experiments
-from scaling_axes.harness.claims.plan import plan_path
+from scaling_axes.harness.claims.plan import plan_path, registering_path
 from scaling_axes.harness.experiment.hardware import GPUS, MEASURED_MFU
 from scaling_axes.harness.scales import PAPER, SCALES, SMOKE, Scale, in_range, scale_argument
 from scaling_axes.io import SuiteError, out_of_resources, read_json
@@ -74,7 +74,7 @@ def power(scale: Scale, print_draft: bool, out_dir: Path) -> None:
     from scaling_axes.harness.experiment.power_table import costs, draft, draft_yaml, print_power
 
     results_dir_of(out_dir, scale)
-    plan = checked_plan(scale, out_dir, experiment_names(), draft=True)
+    plan = checked_plan(scale, out_dir, experiment_names(), draft=True, path=registering_path(scale))
     experiments = {e.name: e for e in all_experiments()}
     found = draft(plan, experiments, scale)
     print_power(plan, found, costs(found.experiments, experiments, scale))
@@ -99,10 +99,16 @@ def simulate(scale: Scale, draws: int, out_dir: Path) -> None:
 def cost(scale: Scale, measure: bool, named: str | None, budget: float | None) -> None:
     """Measure each arm's throughput, or price the plan from it (`experiment.cost`), in the plan's priority order
     (or `named`, comma-separated) against its budget (or `budget`)."""
-    from scaling_axes.harness.claims.plan import plan_for
-    from scaling_axes.harness.experiment.cost import measure_into, price, print_priced, read_throughput, throughput_path
+    from scaling_axes.harness.claims.plan import read_plan
+    from scaling_axes.harness.experiment.cost import (
+        measure_into,
+        price_in_order,
+        print_priced,
+        read_throughput,
+        throughput_path,
+    )
 
-    plan = plan_for(scale)
+    plan = read_plan(path, draft=True) if (path := registering_path(scale)).exists() else None
     by_name = {e.name: e for e in all_experiments()}
     names = named.split(",") if named else list(plan.cost.priority) if plan and plan.cost else []
     if not names or (unknown := [n for n in names if n not in by_name]):
@@ -117,10 +123,7 @@ def cost(scale: Scale, measure: bool, named: str | None, budget: float | None) -
         raise SuiteError("cost: the plan names no cost.budget_core_hours; pass --budget-hours")
     measured = read_throughput(path)
     pilot, ceiling = (len(plan.pilot_seeds), plan.max_seeds) if plan else (3, 20)
-    priced, paid = [], frozenset()
-    for name in names:
-        priced.append(price(by_name[name], scale, measured, pilot, ceiling, paid))
-        paid |= priced[-1].runs
+    priced = price_in_order([by_name[n] for n in names], scale, measured, pilot, ceiling)
     print_priced(priced, budget, pilot, ceiling)
 
 

@@ -77,3 +77,28 @@ def test_a_plans_cost_model_is_read_or_refused_in_one_line():
         read_cost({"budget_core_hours": 16, "priority": ["a", "a"], "throughput": "t.csv"}, "p: cost")
     with pytest.raises(PlanError, match=r"^p: cost.budget_core_hours: 0 is outside"):
         read_cost({"budget_core_hours": 0, "priority": ["a"], "throughput": "t.csv"}, "p: cost")
+
+
+def test_the_pending_registration_declares_out_of_budget_exactly_what_its_priced_plan_cannot_pay_for(tmp_path):
+    """The committed throughput, the recipes at this commit and the pending cpu plan's priority and budget price the
+    plan again; the experiments it declares `out_of_budget` are those the remainder cannot pay for, and a pilot of
+    one is refused before anything trains."""
+    from pathlib import Path
+
+    from scaling_axes.experiments import all_experiments
+    from scaling_axes.harness.claims.plan import pending_path, pilot_plan
+    from scaling_axes.harness.experiment.command import main
+    from scaling_axes.harness.experiment.cost import price_in_order
+    from scaling_axes.harness.scales import CPU
+    from scaling_axes.io import SuiteError
+
+    plan, by_name = pilot_plan(CPU), {e.name: e for e in all_experiments()}
+    assert plan is not None and plan.path == str(pending_path(CPU))
+    measured = read_throughput(Path(plan.cost.throughput))
+    ordered = [by_name[n] for n in plan.cost.priority]
+    priced = price_in_order(ordered, CPU, measured, len(plan.pilot_seeds), plan.max_seeds)
+    _, out = in_budget(priced, plan.cost.budget_core_hours)
+    assert [p.experiment for p in out] == [n for n in plan.cost.priority if plan.out_of_budget(n)] != []
+    with pytest.raises(SuiteError, match=r"trains none of its runs \(out of budget: the cost model"):
+        main(by_name[out[0].experiment], ["--scale", "cpu", "--pilot", "--out-dir", str(tmp_path)])
+    assert not any(tmp_path.iterdir())

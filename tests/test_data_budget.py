@@ -12,6 +12,7 @@ from scaling_axes.harness.experiment.command import main
 from scaling_axes.harness.experiment.plan import dry_run
 from scaling_axes.harness.experiment.report import write_report
 from scaling_axes.harness.experiment.schedule import data_epochs, epoch_limit
+from scaling_axes.harness.experiment.table import pilot_dir
 from scaling_axes.harness.results import Row, write_rows
 from scaling_axes.harness.runs import Budget, Experiment, Run, default_runs, passes
 from scaling_axes.harness.scales import CPU, PAPER, SMALL, SMOKE
@@ -63,7 +64,7 @@ def test_an_over_budget_run_is_refused_with_what_to_do_and_allowed_with_its_rows
     assert not (tmp_path / "runs").exists()  # refused before anything was written
     assert data_epochs(over, SMOKE, over.runs(SMOKE)[0]) is None  # smoke, a pipeline check, is exempt
     main(over, ["--scale", "cpu", "--pilot", "--seeds", "1", "--out-dir", str(tmp_path), "--allow-repeats"])
-    with open(tmp_path / "results" / "cpu" / "pilot" / "budget_test.csv", newline="") as f:
+    with open(pilot_dir(CPU, tmp_path / "results") / "budget_test.csv", newline="") as f:
         (row,) = [r for r in csv.DictReader(f) if r["table"] != "floor"]
     assert row["status"] == "memorisation"
     assert "passes over the data (--allow-repeats): r 2.2; memorisation, not a result" in row["note"]

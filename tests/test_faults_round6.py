@@ -226,7 +226,15 @@ def _plan(tmp_path: Path, monkeypatch, edit) -> Path:
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     for module in (plan_module, plan_checks, cli):
         monkeypatch.setattr(module, "plan_path", lambda scale: path)
+    _no_pending(monkeypatch, tmp_path)
     return path
+
+
+def _no_pending(monkeypatch, tmp_path: Path) -> None:
+    """No registration pending: `power` reads the plan in force, as it does once the pending one is in force."""
+    from scaling_axes.harness.claims import plan as plan_module
+
+    monkeypatch.setattr(plan_module, "pending_path", lambda scale: tmp_path / "no-pending.yaml")
 
 
 def _first_claim(data: dict) -> dict:
@@ -277,9 +285,10 @@ def test_a_plan_is_checked_before_it_is_believed(fault, command, tmp_path, monke
 
 
 @pytest.mark.parametrize("missing", ["table", "per-seed file"])
-def test_a_missing_pilot_table_is_refused(missing, tmp_path):
+def test_a_missing_pilot_table_is_refused(missing, tmp_path, monkeypatch):
     """Case 4: a missing pilot table went unnoticed: `report` exited 0 without the pilot's intervals, and `power`
     printed "0.00 CPU-hours". The pilot's table and per-seed file of each in-family claim's experiment must be there."""
+    _no_pending(monkeypatch, tmp_path)
     root = _cpu_copy(tmp_path)
     pilot = root / "results" / "cpu" / "pilot"
     (pilot / ("" if missing == "table" else "seeds") / f"{TABLE4}.csv").unlink()

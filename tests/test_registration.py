@@ -60,8 +60,8 @@ def test_an_effect_fixed_as_a_rule_before_the_pilot_is_computed_from_it(tmp_path
         _plan(papers={"rmt": [{k: v for k, v in ruled.items() if k != "effect_rule"}]})
 
 
-def test_the_drafted_cpu_plan_reads_and_names_rows_and_runs_its_experiments_declare():
-    """The second registration's draft (scaling_axes/plans/drafts/cpu.yaml) stays a plan the suite reads: each claim
+def test_the_pending_cpu_plan_reads_and_names_rows_and_runs_its_experiments_declare():
+    """The pending registration (scaling_axes/plans/pending/cpu.yaml) stays a plan the suite reads: each claim
     in its family names rows its experiment writes at cpu and an effect rule on a run it trains; every experiment of
     its priority order is one of the suite's; each primary family has one or two claims."""
     from pathlib import Path
@@ -70,7 +70,7 @@ def test_the_drafted_cpu_plan_reads_and_names_rows_and_runs_its_experiments_decl
     from scaling_axes.harness.claims.plan import read_plan
     from scaling_axes.harness.scales import CPU
 
-    plan = read_plan(Path(__file__).parents[1] / "scaling_axes" / "plans" / "drafts" / "cpu.yaml", draft=True)
+    plan = read_plan(Path(__file__).parents[1] / "scaling_axes" / "plans" / "pending" / "cpu.yaml", draft=True)
     experiments = {e.name: e for e in all_experiments()}
     assert set(plan.cost.priority) <= set(experiments)
     for claim in (c for c in plan.claims if c.in_family):
@@ -84,6 +84,7 @@ def test_the_drafted_cpu_plan_reads_and_names_rows_and_runs_its_experiments_decl
         "rmt_fig2_scaling_laws",
         "rmt_table3_4_resources",
         "tokenformer_fig3_progressive_scaling",
+        "tokenformer_fig7_net2net_scaling",
     }
 
 
@@ -105,3 +106,35 @@ def test_a_plan_registered_before_the_recipes_changed_trains_no_confirmatory_run
     assert not (tmp_path / "runs").exists()
     main(table.EXPERIMENT, ["--scale", "cpu", "--list"])
     assert "the plan's confirmatory runs" in capsys.readouterr().out
+
+
+def test_a_pilot_trains_under_the_pending_registration_and_into_its_pilot_folder(tmp_path, monkeypatch):
+    """Issue 83's first registration is committed before its pilot: each pilot run records the pending plan's digest
+    (so `git log` and the run show which registration it trained under), and the pilot's tables go into the plan's
+    `pilot:` folder, never over the plan in force's pilot."""
+    import yaml
+
+    from scaling_axes.harness.claims import plan as plan_module
+    from scaling_axes.harness.experiment.command import main
+    from scaling_axes.harness.runs import Budget, Experiment, Run, run_dir
+    from scaling_axes.harness.scales import CPU
+
+    pending = yaml.safe_load(plan_module.pending_path("cpu").read_text())
+    path = tmp_path / "pending.yaml"
+    path.write_text(yaml.safe_dump({**pending, "pilot": "results/cpu/pilot_next"}))
+    monkeypatch.setattr(plan_module, "pending_path", lambda scale: path)
+    tiny = {"n_layer": 1, "d_model": 32, "n_head": 4, "max_seq_len": 64, "vocab_size": 512}
+    run = Run(
+        "r",
+        "transformer_124m",
+        Budget(steps=2, batch_size=2, seq_len=32, val_windows=2),
+        tiny,
+        corpus="embedded_news",
+        tokenizer="bytes",
+    )
+    experiment = Experiment("pilot_test", "a pilot", lambda scale: [run], lambda scale, results: [])
+    main(experiment, ["--scale", "cpu", "--pilot", "--seeds", "1", "--out-dir", str(tmp_path)])
+    config = yaml.safe_load((run_dir(experiment, CPU, run, tmp_path / "runs") / "config.yaml").read_text())
+    assert config["labels"]["plan"] == plan_module.digest_of(path)
+    assert (tmp_path / "results" / "cpu" / "pilot_next" / "pilot_test.csv").exists()
+    assert not (tmp_path / "results" / "cpu" / "pilot").exists()

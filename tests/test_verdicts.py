@@ -321,6 +321,19 @@ def test_growth_claims_measure_what_each_growth_gained_not_the_base_models_gap(t
     assert rows[(pair, "start_gap")].ours == pytest.approx(0.5)
 
 
+def test_fig7_positive_control_is_the_net2net_stage_gain_on_its_own_seeds():
+    """Fig. 7's control (issue 83): the Net2Net-grown 1.4B against the 757M it grew from, margin the 757M's final
+    loss minus the 1.4B's per seed, so a design that cannot resolve a stage's gain judges none of its claims."""
+    from scaling_axes.experiments.tokenformer import fig7_net2net_scaling as fig7
+
+    results = {run.name: {"val_loss": 5.0, "seed_runs": {2: {"val_loss": 5.0}}} for run in fig7.runs(CPU)}
+    for k, (small, large) in enumerate(((5.0, 4.7), (5.1, 4.9))):
+        for name, loss in (("transformer_757m_short", small), ("transformer_1_4b_short", large)):
+            (results[name] if k == 0 else results[name]["seed_runs"][2])["val_loss"] = loss
+    row = next(r for r in fig7.claims(CPU, results) if r.row.endswith("1_4b_short_vs_transformer_757m_short"))
+    assert row.metric == "claim" and row.evidence.margins == pytest.approx([0.3, 0.2])
+
+
 def test_runs_no_claim_reads_train_only_on_request_where_claims_are_judged(monkeypatch, tmp_path):
     """Below paper scale Fig. 3's random-key chain and its Transformers from scratch feed no claim, and the cpu
     diagnosis chose a recipe once: `all` trains none of them there (it still reports the diagnosis), smoke does."""

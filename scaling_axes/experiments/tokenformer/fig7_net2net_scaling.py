@@ -23,6 +23,7 @@ from scaling_axes.experiments.tokenformer.progressive import (
     SIZES,
     TOKENFORMER_GROWTH,
 )
+from scaling_axes.harness.claims.verdicts import lower_loss
 from scaling_axes.harness.results import Row
 from scaling_axes.harness.runs import Run, fitted
 from scaling_axes.harness.scales import Scale
@@ -57,11 +58,18 @@ def claims(scale: Scale, results: dict[str, dict]) -> list[Row]:
         for net2net in (label, f"{label}newparams")
     ]
     by_name = {run.name: run for run in runs(scale)}
+    control = (f"transformer_{SIZES[-1]}_{label}", f"transformer_{SIZES[-2]}_{label}")
     return [
         row
         for tokens, net2net in pairs
         for row in progressive.gain_claim("fig7", statement, scale, by_name[tokens], by_name[net2net], results)
-    ]
+    ] + [lower_loss("fig7", CONTROL_STATEMENT, scale, *control, results)]
+
+
+CONTROL_STATEMENT = (
+    "the Net2Net-grown 1.4B ends below the 757M it grew from (the positive control: a stage's gain, the quantity "
+    "Fig. 7's claims compare, must be resolved before they are judged)"
+)
 
 
 EXPERIMENT = progressive.experiment(

@@ -82,6 +82,12 @@ class AnalysisPlan:
         under = Path(self.root) / self.pilot
         return under if under.is_dir() else Path(self.pilot)
 
+    def out_of_budget(self, experiment: str) -> str:
+        """Why the plan trains no run of `experiment` (its cost model's remainder cannot pay for it), else ""."""
+        prefix = EXCLUSIONS["out_of_budget"][1]
+        excluded = (c.excluded for c in self.claims if c.experiment == experiment)
+        return next((why for why in excluded if why.startswith(prefix)), "")
+
     def of_paper(self, paper: str) -> list[PlannedClaim]:
         return [c for c in self.claims if c.paper == paper]
 
@@ -108,11 +114,32 @@ PLAN_FIELDS = (
     "analysis_commit",
 )
 POLICIES = ("learning_rate", "unstable", "not_learning", "missing", "pilot", "secondaries")
+OPTIONAL_POLICIES = ("final_figure",)  # issue 83: which evaluations a run's final figures are
 
 
 def plan_path(scale: Scale | str) -> Path:
     """Where a scale's plan is: package data, so an installed suite carries it."""
     return Path(str(importlib.resources.files("scaling_axes.plans") / f"{scale}.yaml"))
+
+
+def pending_path(scale: Scale | str) -> Path:
+    """A registration not yet in force (issue 83): its first digest is committed before its pilot, which records
+    that digest and trains into its `pilot:` folder; the second registration, its seeds and rates added, moves it to
+    `plan_path`, where it judges."""
+    return Path(str(importlib.resources.files("scaling_axes.plans") / "pending" / f"{scale}.yaml"))
+
+
+def registering_path(scale: Scale | str) -> Path:
+    """The plan a pilot, `power --draft` and `cost` read: the pending registration where there is one."""
+    pending = pending_path(scale)
+    return pending if pending.exists() else plan_path(scale)
+
+
+def pilot_plan(scale: Scale | str, root: Path | str = ".") -> AnalysisPlan | None:
+    """The pending registration a pilot trains under (its digest recorded by each run, its tables in its `pilot:`
+    folder); None where none is pending (the pilot then records no plan, into results/<scale>/pilot/)."""
+    path = pending_path(scale)
+    return dataclasses.replace(read_plan(path, draft=True), root=str(root)) if path.exists() else None
 
 
 def plan_for(scale: Scale | str, path: Path | None = None, root: Path | str = ".") -> AnalysisPlan | None:
@@ -145,7 +172,9 @@ def read_plan(path: Path, draft: bool = False) -> AnalysisPlan:
 def parse_plan(data: Any, digest: str, path: str, draft: bool = False) -> AnalysisPlan:
     where = Path(path).name
     fields = _mapping(data, where, (*PLAN_FIELDS, *EXCLUSIONS, "papers", "experiments"))
-    policies = _mapping(fields.get("policies"), f"{where}: policies", POLICIES, required=POLICIES)
+    policies = _mapping(
+        fields.get("policies"), f"{where}: policies", (*POLICIES, *OPTIONAL_POLICIES), required=POLICIES
+    )
     claims = tuple(
         read_claim(paper, each, f"{where}: papers.{paper}[{i}]")
         for paper, listed in _mapping(fields.get("papers"), f"{where}: papers", (*PAPERS, CONTROLS)).items()

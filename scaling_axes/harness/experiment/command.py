@@ -10,7 +10,7 @@ import argparse
 import dataclasses
 from pathlib import Path
 
-from scaling_axes.harness.claims.plan import plan_for
+from scaling_axes.harness.claims.plan import pilot_plan, plan_for
 from scaling_axes.harness.experiment.hardware import GPUS, MEASURED_MFU, MEASURED_MFU_SOURCE
 from scaling_axes.harness.experiment.plan import RUN_OVERHEAD_S, dry_run, print_plan
 from scaling_axes.harness.experiment.schedule import Schedule
@@ -180,6 +180,9 @@ def main(experiment: Experiment, argv: list[str] | None = None) -> None:
             print(experiment.plan_note(args.scale))
         return
     check_directory(args.out_dir, "--out-dir")
+    governing = pilot_plan(args.scale) if args.pilot else plan_for(args.scale)
+    if not args.report and governing is not None and (why := governing.out_of_budget(experiment.name)):
+        raise SuiteError(f"{experiment.name}: {governing.path} trains none of its runs ({why}); nothing was trained")
     if not args.report and planned is not None and not plan.analysis_commit:
         raise SuiteError(
             f"{plan.path} (digest {plan.digest}) registered no analysis_commit: its confirmatory runs trained before "
@@ -205,7 +208,7 @@ def main(experiment: Experiment, argv: list[str] | None = None) -> None:
             args.out_dir / RUNS_DIR,
             args.force_new,
             args.allow_repeats,
-            None if args.pilot else plan_for(args.scale),
+            governing,
             **trainer_options,
         )
         train_runs(schedule, args)
@@ -227,7 +230,7 @@ def train_runs(schedule: Schedule, args: argparse.Namespace) -> None:
             run = dataclasses.replace(run, budget=dataclasses.replace(run.budget, micro_batch=args.micro_batch))
         schedule.train(run)
 
-    if schedule.plan_digest and schedule.planned is None and not args.run:
+    if schedule.plan_digest and schedule.planned is None and not args.run and not args.pilot:
         print(
             f"{experiment.name}: the {scale} scale's plan trains none of its runs (its claims are outside the family)"
         )

@@ -143,6 +143,17 @@ def price(
     return Priced(experiment.name, cost(points) + cost(runs, pilot_seeds), cost(runs, ceiling), unmeasured, keys)
 
 
+def price_in_order(
+    experiments: Sequence[Experiment], scale: Scale, measured: Mapping[str, Throughput], pilot_seeds: int, ceiling: int
+) -> list[Priced]:
+    """Each of `experiments`, in priority order, priced (`price`); a run an earlier one shares is paid once."""
+    priced, paid = [], frozenset()
+    for experiment in experiments:
+        priced.append(price(experiment, scale, measured, pilot_seeds, ceiling, paid))
+        paid |= priced[-1].runs
+    return priced
+
+
 def in_budget(priced: Sequence[Priced], budget_hours: float) -> tuple[list[Priced], list[Priced]]:
     """(trained, out_of_budget): experiments in priority order, each kept while the budget's remainder pays for
     all of it; an experiment that does not fit is out as a whole, and the next, smaller one may still fit."""

@@ -30,13 +30,16 @@ def results_dir_of(out_dir: Path, scale: Scale | None = None) -> Path:
     return results
 
 
-def checked_plan(scale: Scale, out_dir: Path, experiments: set[str], draft: bool = False) -> AnalysisPlan:
+def checked_plan(
+    scale: Scale, out_dir: Path, experiments: set[str], draft: bool = False, path: Path | None = None
+) -> AnalysisPlan:
     """The scale's plan, its pilot read under `out_dir`, checked against the suite before it is believed: each
     claim's experiment is one of the suite's (`experiments`, their names), each row in that experiment's table (the
     scale's or the pilot's, where it has one), the pilot folder there with a table and per-seed file for each
     experiment an in-family claim names (a draft without its experiments part: the power
-    analysis is still choosing the family, so those there). One line each, naming the file and the field."""
-    path = plan_path(scale)
+    analysis is still choosing the family, so those there); `path`: another than the plan in force (a pending
+    registration). One line each, naming the file and the field."""
+    path = path or plan_path(scale)
     if not path.exists():
         raise SuiteError(f"the {scale} scale has no analysis plan ({path}): write one, then size it here")
     plan = dataclasses.replace(read_plan(path, draft=draft), root=str(out_dir))

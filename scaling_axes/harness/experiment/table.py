@@ -13,7 +13,7 @@ from scaling_axes.datamodules.sources import corpus_spec, tokenizer_of
 from scaling_axes.harness.claims.judge import judge_scale
 from scaling_axes.harness.claims.margins import seeds_of
 from scaling_axes.harness.claims.notes import DATA_NOTE, NOTE_PARTS
-from scaling_axes.harness.claims.plan import PlannedExperiment, plan_for
+from scaling_axes.harness.claims.plan import PlannedExperiment, pilot_plan, plan_for
 from scaling_axes.harness.experiment.arms import settled_lr, tuning_rows, untuned
 from scaling_axes.harness.experiment.comparisons import write_recipes
 from scaling_axes.harness.experiment.finished import FinishedRuns
@@ -38,10 +38,10 @@ def rebuild(
     """Rebuild `results/<scale>/<experiment>.csv` (its per-seed file and figure) from finished runs: with the scale's
     plan, from its confirmatory runs (the plan's arms at its fresh seeds); then every claim of the scale judged by
     the plan (`claims.judge`), the scale's REPORT.md and results/REPORT.md. `pilot`: the pilot's runs, into
-    `results/<scale>/pilot/`, described and never decided."""
+    the pending registration's pilot folder (else `results/<scale>/pilot/`), described and never decided."""
     results_dir, runs = Path(results_dir or RESULTS_DIR), experiment.runs(scale)
     plan = plan_for(scale, root=results_dir.parent)
-    table_dir = results_dir / scale.name / ("pilot" if pilot else "")
+    table_dir = pilot_dir(scale, results_dir) if pilot else results_dir / scale.name
     if not pilot:
         check_ours(results_dir / "REPORT.md", results_dir / scale.name / "REPORT.md")  # before a table is written
     for directory in (table_dir, table_dir / "seeds"):
@@ -68,6 +68,12 @@ def rebuild(
         write_report(results_dir, scale)  # the scale's, its header kept, and the one over every scale
         write_report(results_dir)
     return path
+
+
+def pilot_dir(scale: Scale, results_dir: Path) -> Path:
+    """Where a pilot's tables go: the pending registration's `pilot:` under the checkout `results_dir` is in."""
+    pending = pilot_plan(scale)
+    return results_dir.parent / pending.pilot if pending else results_dir / scale.name / "pilot"
 
 
 def trained_rate(name: str, results: dict[str, dict], planned: PlannedExperiment | None) -> float | None:
