@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import functools
 import json
 import math
 import statistics
@@ -17,11 +18,12 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from scaling_axes.harness.claims.plan import AnalysisPlan, PlannedExperiment
-from scaling_axes.harness.claims.plan_records import OUT_OF_REACH
+from scaling_axes.harness.claims.plan_records import EXCLUSIONS, OUT_OF_REACH
 from scaling_axes.harness.claims.power import BLOCKED, PilotRow, read_pilot, resolved_effects
 from scaling_axes.harness.claims.sizing import Sized, size_claims
 from scaling_axes.harness.experiment.hardware import GPUS, MEASURED_MFU, CpuRun
 from scaling_axes.harness.experiment.plan import dry_run
+from scaling_axes.harness.experiment.remainder import Remainder
 from scaling_axes.harness.runs import Experiment, growth_chain
 from scaling_axes.harness.scales import PAPER, SMALL, Scale
 
@@ -65,24 +67,58 @@ def pilot_rates(pilot_dir: Path, experiment: str) -> dict[str, float]:
 
 @dataclasses.dataclass(frozen=True)
 class Draft:
-    """What the power analysis gives a plan: every claim sized, and each experiment's fresh seeds, test and arms."""
+    """What the power analysis gives a plan: every claim sized, each experiment's fresh seeds, test and arms, and
+    the experiments the budget's remainder cannot pay for (experiment -> why) with what it leaves (core-hours)."""
 
     sized: list[Sized]
     experiments: dict[str, PlannedExperiment]
+    out_of_budget: dict[str, str] = dataclasses.field(default_factory=dict)
+    remainder: Remainder | None = None
 
 
 def draft(plan: AnalysisPlan, experiments: Mapping[str, Experiment], scale: Scale) -> Draft:
     """The plan's experiments part, computed from its claims and its pilot: each experiment's test, its in-family
     claims' arms (their rows' runs, with every run they grow from) at the rates their pilot seeds settled at, and as
-    many fresh seeds (numbered on from the pilot's) as its neediest in-family claim."""
+    many fresh seeds (numbered on from the pilot's) as its neediest in-family claim. Where the plan registered a
+    cost model, a claim is readmitted only while every experiment's seeds fit what the pilot leaves of the budget
+    (`remainder.Remainder`), and an experiment that the remainder cannot pay for after those before it in priority
+    order leaves whole, its claims `out_of_budget`, the families sized again without them."""
     plan = resolved_effects(plan)
-    claimed = sorted({c.experiment for c in plan.claims})
     pilot = read_pilot(plan)
-    tests = {name: choose_test(name, pilot) for name in claimed}
+    tests = {name: choose_test(name, pilot) for name in sorted({c.experiment for c in plan.claims})}
     stub = {name: PlannedExperiment(name, (), test, why, {}) for name, (test, why) in tests.items()}
-    sized = size_claims(dataclasses.replace(plan, experiments=stub), pilot)
+    plan = dataclasses.replace(plan, experiments=stub)
+    remainder = Remainder.of(plan, experiments, scale)
+    planned_of = functools.partial(_planned, plan, experiments, scale, pilot, tests)
+    fits = (lambda sized: not remainder.out_of_budget(planned_of(sized))) if remainder else (lambda _: True)
+    over: dict[str, str] = {}
+    while True:
+        sized = size_claims(plan, pilot, fits)
+        planned = planned_of(sized)
+        if not (out := remainder.out_of_budget(planned) if remainder else {}):
+            return Draft(sized, planned, over, remainder)
+        over |= out
+        prefix = EXCLUSIONS["out_of_budget"][1]
+        excluded = [
+            dataclasses.replace(c, excluded=f"{prefix}: {out[c.experiment]}")
+            if c.experiment in out and not c.excluded
+            else c
+            for c in plan.claims
+        ]
+        plan = dataclasses.replace(plan, claims=tuple(excluded))
+
+
+def _planned(
+    plan: AnalysisPlan,
+    experiments: Mapping[str, Experiment],
+    scale: Scale,
+    pilot: Mapping[tuple[str, str], PilotRow],
+    tests: Mapping[str, tuple[str, str]],
+    sized: list[Sized],
+) -> dict[str, PlannedExperiment]:
+    """experiment -> its fresh seeds (as many as its neediest sized claim), test and arms at their pilot rates."""
     planned = {}
-    for name in claimed:
+    for name, (test, why) in tests.items():
         mine = [s for s in sized if s.claim.experiment == name and s.seeds is not None]
         if not mine:
             continue
@@ -99,8 +135,8 @@ def draft(plan: AnalysisPlan, experiments: Mapping[str, Experiment], scale: Scal
         )
         rates = pilot_rates(plan.pilot_dir, name)
         seeds = tuple(range(first, first + max(s.seeds for s in mine)))
-        planned[name] = PlannedExperiment(name, seeds, tests[name][0], tests[name][1], {a: rates.get(a) for a in arms})
-    return Draft(sized, planned)
+        planned[name] = PlannedExperiment(name, seeds, test, why, {a: rates.get(a) for a in arms})
+    return planned
 
 
 def draft_yaml(found: Draft) -> str:
@@ -109,6 +145,9 @@ def draft_yaml(found: Draft) -> str:
     resolved = [s.claim for s in found.sized if s.claim.effect_rule and s.claim.effect]
     lines = ["# each claim's effect_rule on the pilot, to write as its effect:"] if resolved else []
     lines += [f"#   {c.id}: effect: {c.effect:.4g}  ({c.effect_rule[0]:g} x {c.effect_rule[1]})" for c in resolved]
+    if found.out_of_budget:
+        lines += ["out_of_budget:  # what the pilot leaves of the budget cannot pay for (`power --draft`)"]
+        lines += [f"  {name}: {json.dumps(why)}" for name, why in found.out_of_budget.items()]
     lines += ["out_of_reach:  # written by `power --draft` from the pilot, before any fresh seed trained"]
     lines += [
         f"  {s.claim.id}: {json.dumps(s.why_out.removeprefix(OUT_OF_REACH + ': '))}"
@@ -181,6 +220,15 @@ def print_power(plan: AnalysisPlan, found: Draft, spent: Mapping[str, Mapping[st
             f"{name:35s} {len(each.seeds):5d}  {each.test:10s} {cost['cpu_hours']:6.2f} "
             f"{cost['small_gpu_hours']:13.3g} {cost['paper_gpu_hours']:13.4g}"
         )
+    if found.remainder is not None:
+        hours = found.remainder.hours_of(found.experiments)
+        print(
+            f"the pilot leaves {found.remainder.hours:.2f} core-hours of the budget; its seeds take "
+            f"{sum(hours.values()):.2f} (each run at its arm's pilot seconds): "
+            + ", ".join(f"{name} {h:.2f}" for name, h in hours.items())
+        )
+        for name, why in found.out_of_budget.items():
+            print(f"out of budget: {name}: {why}")
     for paper, total in paper_costs(plan, found, spent).items():
         print(
             f"{paper}: {total['cpu_hours']:.2f} CPU-hours here (one thread), {total['small_gpu_hours']:.3g} H100-hours "
