@@ -36,7 +36,16 @@ COMPARED = (
     "evaluation_tokens",
     "tuning",
 )
-DESCRIBED = ("model", "lr", "rate_from", "non_embedding", "tokens_per_parameter", "passes", "validations")
+DESCRIBED = (
+    "architecture",
+    "model",
+    "lr",
+    "rate_from",
+    "non_embedding",
+    "tokens_per_parameter",
+    "passes",
+    "validations",
+)
 SIZED = ("batch", "steps")  # what a token rule sets per size
 RECIPE_COLUMNS = ("comparison", "arm", "field", "value")
 MIN_WARMUP = 0.1  # of the steps, with an Adam-family optimiser
@@ -172,6 +181,7 @@ def recipe_of(run: Run, lr: float | str | None = None) -> dict[str, str]:
         "data_order": f"{run.data.get('order', 'shuffled')}, data seed {data_seed}",
         "evaluation_tokens": "the whole split" if windows is None else f"{windows * budget.seq_len}",
         "tuning": tuning,
+        "architecture": type(run.config).__name__,
         "model": run.model,
         "lr": _rate(run, hp, lr),
         "rate_from": rate_from,

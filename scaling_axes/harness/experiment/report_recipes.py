@@ -1,11 +1,13 @@
 """REPORT.md's recipe tables: each comparison's arms, one row an arm, from `recipes/<experiment>.csv` (written by
-`comparisons.write_recipes` when the experiment's table is rebuilt, its checksum verified here)."""
+`comparisons.write_recipes` when the experiment's table is rebuilt, its checksum verified here), then a model that two
+experiments train (`report_shared`)."""
 
 from __future__ import annotations
 
 import csv
 from pathlib import Path
 
+from scaling_axes.harness.experiment.report_shared import shared_lines
 from scaling_axes.io import verify_checksum
 
 COLUMNS = (
@@ -27,14 +29,14 @@ def recipe_lines(scale_dir: Path) -> list[str]:
     files = sorted((Path(scale_dir) / "recipes").glob("*.csv"))
     if not files:
         return []
-    lines = ["## Recipes: each comparison's arms", ""]
+    lines, recipes = ["## Recipes: each comparison's arms", ""], {}
     for path in files:
         verify_checksum(path, "rebuild the experiment's table (run <experiment> --report)")
         with open(path, newline="") as f:
-            rows = list(csv.DictReader(f))
+            rows = recipes[path.stem] = list(csv.DictReader(f))
         for comparison in dict.fromkeys(r["comparison"] for r in rows):
             lines += _comparison(path.stem, [r for r in rows if r["comparison"] == comparison])
-    return lines
+    return lines + shared_lines(Path(scale_dir), recipes)
 
 
 def _comparison(experiment: str, rows: list[dict[str, str]]) -> list[str]:
