@@ -34,6 +34,15 @@ refresh-constraints:
 	touch $(STAMP)
 	$(MAKE) test
 
+# transformers' older line beside the venv's 5.x, for tests/test_hf_lines.py: its packages alone, first on
+# PYTHONPATH, so that torch stays the venv's. From the registry or pip's cache; where neither has it the test skips
+HF4 := .venv-hf4
+HF4_PACKAGES := transformers==4.57.6 'huggingface-hub>=0.34,<1.0' 'tokenizers>=0.22,<=0.23.0'
+$(HF4)/.installed: Makefile | $(STAMP)
+	rm -rf $(HF4)
+	$(PY) -m pip install --quiet --target $(HF4) --no-deps $(HF4_PACKAGES) && touch $@ \
+		|| echo "transformers 4.x not installed: tests/test_hf_lines.py skips"
+
 smoke: $(STAMP)
 	$(PY) -m scaling_axes all --scale smoke
 
@@ -42,7 +51,7 @@ smoke: $(STAMP)
 TEST_WORKERS ?= auto
 # The default set: every property, model-by-model tests on one model of each kind. `test-slow`: the tests marked
 # slow (whole processes, several ranks, a bare venv, every other registered model); CI runs both (.ci/run)
-test: $(STAMP)
+test: $(STAMP) $(HF4)/.installed
 	$(PY) -m ruff format --check --quiet .
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not slow"
 
@@ -67,4 +76,4 @@ lint: $(STAMP)
 	$(PY) -m ruff format --check .
 
 clean:
-	rm -rf runs results/smoke .pytest_cache
+	rm -rf runs results/smoke .pytest_cache $(HF4)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import importlib.util
+import json
 import os
 import shutil
 import signal
@@ -49,6 +50,7 @@ def export(run_dir: Path, out: Path, replace: bool = False) -> str:
     hold an earlier export, which this one replaces); returns how the model was written. The export is written
     aside and moved in whole (`publish`): `out` holds all of it or none of it, and of two exports at once one wins."""
     from scaling_axes.harness.training.rundir import read_done, read_final_config  # imported here, not above:
+    from scaling_axes.interop.hf_config import TESTED_TRANSFORMERS
     from scaling_axes.interop.lm_eval_model import load_checkpoint  # `export --help` needs neither, nor torch
     from scaling_axes.interop.neox import as_neox, neox_mismatch
 
@@ -68,6 +70,7 @@ def export(run_dir: Path, out: Path, replace: bool = False) -> str:
     else:
         hf, how = as_remote_code(config, model, tokenizer), f"remote code (trust_remote_code=True; {unmatched})"
     hf.generation_config = generation_config(tokenizer)
+    hf.config.transformers_tested = list(TESTED_TRANSFORMERS)  # config.json says which lines it loads on
     aside, published = new_aside(out, "export"), False
     try:
         with stopped_by_signals(out, lambda: published):
@@ -244,6 +247,11 @@ def save_tokenizer(tokenizer: Tokenizer, out: Path, window: int) -> None:
     PreTrainedTokenizerFast(
         tokenizer_object=as_hf_tokenizer(tokenizer), model_max_length=window, padding_side="left", **eos
     ).save_pretrained(out)
+    config = Path(out) / "tokenizer_config.json"  # 5.x names its own class, which 4.x does not know
+    config.write_text(json.dumps({**json.loads(config.read_text()), "tokenizer_class": TOKENIZER_CLASS}, indent=2))
+
+
+TOKENIZER_CLASS = "PreTrainedTokenizerFast"  # the class both transformers lines load a tokenizer.json with
 
 
 def main(argv: list[str]) -> None:

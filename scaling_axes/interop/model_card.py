@@ -24,6 +24,8 @@ def model_card(run_dir: Path, config: dict[str, Any], model: nn.Module, how: str
     """The card of `run_dir`'s model, exported as `how` with a vocabulary of `vocab_size` tokens."""
     from huggingface_hub import ModelCardData
 
+    from scaling_axes.interop.hf_config import NEEDS_TRANSFORMERS, TESTED_TRANSFORMERS
+
     done = json.loads((run_dir / "done.json").read_text())
     experiment, scale, run = run_dir.resolve().parts[-3:]
     corpus = CORPORA.get(config.get("corpus"))
@@ -48,7 +50,13 @@ def model_card(run_dir: Path, config: dict[str, Any], model: nn.Module, how: str
         "",
         f"**{_scale_line(scale)}.** {size(model, vocab_size)}",
         "",
-        f"Exported from scaling-axes {_version()} (commit {config.get('commit', 'unknown')}) as {how}.",
+        f"Exported from scaling-axes {_version()} (commit {config.get('commit', 'unknown')}) as {how}. Tested on "
+        f"transformers {' and '.join(TESTED_TRANSFORMERS)}"
+        + (
+            f"; its code refuses transformers older than {'.'.join(map(str, NEEDS_TRANSFORMERS))} in one line."
+            if "remote" in how
+            else "; config.json holds both lines' rotary fields."
+        ),
         "",
         "## Training run",
         "",

@@ -66,6 +66,7 @@ def as_neox(model: nn.Module, tokenizer: Tokenizer) -> nn.Module:
         bos_token_id=tokenizer.eot_id,
         eos_token_id=tokenizer.eot_id,
     )
+    config.rotary_pct, config.rotary_emb_base = rotary, c.rope_base  # what transformers 4.x reads (else 0.25)
     hf = GPTNeoXForCausalLM(config)
     missing, unexpected = hf.load_state_dict(neox_state(model, vocab), strict=False)
     buffers = {name for name, _ in hf.named_buffers()}

@@ -5,7 +5,9 @@ Nothing is written twice: the files are the suite's (`hf_config.py` and `hf_mode
 `configuration_scaling_axes.py` and `modeling_scaling_axes.py`, the model's architecture file and what it imports
 from the suite), each as it is except for its `scaling_axes` imports. `transformers` copies a remote-code folder's
 relatively imported files by the pattern `from .name import ...`, one folder deep, so each suite module becomes one
-flat file named by its last component, and each import of it `from .name import ...`. A model file reaches what it
+flat file named by its last component, and each import of it `from .name import ...`. transformers 4.x copies only
+the files an entry file imports itself, so each entry file also names every other file of the folder in a block that
+never runs (`_declared`). A model file reaches what it
 must not carry (Triton kernels, the tokenizer's tables, growth) by a "module:name" string resolved when used
 (`kernels.fused`, `registry.resolve`), which an export never does.
 """
@@ -39,10 +41,25 @@ def remote_code(architecture: str) -> dict[str, str]:
     clashes = {stem for stem in names.values() if list(names.values()).count(stem) > 1}
     if clashes:
         raise SuiteError(f"remote code would hold two files named {sorted(clashes)}: rename one of the modules")
-    return {
+    files = {
         f"{names[m]}.py": _relative(sources[m], m, {**names, **{k: names[v] for k, v in stand_in.items()}})
         for m in names
     }
+    stems = sorted(names.values())
+    return {
+        name: text + _declared([s for s in stems if s != name[:-3]]) if name[:-3] in ENTRY.values() else text
+        for name, text in files.items()
+    }
+
+
+def _declared(stems: list[str]) -> str:
+    """Every file of the folder named as a relative import, never run: transformers 4.x copies into its module cache
+    only the files an entry file imports itself (5.x follows imports on), by these lines' pattern."""
+    lines = [f"    from .{stem} import __name__ as _{stem}\n" for stem in stems]
+    return (
+        "\n\nimport typing\n\nif typing.TYPE_CHECKING:  # transformers 4.x copies only the files an entry file "
+        "imports itself\n" + "".join(lines)
+    )
 
 
 def _source(module: str) -> str:
