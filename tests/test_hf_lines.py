@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.test_export import EXAMPLES, _finished_run
+from tests.test_export import EXAMPLES, _finished_run, native
 
 ROOT = Path(__file__).resolve().parents[1]
 HF4 = ROOT / ".venv-hf4"
@@ -70,12 +70,23 @@ def _exported(root: Path, name: str) -> tuple[Path, dict]:
 
 
 def test_each_kind_of_export_loads_on_the_older_line_as_the_suites_model(tmp_path):
+    _loads_on_the_older_line(MODELS, tmp_path)
+
+
+@pytest.mark.slow
+def test_every_other_registered_export_loads_on_the_older_line_as_the_suites_model(tmp_path):
+    from tests.test_export import EXPORTED
+
+    _loads_on_the_older_line([name for name in EXPORTED if name not in MODELS], tmp_path)
+
+
+def _loads_on_the_older_line(names: list[str], tmp_path: Path) -> None:
     import transformers
 
     from scaling_axes.interop.hf_config import TESTED_TRANSFORMERS
 
     older = _older_line()
-    folders = {name: _exported(tmp_path / name, name) for name in MODELS}
+    folders = {name: _exported(tmp_path / name, name) for name in names}
     env = {**os.environ, "PYTHONPATH": str(older), "HF_MODULES_CACHE": str(tmp_path / "modules"), "HF_HUB_OFFLINE": "1"}
     done = subprocess.run(
         [sys.executable, "-c", OLDER_LINE, *(str(f) for f, _ in folders.values())],
@@ -90,7 +101,7 @@ def test_each_kind_of_export_loads_on_the_older_line_as_the_suites_model(tmp_pat
     assert (found["version"], transformers.__version__) == TESTED_TRANSFORMERS  # what the card and config.json say
     for name, (folder, ours) in folders.items():
         theirs = found[str(folder)]
-        assert theirs["class"] == ("GPTNeoXForCausalLM" if name == "transformer_nope" else "ScalingAxesForCausalLM")
+        assert theirs["class"] == ("GPTNeoXForCausalLM" if native(name) else "ScalingAxesForCausalLM")
         assert theirs["difference"] < 1e-5, (name, theirs["difference"])
         assert theirs["encoded"] == ours["encoded"] and theirs["eos"] == ours["eos"], name
         assert theirs["padding_side"] == "left" and tuple(theirs["tested"]) == TESTED_TRANSFORMERS
