@@ -19,7 +19,7 @@ HF4 = ROOT / ".venv-hf4"
 MODELS = ("transformer_nope", "rmt", "mot_byte_attention")  # native GPT-NeoX (rotary 0), two remote-code models
 TEXTS = ("Hello world!", "naïve café — 1234567", "  two  spaces\tand a tab")
 
-# Run on the older line with the suite blocked: what a user with transformers 4.x and no scaling-axes sees.
+# Run with the suite blocked (on the older line: PYTHONPATH): what a user with transformers and no scaling-axes sees.
 OLDER_LINE = r"""
 import importlib.abc, json, sys
 class Blocked(importlib.abc.MetaPathFinder):
@@ -32,7 +32,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 out = {"version": transformers.__version__}
 for folder in sys.argv[1:]:
     expected = torch.load(f"{folder}/../expected.pt")
-    tokenizer = AutoTokenizer.from_pretrained(folder)
+    tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
     model = AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True)
     with torch.no_grad():
         logits = model(expected["ids"]).logits
@@ -46,6 +46,25 @@ for folder in sys.argv[1:]:
     }
 print(json.dumps(out))
 """
+
+
+def loaded_blocked(folders: list[Path], tmp_path: Path, packages: Path | None = None) -> dict:
+    """What `OLDER_LINE` finds of each export folder (beside it: `expected.pt`), the suite blocked, on the venv's
+    transformers or, with `packages` first on PYTHONPATH, on theirs."""
+    env = {**os.environ, "HF_MODULES_CACHE": str(tmp_path / "modules"), "HF_HUB_OFFLINE": "1"}
+    env = {**env, "PYTHONPATH": str(packages)} if packages else {k: v for k, v in env.items() if k != "PYTHONPATH"}
+    done = subprocess.run(
+        [sys.executable, "-c", OLDER_LINE, *map(str, folders)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    assert found, (done.stdout[-2000:], done.stderr[-2000:])
+    return json.loads(found[-1])
 
 
 def _older_line() -> Path:
@@ -87,17 +106,7 @@ def _loads_on_the_older_line(names: list[str], tmp_path: Path) -> None:
 
     older = _older_line()
     folders = {name: _exported(tmp_path / name, name) for name in names}
-    env = {**os.environ, "PYTHONPATH": str(older), "HF_MODULES_CACHE": str(tmp_path / "modules"), "HF_HUB_OFFLINE": "1"}
-    done = subprocess.run(
-        [sys.executable, "-c", OLDER_LINE, *(str(f) for f, _ in folders.values())],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    found = json.loads(done.stdout.strip().splitlines()[-1])
+    found = loaded_blocked([f for f, _ in folders.values()], tmp_path, older)
     assert (found["version"], transformers.__version__) == TESTED_TRANSFORMERS  # what the card and config.json say
     for name, (folder, ours) in folders.items():
         theirs = found[str(folder)]

@@ -39,12 +39,14 @@ def token_ids(config: Any, seq_len: int) -> tuple[Tensor, int]:
 @dataclasses.dataclass(frozen=True)
 class Example:
     """A smoke-sized model of an architecture: preset `preset` with `overrides`, on tokenizer `tokenizer` (a MoT's
-    byte tables come from its tokenizer). The tests build, export, load, decode and compare every registered
-    language model's examples, so that a new architecture is checked by its registration alone."""
+    byte tables come from its tokenizer), trained on `optimizer`. The tests build, train, export, load, decode and
+    compare every registered language model's examples, so that a new architecture is checked by its registration
+    alone."""
 
     preset: str
     overrides: dict[str, Any]
     tokenizer: str = "bytes"
+    optimizer: str = "adamw"  # what its architecture's recipes train it with (`LanguageModel.optimizer`)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -68,8 +68,9 @@ class MixtureOfTokenizers(ModdedGPT):
         """As the backbone's, except that the concat Linear trains with the embeddings (the original's line 1156)."""
         groups = super().param_groups()
         if isinstance(self.embed, ConcatMixin):
-            groups["muon"].remove(self.embed.proj.weight)
-            groups["embed"].append(self.embed.proj.weight)
+            concat = self.embed.proj.weight  # by identity: `list.remove` compares tensors with ==, elementwise
+            groups["muon"] = [p for p in groups["muon"] if p is not concat]
+            groups["embed"].append(concat)
         return groups
 
     @property

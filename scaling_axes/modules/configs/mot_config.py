@@ -224,7 +224,9 @@ _SMOKE_MOT = {**_SMOKE, "byte_head_dim": 16, "d_token": 16, "d_byte": 4}
 
 
 def _modded_architecture(examples: dict[str, Example]) -> Architecture:
-    """The backbone and the MoT share their formulas: the backbone is a MoT with no-op mixin and mixout."""
+    """The backbone and the MoT share their formulas: the backbone is a MoT with no-op mixin and mixout. Their
+    recipes train them on the speedrun's Muon + Adam groups, and so do their examples' tests."""
+    examples = {name: dataclasses.replace(example, optimizer="muon") for name, example in examples.items()}
     return Architecture(
         params=_modded_params,
         flops=_modded_flops,
