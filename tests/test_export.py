@@ -291,6 +291,7 @@ def test_lm_evals_own_hf_model_generates_from_an_export_as_the_suites_adapter_do
 @pytest.mark.parametrize("exported", by_model(REMOTE), indirect=True)
 def test_a_remote_code_export_checkpoints_gradients_and_resizes_its_embeddings(exported) -> None:
     model, _, folder = exported
+    assert getattr(model, "embeds_bytes", False) == (getattr(model.config, "mixin", "noop") != "noop")
     hf = _loaded(folder)
     hf.train()
     ids = torch.randint(0, 50257, (2, 24), generator=torch.Generator().manual_seed(2))
@@ -308,13 +309,34 @@ def test_a_remote_code_export_checkpoints_gradients_and_resizes_its_embeddings(e
     for name, grad in plain.items():
         torch.testing.assert_close(checkpointed[name], grad, atol=1e-6, rtol=1e-5)
     assert hf.get_input_embeddings().num_embeddings == 50257
-    if type(model.config).__name__ == "MoTConfig":
+    if getattr(model, "embeds_bytes", False):  # a MoT backbone (no byte mixin) resizes as any model
         with pytest.raises(NotImplementedError, match="byte table"):
             hf.resize_token_embeddings(50300)
         return
     hf.resize_token_embeddings(50300)
     assert hf.get_input_embeddings().num_embeddings == 50300 and hf.config.vocab_size == 50300
     assert hf(ids).logits.shape[-1] in (50300, 50257 if hf.get_output_embeddings() is None else 50300)
+
+
+LOOKS_BACK = [name for name in REMOTE if name.startswith("mot") and name != "mot_backbone"] + ["rmt_official"]
+
+
+@pytest.mark.parametrize("exported", by_model(LOOKS_BACK), indirect=True)
+def test_a_hand_written_decoding_loop_is_shown_the_call_with_prefix_ids(exported) -> None:
+    """Issue 84: a model that looks back at token ids (a MoT's byte pull, the official RMT's document mask), stepped
+    by hand with a cache, said only "pass the 16 ids the cache holds"; it names `prefix_ids` and shows the call, and
+    that call gives the uncached logits."""
+    _, tokenizer, folder = exported
+    hf = _loaded(folder)
+    ids = torch.tensor([tokenizer.encode("The quick brown fox jumps over")])
+    with torch.no_grad():
+        first = hf(ids[:, :-1], use_cache=True)
+        said = r"pass the \d+ ids the cache holds as prefix_ids, model\(next_ids, past_key_values=cache, prefix_ids="
+        with pytest.raises(ValueError, match=said):
+            hf(ids[:, -1:], past_key_values=first.past_key_values, use_cache=True)
+        cache = hf(ids[:, :-1], use_cache=True).past_key_values
+        step = hf(ids[:, -1:], past_key_values=cache, prefix_ids=ids[:, :-1], use_cache=True).logits[:, -1]
+        torch.testing.assert_close(step, hf(ids, use_cache=False).logits[:, -1], atol=1e-5, rtol=1e-5)
 
 
 def test_export_refuses_a_folder_with_files_and_one_inside_the_run(finished, tmp_path) -> None:

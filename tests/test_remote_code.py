@@ -133,6 +133,9 @@ def test_an_export_is_a_folder_the_hub_takes_as_it_is(exports) -> None:
     _, folder = exports["tokenformer"]
     for path in folder.iterdir():
         assert stat.S_IMODE(path.stat().st_mode) == 0o644, path.name
+    mask = os.umask(0o022)  # the folder as mkdir makes one under the usual umask, so another user reads it
+    os.umask(mask)
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o777 & ~mask
     config = json.loads((folder / "config.json").read_text())
     assert config["auto_map"] == {
         "AutoConfig": "configuration_scaling_axes.ScalingAxesConfig",

@@ -92,7 +92,7 @@ class ScalingAxesForCausalLM(PreTrainedModel, GenerationMixin):
         _replace(self.backbone, self.vocabulary_modules["output"], value)
 
     def resize_token_embeddings(self, *args: Any, **kwargs: Any) -> nn.Embedding:
-        if hasattr(self.backbone, "bytes_vocab") or hasattr(self.backbone.config, "byte_table"):
+        if getattr(self.backbone, "embeds_bytes", False):  # a MoT backbone with no byte mixin resizes as any model
             raise NotImplementedError(
                 "a Mixture of Tokenizers model embeds each token with its bytes (its byte "
                 "table): new tokens need their bytes, which resizing cannot give"

@@ -34,8 +34,15 @@ def new_aside(out: Path, kind: str) -> Path:
     """A folder beside `out`, made by this process alone (`mkdtemp`: a new random name, created exclusively, 0700),
     marked with its pid, OUT's name and `kind` ("export": being written; "replaced": an earlier export moved out)."""
     path = Path(tempfile.mkdtemp(prefix=f".{out.name}.{kind}", dir=out.parent))
+    path.chmod(0o777 & ~_umask())  # mkdtemp's 0700, opened as a folder mkdir makes: others read an export (0755)
     atomic_write(path / MARKER, json.dumps({"pid": os.getpid(), "out": out.name, "kind": kind}))  # whole or absent
     return path
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_manifest(folder: Path) -> None:

@@ -41,7 +41,10 @@ class Decoding:
 
     def prefix_ids(self) -> Tensor:
         if self.prefix is None or self.prefix.shape[1] != self.start:
-            raise ValueError(f"this model looks back at token ids: pass the {self.start} ids the cache holds")
+            raise ValueError(
+                f"this model looks back at token ids: pass the {self.start} ids the cache holds as prefix_ids, "
+                "model(next_ids, past_key_values=cache, prefix_ids=ids_so_far), as generate does"
+            )
         return self.prefix
 
 

@@ -77,6 +77,11 @@ class MixtureOfTokenizers(ModdedGPT):
     def predicts_bytes(self) -> bool:
         return self.mixout is not None
 
+    @property
+    def embeds_bytes(self) -> bool:
+        """Whether a token's embedding reads its bytes (a new token would need them: no resizing then)."""
+        return self.config.mixin != "noop"
+
     def embed_inputs(self, idx: Tensor) -> Tensor:
         """The mixin's embedding; while decoding, of `idx` after the cached tokens that it looks back at."""
         if self.config.mixin == "noop":
