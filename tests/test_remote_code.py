@@ -6,6 +6,7 @@ logits and tokens at a cost per token that does not grow with the prefix."""
 import ast
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
+from scaling_axes.interop.remote_code import DECLARATION
 from tests.test_export import EXAMPLES, EXPORTED, _finished_run
 
 RECIPIENT = r"""
@@ -118,7 +120,11 @@ def test_remote_code_is_the_suites_own_files_with_relative_imports(exports) -> N
         ours = ours or {"modeling_scaling_axes.py": "interop/hf_modeling.py"}.get(path.name)
         folder_of = "configs" if path.name.endswith("_config.py") else "architectures"
         ours = package / (ours or f"modules/{folder_of}/{path.name}")
-        theirs_lines, our_lines = path.read_text().splitlines(), ours.read_text().splitlines()
+        text, _, declared = path.read_text().partition(DECLARATION)  # an entry file names every other file after
+        if path.name in ("configuration_scaling_axes.py", "modeling_scaling_axes.py"):
+            named = sorted(re.findall(r"^    from \.(\w+) import __name__ as _\1$", declared, re.M))
+            assert named == sorted(f[:-3] for f in files if f != path.name), path.name
+        theirs_lines, our_lines = text.splitlines(), ours.read_text().splitlines()
         assert len(theirs_lines) == len(our_lines), path.name
         changed = [(a, b) for a, b in zip(our_lines, theirs_lines, strict=True) if a != b]
         assert all(a.lstrip().startswith("from scaling_axes") and b.lstrip().startswith("from .") for a, b in changed)
@@ -126,7 +132,9 @@ def test_remote_code_is_the_suites_own_files_with_relative_imports(exports) -> N
             if isinstance(node, ast.ImportFrom) and node.level == 0:
                 assert node.module.split(".")[0] in {"torch", "transformers", "__future__", *sys.stdlib_module_names}
             if isinstance(node, ast.Import):
-                assert all(a.name.split(".")[0] in {"torch", *sys.stdlib_module_names} for a in node.names)
+                assert all(
+                    a.name.split(".")[0] in {"torch", "transformers", *sys.stdlib_module_names} for a in node.names
+                )
 
 
 def test_an_export_is_a_folder_the_hub_takes_as_it_is(exports) -> None:

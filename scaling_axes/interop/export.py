@@ -74,7 +74,7 @@ def export(run_dir: Path, out: Path, replace: bool = False) -> str:
     aside, published = new_aside(out, "export"), False
     try:
         with stopped_by_signals(out, lambda: published):
-            card = model_card(run_dir, config, model, how, hf.config.vocab_size)
+            card = model_card(run_dir, config, model, hf, how)
             write_folder(aside, hf, tokenizer, model, card, unmatched is None)
             with signals_held():  # a Ctrl-C now arrives once OUT holds one export whole, and says which
                 publish(aside, out, replace)

@@ -20,13 +20,14 @@ if TYPE_CHECKING:
 LICENSE = "mit"  # the suite's (LICENSE); a card names its data's terms beside it
 
 
-def model_card(run_dir: Path, config: dict[str, Any], model: nn.Module, how: str, vocab_size: int) -> str:
-    """The card of `run_dir`'s model, exported as `how` with a vocabulary of `vocab_size` tokens."""
+def model_card(run_dir: Path, config: dict[str, Any], model: nn.Module, hf: nn.Module, how: str) -> str:
+    """The card of `run_dir`'s model `model`, exported as `hf` (`how`). Every sentence on its size, window, cache and
+    padding is generated from the exported model, and a test checks each against the loaded export."""
     from huggingface_hub import ModelCardData
 
     from scaling_axes.interop.hf_config import NEEDS_TRANSFORMERS, TESTED_TRANSFORMERS
 
-    done = json.loads((run_dir / "done.json").read_text())
+    done, native = json.loads((run_dir / "done.json").read_text()), "remote" not in how
     experiment, scale, run = run_dir.resolve().parts[-3:]
     corpus = CORPORA.get(config.get("corpus"))
     data = ModelCardData(
@@ -48,7 +49,7 @@ def model_card(run_dir: Path, config: dict[str, Any], model: nn.Module, how: str
         "",
         inspect.getdoc(inspect.getmodule(type(model))).split("\n\n")[0].replace("\n", " "),
         "",
-        f"**{_scale_line(scale)}.** {size(model, vocab_size)}",
+        f"**{_scale_line(scale)}.** {size(model, hf, native)}",
         "",
         f"Exported from scaling-axes {_version()} (commit {config.get('commit', 'unknown')}) as {how}. Tested on "
         f"transformers {' and '.join(TESTED_TRANSFORMERS)}"
@@ -71,7 +72,8 @@ def model_card(run_dir: Path, config: dict[str, Any], model: nn.Module, how: str
         f"The suite's code and these weights: MIT. The training data ({config.get('corpus')}): "
         f"{corpus.terms if corpus else 'its source terms'}.",
         "",
-        *load_lines("remote" in how, model.config.max_seq_len),
+        *load_lines(not native),
+        *behaviour_lines(native, model.config.max_seq_len),
     ]
     return "\n".join(lines)
 
@@ -112,21 +114,23 @@ def results(run_dir: Path, done: dict[str, Any], corpus: str) -> list[Any]:
     return found
 
 
-def size(model: nn.Module, vocab_size: int) -> str:
-    """The model's real size: its parameters (each shared tensor once) and shapes, read off the model itself."""
+def size(model: nn.Module, hf: nn.Module, native: bool) -> str:
+    """The model's real size: the exported model's parameters (each shared tensor once; a padded vocabulary's rows
+    cut), and the shapes, read off the suite's model."""
     from scaling_axes.modules.registry import architecture_of  # here: `export --help` imports no torch
 
     c = model.config
     architecture = architecture_of(c)
     heads = getattr(c, "n_head", None) or getattr(c, "rank", None)
+    window = f"trained on windows of {c.max_seq_len} tokens" if native else f"a window of {c.max_seq_len} tokens"
     return (
-        f"{sum(p.numel() for p in model.parameters()):,} parameters: {architecture.depth(c)} layers of width "
-        f"{architecture.width(c)}, {heads} heads, a window of {c.max_seq_len} tokens and a vocabulary of "
-        f"{vocab_size:,} tokens."
+        f"{sum(p.numel() for p in hf.parameters()):,} parameters in the exported tensors: {architecture.depth(c)} "
+        f"layers of width {architecture.width(c)}, {heads} heads, {window} and a vocabulary of "
+        f"{hf.config.vocab_size:,} tokens."
     )
 
 
-def load_lines(remote: bool, window: int) -> list[str]:
+def load_lines(remote: bool) -> list[str]:
     """How to load it: lines that run as written, in a terminal, with no question asked. The tokenizer is a
     standard fast tokenizer (tokenizer.json), read without the model's config or code."""
     lines = [
@@ -148,13 +152,45 @@ def load_lines(remote: bool, window: int) -> list[str]:
             "`AutoTokenizer.from_pretrained(PATH)`, which reads the model's config first: the tokenizer line above "
             "reads tokenizer.json alone.",
             "",
-            "`generate` caches every attention layer's keys and values (`use_cache=True`), so a step runs only the "
-            "new token; it recomputes where a cache would change the logits: a padded batch, and past the model's "
-            f"window of {window} tokens (it then keeps to the last {window}). A forward of more tokens than the "
-            "window is refused. The fused Triton kernels stay in the suite (`kernel='torch'` here).",
-            "",
         ]
     return lines
+
+
+WINDOWED = "is cut into windows of {window} tokens from its end"  # what a test reads each card's statements by
+NO_WINDOW = "has no window"
+DROPS_FIRST_TARGET = "is left out"
+SCORES_FIRST_TARGET = "also scores each row's first real token"
+
+
+def behaviour_lines(native: bool, window: int) -> list[str]:
+    """What the exported model does with a long text, a cache and a padded batch: GPT-NeoX as transformers runs it,
+    the remote code as the suite's model does (`layers.windowed`; `hf_modeling`'s padded targets)."""
+    if native:
+        return [
+            "## Window and padding",
+            "",
+            f"This GPT-NeoX {NO_WINDOW}: it attends to every token it is given, past the {window} the suite trained "
+            f"it on, where the suite's model reads a longer text in windows of {window} tokens cut from its end. "
+            f"For the suite's numbers give it at most {window} tokens at a time.",
+            "",
+            f"With left padding and labels of -100 at the padded positions, its loss {SCORES_FIRST_TARGET}, "
+            "predicted from the padding before it: set that label to -100 too for the sequences' own loss.",
+            "",
+        ]
+    return [
+        "## Window, cache and padding",
+        "",
+        "`generate` caches every attention layer's keys and values (`use_cache=True`), so a step runs only the new "
+        "token; it recomputes where a cache would change the logits: a padded batch, and past the model's window of "
+        f"{window} tokens (it then keeps to the last {window}). A forward of a longer text "
+        f"{WINDOWED.format(window=window)}, each run on its own: every position gets its logits, and the last "
+        f"window's are those of the text cut to its last {window} tokens. The fused Triton kernels stay in the suite "
+        "(`kernel='torch'` here).",
+        "",
+        "A left-padded batch with `labels` scores a target only where it and the token before it are real: each "
+        f"row's first real token, which has no context, {DROPS_FIRST_TARGET}, so the loss is the sequences' own.",
+        "",
+    ]
 
 
 def _scale_line(scale: str) -> str:

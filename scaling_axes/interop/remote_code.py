@@ -55,11 +55,12 @@ def remote_code(architecture: str) -> dict[str, str]:
 def _declared(stems: list[str]) -> str:
     """Every file of the folder named as a relative import, never run: transformers 4.x copies into its module cache
     only the files an entry file imports itself (5.x follows imports on), by these lines' pattern."""
-    lines = [f"    from .{stem} import __name__ as _{stem}\n" for stem in stems]
-    return (
-        "\n\nimport typing\n\nif typing.TYPE_CHECKING:  # transformers 4.x copies only the files an entry file "
-        "imports itself\n" + "".join(lines)
-    )
+    return DECLARATION + "".join(f"    from .{stem} import __name__ as _{stem}\n" for stem in stems)
+
+
+DECLARATION = (
+    "\n\nimport typing\n\nif typing.TYPE_CHECKING:  # transformers 4.x copies only the files an entry file imports\n"
+)
 
 
 def _source(module: str) -> str:
