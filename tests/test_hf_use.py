@@ -1,7 +1,8 @@
 """An export used as a Hugging Face user uses it (issue 75), every registered language model: 256 generated tokens
 all of its tokenizer, the same tokens from two threads as alone, a padded batch that trains with its sequences'
-loss, a sequence past the window refused in one line as lm-eval refuses one, a tokenizer and load lines that ask
-nothing, a card the Hub reads, a load from the checkout root, and the generation benchmark's options checked first."""
+loss, a sequence past the window run window by window from its end (every position its logits), a tokenizer and
+load lines that ask nothing, a card the Hub reads, a load from the checkout root, and the generation benchmark's
+options checked first."""
 
 import json
 import os
