@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scaling_axes.datamodules.tokenizers import EOT, Tokenizer, as_hf_tokenizer
-from scaling_axes.interop.model_card import model_card
+from scaling_axes.interop.model_card import Trained, model_card
 from scaling_axes.interop.publish import (
     MANIFEST,
     MARKER,
@@ -47,19 +47,19 @@ def check_hf_extra(what: str) -> None:
 
 def export(run_dir: Path, out: Path, replace: bool = False) -> str:
     """Write `run_dir`'s finished model and tokenizer into `out`, which must be empty unless `replace` (then it must
-    hold an earlier export, which this one replaces); returns how the model was written. The export is written
-    aside and moved in whole (`publish`): `out` holds all of it or none of it, and of two exports at once one wins."""
-    from scaling_axes.harness.training.rundir import read_done, read_final_config  # imported here, not above:
-    from scaling_axes.interop.hf_config import TESTED_TRANSFORMERS
+    hold an earlier export, which this one replaces); returns how the model was written. `run_dir` is a finished
+    run's directory, or a Lightning checkpoint (`.ckpt`) of `fit` or of a run, its card naming what the checkpoint
+    knows. The export is written aside and moved in whole (`publish`): `out` holds all of it or none of it, and of
+    two exports at once one wins."""
+    from scaling_axes.interop.hf_config import TESTED_TRANSFORMERS  # imported here, not above:
     from scaling_axes.interop.lm_eval_model import load_checkpoint  # `export --help` needs neither, nor torch
     from scaling_axes.interop.neox import as_neox, neox_mismatch
 
     check_hf_extra("export")
     tidy_stranded(out)  # first: an earlier export an interrupted --replace left aside is back before OUT is checked
-    check_out(run_dir, out, replace)
-    unfinished(run_dir)
-    read_done(run_dir / "done.json", weights=True)  # a finished run first: what else is missing follows from that
-    config = read_final_config(run_dir)
+    check_out(run_dir.parent if run_dir.suffix == ".ckpt" else run_dir, out, replace)
+    trained = checkpoint_trained(run_dir) if run_dir.suffix == ".ckpt" else run_trained(run_dir)
+    config = trained.config
     if config.get("tokenizer") is None:
         raise SuiteError(f"{run_dir} is an image classifier: export writes language models (timm loads the ViTs)")
     model, tokenizer = load_checkpoint(run_dir)  # a finished run's verified weights, as lm-eval reads them
@@ -74,7 +74,7 @@ def export(run_dir: Path, out: Path, replace: bool = False) -> str:
     aside, published = new_aside(out, "export"), False
     try:
         with stopped_by_signals(out, lambda: published):
-            card = model_card(run_dir, config, model, hf, how)
+            card = model_card(trained, model, hf, how)
             write_folder(aside, hf, tokenizer, model, card, unmatched is None)
             with signals_held():  # a Ctrl-C now arrives once OUT holds one export whole, and says which
                 publish(aside, out, replace)
@@ -87,6 +87,30 @@ def export(run_dir: Path, out: Path, replace: bool = False) -> str:
         if not published:
             shutil.rmtree(aside, ignore_errors=True)  # the folder this export made, never anything else
     return how
+
+
+def run_trained(run_dir: Path) -> Trained:
+    """A finished run's record: refused, saying why, where it has not finished."""
+    from scaling_axes.harness.training.rundir import read_done, read_final_config
+
+    unfinished(run_dir)
+    read_done(run_dir / "done.json", weights=True)  # a finished run first: what else is missing follows from that
+    return Trained.of_run(run_dir, read_final_config(run_dir))
+
+
+def checkpoint_trained(path: Path) -> Trained:
+    """A Lightning checkpoint's record (verified first, read without unpickling code): its model's and data's
+    settings and its step."""
+    from scaling_axes.io import CorruptFileError, load_torch, verify_checksum
+
+    fix = "pass a checkpoint that a run of the suite or `python -m scaling_axes fit` wrote, with its .blake2b"
+    checkpoint = load_torch(path, fix, mmap=True)
+    verify_checksum(path, fix)
+    hparams = checkpoint.get("hyper_parameters") if isinstance(checkpoint, dict) else None
+    if not isinstance(hparams, dict) or "model" not in hparams:
+        raise CorruptFileError(f"{path} names no model in its hyper_parameters: not the suite's LanguageModel; {fix}")
+    data = checkpoint.get("datamodule_hyper_parameters") or {}
+    return Trained.of_checkpoint(hparams, data, int(checkpoint.get("global_step") or 0))
 
 
 def write_folder(aside: Path, hf: Any, tokenizer: Tokenizer, model: nn.Module, card: str, native: bool) -> None:
@@ -258,7 +282,12 @@ def main(argv: list[str]) -> None:
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m scaling_axes export", description=__doc__.splitlines()[0])
-    parser.add_argument("run_dir", type=Path, help="a finished run's directory (runs/<experiment>/<scale>/<run>)")
+    parser.add_argument(
+        "run_dir",
+        type=Path,
+        help="a finished run's directory (runs/<experiment>/<scale>/<run>), or a Lightning checkpoint (.ckpt) that "
+        "`fit` or a run wrote",
+    )
     parser.add_argument("out", type=Path, help="the folder to write (made if missing; empty unless --replace)")
     parser.add_argument(
         "--replace",

@@ -5,6 +5,7 @@ architecture's own docstring names the paper), its real size, the scale it was t
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import inspect
 import json
@@ -20,15 +21,53 @@ if TYPE_CHECKING:
 LICENSE = "mit"  # the suite's (LICENSE); a card names its data's terms beside it
 
 
-def model_card(run_dir: Path, config: dict[str, Any], model: nn.Module, hf: nn.Module, how: str) -> str:
-    """The card of `run_dir`'s model `model`, exported as `hf` (`how`). Every sentence on its size, window, cache and
+@dataclasses.dataclass(frozen=True)
+class Trained:
+    """What an export knows of how its model was trained, as its card says it: the run's name, the experiment and
+    scale it recorded (None: trained outside them, by `fit` or by hand), its config (model, overrides, corpus,
+    tokenizer, commit) and its record (steps, tokens, final losses), never a fragment of a path."""
+
+    run: str
+    experiment: str | None
+    scale: str | None
+    config: dict[str, Any]
+    done: dict[str, Any]
+    evaluated: Path | None = None  # the eval.json of its weights, where there is one
+
+    @classmethod
+    def of_run(cls, run_dir: Path, config: dict[str, Any]) -> Trained:
+        """A finished run's directory: its labels (config.yaml), config.json and done.json."""
+        from scaling_axes.harness.training.rundir import read_config  # here: `export --help` imports no torch
+
+        labels = (read_config(run_dir).get("labels") or {}) if (run_dir / "config.yaml").exists() else {}
+        done = json.loads((run_dir / "done.json").read_text())
+        name = config.get("run") or done.get("run") or run_dir.name
+        return cls(name, labels.get("experiment"), labels.get("scale"), config, done, run_dir / "eval.json")
+
+    @classmethod
+    def of_checkpoint(cls, hparams: dict[str, Any], data: dict[str, Any], steps: int) -> Trained:
+        """A Lightning checkpoint of `fit` (or of a run): its model's and its data's settings and its step."""
+        from scaling_axes.datamodules.sources import tokenizer_of
+
+        corpus = data.get("corpus")
+        config = {
+            "model": hparams["model"],
+            "overrides": dict(hparams.get("model_overrides") or {}),
+            "corpus": corpus,
+            "tokenizer": tokenizer_of(corpus, data.get("tokenizer")) if corpus else data.get("tokenizer"),
+        }
+        return cls(f"{hparams['model']} at step {steps}", None, None, config, {"steps": steps})
+
+
+def model_card(trained: Trained, model: nn.Module, hf: nn.Module, how: str) -> str:
+    """The card of `trained`'s model `model`, exported as `hf` (`how`). Every sentence on its size, window, cache and
     padding is generated from the exported model, and a test checks each against the loaded export."""
     from huggingface_hub import ModelCardData
 
     from scaling_axes.interop.hf_config import NEEDS_TRANSFORMERS, TESTED_TRANSFORMERS
 
-    done, native = json.loads((run_dir / "done.json").read_text()), "remote" not in how
-    experiment, scale, run = run_dir.resolve().parts[-3:]
+    config, done, native = trained.config, trained.done, "remote" not in how
+    experiment, scale, run = trained.experiment or "none", trained.scale, trained.run
     corpus = CORPORA.get(config.get("corpus"))
     data = ModelCardData(
         library_name="transformers",
@@ -37,7 +76,7 @@ def model_card(run_dir: Path, config: dict[str, Any], model: nn.Module, hf: nn.M
         tags=["scaling-axes", type(model.config).__name__],
         datasets=[corpus.hub_dataset] if corpus and corpus.hub_dataset else None,
         model_name=run,
-        eval_results=results(run_dir, done, config.get("corpus") or "its corpus") or None,
+        eval_results=results(trained.evaluated, done, config.get("corpus") or "its corpus") or None,
     )
     row = [experiment, scale, run, done.get("steps"), done.get("tokens"), config.get("corpus"), config.get("tokenizer")]
     row += [done.get("val_loss"), done.get("test_loss")]
@@ -78,7 +117,7 @@ def model_card(run_dir: Path, config: dict[str, Any], model: nn.Module, hf: nn.M
     return "\n".join(lines)
 
 
-def results(run_dir: Path, done: dict[str, Any], corpus: str) -> list[Any]:
+def results(evaluated: Path | None, done: dict[str, Any], corpus: str) -> list[Any]:
     """The run's results as the Hub's `model-index` holds them: its validation loss, and the zero-shot accuracies an
     evaluation of these weights recorded (eval.json, where there is one)."""
     from huggingface_hub import EvalResult
@@ -96,8 +135,7 @@ def results(run_dir: Path, done: dict[str, Any], corpus: str) -> list[Any]:
                 metric_value=float(done["val_loss"]),
             )
         )
-    evaluated = run_dir / "eval.json"
-    tasks = json.loads(evaluated.read_text()).get("tasks", {}) if evaluated.exists() else {}
+    tasks = json.loads(evaluated.read_text()).get("tasks", {}) if evaluated and evaluated.exists() else {}
     for task, scores in sorted(tasks.items()):
         for metric in ("acc", "acc_norm"):
             if scores.get(metric) is not None:
@@ -193,10 +231,10 @@ def behaviour_lines(native: bool, window: int) -> list[str]:
     ]
 
 
-def _scale_line(scale: str) -> str:
-    known = SCALES.get(scale)
+def _scale_line(scale: str | None) -> str:
+    known = SCALES.get(scale) if scale else None
     if known is None:
-        return f"Trained outside the suite's scales ({scale}): not a reproduction"
+        return f"Trained outside the suite's scales{f' ({scale})' if scale else ''}: not a reproduction"
     return known.note.rstrip(".") if known.note else f"{scale} scale: the papers' own configurations"
 
 
