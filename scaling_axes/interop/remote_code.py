@@ -45,16 +45,15 @@ def remote_code(architecture: str) -> dict[str, str]:
         f"{names[m]}.py": _relative(sources[m], m, {**names, **{k: names[v] for k, v in stand_in.items()}})
         for m in names
     }
-    stems = sorted(names.values())
-    return {
-        name: text + _declared([s for s in stems if s != name[:-3]]) if name[:-3] in ENTRY.values() else text
-        for name, text in files.items()
-    }
+    others = sorted(stem for stem in names.values() if stem not in ENTRY.values())
+    return {name: text + _declared(others) if name[:-3] in ENTRY.values() else text for name, text in files.items()}
 
 
 def _declared(stems: list[str]) -> str:
-    """Every file of the folder named as a relative import, never run: transformers 4.x copies into its module cache
-    only the files an entry file imports itself (5.x follows imports on), by these lines' pattern."""
+    """Every file of the folder but the entry files named as a relative import, never run: transformers 4.x copies
+    into its module cache only the files an entry file imports itself (5.x follows imports on), by these lines'
+    pattern. Never the other entry file: a cycle of relative imports loops 4.x before 4.57 forever, before the
+    configuration's version check could refuse it."""
     return DECLARATION + "".join(f"    from .{stem} import __name__ as _{stem}\n" for stem in stems)
 
 
