@@ -12,6 +12,8 @@ import torch.nn.functional as F
 from scaling_axes.interop.model_card import DROPS_FIRST_TARGET, NO_WINDOW, SCORES_FIRST_TARGET, WINDOWED
 from tests.test_export import EXAMPLES, EXPORTED, _finished_run, _loaded, by_model
 
+FAST = ("transformer_nope", "rmt")  # one card of each kind in `make test`; every other example's in the slow set
+
 
 @pytest.fixture
 def carded(request, tmp_path):
@@ -26,7 +28,7 @@ def carded(request, tmp_path):
     return _loaded(tmp_path / "hf"), (tmp_path / "hf" / "README.md").read_text(), model.config.max_seq_len
 
 
-@pytest.mark.parametrize("carded", by_model(EXPORTED), indirect=True)
+@pytest.mark.parametrize("carded", by_model(EXPORTED, FAST), indirect=True)
 def test_the_cards_size_is_the_exported_tensors_and_its_window_what_the_export_does(carded):
     hf, card, window = carded
     stated = int(re.search(r"([\d,]+) parameters in the exported tensors", card).group(1).replace(",", ""))
@@ -40,7 +42,7 @@ def test_the_cards_size_is_the_exported_tensors_and_its_window_what_the_export_d
     assert torch.allclose(whole, last, atol=1e-5) == windowed
 
 
-@pytest.mark.parametrize("carded", by_model(EXPORTED), indirect=True)
+@pytest.mark.parametrize("carded", by_model(EXPORTED, FAST), indirect=True)
 def test_the_card_says_how_a_padded_batchs_first_real_token_is_scored(carded):
     """A left-padded batch with -100 at the padding: the loss the card says, against the sequences' own (each row
     alone, every target after its first token, the mean over all of them)."""

@@ -16,9 +16,10 @@ from tests.test_export import EXAMPLES, EXPORTED, by_model
 from tests.test_hf_lines import TEXTS, loaded_blocked
 
 STEPS = 3
+FAST = ("mot_byte_attention", "transformer_nope")  # Muon + Adam and AdamW in `make test`; the others slow
 
 
-@pytest.mark.parametrize("name", by_model(EXPORTED))
+@pytest.mark.parametrize("name", by_model(EXPORTED, FAST))
 def test_an_example_trains_on_its_optimiser_exports_and_loads_as_the_model_it_trained(name, tmp_path):
     example = EXAMPLES[name]
     module = LanguageModel(

@@ -86,9 +86,9 @@ REMOTE = [name for name in EXPORTED if not native(name)]
 FAST_MODELS = ("transformer_nope", "tokenformer", "mot_byte_attention", "rmt")
 
 
-def by_model(names: list[str]) -> list:
-    """`names` as parameters, each but `FAST_MODELS` marked `slow`."""
-    return [pytest.param(name, marks=() if name in FAST_MODELS else pytest.mark.slow) for name in names]
+def by_model(names: list[str], fast: tuple[str, ...] = FAST_MODELS) -> list:
+    """`names` as parameters, each but those in `fast` marked `slow`."""
+    return [pytest.param(name, marks=() if name in fast else pytest.mark.slow) for name in names]
 
 
 def _finished_run(root, preset: str, overrides: dict, tokenizer: str):
