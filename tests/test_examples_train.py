@@ -44,6 +44,8 @@ def test_an_example_trains_on_its_optimiser_exports_and_loads_as_the_model_it_tr
         optimizer.zero_grad()
         scheduler.step()
     names = {id(p): n for n, p in module.model.named_parameters()}
+    grouped = [id(p) for group in optimizer.param_groups for p in group["params"]]
+    assert sorted(grouped) == sorted(names), name  # every parameter in exactly one group
     for group in optimizer.param_groups:  # each of the optimiser's groups moved (Muon's matrices, Adam's tables, ...)
         assert any(not torch.equal(p, before[names[id(p)]]) for p in group["params"]), (name, group.get("name"))
     run = Run("r", example.preset, Budget(STEPS, 2, 16), example.overrides, tokenizer=example.tokenizer)

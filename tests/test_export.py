@@ -337,6 +337,10 @@ def test_a_hand_written_decoding_loop_is_shown_the_call_with_prefix_ids(exported
         cache = hf(ids[:, :-1], use_cache=True).past_key_values
         step = hf(ids[:, -1:], past_key_values=cache, prefix_ids=ids[:, :-1], use_cache=True).logits[:, -1]
         torch.testing.assert_close(step, hf(ids, use_cache=False).logits[:, -1], atol=1e-5, rtol=1e-5)
+        window = torch.randint(0, 1000, (1, hf.config.max_position_embeddings), generator=torch.Generator())
+        full = hf(window, use_cache=True).past_key_values  # a step past the window, without the prefix: said so too
+        with pytest.raises(ValueError, match=said):
+            hf(window[:, -1:], past_key_values=full, use_cache=True)
 
 
 def test_export_refuses_a_folder_with_files_and_one_inside_the_run(finished, tmp_path) -> None:

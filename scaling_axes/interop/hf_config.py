@@ -8,11 +8,6 @@ from typing import Any
 import transformers
 from transformers import PretrainedConfig
 
-# the models it configures. In an export this is the model's own file, so that configuration files differ by model:
-# transformers maps a config class to the first model class loaded for it, and two exports with one configuration
-# file would share one config class, loading an RMT's config with a Tokenformer's model class
-from scaling_axes.modules import architectures  # noqa: F401
-
 TESTED_TRANSFORMERS = ("4.57.6", "5.24.0")  # the lines every export is loaded on by tests/test_hf_lines.py
 NEEDS_TRANSFORMERS = (4, 57)  # the older line's newest release series: refused below it, in one line
 if tuple(int(part) for part in transformers.__version__.split(".")[:2]) < NEEDS_TRANSFORMERS:
@@ -20,6 +15,12 @@ if tuple(int(part) for part in transformers.__version__.split(".")[:2]) < NEEDS_
         f"this export needs transformers>={'.'.join(map(str, NEEDS_TRANSFORMERS))}, not {transformers.__version__} "
         f"(tested: {' and '.join(TESTED_TRANSFORMERS)}): pip install -U 'transformers>=4.57'"
     )
+
+
+# the models it configures. In an export this is the model's own file, so that configuration files differ by model:
+# transformers maps a config class to the first model class loaded for it, and two exports with one configuration
+# file would share one config class, loading an RMT's config with a Tokenformer's model class
+from scaling_axes.modules import architectures  # noqa: F401, E402 (after the check: it refuses an old transformers first)
 
 
 class ScalingAxesConfig(PretrainedConfig):

@@ -28,7 +28,7 @@ from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from scaling_axes.interop.hf_config import ScalingAxesConfig
 from scaling_axes.modules import architectures  # noqa: F401  (registers the models: an export imports its own)
-from scaling_axes.modules.architectures.layers import decoding, windowed
+from scaling_axes.modules.architectures.layers import Decoding, decoding, windowed
 from scaling_axes.modules.registry import build_model
 
 # the cache's name in forward, generate and outputs: `cache` from transformers 5.2x, `past_key_values` before
@@ -123,8 +123,10 @@ class ScalingAxesForCausalLM(PreTrainedModel, GenerationMixin):
             if cached + input_ids.size(1) <= self._window:
                 with decoding(cache, prefix_ids):
                     return CausalLMOutputWithPast(logits=self._vocabulary(self.backbone(input_ids)), **{CACHE: cache})
-            if cached:  # past the window: the last window again, as without a cache
-                ids = torch.cat((prefix_ids, input_ids), dim=1)[:, -self._window :]
+            if cached:  # past the window: the last window again, as without a cache (the prefix checked as inside)
+                ids = torch.cat((Decoding(cache, cached, prefix_ids).prefix_ids(), input_ids), dim=1)[
+                    :, -self._window :
+                ]
                 return CausalLMOutputWithPast(logits=self._vocabulary(self.backbone(ids)))
         logits = self._padded_logits(input_ids, attention_mask) if padded else self._logits(input_ids)
         loss = None

@@ -40,7 +40,13 @@ def new_aside(out: Path, kind: str) -> Path:
 
 
 def _umask() -> int:
-    mask = os.umask(0)
+    """The process's umask, read without setting it (another thread's files never see a momentary 0)."""
+    status = Path("/proc/self/status")
+    lines = status.read_text().splitlines() if status.exists() else []
+    found = [int(line.split()[1], 8) for line in lines if line.startswith("Umask:")]
+    if found:
+        return found[0]
+    mask = os.umask(0o022)  # no /proc: set and restored at once
     os.umask(mask)
     return mask
 
