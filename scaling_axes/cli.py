@@ -99,7 +99,7 @@ def simulate(scale: Scale, draws: int, out_dir: Path) -> None:
 def cost(scale: Scale, measure: bool, named: str | None, budget: float | None) -> None:
     """Measure each arm's throughput, or price the plan from it (`experiment.cost`), in the plan's priority order
     (or `named`, comma-separated) against its budget (or `budget`)."""
-    from scaling_axes.harness.claims.plan import read_plan
+    from scaling_axes.harness.claims.plan import plan_for
     from scaling_axes.harness.experiment.cost import (
         measure_into,
         price_in_order,
@@ -108,7 +108,7 @@ def cost(scale: Scale, measure: bool, named: str | None, budget: float | None) -
         throughput_path,
     )
 
-    plan = read_plan(path, draft=True) if (path := registering_path(scale)).exists() else None
+    plan = plan_for(scale, registering_path(scale), draft=True)
     by_name = {e.name: e for e in all_experiments()}
     names = named.split(",") if named else list(plan.cost.priority) if plan and plan.cost else []
     if not names or (unknown := [n for n in names if n not in by_name]):

@@ -99,18 +99,11 @@ def run_trained(run_dir: Path) -> Trained:
 
 
 def checkpoint_trained(path: Path) -> Trained:
-    """A Lightning checkpoint's record (read as tensors and plain data, never code; its checksum verified): its
-    model's and data's settings (a run's checkpoint: its run's config) and its step."""
-    from scaling_axes.harness.training.rundir import read_final_config
-    from scaling_axes.io import CorruptFileError, load_torch, verify_checksum
+    """A Lightning checkpoint's record (`lm_eval_model.read_lightning_checkpoint`): its model's and data's settings
+    and its step."""
+    from scaling_axes.interop.lm_eval_model import read_lightning_checkpoint
 
-    fix = "pass a checkpoint that a run of the suite or `python -m scaling_axes fit` wrote, with its .blake2b"
-    checkpoint = load_torch(path, fix, mmap=True)
-    verify_checksum(path, fix)
-    hparams = checkpoint.get("hyper_parameters") if isinstance(checkpoint, dict) else None
-    if not isinstance(hparams, dict) or "model" not in hparams:
-        raise CorruptFileError(f"{path} names no model in its hyper_parameters: not the suite's LanguageModel; {fix}")
-    data = checkpoint.get("datamodule_hyper_parameters") or read_final_config(path.parent.parent)  # a run's own
+    checkpoint, hparams, data = read_lightning_checkpoint(path)
     return Trained.of_checkpoint(hparams, data, int(checkpoint.get("global_step") or 0))
 
 

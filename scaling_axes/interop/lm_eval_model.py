@@ -45,17 +45,10 @@ def load_checkpoint(path: str | Path) -> tuple[nn.Module, Tokenizer]:
     Lightning ``.ckpt`` of the runner or of `fit` (LightningCLI), which carries its model's and its data's settings."""
     path = Path(path)
     if path.suffix == ".ckpt":
-        fix = "pass a checkpoint that a run of the suite or `python -m scaling_axes fit` wrote"
-        checkpoint = load_torch(path, fix)  # first: a crafted pickle is named as such
-        verify_checksum(path, fix)
-        hparams = checkpoint.get("hyper_parameters") if isinstance(checkpoint, dict) else None
-        if not isinstance(hparams, dict) or "model" not in hparams:
-            raise CorruptFileError(
-                f"{path} names no model in its hyper_parameters: not a checkpoint of the suite's LanguageModel; {fix}"
-            )
+        checkpoint, hparams, data = read_lightning_checkpoint(path)
+        fix = CHECKPOINT_FIX
         model = build_model(hparams["model"], **(hparams.get("model_overrides") or {}))
         state = {k.removeprefix("model."): v for k, v in checkpoint["state_dict"].items() if k.startswith("model.")}
-        data = checkpoint.get("datamodule_hyper_parameters") or read_final_config(path.parent.parent)
     else:
         path = final_weights(path) if path.is_dir() else path
         if not path.exists():
@@ -76,6 +69,24 @@ def load_checkpoint(path: str | Path) -> tuple[nn.Module, Tokenizer]:
     tokenizer = load_tokenizer(name, data.get("tokenizer_path") or (data.get("data") or {}).get("tokenizer_path"))
     check_tokenizer(data, tokenizer, path.parent)
     return model, tokenizer
+
+
+CHECKPOINT_FIX = "pass a checkpoint that a run of the suite or `python -m scaling_axes fit` wrote"
+
+
+def read_lightning_checkpoint(path: Path) -> tuple[dict, dict, dict]:
+    """(checkpoint, its LanguageModel's hyper_parameters, its data's settings) of a Lightning `.ckpt` of a run or of
+    `fit`: read as tensors and plain data (a crafted pickle is named as such), its checksum verified, a model named
+    (a run's checkpoint without data settings: its run's config)."""
+    checkpoint = load_torch(path, CHECKPOINT_FIX)
+    verify_checksum(path, CHECKPOINT_FIX)
+    hparams = checkpoint.get("hyper_parameters") if isinstance(checkpoint, dict) else None
+    if not isinstance(hparams, dict) or "model" not in hparams:
+        raise CorruptFileError(
+            f"{path} names no model in its hyper_parameters: not a checkpoint of the suite's LanguageModel; "
+            f"{CHECKPOINT_FIX}"
+        )
+    return checkpoint, hparams, checkpoint.get("datamodule_hyper_parameters") or read_final_config(path.parent.parent)
 
 
 def load_weights(model: nn.Module, state: object, path: Path, fix: str) -> None:

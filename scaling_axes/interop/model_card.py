@@ -94,7 +94,7 @@ def model_card(trained: Trained, model: nn.Module, hf: nn.Module, how: str) -> s
         f"transformers {' and '.join(TESTED_TRANSFORMERS)}"
         + (
             f"; its code refuses transformers older than {'.'.join(map(str, NEEDS_TRANSFORMERS))} in one line."
-            if "remote" in how
+            if not native
             else "; config.json holds both lines' rotary fields."
         ),
         "",

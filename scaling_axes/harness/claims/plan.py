@@ -138,16 +138,18 @@ def registering_path(scale: Scale | str) -> Path:
 def pilot_plan(scale: Scale | str, root: Path | str = ".") -> AnalysisPlan | None:
     """The pending registration a pilot trains under (its digest recorded by each run, its tables in its `pilot:`
     folder); None where none is pending (the pilot then records no plan, into results/<scale>/pilot/)."""
-    path = pending_path(scale)
-    return dataclasses.replace(read_plan(path, draft=True), root=str(root)) if path.exists() else None
+    return plan_for(scale, pending_path(scale), root, draft=True)
 
 
-def plan_for(scale: Scale | str, path: Path | None = None, root: Path | str = ".") -> AnalysisPlan | None:
-    """The scale's plan, its pilot read under `root` (None where it has none: nothing at that scale is decided)."""
+def plan_for(
+    scale: Scale | str, path: Path | None = None, root: Path | str = ".", draft: bool = False
+) -> AnalysisPlan | None:
+    """The scale's plan, its pilot read under `root` (None where it has none: nothing at that scale is decided);
+    `draft`: its experiments part may be missing still (`read_plan`)."""
     path = Path(path) if path is not None else plan_path(scale)
     if not path.exists() and not path.is_symlink():
         return None
-    return dataclasses.replace(read_plan(path), root=str(root))
+    return dataclasses.replace(read_plan(path, draft=draft), root=str(root))
 
 
 def digest_of(path: Path) -> str:
