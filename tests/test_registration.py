@@ -138,3 +138,32 @@ def test_a_pilot_trains_under_the_pending_registration_and_into_its_pilot_folder
     assert config["labels"]["plan"] == plan_module.digest_of(path)
     assert (tmp_path / "results" / "cpu" / "pilot_next" / "pilot_test.csv").exists()
     assert not (tmp_path / "results" / "cpu" / "pilot").exists()
+
+
+def test_a_second_registration_trains_its_seeds_beside_the_plan_in_force(tmp_path, monkeypatch):
+    """Once the pending registration holds its experiments part, `run` trains its arms at its fresh seeds and fixed
+    rates under its digest, and judges their tables in results/cpu/registered/: the plan in force keeps its tables
+    and its REPORT.md until the registration's last experiment finished."""
+    import yaml
+
+    from scaling_axes.harness.claims import plan as plan_module
+    from scaling_axes.harness.experiment.command import main
+    from scaling_axes.harness.runs import Budget, Experiment, Run, run_dir, seed_run
+    from scaling_axes.harness.scales import CPU
+
+    pending = yaml.safe_load(plan_module.pending_path("cpu").read_text())
+    arms = {"seeds": [4], "test": "own_spread", "test_source": "one contrast", "arms": {"r": 0.004}}
+    path = tmp_path / "pending.yaml"
+    path.write_text(yaml.safe_dump({**pending, "experiments": {"registered_test": arms}}))
+    monkeypatch.setattr(plan_module, "pending_path", lambda scale: path)
+    tiny = {"n_layer": 1, "d_model": 32, "n_head": 4, "max_seq_len": 64, "vocab_size": 512}
+    budget = Budget(steps=2, batch_size=2, seq_len=32, val_windows=2)
+    run = Run("r", "transformer_124m", budget, tiny, corpus="embedded_news", tokenizer="bytes")
+    experiment = Experiment("registered_test", "a confirmatory run", lambda scale: [run], lambda scale, results: [])
+    main(experiment, ["--scale", "cpu", "--out-dir", str(tmp_path)])
+    out = run_dir(experiment, CPU, seed_run(run, 4), tmp_path / "runs")
+    config = yaml.safe_load((out / "config.yaml").read_text())
+    assert config["labels"]["plan"] == plan_module.digest_of(path) and config["budget"]["lr"] == 0.004
+    assert (tmp_path / "results" / "cpu" / "registered" / "registered_test.csv").exists()
+    assert not (tmp_path / "results" / "cpu" / "registered_test.csv").exists()
+    assert not (tmp_path / "results" / "cpu" / "REPORT.md").exists()

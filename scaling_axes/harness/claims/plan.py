@@ -122,6 +122,9 @@ def plan_path(scale: Scale | str) -> Path:
     return Path(str(importlib.resources.files("scaling_axes.plans") / f"{scale}.yaml"))
 
 
+REGISTERED = "registered"  # results/<scale>/registered/: the tables of a second registration still training
+
+
 def pending_path(scale: Scale | str) -> Path:
     """A registration not yet in force (issue 83): its first digest is committed before its pilot, which records
     that digest and trains into its `pilot:` folder; the second registration, its seeds and rates added, moves it to
@@ -139,6 +142,20 @@ def pilot_plan(scale: Scale | str, root: Path | str = ".") -> AnalysisPlan | Non
     """The pending registration a pilot trains under (its digest recorded by each run, its tables in its `pilot:`
     folder); None where none is pending (the pilot then records no plan, into results/<scale>/pilot/)."""
     return plan_for(scale, pending_path(scale), root, draft=True)
+
+
+def confirming_plan(scale: Scale | str, root: Path | str = ".") -> AnalysisPlan | None:
+    """The pending registration once its second part (`experiments:`) is written: its confirmatory seeds train
+    under it, their tables beside the scale's (`REGISTERED`), while the plan in force goes on judging its own; both
+    move at once when its last experiment finished. None where no registration is that far."""
+    pending = pilot_plan(scale, root)
+    return pending if pending is not None and pending.experiments else None
+
+
+def training_plan(scale: Scale | str, root: Path | str = ".") -> AnalysisPlan | None:
+    """The plan a confirmatory `run` trains under: the second registration while its seeds train, else the
+    scale's."""
+    return confirming_plan(scale, root) or plan_for(scale, root=root)
 
 
 def plan_for(

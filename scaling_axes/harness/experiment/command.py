@@ -10,7 +10,7 @@ import argparse
 import dataclasses
 from pathlib import Path
 
-from scaling_axes.harness.claims.plan import pilot_plan, plan_for
+from scaling_axes.harness.claims.plan import pilot_plan, training_plan
 from scaling_axes.harness.experiment.hardware import GPUS, MEASURED_MFU, MEASURED_MFU_SOURCE
 from scaling_axes.harness.experiment.plan import RUN_OVERHEAD_S, dry_run, print_plan
 from scaling_axes.harness.experiment.schedule import Schedule
@@ -147,7 +147,7 @@ def main(experiment: Experiment, argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     args.seeds = args.seeds or experiment.seeds_at(args.scale)
 
-    planned = None if args.pilot else (plan := plan_for(args.scale)) and plan.experiments.get(experiment.name)
+    planned = None if args.pilot else (plan := training_plan(args.scale)) and plan.experiments.get(experiment.name)
     if args.list and planned is not None:
         print(f"the plan's confirmatory runs ({plan.path}, digest {plan.digest}): each arm at its fixed rate")
         for k in planned.seeds:
@@ -180,7 +180,7 @@ def main(experiment: Experiment, argv: list[str] | None = None) -> None:
             print(experiment.plan_note(args.scale))
         return
     check_directory(args.out_dir, "--out-dir")
-    governing = pilot_plan(args.scale) if args.pilot else plan_for(args.scale)
+    governing = pilot_plan(args.scale) if args.pilot else training_plan(args.scale)
     if not args.report and governing is not None and (why := governing.out_of_budget(experiment.name)):
         raise SuiteError(f"{experiment.name}: {governing.path} trains none of its runs ({why}); nothing was trained")
     if not args.report and planned is not None and not plan.analysis_commit:

@@ -13,7 +13,13 @@ from scaling_axes.datamodules.sources import corpus_spec, tokenizer_of
 from scaling_axes.harness.claims.judge import judge_scale
 from scaling_axes.harness.claims.margins import seeds_of
 from scaling_axes.harness.claims.notes import DATA_NOTE, NOTE_PARTS
-from scaling_axes.harness.claims.plan import PlannedExperiment, pilot_plan, plan_for
+from scaling_axes.harness.claims.plan import (
+    REGISTERED,
+    PlannedExperiment,
+    confirming_plan,
+    pilot_plan,
+    training_plan,
+)
 from scaling_axes.harness.experiment.arms import settled_lr, tuning_rows, untuned
 from scaling_axes.harness.experiment.comparisons import write_recipes
 from scaling_axes.harness.experiment.finished import FinishedRuns
@@ -37,12 +43,16 @@ def rebuild(
 ) -> Path:
     """Rebuild `results/<scale>/<experiment>.csv` (its per-seed file and figure) from finished runs: with the scale's
     plan, from its confirmatory runs (the plan's arms at its fresh seeds); then every claim of the scale judged by
-    the plan (`claims.judge`), the scale's REPORT.md and results/REPORT.md. `pilot`: the pilot's runs, into
-    the pending registration's pilot folder (else `results/<scale>/pilot/`), described and never decided."""
+    the plan (`claims.judge`), the scale's REPORT.md and results/REPORT.md. A second registration still training
+    (`confirming_plan`) judges its tables in results/<scale>/registered/ and leaves the REPORT.md to the plan in
+    force. `pilot`: the pilot's runs, into the pending registration's pilot folder (else `results/<scale>/pilot/`),
+    described and never decided."""
     results_dir, runs = Path(results_dir or RESULTS_DIR), experiment.runs(scale)
-    plan = plan_for(scale, root=results_dir.parent)
+    plan = training_plan(scale, root=results_dir.parent)
+    staged = not pilot and confirming_plan(scale) is not None  # the scale's REPORT.md stays the plan in force's
     table_dir = pilot_dir(scale, results_dir) if pilot else results_dir / scale.name
-    if not pilot:
+    table_dir = table_dir / REGISTERED if staged else table_dir
+    if not (pilot or staged):
         check_ours(results_dir / "REPORT.md", results_dir / scale.name / "REPORT.md")  # before a table is written
     for directory in (table_dir, table_dir / "seeds"):
         if directory.is_dir():
@@ -64,7 +74,7 @@ def rebuild(
         experiment.figure(scale, results, path.with_suffix(".png"))
     title = f"{experiment.name}: each sweep's draws ({scale} scale{', pilot' if pilot else ''})"
     sweep_figure(results, path.with_name(f"{experiment.name}_sweeps.png"), title)
-    if not pilot:
+    if not (pilot or staged):
         write_report(results_dir, scale)  # the scale's, its header kept, and the one over every scale
         write_report(results_dir)
     return path
