@@ -147,3 +147,19 @@ def test_a_claim_not_planned_or_an_experiment_out_of_budget_is_outside_the_famil
         _plan(out_of_budget={"f": "x"})
     with pytest.raises(PlanError, match=r"not_planned names 'z', no claim of the plan's claims"):
         _plan(not_planned={"z": "x"})
+
+
+def test_a_claim_not_planned_shows_the_replaced_plans_pilot_as_history_never_as_its_own(tmp_path):
+    """Issue 83: a claim the plan does not retrain keeps its interval from the replaced plan's pilot (`history`),
+    labelled as history; without `history` it shows none, and a claim the plan trains never reads the old pilot."""
+    from scaling_axes.harness.experiment.report_claims import claim_line, claim_lines
+
+    old = tmp_path / "old"
+    plan = _plan(not_planned={"c": "budget: history only"}, history=str(old))
+    _scale(old, {"t/a_vs_b": CLEAR, "control/wide_vs_narrow": CLEAR}, plan)
+    line = next(c for c in claim_lines(old, plan) if c.claim.id == "c")
+    assert line.history == str(old) and line.pilot.estimate == pytest.approx(0.30) and line.pilot_seeds == 3
+    assert f"history, the replaced plan's pilot (`{old}/`, its older recipe; not evidence): +0.3 [" in claim_line(line)
+    assert next(c for c in claim_lines(old, _plan(not_planned={"c": "x"}))).pilot is None
+    trained = next(c for c in claim_lines(old, _plan(history=str(old))) if c.claim.id == "c")
+    assert trained.pilot is None and not trained.history

@@ -74,6 +74,12 @@ class AnalysisPlan:
     cost: CostModel | None = None  # its budget, priority order and throughput file (none before issue 83)
     thresholds: dict[str, float] = dataclasses.field(default_factory=dict)  # registered; the code's must equal them
     analysis_commit: str = ""  # the commit whose analysis code the registration fixes
+    history: str = ""  # the pilot of the plan this one replaced: its not-retrained claims' intervals, history only
+
+    @property
+    def history_plan(self) -> AnalysisPlan | None:
+        """This plan reading the replaced plan's pilot (`history`) in place of its own, else None."""
+        return dataclasses.replace(self, pilot=self.history) if self.history else None
 
     @property
     def pilot_dir(self) -> Path:
@@ -112,6 +118,7 @@ PLAN_FIELDS = (
     "cost",
     "thresholds",
     "analysis_commit",
+    "history",
 )
 POLICIES = ("learning_rate", "unstable", "not_learning", "missing", "pilot", "secondaries")
 OPTIONAL_POLICIES = ("final_figure",)  # issue 83: which evaluations a run's final figures are
@@ -221,6 +228,7 @@ def parse_plan(data: Any, digest: str, path: str, draft: bool = False) -> Analys
         cost=read_cost(fields.get("cost"), f"{where}: cost"),
         thresholds=read_thresholds(fields.get("thresholds"), f"{where}: thresholds"),
         analysis_commit=str(fields.get("analysis_commit") or ""),
+        history=str(fields.get("history") or ""),
     )
     _check_whole(plan, where, draft)
     return plan

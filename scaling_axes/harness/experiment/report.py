@@ -17,7 +17,7 @@ from scaling_axes.harness.claims.notes import DATA_NOTE, NOTE_PARTS
 from scaling_axes.harness.claims.plan import AnalysisPlan, plan_for
 from scaling_axes.harness.experiment.forest import forest_plot
 from scaling_axes.harness.experiment.report_cards import card_lines
-from scaling_axes.harness.experiment.report_claims import ClaimLine, Tables, claim_lines, read_tables
+from scaling_axes.harness.experiment.report_claims import ClaimLine, Tables, claim_line, claim_lines, read_tables
 from scaling_axes.harness.experiment.report_files import write_marked
 from scaling_axes.harness.experiment.report_recipes import recipe_lines
 from scaling_axes.harness.experiment.report_shift import shift_lines
@@ -42,10 +42,6 @@ HEADINGS = {
     "out_of_budget": "Out of budget",
 }
 FOREST = "claims_forest.png"
-
-
-def _g(value: float | None, sign: str = "") -> str:
-    return "?" if value is None else f"{value:{sign}.3g}"
 
 
 def plan_lines(plan: AnalysisPlan, lines: Sequence[ClaimLine]) -> list[str]:
@@ -80,44 +76,6 @@ def registered(plan: AnalysisPlan) -> str:
     parts = [f"the analysis code of commit `{plan.analysis_commit}`"] if plan.analysis_commit else []
     parts += [", ".join(f"{name} {value:g}" for name, value in plan.thresholds.items())] if plan.thresholds else []
     return f" It registered {'; '.join(parts)}." if parts else ""
-
-
-def claim_line(c: ClaimLine) -> str:
-    """One claim: its verdict's numbers (the weakest step of an `each`), its control, its pilot, its power."""
-    kind = c.claim.kind.replace("_", "-") + (f" within {c.claim.tolerance:g}" if c.claim.tolerance else "")
-    head = f"- **{c.claim.id}** ({c.claim.role}, {kind}, {c.claim.combine}): {c.claim.statement}"
-    parts = []
-    if c.tested is not None and c.claim.in_family:
-        step = " (its weakest step)" if c.claim.combine == "each" and len(c.claim.rows) > 1 else ""
-        low, high = c.tested.bounds(c.level)
-        parts.append(
-            f"**{_g(c.tested.estimate, '+')} [{_g(c.tested.low)}, {_g(c.tested.high)}] {c.unit}**{step}, "
-            f"{c.seeds} fresh seeds; at its family's level ({c.level:.2g} a side) [{_g(low)}, {_g(high)}]; p that "
-            f"it holds {_g(c.tested.p_hold)}, that it fails {_g(c.tested.p_fail)}; adjusted {_g(c.adjusted)} "
-            f"({c.control})"
-        )
-    if c.why:
-        parts.append(c.why)
-    if (aside := c.set_aside) is not None:
-        parts.append(
-            f"with its unstable seeds kept (not a verdict): {_g(aside.estimate, '+')} [{_g(aside.low)}, "
-            f"{_g(aside.high)}], p that it holds {_g(aside.p_hold)}, that it fails {_g(aside.p_fail)}"
-        )
-    if c.filtered is not None:
-        parts.append(f"with the stability filter on (a sensitivity, not the verdict): {c.filtered}")
-    if (boot := c.bootstrap) is not None:
-        parts.append(
-            f"seed x test-window-block bootstrap (a sensitivity): {_g(boot.estimate, '+')} [{_g(boot.low)}, "
-            f"{_g(boot.high)}], share of draws against it {_g(boot.p_hold)}"
-        )
-    if c.pilot is not None:
-        parts.append(
-            f"pilot: {_g(c.pilot.estimate, '+')} [{_g(c.pilot.low)}, {_g(c.pilot.high)}], {c.pilot_seeds} seeds"
-        )
-    if c.power is not None:
-        own = f" ({c.power_own_rows:.2f} on each row's own pilot spread)" if c.power_own_rows is not None else ""
-        parts.append(f"predicted power {c.power:.2f}{own} at its effect of interest {c.claim.effect:g}")
-    return f"{head}. {'; '.join(parts)} ({'; '.join(c.rows)})"
 
 
 def claims_section(scale_dir: Path, plan: AnalysisPlan, lines: Sequence[ClaimLine]) -> list[str]:

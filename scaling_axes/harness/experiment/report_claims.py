@@ -15,6 +15,7 @@ from scaling_axes.harness.claims.decisions import Tested, combined, judged
 from scaling_axes.harness.claims.judge import NOMINAL, claim_status, judge_plan, read_scale
 from scaling_axes.harness.claims.observed import Experiment, Observed
 from scaling_axes.harness.claims.plan import AnalysisPlan, PlannedClaim
+from scaling_axes.harness.claims.plan_records import EXCLUSIONS
 from scaling_axes.harness.claims.power import read_pilot
 from scaling_axes.harness.claims.row_verdicts import ClaimJudged
 from scaling_axes.harness.claims.sizing import predicted_power
@@ -59,6 +60,7 @@ class ClaimLine:
     filtered: str | None = None  # under a plan that keeps every seed: the verdict with the stability filter on
     bootstrap: Bootstrapped | None = None  # its test-split contrast's seed x window-block bootstrap (a sensitivity)
     filtered_tested: Tested | None = None  # its test with the stability filter on, where that still tests it
+    history: str = ""  # where `pilot` is a replaced plan's (a claim not retrained): that pilot's folder
 
 
 def claim_lines(
@@ -69,6 +71,7 @@ def claim_lines(
     experiments = experiments if experiments is not None else read_scale(scale_dir, plan)
     judged_claims, decisions = judge_plan(experiments, plan, t)
     pilot = read_pilot(plan)
+    history = read_pilot(plan.history_plan) if plan.history_plan else {}
     power = predicted_power(plan, pilot)
     power_own = predicted_power(plan, pilot, own_rows=True)
     unblocked = judge_plan(experiments, plan, STABILITY_OFF)[0]
@@ -79,7 +82,8 @@ def claim_lines(
     )
     lines = []
     for claim in plan.claims:
-        pilot_test, pilot_n = _pilot(claim, pilot, plan)
+        old = history and claim.excluded.startswith(EXCLUSIONS["not_planned"][1])
+        pilot_test, pilot_n = _pilot(claim, history if old else pilot, plan)
         here, decision = judged_claims.get(claim.id), decisions.get(claim.id)
         status, why = claim_status(claim, here, decision)
         weakest = _weakest(here)
@@ -105,6 +109,7 @@ def claim_lines(
                 filtered and claim_status(claim, filtered[0].get(claim.id), filtered[1].get(claim.id))[0],
                 weakest and _bootstrap(claim, weakest, experiments[claim.experiment], plan),
                 filtered and (f := filtered[0].get(claim.id)) and f.tested,
+                plan.history if old else "",
             )
         )
     return lines
@@ -148,3 +153,50 @@ def _pilot(claim: PlannedClaim, pilot: dict, plan: AnalysisPlan) -> tuple[Tested
             return None, 0
         steps.append((judged(test, claim, plan.alpha, rules=plan.rules), test.seeds))
     return combined([s for s, _ in steps], claim, plan.rules), min(n for _, n in steps)
+
+
+def _g(value: float | None, sign: str = "") -> str:
+    return "?" if value is None else f"{value:{sign}.3g}"
+
+
+def claim_line(c: ClaimLine) -> str:
+    """One claim: its verdict's numbers (the weakest step of an `each`), its control, its pilot, its power."""
+    kind = c.claim.kind.replace("_", "-") + (f" within {c.claim.tolerance:g}" if c.claim.tolerance else "")
+    head = f"- **{c.claim.id}** ({c.claim.role}, {kind}, {c.claim.combine}): {c.claim.statement}"
+    parts = []
+    if c.tested is not None and c.claim.in_family:
+        step = " (its weakest step)" if c.claim.combine == "each" and len(c.claim.rows) > 1 else ""
+        low, high = c.tested.bounds(c.level)
+        parts.append(
+            f"**{_g(c.tested.estimate, '+')} [{_g(c.tested.low)}, {_g(c.tested.high)}] {c.unit}**{step}, "
+            f"{c.seeds} fresh seeds; at its family's level ({c.level:.2g} a side) [{_g(low)}, {_g(high)}]; p that "
+            f"it holds {_g(c.tested.p_hold)}, that it fails {_g(c.tested.p_fail)}; adjusted {_g(c.adjusted)} "
+            f"({c.control})"
+        )
+    if c.why:
+        parts.append(c.why)
+    if (aside := c.set_aside) is not None:
+        parts.append(
+            f"with its unstable seeds kept (not a verdict): {_g(aside.estimate, '+')} [{_g(aside.low)}, "
+            f"{_g(aside.high)}], p that it holds {_g(aside.p_hold)}, that it fails {_g(aside.p_fail)}"
+        )
+    if c.filtered is not None:
+        parts.append(f"with the stability filter on (a sensitivity, not the verdict): {c.filtered}")
+    if (boot := c.bootstrap) is not None:
+        parts.append(
+            f"seed x test-window-block bootstrap (a sensitivity): {_g(boot.estimate, '+')} [{_g(boot.low)}, "
+            f"{_g(boot.high)}], share of draws against it {_g(boot.p_hold)}"
+        )
+    if c.pilot is not None:
+        whose = (
+            f"history, the replaced plan's pilot (`{c.history}/`, its older recipe; not evidence)"
+            if c.history
+            else "pilot"
+        )
+        parts.append(
+            f"{whose}: {_g(c.pilot.estimate, '+')} [{_g(c.pilot.low)}, {_g(c.pilot.high)}], {c.pilot_seeds} seeds"
+        )
+    if c.power is not None:
+        own = f" ({c.power_own_rows:.2f} on each row's own pilot spread)" if c.power_own_rows is not None else ""
+        parts.append(f"predicted power {c.power:.2f}{own} at its effect of interest {c.claim.effect:g}")
+    return f"{head}. {'; '.join(parts)} ({'; '.join(c.rows)})"
