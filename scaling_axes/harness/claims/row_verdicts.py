@@ -125,15 +125,15 @@ def row_verdict(
         decision.p,
         decision.adjusted,
         same + _measured(source_row, test, list(plan.experiments[claim.experiment].seeds)),
-        _claim_words(claim, judged_claim.tested, decision),
+        _claim_words(claim, judged_claim.tested, decision, plan.rules.each_steps),
     )
 
 
-def _claim_words(claim: PlannedClaim, tested: Tested, decision: Decision) -> str:
+def _claim_words(claim: PlannedClaim, tested: Tested, decision: Decision, each_steps: str) -> str:
     """What decided the claim: its kind and tolerance, its combined bounds and both one-sided p, its control."""
     kind = claim.kind.replace("_", "-") + (f" within {claim.tolerance:g}" if claim.tolerance else "")
     steps = {
-        "each": "every step (intersection-union; fails on one step reversed, Holm)",
+        "each": f"every step (intersection-union; fails on one step reversed, {each_steps.capitalize()})",
         "average": "the average",
         "one": "one row",
     }
