@@ -464,6 +464,26 @@ def test_a_swept_arms_claim_seeds_retrain_below_its_choice_under_names_of_their_
     assert "the sweep's mean at 0.003 over 1 draws 2.1500" in rows["claim_seeds_minus_sweep"].note
 
 
+def test_under_a_plan_that_keeps_every_seed_claim_seeds_stay_at_the_sweeps_choice(tmp_path):
+    """Issue 83: a plan with `stability_veto: false` trains its claim seeds at the sweep's choice however they
+    spiked (the spike reported, the rate not moved); a plan that vetoes (issue 73's), or none, falls back."""
+    import dataclasses
+
+    from scaling_axes.harness.claims.plan import DecisionRules
+    from scaling_axes.harness.experiment.finished import fallback_for
+    from tests.test_controls import _plan
+
+    experiment, run, other, train, trained = _spiking_arm(tmp_path)
+    keeps = dataclasses.replace(_plan(), rules=DecisionRules(stability_veto=False))
+    assert fallback_for(None) and fallback_for(_plan()) and not fallback_for(keeps)
+    finished = FinishedRuns(experiment, CPU, tmp_path / "runs", fall_back=fallback_for(keeps))
+    settled = finished.settled_rate(run, 3, train)
+    assert settled.lr == 1e-2 and settled.run.name == "a" and not settled.unstable_at
+    assert not any("stable" in name for name in trained) and sorted(settled.seeds) == [1, 2, 3]
+    results = FinishedRuns(experiment, CPU, tmp_path / "runs", fall_back=False).results()
+    assert results["a"]["run"] == "a" and "stable_fallback" not in results["a"]
+
+
 STABLE_GRID = (1e-3, 2e-3, 4e-3, 8e-3)
 
 

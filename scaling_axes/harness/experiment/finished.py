@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Callable, Collection
 from pathlib import Path
 
-from scaling_axes.harness.claims.plan import PlannedExperiment
+from scaling_axes.harness.claims.plan import AnalysisPlan, PlannedExperiment
 from scaling_axes.harness.experiment.tuning import fallback, tune
 from scaling_axes.harness.names import parse_seed, parse_sweep, seed_glob, sweep_glob
 from scaling_axes.harness.runs import (
@@ -67,6 +67,7 @@ class FinishedRuns:
     runs_dir: Path = RUNS_DIR
     points_read: dict[str, SweepDone] | None = dataclasses.field(default=None, compare=False, repr=False)
     fresh: frozenset[int] = frozenset()  # a plan's fresh seeds: its confirmatory runs', never read as the pilot's
+    fall_back: bool = True  # claim seeds that trained unstably move below the sweep's choice (`fallback_for`)
 
     def run_dir(self, run: Run) -> Path:
         return run_dir(self.experiment, self.scale, run, self.runs_dir)
@@ -106,16 +107,18 @@ class FinishedRuns:
         )
 
     def settled_rate(
-        self, run: Run, seeds: int = 1, train: Callable[[Run], None] | None = None, fall_back: bool = True
+        self, run: Run, seeds: int = 1, train: Callable[[Run], None] | None = None, fall_back: bool | None = None
     ) -> Settled | None:
         """`run` (as declared, with its sweep) where its claim seeds settle: at the sweep's choice unless one of them
         trained unstably there (`stability.unstable_seeds`), then at each `fallback` rate below in turn (a grown
         stage stays at its chain's rate, which its head's sweep chose: its spikes are flagged). With `train`, trains
         its `seeds` claim seeds at each rate and the points a fallback needs; without `fall_back`, its claim seeds
-        at the sweep's choice however they trained. None: the sweep has not chosen."""
+        at the sweep's choice however they trained (the default: `self.fall_back`). None: the sweep has not
+        chosen."""
         choice = self.tuning(run, train)
         if choice.lr is None:
             return None
+        fall_back = self.fall_back if fall_back is None else fall_back
         settled = Settled(tuned(run, choice.lr), choice.lr, {}, choice)
         while True:
             by_seed = self.seeds(settled.run)
@@ -262,3 +265,11 @@ def _read_finished(done: Path, name: str) -> dict | None:
     except (CorruptFileError, FileNotFoundError) as error:
         print(f"skipping run {name} in the report: {error}")
         return None
+
+
+def fallback_for(plan: AnalysisPlan | None) -> bool:
+    """Whether claim seeds that trained unstably move below their sweep's choice: under a plan that vetoes on
+    stability (issue 73's), as before; under one that keeps every seed (issue 83's `stability_veto: false`) never,
+    for its rate is the sweep's choice and a spike a reported property of the arm (one batch that spikes at every
+    rate, a property of the data order, would walk a fallback down the grid)."""
+    return plan is None or plan.rules.stability_veto

@@ -14,7 +14,7 @@ from typing import Any
 
 from scaling_axes.datamodules.corpora import default_data_root
 from scaling_axes.harness.claims.plan import AnalysisPlan, PlannedExperiment
-from scaling_axes.harness.experiment.finished import FinishedRuns
+from scaling_axes.harness.experiment.finished import FinishedRuns, fallback_for
 from scaling_axes.harness.names import parse_seed
 from scaling_axes.harness.runs import RUNS_DIR, Experiment, Run, at_plan_rate, find_run, passes
 from scaling_axes.harness.scales import Scale
@@ -39,6 +39,7 @@ class Schedule:
     allow_repeats: bool = False
     planned: PlannedExperiment | None = None  # a plan's confirmatory runs: its arms at fixed rates, no sweep
     plan_digest: str = ""  # recorded by every run it trains
+    fall_back: bool = True  # `finished.fallback_for` its plan
 
     @classmethod
     def of(
@@ -55,7 +56,10 @@ class Schedule:
         `plan`, its confirmatory runs of this experiment (none planned: the pilot's)."""
         planned = plan.experiments.get(experiment.name) if plan else None
         digest = plan.digest if plan else ""
-        return cls(experiment, scale, Path(runs_dir), check_options(options), force_new, allow_repeats, planned, digest)
+        options = check_options(options)
+        return cls(
+            experiment, scale, Path(runs_dir), options, force_new, allow_repeats, planned, digest, fallback_for(plan)
+        )
 
     def train(self, run: Run) -> dict:
         """Train `run` to its budget (resuming if interrupted) and return its done.json record: past its data
@@ -118,7 +122,7 @@ class Schedule:
     @property
     def finished_runs(self) -> FinishedRuns:
         """What of this schedule's runs its directory holds finished."""
-        return FinishedRuns(self.experiment, self.scale, self.runs_dir)
+        return FinishedRuns(self.experiment, self.scale, self.runs_dir, fall_back=self.fall_back)
 
     def run_dir(self, run: Run) -> Path:
         return self.finished_runs.run_dir(run)

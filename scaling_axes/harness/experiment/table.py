@@ -22,7 +22,7 @@ from scaling_axes.harness.claims.plan import (
 )
 from scaling_axes.harness.experiment.arms import settled_lr, tuning_rows, untuned
 from scaling_axes.harness.experiment.comparisons import write_recipes
-from scaling_axes.harness.experiment.finished import FinishedRuns
+from scaling_axes.harness.experiment.finished import FinishedRuns, fallback_for
 from scaling_axes.harness.experiment.noise import measured_noise, trained_runs
 from scaling_axes.harness.experiment.report import write_report
 from scaling_axes.harness.experiment.report_files import check_ours
@@ -60,7 +60,8 @@ def rebuild(
     trained = trained_runs(Path(runs_dir) / (experiment.run_group or experiment.name) / scale.name)
     planned = plan.experiments.get(experiment.name) if plan and not pilot else None
     fresh = frozenset(k for each in (plan.experiments.values() if plan else ()) for k in each.seeds)
-    results = FinishedRuns(experiment, scale, runs_dir, fresh=fresh).results(planned)
+    rules = pilot_plan(scale) if pilot else plan
+    results = FinishedRuns(experiment, scale, runs_dir, fresh=fresh, fall_back=fallback_for(rules)).results(planned)
     noise_rows = measured_noise(trained)[1]  # the scale's caveat; no claim's test rests on it
     rows = [held_untuned(row, results) for row in experiment.report(scale, results)]
     rows = data_caveats(rows, results, runs) + tuning_rows(results) + noise_rows + floor_rows(runs)
