@@ -473,7 +473,7 @@ def test_under_a_plan_that_keeps_every_seed_claim_seeds_stay_at_the_sweeps_choic
     from scaling_axes.harness.experiment.finished import fallback_for
     from tests.test_controls import _plan
 
-    experiment, run, other, train, trained = _spiking_arm(tmp_path)
+    experiment, run, _, train, trained = _spiking_arm(tmp_path)
     keeps = dataclasses.replace(_plan(), rules=DecisionRules(stability_veto=False))
     assert fallback_for(None) and fallback_for(_plan()) and not fallback_for(keeps)
     finished = FinishedRuns(experiment, CPU, tmp_path / "runs", fall_back=fallback_for(keeps))
