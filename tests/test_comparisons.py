@@ -141,6 +141,11 @@ def test_report_prints_each_comparison_from_its_verified_recipes_file(tmp_path):
     row = next(line for line in lines if line.startswith("| a |"))
     assert "| 0.002 | 20% |" in row and "| 100 |" in row
     assert recipe_of(runs["b"])["lr"] == "0.001"
+    subset = {k: dataclasses.replace(r, budget=dataclasses.replace(r.budget, val_windows=4)) for k, r in runs.items()}
+    whole = write_recipes("whole", [comparison], subset, {}, tmp_path / "whole", whole_final=True).read_text()
+    evaluated = recipe_of(subset["a"])["evaluation_tokens"]
+    assert f"{evaluated}; the final figures the whole validation and test splits" in whole
+    assert evaluated == f"{4 * runs['a'].budget.seq_len} a curve point" and "final figures" not in path.read_text()
     path.write_text(path.read_text().replace("0.002", "0.02"))
     with pytest.raises(CorruptFileError, match="does not match the checksum"):
         recipe_lines(tmp_path)

@@ -46,6 +46,7 @@ DESCRIBED = (
     "passes",
     "validations",
 )
+EVALUATED = "evaluation_tokens"
 SIZED = ("batch", "steps")  # what a token rule sets per size
 RECIPE_COLUMNS = ("comparison", "arm", "field", "value")
 MIN_WARMUP = 0.1  # of the steps, with an Adam-family optimiser
@@ -179,7 +180,7 @@ def recipe_of(run: Run, lr: float | str | None = None) -> dict[str, str]:
         "corpus": run.corpus,
         "tokenizer": run.tokenizer or "the corpus's",
         "data_order": f"{run.data.get('order', 'shuffled')}, data seed {data_seed}",
-        "evaluation_tokens": "the whole split" if windows is None else f"{windows * budget.seq_len}",
+        EVALUATED: "the whole split" if windows is None else f"{windows * budget.seq_len} a curve point",
         "tuning": tuning,
         "architecture": type(run.config).__name__,
         "model": run.model,
@@ -239,12 +240,19 @@ def unsound(run: Run) -> list[str]:
 
 
 def write_recipes(
-    experiment: str, comparisons: Iterable[Comparison], runs: dict[str, Run], rates: dict[str, Any], table_dir: Path
+    experiment: str,
+    comparisons: Iterable[Comparison],
+    runs: dict[str, Run],
+    rates: dict[str, Any],
+    table_dir: Path,
+    whole_final: bool = False,
 ) -> Path:
     """`recipes/<experiment>.csv` under `table_dir`: every field of every arm of every comparison, each arm at the
-    rate in `rates` (else its declared one), checksummed; REPORT.md prints it."""
+    rate in `rates` (else its declared one), checksummed; REPORT.md prints it. `whole_final`: the scale's final
+    figures read the whole validation and test splits (`Scale.whole_final_evaluation`), the curve its subset."""
+    final = "; the final figures the whole validation and test splits" if whole_final else ""
     rows = [
-        {"comparison": c.name, "arm": arm, "field": field, "value": value}
+        {"comparison": c.name, "arm": arm, "field": field, "value": value + (final if field == EVALUATED else "")}
         for c in comparisons
         for arm in c.arms
         for field, value in recipe_of(runs[arm], rates.get(arm)).items()

@@ -69,7 +69,8 @@ def rebuild(
     write_seeds(experiment.name, scale, rows, Judged(results, trained), runs, table_dir=table_dir, planned=planned)
     if experiment.comparisons is not None:
         rates = {run.name: trained_rate(run.name, results, planned) for run in runs}
-        write_recipes(experiment.name, experiment.comparisons(scale), {r.name: r for r in runs}, rates, table_dir)
+        by_name, whole = {r.name: r for r in runs}, scale.whole_final_evaluation
+        write_recipes(experiment.name, experiment.comparisons(scale), by_name, rates, table_dir, whole)
     judge_scale(table_dir, scale, None if pilot else plan)
     if experiment.figure is not None:
         experiment.figure(scale, results, path.with_suffix(".png"))
