@@ -520,6 +520,35 @@ def test_the_stable_region_rule_refuses_a_rate_whose_next_higher_spiked_on_one_d
     assert choice.lr == 1e-3 and not choice.at_edge  # 2e-3's next higher spiked; 5e-4 tried below, worse
 
 
+def test_the_stable_region_ends_at_the_lowest_rate_that_trained_unstably():
+    """Issue 83's pilot: the muP Transformer spiked at 0.006 on one draw and ended 0.4 nats worse at 0.012 and 0.024
+    with no spike flagged; the rule chose 0.012, whose next higher rate was stable. A rate above an unstable one is
+    outside the stable region: the rule steps below it."""
+    losses = {rate(2.5e-4): 5.4, rate(5e-4): 5.1, 1e-3: 4.9, 2e-3: 4.6, 4e-3: 4.7, 8e-3: 5.1}
+    order, choice = _stable_region(_losses(losses, unstable=((2e-3, 2),)))
+    assert choice.lr == rate(5e-4) and not choice.at_edge  # below the spike at 2e-3 (never 4e-3), a stable rate above
+    assert [lr for lr, draw in order if draw == 1][-2:] == [rate(5e-4), rate(2.5e-4)]  # the region's foot found
+    _, choice = _stable_region(_losses(losses, unstable=((8e-3, 1),)))
+    assert choice.lr == 2e-3  # the region is 1e-3 to 4e-3; 4e-3's next higher is outside it
+
+
+def test_a_spike_the_same_data_order_shows_at_another_rate_is_the_datas_not_the_rates():
+    """Issue 83's pilot: a sweep's second draws all peaked at step 1348 (one hard batch of that data order), and the
+    one at 0.012 crossed SPIKE_NATS; a spike at a step no other rate of its draw shares stays an instability."""
+    from scaling_axes.harness.experiment.finished import as_points, data_spikes
+
+    def done(lr: float, nats: float, step: int) -> dict:
+        return {"run": f"p{lr}", "val_loss": 4.0 + lr, "train_loss_spike": {"nats": nats, "step": step, "loss": 9.0}}
+
+    finished = {(1e-2, 2): done(1e-2, 0.82, 1348), (2e-2, 2): done(2e-2, 0.7, 1349), (4e-2, 2): done(4e-2, 3.6, 79)}
+    finished |= {(1e-2, 1): done(1e-2, 0.6, 1348)}  # another data order: no witness for draw 2
+    assert data_spikes(finished) == {(1e-2, 2), (2e-2, 2)}
+    points = as_points(finished)
+    assert points[1e-2][2].eligible and not points[4e-2][2].eligible and "step 79" in points[4e-2][2].unstable
+    risen = {**finished[(1e-2, 2)], "val_loss_curve": [[100, 4.0], [200, 4.5]]}
+    assert not as_points({**finished, (1e-2, 2): risen})[1e-2][2].eligible  # a validation rise still counts
+
+
 def test_the_stable_region_rule_steps_up_past_a_best_top_rate_and_down_past_a_lowest_one():
     order, choice = _stable_region(lambda lr, draw: Point(5.0 - 10 * min(lr, 1.6e-2)))
     assert [lr for lr, draw in order if draw == 1][-3:] == [8e-3, rate(1.6e-2), rate(3.2e-2)]  # the top best: up

@@ -36,11 +36,27 @@ SweepDone = dict[tuple[float, int], dict]  # (rate, draw) -> the done.json of a 
 
 
 def as_points(finished: SweepDone) -> Points:
-    """A sweep's finished points as it compares them: each draw's final loss and whether it was unstable."""
+    """A sweep's finished points as it compares them: each draw's final loss and whether it was unstable, a spike
+    the data order makes (`data_spikes`) not counted."""
     points: Points = {}
+    shared = data_spikes(finished)
     for (lr, draw), done in sorted(finished.items()):
-        points.setdefault(lr, {})[draw] = Point(done.get("val_loss"), instability(done))
+        why = instability({**done, "train_loss_spike": None} if (lr, draw) in shared else done)
+        points.setdefault(lr, {})[draw] = Point(done.get("val_loss"), why)
     return points
+
+
+def data_spikes(finished: SweepDone, within: int = 2) -> set[tuple[float, int]]:
+    """The points whose largest training-loss spike the same draw (the same data order) also has, within `within`
+    steps, at another rate: a batch of that order is hard, whatever the rate (issue 83's pilot: every second draw of
+    one sweep peaked at step 1348, 0.70-0.82 nats, at each of six rates), so the spike says nothing of stability."""
+    steps = {key: (done.get("train_loss_spike") or {}).get("step") for key, done in finished.items()}
+    return {
+        (lr, draw)
+        for (lr, draw), step in steps.items()
+        if step is not None
+        and any(o != lr and d == draw and s is not None and abs(s - step) <= within for (o, d), s in steps.items())
+    }
 
 
 @dataclasses.dataclass(frozen=True)
