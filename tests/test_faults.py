@@ -2,6 +2,7 @@
 bytes, temporaries of killed writes, malformed run files, what the fingerprint covers, and the command line's
 one-line errors (exit status 2, `--debug` for the traceback) checked before any compute."""
 
+import dataclasses
 import json
 import re
 import shutil
@@ -54,6 +55,23 @@ def test_a_requeued_force_new_resumes_a_run_whose_settings_match(tmp_path, capsy
     assert "step 12/12" in resumed and "step 1/12" not in resumed  # resumed from its checkpoint, not restarted
     Schedule.of(_experiment(tiny()), SMOKE, tmp_path, force_new=True, accelerator="cpu").train(tiny())  # finished: kept
     assert "finished earlier" in capsys.readouterr().out and not list(out.parent.glob("r.replaced-*"))
+
+
+def test_force_new_keeps_a_finished_run_whose_only_change_is_the_suites_code(tmp_path, capsys, monkeypatch) -> None:
+    """Issue 83's pilot: a --force-new for one changed run moved aside (to retrain) every finished run of the
+    experiment, because the suite's code had moved on since they trained; a finished run is read whichever code
+    reads it, so it is kept. A run with another setting is still moved aside."""
+    from scaling_axes.harness.training import launch
+
+    out = tmp_path / "safety" / "smoke" / "r"
+    Schedule.of(_experiment(tiny()), SMOKE, tmp_path, accelerator="cpu").train(tiny())
+    monkeypatch.setattr(launch, "source_digest", lambda: "0123456789abcdef")
+    capsys.readouterr()
+    Schedule.of(_experiment(tiny()), SMOKE, tmp_path, force_new=True, accelerator="cpu").train(tiny())
+    assert "finished earlier" in capsys.readouterr().out and not list(out.parent.glob("r.replaced-*"))
+    longer = dataclasses.replace(tiny(), budget=dataclasses.replace(tiny().budget, steps=13))
+    Schedule.of(_experiment(longer), SMOKE, tmp_path, force_new=True, accelerator="cpu").train(longer)
+    assert len(list(out.parent.glob("r.replaced-*"))) == 1
 
 
 def test_flipped_bytes_in_a_checkpoint_are_not_resumed(tmp_path) -> None:

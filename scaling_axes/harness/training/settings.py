@@ -188,8 +188,11 @@ def checked_plans(launch: Launch, resuming: bool) -> list[str]:
 
 
 def changes_or_unreadable(out: Path, fields: dict[str, Any]) -> list[str]:
-    """What --force-new moves a directory aside for: the settings it differs in, or why they cannot be compared."""
+    """What --force-new moves a directory aside for: the settings it differs in, or why they cannot be compared; a
+    finished run's code not among them (it is read whichever code reads it, so a --force-new for one changed run
+    never retrains every finished run of the experiment because the suite's code moved on)."""
+    tolerated = ("code",) if (out / "done.json").exists() else ()
     try:
-        return fingerprint_changes(out, fields)
+        return fingerprint_changes(out, fields, tolerated)
     except CorruptFileError as error:
         return [str(error)]
