@@ -167,3 +167,27 @@ def test_a_second_registration_trains_its_seeds_beside_the_plan_in_force(tmp_pat
     assert (tmp_path / "results" / "cpu" / "registered" / "registered_test.csv").exists()
     assert not (tmp_path / "results" / "cpu" / "registered_test.csv").exists()
     assert not (tmp_path / "results" / "cpu" / "REPORT.md").exists()
+
+
+def test_the_pending_plan_is_checked_against_the_pilot_but_not_an_experiment_it_trains_none_of(tmp_path):
+    """`power --draft` checks each claim's rows against the experiment's tables; an experiment the registration
+    declares out_of_budget writes no new rows (Tokenformer Fig. 7's control is a row issue 73's table never had),
+    so its claims are not held to them. Without the declaration the same row stops the check, naming it."""
+    import yaml
+
+    from scaling_axes.experiments import all_experiments
+    from scaling_axes.harness.claims import plan as plan_module
+    from scaling_axes.harness.claims.plan import PlanError
+    from scaling_axes.harness.experiment.plan_checks import checked_plan
+    from scaling_axes.harness.scales import CPU
+
+    root = plan_module.pending_path("cpu").parents[3]
+    names = {e.name for e in all_experiments()}
+    pending = plan_module.pending_path("cpu")
+    assert checked_plan(CPU, root, names, draft=True, path=pending).out_of_budget("tokenformer_fig7_net2net_scaling")
+    data = yaml.safe_load(pending.read_text())
+    del data["out_of_budget"]
+    path = tmp_path / "cpu.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(PlanError, match=r"control_tokenformer_fig7.rows: 'fig7/transformer_1_4b_short_vs_transfo"):
+        checked_plan(CPU, root, names, draft=True, path=path)

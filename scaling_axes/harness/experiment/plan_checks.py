@@ -57,7 +57,8 @@ def checked_plan(
             )
         tables = [t / f"{claim.experiment}.csv" for t in (Path(out_dir) / RESULTS_DIR / scale.name, pilot)]
         rows = {f"{r.get('table')}/{r.get('row')}" for t in tables for r in _rows(t)}
-        written = any(t.exists() for t in tables)  # an experiment not run yet at this scale has no rows to check
+        # an experiment not run yet at this scale, or one the plan trains none of, has no rows to check
+        written = any(t.exists() for t in tables) and not plan.out_of_budget(claim.experiment)
         if written and (missing := [r for r in (*claim.rows, *claim.same_measurement) if r not in rows]):
             raise PlanError(
                 f"{field}.rows: {missing[0]!r} is in no table of {claim.experiment} (results/{scale.name}/ or its "
