@@ -542,6 +542,8 @@ def test_a_spike_the_same_data_order_shows_at_another_rate_is_the_datas_not_the_
 
     finished = {(1e-2, 2): done(1e-2, 0.82, 1348), (2e-2, 2): done(2e-2, 0.7, 1349), (4e-2, 2): done(4e-2, 3.6, 79)}
     finished |= {(1e-2, 1): done(1e-2, 0.6, 1348)}  # another data order: no witness for draw 2
+    assert data_spikes(finished) == {(2e-2, 2)}  # witnessed by 1e-2 below it
+    finished |= {(5e-3, 2): done(5e-3, 0.6, 1347)}  # a lower rate of the same order peaks there too
     assert data_spikes(finished) == {(1e-2, 2), (2e-2, 2)}
     points = as_points(finished)
     assert points[1e-2][2].eligible and not points[4e-2][2].eligible and "step 79" in points[4e-2][2].unstable

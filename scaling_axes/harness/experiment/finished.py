@@ -48,14 +48,15 @@ def as_points(finished: SweepDone) -> Points:
 
 def data_spikes(finished: SweepDone, within: int = 2) -> set[tuple[float, int]]:
     """The points whose largest training-loss spike the same draw (the same data order) also has, within `within`
-    steps, at another rate: a batch of that order is hard, whatever the rate (issue 83's pilot: every second draw of
-    one sweep peaked at step 1348, 0.70-0.82 nats, at each of six rates), so the spike says nothing of stability."""
+    steps, at a lower rate: a batch of that order is hard, whatever the rate (issue 83's pilot: every second draw of
+    one sweep peaked at step 1348, 0.70-0.82 nats, at each of six rates), so the spike says nothing of stability. The
+    witness is a lower rate, so two rates unstable at one hard batch cannot excuse each other (nor the lowest)."""
     steps = {key: (done.get("train_loss_spike") or {}).get("step") for key, done in finished.items()}
     return {
         (lr, draw)
         for (lr, draw), step in steps.items()
         if step is not None
-        and any(o != lr and d == draw and s is not None and abs(s - step) <= within for (o, d), s in steps.items())
+        and any(o < lr and d == draw and s is not None and abs(s - step) <= within for (o, d), s in steps.items())
     }
 
 
