@@ -117,14 +117,16 @@ def _mean(row) -> float:
     return sum(row.evidence.margins) / len(row.evidence.margins)
 
 
+@pytest.mark.parametrize("scale", [SMALL, CPU])
 @pytest.mark.parametrize("below", [0.2, -0.2, 0.005])
-def test_rmt_fig2_claim_reads_finished_schedules_against_the_transformer_frontier(below):
+def test_rmt_fig2_claim_reads_finished_schedules_against_the_transformer_frontier(below, scale):
     """The Transformers' finished losses follow loss = 10 x FLOPs^-0.05 (a power law: log-log interpolation is exact
-    on it); each RMT ends `below` it at its own FLOPs. Mid-schedule the Transformers' curves sit far higher (6.0), which
-    a reading at the RMT's FLOPs inside the Transformer's schedule would have taken for its loss."""
+    on it); each RMT ends `below` it at its own FLOPs. Mid-schedule the curves sit far higher (6.0), which a reading
+    at the RMT's FLOPs inside the Transformer's schedule, or of the 305m RMT at its figure's reading (at cpu, its token
+    rule's budget inside its longer run), would have taken for its loss."""
     from scaling_axes.experiments.rmt import fig2_scaling_laws as fig2
 
-    runs = {r.name: r for r in fig2.runs(SMALL)}
+    runs = {r.name: r for r in fig2.runs(scale)}
 
     def finished(name: str, loss: float) -> dict:
         steps = runs[name].budget.steps
@@ -132,12 +134,12 @@ def test_rmt_fig2_claim_reads_finished_schedules_against_the_transformer_frontie
 
     frontier = {name: 10 * runs[name].train_flops() ** -0.05 for name in runs}
     results = {name: finished(name, frontier[name] - (below if name.startswith("rmt") else 0.0)) for name in runs}
-    rows = {r.row: r for r in [r for r in fig2.claim_rows(SMALL, results) if r.metric == "claim"]}
+    rows = {r.row: r for r in [r for r in fig2.claim_rows(scale, results) if r.metric == "claim"]}
     assert _mean(rows["rmt_46m_vs_transformers"]) == pytest.approx(below, abs=1e-9)  # below the smallest: extrapolated
     assert _mean(rows["rmt_305m_vs_transformers"]) == pytest.approx(below, abs=1e-9)
     assert not rows["rmt_305m_vs_transformers"].evidence.contrast  # an interpolation: tested on its own spread
     del results["transformer_rmt_160m"]  # a claim needs all its runs finished at a seed
-    rows = {r.row: r for r in fig2.claim_rows(SMALL, results) if r.metric == "claim"}
+    rows = {r.row: r for r in fig2.claim_rows(scale, results) if r.metric == "claim"}
     assert not rows["rmt_46m_vs_transformers"].evidence.margins
 
 

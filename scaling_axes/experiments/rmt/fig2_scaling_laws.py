@@ -48,11 +48,12 @@ def read_tokens(run: Run, scale: Scale) -> float:
     return chinchilla if run.budget.tokens > 1.05 * chinchilla else run.budget.tokens
 
 
-def point(run: Run, done: dict, scale: Scale) -> dict[str, float] | None:
-    """Tokens, training FLOPs, parameters and validation loss of one run at its Fig. 2 reading, if it finished."""
+def point(run: Run, done: dict, scale: Scale, at_end: bool = False) -> dict[str, float] | None:
+    """Tokens, training FLOPs, parameters and validation loss of one run at its Fig. 2 reading (`at_end`: at the end
+    of its own schedule, its final loss on the whole split, as the claim reads it), if it finished."""
     if not done or not math.isfinite(done["val_loss"]):
         return None
-    tokens = read_tokens(run, scale)
+    tokens = run.budget.tokens if at_end else read_tokens(run, scale)
     fraction = tokens / run.budget.tokens
     loss = done["val_loss"] if fraction == 1 else value_at(done["val_loss_curve"], run.budget.steps * fraction)
     return {"tokens": tokens, "train_flops": run.train_flops() * fraction, "params": done["params"], "val_loss": loss}
@@ -191,7 +192,7 @@ def _gap_to_transformer_frontier(
     scale: Scale, by_name: dict[str, Run], names: tuple[str, ...], *done: dict
 ) -> float | None:
     """The Transformers' frontier loss at the RMT's FLOPs minus the RMT's loss (`names[0]`, then the Transformers)."""
-    rmt, *transformers = (point(by_name[name], d, scale) for name, d in zip(names, done, strict=True))
+    rmt, *transformers = (point(by_name[name], d, scale, at_end=True) for name, d in zip(names, done, strict=True))
     finished = sorted((p["train_flops"], p["val_loss"]) for p in transformers if p is not None)
     if rmt is None or len(finished) < 2:
         return None
