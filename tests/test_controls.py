@@ -163,3 +163,42 @@ def test_a_claim_not_planned_shows_the_replaced_plans_pilot_as_history_never_as_
     assert next(c for c in claim_lines(old, _plan(not_planned={"c": "x"}))).pilot is None
     trained = next(c for c in claim_lines(old, _plan(history=str(old))) if c.claim.id == "c")
     assert trained.pilot is None and not trained.history
+
+
+def test_sizing_on_own_rows_gives_each_row_its_own_spread_at_its_own_upper_limit():
+    """Issue 83's pilot: the cross-architecture control's margins spread about 0.005, the RMT row's about 0.064;
+    pooled (0.034), the control fell out of reach at 20 seeds though its own spread needs the seed floor. A plan
+    with `sizing: own_rows` sizes each row on its own spread, at its own upper limit, as its test will run."""
+    import statistics
+
+    from scaling_axes.harness.claims.plan import DecisionRules
+    from scaling_axes.harness.claims.power import (
+        PilotRow,
+        own_spread_noise,
+        planning_noise,
+        sigma_upper_limit,
+        sizing_noise,
+    )
+    from scaling_axes.harness.claims.sizing import size_claims
+
+    quiet, loud = (0.050, 0.056, 0.046), (0.16, 0.04, 0.10)
+    pilot = {
+        ("e", "t/a_vs_b"): PilotRow("e", "t/a_vs_b", frozenset("ab"), "nats/token", "insufficient", loud),
+        ("e", "control/wide_vs_narrow"): PilotRow(
+            "e", "control/wide_vs_narrow", frozenset({"wide", "narrow"}), "nats/token", "insufficient", quiet
+        ),
+    }
+    plan = _plan([_claim("wider", "control", "control/wide_vs_narrow")])
+    control = next(c for c in plan.claims if c.role == "control")
+    own = own_spread_noise(control, pilot, 0.8)
+    assert own.sigma == pytest.approx(statistics.stdev(quiet)) and own.df == 2
+    assert own.upper == pytest.approx(sigma_upper_limit(statistics.stdev(quiet), 2, 0.8))
+    pooled = planning_noise(control, pilot, 0.8)
+    assert pooled.sigma > 5 * own.sigma  # the loud row's noise, lent
+    by_rows = dataclasses.replace(plan, rules=DecisionRules(sizing="own_rows"))
+    assert sizing_noise(control, pilot, by_rows) == own and sizing_noise(control, pilot, plan) == pooled
+    seeds = {s.claim.id: s.seeds for s in size_claims(by_rows, pilot)}
+    assert (
+        seeds["wider"] is not None
+        and seeds["wider"] < {s.claim.id: s.seeds or 99 for s in size_claims(plan, pilot)}["wider"]
+    )

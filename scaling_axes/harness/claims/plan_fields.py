@@ -105,6 +105,8 @@ class DecisionRules:
     # whole test split's loss of the same runs instead (`claims.test_split`); the validation margin shown beside it
     divergence_rate: float = 0.0  # the share of runs the power analysis assumes diverge (entering at ln(vocabulary),
     # far from the rest: `power.claim_power`), each arm's alike; 0: none
+    sizing: Literal["pooled", "own_rows"] = "pooled"  # a claim's planning noise: its experiment's rows pooled
+    # (`power.planning_noise`), or each of its rows on its own spread (`power.own_spread_noise`), as the test runs
 
 
 def read_rules(data: Any, where: str) -> DecisionRules:
@@ -118,7 +120,8 @@ def read_rules(data: Any, where: str) -> DecisionRules:
     )
     split = _choice(fields.get("verdict_split", "val"), f"{where}.verdict_split", ("val", "test"))
     diverging = _number(fields.get("divergence_rate", 0.0), f"{where}.divergence_rate", 0, 0.5)
-    return DecisionRules(sign_flip, each_steps, veto, exclusions, split, diverging)
+    sizing = _choice(fields.get("sizing", "pooled"), f"{where}.sizing", ("pooled", "own_rows"))
+    return DecisionRules(sign_flip, each_steps, veto, exclusions, split, diverging, sizing)
 
 
 CONTROLS = "controls"  # positive controls (`role: control`) listed under `papers:`: decided alone at alpha, in no

@@ -155,6 +155,27 @@ def own_rows_noise(claim: PlannedClaim, pilot: dict, confidence: float) -> Noise
     return dataclasses.replace(pooled, upper=max(each), each_upper=each)
 
 
+def own_spread_noise(claim: PlannedClaim, pilot: dict, confidence: float) -> Noise | None:
+    """The claim's noise on each of its rows' own pilot spread, each at its own upper `confidence` limit on its own
+    degrees of freedom (a plan's `sizing: own_rows`: the test that runs is each row on its own spread, and rows
+    that spread unequally must not lend each other their noise); every row counted, flagged or not, as every seed
+    is analysed. Its sigma and degrees of freedom are the noisiest step's."""
+    mine = [pilot.get((claim.experiment, row)) for row in claim.rows]
+    if any(r is None or len(r.margins) < 2 for r in mine):
+        return None
+    spreads = [(statistics.stdev(r.margins), len(r.margins) - 1) for r in mine]
+    each = tuple(sigma_upper_limit(sd, df, confidence) for sd, df in spreads)
+    sigma, df = spreads[each.index(max(each))]
+    rho = tuple(tuple(overlap(a.runs, b.runs) for b in mine) for a in mine)
+    return Noise(sigma, df, max(each), rho, each)
+
+
+def sizing_noise(claim: PlannedClaim, pilot: dict, plan: AnalysisPlan) -> Noise | None:
+    """The noise a plan sizes `claim` on, as its rules say (`DecisionRules.sizing`)."""
+    noise = own_spread_noise if plan.rules.sizing == "own_rows" else planning_noise
+    return noise(claim, pilot, plan.sigma_confidence)
+
+
 def test_df(claim: PlannedClaim, test: str, seeds: int, pilot: dict) -> float:
     """The degrees of freedom of the test that will run: seeds - 1 on its own spread; (A - 1)(n - 1) on the model,
     A the arms of the block its arms sit in (the experiment's claim rows joining arms)."""

@@ -19,8 +19,8 @@ from scaling_axes.harness.claims.power import (
     PilotRow,
     claim_power,
     own_rows_noise,
-    planning_noise,
     seed_floor,
+    sizing_noise,
     test_df,
 )
 
@@ -98,7 +98,7 @@ def _size(claim: PlannedClaim, claims: list[PlannedClaim], plan: AnalysisPlan, p
     alpha = threshold(claim, claims, plan.alpha)
     if claim.excluded:
         return Sized(claim, None, alpha, None, 0.0, claim.excluded)
-    noise = planning_noise(claim, pilot, plan.sigma_confidence)
+    noise = sizing_noise(claim, pilot, plan)
     if noise is None:
         return Sized(claim, None, alpha, None, 0.0, f"{OUT}: the pilot measured no margin of it to size it on")
     test = plan.experiments[claim.experiment].test if claim.experiment in plan.experiments else "own_spread"
@@ -122,7 +122,7 @@ def predicted_power(
     of the pooled one (`own_rows_noise`), beside it in the report; `pilot` is `read_pilot(plan)`."""
     out = {}
     for claim in (c for c in plan.claims if c.in_family):
-        noise = (own_rows_noise if own_rows else planning_noise)(claim, pilot, plan.sigma_confidence)
+        noise = own_rows_noise(claim, pilot, plan.sigma_confidence) if own_rows else sizing_noise(claim, pilot, plan)
         planned = plan.experiments[claim.experiment]
         if noise is not None:
             df = test_df(claim, planned.test, len(planned.seeds), pilot)
