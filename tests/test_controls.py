@@ -202,3 +202,30 @@ def test_sizing_on_own_rows_gives_each_row_its_own_spread_at_its_own_upper_limit
         seeds["wider"] is not None
         and seeds["wider"] < {s.claim.id: s.seeds or 99 for s in size_claims(plan, pilot)}["wider"]
     )
+
+
+@pytest.mark.parametrize("exclusions", ["all_at_once", "one_at_a_time"])
+def test_an_experiment_whose_control_is_out_of_reach_judges_nothing_and_a_lone_control_trains_for_nothing(exclusions):
+    """The review of issue 83's first draft: Fig. 2 kept its primary with its control out of reach, and RMT Table 4
+    kept its control with no claim. Sized, the first leaves whole; in the second the control leaves too."""
+    from scaling_axes.harness.claims.power import PilotRow
+    from scaling_axes.harness.claims.sizing import size_claims
+
+    def pilot(claim_margins, control_margins):
+        rows = {"t/a_vs_b": ("ab", claim_margins), "control/wide_vs_narrow": ("wn", control_margins)}
+        return {
+            ("e", where): PilotRow("e", where, frozenset(runs), "nats/token", "insufficient", margins)
+            for where, (runs, margins) in rows.items()
+        }
+
+    from scaling_axes.harness.claims.plan import DecisionRules
+
+    plan = _plan([_claim("wider", "control", "control/wide_vs_narrow")])
+    plan = dataclasses.replace(plan, rules=DecisionRules(sizing="own_rows", exclusions=exclusions))
+    quiet, loud = (0.10, 0.11, 0.09), (0.9, -0.7, 0.1)
+    sized = {s.claim.id: s for s in size_claims(plan, pilot(quiet, quiet))}
+    assert sized["c"].seeds and sized["wider"].seeds  # both in reach: both sized
+    sized = {s.claim.id: s for s in size_claims(plan, pilot(quiet, loud))}
+    assert sized["c"].seeds is None and "positive control wider is out of reach" in sized["c"].why_out
+    sized = {s.claim.id: s for s in size_claims(plan, pilot(loud, quiet))}
+    assert sized["wider"].seeds is None and "the control would gate nothing" in sized["wider"].why_out

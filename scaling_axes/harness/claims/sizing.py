@@ -63,13 +63,44 @@ def size_claims(
         why = f"{weakest.why_out}; exclusion {len(dropped) + 1}, one at a time, at {weakest.power:.0%} power"
         dropped[weakest.claim.id] = dataclasses.replace(weakest, why_out=why)
     if plan.rules.exclusions == "all_at_once":
-        return sized
+        return _gated(sized, plan, pilot)
     for claim_id in reversed(list(dropped)):
         trial = {k: v for k, v in dropped.items() if k != claim_id}
         again = _size_family(declared, trial, plan, pilot)
         if all(s.seeds is not None for s in again if s.claim.in_family) and fits(again):
             dropped, sized = trial, again
-    return [_dropped(s, dropped, declared, plan, pilot) if s.claim.id in dropped else s for s in sized]
+    return _gated(
+        [_dropped(s, dropped, declared, plan, pilot) if s.claim.id in dropped else s for s in sized], plan, pilot
+    )
+
+
+def _gated(sized: list[Sized], plan: AnalysisPlan, pilot: dict) -> list[Sized]:
+    """An experiment whose positive control is out of reach judges nothing, so its claims leave their families; one
+    left with its control alone trains it for nothing, so the control leaves too. The rest sized again (their
+    families smaller), until nothing more leaves."""
+    while True:
+        gate = {}
+        for control in (s for s in sized if s.claim.role == "control"):
+            mates = [s for s in sized if s.claim.experiment == control.claim.experiment and s.claim.role != "control"]
+            if control.why_out.startswith(OUT):
+                why = (
+                    f"{OUT}: its experiment's positive control {control.claim.id} is out of reach, so it judges nothing"
+                )
+                gate |= {s.claim.id: why for s in mates if s.seeds is not None}
+            elif control.seeds is not None and not any(s.seeds is not None for s in mates):
+                gate[control.claim.id] = (
+                    f"{OUT}: no claim of its experiment is in reach: the control would gate nothing"
+                )
+        if not gate:
+            return sized
+        dropped = {s.claim.id: s for s in sized if s.why_out.startswith(OUT)}
+        dropped |= {
+            s.claim.id: dataclasses.replace(s, seeds=None, why_out=gate[s.claim.id])
+            for s in sized
+            if s.claim.id in gate
+        }
+        declared = [dataclasses.replace(s.claim, excluded="") if s.claim.id in dropped else s.claim for s in sized]
+        sized = _size_family(declared, dropped, plan, pilot)
 
 
 def _without(declared: list[PlannedClaim], dropped: dict[str, Sized]) -> list[PlannedClaim]:
