@@ -130,7 +130,7 @@ def by(p: list[float]) -> list[float]:
     order, out, running = sorted(range(m), key=lambda i: p[i], reverse=True), [0.0] * m, 1.0
     for position, i in enumerate(order):
         running = min(running, p[i] * m * harmonic / (m - position))
-        out[i] = min(1.0, running)
+        out[i] = running
     return out
 
 

@@ -1,7 +1,8 @@
 """Every claim of the committed `results/cpu/` decided again from the committed files alone (the plan, the tables and
 the per-seed files beside them), by an implementation that shares nothing with `harness/claims/` or
 `significance.py`: PyYAML for the plan, scipy's Student-t, numpy's least squares for the arm x seed model, the
-thresholds, each kind's one-sided tests, `each`, Holm and Benjamini-Yekutieli written again. Each claim row's
+thresholds, each kind's one-sided tests, `each`, Holm and Benjamini-Yekutieli written again (the last two in
+`tests/registered_rebuild.py`, which the issue-83 rebuild shares). Each claim row's
 estimate, interval, p, adjusted p and status must come out as committed; a margin, a run's measure, the plan or a
 verdict edited by hand fails here."""
 
@@ -16,15 +17,12 @@ import pytest
 import yaml
 from scipy import stats
 
+from tests.registered_rebuild import by, holm, read
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results" / "cpu"
 PLAN_FILE = ROOT / "scaling_axes" / "plans" / "cpu.yaml"
 SPIKE, RISE, OUTLIER_NATS, OUTLIER_Z, LEARNED = 0.8, 0.1, 0.25, 3.5, 0.5
-
-
-def _read(path: Path) -> list[dict[str, str]]:
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
 
 
 def _plan() -> tuple[dict, str]:
@@ -44,7 +42,7 @@ def _claims(plan: dict) -> list[dict]:
 def _experiment(name: str) -> tuple[list[dict], dict, dict]:
     """The table's rows, and from its per-seed file: (table, row) -> {margins, arms, evidence}; run -> seed -> measures
     (with the plan digest it recorded)."""
-    rows, seeds = _read(RESULTS / f"{name}.csv"), _read(RESULTS / "seeds" / f"{name}.csv")
+    rows, seeds = read(RESULTS / f"{name}.csv"), read(RESULTS / "seeds" / f"{name}.csv")
     claims = defaultdict(lambda: {"margins": {}, "arms": defaultdict(dict), "evidence": {}})
     runs = defaultdict(lambda: defaultdict(dict))
     for r in seeds:
@@ -134,24 +132,6 @@ def _ps(estimate: float, se: float, df: float, kind: str, tolerance: float) -> t
     return max(above(-tolerance), below(tolerance)), min(1.0, 2 * min(above(tolerance), below(-tolerance)))
 
 
-def _holm(p: list[float]) -> list[float]:
-    order, out, running = np.argsort(p, kind="stable"), [0.0] * len(p), 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (len(p) - rank) * p[i]))
-        out[i] = running
-    return out
-
-
-def _by(p: list[float]) -> list[float]:
-    m = len(p)
-    harmonic = sum(1 / k for k in range(1, m + 1))
-    order, out, running = np.argsort(p, kind="stable")[::-1], [0.0] * m, 1.0
-    for position, i in enumerate(order):
-        running = min(running, p[i] * m * harmonic / (m - position))
-        out[i] = running
-    return out
-
-
 def _decide(plan: dict, digest: str) -> dict:
     """(experiment, table/row) -> the row's expected (status, estimate, low, high, p, q); a row kept from its test,
     its status alone."""
@@ -181,7 +161,7 @@ def _decide(plan: dict, digest: str) -> dict:
             steps.append((where, estimate, se, df, *_ps(estimate, se, df, claim["kind"], claim["tolerance"])))
         tested[claim["id"]] = steps
     for paper in plan["papers"]:
-        for role, adjust in (("primary", _holm), ("secondary", _by)):
+        for role, adjust in (("primary", holm), ("secondary", by)):
             group = [c for c in claims if c["paper"] == paper and c["role"] == role and not c["excluded"]]
             holds = [max(s[4] for s in tested[c["id"]]) if tested[c["id"]] else 1.0 for c in group]
             fails = [min(1.0, len(t) * min(s[5] for s in t)) if (t := tested[c["id"]]) else 1.0 for c in group]
@@ -211,7 +191,7 @@ def test_every_planned_claim_row_is_decided_again_from_the_committed_files():
         table, _, row = where.partition("/")
         (committed,) = [
             r
-            for r in _read(RESULTS / f"{experiment}.csv")
+            for r in read(RESULTS / f"{experiment}.csv")
             if (r["table"], r["row"], r["metric"]) == (table, row, "claim")
         ]
         assert committed["status"] == status, (where, committed["status"], status)
@@ -225,7 +205,7 @@ def test_the_plan_is_the_one_every_claim_run_trained_under_and_its_family_counts
     family counts the papers' claims, and the claims outside it are listed."""
     plan, digest = _plan()
     for experiment in plan["experiments"]:
-        recorded = {r["value"] for r in _read(RESULTS / "seeds" / f"{experiment}.csv") if r["kind"] == "plan"}
+        recorded = {r["value"] for r in read(RESULTS / "seeds" / f"{experiment}.csv") if r["kind"] == "plan"}
         assert recorded == {digest}, experiment
     report = (RESULTS / "REPORT.md").read_text()
     assert f"digest `{digest}`" in report and "scaling_axes/plans/cpu.yaml" in report
@@ -240,7 +220,7 @@ def test_no_pilot_seed_enters_a_verdict():
     pilot = set(plan["pilot_seeds"])
     for experiment, planned in plan["experiments"].items():
         assert not pilot & set(planned["seeds"])
-        margins = [r for r in _read(RESULTS / "seeds" / f"{experiment}.csv") if r["kind"] == "claim"]
+        margins = [r for r in read(RESULTS / "seeds" / f"{experiment}.csv") if r["kind"] == "claim"]
         assert margins and not {int(r["seed"]) for r in margins} & pilot, experiment
 
 
@@ -251,7 +231,7 @@ def test_a_margin_edited_by_hand_is_caught(tmp_path, monkeypatch):
 
     shutil.copytree(RESULTS, tmp_path / "cpu")
     path = tmp_path / "cpu" / "seeds" / "rmt_table3_4_resources.csv"  # Table 4's claim: tested, and decided
-    rows = _read(path)
+    rows = read(path)
     first = next(i for i, r in enumerate(rows) if r["kind"] == "claim" and r["table"] == "table4")
     rows[first] = {**rows[first], "value": str(float(rows[first]["value"]) + 1.0)}
     with open(path, "w", newline="") as f:
