@@ -46,7 +46,6 @@ DESCRIBED = (
     "passes",
     "validations",
 )
-EVALUATED = "evaluation_tokens"
 SIZED = ("batch", "steps")  # what a token rule sets per size
 RECIPE_COLUMNS = ("comparison", "arm", "field", "value")
 MIN_WARMUP = 0.1  # of the steps, with an Adam-family optimiser
@@ -153,8 +152,10 @@ def _tuning(run: Run) -> tuple[str, str]:
     return f"{len(sweep.grid)} rates x {sweep.draws} draws", f"its own sweep, grid ratio {sweep.step:.3g}"
 
 
-def recipe_of(run: Run, lr: float | str | None = None) -> dict[str, str]:
-    """`run`'s recipe, COMPARED then DESCRIBED fields in words; `lr` the rate it trained at (else its declared)."""
+def recipe_of(run: Run, lr: float | str | None = None, whole_final: bool = False) -> dict[str, str]:
+    """`run`'s recipe, COMPARED then DESCRIBED fields in words; `lr` the rate it trained at (else its declared);
+    `whole_final`: its scale's final figures read the whole validation and test splits
+    (`Scale.whole_final_evaluation`), its curve the subset."""
     hp, budget = hyperparameters(run), run.budget
     hp = {**hp, "warmup_steps": budget.warmup_steps, "min_lr_ratio": budget.min_lr_ratio}
     warmup, schedule = _schedule(hp, budget.steps)
@@ -180,7 +181,8 @@ def recipe_of(run: Run, lr: float | str | None = None) -> dict[str, str]:
         "corpus": run.corpus,
         "tokenizer": run.tokenizer or "the corpus's",
         "data_order": f"{run.data.get('order', 'shuffled')}, data seed {data_seed}",
-        EVALUATED: "the whole split" if windows is None else f"{windows * budget.seq_len} a curve point",
+        "evaluation_tokens": ("the whole split" if windows is None else f"{windows * budget.seq_len} a curve point")
+        + ("; the final figures the whole validation and test splits" if whole_final else ""),
         "tuning": tuning,
         "architecture": type(run.config).__name__,
         "model": run.model,
@@ -248,14 +250,12 @@ def write_recipes(
     whole_final: bool = False,
 ) -> Path:
     """`recipes/<experiment>.csv` under `table_dir`: every field of every arm of every comparison, each arm at the
-    rate in `rates` (else its declared one), checksummed; REPORT.md prints it. `whole_final`: the scale's final
-    figures read the whole validation and test splits (`Scale.whole_final_evaluation`), the curve its subset."""
-    final = "; the final figures the whole validation and test splits" if whole_final else ""
+    rate in `rates` (else its declared one), checksummed; REPORT.md prints it. `whole_final`: as `recipe_of`."""
     rows = [
-        {"comparison": c.name, "arm": arm, "field": field, "value": value + (final if field == EVALUATED else "")}
+        {"comparison": c.name, "arm": arm, "field": field, "value": value}
         for c in comparisons
         for arm in c.arms
-        for field, value in recipe_of(runs[arm], rates.get(arm)).items()
+        for field, value in recipe_of(runs[arm], rates.get(arm), whole_final).items()
     ]
     rows += [{"comparison": c.name, "arm": "", "field": "differs", "value": ", ".join(c.differs)} for c in comparisons]
     rows += [{"comparison": c.name, "arm": "", "field": "why", "value": c.why} for c in comparisons if c.why]

@@ -123,19 +123,15 @@ class FinishedRuns:
             train,
         )
 
-    def settled_rate(
-        self, run: Run, seeds: int = 1, train: Callable[[Run], None] | None = None, fall_back: bool | None = None
-    ) -> Settled | None:
+    def settled_rate(self, run: Run, seeds: int = 1, train: Callable[[Run], None] | None = None) -> Settled | None:
         """`run` (as declared, with its sweep) where its claim seeds settle: at the sweep's choice unless one of them
         trained unstably there (`stability.unstable_seeds`), then at each `fallback` rate below in turn (a grown
         stage stays at its chain's rate, which its head's sweep chose: its spikes are flagged). With `train`, trains
-        its `seeds` claim seeds at each rate and the points a fallback needs; without `fall_back`, its claim seeds
-        at the sweep's choice however they trained (the default: `self.fall_back`). None: the sweep has not
-        chosen."""
+        its `seeds` claim seeds at each rate and the points a fallback needs; without `self.fall_back`, its claim
+        seeds at the sweep's choice however they trained. None: the sweep has not chosen."""
         choice = self.tuning(run, train)
         if choice.lr is None:
             return None
-        fall_back = self.fall_back if fall_back is None else fall_back
         settled = Settled(tuned(run, choice.lr), choice.lr, {}, choice)
         while True:
             by_seed = self.seeds(settled.run)
@@ -144,7 +140,7 @@ class FinishedRuns:
                     train(seed_run(settled.run, k))
                 by_seed = self.seeds(settled.run)
             settled = dataclasses.replace(settled, seeds=by_seed)
-            if not fall_back or run.grow_from is not None or not (why := unstable_seeds(settled.seeds)):
+            if not self.fall_back or run.grow_from is not None or not (why := unstable_seeds(settled.seeds)):
                 return settled  # (a grown stage keeps its chain's rate, which its head's sweep chose)
             unstable_at = {**settled.unstable_at, settled.lr: list(why.values())}
             lower = fallback(run.sweep, as_points(self.sweep_points(run)), unstable_at)

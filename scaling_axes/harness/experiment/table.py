@@ -18,7 +18,7 @@ from scaling_axes.harness.claims.plan import (
     PlannedExperiment,
     confirming_plan,
     pilot_plan,
-    training_plan,
+    plan_for,
 )
 from scaling_axes.harness.experiment.arms import settled_lr, tuning_rows, untuned
 from scaling_axes.harness.experiment.comparisons import write_recipes
@@ -48,8 +48,9 @@ def rebuild(
     force. `pilot`: the pilot's runs, into the pending registration's pilot folder (else `results/<scale>/pilot/`),
     described and never decided."""
     results_dir, runs = Path(results_dir or RESULTS_DIR), experiment.runs(scale)
-    plan = training_plan(scale, root=results_dir.parent)
-    staged = not pilot and confirming_plan(scale) is not None  # the scale's REPORT.md stays the plan in force's
+    confirming = None if pilot else confirming_plan(scale, root=results_dir.parent)
+    plan = confirming or plan_for(scale, root=results_dir.parent)
+    staged = confirming is not None  # the scale's REPORT.md stays the plan in force's
     table_dir = pilot_dir(scale, results_dir) if pilot else results_dir / scale.name
     table_dir = table_dir / REGISTERED if staged else table_dir
     if not (pilot or staged):
