@@ -249,6 +249,11 @@ def test_training_benchmark_runs_every_variant_end_to_end_at_toy_sizes(monkeypat
     ]
     toy.append(bench_training.Case("gpt2_124m", "nanogpt", "nanogpt_reference", {}, 2, 8, 0.0))
     timings = iter([4.0, 3.0, 6.0, 5.0, 4.0, 8.0, 7.0, 6.0, 5.5, 2.0, 1.5, 9.0, 9.0, 3.0, 2.5])
+    out, on_disk = tmp_path / "bench.csv", []  # rows on disk as each step is timed: a SIGKILL runs no `finally`
+
+    def timed(step, repeats):
+        on_disk.append(len(out.read_text().splitlines()) - 1 if out.exists() else 0)
+        return step() or next(timings)
 
     def compile_or_fail(model):
         if isinstance(model, RMT) and model.config.kernel == "torch":
@@ -260,7 +265,7 @@ def test_training_benchmark_runs_every_variant_end_to_end_at_toy_sizes(monkeypat
     monkeypatch.setattr(bench_training, "DEVICE", "cpu")
     monkeypatch.setattr(bench_training, "DTYPE", torch.float32)
     monkeypatch.setattr(bench_training, "cases", lambda: toy)
-    monkeypatch.setattr(bench_training, "time_ms", lambda step, repeats: step() or next(timings))
+    monkeypatch.setattr(bench_training, "time_ms", timed)
     monkeypatch.setattr(bench_training, "get_available_flops", lambda device, dtype: 1e9)
     monkeypatch.setattr(bench_training, "compile_model", compile_or_fail)  # the nanoGPT-style model's
     monkeypatch.setattr("scaling_axes.modules.tasks.lm.compile_model", compile_or_fail)
@@ -276,6 +281,7 @@ def test_training_benchmark_runs_every_variant_end_to_end_at_toy_sizes(monkeypat
     assert [(r["architecture"], r["variant"]) for r in rows] == [(c.architecture, v) for c in toy for v in c.variants]
     failed = [r for r in rows if r["error"]]
     assert [(r["architecture"], r["variant"]) for r in failed] == [("rmt", "compiled")]
+    assert on_disk == [i for i, r in enumerate(rows) if not r["error"]]
     assert "invalid gradient at index 6" in failed[0]["error"] and failed[0]["step_ms"] == ""
     for r in rows:
         if r["error"]:
@@ -296,8 +302,10 @@ def test_training_benchmark_runs_every_variant_end_to_end_at_toy_sizes(monkeypat
 
 
 def test_the_training_benchmark_writes_its_csv_even_when_it_is_stopped(monkeypatch, tmp_path):
-    def stop(families, repeats, rows):
+    def stop(families, repeats, rows, save):
         rows.append({"gpu": "cpu", "family": "rmt_paper", "variant": "eager", "step_ms": 1.0})
+        save(rows)
+        assert len((tmp_path / "bench.csv").read_text().splitlines()) == 2  # saved before any `finally`
         raise KeyboardInterrupt
 
     monkeypatch.setattr(bench_training, "DEVICE", "cpu")

@@ -278,7 +278,8 @@ def test_fused_rmt_operations_refuse_what_does_not_fit() -> None:
 
 
 def test_benchmark_runs_end_to_end_at_toy_sizes(monkeypatch, tmp_path) -> None:
-    """No GPU here: the real benchmark path on the CPU at toy sizes, timings stubbed, to show every row runs."""
+    """No GPU here: the real benchmark path on the CPU at toy sizes, timings stubbed, to show every row runs; each
+    row is on disk before the next is measured (a time box's SIGKILL runs no `finally`)."""
     import sys
 
     from scaling_axes.benchmarks import kernels as bench
@@ -291,13 +292,14 @@ def test_benchmark_runs_end_to_end_at_toy_sizes(monkeypatch, tmp_path) -> None:
     monkeypatch.setattr(bench, "RMT_SEQ", 2)
 
     def time_ms(step, repeats):
+        on_disk.append(len(out.read_text().splitlines()) - 1 if out.exists() else 0)
         step()
         forward = step.__defaults__[0]
         if failing in (forward, getattr(forward, "func", None)):
             raise RuntimeError("InductorError: SubprocException")
         return 2.0
 
-    failing = None
+    failing, on_disk, out = None, [], tmp_path / "bench.csv"
 
     def compile_and_fail_once(fn):
         nonlocal failing
@@ -331,6 +333,7 @@ def test_benchmark_runs_end_to_end_at_toy_sizes(monkeypatch, tmp_path) -> None:
         "ffn_sublayer",
     }
     assert len(rows) == 1 + 2 * 4 + 2 + 5 * 3
+    assert on_disk == list(range(len(rows) - 1))
 
 
 def test_the_kernel_benchmark_judges_each_target_from_its_rows() -> None:

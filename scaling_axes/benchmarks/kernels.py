@@ -111,9 +111,10 @@ def rmt_cases() -> Iterator[Case]:
         )
 
 
-def bench(repeats: int, rows: list[dict]) -> list[dict]:
-    """Append a row per case and variant to `rows` (the caller keeps them if this stops half-way); a variant that
-    fails is a row with its `error`, and the rest go on."""
+def bench(repeats: int, rows: list[dict], save: Callable[[list[dict]], object] = lambda rows: None) -> list[dict]:
+    """Append a row per case and variant to `rows`, calling `save` after each (a time box's SIGKILL runs no
+    `finally`: what is saved is what it leaves); a variant that fails is a row with its `error`, and the rest go
+    on."""
     gpu = torch.cuda.get_device_name() if DEVICE == "cuda" else DEVICE
     for model, layer, shape, flops, variants in itertools.chain(pattention_cases(), rmt_cases()):
         eager_ms = None
@@ -144,6 +145,7 @@ def bench(repeats: int, rows: list[dict]) -> list[dict]:
                 )
             rows.append(row)
             print(row, flush=True)
+            save(rows)
     return rows
 
 
@@ -189,7 +191,7 @@ def main(argv: list[str] | None = None) -> None:
         )
     rows = []
     try:
-        bench(args.repeats, rows)
+        bench(args.repeats, rows, save=lambda done: write_csv(args.out, COLUMNS, done))
     finally:
         print(write_csv(args.out, COLUMNS, rows))
         print("\n".join(targets(rows)))

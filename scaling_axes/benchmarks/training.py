@@ -339,8 +339,11 @@ def numeric(rows: list[dict]) -> list[dict]:
     return [{**r, **{k: float(r[k]) if r.get(k) else None for k in keys}} for r in rows]
 
 
-def bench(families: list[str] | None, repeats: int, rows: list[dict]) -> list[dict]:
-    """Append one row per case and variant to `rows` (kept by the caller if this stops half-way)."""
+def bench(
+    families: list[str] | None, repeats: int, rows: list[dict], save: Callable[[list[dict]], object] = lambda rows: None
+) -> list[dict]:
+    """Append one row per case and variant to `rows`, calling `save` after each (a time box's SIGKILL runs no
+    `finally`: what is saved is what it leaves)."""
     gpu = torch.cuda.get_device_name() if DEVICE == "cuda" else DEVICE
     for case in cases():
         if families and case.family not in families:
@@ -365,6 +368,7 @@ def bench(families: list[str] | None, repeats: int, rows: list[dict]) -> list[di
                     torch.cuda.empty_cache()
             rows.append(row)
             print(row, flush=True)
+            save(rows)
     against_transformer(rows)
     return rows
 
@@ -387,7 +391,7 @@ def main(argv: list[str] | None = None) -> None:
         )
     rows = []
     try:
-        bench(args.family, args.repeats, rows)
+        bench(args.family, args.repeats, rows, save=lambda done: write_csv(args.out, COLUMNS, done))
     finally:
         print(write_csv(args.out, COLUMNS, rows))
     print("\n".join(targets(rows)))
