@@ -99,8 +99,10 @@ def test_tiny_time_boxes_are_the_cpus_and_only_the_part_asked_is_cut_short(tmp_p
     """--tiny boxes each part at TINY_MARGIN x what it took on 2 cores, not at its GPU box (paths' 150 s on an H100
     cut the CPU proof short on a slower CPU); --timeout shortens only the part it names."""
     boxes = {}
-    monkeypatch.setattr(gpu_check, "launch", lambda part, out, seconds, tiny: boxes.setdefault(part.name, seconds))
-    monkeypatch.setattr(gpu_check, "write_summary", lambda out, outcomes, tiny: tmp_path / "summary.md")
+    monkeypatch.setattr(
+        gpu_check, "launch", lambda part, out, seconds, tiny, after: boxes.setdefault(part.name, seconds)
+    )
+    monkeypatch.setattr(gpu_check, "write_summary", lambda out, outcomes, tiny, after: tmp_path / "summary.md")
     (tmp_path / "summary.md").write_text("")
     gpu_check.main([str(tmp_path), "--tiny", "--timeout", "training=2"])
     assert boxes == {part.name: 2 if part.name == "training" else 10 * part.tiny_took for part in gpu_check.PARTS}
@@ -114,3 +116,40 @@ def test_a_time_box_names_a_part(capsys):
     with pytest.raises(SystemExit):
         gpu_check.main(["out", "--timeout", "everything=10"])
     assert "'everything' is no part; the parts: kernels, training, paths, profile" in capsys.readouterr().err
+
+
+def test_a_rerun_after_a_lease_that_ran_out_keeps_what_it_measured_and_measures_the_rest(tmp_path, monkeypatch):
+    """`gpu-check --after DIR`: a path that finished ok there is not run again, one that failed is; a training row
+    measured there is kept (its MFU from its TFLOP/s where that run knew no peak: Lightning has none for "NVIDIA
+    H200"), the others measured; a folder with no earlier call's files is refused in one line."""
+    from scaling_axes.benchmarks import gpu_paths
+    from scaling_axes.benchmarks.common import kept_rows
+
+    def must_not_run(root):
+        raise AssertionError("a kept path ran again")
+
+    monkeypatch.setattr(gpu_paths, "paths", lambda: {"kept": must_not_run, "failed": lambda root: {"val_loss": 2.5}})
+    earlier = tmp_path / "earlier"
+    earlier.mkdir()
+    gpu_paths.write_csv(
+        earlier / "paths.csv",
+        gpu_paths.COLUMNS,
+        [{"path": "kept", "status": "ok", "val_loss": 1.5}, {"path": "failed", "status": "failed", "error": "E"}],
+    )
+    gpu_paths.main(tmp_path / "paths.csv", kept_rows(earlier / "paths.csv", gpu_check._path_name))
+    lines = (tmp_path / "paths.csv").read_text().splitlines()
+    assert lines[1] == "kept,ok,1.5,,," and lines[2].startswith("failed,ok,2.5,")
+
+    case = training.Case("gpt2_124m", "nanogpt", "nanogpt_reference", {}, 2, 8, 0.0)
+    measured = []
+    monkeypatch.setattr(training, "DEVICE", "cpu")
+    monkeypatch.setattr(training, "cases", lambda: [case])
+    monkeypatch.setattr(training, "measure", lambda c, variant, repeats: measured.append(variant) or {"step_ms": 2.0})
+    monkeypatch.setattr(training, "peak_flops", lambda: 400e12)
+    row = {"gpu": "cpu", "family": "gpt2_124m", "architecture": "nanogpt", "variant": "eager", "step_ms": "4.0"}
+    rows = training.bench(None, 1, [], kept={("cpu", "gpt2_124m", "nanogpt", "eager"): {**row, "tflops": "100.0"}})
+    assert measured == ["compiled"] and [r["step_ms"] for r in rows] == [4.0, 2.0]
+    assert rows[0]["mfu"] == 0.25 and rows[0]["mfu_peak_tflops"] == 400.0  # 100 of 400 TFLOP/s
+
+    with pytest.raises(SystemExit):
+        gpu_check.main([str(tmp_path / "out"), "--after", str(tmp_path / "out")])

@@ -3,9 +3,10 @@ failed case."""
 
 from __future__ import annotations
 
+import csv
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from pathlib import Path
 
 import torch
@@ -48,3 +49,12 @@ def time_ms(step: Callable[[], None], repeats: int, warmup: int = 5) -> float:
 def failure(error: Exception) -> str:
     """A benchmark row's `error`: the exception, shortened to fit a CSV cell."""
     return f"{type(error).__name__}: {error}"[:500]
+
+
+def kept_rows(path: Path | None, key: Callable[[dict], Hashable]) -> dict[Hashable, dict]:
+    """The rows of an earlier run's CSV that measured something (no `error`, no `failed` status), by `key`: what a
+    rerun keeps instead of measuring again (`gpu-check --after`, `--keep`). None where `path` is None or absent."""
+    if path is None or not path.exists():
+        return {}
+    with open(path, newline="") as f:
+        return {key(r): r for r in csv.DictReader(f) if not r.get("error") and r.get("status", "ok") == "ok"}

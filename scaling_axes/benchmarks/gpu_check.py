@@ -77,15 +77,23 @@ def main(argv: list[str] | None = None) -> None:
         help=f"a part's time box (defaults: {', '.join(f'{p.name}={p.seconds}' for p in PARTS)}; at --tiny "
         f"{', '.join(f'{p.name}={p.tiny_seconds}' for p in PARTS)})",
     )
+    parser.add_argument(
+        "--after",
+        type=Path,
+        metavar="DIR",
+        help="an earlier call's folder (a lease that ran out): what it measured is kept, the rest measured",
+    )
     parser.add_argument("--part", choices=[p.name for p in PARTS], help=argparse.SUPPRESS)  # one part, in-process
     args = parser.parse_args(argv)
+    if args.after and not any((args.after / part.writes).exists() for part in PARTS):
+        parser.error(f"--after {args.after}: no earlier call's files there ({', '.join(FILES[2:])})")
     args.out.mkdir(parents=True, exist_ok=True)
     if args.part:
-        run_part(args.part, args.out, args.tiny)
+        run_part(args.part, args.out, args.tiny, args.after)
         return
     boxes = {part.name: part.tiny_seconds if args.tiny else part.seconds for part in PARTS} | dict(args.timeout)
-    outcomes = {part.name: launch(part, args.out, boxes[part.name], args.tiny) for part in PARTS}
-    path = write_summary(args.out, outcomes, args.tiny)
+    outcomes = {part.name: launch(part, args.out, boxes[part.name], args.tiny, args.after) for part in PARTS}
+    path = write_summary(args.out, outcomes, args.tiny, args.after)
     print(path.read_text())
 
 
@@ -96,7 +104,7 @@ def _time_box(text: str) -> tuple[str, int]:
     return name, in_range(int, 1)(seconds)
 
 
-def launch(part: Part, out: Path, seconds: int, tiny: bool) -> str:
+def launch(part: Part, out: Path, seconds: int, tiny: bool, after: Path | None = None) -> str:
     """Run `part` in a process of its own for at most `seconds`, appending what it prints to log.txt; its outcome
     in words ("finished in N s", "timed out after N s", "failed (exit N): last line")."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -111,6 +119,7 @@ def launch(part: Part, out: Path, seconds: int, tiny: bool) -> str:
         "--part",
         part.name,
         *(["--tiny"] if tiny else []),
+        *(["--after", str(after)] if after else []),
     ]
     started = time.monotonic()
     with open(out / "log.txt", "a") as log:
@@ -134,25 +143,31 @@ def _last_line(log: Path) -> str:
     return lines[-1][:300] if lines else "(nothing printed)"
 
 
-def run_part(name: str, out: Path, tiny: bool) -> None:
-    """One part, in this process."""
+def run_part(name: str, out: Path, tiny: bool, after: Path | None = None) -> None:
+    """One part, in this process; with `after`, keeping what that earlier call measured."""
     from scaling_axes.benchmarks import gpu_paths, kernels, training
+    from scaling_axes.benchmarks.common import kept_rows
 
     if tiny:
         kernels.use_toy_sizes()
         training.use_toy_sizes()
         gpu_paths.use_toy_sizes()
     repeats = ["--repeats", "1" if tiny else "20"]
+    keep = {f: ["--keep", str(after / f)] if after else [] for f in ("kernels.csv", "training.csv")}
     parts: dict[str, Callable[[], object]] = {
-        "kernels": lambda: kernels.main(["--out", str(out / "kernels.csv"), *repeats]),
-        "training": lambda: training.main(["--out", str(out / "training.csv"), *repeats]),
-        "paths": lambda: gpu_paths.main(out / "paths.csv"),
+        "kernels": lambda: kernels.main(["--out", str(out / "kernels.csv"), *repeats, *keep["kernels.csv"]]),
+        "training": lambda: training.main(["--out", str(out / "training.csv"), *repeats, *keep["training.csv"]]),
+        "paths": lambda: gpu_paths.main(out / "paths.csv", kept_rows(after and after / "paths.csv", _path_name)),
         "profile": lambda: training.profile_missed(out / "training.csv", out / "profile.txt"),
     }
     parts[name]()
 
 
-def write_summary(out: Path, outcomes: dict[str, str], tiny: bool) -> Path:
+def _path_name(row: dict) -> str:
+    return row["path"]
+
+
+def write_summary(out: Path, outcomes: dict[str, str], tiny: bool, after: Path | None = None) -> Path:
     """summary.md: where it ran, each target met or not and by how much, each part's outcome, each code path."""
     from scaling_axes.benchmarks import kernels, training
 
@@ -174,6 +189,7 @@ def write_summary(out: Path, outcomes: dict[str, str], tiny: bool) -> Path:
         "## Parts",
         "",
         *(f"- {name}: {outcome}" for name, outcome in outcomes.items()),
+        *([f"- kept from {after} (an earlier call), not measured again: {_kept(after)}"] if after else []),
         "",
         "## Code paths",
         "",
@@ -189,6 +205,13 @@ def write_summary(out: Path, outcomes: dict[str, str], tiny: bool) -> Path:
     if len(FILES) > MAX_FILES or extra:
         raise SystemExit(f"{out} holds files the lease does not return: {', '.join(extra)}")
     return out / "summary.md"
+
+
+def _kept(after: Path) -> str:
+    from scaling_axes.benchmarks.common import kept_rows
+
+    counts = {f: len(kept_rows(after / f, id)) for f in FILES[2:5]}
+    return ", ".join(f"{n} rows of {f}" for f, n in counts.items())
 
 
 def powered_small_scale() -> list[str]:

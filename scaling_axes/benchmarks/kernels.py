@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import argparse
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from functools import partial
 from pathlib import Path
 
 import torch
 from torch import Tensor, nn
 
-from scaling_axes.benchmarks.common import failure, time_ms
+from scaling_axes.benchmarks.common import failure, kept_rows, time_ms
 from scaling_axes.harness.scales import in_range
 from scaling_axes.io import write_csv
 from scaling_axes.modules.architectures.rmt import RMTAttention, RMTFeedForward, matrix_norm
@@ -111,10 +111,16 @@ def rmt_cases() -> Iterator[Case]:
         )
 
 
-def bench(repeats: int, rows: list[dict], save: Callable[[list[dict]], object] = lambda rows: None) -> list[dict]:
+def bench(
+    repeats: int,
+    rows: list[dict],
+    save: Callable[[list[dict]], object] = lambda rows: None,
+    kept: Mapping[Hashable, dict] | None = None,
+) -> list[dict]:
     """Append a row per case and variant to `rows`, calling `save` after each (a time box's SIGKILL runs no
     `finally`: what is saved is what it leaves); a variant that fails is a row with its `error`, and the rest go
-    on."""
+    on; a row of `kept` (an earlier run's, by gpu, model, layer and variant) is taken as measured."""
+    kept = kept or {}
     gpu = torch.cuda.get_device_name() if DEVICE == "cuda" else DEVICE
     for model, layer, shape, flops, variants in itertools.chain(pattention_cases(), rmt_cases()):
         eager_ms = None
@@ -132,6 +138,12 @@ def bench(repeats: int, rows: list[dict], save: Callable[[list[dict]], object] =
                 "shape": shape,
                 "variant": name,
             }
+            if earlier := kept.get((gpu, model, layer, name)):
+                row = {**earlier, "median_ms": float(earlier["median_ms"])}
+                eager_ms = eager_ms or (row["median_ms"] if name == "eager" else None)
+                rows.append(row)
+                save(rows)
+                continue
             try:
                 ms = time_ms(step, repeats)
             except Exception as error:  # a failing kernel or compile is a result too
@@ -183,7 +195,11 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=in_range(int, 1), default=50)
     parser.add_argument("--out", type=Path, default=Path("results/bench_kernels.csv"))
+    parser.add_argument(
+        "--keep", type=Path, help="an earlier run's CSV: its measured rows are kept, not measured again"
+    )
     args = parser.parse_args(argv)
+    kept = kept_rows(args.keep, lambda r: (r["gpu"], r["model"], r["layer"], r["variant"]))
     if DEVICE == "cuda" and not torch.cuda.is_available():
         raise SystemExit(
             "bench-kernels measures speed on a CUDA GPU; none is visible here (timings on the CPU or "
@@ -191,7 +207,7 @@ def main(argv: list[str] | None = None) -> None:
         )
     rows = []
     try:
-        bench(args.repeats, rows, save=lambda done: write_csv(args.out, COLUMNS, done))
+        bench(args.repeats, rows, save=lambda done: write_csv(args.out, COLUMNS, done), kept=kept)
     finally:
         print(write_csv(args.out, COLUMNS, rows))
         print("\n".join(targets(rows)))

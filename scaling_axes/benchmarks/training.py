@@ -31,7 +31,7 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -41,11 +41,12 @@ from torch import Tensor, nn
 from torch.profiler import ProfilerActivity, profile
 
 from scaling_axes.benchmarks import nanogpt_reference
-from scaling_axes.benchmarks.common import failure, time_ms
+from scaling_axes.benchmarks.common import failure, kept_rows, time_ms
 from scaling_axes.datamodules.tokenizers import load_tokenizer
 from scaling_axes.experiments.cross_architecture import setup as cross
 from scaling_axes.experiments.cross_architecture.recipes import recipe_at
 from scaling_axes.experiments.rmt import setup as rmt
+from scaling_axes.harness.experiment.hardware import dense_bf16_tflops
 from scaling_axes.harness.scales import PAPER, SMOKE, in_range
 from scaling_axes.io import atomic_write, write_csv
 from scaling_axes.modules import get_config
@@ -97,14 +98,17 @@ def cases() -> list[Case]:
     paper_shapes = recipe_at(PAPER).shapes
     width_of_150m = dataclasses.replace(paper_shapes["125m"], n_layer=12)  # 12 x 768, as Tokenformer-150M
     rmt_z, cross_z = rmt.lm_options()["z_loss"], cross.LM["z_loss"]
-    found = [
+    at_150m = {arch: cross.ARM[arch].shape(width_of_150m, 2048) for arch in ("transformer", "rmt", "mot")}
+    found = [  # the cases that judge a target first: a time box cuts from the end
         Case("rmt_paper", "transformer", "transformer_rmt_405m", {}, 16, 512, rmt_z),
         Case("rmt_paper", "rmt", "rmt_305m", {}, 16, 512, rmt_z),
         Case("tokenformer_150m", "tokenformer", "tokenformer_150m", {}, 8, 2048, 0.0),
+        Case("tokenformer_150m", "transformer", cross.ARM["transformer"].preset, at_150m["transformer"], 8, 2048, 0.0),
+        Case("gpt2_124m", "transformer", "transformer_124m", {}, 16, 1024, 0.0),
+        Case("gpt2_124m", "nanogpt", "nanogpt_reference", {}, 16, 1024, 0.0),
     ]
     found += [
-        Case("tokenformer_150m", arch, cross.ARM[arch].preset, cross.ARM[arch].shape(width_of_150m, 2048), 8, 2048, 0.0)
-        for arch in ("transformer", "rmt", "mot")
+        Case("tokenformer_150m", arch, cross.ARM[arch].preset, at_150m[arch], 8, 2048, 0.0) for arch in ("rmt", "mot")
     ]
     found += [
         Case(
@@ -118,10 +122,6 @@ def cases() -> list[Case]:
         )
         for size in cross.SIZES
         for arch in cross.ARCHITECTURES
-    ]
-    found += [
-        Case("gpt2_124m", "transformer", "transformer_124m", {}, 16, 1024, 0.0),
-        Case("gpt2_124m", "nanogpt", "nanogpt_reference", {}, 16, 1024, 0.0),
     ]
     return found
 
@@ -206,7 +206,7 @@ def measure(case: Case, variant: str, repeats: int) -> dict[str, Any]:
     ms = time_ms(step, repeats)
     per_step = case.batch * case.seq_len
     flops = train_flops_per_token(config, case.seq_len) * per_step
-    peak = get_available_flops(torch.device(DEVICE), DTYPE)
+    peak = peak_flops()
     memory = torch.cuda.max_memory_allocated() / 2**30 if DEVICE == "cuda" else None
     synthetic = getattr(config, "byte_table", "") == "synthetic"
     return {
@@ -220,6 +220,25 @@ def measure(case: Case, variant: str, repeats: int) -> dict[str, Any]:
         "peak_memory_gib": round(memory, 2) if memory is not None else None,
         "note": "synthetic byte tables (no GPT-2 tokenizer file)" if synthetic else "",
     }
+
+
+def peak_flops() -> float | None:
+    """The device's peak in the benchmark's dtype, as Lightning's ThroughputMonitor takes it; where Lightning's
+    table lacks the GPU (it knows an H200 only by a name with "sxm1" or "nvl1", which "NVIDIA H200" lacks), the
+    suite's dense bf16 peak of it (`GPUS`)."""
+    if found := get_available_flops(torch.device(DEVICE), DTYPE):
+        return found
+    if DEVICE == "cuda" and DTYPE == torch.bfloat16 and (tflops := dense_bf16_tflops(torch.cuda.get_device_name())):
+        return tflops * 1e12
+    return None
+
+
+def _with_mfu(row: dict) -> dict:
+    """A kept row with its MFU, from its TFLOP/s and this device's peak, where the run that measured it had none."""
+    peak = peak_flops()
+    if row.get("mfu") is not None or not peak or not row.get("tflops"):
+        return row
+    return {**row, "mfu": round(float(row["tflops"]) * 1e12 / peak, 4), "mfu_peak_tflops": round(peak / 1e12, 1)}
 
 
 def against_transformer(rows: list[dict]) -> None:
@@ -340,11 +359,17 @@ def numeric(rows: list[dict]) -> list[dict]:
 
 
 def bench(
-    families: list[str] | None, repeats: int, rows: list[dict], save: Callable[[list[dict]], object] = lambda rows: None
+    families: list[str] | None,
+    repeats: int,
+    rows: list[dict],
+    save: Callable[[list[dict]], object] = lambda rows: None,
+    kept: Mapping[Hashable, dict] | None = None,
 ) -> list[dict]:
     """Append one row per case and variant to `rows`, calling `save` after each (a time box's SIGKILL runs no
-    `finally`: what is saved is what it leaves)."""
+    `finally`: what is saved is what it leaves); a row of `kept` (an earlier run's, by gpu, family, architecture and
+    variant) is taken as measured, its MFU computed where that run knew no peak."""
     gpu = torch.cuda.get_device_name() if DEVICE == "cuda" else DEVICE
+    kept = kept or {}
     for case in cases():
         if families and case.family not in families:
             continue
@@ -358,6 +383,10 @@ def bench(
                 "model": case.model,
                 "variant": variant,
             }
+            if earlier := kept.get((gpu, case.family, case.architecture, variant)):
+                rows.append(_with_mfu(numeric([earlier])[0]))
+                save(rows)
+                continue
             try:
                 row.update(measure(case, variant, repeats))
             except Exception as error:  # a failing case is a result too; the others still run
@@ -383,7 +412,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--repeats", type=in_range(int, 1), default=20)
     parser.add_argument("--out", type=Path, default=Path("results/bench_training.csv"))
+    parser.add_argument(
+        "--keep", type=Path, help="an earlier run's CSV: its measured rows are kept, not measured again"
+    )
     args = parser.parse_args(argv)
+    kept = kept_rows(args.keep, lambda r: (r["gpu"], r["family"], r["architecture"], r["variant"]))
     if DEVICE == "cuda" and not torch.cuda.is_available():
         raise SystemExit(
             "bench-training times training steps on a CUDA GPU and none is visible here; run "
@@ -391,7 +424,7 @@ def main(argv: list[str] | None = None) -> None:
         )
     rows = []
     try:
-        bench(args.family, args.repeats, rows, save=lambda done: write_csv(args.out, COLUMNS, done))
+        bench(args.family, args.repeats, rows, save=lambda done: write_csv(args.out, COLUMNS, done), kept=kept)
     finally:
         print(write_csv(args.out, COLUMNS, rows))
     print("\n".join(targets(rows)))

@@ -21,3 +21,9 @@ class CpuRun:
     @classmethod
     def seconds(cls, train_flops: float) -> float:
         return cls.fixed_s + train_flops / cls.flops_per_s
+
+
+def dense_bf16_tflops(device_name: str) -> float | None:
+    """`GPUS`' dense bf16 peak of the GPU whose key the device's name holds ("NVIDIA H200" -> h200), else None."""
+    name = device_name.lower()
+    return next((tflops for key, tflops in GPUS.items() if key in name), None)
