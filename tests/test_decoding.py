@@ -57,3 +57,28 @@ def test_a_cached_step_costs_the_same_whatever_the_prefix(name) -> None:
     with torch.no_grad(), FlopCounterMode(display=False) as whole:
         model(ids[:, :51])
     assert _step_flops(model, ids, 30) == _step_flops(model, ids, 50) < whole.get_total_flops() / 40
+
+
+@pytest.mark.parametrize("name", EXPORTED)
+def test_a_whole_sequence_forward_never_reads_the_decoding_context(name, monkeypatch) -> None:
+    """Outside `decoding` no forward reads its ContextVar (torch 2.11's Dynamo breaks the compiled graph at a
+    ContextVar's get: a compiled training step ran slower than eager on the H200); inside, and after a context
+    closed, decoding is unchanged."""
+    from scaling_axes.modules.architectures import layers
+
+    class Unread:
+        def get(self):
+            raise AssertionError("a whole-sequence forward read the decoding ContextVar")
+
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+    model, real = _perturbed(EXAMPLES[name].preset, EXAMPLES[name].overrides), layers._DECODING
+    ids = torch.randint(0, 256, (1, 6), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        whole = model(ids)
+        with decoding(DynamicCache(), ids[:, :0]):
+            first = model(ids[:, :4])
+        monkeypatch.setattr(layers, "_DECODING", Unread())
+        torch.testing.assert_close(model(ids), whole, atol=0, rtol=0)
+    torch.testing.assert_close(first, whole[:, :4], atol=1e-12, rtol=1e-12)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
@@ -50,28 +51,35 @@ class Decoding:
 
 _DECODING: contextvars.ContextVar[Decoding | None] = contextvars.ContextVar("decoding", default=None)
 # the call's own: a ContextVar is per thread (and per asyncio task), so two threads generating with one model each see
-# only their own step; torch.compile guards on its value as on a global's
+# only their own step
+_OPEN = [0]  # decoding() contexts open in any thread: while none is, a forward never reads the ContextVar, whose
+# get() breaks torch 2.11's Dynamo graph (seen on the H200, 2026-11-30); Dynamo guards on this list's item instead
+_OPENING = threading.Lock()
 
 
 @contextlib.contextmanager
 def decoding(cache: Any, prefix: Tensor | None = None) -> Iterator[Decoding]:
     """Run the models' forwards inside as incremental decoding over `cache` (positions after the cached ones)."""
     step = Decoding(cache, cache.get_seq_length(), prefix)
+    with _OPENING:
+        _OPEN[0] += 1
     token = _DECODING.set(step)
     try:
         yield step
     finally:
         _DECODING.reset(token)
+        with _OPENING:
+            _OPEN[0] -= 1
 
 
 def current_decoding() -> Decoding | None:
     """The decoding step a forward runs in, or None (a whole sequence)."""
-    return _DECODING.get()
+    return _DECODING.get() if _OPEN[0] else None
 
 
 def first_position() -> int:
     """The position of a forward's first token: 0, or after the cached tokens."""
-    step = _DECODING.get()
+    step = current_decoding()
     return 0 if step is None else step.start
 
 
