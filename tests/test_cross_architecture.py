@@ -266,7 +266,7 @@ def test_training_benchmark_runs_every_variant_end_to_end_at_toy_sizes(monkeypat
     monkeypatch.setattr(bench_training, "DTYPE", torch.float32)
     monkeypatch.setattr(bench_training, "cases", lambda: toy)
     monkeypatch.setattr(bench_training, "time_ms", timed)
-    monkeypatch.setattr(bench_training, "get_available_flops", lambda device, dtype: 1e9)
+    monkeypatch.setattr(bench_training, "_peak", lambda: 1e9)
     monkeypatch.setattr(bench_training, "compile_model", compile_or_fail)  # the nanoGPT-style model's
     monkeypatch.setattr("scaling_axes.modules.tasks.lm.compile_model", compile_or_fail)
     compiled_losses = []
@@ -407,8 +407,8 @@ def test_the_small_plan_budget_is_per_arm_and_each_arm_keeps_to_it(tmp_path, mon
     rule, per arm: the experiment's is that times its arms, and each arm's own runs (sweeps, draws and claim runs at
     both sizes, with the real corpora present) take at most it on one H100 at the measured MFU."""
     from scaling_axes.experiments.cross_architecture.recipes import SMALL_MINUTES_PER_ARM
-    from scaling_axes.harness.experiment.hardware import MEASURED_MFU
     from scaling_axes.harness.experiment.plan import dry_run
+    from scaling_axes.harness.hardware import MEASURED_MFU
 
     (tmp_path / "openwebtext").mkdir()
     monkeypatch.setenv("SCALING_AXES_DATA", str(tmp_path))

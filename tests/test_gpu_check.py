@@ -4,6 +4,7 @@ others run, at most 8 files, a summary with the versions, every target's line an
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -145,7 +146,7 @@ def test_a_rerun_after_a_lease_that_ran_out_keeps_what_it_measured_and_measures_
     monkeypatch.setattr(training, "DEVICE", "cpu")
     monkeypatch.setattr(training, "cases", lambda: [case])
     monkeypatch.setattr(training, "measure", lambda c, variant, repeats: measured.append(variant) or {"step_ms": 2.0})
-    monkeypatch.setattr(training, "peak_flops", lambda: 400e12)
+    monkeypatch.setattr(training, "_peak", lambda: 400e12)
     row = {"gpu": "cpu", "family": "gpt2_124m", "architecture": "nanogpt", "variant": "eager", "step_ms": "4.0"}
     rows = training.bench(None, 1, [], kept={("cpu", "gpt2_124m", "nanogpt", "eager"): {**row, "tflops": "100.0"}})
     assert measured == ["compiled"] and [r["step_ms"] for r in rows] == [4.0, 2.0]
@@ -153,3 +154,35 @@ def test_a_rerun_after_a_lease_that_ran_out_keeps_what_it_measured_and_measures_
 
     with pytest.raises(SystemExit):
         gpu_check.main([str(tmp_path / "out"), "--after", str(tmp_path / "out")])
+
+
+def _h200_rows() -> tuple[list[dict], list[dict]]:
+    """The committed H200 calls' kernel rows (first call) and training rows (second call: it holds the first's)."""
+    from scaling_axes.benchmarks.gpu_check import _rows
+
+    results = Path(__file__).parents[1] / "results" / "gpu"
+    kernel_rows = [
+        {**r, "median_ms": float(r["median_ms"]) if r.get("median_ms") else None}
+        for r in _rows(results / "h200-call1" / "kernels.csv")
+    ]
+    training_rows = training.numeric(_rows(results / "h200-call2" / "training.csv"))
+    training.against_transformer(training_rows)
+    return kernel_rows, training_rows
+
+
+def test_the_docs_h200_targets_and_the_planners_mfu_are_what_the_committed_csvs_give():
+    """docs/gpu-and-clusters.md's target lines are the suite's judgement of the committed CSVs, each one; the
+    planner's MEASURED_MFU is the lowest best-variant MFU of the suite's presets there (nanoGPT's is no preset)."""
+    from scaling_axes.benchmarks import kernels
+    from scaling_axes.harness.hardware import MEASURED_MFU
+
+    kernel_rows, training_rows = _h200_rows()
+    lines = kernels.targets(kernel_rows) + training.targets(training_rows)
+    doc = (Path(__file__).parents[1] / "docs" / "gpu-and-clusters.md").read_text()
+    assert len(lines) == 20 and [line for line in lines if f"- {line}\n" not in doc] == []
+    best = {}
+    for r in training_rows:
+        if r["architecture"] != "nanogpt" and r["mfu"]:
+            key = (r["family"], r["architecture"])
+            best[key] = max(best.get(key, 0.0), r["mfu"])
+    assert MEASURED_MFU == round(min(best.values()), 3)

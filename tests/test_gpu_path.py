@@ -384,3 +384,34 @@ def test_freed_host_memory_is_kept_and_training_gives_the_same_numbers() -> None
     assert keep_freed_host_memory()
     after = loss_and_grads()
     assert torch.equal(before[0], after[0]) and all(map(torch.equal, before[1], after[1]))
+
+
+@pytest.mark.parametrize("precision, tflops", [("bf16-mixed", 989.0), ("32-true", None)])
+def test_a_gpu_lightnings_table_lacks_takes_the_suites_dense_bf16_peak(monkeypatch, precision, tflops):
+    """ "NVIDIA H200" (as torch names it) is not in Lightning's table (its H200 rows need "sxm1" or "nvl1", and then
+    hold the sparse 2e15): bf16's MFU is against the suite's dense peak, in done.json and in the ThroughputMonitor
+    alike; no other precision gets a peak it was not given."""
+    from types import SimpleNamespace
+
+    from lightning.pytorch.plugins.precision import MixedPrecision, Precision
+    from lightning.pytorch.trainer.states import RunningStage
+
+    from scaling_axes.harness.training.callbacks import ResumableThroughputMonitor
+    from scaling_axes.harness.training.trainer import mfu_peak
+
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H200")
+    monkeypatch.setattr("lightning.fabric.accelerators.cuda._is_ampere_or_later", lambda: True)
+    plugin = MixedPrecision("bf16-mixed", "cuda") if precision == "bf16-mixed" else Precision()
+    trainer = SimpleNamespace(
+        precision_plugin=plugin,
+        strategy=SimpleNamespace(root_device=torch.device("cuda", 0)),
+        world_size=1,
+        enable_validation=False,
+        state=SimpleNamespace(stage=RunningStage.TRAINING),
+    )
+    found = mfu_peak(trainer)
+    assert found["mfu_peak_tflops"] == tflops
+    monitor = ResumableThroughputMonitor(batch_size_fn=len)
+    monitor.setup(trainer, None, "fit")
+    peaks = {throughput.available_flops for throughput in monitor._throughputs.values()}
+    assert peaks == {tflops * 1e12 if tflops else None}

@@ -220,8 +220,8 @@ def powered_small_scale() -> list[str]:
     MFU (`power_table.costs`), so that a lease says what a powered small-scale run costs before one is asked for."""
     from scaling_axes.experiments import all_experiments
     from scaling_axes.harness.claims.plan import plan_path, read_plan
-    from scaling_axes.harness.experiment.hardware import MEASURED_MFU
     from scaling_axes.harness.experiment.power_table import costs, draft, paper_costs
+    from scaling_axes.harness.hardware import MEASURED_MFU
     from scaling_axes.harness.scales import CPU
 
     try:

@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from lightning.fabric.utilities.throughput import get_available_flops
 from torch import Tensor, nn
 from torch.profiler import ProfilerActivity, profile
 
@@ -46,8 +45,8 @@ from scaling_axes.datamodules.tokenizers import load_tokenizer
 from scaling_axes.experiments.cross_architecture import setup as cross
 from scaling_axes.experiments.cross_architecture.recipes import recipe_at
 from scaling_axes.experiments.rmt import setup as rmt
-from scaling_axes.harness.experiment.hardware import dense_bf16_tflops
 from scaling_axes.harness.scales import PAPER, SMOKE, in_range
+from scaling_axes.harness.training.callbacks import peak_flops
 from scaling_axes.io import atomic_write, write_csv
 from scaling_axes.modules import get_config
 from scaling_axes.modules.flops import train_flops_per_token
@@ -206,7 +205,7 @@ def measure(case: Case, variant: str, repeats: int) -> dict[str, Any]:
     ms = time_ms(step, repeats)
     per_step = case.batch * case.seq_len
     flops = train_flops_per_token(config, case.seq_len) * per_step
-    peak = peak_flops()
+    peak = _peak()
     memory = torch.cuda.max_memory_allocated() / 2**30 if DEVICE == "cuda" else None
     synthetic = getattr(config, "byte_table", "") == "synthetic"
     return {
@@ -222,20 +221,13 @@ def measure(case: Case, variant: str, repeats: int) -> dict[str, Any]:
     }
 
 
-def peak_flops() -> float | None:
-    """The device's peak in the benchmark's dtype, as Lightning's ThroughputMonitor takes it; where Lightning's
-    table lacks the GPU (it knows an H200 only by a name with "sxm1" or "nvl1", which "NVIDIA H200" lacks), the
-    suite's dense bf16 peak of it (`GPUS`)."""
-    if found := get_available_flops(torch.device(DEVICE), DTYPE):
-        return found
-    if DEVICE == "cuda" and DTYPE == torch.bfloat16 and (tflops := dense_bf16_tflops(torch.cuda.get_device_name())):
-        return tflops * 1e12
-    return None
+def _peak() -> float | None:
+    return peak_flops(torch.device(DEVICE), DTYPE)
 
 
 def _with_mfu(row: dict) -> dict:
     """A kept row with its MFU, from its TFLOP/s and this device's peak, where the run that measured it had none."""
-    peak = peak_flops()
+    peak = _peak()
     if row.get("mfu") is not None or not peak or not row.get("tflops"):
         return row
     return {**row, "mfu": round(float(row["tflops"]) * 1e12 / peak, 4), "mfu_peak_tflops": round(peak / 1e12, 1)}

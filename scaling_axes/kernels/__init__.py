@@ -29,11 +29,11 @@ def check_kernel(kernel: str) -> None:
 # torch.compile (`python -m scaling_axes bench-kernels` -> results/bench_kernels.csv, and the README's table);
 # anywhere else eager, which torch.compile fuses. Names as torch.cuda.get_device_name gives them.
 MEASURED_FASTER: dict[str, frozenset[str]] = {
-    # the bf16 GEMMs + fused-pass kernel is not measured yet; the fp32 kernel it replaced ran 3-10x slower than eager
-    # on an H100 80GB (torch 2.11), and compiled eager beat eager by 1.4-1.6x
+    # H200 (torch 2.11, results/gpu/h200-call1): the bf16 GEMMs + fused-pass kernel 0.97-1.38x eager and slower than
+    # compiled eager at 150M-1.5B; a Tokenformer-150M step 84.8 ms compiled with it, 81.6 ms compiled without
     "pattention": frozenset(),
-    # a whole RMT-305M bf16 step on an H100 80GB (torch 2.11): 134 ms fused, 162 ms eager (compiled eager crashed);
-    # one token per program then, a configuration the autotuned read and store still try
+    # H100 80GB (torch 2.11): a whole RMT-305M bf16 step 134 ms fused, 162 ms eager (compiled eager crashed). H200
+    # (torch 2.11, results/gpu/h200-call2): 112.1 ms fused, 103.6 ms eager: not on the H200
     "rmt": frozenset({"NVIDIA H100 80GB HBM3"}),
 }
 

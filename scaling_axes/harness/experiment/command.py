@@ -11,10 +11,10 @@ import dataclasses
 from pathlib import Path
 
 from scaling_axes.harness.claims.plan import pilot_plan, training_plan
-from scaling_axes.harness.experiment.hardware import GPUS, MEASURED_MFU, MEASURED_MFU_SOURCE
 from scaling_axes.harness.experiment.plan import RUN_OVERHEAD_S, dry_run, print_plan
 from scaling_axes.harness.experiment.schedule import Schedule
 from scaling_axes.harness.experiment.table import rebuild
+from scaling_axes.harness.hardware import GPUS, MEASURED_MFU, MEASURED_MFU_SOURCE
 from scaling_axes.harness.results import RESULTS_DIR
 from scaling_axes.harness.runs import (
     RUNS_DIR,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from scaling_axes.harness.experiment.hardware import MEASURED_MFU, MEASURED_MFU_SOURCE
 from scaling_axes.harness.experiment.schedule import chain_epochs
+from scaling_axes.harness.hardware import MEASURED_MFU, MEASURED_MFU_SOURCE
 from scaling_axes.harness.runs import Experiment, Run, default_runs, with_seeds
 from scaling_axes.harness.scales import Scale
 from scaling_axes.harness.sweeps import planned_points, sweep_point

@@ -21,9 +21,9 @@ from scaling_axes.harness.claims.plan import AnalysisPlan, PlannedExperiment
 from scaling_axes.harness.claims.plan_records import EXCLUSIONS, OUT_OF_REACH
 from scaling_axes.harness.claims.power import BLOCKED, PilotRow, read_pilot, resolved_effects
 from scaling_axes.harness.claims.sizing import Sized, size_claims
-from scaling_axes.harness.experiment.hardware import GPUS, MEASURED_MFU, CpuRun
 from scaling_axes.harness.experiment.plan import dry_run
 from scaling_axes.harness.experiment.remainder import Remainder
+from scaling_axes.harness.hardware import GPUS, MEASURED_MFU, CpuRun
 from scaling_axes.harness.runs import Experiment, growth_chain
 from scaling_axes.harness.scales import PAPER, SMALL, Scale
 

@@ -18,10 +18,13 @@ from typing import Any
 import lightning as L
 import torch
 from lightning.fabric.plugins.environments import SLURMEnvironment
+from lightning.fabric.utilities.throughput import get_available_flops
 from lightning.pytorch.callbacks import ModelCheckpoint, ThroughputMonitor
+from lightning.pytorch.callbacks.throughput_monitor import _plugin_to_compute_dtype
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.trainer.states import RunningStage
 
+from scaling_axes.harness.hardware import dense_bf16_tflops
 from scaling_axes.harness.stability import SMOOTHING
 from scaling_axes.harness.training.metrics_csv import metrics_prefix
 from scaling_axes.harness.training.settings import RUN_STATE
@@ -107,11 +110,31 @@ class LossSpikes(L.Callback):
         return {"train_loss_spike": self.state["spike"]}
 
 
+def peak_flops(device: torch.device, dtype: torch.dtype | str) -> float | None:
+    """The peak an MFU divides by: Lightning's for the device and compute dtype; where Lightning's table lacks the GPU
+    (it knows an H200 only by a name holding "sxm1" or "nvl1", which "NVIDIA H200" lacks), the suite's dense bf16
+    peak of it (`hardware.GPUS`)."""
+    if found := get_available_flops(device, dtype):
+        return found
+    if device.type == "cuda" and dtype == torch.bfloat16:
+        tflops = dense_bf16_tflops(torch.cuda.get_device_name(device))
+        return tflops * 1e12 if tflops else None
+    return None
+
+
 class ResumableThroughputMonitor(ThroughputMonitor):
     """Lightning's ThroughputMonitor whose training counters (batches, samples, items, its clock) continue from the
     checkpoint after a resume, as an uninterrupted run's would, instead of restarting at zero. It logs the training
     stage only: its validation and test counters run on across a process's evaluations, so a resumed process would
     log other values for the same evaluation (the suite reads none of them)."""
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        super().setup(trainer, pl_module, stage)
+        if self.available_flops is None:  # a GPU Lightning's table lacks: the suite's peak (`peak_flops`)
+            peak = peak_flops(trainer.strategy.root_device, _plugin_to_compute_dtype(trainer.precision_plugin))
+            self.available_flops = peak
+            for throughput in self._throughputs.values():
+                throughput.available_flops = peak
 
     def _compute(self, trainer: L.Trainer, iter_num: int | None = None) -> None:
         if trainer.state.stage == RunningStage.TRAINING:

@@ -9,7 +9,6 @@ from typing import Any
 
 import lightning as L
 import torch
-from lightning.fabric.utilities.throughput import get_available_flops
 from lightning.pytorch.callbacks.throughput_monitor import _plugin_to_compute_dtype
 from torch.distributed.tensor import DTensor
 
@@ -24,6 +23,7 @@ from scaling_axes.harness.training.callbacks import (
     SameRunDirectory,
     StepCheckpoint,
     flush_logs,
+    peak_flops,
     slurm_plugins,
 )
 from scaling_axes.harness.training.curves import read_curves, step_ms, training_clock
@@ -215,7 +215,7 @@ def mfu_peak(trainer: L.Trainer) -> dict[str, Any]:
     name = {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(dtype, str(dtype).removeprefix("torch."))
     if dtype == torch.float32 and torch.get_float32_matmul_precision() != "highest":
         name = "tf32"
-    flops, gpu = get_available_flops(device, dtype), torch.cuda.get_device_name(device)
+    flops, gpu = peak_flops(device, dtype), torch.cuda.get_device_name(device)
     if flops is None:
         return {"mfu_peak": f"none known for {gpu} in {name}", "mfu_peak_tflops": None}
     return {"mfu_peak": f"{name} dense peak of {gpu}", "mfu_peak_tflops": flops / 1e12}

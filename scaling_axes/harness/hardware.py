@@ -3,11 +3,12 @@ kept apart from the planning code so that the command line's help needs nothing 
 
 GPUS = {"h100": 989.0, "h200": 989.0, "a100": 312.0, "l40s": 362.0}  # dense bf16 TFLOP/s per device (vendor peak)
 
-# The whole-step MFU of a bf16 training step, torch.compile'd, measured on an H100 80GB (torch 2.11): the lowest of
-# the suite's presets measured (the RMT paper's Transformer-405M, 16 x 512; Tokenformer-150M was 23%,
-# transformer_124m 30%; issue 23's table). `python -m scaling_axes bench-training` measures them on your GPU.
-MEASURED_MFU = 0.20
-MEASURED_MFU_SOURCE = "Transformer-405M step measured on an H100, bf16, compiled"
+# The whole-step MFU of a bf16 training step, the lowest of the suite's presets measured on a GPU, each at its
+# fastest variant: RMT-305M, 16 x 512, eager, 13.8% on an H200 (torch 2.11; Transformer-405M 30.5% compiled,
+# Tokenformer-150M 23.1%, transformer_124m 22.9%; results/gpu/h200-call2/training.csv). An H100 measured 20% for
+# Transformer-405M before. `python -m scaling_axes bench-training` measures them on your GPU.
+MEASURED_MFU = 0.138
+MEASURED_MFU_SOURCE = "the lowest whole-step MFU measured, RMT-305M on an H200, bf16, eager"
 
 
 class CpuRun:
