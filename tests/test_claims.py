@@ -16,7 +16,7 @@ from scaling_axes.harness.experiment.finished import FinishedRuns
 from scaling_axes.harness.experiment.plan import MEASURED_MFU, dry_run
 from scaling_axes.harness.results import Row
 from scaling_axes.harness.runs import Budget, Experiment, Run, find_run, seed_run, with_seeds
-from scaling_axes.harness.scales import CPU, PAPER, SMALL
+from scaling_axes.harness.scales import CPU, PAPER, SMALL, SMOKE
 from scaling_axes.harness.training.launch import COMPILE_MIN_STEPS, compile_by_default
 from scaling_axes.significance import false_discovery_q, t_critical, t_two_sided_p
 
@@ -164,6 +164,28 @@ def test_small_plans_fit_a_quarter_hour_on_an_h100_with_the_real_corpora(tmp_pat
         minutes = 60 * sum(p["hours"] for p in plan)
         assert minutes <= experiment.small_plan_minutes, (experiment.name, minutes)
         assert all(find_run(experiment, SMALL, p["run"]) for p in plan)
+
+
+@pytest.mark.parametrize("scale", [SMALL, CPU, SMOKE])
+def test_a_runs_evaluation_tokens_are_its_curve_points_windows_and_its_final_splits(scale):
+    """Issue 85: a powered run's price counts its evaluations, a forward each: every validation before the last
+    reads the run's windows; the last validation and the test read the whole splits where the scale says so (their
+    sizes from the prepared corpus's meta.json), else a validation's windows each."""
+    from scaling_axes.datamodules.corpora import corpus_dir, default_data_root, read_meta, tokenizer_of
+    from scaling_axes.harness.experiment.plan import evaluation_hours, evaluation_tokens
+    from scaling_axes.modules.flops import train_flops_per_token
+
+    run = next(r for r in all_experiments()[0].runs(scale) if r.budget.val_every and r.budget.val_windows)
+    budget = run.budget
+    meta = read_meta(corpus_dir(default_data_root(), run.corpus, tokenizer_of(run.corpus, run.tokenizer)))
+    validations = [step for step in range(1, budget.steps) if step % budget.val_every == 0]
+    window_tokens = budget.val_windows * budget.seq_len
+    final = meta["splits"]["val"]["tokens"] + meta["splits"]["test"]["tokens"] if scale.whole_final_evaluation else 0
+    expected = (len(validations) + budget.val_at_start) * window_tokens + (final or 2 * window_tokens)
+    assert evaluation_tokens(run, scale) == expected
+    hours = evaluation_hours(run, expected, 0.5, 1000.0)
+    assert hours * 3600 * 0.5 * 1e15 * 3 / expected == pytest.approx(train_flops_per_token(run.config, budget.seq_len))
+    assert math.isnan(evaluation_hours(run, None, 0.5, 1000.0))
 
 
 def _mean(row: Row) -> float:

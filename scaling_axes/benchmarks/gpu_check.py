@@ -215,32 +215,37 @@ def _kept(after: Path) -> str:
 
 
 def powered_small_scale() -> list[str]:
-    """What the plan's seeds would take at small scale, per paper: the cpu scale's analysis plan sized on its pilot
-    (`power --scale cpu`: each in-family claim's seeds for power 0.8), its arms priced on one H100 at the measured
-    MFU (`power_table.costs`), so that a lease says what a powered small-scale run costs before one is asked for."""
+    """What the plan's seeds would take at small scale, per paper: the cpu scale's plan being registered (the
+    pending one where there is one, as `power --scale cpu` reads it), sized on its pilot (each in-family claim's
+    seeds for power 0.8), its arms priced on one H100 at the measured MFU with their evaluations
+    (`power_table.costs`), so that a lease says what a powered small-scale run costs before one is asked for."""
     from scaling_axes.experiments import all_experiments
-    from scaling_axes.harness.claims.plan import plan_path, read_plan
+    from scaling_axes.harness.claims.plan import read_plan, registering_path
     from scaling_axes.harness.experiment.power_table import costs, draft, paper_costs
     from scaling_axes.harness.hardware import MEASURED_MFU
     from scaling_axes.harness.scales import CPU
 
     try:
-        plan, experiments = read_plan(plan_path(CPU), draft=True), {e.name: e for e in all_experiments()}
+        plan, experiments = read_plan(registering_path(CPU), draft=True), {e.name: e for e in all_experiments()}
         found = draft(plan, experiments, CPU)
         totals = paper_costs(plan, found, costs(found.experiments, experiments, CPU))
     except (OSError, ValueError, KeyError) as error:  # the pilot or the plan missing: said, the summary still written
         return [f"- not priced: {type(error).__name__}: {error}"[:300]]
-    paper = {
-        p: f"{t['paper_gpu_hours']:.4g}"
-        if not math.isnan(t["paper_gpu_hours"])
-        else "not priced: its runs are named otherwise there"
-        for p, t in totals.items()
-    }
     return [
-        f"- {name}: {t['small_gpu_hours']:.3g} H100-hours at small scale (paper scale: {paper[name]}), the "
-        f"{Path(plan.path).name} plan's seeds at {MEASURED_MFU:.0%} MFU"
+        f"- {name}: {_price(t)}, the {'/'.join(Path(plan.path).parts[-2:])} plan's seeds at {MEASURED_MFU:.1%} MFU"
         for name, t in totals.items()
     ]
+
+
+def _price(total: dict) -> str:
+    paper = total["paper_gpu_hours"]
+    low, high = total["tokens_per_parameter"]
+    at_paper = "not priced: its runs are named otherwise there" if math.isnan(paper) else f"{paper:.4g}"
+    return (
+        f"{total['small_gpu_hours']:.3g} H100-hours at small scale ({total['small_eval_gpu_hours']:.2g} of them "
+        f"evaluating {total['small_eval_tokens']:.3g} tokens; training {low:.3g}-{high:.3g} tokens per non-embedding "
+        f"parameter; paper scale: {at_paper})"
+    )
 
 
 def _path_line(path: dict) -> str:

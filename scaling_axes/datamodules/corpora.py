@@ -165,6 +165,17 @@ def train_tokens(corpus: str, tokenizer: str | None = None, data_root: str | Pat
     )
 
 
+def split_tokens(
+    corpus: str, split: str, tokenizer: str | None = None, data_root: str | Path | None = None
+) -> int | None:
+    """Tokens in `corpus`'s `split` ("val", "test") once prepared (an embedded corpus is prepared here), else None."""
+    spec, tokenizer = corpus_spec(corpus), tokenizer_of(corpus, tokenizer)
+    meta = corpus_dir(data_root or default_data_root(), corpus, tokenizer) / "meta.json"
+    if spec.embedded and not meta.exists():
+        prepare_corpus(corpus, tokenizer, data_root)
+    return read_meta(meta.parent)["splits"][split]["tokens"] if meta.exists() else None
+
+
 def _write_tokens(path: Path, chunks: Iterator[np.ndarray], dtype) -> tuple[int, str]:
     """Write the token file; returns its token count and checksum (blake2b of its bytes)."""
     tmp, count, digest = temporary_path(path), 0, hashlib.blake2b(digest_size=16)

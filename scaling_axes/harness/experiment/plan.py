@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from scaling_axes.datamodules.corpora import split_tokens
 from scaling_axes.harness.experiment.schedule import chain_epochs
 from scaling_axes.harness.hardware import MEASURED_MFU, MEASURED_MFU_SOURCE
 from scaling_axes.harness.runs import Experiment, Run, default_runs, with_seeds
@@ -66,6 +67,29 @@ def dry_run(
             }
         )
     return plan
+
+
+def evaluation_tokens(run: Run, scale: Scale) -> int | None:
+    """Tokens `run`'s evaluations read: each curve point before the end its windows (or its whole validation split),
+    and at the end a validation and a test, of the whole splits where `scale` reads them (else a point's windows
+    each). None for an image run, or where a split's size is not known here (a corpus not yet prepared)."""
+    if run.classifies_images:
+        return None
+    budget = run.budget
+    before_end = ((budget.steps - 1) // budget.val_every if budget.val_every else 0) + budget.val_at_start
+    whole = {split: split_tokens(run.corpus, split, run.tokenizer) for split in ("val", "test")}
+    point = whole["val"] if budget.val_windows is None else budget.val_windows * budget.seq_len
+    final = whole["val"] + whole["test"] if None not in whole.values() else None
+    if not scale.whole_final_evaluation:
+        final = None if point is None else 2 * point
+    return None if point is None or final is None else before_end * point + final
+
+
+def evaluation_hours(run: Run, tokens: int | None, mfu: float, peak_tflops: float) -> float:
+    """GPU-hours of `run`'s evaluations of `tokens` (`evaluation_tokens`; a forward each, a third of a training
+    token's FLOPs) at `mfu` of one `peak_tflops` device; nan where the tokens are not known."""
+    per_token = train_flops_per_token(run.config, run.budget.seq_len) / 3
+    return math.nan if tokens is None else tokens * per_token / (mfu * peak_tflops * 1e12) / 3600
 
 
 def _epochs(experiment: Experiment, scale: Scale, run: Run) -> float:

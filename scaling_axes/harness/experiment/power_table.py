@@ -21,11 +21,12 @@ from scaling_axes.harness.claims.plan import AnalysisPlan, PlannedExperiment
 from scaling_axes.harness.claims.plan_records import EXCLUSIONS, OUT_OF_REACH
 from scaling_axes.harness.claims.power import BLOCKED, PilotRow, read_pilot, resolved_effects
 from scaling_axes.harness.claims.sizing import Sized, size_claims
-from scaling_axes.harness.experiment.plan import dry_run
+from scaling_axes.harness.experiment.plan import dry_run, evaluation_hours, evaluation_tokens
 from scaling_axes.harness.experiment.remainder import Remainder
 from scaling_axes.harness.hardware import GPUS, MEASURED_MFU, CpuRun
-from scaling_axes.harness.runs import Experiment, growth_chain
+from scaling_axes.harness.runs import Experiment, default_runs, growth_chain
 from scaling_axes.harness.scales import PAPER, SMALL, Scale
+from scaling_axes.modules.flops import non_embedding_params
 
 SPHERICITY_RATIO = 2.0  # the pooled model where the pilot's paired margins' variances lie within this factor,
 SPHERICITY_SEEDS = 10  # each measured on at least this many seeds
@@ -169,8 +170,10 @@ def draft_yaml(found: Draft) -> str:
 
 
 def costs(planned: Mapping[str, PlannedExperiment], experiments: Mapping[str, Experiment], scale: Scale) -> dict:
-    """experiment -> {"cpu_hours", "small_gpu_hours", "paper_gpu_hours"} of its arms at its fresh seeds (one thread
-    of this machine; an H100 at the measured MFU); a run that experiments share, trained once, priced once."""
+    """experiment -> the cost of its arms at its fresh seeds (a run that experiments share, trained once, priced
+    once): `cpu_hours` (one thread of this machine), `small_gpu_hours` and `paper_gpu_hours` (an H100 at the
+    measured MFU; at small scale the evaluations' `small_eval_gpu_hours` included, forwards over its
+    `small_eval_tokens`), and the small runs' training `tokens_per_parameter` (non-embedding; lowest, highest)."""
     seen: set[tuple[str, str]] = set()
     out = {}
     for name, each in planned.items():
@@ -178,11 +181,29 @@ def costs(planned: Mapping[str, PlannedExperiment], experiments: Mapping[str, Ex
         arms = [a for a in each.arms if (group, a) not in seen]
         seen |= {(group, a) for a in arms}
         flops = {run.name: run.train_flops() for run in experiments[name].runs(scale)}
-        out[name] = {"cpu_hours": len(each.seeds) * sum(CpuRun.seconds(flops[a]) for a in arms) / 3600}
+        seeds = len(each.seeds)
+        out[name] = {"cpu_hours": seeds * sum(CpuRun.seconds(flops[a]) for a in arms) / 3600}
         for at in (SMALL, PAPER):  # a run named otherwise at that scale (the paper's token budgets) is not priced
             hours = _gpu_hours(experiments[name], at)
-            out[name][f"{at.name}_gpu_hours"] = len(each.seeds) * sum(hours.get(a, math.nan) for a in arms)
+            out[name][f"{at.name}_gpu_hours"] = seeds * sum(hours.get(a, math.nan) for a in arms)
+        out[name] |= _small_evaluation(experiments[name], arms, seeds)
+        out[name]["small_gpu_hours"] += out[name]["small_eval_gpu_hours"]
     return out
+
+
+def _small_evaluation(experiment: Experiment, arms: list[str], seeds: int) -> dict:
+    """The evaluation tokens and hours of `arms` at small scale over `seeds`, and their training tokens per
+    non-embedding parameter (an image run's evaluation is not counted)."""
+    small = {run.name: run for run in default_runs(experiment, SMALL)}
+    runs = [small[a] for a in arms if a in small]
+    tokens = {run.name: evaluation_tokens(run, SMALL) for run in runs}
+    hours = [evaluation_hours(run, tokens[run.name], MEASURED_MFU, GPUS["h100"]) for run in runs]
+    ratios = [run.budget.tokens / non_embedding_params(run.config) for run in runs]
+    return {
+        "small_eval_tokens": seeds * sum(t or 0 for t in tokens.values()),
+        "small_eval_gpu_hours": seeds * math.fsum(h for h in hours if not math.isnan(h)),
+        "tokens_per_parameter": (min(ratios), max(ratios)) if ratios else (math.nan, math.nan),
+    }
 
 
 def _gpu_hours(experiment: Experiment, scale: Scale) -> dict[str, float]:
@@ -238,9 +259,12 @@ def print_power(plan: AnalysisPlan, found: Draft, spent: Mapping[str, Mapping[st
 
 def paper_costs(plan: AnalysisPlan, found: Draft, spent: Mapping[str, Mapping[str, float]]) -> dict[str, dict]:
     """paper -> its experiments' costs summed (`costs`): what its plan's seeds take here, at small and paper
-    scale."""
+    scale, the evaluation tokens at small scale, and the range of its small runs' tokens per parameter."""
     out = {}
     for paper in sorted({c.paper for c in plan.claims}):
         names = {c.experiment for c in plan.of_paper(paper)} & set(found.experiments)
-        out[paper] = {k: sum(spent[n][k] for n in names) for k in ("cpu_hours", "small_gpu_hours", "paper_gpu_hours")}
+        keys = ("cpu_hours", "small_gpu_hours", "paper_gpu_hours", "small_eval_tokens", "small_eval_gpu_hours")
+        out[paper] = {k: sum(spent[n][k] for n in names) for k in keys}
+        ratios = [r for n in names for r in spent[n]["tokens_per_parameter"] if not math.isnan(r)]
+        out[paper]["tokens_per_parameter"] = (min(ratios), max(ratios)) if ratios else (math.nan, math.nan)
     return out
