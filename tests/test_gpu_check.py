@@ -56,6 +56,7 @@ def test_a_failing_code_path_is_a_row_with_its_error_and_the_others_still_run(tm
         raise RuntimeError("CUDA error: an illegal memory access was encountered")
 
     monkeypatch.setattr(gpu_paths, "paths", lambda: {"broken": broken, "fine": lambda root: {"val_loss": 1.5}})
+    monkeypatch.setattr(gpu_check, "powered_small_scale", list)  # priced in the end-to-end test
     gpu_paths.main(tmp_path / "paths.csv")
     rows = (tmp_path / "paths.csv").read_text().splitlines()
     assert rows[1].startswith("broken,failed,") and "RuntimeError: CUDA error: an illegal memory" in rows[1]
@@ -64,7 +65,8 @@ def test_a_failing_code_path_is_a_row_with_its_error_and_the_others_still_run(tm
     assert "every CUDA code path finishes with a finite loss: NOT met (1 of 2: broken)" in summary
 
 
-def test_a_file_the_lease_would_not_return_is_refused(tmp_path):
+def test_a_file_the_lease_would_not_return_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(gpu_check, "powered_small_scale", list)  # priced in the end-to-end test
     (tmp_path / "stray.bin").write_bytes(b"x")
     with pytest.raises(SystemExit, match=r"holds files the lease does not return: stray\.bin"):
         gpu_check.write_summary(tmp_path, {}, tiny=True)
@@ -137,9 +139,22 @@ def test_a_rerun_after_a_lease_that_ran_out_keeps_what_it_measured_and_measures_
         gpu_paths.COLUMNS,
         [{"path": "kept", "status": "ok", "val_loss": 1.5}, {"path": "failed", "status": "failed", "error": "E"}],
     )
-    gpu_paths.main(tmp_path / "paths.csv", kept_rows(earlier / "paths.csv", gpu_check._path_name))
+    gpu_paths.main(
+        tmp_path / "paths.csv", kept_rows([earlier / "paths.csv", tmp_path / "none.csv"], gpu_check._path_name)
+    )
     lines = (tmp_path / "paths.csv").read_text().splitlines()
     assert lines[1] == "kept,ok,1.5,,," and lines[2].startswith("failed,ok,2.5,")
+    later = tmp_path / "later"  # a later call's folder: its row over the earlier's
+    later.mkdir()
+    gpu_paths.write_csv(later / "paths.csv", gpu_paths.COLUMNS, [{"path": "kept", "status": "ok", "val_loss": 1.25}])
+    merged = kept_rows([earlier / "paths.csv", later / "paths.csv"], gpu_check._path_name)
+    assert {name: row["val_loss"] for name, row in merged.items()} == {"kept": "1.25"}
+    launched = []
+    monkeypatch.setattr(gpu_check, "launch", lambda part, out, seconds, tiny, after: launched.append(after) or "ran")
+    monkeypatch.setattr(gpu_check, "write_summary", lambda out, outcomes, tiny, after: tmp_path / "summary.md")
+    (tmp_path / "summary.md").write_text("")
+    gpu_check.main([str(tmp_path / "out"), "--after", str(earlier), "--after", str(later)])
+    assert launched == [[earlier, later]] * len(gpu_check.PARTS)
 
     case = training.Case("gpt2_124m", "nanogpt", "nanogpt_reference", {}, 2, 8, 0.0)
     measured = []

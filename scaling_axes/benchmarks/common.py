@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import statistics
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 
 import torch
@@ -51,10 +51,12 @@ def failure(error: Exception) -> str:
     return f"{type(error).__name__}: {error}"[:500]
 
 
-def kept_rows(path: Path | None, key: Callable[[dict], Hashable]) -> dict[Hashable, dict]:
-    """The rows of an earlier run's CSV that measured something (no `error`, no `failed` status), by `key`: what a
-    rerun keeps instead of measuring again (`gpu-check --after`, `--keep`). None where `path` is None or absent."""
-    if path is None or not path.exists():
-        return {}
-    with open(path, newline="") as f:
-        return {key(r): r for r in csv.DictReader(f) if not r.get("error") and r.get("status", "ok") == "ok"}
+def kept_rows(paths: Sequence[Path], key: Callable[[dict], Hashable]) -> dict[Hashable, dict]:
+    """The rows of earlier runs' CSVs that measured something (no `error`, no `failed` status), by `key`, a later
+    file's row over an earlier's: what a rerun keeps instead of measuring again (`gpu-check --after`, `--keep`).
+    A path that does not exist holds none."""
+    kept = {}
+    for path in (p for p in paths if p.exists()):
+        with open(path, newline="") as f:
+            kept |= {key(r): r for r in csv.DictReader(f) if not r.get("error") and r.get("status", "ok") == "ok"}
+    return kept

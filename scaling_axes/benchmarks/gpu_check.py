@@ -31,7 +31,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from scaling_axes.harness.scales import in_range
@@ -80,13 +80,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--after",
         type=Path,
+        action="append",
+        default=[],
         metavar="DIR",
-        help="an earlier call's folder (a lease that ran out): what it measured is kept, the rest measured",
+        help="an earlier call's folder (a lease that ran out; repeatable, a later folder's rows over an earlier's): "
+        "what it measured is kept, the rest measured",
     )
     parser.add_argument("--part", choices=[p.name for p in PARTS], help=argparse.SUPPRESS)  # one part, in-process
     args = parser.parse_args(argv)
-    if args.after and not any((args.after / part.writes).exists() for part in PARTS):
-        parser.error(f"--after {args.after}: no earlier call's files there ({', '.join(FILES[2:])})")
+    for earlier in args.after:
+        if not any((earlier / part.writes).exists() for part in PARTS):
+            parser.error(f"--after {earlier}: no earlier call's files there ({', '.join(FILES[2:])})")
     args.out.mkdir(parents=True, exist_ok=True)
     if args.part:
         run_part(args.part, args.out, args.tiny, args.after)
@@ -104,7 +108,7 @@ def _time_box(text: str) -> tuple[str, int]:
     return name, in_range(int, 1)(seconds)
 
 
-def launch(part: Part, out: Path, seconds: int, tiny: bool, after: Path | None = None) -> str:
+def launch(part: Part, out: Path, seconds: int, tiny: bool, after: Sequence[Path] = ()) -> str:
     """Run `part` in a process of its own for at most `seconds`, appending what it prints to log.txt; its outcome
     in words ("finished in N s", "timed out after N s", "failed (exit N): last line")."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -119,7 +123,7 @@ def launch(part: Part, out: Path, seconds: int, tiny: bool, after: Path | None =
         "--part",
         part.name,
         *(["--tiny"] if tiny else []),
-        *(["--after", str(after)] if after else []),
+        *(arg for earlier in after for arg in ("--after", str(earlier))),
     ]
     started = time.monotonic()
     with open(out / "log.txt", "a") as log:
@@ -143,8 +147,8 @@ def _last_line(log: Path) -> str:
     return lines[-1][:300] if lines else "(nothing printed)"
 
 
-def run_part(name: str, out: Path, tiny: bool, after: Path | None = None) -> None:
-    """One part, in this process; with `after`, keeping what that earlier call measured."""
+def run_part(name: str, out: Path, tiny: bool, after: Sequence[Path] = ()) -> None:
+    """One part, in this process, keeping what the earlier calls `after` measured."""
     from scaling_axes.benchmarks import gpu_paths, kernels, training
     from scaling_axes.benchmarks.common import kept_rows
 
@@ -153,11 +157,13 @@ def run_part(name: str, out: Path, tiny: bool, after: Path | None = None) -> Non
         training.use_toy_sizes()
         gpu_paths.use_toy_sizes()
     repeats = ["--repeats", "1" if tiny else "20"]
-    keep = {f: ["--keep", str(after / f)] if after else [] for f in ("kernels.csv", "training.csv")}
+    keep = {
+        f: [arg for earlier in after for arg in ("--keep", str(earlier / f))] for f in ("kernels.csv", "training.csv")
+    }
     parts: dict[str, Callable[[], object]] = {
         "kernels": lambda: kernels.main(["--out", str(out / "kernels.csv"), *repeats, *keep["kernels.csv"]]),
         "training": lambda: training.main(["--out", str(out / "training.csv"), *repeats, *keep["training.csv"]]),
-        "paths": lambda: gpu_paths.main(out / "paths.csv", kept_rows(after and after / "paths.csv", _path_name)),
+        "paths": lambda: gpu_paths.main(out / "paths.csv", kept_rows([a / "paths.csv" for a in after], _path_name)),
         "profile": lambda: training.profile_missed(out / "training.csv", out / "profile.txt"),
     }
     parts[name]()
@@ -167,7 +173,7 @@ def _path_name(row: dict) -> str:
     return row["path"]
 
 
-def write_summary(out: Path, outcomes: dict[str, str], tiny: bool, after: Path | None = None) -> Path:
+def write_summary(out: Path, outcomes: dict[str, str], tiny: bool, after: Sequence[Path] = ()) -> Path:
     """summary.md: where it ran, each target met or not and by how much, each part's outcome, each code path."""
     from scaling_axes.benchmarks import kernels, training
 
@@ -189,7 +195,11 @@ def write_summary(out: Path, outcomes: dict[str, str], tiny: bool, after: Path |
         "## Parts",
         "",
         *(f"- {name}: {outcome}" for name, outcome in outcomes.items()),
-        *([f"- kept from {after} (an earlier call), not measured again: {_kept(after)}"] if after else []),
+        *(
+            [f"- kept from {', '.join(map(str, after))} (earlier calls), not measured again: {_kept(after)}"]
+            if after
+            else []
+        ),
         "",
         "## Code paths",
         "",
@@ -207,10 +217,10 @@ def write_summary(out: Path, outcomes: dict[str, str], tiny: bool, after: Path |
     return out / "summary.md"
 
 
-def _kept(after: Path) -> str:
+def _kept(after: Sequence[Path]) -> str:
     from scaling_axes.benchmarks.common import kept_rows
 
-    counts = {f: len(kept_rows(after / f, id)) for f in FILES[2:5]}
+    counts = {f: len(kept_rows([a / f for a in after], id)) for f in FILES[2:5]}
     return ", ".join(f"{n} rows of {f}" for f, n in counts.items())
 
 

@@ -196,7 +196,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=in_range(int, 1), default=50)
     parser.add_argument("--out", type=Path, default=Path("results/bench_kernels.csv"))
     parser.add_argument(
-        "--keep", type=Path, help="an earlier run's CSV: its measured rows are kept, not measured again"
+        "--keep",
+        type=Path,
+        action="append",
+        default=[],
+        help="an earlier run's CSV (repeatable): its measured rows are kept, not measured again",
     )
     args = parser.parse_args(argv)
     kept = kept_rows(args.keep, lambda r: (r["gpu"], r["model"], r["layer"], r["variant"]))
