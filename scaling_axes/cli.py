@@ -28,8 +28,8 @@ from pathlib import Path
 
 from scaling_axes.experiments import all_experiments
 from scaling_axes.harness.claims.plan import plan_path, registering_path
-from scaling_axes.harness.hardware import GPUS, MEASURED_MFU
 from scaling_axes.harness.scales import PAPER, SCALES, SMOKE, Scale, in_range, scale_argument
+from scaling_axes.harness.training.hardware import GPUS, MEASURED_MFU
 from scaling_axes.io import SuiteError, out_of_resources, read_json
 
 # Commands that train nothing (--help, list, plan, run --list, run --dry-run, export --help) import neither Lightning

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from scaling_axes.benchmarks import training as bench_training
+from scaling_axes.benchmarks import training_targets
 from scaling_axes.experiments.cross_architecture import setup as cross
 from scaling_axes.experiments.cross_architecture import table
 from scaling_axes.experiments.cross_architecture.arms import Arm, Versus
@@ -302,7 +303,7 @@ def test_training_benchmark_runs_every_variant_end_to_end_at_toy_sizes(monkeypat
 
 
 def test_the_training_benchmark_writes_its_csv_even_when_it_is_stopped(monkeypatch, tmp_path):
-    def stop(families, repeats, rows, save):
+    def stop(families, repeats, rows, save, kept):
         rows.append({"gpu": "cpu", "family": "rmt_paper", "variant": "eager", "step_ms": 1.0})
         save(rows)
         assert len((tmp_path / "bench.csv").read_text().splitlines()) == 2  # saved before any `finally`
@@ -322,7 +323,7 @@ def test_benchmark_targets_say_met_or_not():
         {"family": "tokenformer_150m", "architecture": "tokenformer", "vs_transformer_best": 1.1, "mfu": 0.47},
         {"family": "tokenformer_150m", "architecture": "transformer", "vs_transformer_best": 1.0, "mfu": 0.31},
     ]
-    lines = bench_training.targets(rows)
+    lines = training_targets.targets(rows)
     assert "1.770" in lines[0] and lines[0].endswith("NOT met")
     assert lines[1].startswith("tokenformer") and lines[1].endswith(": met")
     assert lines[2].startswith("transformer") and lines[2].endswith("NOT met")
@@ -340,7 +341,7 @@ def test_the_nanogpt_yardstick_has_transformer_124m_shape_and_judges_its_target(
         {"family": "gpt2_124m", "architecture": arch, "variant": "compiled", "step_ms": ms}
         for arch, ms in (("transformer", 37.5), ("nanogpt", 36.1))
     ]
-    assert bench_training.targets(rows) == [
+    assert training_targets.targets(rows) == [
         "transformer_124m step / nanoGPT-style GPT-2 step, compiled, 1.039 (target <= 1.05): met"
     ]
 
@@ -408,7 +409,7 @@ def test_the_small_plan_budget_is_per_arm_and_each_arm_keeps_to_it(tmp_path, mon
     both sizes, with the real corpora present) take at most it on one H100 at the measured MFU."""
     from scaling_axes.experiments.cross_architecture.recipes import SMALL_MINUTES_PER_ARM
     from scaling_axes.harness.experiment.plan import dry_run
-    from scaling_axes.harness.hardware import MEASURED_MFU
+    from scaling_axes.harness.training.hardware import MEASURED_MFU
 
     (tmp_path / "openwebtext").mkdir()
     monkeypatch.setenv("SCALING_AXES_DATA", str(tmp_path))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from scaling_axes.benchmarks import gpu_check, training
+from scaling_axes.benchmarks import gpu_check, training, training_targets
 from tests.conftest import HANG_GUARD_S
 
 
@@ -92,7 +92,7 @@ def test_the_profile_takes_the_training_target_furthest_from_being_met():
             "vs_transformer_best": None,
         },
     ]
-    missed = [each for each in training.judged(rows) if not each.met]
+    missed = [each for each in training_targets.judged(rows) if not each.met]
     worst = max(missed, key=lambda each: each.shortfall)
     assert worst.case == ("tokenformer_150m", "tokenformer", "compiled_fused")  # 45/18 = 2.5x off, the RMT 1.13x
     assert worst.line == "tokenformer at Tokenformer-150M shapes, best MFU 18.0% (target >= 45%): NOT met"
@@ -180,8 +180,8 @@ def _h200_rows() -> tuple[list[dict], list[dict]]:
         {**r, "median_ms": float(r["median_ms"]) if r.get("median_ms") else None}
         for r in _rows(results / "h200-call1" / "kernels.csv")
     ]
-    training_rows = training.numeric(_rows(results / "h200-call2" / "training.csv"))
-    training.against_transformer(training_rows)
+    training_rows = training_targets.numeric(_rows(results / "h200-call2" / "training.csv"))
+    training_targets.against_transformer(training_rows)
     return kernel_rows, training_rows
 
 
@@ -189,10 +189,10 @@ def test_the_docs_h200_targets_and_the_planners_mfu_are_what_the_committed_csvs_
     """docs/gpu-and-clusters.md's target lines are the suite's judgement of the committed CSVs, each one; the
     planner's MEASURED_MFU is the lowest best-variant MFU of the suite's presets there (nanoGPT's is no preset)."""
     from scaling_axes.benchmarks import kernels
-    from scaling_axes.harness.hardware import MEASURED_MFU
+    from scaling_axes.harness.training.hardware import MEASURED_MFU
 
     kernel_rows, training_rows = _h200_rows()
-    lines = kernels.targets(kernel_rows) + training.targets(training_rows)
+    lines = kernels.targets(kernel_rows) + training_targets.targets(training_rows)
     doc = (Path(__file__).parents[1] / "docs" / "gpu-and-clusters.md").read_text()
     assert len(lines) == 20 and [line for line in lines if f"- {line}\n" not in doc] == []
     best = {}

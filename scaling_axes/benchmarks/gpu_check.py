@@ -175,13 +175,13 @@ def _path_name(row: dict) -> str:
 
 def write_summary(out: Path, outcomes: dict[str, str], tiny: bool, after: Sequence[Path] = ()) -> Path:
     """summary.md: where it ran, each target met or not and by how much, each part's outcome, each code path."""
-    from scaling_axes.benchmarks import kernels, training
+    from scaling_axes.benchmarks import kernels, training_targets
 
     kernel_rows = [
         {**r, "median_ms": float(r["median_ms"]) if r.get("median_ms") else None} for r in _rows(out / "kernels.csv")
     ]
-    training_rows, paths = training.numeric(_rows(out / "training.csv")), _rows(out / "paths.csv")
-    targets = [*kernels.targets(kernel_rows), *training.targets(training_rows), _paths_target(paths)]
+    training_rows, paths = training_targets.numeric(_rows(out / "training.csv")), _rows(out / "paths.csv")
+    targets = [*kernels.targets(kernel_rows), *training_targets.targets(training_rows), _paths_target(paths)]
     title = "# GPU check" + (" (--tiny: toy sizes on the CPU; the numbers mean nothing)" if tiny else "")
     lines = [
         title,
@@ -232,8 +232,8 @@ def powered_small_scale() -> list[str]:
     from scaling_axes.experiments import all_experiments
     from scaling_axes.harness.claims.plan import read_plan, registering_path
     from scaling_axes.harness.experiment.power_table import costs, draft, paper_costs
-    from scaling_axes.harness.hardware import MEASURED_MFU
     from scaling_axes.harness.scales import CPU
+    from scaling_axes.harness.training.hardware import MEASURED_MFU
 
     try:
         plan, experiments = read_plan(registering_path(CPU), draft=True), {e.name: e for e in all_experiments()}

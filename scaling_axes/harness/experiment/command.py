@@ -14,7 +14,6 @@ from scaling_axes.harness.claims.plan import pilot_plan, training_plan
 from scaling_axes.harness.experiment.plan import RUN_OVERHEAD_S, dry_run, print_plan
 from scaling_axes.harness.experiment.schedule import Schedule
 from scaling_axes.harness.experiment.table import rebuild
-from scaling_axes.harness.hardware import GPUS, MEASURED_MFU, MEASURED_MFU_SOURCE
 from scaling_axes.harness.results import RESULTS_DIR
 from scaling_axes.harness.runs import (
     RUNS_DIR,
@@ -27,6 +26,7 @@ from scaling_axes.harness.runs import (
     with_seeds,
 )
 from scaling_axes.harness.scales import SCALES, SMOKE, device_spec, in_range, not_empty, scale_argument
+from scaling_axes.harness.training.hardware import GPUS, MEASURED_MFU, MEASURED_MFU_SOURCE
 from scaling_axes.harness.training.launch import parse_loggers, world_size
 from scaling_axes.io import SuiteError, check_directory
 

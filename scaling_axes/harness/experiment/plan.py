@@ -7,10 +7,10 @@ from typing import Any
 
 from scaling_axes.datamodules.corpora import split_tokens
 from scaling_axes.harness.experiment.schedule import chain_epochs
-from scaling_axes.harness.hardware import MEASURED_MFU, MEASURED_MFU_SOURCE
 from scaling_axes.harness.runs import Experiment, Run, default_runs, with_seeds
 from scaling_axes.harness.scales import Scale
 from scaling_axes.harness.sweeps import planned_points, sweep_point
+from scaling_axes.harness.training.hardware import MEASURED_MFU, MEASURED_MFU_SOURCE
 from scaling_axes.modules.flops import formula_params, train_flops_per_token
 from scaling_axes.modules.registry import architecture_of
 

@@ -23,9 +23,9 @@ from scaling_axes.harness.claims.power import BLOCKED, PilotRow, read_pilot, res
 from scaling_axes.harness.claims.sizing import Sized, size_claims
 from scaling_axes.harness.experiment.plan import dry_run, evaluation_hours, evaluation_tokens
 from scaling_axes.harness.experiment.remainder import Remainder
-from scaling_axes.harness.hardware import GPUS, MEASURED_MFU, CpuRun
 from scaling_axes.harness.runs import Experiment, default_runs, growth_chain
 from scaling_axes.harness.scales import PAPER, SMALL, Scale
+from scaling_axes.harness.training.hardware import GPUS, MEASURED_MFU, CpuRun
 from scaling_axes.modules.flops import non_embedding_params
 
 SPHERICITY_RATIO = 2.0  # the pooled model where the pilot's paired margins' variances lie within this factor,

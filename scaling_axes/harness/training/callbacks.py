@@ -24,8 +24,8 @@ from lightning.pytorch.callbacks.throughput_monitor import _plugin_to_compute_dt
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.trainer.states import RunningStage
 
-from scaling_axes.harness.hardware import dense_bf16_tflops
 from scaling_axes.harness.stability import SMOOTHING
+from scaling_axes.harness.training.hardware import dense_bf16_tflops
 from scaling_axes.harness.training.metrics_csv import metrics_prefix
 from scaling_axes.harness.training.settings import RUN_STATE
 from scaling_axes.io import atomic_torch_save, atomic_write
