@@ -71,3 +71,13 @@ def test_a_claim_dropped_early_is_readmitted_when_the_final_family_powers_it_and
     assert "exclusion 2, one at a time, at 70% power" in found["c"].why_out  # b's drop undone
     refused = {s.claim.id: s for s in sizing.size_claims(plan, pilot, fits=lambda sized: False)}
     assert refused["b"].seeds is None and "against the final family 95%" in refused["b"].why_out
+
+
+def test_a_claim_the_pilot_found_unmatched_is_out_of_reach_not_sized():
+    """A row its scale's design leaves unmatched (Fig. 3's third of the cost where the grown chain costs 0.93x the
+    scratch run's at cpu scale) decides nothing at any seed: no seeds are spent on it, whatever its spread."""
+    plan, pilot = _family((0.05, 0.05), "one_at_a_time")
+    pilot[("e1", "t/r1")] = dataclasses.replace(pilot[("e1", "t/r1")], status="unmatched")
+    found = {s.claim.id: s for s in sizing.size_claims(plan, pilot)}
+    assert found["c0"].seeds and found["c1"].seeds is None
+    assert found["c1"].why_out.startswith("out of reach: the pilot found t/r1 unmatched by this scale's design")

@@ -43,8 +43,8 @@ from scaling_axes.significance import (
 BLOCKED = ("not_learning", "unstable")  # a pilot row on such arms gives no noise of learning, stable runs
 SIMULATED_DRAWS = 4000  # the joint power of an `each` claim's steps, by simulation (seeded: the same every time)
 SIGN_FLIP_DRAWS = 2000  # the power of the t and sign-flip rule, by simulation
-DIVERGED_SDS = 30.0  # how far a diverged run's margin lies from the rest, in sigmas (ln(vocabulary) against a loss
-# a few nats below it, seeds a few hundredths apart; `simulation.CONTAMINATIONS` draws it too)
+DIVERGED_SDS = 30.0  # the size check's diverged margin, in sigmas (`simulation.CONTAMINATIONS`): a real one,
+# ln(vocabulary) against a loss nats below it with seeds hundredths apart, lies hundreds of sigmas out (`no_divergence`)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,6 +116,7 @@ class Noise:
     upper: float
     rho: tuple[tuple[float, ...], ...]
     each_upper: tuple[float, ...] = ()  # each step's own upper limit, where sized on each row's own spread
+    runs: int = 2  # the distinct runs a seed of the claim trains (its rows' arms): each may diverge
 
 
 def overlap(a: frozenset[str], b: frozenset[str]) -> float:
@@ -139,7 +140,9 @@ def planning_noise(claim: PlannedClaim, pilot: dict, confidence: float) -> Noise
     shared = sum(overlap(a.runs, b.runs) ** 2 for a in rows for b in rows)
     df = statistics.fmean(len(r.margins) - 1 for r in rows) * len(rows) ** 2 / shared
     rho = tuple(tuple(overlap(a.runs, b.runs) for b in mine) for a in mine)
-    return Noise(sigma, df, sigma_upper_limit(sigma, df, confidence), rho)
+    return Noise(
+        sigma, df, sigma_upper_limit(sigma, df, confidence), rho, runs=len(frozenset().union(*(r.runs for r in mine)))
+    )
 
 
 def own_rows_noise(claim: PlannedClaim, pilot: dict, confidence: float) -> Noise | None:
@@ -167,7 +170,7 @@ def own_spread_noise(claim: PlannedClaim, pilot: dict, confidence: float) -> Noi
     each = tuple(sigma_upper_limit(sd, df, confidence) for sd, df in spreads)
     sigma, df = spreads[each.index(max(each))]
     rho = tuple(tuple(overlap(a.runs, b.runs) for b in mine) for a in mine)
-    return Noise(sigma, df, max(each), rho, each)
+    return Noise(sigma, df, max(each), rho, each, len(frozenset().union(*(r.runs for r in mine))))
 
 
 def sizing_noise(claim: PlannedClaim, pilot: dict, plan: AnalysisPlan) -> Noise | None:
@@ -201,19 +204,28 @@ def claim_power(
     claim: PlannedClaim, noise: Noise, seeds: int, df: float, alpha: float, rules: DecisionRules = T_ALONE
 ) -> float:
     """The power of `claim`'s test at `seeds` seeds and one-sided level `alpha`; under the sign-flip rule, of the
-    t test and the exact test both rejecting, and where the rules assume runs diverge, with those runs in
-    (`_simulated_power`)."""
-    if rules.sign_flip or rules.divergence_rate:
-        return _simulated_power(claim, noise, seeds, df, alpha, rules)
+    t test and the exact test both rejecting (`_simulated_power`); where the rules assume runs diverge, times the
+    chance that none of its runs does (`no_divergence`)."""
+    survives = no_divergence(noise.runs, seeds, rules.divergence_rate)
+    if rules.sign_flip:
+        return survives * _simulated_power(claim, noise, seeds, df, alpha, rules)
     critical, k = t_critical(df, alpha), len(claim.rows)
     se = noise.upper / math.sqrt(seeds)
     if claim.combine == "average" and k > 1:
         se *= math.sqrt(sum(map(sum, noise.rho))) / k
     if claim.combine == "each" and k > 1:
-        return _joint_power(claim, noise, seeds, critical)
+        return survives * _joint_power(claim, noise, seeds, critical)
     if claim.kind == "equivalence":
-        return equivalence_power(claim.effect / se, claim.tolerance / se, df, critical)
-    return one_sided_power((claim.effect + claim.tolerance) / se, df, critical)
+        return survives * equivalence_power(claim.effect / se, claim.tolerance / se, df, critical)
+    return survives * one_sided_power((claim.effect + claim.tolerance) / se, df, critical)
+
+
+def no_divergence(runs: int, seeds: int, rate: float) -> float:
+    """P(none of a claim's `runs` x `seeds` runs diverges, each at `rate`). Every seed is analysed, a diverged run at
+    ln(vocabulary): nats from the others where seeds lie hundredths apart, hundreds of sigmas. With such a margin a
+    t statistic tends to 1 and a sign-flip p to at least 1/2, on either side, so the claim is shown neither way:
+    its power is the power without divergence times this, for every kind and combination of steps."""
+    return (1.0 - rate) ** (runs * seeds)
 
 
 def _joint_power(claim: PlannedClaim, noise: Noise, seeds: int, critical: float) -> float:
@@ -233,28 +245,20 @@ def _joint_power(claim: PlannedClaim, noise: Noise, seeds: int, critical: float)
 def _simulated_power(
     claim: PlannedClaim, noise: Noise, seeds: int, df: float, alpha: float, rules: DecisionRules
 ) -> float:
-    """P(the claim's test rejects) for a claim of one row (or its `average`), its margins drawn per seed from a
-    normal at the claim's effect and the pilot's upper sigma (a seeded simulation): under the sign-flip rule the t
-    test and the exact test both; where the rules assume runs diverge, each arm's run at a seed diverging at that
-    rate, its margin then DIVERGED_SDS sigmas to the side its arm sets (the winner's: against the claim; the
-    loser's: for it). 0 below the sign-flip floor; `each` and equivalence at t's power without divergence (the
-    exact test's power nears t's above the floor)."""
+    """P(the t test and the exact sign-flip test both reject) for a claim of one row (or its `average`), its
+    margins drawn per seed from a normal at the claim's effect and the pilot's upper sigma (a seeded simulation).
+    0 below the sign-flip floor; `each` and equivalence at t's power (the exact test's nears t's above the floor)."""
     import numpy as np
 
     if rules.sign_flip and 2.0**-seeds >= alpha:
         return 0.0  # no sign pattern of so few seeds is rare enough
     if (claim.combine == "each" and len(claim.rows) > 1) or claim.kind == "equivalence":
-        return claim_power(claim, noise, seeds, df, alpha, dataclasses.replace(T_ALONE, each_steps=rules.each_steps))
+        return claim_power(claim, noise, seeds, df, alpha, T_ALONE)
     rng = np.random.default_rng(83)
     sigma = noise.upper * (math.sqrt(sum(map(sum, noise.rho))) / len(claim.rows) if claim.combine == "average" else 1)
     draws = rng.normal(claim.effect + claim.tolerance, sigma, size=(SIGN_FLIP_DRAWS, seeds))
-    if rate := rules.divergence_rate:  # each of the two arms' runs at a seed diverges independently
-        side = (rng.random((2, *draws.shape)) < rate).astype(float)
-        draws += DIVERGED_SDS * sigma * (side[1] - side[0])
     t = draws.mean(axis=1) / (draws.std(axis=1, ddof=1) / math.sqrt(seeds))
     rejects = t > t_critical(df, alpha)
-    if not rules.sign_flip:
-        return float(rejects.mean())
     patterns = _sign_patterns(seeds, rng)
     exact = np.concatenate(  # in chunks of 200 draws: 200 x 2^14 sums at most in memory
         [((np.abs(d) @ patterns.T) >= d.sum(axis=1, keepdims=True) - 1e-12).mean(axis=1) for d in np.split(draws, 10)]

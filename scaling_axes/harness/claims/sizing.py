@@ -129,6 +129,11 @@ def _size(claim: PlannedClaim, claims: list[PlannedClaim], plan: AnalysisPlan, p
     alpha = threshold(claim, claims, plan.alpha)
     if claim.excluded:
         return Sized(claim, None, alpha, None, 0.0, claim.excluded)
+    if unmatched := [
+        row for row in claim.rows if getattr(pilot.get((claim.experiment, row)), "status", "") == "unmatched"
+    ]:
+        why = f"{OUT}: the pilot found {', '.join(unmatched)} unmatched by this scale's design; no seed decides it"
+        return Sized(claim, None, alpha, None, 0.0, why)
     noise = sizing_noise(claim, pilot, plan)
     if noise is None:
         return Sized(claim, None, alpha, None, 0.0, f"{OUT}: the pilot measured no margin of it to size it on")
