@@ -29,6 +29,7 @@ from scaling_axes.experiments.tokenformer.progressive import (
 from scaling_axes.harness.claims.margins import paired_margins
 from scaling_axes.harness.claims.outcomes import exact_check
 from scaling_axes.harness.claims.verdicts import as_good_as, lower_loss
+from scaling_axes.harness.experiment.comparisons import Comparison
 from scaling_axes.harness.results import Row, published
 from scaling_axes.harness.runs import Budget, Run, fitted, growth_chain
 from scaling_axes.harness.scales import Scale
@@ -213,6 +214,40 @@ def growth_claims(scale: Scale, results: dict[str, dict]) -> list[Row]:
     ]
 
 
+GROWN = (
+    "grown: a chain's last stage, its rate carried from the chain's head (the paper keeps one lr at every stage), "
+    "its steps and warmup a stage's"
+)
+
+
+def comparisons(scale: Scale) -> list[Comparison]:
+    """What Fig. 3's and Table 6's claims compare, per stage budget: the grown 1.4B against the same model from
+    scratch on the full budget, on the stage's tokens and on the chain's; the control, the chain's tokens against a
+    stage's from scratch."""
+    found, scratch = [], f"tokenformer_1_4b_{SCRATCH}"
+    full = "300b" if scale.paper_configs else "full"
+    for label in progressive.scale_spec(scale).stage:
+        grown = f"tokenformer_1_4b_{label}"
+        found += [
+            Comparison(
+                f"{grown}_vs_{scratch}{full}", (grown, f"{scratch}{full}"), ("steps", "warmup", "tuning"), GROWN
+            ),
+            Comparison(f"{grown}_vs_{scratch}{label}", (grown, f"{scratch}{label}"), ("tuning",), GROWN),
+            *(
+                Comparison(
+                    f"{chain}_vs_{scratch}{CHAIN}", (chain, f"{scratch}{CHAIN}"), ("steps", "warmup", "tuning"), GROWN
+                )
+                for chain in (grown, f"{grown}pinned")
+            ),
+        ]
+    first_stage = next(iter(progressive.scale_spec(scale).stage))
+    why = "the control's difference: a chain's tokens (and the warmup of its steps) against one stage's"
+    control = (f"{scratch}{CHAIN}", f"{scratch}{first_stage}")
+    found.append(Comparison("_vs_".join(control), control, ("steps", "warmup"), why))
+    trained = {run.name for run in runs(scale)}  # at paper scale only the first stage's chain is also pinned
+    return [each for each in found if set(each.arms) <= trained]
+
+
 EXPERIMENT = progressive.experiment(
     "tokenformer_fig3_progressive_scaling",
     __doc__.splitlines()[0],
@@ -220,4 +255,5 @@ EXPERIMENT = progressive.experiment(
     runs,
     "Tokenformer progressive scaling",
     claims,
+    comparisons,
 )

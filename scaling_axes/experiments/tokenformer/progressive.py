@@ -16,6 +16,7 @@ from scaling_axes.experiments.tokenformer.recipes import OPENWEBTEXT, progressiv
 from scaling_axes.harness.claims.margins import metric_margin, paired_margins
 from scaling_axes.harness.claims.verdicts import contrast_claim
 from scaling_axes.harness.experiment.arms import parameter_match
+from scaling_axes.harness.experiment.comparisons import Comparison
 from scaling_axes.harness.results import Row, compare, published
 from scaling_axes.harness.runs import Budget, Experiment, Run, growth_chain, within_epochs
 from scaling_axes.harness.scales import Scale
@@ -146,7 +147,8 @@ def swept(scale: Scale, runs: list[Run], compared: set[str]) -> list[Run]:
         family = root.model.partition("_")[0]  # the family the chain started in: tokenformer or transformer
         grid = grids[family]
         if run.name in compared:
-            run = dataclasses.replace(run, sweep=Sweep(grid))
+            region = progressive_at(scale).sweep_region
+            run = dataclasses.replace(run, sweep=region.applied(Sweep(grid)) if region else Sweep(grid))
         elif run.grow_from and root.name in compared:
             factor = stage_scale.get(family, 1.0)
             rule = CHAIN_RULE + (f", here x {factor:.3g} (`recipes.PROGRESSIVE`)" if factor != 1.0 else "")
@@ -376,10 +378,12 @@ def experiment(
     runs: Callable[[str], list[Run]],
     title: str,
     claims: Claims = lambda scale, results: [],
+    comparisons: Callable[[Scale], list[Comparison]] = lambda scale: [],
 ) -> Experiment:
     """A progressive-scaling experiment: rows of `table` beside the Tokenformer paper's, the two families' parameter
-    match, its `claims`, and the perplexity figure."""
+    match, its `claims` and the `comparisons` they make, and the perplexity figure."""
     return Experiment(
+        comparisons=comparisons,
         name=name,
         description=description,
         runs=runs,

@@ -12,6 +12,7 @@ from typing import Any
 
 from scaling_axes.harness.runs import Budget
 from scaling_axes.harness.scales import CPU, SMALL, SMOKE, Corpus, Scale, recipe_for
+from scaling_axes.harness.sweeps import STABLE_REGION, SweepRegion
 
 OPENWEBTEXT = Corpus("openwebtext", tiny_stand_in="embedded_news")  # progressive scaling (section 4.1)
 PILE_CORPUS = Corpus("pile", tiny_stand_in="embedded_news")  # Table 1's models
@@ -36,6 +37,7 @@ class Progressive:
     # (None: the budgets' lr)
     stage_lr_scale: dict[str, float] = dataclasses.field(default_factory=dict)  # family -> a grown stage's rate
     # over its chain head's (the paper's one lr at every stage: 1)
+    sweep_region: SweepRegion | None = None  # how the swept runs choose (None: as `Sweep` does by default)
 
 
 PROGRESSIVE: dict[Scale, Progressive] = {
@@ -68,6 +70,8 @@ PROGRESSIVE: dict[Scale, Progressive] = {
         # stages at their head's 0.01: Fig. 7's 1.4B seed 2 spiked 0.76 nats at step 57; at a third, its 757M and 1.4B
         # stages rose at most 0.55 and 0.61 and ended 0.03 and 0.01 nats better (4.567, 4.537): one rule for both
         stage_lr_scale={"tokenformer": 1 / 3, "transformer": 1 / 3},
+        sweep_region=STABLE_REGION,  # judged below paper scale, as every judged comparison's (issue 83's pilot:
+        # its sweeps alone still chose on a x3 grid with one draw of each rate but the best's neighbours)
     ),
     SMALL: Progressive(
         shape={"n_layer": 6, "d_model": 384, "n_head": 6, "max_seq_len": 256},
