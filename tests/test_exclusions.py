@@ -81,3 +81,27 @@ def test_a_claim_the_pilot_found_unmatched_is_out_of_reach_not_sized():
     found = {s.claim.id: s for s in sizing.size_claims(plan, pilot)}
     assert found["c0"].seeds and found["c1"].seeds is None
     assert found["c1"].why_out.startswith("out of reach: the pilot found t/r1 unmatched by this scale's design")
+
+
+def test_an_out_of_reach_claim_says_its_best_power_and_what_binds_it():
+    """Under divergence power rises, then falls with seeds: a claim out of reach states its best power and where,
+    and its power at the cap were no run to diverge (the review: "20 seeds give 74%" was the last count tried). A
+    row no pilot seed reached says so, not "no margin"."""
+    from scaling_axes.harness.claims.power import claim_power, test_df
+
+    plan, pilot = _family((0.3,), "one_at_a_time")
+    plan = dataclasses.replace(plan, rules=DecisionRules(divergence_rate=0.03))
+    [found] = sizing.size_claims(plan, pilot)
+    noise = sizing.sizing_noise(found.claim, pilot, plan)
+    powers = {
+        n: claim_power(found.claim, noise, n, test_df(found.claim, "own_spread", n, pilot), found.threshold, plan.rules)
+        for n in range(2, 21)
+    }
+    peak = max(powers, key=powers.get)
+    assert 2 < peak < 20 and powers[20] < powers[peak] < 0.8  # a peak inside the range, below the power asked
+    assert found.seeds is None and f"at most {powers[peak]:.0%} power, at {peak} seeds (of at most 20)" in found.why_out
+    clean = claim_power(found.claim, noise, 20, 19, found.threshold, DecisionRules())
+    assert f"; {clean:.0%} at 20 were no run to diverge (each assumed to at 0.03)" in found.why_out
+    pilot[("e0", "t/r0")] = dataclasses.replace(pilot[("e0", "t/r0")], status="never_reached")
+    [held] = sizing.size_claims(plan, pilot)
+    assert held.why_out.startswith("out of reach: the pilot found t/r0 never reached: no pilot seed reached")

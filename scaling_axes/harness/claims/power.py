@@ -222,9 +222,11 @@ def claim_power(
 
 def no_divergence(runs: int, seeds: int, rate: float) -> float:
     """P(none of a claim's `runs` x `seeds` runs diverges, each at `rate`). Every seed is analysed, a diverged run at
-    ln(vocabulary): nats from the others where seeds lie hundredths apart, hundreds of sigmas. With such a margin a
-    t statistic tends to 1 and a sign-flip p to at least 1/2, on either side, so the claim is shown neither way:
-    its power is the power without divergence times this, for every kind and combination of steps."""
+    ln(vocabulary): nats from the others where seeds lie hundredths apart, hundreds of sigmas. With one such margin a
+    t statistic tends to +-1 (two on one side: about 1.5), under every critical value the plan uses, so the claim is
+    shown neither way, whatever the sign-flip p (at its floor where the run falls on the claim's side, at least 1/2
+    where against): its power is the power without divergence times this, for every kind and each step of an
+    `each`. Four or more on the claim's side could carry t past its critical value: negligible at the rates assumed."""
     return (1.0 - rate) ** (runs * seeds)
 
 

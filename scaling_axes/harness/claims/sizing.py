@@ -125,29 +125,46 @@ def _dropped(sized: Sized, dropped: dict[str, Sized], declared: list, plan: Anal
     return dataclasses.replace(against, seeds=None, why_out=why)
 
 
+UNSIZABLE = {  # a pilot row's status that leaves no margin to size a claim on, and why
+    "unmatched": "unmatched by this scale's design; no seed decides it",
+    "never_reached": "never reached: no pilot seed reached the loss it is read at, so there is no margin to size it on",
+}
+
+
 def _size(claim: PlannedClaim, claims: list[PlannedClaim], plan: AnalysisPlan, pilot: dict) -> Sized:
     alpha = threshold(claim, claims, plan.alpha)
     if claim.excluded:
         return Sized(claim, None, alpha, None, 0.0, claim.excluded)
-    if unmatched := [
-        row for row in claim.rows if getattr(pilot.get((claim.experiment, row)), "status", "") == "unmatched"
-    ]:
-        why = f"{OUT}: the pilot found {', '.join(unmatched)} unmatched by this scale's design; no seed decides it"
-        return Sized(claim, None, alpha, None, 0.0, why)
+    statuses = {row: getattr(pilot.get((claim.experiment, row)), "status", "") for row in claim.rows}
+    if held := sorted({status for status in statuses.values() if status in UNSIZABLE}):
+        rows = ", ".join(row for row, status in statuses.items() if status == held[0])
+        return Sized(claim, None, alpha, None, 0.0, f"{OUT}: the pilot found {rows} {UNSIZABLE[held[0]]}")
     noise = sizing_noise(claim, pilot, plan)
     if noise is None:
         return Sized(claim, None, alpha, None, 0.0, f"{OUT}: the pilot measured no margin of it to size it on")
     test = plan.experiments[claim.experiment].test if claim.experiment in plan.experiments else "own_spread"
-    power, needed = 0.0, max(plan.power, CONTROL_POWER) if claim.role == "control" else plan.power
+    needed = max(plan.power, CONTROL_POWER) if claim.role == "control" else plan.power
+    best = (0.0, plan.max_seeds)  # under divergence power rises, then falls with seeds: its best is what is said
     for seeds in range(seed_floor(claim, alpha, plan), plan.max_seeds + 1):
         power = claim_power(claim, noise, seeds, test_df(claim, test, seeds, pilot), alpha, plan.rules)
         if power >= needed:
             return Sized(claim, noise, alpha, seeds, power)
-    why = (
-        f"{OUT}: {plan.max_seeds} seeds give {power:.0%} power (at most {plan.max_seeds}; the pilot's sigma "
-        f"{noise.sigma:.3g}, upper limit {noise.upper:.3g}, against the effect {claim.effect:g})"
-    )
-    return Sized(claim, noise, alpha, None, power, why)
+        best = max(best, (power, seeds), key=lambda found: found[0])
+    return Sized(claim, noise, alpha, None, best[0], _out_of_reach(claim, noise, best, alpha, test, plan, pilot))
+
+
+def _out_of_reach(
+    claim: PlannedClaim, noise: Noise, best: tuple[float, int], alpha: float, test: str, plan: AnalysisPlan, pilot: dict
+) -> str:
+    """Why no seed count up to the plan's cap powers `claim`: its best power and where, and what binds it (where
+    the plan assumes runs diverge, the power without divergence at the cap beside it)."""
+    why = f"{OUT}: at most {best[0]:.0%} power, at {best[1]} seeds (of at most {plan.max_seeds})"
+    if rate := plan.rules.divergence_rate:
+        never = dataclasses.replace(plan.rules, divergence_rate=0.0)
+        clean = claim_power(claim, noise, plan.max_seeds, test_df(claim, test, plan.max_seeds, pilot), alpha, never)
+        why += f"; {clean:.0%} at {plan.max_seeds} were no run to diverge (each assumed to at {rate:g})"
+    sigma = f"the pilot's sigma {noise.sigma:.3g}, upper limit {noise.upper:.3g}"
+    return f"{why}; {sigma}, against the effect {claim.effect:g}"
 
 
 def predicted_power(
