@@ -232,11 +232,12 @@ def test_every_rmt_model_below_paper_scale_is_swept_with_the_codes_decay_per_ste
 
 def test_each_family_of_the_growth_figures_is_swept_on_its_own_grid():
     """Figs. 3, 6, 7 at cpu: a chain carries the grid of the family it started in (Tokenformer and Transformer
-    grids are centred apart), and nothing else is swept."""
+    grids are centred apart; each in the stable region's spacing), and nothing else is swept."""
     from scaling_axes.experiments import all_experiments
     from scaling_axes.experiments.tokenformer.recipes import progressive_at
 
-    grids = progressive_at(CPU).lr_grids
+    recipe = progressive_at(CPU)
+    grids = {family: recipe.sweep_region.applied(Sweep(grid)).grid for family, grid in recipe.lr_grids.items()}
     names = {
         "tokenformer_fig3_progressive_scaling",
         "tokenformer_fig6_enwik8_continual",

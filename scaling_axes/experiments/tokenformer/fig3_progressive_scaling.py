@@ -39,7 +39,7 @@ from scaling_axes.harness.scales import Scale
 def runs(scale: Scale) -> list[Run]:
     spec = progressive.scale_spec(scale)
     full = ("300b" if scale.paper_configs else "full", spec.full)
-    common = {"corpus": spec.corpus, "tokenizer": spec.tokenizer}
+    common = {"corpus": spec.corpus, "tokenizer": spec.tokenizer, "lm": spec.lm}
     tokenformers = [f"tokenformer_{size}" for size in SIZES]
     transformers = [f"transformer_{size}" for size in SIZES]
     # where claims are judged below paper scale, runs that no claim reads train only on request (`--run`): the

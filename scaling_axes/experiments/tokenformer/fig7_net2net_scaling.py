@@ -34,7 +34,7 @@ def runs(scale: Scale) -> list[Run]:
     spec = progressive.scale_spec(scale)
     first = ("300b", spec.full) if scale.paper_configs else ("full", spec.full)
     stages = {"30b": spec.stage["30b"]} if scale.paper_configs else spec.stage
-    common = {"corpus": spec.corpus, "tokenizer": spec.tokenizer}
+    common = {"corpus": spec.corpus, "tokenizer": spec.tokenizer, "lm": spec.lm}
     result = []
     for family, growth in (("tokenformer", TOKENFORMER_GROWTH), ("transformer", NET2NET_GROWTH)):
         models = [f"{family}_{size}" for size in SIZES[1:]]

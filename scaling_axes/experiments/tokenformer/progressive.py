@@ -54,6 +54,7 @@ class Setting:
     stage: dict[str, Budget]
     corpus: str
     tokenizer: str = "neox"
+    lm: dict[str, Any] = dataclasses.field(default_factory=dict)  # further LanguageModel arguments (AdamW's betas)
 
 
 def scale_spec(scale: Scale) -> Setting:
@@ -79,6 +80,7 @@ def scale_spec(scale: Scale) -> Setting:
         stage={"short": stage},
         corpus=corpus,
         tokenizer=scale.tokenizer_for("neox"),
+        lm={"betas": s.betas},
     )
 
 
@@ -146,13 +148,13 @@ def swept(scale: Scale, runs: list[Run], compared: set[str]) -> list[Run]:
         root = growth_chain(run, by_name)[-1]
         family = root.model.partition("_")[0]  # the family the chain started in: tokenformer or transformer
         grid = grids[family]
+        sweep = region.applied(Sweep(grid)) if (region := progressive_at(scale).sweep_region) else Sweep(grid)
         if run.name in compared:
-            region = progressive_at(scale).sweep_region
-            run = dataclasses.replace(run, sweep=region.applied(Sweep(grid)) if region else Sweep(grid))
-        elif run.grow_from and root.name in compared:
+            run = dataclasses.replace(run, sweep=sweep)
+        elif run.grow_from and root.name in compared:  # the grid its chain's head chose on
             factor = stage_scale.get(family, 1.0)
             rule = CHAIN_RULE + (f", here x {factor:.3g} (`recipes.PROGRESSIVE`)" if factor != 1.0 else "")
-            run = dataclasses.replace(run, sweep=Sweep(grid, anchor=root.name, rule=rule, scale=factor))
+            run = dataclasses.replace(run, sweep=dataclasses.replace(sweep, anchor=root.name, rule=rule, scale=factor))
         out.append(run)
     return out
 
@@ -378,7 +380,7 @@ def experiment(
     runs: Callable[[str], list[Run]],
     title: str,
     claims: Claims = lambda scale, results: [],
-    comparisons: Callable[[Scale], list[Comparison]] = lambda scale: [],
+    comparisons: Callable[[Scale], list[Comparison]] | None = None,
 ) -> Experiment:
     """A progressive-scaling experiment: rows of `table` beside the Tokenformer paper's, the two families' parameter
     match, its `claims` and the `comparisons` they make, and the perplexity figure."""
