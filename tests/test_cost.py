@@ -102,3 +102,22 @@ def test_the_pending_registration_declares_out_of_budget_exactly_what_its_priced
     with pytest.raises(SuiteError, match=r"trains none of its runs \(out of budget: the cost model"):
         main(by_name[out[0].experiment], ["--scale", "cpu", "--pilot", "--out-dir", str(tmp_path)])
     assert not any(tmp_path.iterdir())
+
+
+def test_adamws_betas_change_no_steps_cost_in_a_measured_row_or_a_run(tmp_path):
+    """A run's AdamW betas are no part of what its step costs (`cost.COST_FREE`): a run and a row measured before its
+    betas changed (Tokenformer Fig. 3's 0.95 -> 0.99, issue 83) price alike; its optimiser does not."""
+    import json
+
+    from scaling_axes.harness.experiment.cost import COLUMNS
+    from scaling_axes.io import write_csv
+
+    run = _experiment().runs(SMOKE)[0]
+    moved = dataclasses.replace(run, lm={**run.lm, "betas": (0.9, 0.99)})
+    assert arm_key(moved) == arm_key(run) != arm_key(dataclasses.replace(run, lm={**run.lm, "optimizer": "muon"}))
+    model, overrides, batch, seq_len, lm = json.loads(arm_key(run))
+    stored = json.dumps([model, overrides, batch, seq_len, {**lm, "betas": [0.9, 0.95]}], sort_keys=True)
+    path = tmp_path / "cpu" / "cost" / "throughput.csv"
+    row = dict(zip(COLUMNS, ("e", stored, run.model, 50, 0.5, 3.0, "x86_64"), strict=True))
+    write_csv(path, COLUMNS, [row], checksum=True)
+    assert read_throughput(path) == {arm_key(moved): Throughput(0.5, 3.0)}

@@ -30,11 +30,18 @@ MEASURED_STEPS = 50
 COLUMNS = ("experiment", "arm", "model", "steps", "seconds_per_step", "fixed_seconds", "machine")
 
 
+COST_FREE = ("lr", "group_lr_scale", "betas")  # settings of a run's optimiser that change no step's work
+
+
 def arm_key(run: Run) -> str:
-    """What a run's step costs: its model and overrides, batch, sequence and optimiser settings (never its rate or
-    seed)."""
-    lm = {k: v for k, v in run.lm.items() if k not in ("lr", "group_lr_scale")}
-    return json.dumps([run.model, run.overrides, run.budget.batch_size, run.budget.seq_len, lm], sort_keys=True)
+    """What a run's step costs: its model and overrides, batch, sequence and optimiser settings (never its rate,
+    seed or AdamW's betas: `COST_FREE`)."""
+    return _key(run.model, run.overrides, run.budget.batch_size, run.budget.seq_len, run.lm)
+
+
+def _key(model: str, overrides: dict, batch: int, seq_len: int, lm: dict) -> str:
+    lm = {k: v for k, v in lm.items() if k not in COST_FREE}
+    return json.dumps([model, overrides, batch, seq_len, lm], sort_keys=True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,7 +99,8 @@ def throughput_path(scale: Scale, results_dir: Path = RESULTS_DIR) -> Path:
 
 
 def read_throughput(path: Path) -> dict[str, Throughput]:
-    """arm key -> its measured throughput, from a committed file verified against its checksum."""
+    """arm key -> its measured throughput, from a committed file verified against its checksum (each row's key as
+    `arm_key` writes it now: a setting found cost-free since it was measured dropped)."""
     import csv
 
     from scaling_axes.io import verify_checksum
@@ -100,7 +108,8 @@ def read_throughput(path: Path) -> dict[str, Throughput]:
     verify_checksum(path, f"measure again: python -m scaling_axes cost --scale {path.parent.parent.name} --measure")
     with open(path, newline="") as f:
         return {
-            r["arm"]: Throughput(float(r["seconds_per_step"]), float(r["fixed_seconds"])) for r in csv.DictReader(f)
+            _key(*json.loads(r["arm"])): Throughput(float(r["seconds_per_step"]), float(r["fixed_seconds"]))
+            for r in csv.DictReader(f)
         }
 
 
