@@ -365,6 +365,14 @@ def write_csv(path: Path, columns: tuple[str, ...], rows: list[dict], checksum: 
     return buffer.getvalue()
 
 
+def read_rows(path: Path) -> list[dict]:
+    """A CSV file's rows as dicts of strings; none where the file does not exist."""
+    if not path.exists():
+        return []
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
 def package_file(package: str, relative: str) -> Path | None:
     """Path of `relative` inside installed `package` (not imported), or None when the package is absent."""
     spec = importlib.util.find_spec(package)

@@ -139,16 +139,15 @@ def test_a_rerun_after_a_lease_that_ran_out_keeps_what_it_measured_and_measures_
         gpu_paths.COLUMNS,
         [{"path": "kept", "status": "ok", "val_loss": 1.5}, {"path": "failed", "status": "failed", "error": "E"}],
     )
-    gpu_paths.main(
-        tmp_path / "paths.csv", kept_rows([earlier / "paths.csv", tmp_path / "none.csv"], gpu_check._path_name)
-    )
+    gpu_paths.main(tmp_path / "paths.csv", kept_rows([earlier / "paths.csv", tmp_path / "none.csv"], gpu_paths.row_key))
     lines = (tmp_path / "paths.csv").read_text().splitlines()
     assert lines[1] == "kept,ok,1.5,,," and lines[2].startswith("failed,ok,2.5,")
     later = tmp_path / "later"  # a later call's folder: its row over the earlier's
     later.mkdir()
     gpu_paths.write_csv(later / "paths.csv", gpu_paths.COLUMNS, [{"path": "kept", "status": "ok", "val_loss": 1.25}])
-    merged = kept_rows([earlier / "paths.csv", later / "paths.csv"], gpu_check._path_name)
+    merged = kept_rows([earlier / "paths.csv", later / "paths.csv"], gpu_paths.row_key)
     assert {name: row["val_loss"] for name, row in merged.items()} == {"kept": "1.25"}
+    assert gpu_check._kept([earlier, later]).endswith("0 rows of training.csv, 1 rows of paths.csv")  # once each
     launched = []
     monkeypatch.setattr(gpu_check, "launch", lambda part, out, seconds, tiny, after: launched.append(after) or "ran")
     monkeypatch.setattr(gpu_check, "write_summary", lambda out, outcomes, tiny, after: tmp_path / "summary.md")
@@ -173,14 +172,14 @@ def test_a_rerun_after_a_lease_that_ran_out_keeps_what_it_measured_and_measures_
 
 def _h200_rows() -> tuple[list[dict], list[dict]]:
     """The committed H200 calls' kernel rows (first call) and training rows (second call: it holds the first's)."""
-    from scaling_axes.benchmarks.gpu_check import _rows
+    from scaling_axes.io import read_rows
 
     results = Path(__file__).parents[1] / "results" / "gpu"
     kernel_rows = [
         {**r, "median_ms": float(r["median_ms"]) if r.get("median_ms") else None}
-        for r in _rows(results / "h200-call1" / "kernels.csv")
+        for r in read_rows(results / "h200-call1" / "kernels.csv")
     ]
-    training_rows = training_targets.numeric(_rows(results / "h200-call2" / "training.csv"))
+    training_rows = training_targets.numeric(read_rows(results / "h200-call2" / "training.csv"))
     training_targets.against_transformer(training_rows)
     return kernel_rows, training_rows
 

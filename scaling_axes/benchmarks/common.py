@@ -3,7 +3,7 @@ failed case."""
 
 from __future__ import annotations
 
-import csv
+import argparse
 import statistics
 import time
 from collections.abc import Callable, Hashable, Sequence
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from scaling_axes.io import SuiteError, check_directory
+from scaling_axes.io import SuiteError, check_directory, read_rows
 
 
 def check_options(device: str, out: Path) -> None:
@@ -56,7 +56,17 @@ def kept_rows(paths: Sequence[Path], key: Callable[[dict], Hashable]) -> dict[Ha
     file's row over an earlier's: what a rerun keeps instead of measuring again (`gpu-check --after`, `--keep`).
     A path that does not exist holds none."""
     kept = {}
-    for path in (p for p in paths if p.exists()):
-        with open(path, newline="") as f:
-            kept |= {key(r): r for r in csv.DictReader(f) if not r.get("error") and r.get("status", "ok") == "ok"}
+    for path in paths:
+        kept |= {key(r): r for r in read_rows(path) if not r.get("error") and r.get("status", "ok") == "ok"}
     return kept
+
+
+def add_keep_option(parser: argparse.ArgumentParser) -> None:
+    """A benchmark's `--keep CSV` (repeatable), read by `kept_rows`."""
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        action="append",
+        default=[],
+        help="an earlier run's CSV (repeatable): its measured rows are kept, not measured again",
+    )

@@ -22,7 +22,6 @@ before a lease is spent on it; its numbers mean nothing.
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
 import math
 import os
@@ -163,24 +162,24 @@ def run_part(name: str, out: Path, tiny: bool, after: Sequence[Path] = ()) -> No
     parts: dict[str, Callable[[], object]] = {
         "kernels": lambda: kernels.main(["--out", str(out / "kernels.csv"), *repeats, *keep["kernels.csv"]]),
         "training": lambda: training.main(["--out", str(out / "training.csv"), *repeats, *keep["training.csv"]]),
-        "paths": lambda: gpu_paths.main(out / "paths.csv", kept_rows([a / "paths.csv" for a in after], _path_name)),
+        "paths": lambda: gpu_paths.main(
+            out / "paths.csv", kept_rows([a / "paths.csv" for a in after], gpu_paths.row_key)
+        ),
         "profile": lambda: training.profile_missed(out / "training.csv", out / "profile.txt"),
     }
     parts[name]()
 
 
-def _path_name(row: dict) -> str:
-    return row["path"]
-
-
 def write_summary(out: Path, outcomes: dict[str, str], tiny: bool, after: Sequence[Path] = ()) -> Path:
     """summary.md: where it ran, each target met or not and by how much, each part's outcome, each code path."""
     from scaling_axes.benchmarks import kernels, training_targets
+    from scaling_axes.io import read_rows
 
     kernel_rows = [
-        {**r, "median_ms": float(r["median_ms"]) if r.get("median_ms") else None} for r in _rows(out / "kernels.csv")
+        {**r, "median_ms": float(r["median_ms"]) if r.get("median_ms") else None}
+        for r in read_rows(out / "kernels.csv")
     ]
-    training_rows, paths = training_targets.numeric(_rows(out / "training.csv")), _rows(out / "paths.csv")
+    training_rows, paths = training_targets.numeric(read_rows(out / "training.csv")), read_rows(out / "paths.csv")
     targets = [*kernels.targets(kernel_rows), *training_targets.targets(training_rows), _paths_target(paths)]
     title = "# GPU check" + (" (--tiny: toy sizes on the CPU; the numbers mean nothing)" if tiny else "")
     lines = [
@@ -218,10 +217,12 @@ def write_summary(out: Path, outcomes: dict[str, str], tiny: bool, after: Sequen
 
 
 def _kept(after: Sequence[Path]) -> str:
+    """How many rows the parts keep from the earlier calls `after`, each counted once by its part's key."""
+    from scaling_axes.benchmarks import gpu_paths, kernels, training
     from scaling_axes.benchmarks.common import kept_rows
 
-    counts = {f: len(kept_rows([a / f for a in after], id)) for f in FILES[2:5]}
-    return ", ".join(f"{n} rows of {f}" for f, n in counts.items())
+    keys = {"kernels.csv": kernels.row_key, "training.csv": training.row_key, "paths.csv": gpu_paths.row_key}
+    return ", ".join(f"{len(kept_rows([a / f for a in after], key))} rows of {f}" for f, key in keys.items())
 
 
 def powered_small_scale() -> list[str]:
@@ -262,13 +263,6 @@ def _path_line(path: dict) -> str:
     loss = f", final loss {float(path['val_loss']):.4f}" if path.get("val_loss") else ""
     more = "".join(f"; {path[key]}" for key in ("detail", "error") if path.get(key))
     return f"- {path['path']}: {path['status']}{loss}{more}"
-
-
-def _rows(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
 
 
 def _paths_target(paths: list[dict]) -> str:

@@ -180,6 +180,11 @@ def paths() -> dict[str, Callable[[Path], dict]]:
     }
 
 
+def row_key(row: dict) -> str:
+    """What a row ran (its path's name): the key a rerun keeps it by."""
+    return row["path"]
+
+
 def main(out: Path, kept: Mapping[str, dict] | None = None) -> None:
     """Each path in turn, a row each, the CSV rewritten after every path (a time box may end the part); a path that
     `kept` holds (an earlier call's row that finished ok, by name) is taken as run."""

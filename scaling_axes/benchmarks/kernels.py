@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from scaling_axes.benchmarks.common import failure, kept_rows, time_ms
+from scaling_axes.benchmarks.common import add_keep_option, failure, kept_rows, time_ms
 from scaling_axes.harness.scales import in_range
 from scaling_axes.io import write_csv
 from scaling_axes.modules.architectures.rmt import RMTAttention, RMTFeedForward, matrix_norm
@@ -111,6 +111,11 @@ def rmt_cases() -> Iterator[Case]:
         )
 
 
+def row_key(row: dict) -> tuple[str, ...]:
+    """What a row measured (the GPU, model, layer and variant): the key a rerun keeps it by."""
+    return row["gpu"], row["model"], row["layer"], row["variant"]
+
+
 def bench(
     repeats: int,
     rows: list[dict],
@@ -138,7 +143,7 @@ def bench(
                 "shape": shape,
                 "variant": name,
             }
-            if earlier := kept.get((gpu, model, layer, name)):
+            if earlier := kept.get(row_key(row)):
                 row = {**earlier, "median_ms": float(earlier["median_ms"])}
                 eager_ms = eager_ms or (row["median_ms"] if name == "eager" else None)
                 rows.append(row)
@@ -195,15 +200,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=in_range(int, 1), default=50)
     parser.add_argument("--out", type=Path, default=Path("results/bench_kernels.csv"))
-    parser.add_argument(
-        "--keep",
-        type=Path,
-        action="append",
-        default=[],
-        help="an earlier run's CSV (repeatable): its measured rows are kept, not measured again",
-    )
+    add_keep_option(parser)
     args = parser.parse_args(argv)
-    kept = kept_rows(args.keep, lambda r: (r["gpu"], r["model"], r["layer"], r["variant"]))
+    kept = kept_rows(args.keep, row_key)
     if DEVICE == "cuda" and not torch.cuda.is_available():
         raise SystemExit(
             "bench-kernels measures speed on a CUDA GPU; none is visible here (timings on the CPU or "

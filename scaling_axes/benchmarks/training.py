@@ -29,7 +29,6 @@ steps of `tokenformer_150m`; the compiled `transformer_124m` step within 5% of t
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
 from collections.abc import Callable, Hashable, Mapping
 from pathlib import Path
@@ -40,7 +39,7 @@ from torch import Tensor, nn
 from torch.profiler import ProfilerActivity, profile
 
 from scaling_axes.benchmarks import nanogpt_reference
-from scaling_axes.benchmarks.common import failure, kept_rows, time_ms
+from scaling_axes.benchmarks.common import add_keep_option, failure, kept_rows, time_ms
 from scaling_axes.benchmarks.training_targets import against_transformer, judged, numeric, targets
 from scaling_axes.datamodules.tokenizers import load_tokenizer
 from scaling_axes.experiments.cross_architecture import setup as cross
@@ -48,7 +47,7 @@ from scaling_axes.experiments.cross_architecture.recipes import recipe_at
 from scaling_axes.experiments.rmt import setup as rmt
 from scaling_axes.harness.scales import PAPER, SMOKE, in_range
 from scaling_axes.harness.training.callbacks import peak_flops
-from scaling_axes.io import atomic_write, write_csv
+from scaling_axes.io import atomic_write, read_rows, write_csv
 from scaling_axes.modules import get_config
 from scaling_axes.modules.flops import train_flops_per_token
 from scaling_axes.modules.tasks.acceleration import compile_model
@@ -239,7 +238,7 @@ def profile_missed(measured: Path, out: Path, steps: int = 5) -> None:
     if not measured.exists():
         atomic_write(out, f"{measured} was not written (see the training part in log.txt): nothing profiled\n")
         return
-    missed = [each for each in judged(numeric(_read(measured))) if not each.met]
+    missed = [each for each in judged(numeric(read_rows(measured))) if not each.met]
     if not missed:
         atomic_write(out, "every training target met (or none measured): nothing profiled\n")
         return
@@ -258,9 +257,9 @@ def profile_missed(measured: Path, out: Path, steps: int = 5) -> None:
     atomic_write(out, f"{worst.line}\nprofiled: {family} {architecture} {variant}, {steps} steps\n\n{table}\n")
 
 
-def _read(path: Path) -> list[dict]:
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
+def row_key(row: dict) -> tuple[str, ...]:
+    """What a row measured (the GPU, family, architecture and variant): the key a rerun keeps it by."""
+    return row["gpu"], row["family"], row["architecture"], row["variant"]
 
 
 def bench(
@@ -288,7 +287,7 @@ def bench(
                 "model": case.model,
                 "variant": variant,
             }
-            if earlier := kept.get((gpu, case.family, case.architecture, variant)):
+            if earlier := kept.get(row_key(row)):
                 rows.append(_with_mfu(numeric([earlier])[0]))
                 save(rows)
                 continue
@@ -317,15 +316,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--repeats", type=in_range(int, 1), default=20)
     parser.add_argument("--out", type=Path, default=Path("results/bench_training.csv"))
-    parser.add_argument(
-        "--keep",
-        type=Path,
-        action="append",
-        default=[],
-        help="an earlier run's CSV (repeatable): its measured rows are kept, not measured again",
-    )
+    add_keep_option(parser)
     args = parser.parse_args(argv)
-    kept = kept_rows(args.keep, lambda r: (r["gpu"], r["family"], r["architecture"], r["variant"]))
+    kept = kept_rows(args.keep, row_key)
     if DEVICE == "cuda" and not torch.cuda.is_available():
         raise SystemExit(
             "bench-training times training steps on a CUDA GPU and none is visible here; run "
