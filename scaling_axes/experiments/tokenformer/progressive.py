@@ -138,21 +138,23 @@ def swept(scale: Scale, runs: list[Run], compared: set[str]) -> list[Run]:
     at the scale (`recipes.PROGRESSIVE`), and every run grown from one of them at the lr its chain's first run
     chose (times the scale's `stage_lr_scale` for its family). Unchanged where the scale has no grids (paper: the
     paper's lr; smoke: a pipeline check)."""
-    grids = None if scale.paper_configs else progressive_at(scale).lr_grids
-    if grids is None:
+    recipe = None if scale.paper_configs else progressive_at(scale)
+    if recipe is None or recipe.lr_grids is None:
         return runs
-    stage_scale = progressive_at(scale).stage_lr_scale
+    region = recipe.sweep_region
+    sweeps = {
+        family: region.applied(Sweep(grid)) if region else Sweep(grid) for family, grid in recipe.lr_grids.items()
+    }
     by_name = {run.name: run for run in runs}
     out = []
     for run in runs:
         root = growth_chain(run, by_name)[-1]
         family = root.model.partition("_")[0]  # the family the chain started in: tokenformer or transformer
-        grid = grids[family]
-        sweep = region.applied(Sweep(grid)) if (region := progressive_at(scale).sweep_region) else Sweep(grid)
+        sweep = sweeps[family]
         if run.name in compared:
             run = dataclasses.replace(run, sweep=sweep)
         elif run.grow_from and root.name in compared:  # the grid its chain's head chose on
-            factor = stage_scale.get(family, 1.0)
+            factor = recipe.stage_lr_scale.get(family, 1.0)
             rule = CHAIN_RULE + (f", here x {factor:.3g} (`recipes.PROGRESSIVE`)" if factor != 1.0 else "")
             run = dataclasses.replace(run, sweep=dataclasses.replace(sweep, anchor=root.name, rule=rule, scale=factor))
         out.append(run)

@@ -139,10 +139,8 @@ def planning_noise(claim: PlannedClaim, pilot: dict, confidence: float) -> Noise
     sigma = math.sqrt(statistics.fmean(statistics.variance(r.margins) for r in rows))
     shared = sum(overlap(a.runs, b.runs) ** 2 for a in rows for b in rows)
     df = statistics.fmean(len(r.margins) - 1 for r in rows) * len(rows) ** 2 / shared
-    rho = tuple(tuple(overlap(a.runs, b.runs) for b in mine) for a in mine)
-    return Noise(
-        sigma, df, sigma_upper_limit(sigma, df, confidence), rho, runs=len(frozenset().union(*(r.runs for r in mine)))
-    )
+    rho, runs = _arms_shared(mine)
+    return Noise(sigma, df, sigma_upper_limit(sigma, df, confidence), rho, runs=runs)
 
 
 def own_rows_noise(claim: PlannedClaim, pilot: dict, confidence: float) -> Noise | None:
@@ -169,8 +167,14 @@ def own_spread_noise(claim: PlannedClaim, pilot: dict, confidence: float) -> Noi
     spreads = [(statistics.stdev(r.margins), len(r.margins) - 1) for r in mine]
     each = tuple(sigma_upper_limit(sd, df, confidence) for sd, df in spreads)
     sigma, df = spreads[each.index(max(each))]
-    rho = tuple(tuple(overlap(a.runs, b.runs) for b in mine) for a in mine)
-    return Noise(sigma, df, max(each), rho, each, len(frozenset().union(*(r.runs for r in mine))))
+    rho, runs = _arms_shared(mine)
+    return Noise(sigma, df, max(each), rho, each, runs=runs)
+
+
+def _arms_shared(rows: list[PilotRow]) -> tuple[tuple[tuple[float, ...], ...], int]:
+    """The correlation of a claim's steps (the share of arms two rows share) and the distinct runs they compare."""
+    rho = tuple(tuple(overlap(a.runs, b.runs) for b in rows) for a in rows)
+    return rho, len(frozenset().union(*(r.runs for r in rows)))
 
 
 def sizing_noise(claim: PlannedClaim, pilot: dict, plan: AnalysisPlan) -> Noise | None:
