@@ -89,17 +89,22 @@ def test_the_pending_cpu_plan_reads_and_names_rows_and_runs_its_experiments_decl
 
 
 def test_a_plan_registered_before_the_recipes_changed_trains_no_confirmatory_run(tmp_path, capsys, monkeypatch):
-    """Until the second registration lands, the committed cpu plan (issue 73: no analysis_commit) would train its
-    arms at its rates under the new recipes and record its old digest; the command refuses, in one line, and still
-    lists its runs."""
+    """The committed cpu plan of issue 73 (no analysis_commit) would train its arms at its rates under the new
+    recipes and record its old digest; were it the plan a confirmatory run trains under, the command refuses, in one
+    line, and still lists its runs (pinned to it whatever registration is pending)."""
     from scaling_axes.experiments.cross_architecture import table
+    from scaling_axes.harness.claims.plan import plan_for
     from scaling_axes.harness.experiment import command
     from scaling_axes.harness.experiment.command import main
+    from scaling_axes.harness.scales import CPU
     from scaling_axes.io import SuiteError
 
     def would_train(*args, **kwargs):
         raise AssertionError("the command went on to train the old plan's runs")
 
+    old = plan_for(CPU)
+    assert not old.analysis_commit
+    monkeypatch.setattr(command, "training_plan", lambda scale: old)
     monkeypatch.setattr(command.Schedule, "of", would_train)
     with pytest.raises(SuiteError, match=r"registered no analysis_commit: its confirmatory runs trained before"):
         main(table.EXPERIMENT, ["--scale", "cpu", "--out-dir", str(tmp_path)])

@@ -84,8 +84,11 @@ def test_the_command_line_parses_scale_to_the_object(capsys):
     assert "argument --scale: unknown scale 'tiny'; the scales: smoke, cpu, small, paper" in capsys.readouterr().err
     cli(["run", "rmt_fig2_scaling_laws", "--scale", "cpu", "--list", "--pilot"])
     assert "rmt_305m_seed3" in capsys.readouterr().out  # the cpu scale's three pilot seeds
-    cli(["run", "rmt_fig2_scaling_laws", "--scale", "cpu", "--list"])
-    assert "rmt_305m_seed9" in capsys.readouterr().out  # the plan's fresh seeds
+    from scaling_axes.harness.claims.plan import training_plan
+
+    planned = training_plan(CPU).experiments["rmt_table3_4_resources"]  # the plan the confirmatory runs train under
+    cli(["run", "rmt_table3_4_resources", "--scale", "cpu", "--list"])
+    assert f"rmt_305m_seed{planned.seeds[-1]}" in capsys.readouterr().out  # its fresh seeds
 
 
 TEST_ONLY = Scale(
