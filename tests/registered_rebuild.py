@@ -164,7 +164,8 @@ def decide(plan: dict, digest: str, results: Path) -> dict:
         if steps is None or max(s[3] for s in steps.values()) >= plan["alpha"]:
             for other in (c for c in claims if c["experiment"] == control["experiment"] and c["paper"] != "controls"):
                 tested[other["id"]] = None  # its experiment judges nothing: p = 1 in its family
-                blocks[other["id"]] = dict.fromkeys(other["rows"], "control_failed") if other["id"] in blocks else {}
+                if other["id"] in blocks:  # its table is in `results`; else it is not yet trained
+                    blocks[other["id"]] = dict.fromkeys(other["rows"], "control_failed")
     expected = {}
     for paper in {c["paper"] for c in claims}:
         for role, adjust in (("primary", holm), ("secondary", by), ("control", list)):
