@@ -213,14 +213,16 @@ INTEGRITY_FORMAT = 2  # checksum files say which format wrote them; none before 
 
 
 def _record_checksum(tmp: Path, path: Path) -> None:
-    """Before `tmp` replaces `path`: the checksum file lists its digest and the last two before it, so a kill on
-    either side of the rename leaves a file whose digest is listed."""
+    """Before `tmp` replaces `path`: the checksum file lists its digest and the last two other ones before it, so a
+    kill on either side of the rename leaves a file whose digest is listed, and rewriting the same bytes leaves the
+    checksum file's bytes as they were (a rebuild of unchanged results changes no file)."""
     sidecar = checksum_file(path)
     try:
         earlier = json.loads(sidecar.read_text())["blake2b"] if sidecar.exists() else []
     except (ValueError, KeyError, TypeError):  # a damaged checksum file lists nothing earlier
         earlier = []
-    record = {"format": INTEGRITY_FORMAT, "blake2b": [file_digest(tmp), *earlier][:3]}
+    digest = file_digest(tmp)
+    record = {"format": INTEGRITY_FORMAT, "blake2b": [digest, *(d for d in earlier if d != digest)][:3]}
     atomic_write(sidecar, json.dumps(record))
 
 

@@ -233,3 +233,18 @@ def test_a_deleted_done_json_is_written_again_as_it_was(tmp_path) -> None:
     (out / "done.json").unlink()
     train_run(tiny(), out, accelerator="cpu")
     assert _done(out) == before and _rows(out) == rows
+
+
+def test_rewriting_the_same_bytes_leaves_the_checksum_file_as_it_was(tmp_path) -> None:
+    """Issue 83: a rebuild of unchanged results listed the same digest again in each checksum file, so two
+    `report` calls did not give identical bytes. The same bytes keep it; other bytes still list the last ones."""
+    from scaling_axes.io import atomic_write, checksum_file
+
+    path = tmp_path / "table.csv"
+    atomic_write(path, b"a\n", checksum=True)
+    first = checksum_file(path).read_bytes()
+    atomic_write(path, b"a\n", checksum=True)
+    assert checksum_file(path).read_bytes() == first
+    atomic_write(path, b"b\n", checksum=True)
+    listed = json.loads(checksum_file(path).read_text())["blake2b"]
+    assert len(listed) == 2 and listed[1] == json.loads(first)["blake2b"][0]

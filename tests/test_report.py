@@ -116,6 +116,30 @@ def test_a_log_axis_labels_at_least_four_ticks_and_no_two_labels_overlap(x):
         assert not overlapping, [t.get_text() for t in shown]
 
 
+@pytest.mark.parametrize("name", ["a", "transformer_rmt_405m_mup1 (11 seeds; unstable: seeds 9, 12)"])
+def test_a_legend_covers_no_tick_label_of_its_axes_or_its_neighbours(name):
+    """Issue 83: RMT Table 4's legends, wider than their axes (long run names), spilled over the y tick labels of
+    their own panel and the next. A legend that fits stays inside its axes; a wider one goes below the x label."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from scaling_axes.harness.results import pyplot, save_figure
+
+    fig, axes = pyplot().subplots(1, 3, figsize=(12, 3.6))
+    for ax in axes:
+        ax.plot([0, 1e6, 2e6], [5.0, 4.5, 4.2], label=name)
+        ax.set(xlabel="tokens", ylabel="validation loss (nats/token)")
+    save_figure(fig, Path("/dev/null"))
+    renderer = FigureCanvasAgg(fig).get_renderer()  # save_figure closed the figure's own canvas
+    texts = [t for ax in axes for t in (*ax.get_xticklabels(), *ax.get_yticklabels(), ax.xaxis.label, ax.yaxis.label)]
+    boxes = [t.get_window_extent(renderer) for t in texts if t.get_text() and t.get_visible()]
+    for ax in axes:
+        legend = ax.get_legend().get_window_extent(renderer)
+        assert not [box for box in boxes if legend.overlaps(box)]
+        assert fig.bbox.contains(legend.x0, legend.y0) and fig.bbox.contains(legend.x1, legend.y1)
+        inside = ax.get_window_extent(renderer)
+        assert (len(name) < 10) == (inside.y0 <= legend.y0 and legend.y1 <= inside.y1)
+
+
 def test_exact_checks_are_listed_apart_from_the_claims_and_outside_their_counts(tmp_path):
     """Growth preserving the function is a check, passed or not: no margin, interval or p, not a claim's verdict;
     REPORT.md lists the checks under their own heading and counts only the claims as claims."""

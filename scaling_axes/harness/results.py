@@ -201,7 +201,7 @@ def save_figure(fig: Any, path: Path) -> None:
     show yet (no run finished) is drawn linear: matplotlib cannot lay out a log axis of no data."""
     for ax in fig.axes:
         if ax.get_legend_handles_labels()[1]:
-            ax.legend(fontsize=7)
+            _legend(ax)
         if not any(len(line.get_xdata()) for line in ax.get_lines()):
             ax.set(xscale="linear", yscale="linear")
         label_log_ticks(ax)
@@ -210,6 +210,21 @@ def save_figure(fig: Any, path: Path) -> None:
     fig.savefig(buffer, format="png", dpi=120, metadata={"Software": None})
     pyplot().close(fig)
     atomic_write(path, buffer.getvalue())
+
+
+def _legend(ax: Any) -> None:
+    """The legend at its best place inside the axes, else, wider than them (long run names), below them: a legend
+    that spills over its axes covers their tick labels and its neighbour's."""
+    from matplotlib.transforms import offset_copy
+
+    legend = ax.legend(fontsize=7)
+    renderer = ax.figure.canvas.get_renderer()
+    if legend.get_window_extent(renderer).width <= ax.get_window_extent(renderer).width:
+        return
+    legend.remove()
+    below = (ax.get_window_extent(renderer).y0 - ax.get_tightbbox(renderer).y0) * 72 / ax.figure.dpi  # points
+    under_labels = offset_copy(ax.transAxes, fig=ax.figure, y=-below, units="points")  # fixed whatever the layout
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, 0), bbox_transform=under_labels, frameon=False)
 
 
 LOG_TICKS = 4  # a log axis labels at least this many ticks (matplotlib labels only whole decades by default)

@@ -336,11 +336,11 @@ def figure(scale: Scale, results: dict[str, dict], path: Path) -> None:
         flops_per_token = rmt_setup.train_flops(run.config, 1.0, True)
         draw(axes[0], [(step * per_step, *loss) for step, *loss in curve], label, "-")
         draw(axes[1], [(step * per_step * flops_per_token, *loss) for step, *loss in curve], label, "-")
-        if done.get("train_time_curve"):  # seed 1's clock: times are one machine's, not averaged
+        if done.get("train_time_curve"):  # one seed's clock: times are one machine's, not averaged
             axes[2].plot(
                 [value_at(done["train_time_curve"], point[0]) for point in curve],
                 [point[1] for point in curve],
-                label=f"{run.name} (seed 1's clock)",
+                label=f"{run.name} (one seed's clock)",
             )
     for ax, xlabel in zip(axes, ("tokens", "training FLOPs (paper formula)", "training time (s)"), strict=True):
         ax.set(xlabel=xlabel, ylabel="validation loss (nats/token)")
