@@ -114,6 +114,8 @@ def test_a_log_axis_labels_at_least_four_ticks_and_no_two_labels_overlap(x):
         boxes = [t.get_window_extent(renderer) for t in shown]
         overlapping = [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1 :] if a.overlaps(b)]
         assert not overlapping, [t.get_text() for t in shown]
+    for axis in (ax.xaxis, ax.yaxis):  # no tick mark without its label (Fig. 3's perplexity axis had one)
+        assert len(axis.get_minorticklocs()) == 0 and all(t.get_text() for t in axis.get_majorticklabels())
 
 
 @pytest.mark.parametrize("name", ["a", "transformer_rmt_405m_mup1 (11 seeds; unstable: seeds 9, 12)"])

@@ -247,7 +247,7 @@ def label_log_ticks(ax: Any) -> None:
 
             ticks = [t for t in MaxNLocator(LOG_TICKS + 1).tick_values(low, high) if low <= t <= high]
         axis.set_ticks(ticks, [f"{t:g}" for t in ticks])
-        axis.set_minor_formatter(pyplot().NullFormatter())
+        axis.set_minor_locator(pyplot().NullLocator())  # a tick mark with no label reads as a missing value
 
 
 def published_file(name: str) -> Path:
