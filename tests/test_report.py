@@ -290,3 +290,103 @@ def test_the_report_counts_and_names_every_confirmatory_seed_that_spiked(tmp_pat
     assert "- e: a seed 5 spiked 1.20 nats (at its declared rate)" in lines
     quiet, plan = _scale(tmp_path / "quiet", {4: 0.31, 5: 0.29, 6: 0.30})
     assert spike_lines(read_scale(quiet, plan), plan)[0].endswith(": 0 of 6 runs (the target is none)")
+
+
+def test_a_spiked_seed_is_named_with_its_rates_neighbours_in_the_pilots_sweep_and_the_seeds_arms_share(tmp_path):
+    """Issue 83: a spike among the confirmatory seeds is read beside the pilot's sweep around its rate (was the rate
+    at the edge?), and a seed on which several arms spiked is named once (their data order, not one arm's rate)."""
+    import dataclasses
+
+    from scaling_axes.harness.claims.judge import read_scale
+    from scaling_axes.harness.claims.observed import SEED_COLUMNS, read_csv
+    from scaling_axes.harness.experiment.report_spikes import spike_lines
+    from scaling_axes.io import write_csv
+    from tests.test_plan_decisions import _scale
+
+    spikes = {("a", 5): {"spike_nats": 1.2}, ("b", 5): {"spike_nats": 0.9}}
+    scale_dir, plan = _scale(tmp_path, {4: 0.31, 5: 0.29, 6: 0.30}, spikes)
+    planned = plan.experiments["e"]
+    plan = dataclasses.replace(plan, experiments={"e": dataclasses.replace(planned, arms={"a": 0.01, "b": 0.02})})
+    sweep = [(0.0025, 1, "4.4", ""), (0.005, 1, "4.3", ""), (0.005, 2, "4.31", ""), (0.01, 1, "4.2", "")]
+    sweep += [(0.02, 1, "5.1", "unstable"), (0.02, 2, "", "diverged"), (0.04, 1, "", "diverged")]
+    seeds = tmp_path / "pilot" / "seeds" / "e.csv"
+    rows = read_csv(seeds) + [
+        {"kind": "sweep", "run": "a", "seed": draw, "metric": lr, "value": loss, "flag": flag}
+        for lr, draw, loss, flag in sweep
+    ]
+    write_csv(seeds, SEED_COLUMNS, rows, checksum=True)
+    lines = spike_lines(read_scale(scale_dir, plan), plan)
+    assert lines[0].endswith(": 2 of 6 runs (the target is none)")
+    neighbours = "the pilot's sweep: 0.005 (4.300, 4.310), 0.01 (4.200), 0.02 (5.100 unstable, diverged))"
+    assert f"- e: a seed 5 spiked 1.20 nats (at the plan's rate 0.01; {neighbours}" in lines
+    assert "- e: b seed 5 spiked 0.90 nats (at the plan's rate 0.02; no sweep of its own in the pilot)" in lines
+    assert "- e seed 5: 2 of 2 arms spiked" in lines
+    write_csv(seeds, SEED_COLUMNS, [r for r in rows if r["kind"] != "sweep"], checksum=True)  # an older pilot's file
+    lines = spike_lines(read_scale(scale_dir, plan), plan)
+    assert "- e: a seed 5 spiked 1.20 nats (at the plan's rate 0.01; the pilot's file records no sweep)" in lines
+
+
+def test_a_papers_protocol_is_shown_beside_the_matched_one_with_each_rows_margin_and_verdict():
+    """Issue 83: RMT Table 4 under both protocols side by side, the out-of-reach one's margin described from its
+    table row; a table whose claims name no paper's protocol gets no section."""
+    from scaling_axes.harness.experiment.report import HEADINGS
+    from scaling_axes.harness.experiment.report_claims import ClaimLine
+    from scaling_axes.harness.experiment.report_protocols import protocol_lines
+    from tests.test_plan_decisions import _claim
+
+    def line(id_, statement, row, status, role="secondary"):
+        claim = _claim(id=id_, statement=statement, rows=(row,), role=role)
+        return ClaimLine(claim, status, "", "nats/token", None, 11, None, "", 0.025, (), (), None, 0, None)
+
+    lines = [
+        line("paper", "the RMT wins (Table 4, the paper's protocol).", "t4/r_vs_tuned", "out_of_reach"),
+        line("matched", "the RMT wins (Table 4, the matched protocol).", "t4/r_vs_t", "claim_holds", "primary"),
+        line("alone", "the RMT wins (Table 5, the matched protocol).", "t5/r_vs_t", "claim_holds"),
+    ]
+    row = {"metric": "claim", "ours": "-0.149", "low": "-0.18", "high": "-0.119", "seeds": "11"}
+    tables = {
+        "e": [{**row, "table": "t4", "row": "r_vs_tuned"}, {**row, "table": "t4", "row": "r_vs_t", "ours": "0.1"}]
+    }
+    text = "\n".join(protocol_lines(lines, tables, HEADINGS))
+    assert "### Table 4" in text and "Table 5" not in text
+    assert (
+        "| the paper's protocol | paper | secondary | t4/r_vs_tuned | -0.149 [-0.180, -0.119] | 11 | Out of reach |"
+        in text
+    )
+    assert "| the matched protocol | matched | primary | t4/r_vs_t | +0.100 [-0.180, -0.119] | 11 | Holds |" in text
+    assert protocol_lines(lines[1:], tables, HEADINGS) == []
+
+
+def test_the_replaced_plans_verdicts_are_counted_and_set_claim_by_claim_beside_the_ones_in_force(tmp_path, monkeypatch):
+    """Issue 83: the counts before and after. The replaced plan judged again on the folder its results moved to; a
+    claim either plan lacks reads `not a claim`, one outside a family says so."""
+    import dataclasses
+
+    from scaling_axes.harness.claims.observed import SEED_COLUMNS, read_csv
+    from scaling_axes.harness.experiment import report_history
+    from scaling_axes.harness.experiment.report import HEADINGS
+    from scaling_axes.harness.experiment.report_claims import ClaimLine
+    from scaling_axes.io import write_csv
+    from tests.test_plan_decisions import _claim, _scale
+
+    _, old_plan = _scale(tmp_path, {4: 0.31, 5: 0.29, 6: 0.30})
+    pilot = tmp_path / "pilot" / "seeds" / "e.csv"  # the pilot's margins spread, as a power analysis needs
+    rows = [{**r, "value": 9 + int(r["seed"]) / 10} if r["kind"] == "claim" else r for r in read_csv(pilot)]
+    write_csv(pilot, SEED_COLUMNS, rows, checksum=True)
+    monkeypatch.setattr(report_history, "replaced_plans", lambda scale: [(tmp_path / "cpu_old.yaml", "cpu")])
+    monkeypatch.setattr(report_history, "plan_for", lambda scale, path, root: old_plan)
+    kept = dataclasses.replace(old_plan.claims[0], excluded="out of reach: x")
+    now = [
+        ClaimLine(kept, "out_of_reach", "", "nats/token", None, 0, None, "", 0.025, (), (), None, 0, None),
+        ClaimLine(_claim(id="new"), "claim_holds", "", "nats/token", None, 3, None, "", 0.025, (), (), None, 0, None),
+    ]
+    text = "\n".join(report_history.history_lines(tmp_path, old_plan, now, HEADINGS))
+    assert "- before: 1 claims in the family (1 holds), 0 outside" in text
+    assert "- now: 1 claims in the family (1 holds), 1 outside" in text
+    assert "| c | Holds | Out of reach (outside the family) |" in text
+    assert "| new | not a claim | Holds |" in text
+    assert "| c | Holds | not a claim |" in "\n".join(
+        report_history.history_lines(tmp_path, old_plan, now[1:], HEADINGS)
+    )
+    monkeypatch.setattr(report_history, "replaced_plans", lambda scale: [])
+    assert report_history.history_lines(tmp_path, old_plan, now, HEADINGS) == []

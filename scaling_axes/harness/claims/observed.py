@@ -283,7 +283,7 @@ def recomputed(
             raise DamagedSeeds(f"{path}: claim {row} seed {seed} has a margin but no value of arm {missing}")
         if abs(out[seed] - margin) > MARGIN_TOLERANCE * max(1.0, abs(out[seed])):
             raise DamagedSeeds(
-                f"{path}: claim {row} seed {seed}'s margin is {margin!r} in the file but {out[seed]!r} from its arms' "
-                "values: a derived field that disagrees with the raw values; restore it from git or rebuild it"
+                f"{path}: claim {row} seed {seed}'s margin is {margin:.9g} in the file but {out[seed]:.9g} from its "
+                "arms' values: a derived field that disagrees with the raw values; restore it from git or rebuild it"
             )
     return out

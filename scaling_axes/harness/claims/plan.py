@@ -139,6 +139,14 @@ def pending_path(scale: Scale | str) -> Path:
     return Path(str(importlib.resources.files("scaling_axes.plans") / "pending" / f"{scale}.yaml"))
 
 
+def replaced_plans(scale: Scale | str) -> list[tuple[Path, str]]:
+    """The plans a scale's plan in force replaced, oldest first, each with the folder its judged results moved to:
+    `plans/history/<scale>_<name>.yaml` judged `results/<scale>/<name>/` (issue 83's swap moved issue 73's there)."""
+    folder = importlib.resources.files("scaling_axes.plans") / "history"
+    found = sorted(Path(str(folder)).glob(f"{scale}_*.yaml")) if folder.is_dir() else []
+    return [(path, f"results/{scale}/{path.stem.removeprefix(f'{scale}_')}") for path in found]
+
+
 def registering_path(scale: Scale | str) -> Path:
     """The plan a pilot, `power --draft` and `cost` read: the pending registration where there is one."""
     pending = pending_path(scale)

@@ -23,5 +23,6 @@ def rejudge_scale(scale: Scale, results_dir: Path = RESULTS_DIR) -> Path:
     scale_dir = Path(results_dir) / scale.name
     check_ours(Path(results_dir) / "REPORT.md", scale_dir / "REPORT.md")  # before a table is rewritten
     judge_scale(scale_dir, scale, plan_for(scale, root=Path(results_dir).parent))
+    report = write_report(results_dir, scale)  # first: it reads every pilot, a replaced plan's too
     write_report(results_dir)
-    return write_report(results_dir, scale)
+    return report

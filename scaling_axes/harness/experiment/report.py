@@ -19,6 +19,8 @@ from scaling_axes.harness.experiment.forest import forest_plot
 from scaling_axes.harness.experiment.report_cards import card_lines
 from scaling_axes.harness.experiment.report_claims import ClaimLine, Tables, claim_line, claim_lines, read_tables
 from scaling_axes.harness.experiment.report_files import write_marked
+from scaling_axes.harness.experiment.report_history import history_lines
+from scaling_axes.harness.experiment.report_protocols import protocol_lines
 from scaling_axes.harness.experiment.report_recipes import recipe_lines
 from scaling_axes.harness.experiment.report_shift import shift_lines
 from scaling_axes.harness.experiment.report_spikes import spike_lines
@@ -102,14 +104,18 @@ def claims_section(scale_dir: Path, plan: AnalysisPlan, lines: Sequence[ClaimLin
     expected = sum(1 - c.power for c in inside if c.power is not None)
     own = sum(1 - c.power_own_rows for c in inside if c.power_own_rows is not None)
     tested = [c for c in inside if c.status in ("claim_holds", "claim_fails", "insufficient")]
+    sized = (
+        "The plan sized each claim on each row's own pilot spread (its `sizing: own_rows`)."
+        if plan.rules.sizing == "own_rows"
+        else "The plan sized each claim on the pooled spread of its rows (or its experiment's), which understates "
+        f"the noisiest row where they spread unequally: on each row's own pilot spread the expectation is {own:.2f}."
+    )
     out += [
         f"Power: were each claim's true effect its smallest of interest, the plan expected {expected:.2f} of its "
         f"{len(inside)} claims to end insufficient (the sum of one minus each predicted power); "
-        f"{sum(c.status == 'insufficient' for c in tested)} did, of {len(tested)} that reached a test. The plan sized "
-        "each claim on the pooled spread of its rows (or its experiment's), which understates the noisiest row "
-        f"where they spread unequally: on each row's own pilot spread the expectation is {own:.2f}. The effect of "
-        "interest sets the seeds only: a superiority claim fails only where shown reversed, so a true effect "
-        "between 0 and it stays insufficient however many seeds run.",
+        f"{sum(c.status == 'insufficient' for c in tested)} did, of {len(tested)} that reached a test. {sized} The "
+        "effect of interest sets the seeds only: a superiority claim fails only where shown reversed, so a true "
+        "effect between 0 and it stays insufficient however many seeds run.",
         "",
     ]
     return out
@@ -228,8 +234,10 @@ def write_report(
         experiments = read_scale(scale_dir, plan)  # every per-seed file read and verified once for the sections
         claims = claim_lines(scale_dir, plan, experiments=experiments)
         lines += [*plan_lines(plan, claims), *claims_section(scale_dir, plan, claims)]
-        lines += [*card_lines(claims, HEADINGS), *sensitivity_lines(scale_dir, plan, claims)]
+        lines += [*protocol_lines(claims, tables, HEADINGS), *card_lines(claims, HEADINGS)]
+        lines += sensitivity_lines(scale_dir, plan, claims)
         lines += [*spike_lines(experiments, plan), *shift_lines(experiments, plan)]
+        lines += history_lines(results_dir.parent, plan, claims, HEADINGS)
     else:
         lines += exploratory_lines(tables)
     lines += [*check_lines(tables, plan=plan), *caveat_lines(scale, tables), *recipe_lines(scale_dir)]
