@@ -455,16 +455,24 @@ def test_the_figure_draws_every_arm_a_plan_trained_each_seed_beside_its_mean(mon
     results = _fake_results(SMOKE, dict.fromkeys(cross.ARCHITECTURES, 1))
     for done in results.values():
         del done["tuning"]
+        done["val_loss"] -= 0.05  # the whole split's final figure, apart from the curve subset's last point
         done |= {"seed_index": 4, "seed_runs": {5: dict(done, val_loss=done["val_loss"] + 0.1)}}
     drawn = {}
     monkeypatch.setattr(table, "save_figure", lambda fig, path: drawn.setdefault("axes", fig.axes[0]))
     table.figure(SMOKE, results, tmp_path / "f.png")
     lines = drawn["axes"].get_lines()
     labelled = [line.get_label() for line in lines if not line.get_label().startswith("_")]
+    assert labelled.pop() == "final figure on the whole validation split"
     assert len(labelled) == len(results) and all(
         "the plan's rate" in label and "2 seeds" in label for label in labelled
     )
-    assert len(lines) == 3 * len(results)  # the mean and each of the two seeds
+    assert len(lines) == 7 * len(results) + 1  # the curve's mean and two seeds; the final's mean, seeds, error caps
+    curves = [line for line in lines if line.get_linestyle() == "-" and len(line.get_xdata()) > 1]
+    finals = sorted(float(line.get_ydata()[0]) for line in lines if line.get_label() == "_final")
+    expected = sorted(d["val_loss"] + 0.05 for d in results.values())
+    assert finals == pytest.approx(expected)  # each arm's final figure, a point of its own
+    whole = {d["val_loss"] for d in results.values()} - {v for d in results.values() for _, v in d["val_loss_curve"]}
+    assert whole and not whole & {float(y) for line in curves for y in line.get_ydata()}  # never joined to a curve
 
 
 def test_the_attribution_rows_each_change_one_factor_of_the_old_recipe():

@@ -39,7 +39,7 @@ from scaling_axes.experiments.cross_architecture.setup import (
 )
 from scaling_axes.harness.claims.verdicts import as_good_as, lower_loss
 from scaling_axes.harness.experiment.arms import MATCH_TOLERANCE, parameter_match, settled_lr
-from scaling_axes.harness.experiment.figures import draw, marked, seed_curves
+from scaling_axes.harness.experiment.figures import draw, marked, over_seeds, seed_curves
 from scaling_axes.harness.results import Row, pyplot, save_figure
 from scaling_axes.harness.runs import Experiment, Run
 from scaling_axes.harness.scales import Scale
@@ -55,11 +55,20 @@ def best(scale: Scale, arch: str, size: str, results: dict[str, dict]) -> tuple[
     return tuned(make_run(scale, arch, size), done["tuning"].lr), done
 
 
+def _flops_per_step(run: Run) -> float:
+    return train_flops_per_token(run.config, run.budget.seq_len) * run.budget.batch_size * run.budget.seq_len
+
+
 def loss_curve(run: Run, done: dict) -> list[tuple[float, float]]:
     """(training FLOPs so far, validation loss) along the run, ending at its final validation."""
-    per_step = train_flops_per_token(run.config, run.budget.seq_len) * run.budget.batch_size * run.budget.seq_len
     points = dict(done["val_loss_curve"]) | {done["steps"]: done["val_loss"]}
-    return [(step * per_step, loss) for step, loss in sorted(points.items()) if step > 0]
+    return [(step * _flops_per_step(run), loss) for step, loss in sorted(points.items()) if step > 0]
+
+
+def subset_curve(run: Run, done: dict) -> list[tuple[float, float]]:
+    """(training FLOPs so far, validation loss) at each evaluation of the fixed curve subset: the figure's line, which
+    never joins the final figure on the whole split (another set of windows: the join would draw a step)."""
+    return [(step * _flops_per_step(run), loss) for step, loss in done["val_loss_curve"] if step > 0]
 
 
 def loss_at(curve: list[tuple[float, float]], flops: float) -> float:
@@ -271,7 +280,8 @@ def trained_rows(
 
 def figure(scale: Scale, results: dict[str, dict], path: Path) -> None:
     """Validation loss against training FLOPs, each arm as its seeds trained (at its sweep's choice, or the plan's
-    rate) and each seed drawn: a colour per architecture, a line style per size."""
+    rate) and each seed drawn: a colour per architecture, a line style per size; the curve on its fixed subset of
+    windows, the final figure on the whole split a point apart."""
     fig, ax = pyplot().subplots(figsize=(7, 4.5))
     for size, style in zip(sizes(scale), ("-", "--"), strict=False):
         for colour, arch in enumerate(ARCHITECTURES):
@@ -280,12 +290,15 @@ def figure(scale: Scale, results: dict[str, dict], path: Path) -> None:
                 continue
             run = make_run(scale, arch, size)  # its FLOPs a step; the rate moves none of them
             rate = f" (lr {settled_lr(done):g})" if done.get("tuning") else " (the plan's rate)"
-            curves = seed_curves(done, lambda each, run=run: loss_curve(run, each))
+            curves = seed_curves(done, lambda each, run=run: subset_curve(run, each))
             draw(ax, curves, marked(f"{arch} {size}{rate}", done), style, color=f"C{colour}")
+            final = [(run.budget.steps * _flops_per_step(run), *over_seeds(done))]
+            draw(ax, final, "_final", "o", color=f"C{colour}")  # "_": kept out of the legend, explained below
+    ax.plot([], [], "o", color="0.4", markersize=4, label="final figure on the whole validation split")
     ax.set(
         xscale="log",
         xlabel="training FLOPs",
-        ylabel="validation loss (nats/token)",
+        ylabel="validation loss (nats/token; lines: the curve subset)",
         title=f"Cross-architecture, best lr each ({scale} scale)",
     )
     save_figure(fig, path)
