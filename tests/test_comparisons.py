@@ -149,3 +149,43 @@ def test_report_prints_each_comparison_from_its_verified_recipes_file(tmp_path):
     path.write_text(path.read_text().replace("0.002", "0.02"))
     with pytest.raises(CorruptFileError, match="does not match the checksum"):
         recipe_lines(tmp_path)
+
+
+def test_a_recipe_table_under_a_plan_shows_what_each_arm_trained(tmp_path):
+    """Issue 83's review: the tuning column gave the declared grid (5 rates x 2 draws) where an edge-extended sweep
+    trained more, an arm the plan never trains showed a rate it never trained at, and a grown arm's row read as if it
+    had trained its last stage alone. Under a plan, each is said from the committed files."""
+    from scaling_axes.harness.claims.observed import SEED_COLUMNS
+    from scaling_axes.harness.results import COLUMNS
+    from scaling_axes.io import write_csv
+    from tests.test_plan_decisions import _scale
+
+    _, plan = _scale(tmp_path / "s", {4: 0.3, 5: 0.2, 6: 0.25})
+    runs = {"a": _run("a"), "b": _run("b")}
+    write_recipes("toy", [Comparison("ab", ("a", "b"), ("warmup",), "the claim is about warmup")], runs, {}, tmp_path)
+    pilot = tmp_path / "pilot"
+    write_csv(pilot / "toy.csv", COLUMNS, [])
+    sweep = [(1e-3, 1, "4.1"), (1e-3, 2, "4.2"), (2e-3, 1, "4.0")]
+    rows = [{"kind": "sweep", "run": "a", "seed": d, "metric": lr, "value": v} for lr, d, v in sweep]
+    write_csv(pilot / "seeds" / "toy.csv", SEED_COLUMNS, rows, checksum=True)
+    planned = dataclasses.replace(plan.experiments["e"], name="toy", arms={"a": 2e-3})
+    plan = dataclasses.replace(plan, pilot=str(pilot), experiments={"toy": planned})
+    lines = recipe_lines(tmp_path, plan)
+    assert next(line for line in lines if line.startswith("| a |")).endswith(
+        "| 3 runs at 2 rates (the pilot's sweep) |"
+    )
+    assert "(declared; the plan trains it at none of its seeds)" in next(
+        line for line in lines if line.startswith("| b |")
+    )
+    assert not any("(the pilot's sweep)" in line or "none of its seeds" in line for line in recipe_lines(tmp_path))
+    grown = [("", "why", "grown: a chain's last stage"), ("g", "rate_from", "carried from h: one lr at every stage")]
+    grown += [("g", "tuning", "none of its own"), ("s", "tuning", "10 runs")]
+    table = [{"comparison": "gs", "arm": arm, "field": f, "value": v} for arm, f, v in grown]
+    write_csv(
+        tmp_path / "grown" / "recipes" / "chain.csv", ("comparison", "arm", "field", "value"), table, checksum=True
+    )
+    lines = recipe_lines(tmp_path / "grown")
+    assert "| none of its own: carried from h: one lr at every stage |" in next(
+        x for x in lines if x.startswith("| g |")
+    )
+    assert [x for x in lines if x.startswith("Grown: ")] == [next(x for x in lines if x.startswith("Grown: g's"))]

@@ -390,3 +390,22 @@ def test_the_replaced_plans_verdicts_are_counted_and_set_claim_by_claim_beside_t
     )
     monkeypatch.setattr(report_history, "replaced_plans", lambda scale: [])
     assert report_history.history_lines(tmp_path, old_plan, now, HEADINGS) == []
+
+
+def test_the_power_line_counts_as_tested_only_the_claims_that_reached_a_test(tmp_path, monkeypatch):
+    """A claim in the family whose experiment has not trained enters its family at p = 1 (insufficient), but it
+    reached no test: the power line must not count it among the claims the plan's power speaks to."""
+    from scaling_axes.harness.claims.judge import judge_scale
+
+    scale_dir, plan = _planned(tmp_path, monkeypatch)
+    waiting = dataclasses.replace(plan.claims[0], id="w", experiment="not_trained_yet", rows=("t/p_vs_q",))
+    other = dataclasses.replace(plan.experiments["e"], name="not_trained_yet")
+    plan = dataclasses.replace(
+        plan, claims=(*plan.claims, waiting), experiments={**plan.experiments, other.name: other}
+    )
+    for module in ("report_claims", "report"):
+        monkeypatch.setattr(f"scaling_axes.harness.experiment.{module}.plan_for", lambda scale, **where: plan)
+    judge_scale(scale_dir, CPU, plan)
+    text = write_report(tmp_path, scale=CPU).read_text()
+    assert "### Insufficient (1)" in text and "1 holds, 1 insufficient" in text
+    assert "of its 2 claims to end insufficient" in text and "; 0 did, of 1 that reached a test." in text

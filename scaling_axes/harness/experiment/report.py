@@ -103,7 +103,7 @@ def claims_section(scale_dir: Path, plan: AnalysisPlan, lines: Sequence[ClaimLin
         out += [claim_line(c) for c in outside] + [""]
     expected = sum(1 - c.power for c in inside if c.power is not None)
     own = sum(1 - c.power_own_rows for c in inside if c.power_own_rows is not None)
-    tested = [c for c in inside if c.status in ("claim_holds", "claim_fails", "insufficient")]
+    tested = [c for c in inside if c.tested is not None and c.status in ("claim_holds", "claim_fails", "insufficient")]
     sized = (
         "The plan sized each claim on each row's own pilot spread (its `sizing: own_rows`)."
         if plan.rules.sizing == "own_rows"
@@ -240,7 +240,7 @@ def write_report(
         lines += history_lines(results_dir.parent, plan, claims, HEADINGS)
     else:
         lines += exploratory_lines(tables)
-    lines += [*check_lines(tables, plan=plan), *caveat_lines(scale, tables), *recipe_lines(scale_dir)]
+    lines += [*check_lines(tables, plan=plan), *caveat_lines(scale, tables), *recipe_lines(scale_dir, plan)]
     lines += experiment_lines(scale_dir, tables, "")
     return write_marked(scale_dir / "REPORT.md", "\n".join(lines))
 

@@ -1,12 +1,16 @@
 """REPORT.md's recipe tables: each comparison's arms, one row an arm, from `recipes/<experiment>.csv` (written by
 `comparisons.write_recipes` when the experiment's table is rebuilt, its checksum verified here), then a model that two
-experiments train (`report_shared`)."""
+experiments train (`report_shared`). Under a plan, each arm's tuning is what its pilot's sweep trained (its sweep
+points in the pilot's per-seed file: a grid extended at its edge trains more than it declares), and an arm the plan
+trains at none of its seeds says so beside its declared rate."""
 
 from __future__ import annotations
 
 import csv
 from pathlib import Path
 
+from scaling_axes.harness.claims.observed import read_experiment
+from scaling_axes.harness.claims.plan import AnalysisPlan
 from scaling_axes.harness.experiment.report_shared import shared_lines
 from scaling_axes.io import verify_checksum
 
@@ -24,7 +28,7 @@ COLUMNS = (
 )
 
 
-def recipe_lines(scale_dir: Path) -> list[str]:
+def recipe_lines(scale_dir: Path, plan: AnalysisPlan | None = None) -> list[str]:
     """A table per comparison of every experiment with a recipes file, with what its arms may differ in and why."""
     files = sorted((Path(scale_dir) / "recipes").glob("*.csv"))
     if not files:
@@ -34,17 +38,43 @@ def recipe_lines(scale_dir: Path) -> list[str]:
         verify_checksum(path, "rebuild the experiment's table (run <experiment> --report)")
         with open(path, newline="") as f:
             rows = recipes[path.stem] = list(csv.DictReader(f))
+        trained = _as_trained(plan, path.stem)
         for comparison in dict.fromkeys(r["comparison"] for r in rows):
-            lines += _comparison(path.stem, [r for r in rows if r["comparison"] == comparison])
+            lines += _comparison(path.stem, [r for r in rows if r["comparison"] == comparison], trained)
     return lines + shared_lines(Path(scale_dir), recipes)
 
 
-def _comparison(experiment: str, rows: list[dict[str, str]]) -> list[str]:
+def _as_trained(plan: AnalysisPlan | None, experiment: str) -> dict[str, dict[str, str]]:
+    """arm -> the recipe fields its plan's pilot and seeds say it trained with, where they differ from the file's."""
+    if plan is None or experiment not in plan.experiments:
+        return {}
+    planned = plan.experiments[experiment].arms
+    sweeps = (
+        read_experiment(plan.pilot_dir, experiment).sweeps if (plan.pilot_dir / f"{experiment}.csv").exists() else {}
+    )
+    out: dict[str, dict[str, str]] = {}
+    for arm, points in sweeps.items():
+        rates = len({lr for lr, *_ in points})
+        out.setdefault(arm, {})["tuning"] = f"{len(points)} runs at {rates} rates (the pilot's sweep)"
+    return out | {"": {"planned": ",".join(planned)}}
+
+
+def _comparison(experiment: str, rows: list[dict[str, str]], trained: dict[str, dict[str, str]]) -> list[str]:
     notes = {r["field"]: r["value"] for r in rows if not r["arm"]}
     arms: dict[str, dict[str, str]] = {}
     for r in rows:
         if r["arm"]:
             arms.setdefault(r["arm"], {})[r["field"]] = r["value"]
+    planned = trained.get("", {}).get("planned")
+    for arm, fields in arms.items():
+        fields |= trained.get(arm, {})
+        if planned is not None and arm not in planned.split(","):
+            fields["lr"] = f"{fields.get('lr', '')} (declared; the plan trains it at none of its seeds)"
+        if fields.get("tuning", "").startswith("none of its own") and fields.get("rate_from"):
+            fields["tuning"] += f": {fields['rate_from']}"
+    grown = [
+        arm for arm in arms if notes.get("why", "").startswith("grown") and "carried" in arms[arm].get("rate_from", "")
+    ]
     shared = {field: value for field, value in next(iter(arms.values())).items() if _same(arms, field)}
     differs = notes.get("differs") or "nothing but the architecture"
     lines = [f"### {experiment}: {rows[0]['comparison']}", "", f"Arms differ in: {differs}."]
@@ -53,8 +83,14 @@ def _comparison(experiment: str, rows: list[dict[str, str]]) -> list[str]:
     lines += ["", "| arm | " + " | ".join(title for _, title in COLUMNS) + " |", "|---" * (len(COLUMNS) + 1) + "|"]
     lines += [f"| {arm} | " + " | ".join(fields.get(f, "") for f, _ in COLUMNS) + " |" for arm, fields in arms.items()]
     common = ("batch", "seq_len", "corpus", "tokenizer", "data_order", "schedule", "clipping", "z_loss")
-    lines += ["", "Shared: " + "; ".join(f"{f.replace('_', ' ')} {shared[f]}" for f in common if f in shared) + ".", ""]
-    return lines
+    lines += ["", "Shared: " + "; ".join(f"{f.replace('_', ' ')} {shared[f]}" for f in common if f in shared) + "."]
+    lines += [
+        f"Grown: {arm}'s steps, tokens and passes are its last stage's. Its chain trained every stage before it, each "
+        "stage a run of its own (its own warmup and schedule, its seed's data order restarted at the first batch), "
+        "so the chain's tokens are the sum of its stages' and its distinct windows those of its longest stage."
+        for arm in grown
+    ]
+    return [*lines, ""]
 
 
 def _same(arms: dict[str, dict[str, str]], field: str) -> bool:

@@ -27,7 +27,14 @@ def shift_lines(experiments: dict[str, Experiment], plan: AnalysisPlan) -> list[
         "",
         f"Each final-loss contrast's mean margin over the plan's seeds (positive: the paper's direction) on the "
         f"validation split and on the test split, as each run's final evaluation read them; verdicts are judged on "
-        f"the {split} split.",
+        f"the {split} split."
+        + (
+            " The per-seed files' `claim` and `arm` rows hold each run's validation margin, as the run wrote it; on "
+            "the test split the judge forms each margin again from the runs' `test_loss` rows by the row's "
+            "`contrast` (its `evidence`), as the test column here does."
+            if split == "test"
+            else ""
+        ),
         "",
         "| experiment | row | seeds | validation | test | test - validation |",
         "|---|---|---|---|---|---|",
