@@ -409,3 +409,35 @@ def test_the_power_line_counts_as_tested_only_the_claims_that_reached_a_test(tmp
     text = write_report(tmp_path, scale=CPU).read_text()
     assert "### Insufficient (1)" in text and "1 holds, 1 insufficient" in text
     assert "of its 2 claims to end insufficient" in text and "; 0 did, of 1 that reached a test." in text
+
+
+def test_validation_against_test_gives_each_contrasts_margin_on_both_splits_and_says_which_the_files_hold(tmp_path):
+    """Issue 83: each final-loss contrast's mean margin on validation and on test, their shift, which split decides,
+    and that the per-seed files' claim rows are validation margins the judge forms again on test."""
+    import dataclasses
+
+    from scaling_axes.harness.claims.judge import read_scale
+    from scaling_axes.harness.claims.observed import SEED_COLUMNS, read_csv
+    from scaling_axes.harness.claims.plan import DecisionRules
+    from scaling_axes.harness.experiment.report_shift import shift_lines
+    from scaling_axes.io import write_csv
+    from tests.test_plan_decisions import _scale
+
+    tests = {("a", k): {"test_loss": 3.9 - k / 100} for k in (4, 5, 6)} | {
+        ("b", k): {"test_loss": 4.0} for k in (4, 5, 6)
+    }
+    scale_dir, plan = _scale(tmp_path, {4: 0.0, 5: 0.0, 6: 0.0}, tests)
+    evidence = {"contrast": "b:1;a:-1", "measure": "val_loss"}
+    path = scale_dir / "seeds" / "e.csv"
+    rows = [
+        {**r, "value": evidence.get(r["metric"], r["value"])} if r["kind"] == "evidence" else r for r in read_csv(path)
+    ]
+    arm = {"kind": "arm", "table": "t", "row": "a_vs_b", "metric": "val_loss", "value": 4.0}
+    rows += [{**arm, "run": a, "seed": k} for a in "ab" for k in (4, 5, 6)]  # the values the margins come from
+    write_csv(path, SEED_COLUMNS, rows, checksum=True)
+    on_test = dataclasses.replace(plan, rules=DecisionRules(verdict_split="test"))
+    lines = shift_lines(read_scale(scale_dir, on_test), on_test)
+    assert "| e | t/a_vs_b | 3 | +0.0000 | +0.1500 | +0.1500 |" in lines
+    assert any("verdicts are judged on the test split. The per-seed files' `claim`" in line for line in lines)
+    said = "\n".join(shift_lines(read_scale(scale_dir, plan), plan))
+    assert "judged on the validation split." in said and "per-seed files' `claim`" not in said
