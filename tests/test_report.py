@@ -441,3 +441,24 @@ def test_validation_against_test_gives_each_contrasts_margin_on_both_splits_and_
     assert any("verdicts are judged on the test split. The per-seed files' `claim`" in line for line in lines)
     said = "\n".join(shift_lines(read_scale(scale_dir, plan), plan))
     assert "judged on the validation split." in said and "per-seed files' `claim`" not in said
+
+
+def test_a_claim_line_sets_the_sign_flip_p_beside_the_t_p_where_the_plan_takes_the_larger():
+    """Issue 83: every judged claim shows its permutation p beside its t p (the plan's p the larger), each checked
+    here against scipy's t and a sign-flip test by enumeration of the 2^n signs."""
+    import itertools
+
+    from scipy import stats
+
+    from scaling_axes.harness.claims.decisions import Tested
+    from scaling_axes.harness.experiment.report_claims import ClaimLine, claim_line
+    from tests.test_plan_decisions import _claim
+
+    margins = (0.12, 0.08, -0.02, 0.1, 0.05, 0.09)
+    mean, se = statistics.fmean(margins), statistics.stdev(margins) / len(margins) ** 0.5
+    flips = [sum(s * m for s, m in zip(signs, margins, strict=True)) for signs in itertools.product((1, -1), repeat=6)]
+    exact = sum(f >= sum(margins) - 1e-12 for f in flips) / len(flips)
+    tested = Tested(mean, mean - 0.1, mean + 0.1, 0.01, 0.99, se, 5)
+    line = ClaimLine(_claim(), "claim_holds", "", "nats/token", tested, 6, 0.01, "", 0.025, (), margins, None, 0, None)
+    both = f"of holding, Student-t's p {stats.t.sf(mean / se, 5):.3g} and the exact sign-flip test's {exact:.3g}"
+    assert both in claim_line(dataclasses.replace(line, sign_flip=True)) and both not in claim_line(line)

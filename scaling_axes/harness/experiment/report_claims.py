@@ -21,6 +21,7 @@ from scaling_axes.harness.claims.row_verdicts import ClaimJudged
 from scaling_axes.harness.claims.sizing import predicted_power
 from scaling_axes.harness.claims.test_split import TEST
 from scaling_axes.harness.stability import STABILITY_FILTER, STABILITY_OFF, Thresholds
+from scaling_axes.significance import sign_flip_p, t_one_sided_p
 
 Tables = dict[str, list[dict[str, str]]]  # experiment -> its CSV's rows
 
@@ -61,6 +62,7 @@ class ClaimLine:
     bootstrap: Bootstrapped | None = None  # its test-split contrast's seed x window-block bootstrap (a sensitivity)
     filtered_tested: Tested | None = None  # its test with the stability filter on, where that still tests it
     history: str = ""  # where `pilot` is a replaced plan's (a claim not retrained): that pilot's folder
+    sign_flip: bool = False  # the plan's p is the larger of Student-t's and the sign-flip test's: both shown
 
 
 def claim_lines(
@@ -110,6 +112,7 @@ def claim_lines(
                 weakest and _bootstrap(claim, weakest, experiments[claim.experiment], plan),
                 filtered and (f := filtered[0].get(claim.id)) and f.tested,
                 plan.history if old else "",
+                plan.rules.sign_flip,
             )
         )
     return lines
@@ -173,6 +176,8 @@ def claim_line(c: ClaimLine) -> str:
             f"it holds {_g(c.tested.p_hold)}, that it fails {_g(c.tested.p_fail)}; adjusted {_g(c.adjusted)} "
             f"({c.control})"
         )
+    if c.sign_flip and c.tested is not None and c.claim.in_family and (both := _both_ps(c)):
+        parts.append(both)
     if c.why:
         parts.append(c.why)
     if (aside := c.set_aside) is not None:
@@ -200,3 +205,12 @@ def claim_line(c: ClaimLine) -> str:
         own = f" ({c.power_own_rows:.2f} on each row's own pilot spread)" if c.power_own_rows is not None else ""
         parts.append(f"predicted power {c.power:.2f}{own} at its effect of interest {c.claim.effect:g}")
     return f"{head}. {'; '.join(parts)} ({'; '.join(c.rows)})"
+
+
+def _both_ps(c: ClaimLine) -> str:
+    """The one-sided p that it holds by each test the plan's rule takes the larger of (its weakest step's)."""
+    if c.claim.kind == "equivalence" or not c.margins or c.tested.se == 0:
+        return ""
+    value = -c.claim.tolerance if c.claim.kind == "non_inferiority" else 0.0
+    t_p = t_one_sided_p((c.tested.estimate - value) / c.tested.se, c.tested.df)
+    return f"of holding, Student-t's p {_g(t_p)} and the exact sign-flip test's {_g(sign_flip_p(c.margins, value))}"
