@@ -462,3 +462,33 @@ def test_a_claim_line_sets_the_sign_flip_p_beside_the_t_p_where_the_plan_takes_t
     line = ClaimLine(_claim(), "claim_holds", "", "nats/token", tested, 6, 0.01, "", 0.025, (), margins, None, 0, None)
     both = f"of holding, Student-t's p {stats.t.sf(mean / se, 5):.3g} and the exact sign-flip test's {exact:.3g}"
     assert both in claim_line(dataclasses.replace(line, sign_flip=True)) and both not in claim_line(line)
+
+
+def test_the_plan_section_names_the_first_registration_its_pilot_recorded(tmp_path):
+    """Issue 83: a plan registered twice is named by both digests: the first is the one every pilot run recorded."""
+    from scaling_axes.harness.claims.observed import SEED_COLUMNS, read_csv
+    from scaling_axes.harness.experiment.report import first_registration
+    from scaling_axes.io import write_csv
+    from tests.test_plan_decisions import _scale
+
+    _, plan = _scale(tmp_path, {4: 0.31, 5: 0.29, 6: 0.30})
+    assert first_registration(plan) == ""  # the pilot recorded this plan's own digest: one registration
+    pilot = tmp_path / "pilot" / "seeds" / "e.csv"
+    rows = [{**r, "value": "f1r5t00000000000"} if r["kind"] == "plan" else r for r in read_csv(pilot)]
+    write_csv(pilot, SEED_COLUMNS, rows, checksum=True)
+    assert first_registration(plan).startswith(" Its first registration, before the pilot, had digest `f1r5t00000")
+
+
+def test_the_plan_section_counts_the_positive_controls_as_controls(tmp_path):
+    """A control is neither primary nor secondary: its own group in the family's count."""
+    from scaling_axes.harness.experiment.report import plan_lines
+    from scaling_axes.harness.experiment.report_claims import ClaimLine
+    from tests.test_plan_decisions import _claim, _scale
+
+    def line(**fields):
+        return ClaimLine(_claim(**fields), "claim_holds", "", "", None, 3, None, "", 0.025, (), (), None, 0, None)
+
+    lines = [line(), line(id="k", paper="controls", role="control"), line(id="k2", paper="controls", role="control")]
+    plan = dataclasses.replace(_scale(tmp_path, {4: 0.31, 5: 0.29, 6: 0.30})[1], claims=tuple(c.claim for c in lines))
+    text = "\n".join(plan_lines(plan, lines))
+    assert "3 claims, 3 in the family (controls: 2 positive controls; rmt: 1 primary, 0 secondary)" in text

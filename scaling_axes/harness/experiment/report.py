@@ -14,6 +14,7 @@ from pathlib import Path
 
 from scaling_axes.harness.claims.judge import read_scale
 from scaling_axes.harness.claims.notes import DATA_NOTE, NOTE_PARTS
+from scaling_axes.harness.claims.observed import read_experiment
 from scaling_axes.harness.claims.plan import AnalysisPlan, plan_for
 from scaling_axes.harness.experiment.forest import forest_plot
 from scaling_axes.harness.experiment.report_cards import card_lines
@@ -51,7 +52,9 @@ def plan_lines(plan: AnalysisPlan, lines: Sequence[ClaimLine]) -> list[str]:
     inside = [c for c in lines if c.claim.in_family]
     per_paper = collections.Counter((c.claim.paper, c.claim.role) for c in inside)
     families = "; ".join(
-        f"{paper}: {per_paper[(paper, 'primary')]} primary, {per_paper[(paper, 'secondary')]} secondary"
+        f"{paper}: {per_paper[(paper, 'control')]} positive controls"
+        if per_paper[(paper, "control")]
+        else f"{paper}: {per_paper[(paper, 'primary')]} primary, {per_paper[(paper, 'secondary')]} secondary"
         for paper in sorted({c.claim.paper for c in lines})
     )
     return [
@@ -68,9 +71,27 @@ def plan_lines(plan: AnalysisPlan, lines: Sequence[ClaimLine]) -> list[str]:
         f"seeds come from the power analysis at power {plan.power:g} on the pilot's noise at its "
         f"{plan.sigma_confidence:.0%} upper limit (`python -m scaling_axes power --scale {plan.scale}`); the pilot "
         f"(`{plan.pilot}/`, seeds {', '.join(map(str, plan.pilot_seeds))}) is shown beside each claim and enters "
-        "no verdict." + registered(plan),
+        "no verdict." + registered(plan) + first_registration(plan),
         "",
     ]
+
+
+def first_registration(plan: AnalysisPlan) -> str:
+    """The digests the pilot's runs recorded (issue 83: a plan registered before its pilot, then again with its seeds
+    and rates, is named by both), from the pilot's per-seed files; nothing where they record none or this one."""
+    digests = {
+        digest
+        for name in plan.experiments
+        if (plan.pilot_dir / "seeds" / f"{name}.csv").exists()
+        for seeds in read_experiment(plan.pilot_dir, name).digests.values()
+        for digest in seeds.values()
+    } - {"", plan.digest}
+    if not digests:
+        return ""
+    return (
+        f" Its first registration, before the pilot, had digest `{'`, `'.join(sorted(digests))}` (recorded by every "
+        f"pilot run); this file, the second, adds the seeds, the rates and the exclusions the pilot gave."
+    )
 
 
 def registered(plan: AnalysisPlan) -> str:
