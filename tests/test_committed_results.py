@@ -1,4 +1,5 @@
-"""Every claim of the committed `results/cpu/` decided again from the committed files alone (the plan, the tables and
+"""Every claim of issue 73's plan (its judged `results/cpu/`, moved whole to `results/cpu/issue73/` when issue 83's
+plan came into force) decided again from the committed files alone (the plan, the tables and
 the per-seed files beside them), by an implementation that shares nothing with `harness/claims/` or
 `significance.py`: PyYAML for the plan, scipy's Student-t, numpy's least squares for the arm x seed model, the
 thresholds, each kind's one-sided tests, `each`, Holm and Benjamini-Yekutieli written again (the last two in
@@ -20,8 +21,8 @@ from scipy import stats
 from tests.registered_rebuild import by, holm, read
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "results" / "cpu"
-PLAN_FILE = ROOT / "scaling_axes" / "plans" / "cpu.yaml"
+RESULTS = ROOT / "results" / "cpu" / "issue73"  # issue 73's judged results, moved whole when issue 83's plan came in
+PLAN_FILE = ROOT / "scaling_axes" / "plans" / "history" / "cpu_issue73.yaml"
 SPIKE, RISE, OUTLIER_NATS, OUTLIER_Z, LEARNED = 0.8, 0.1, 0.25, 3.5, 0.5
 
 

@@ -79,21 +79,22 @@ def test_a_plans_cost_model_is_read_or_refused_in_one_line():
         read_cost({"budget_core_hours": 0, "priority": ["a"], "throughput": "t.csv"}, "p: cost")
 
 
-def test_the_pending_registration_declares_out_of_budget_exactly_what_its_priced_plan_cannot_pay_for(tmp_path):
-    """The committed throughput, the recipes at this commit and the pending cpu plan's priority and budget price the
-    plan again; the experiments it declares `out_of_budget` are those the remainder cannot pay for, and a pilot of
-    one is refused before anything trains."""
+def test_the_registration_declares_out_of_budget_exactly_what_its_priced_plan_cannot_pay_for(tmp_path, monkeypatch):
+    """The committed throughput, the recipes at this commit and the cpu plan's priority and budget price the plan
+    again; the experiments it declares `out_of_budget` are those the remainder cannot pay for, and a pilot of one
+    (the plan read as the pending registration it was) is refused before anything trains."""
     from pathlib import Path
 
     from scaling_axes.experiments import all_experiments
-    from scaling_axes.harness.claims.plan import pending_path, pilot_plan
+    from scaling_axes.harness.claims import plan as plan_module
     from scaling_axes.harness.experiment.command import main
     from scaling_axes.harness.experiment.cost import price_in_order
     from scaling_axes.harness.scales import CPU
     from scaling_axes.io import SuiteError
 
-    plan, by_name = pilot_plan(CPU), {e.name: e for e in all_experiments()}
-    assert plan is not None and plan.path == str(pending_path(CPU))
+    monkeypatch.setattr(plan_module, "pending_path", plan_module.plan_path)
+    plan, by_name = plan_module.pilot_plan(CPU), {e.name: e for e in all_experiments()}
+    assert plan is not None and plan.path == str(plan_module.plan_path(CPU))
     measured = read_throughput(Path(plan.cost.throughput))
     ordered = [by_name[n] for n in plan.cost.priority]
     priced = price_in_order(ordered, CPU, measured, len(plan.pilot_seeds), plan.max_seeds)

@@ -13,6 +13,7 @@ from scaling_axes.harness.claims.decisions import combined, judged
 from scaling_axes.harness.claims.plan import DecisionRules, plan_for
 from scaling_axes.harness.claims.plan_fields import PlanError, read_rules
 from scaling_axes.significance import holm_adjusted, sign_flip_floor, sign_flip_p, simes_p
+from tests.committed_plans import issue73_plan
 from tests.test_plan_decisions import _claim
 
 
@@ -85,7 +86,8 @@ def test_an_each_claim_fails_by_simes_where_the_plan_says_so_and_by_holm_otherwi
 
 
 def test_a_plan_names_its_rules_or_keeps_t_alone_and_refuses_others_in_one_line():
-    assert plan_for("cpu").rules == DecisionRules()  # the committed plan predates them: its verdicts unchanged
+    assert issue73_plan().rules == DecisionRules()  # issue 73's plan predates them: its verdicts unchanged
+    assert plan_for("cpu").rules == DecisionRules(True, "simes", False, "one_at_a_time", "test", 0.00561, "own_rows")
     assert read_rules({"sign_flip": True, "each_steps": "simes"}, "p: rules") == DecisionRules(True, "simes")
     assert read_rules({"exclusions": "one_at_a_time"}, "p: rules").exclusions == "one_at_a_time"
     with pytest.raises(PlanError, match=r"^p: rules.sign_flip: true or false, not 'yes'$"):
@@ -153,7 +155,7 @@ def test_the_power_with_diverging_runs_is_an_independent_simulations_at_their_re
 def test_the_seed_floor_of_a_claim_follows_its_deciding_level():
     from scaling_axes.harness.claims.power import seed_floor
 
-    plan = plan_for("cpu")
+    plan = issue73_plan()
     signed = dataclasses.replace(plan, rules=DecisionRules(sign_flip=True))
     ladder = dataclasses.replace(_claim(combine="each"), rows=("a", "b", "c", "d"))
     assert seed_floor(_claim(), 0.0125, plan) == 2  # t alone: two seeds give a spread

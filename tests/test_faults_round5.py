@@ -123,7 +123,7 @@ def _nan_margin(text: str, rows: list[dict]) -> str:
 
 
 def _seed_relabelled(text: str, rows: list[dict]) -> str:
-    seeds = sorted({int(r["seed"]) for r in rows if r["seed"]})
+    seeds = sorted({int(r["seed"]) for r in rows if r["kind"] == "claim"})
     return _rewritten([{**r, "seed": str(seeds[0])} if r["seed"] == str(seeds[-1]) else r for r in rows])
 
 
@@ -171,16 +171,20 @@ def test_a_damaged_per_seed_file_stops_report_in_one_line_and_is_never_rewritten
     assert snapshot(results) == before  # the file as it was, and no table or report written from it
 
 
-def test_a_damaged_pilot_file_is_refused_as_the_confirmatory_ones_are(tmp_path):
-    """Case 3, the file the round edited: the pilot's rmt_table10_variants (its claim out of reach, its interval
-    shown in the report) cut mid-row stops `report` too, rather than showing an interval from what survived."""
+@pytest.mark.parametrize(
+    "pilot", ["pilot83/seeds/rmt_fig2_scaling_laws.csv", "pilot/seeds/rmt_table5_6_downstream.csv"]
+)
+def test_a_damaged_pilot_file_is_refused_as_the_confirmatory_ones_are(pilot, tmp_path):
+    """Case 3, the file the round edited: a pilot's per-seed file (the plan's pilot, whose out-of-reach Fig. 2
+    intervals the report shows, and the replaced plan's, whose not-retrained Table 5 interval it shows as history)
+    cut mid-row stops `report` too, rather than showing an interval from what survived."""
     results = tmp_path / "results"
     shutil.copytree(ROOT / "results" / "cpu", results / "cpu")
-    path = results / "cpu" / "pilot" / "seeds" / "rmt_table10_variants.csv"
+    path = results / "cpu" / pilot
     path.write_text(path.read_text()[:3000])
     before = snapshot(results)
     done = _report(results)
-    assert done.returncode == 2 and "rmt_table10_variants.csv does not match the checksum" in done.stderr
+    assert done.returncode == 2 and f"{path.name} does not match the checksum" in done.stderr
     assert snapshot(results) == before
 
 

@@ -1,6 +1,6 @@
 """Issue 83's plan decided twice: by the suite (`claims.judge`) and by `registered_rebuild`, which shares nothing with
 it. On the committed pilot, judged as if its seeds were fresh (every number of a test, none decided: three seeds
-cannot pass a sign-flip test), and on the registered confirmatory tables as they are committed."""
+cannot pass a sign-flip test), and on the confirmatory tables of `results/cpu/` as they are committed."""
 
 import csv
 import shutil
@@ -12,9 +12,9 @@ import yaml
 from tests import registered_rebuild
 
 ROOT = Path(__file__).resolve().parents[1]
-PENDING = ROOT / "scaling_axes" / "plans" / "pending" / "cpu.yaml"
+PLAN = ROOT / "scaling_axes" / "plans" / "cpu.yaml"
 PILOT = ROOT / "results" / "cpu" / "pilot83"
-REGISTERED = ROOT / "results" / "cpu" / "registered"
+RESULTS = ROOT / "results" / "cpu"
 
 
 def _compare(expected: dict, results: Path) -> None:
@@ -33,9 +33,9 @@ def _compare(expected: dict, results: Path) -> None:
 
 
 def _pilot_as_confirmatory(tmp_path: Path) -> tuple[dict, str, Path]:
-    """The pending plan's claims and rules over a copy of the pilot, each piloted experiment's seeds the pilot's
+    """The plan's claims and rules over a copy of the pilot, each piloted experiment's seeds the pilot's
     (the rest of its claims not planned), its digest the one the pilot's runs recorded."""
-    data = yaml.safe_load(PENDING.read_text())
+    data = yaml.safe_load(PLAN.read_text())
     results = tmp_path / "cpu"
     shutil.copytree(PILOT, results)
     experiments, digests = {}, set()
@@ -57,7 +57,7 @@ def test_the_pilot_judged_as_fresh_seeds_comes_out_the_same_from_both_implementa
     from scaling_axes.harness.scales import CPU
 
     data, digest, results = _pilot_as_confirmatory(tmp_path)
-    judge_scale(results, CPU, parse_plan(data, digest, str(PENDING)))
+    judge_scale(results, CPU, parse_plan(data, digest, str(PLAN)))
     expected = registered_rebuild.decide(data, digest, results)
     assert {status for status, *_ in expected.values()} >= {"insufficient"}
     assert any(estimate is not None for _, estimate, *_ in expected.values())
@@ -71,7 +71,7 @@ def test_a_pilot_margin_moved_by_hand_is_caught(tmp_path):
     from scaling_axes.harness.scales import CPU
 
     data, digest, results = _pilot_as_confirmatory(tmp_path)
-    judge_scale(results, CPU, parse_plan(data, digest, str(PENDING)))
+    judge_scale(results, CPU, parse_plan(data, digest, str(PLAN)))
     expected = registered_rebuild.decide(data, digest, results)
     experiment, where = next(key for key, (_, estimate, *_) in expected.items() if estimate is not None)
     table = registered_rebuild.read(results / f"{experiment}.csv")
@@ -88,10 +88,28 @@ def test_a_pilot_margin_moved_by_hand_is_caught(tmp_path):
         _compare(registered_rebuild.decide(data, digest, results), results)
 
 
-def test_every_registered_claim_row_is_decided_again_from_the_committed_files():
-    data = yaml.safe_load(PENDING.read_text())
-    if not data.get("experiments") or not any(REGISTERED.glob("*.csv")):
-        pytest.skip("no confirmatory table registered yet (results/cpu/registered/ is written as they train)")
+def test_every_claim_row_of_the_plan_in_force_is_decided_again_from_the_committed_files():
+    data = yaml.safe_load(PLAN.read_text())
     from scaling_axes.harness.claims.plan import digest_of
 
-    _compare(registered_rebuild.decide(data, digest_of(PENDING), REGISTERED), REGISTERED)
+    _compare(registered_rebuild.decide(data, digest_of(PLAN), RESULTS), RESULTS)
+
+
+def test_every_confirmatory_run_recorded_the_plan_in_force_and_the_report_names_it():
+    """The second registration's digest on every run of each experiment it trained (none under another plan), its
+    seeds none of the pilot's, and REPORT.md naming the file, the digest and each sensitivity beside the verdicts."""
+    from scaling_axes.harness.claims.plan import digest_of
+
+    data, digest = yaml.safe_load(PLAN.read_text()), digest_of(PLAN)
+    for experiment, planned in data["experiments"].items():
+        path = RESULTS / "seeds" / f"{experiment}.csv"
+        if not path.exists():
+            continue
+        rows = registered_rebuild.read(path)
+        assert {r["value"] for r in rows if r["kind"] == "plan"} == {digest}, experiment
+        assert {int(r["seed"]) for r in rows if r["kind"] == "claim"} <= set(planned["seeds"]), experiment
+    report = (RESULTS / "REPORT.md").read_text()
+    assert f"`scaling_axes/plans/cpu.yaml` (digest `{digest}`)" in report
+    for section in ("## The paper's protocol beside the matched one", "## Before and after", "## Spikes among"):
+        assert section in report
+    assert report.count("with the stability filter on (a sensitivity, not the verdict)") >= 6

@@ -8,6 +8,7 @@ from scaling_axes.harness.claims.plan import PlanError
 from scaling_axes.harness.experiment.plan_checks import check_thresholds
 from scaling_axes.harness.experiment.report import registered
 from scaling_axes.harness.stability import OUTLIER_Z, SPIKE_NATS
+from tests.committed_plans import IN_FORCE, issue73_plan
 from tests.test_controls import _plan
 
 
@@ -60,17 +61,15 @@ def test_an_effect_fixed_as_a_rule_before_the_pilot_is_computed_from_it(tmp_path
         _plan(papers={"rmt": [{k: v for k, v in ruled.items() if k != "effect_rule"}]})
 
 
-def test_the_pending_cpu_plan_reads_and_names_rows_and_runs_its_experiments_declare():
-    """The pending registration (scaling_axes/plans/pending/cpu.yaml) stays a plan the suite reads: each claim
+def test_the_cpu_plan_reads_and_names_rows_and_runs_its_experiments_declare():
+    """Issue 83's registration (scaling_axes/plans/cpu.yaml, in force) stays a plan the suite reads: each claim
     in its family names rows its experiment writes at cpu and an effect rule on a run it trains; every experiment of
     its priority order is one of the suite's; each primary family has one or two claims."""
-    from pathlib import Path
-
     from scaling_axes.experiments import all_experiments
     from scaling_axes.harness.claims.plan import read_plan
     from scaling_axes.harness.scales import CPU
 
-    plan = read_plan(Path(__file__).parents[1] / "scaling_axes" / "plans" / "pending" / "cpu.yaml", draft=True)
+    plan = read_plan(IN_FORCE)
     experiments = {e.name: e for e in all_experiments()}
     assert set(plan.cost.priority) <= set(experiments)
     for claim in (c for c in plan.claims if c.in_family):
@@ -93,16 +92,14 @@ def test_a_plan_registered_before_the_recipes_changed_trains_no_confirmatory_run
     recipes and record its old digest; were it the plan a confirmatory run trains under, the command refuses, in one
     line, and still lists its runs (pinned to it whatever registration is pending)."""
     from scaling_axes.experiments.cross_architecture import table
-    from scaling_axes.harness.claims.plan import plan_for
     from scaling_axes.harness.experiment import command
     from scaling_axes.harness.experiment.command import main
-    from scaling_axes.harness.scales import CPU
     from scaling_axes.io import SuiteError
 
     def would_train(*args, **kwargs):
         raise AssertionError("the command went on to train the old plan's runs")
 
-    old = plan_for(CPU)
+    old = issue73_plan()
     assert not old.analysis_commit
     monkeypatch.setattr(command, "training_plan", lambda scale: old)
     monkeypatch.setattr(command.Schedule, "of", would_train)
@@ -124,7 +121,7 @@ def test_a_pilot_trains_under_the_pending_registration_and_into_its_pilot_folder
     from scaling_axes.harness.runs import Budget, Experiment, Run, run_dir
     from scaling_axes.harness.scales import CPU
 
-    pending = yaml.safe_load(plan_module.pending_path("cpu").read_text())
+    pending = {k: v for k, v in yaml.safe_load(IN_FORCE.read_text()).items() if k != "experiments"}
     path = tmp_path / "pending.yaml"
     path.write_text(yaml.safe_dump({**pending, "pilot": "results/cpu/pilot_next"}))
     monkeypatch.setattr(plan_module, "pending_path", lambda scale: path)
@@ -156,7 +153,7 @@ def test_a_second_registration_trains_its_seeds_beside_the_plan_in_force(tmp_pat
     from scaling_axes.harness.runs import Budget, Experiment, Run, run_dir, seed_run
     from scaling_axes.harness.scales import CPU
 
-    pending = yaml.safe_load(plan_module.pending_path("cpu").read_text())
+    pending = yaml.safe_load(IN_FORCE.read_text())
     arms = {"seeds": [4], "test": "own_spread", "test_source": "one contrast", "arms": {"r": 0.004}}
     path = tmp_path / "pending.yaml"
     path.write_text(yaml.safe_dump({**pending, "experiments": {"registered_test": arms}}))
@@ -177,22 +174,21 @@ def test_a_second_registration_trains_its_seeds_beside_the_plan_in_force(tmp_pat
 def test_the_pending_plan_is_checked_against_the_pilot_but_not_an_experiment_it_trains_none_of(tmp_path):
     """`power --draft` checks each claim's rows against the experiment's tables; an experiment the registration
     declares out_of_budget writes no new rows (Tokenformer Fig. 7's control is a row issue 73's table never had),
-    so its claims are not held to them. Without the declaration the same row stops the check, naming it."""
+    so its claims are not held to them. Without the declaration the check stops at the experiment, naming it: its
+    pilot trained none of it."""
     import yaml
 
     from scaling_axes.experiments import all_experiments
-    from scaling_axes.harness.claims import plan as plan_module
     from scaling_axes.harness.claims.plan import PlanError
     from scaling_axes.harness.experiment.plan_checks import checked_plan
     from scaling_axes.harness.scales import CPU
 
-    root = plan_module.pending_path("cpu").parents[3]
+    root = IN_FORCE.parents[2]
     names = {e.name for e in all_experiments()}
-    pending = plan_module.pending_path("cpu")
-    assert checked_plan(CPU, root, names, draft=True, path=pending).out_of_budget("tokenformer_fig7_net2net_scaling")
-    data = yaml.safe_load(pending.read_text())
+    assert checked_plan(CPU, root, names, draft=True, path=IN_FORCE).out_of_budget("tokenformer_fig7_net2net_scaling")
+    data = yaml.safe_load(IN_FORCE.read_text())
     del data["out_of_budget"]
     path = tmp_path / "cpu.yaml"
     path.write_text(yaml.safe_dump(data))
-    with pytest.raises(PlanError, match=r"control_tokenformer_fig7.rows: 'fig7/transformer_1_4b_short_vs_transfo"):
+    with pytest.raises(PlanError, match=r"pilot results/cpu/pilot83 lacks tokenformer_fig7_net2net_scaling's table"):
         checked_plan(CPU, root, names, draft=True, path=path)

@@ -54,7 +54,8 @@ def test_seeds_are_priced_in_priority_order_a_shared_run_once_and_kept_whole_whi
 
 def test_the_power_analysis_takes_out_whole_what_the_budget_cannot_pay_for_and_sizes_the_rest_again(monkeypatch):
     """The committed cpu plan and pilot, given a budget: generous, the draft is the plan's own; one that pays for
-    nothing past the first experiment in priority, that one's seeds stay and every later experiment's claims are
+    nothing past the first experiment in priority, that one stays (sized again against the family that remains,
+    whose thresholds loosen as claims leave it: never more seeds than alone) and every later experiment's claims are
     `out of budget`, none of their seeds handed out."""
     from scaling_axes.experiments import all_experiments
     from scaling_axes.harness.claims.plan import plan_path, read_plan
@@ -75,7 +76,8 @@ def test_the_power_analysis_takes_out_whole_what_the_budget_cannot_pay_for_and_s
         monkeypatch.setattr(power_table.Remainder, "of", classmethod(lambda cls, *args, r=remainder: r))
         found = power_table.draft(costed, experiments, CPU)
         assert set(found.experiments) == kept and set(found.out_of_budget) == set(priority) - kept
-        assert found.experiments[priority[0]] == alone.experiments[priority[0]] or len(kept) > 1
+        first_found, first_alone = found.experiments[priority[0]], alone.experiments[priority[0]]
+        assert first_found.arms == first_alone.arms and set(first_found.seeds) <= set(first_alone.seeds)
         sized_alone = {s.claim.id for s in alone.sized if s.seeds is not None}
         later = [s for s in found.sized if s.claim.experiment in found.out_of_budget and s.claim.id in sized_alone]
         assert all(s.seeds is None and s.claim.excluded.startswith("out of budget: its ") for s in later)

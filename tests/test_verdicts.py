@@ -90,10 +90,10 @@ def test_a_run_that_did_not_learn_decides_no_claim(tmp_path, monkeypatch, loser_
     assert 2.0 + 0.5 < floor < 4.9 + 0.5  # b at 4.9 is within half a nat of the floor (or above it)
     for k, jitter in enumerate((0.0, 0.01, -0.01), 1):
         suffix = "" if k == 1 else f"_seed{k}"
-        _finish(tmp_path, experiment, f"a{suffix}", val_loss=1.0 + jitter)
-        _finish(tmp_path, experiment, f"b{suffix}", val_loss=loser_loss - jitter)
+        _finish(tmp_path, experiment, f"a{suffix}", val_loss=1.0 + jitter, test_loss=1.0 + jitter)
+        _finish(tmp_path, experiment, f"b{suffix}", val_loss=loser_loss - jitter, test_loss=loser_loss - jitter)
     claim = _claim(tmp_path, experiment)  # no plan names this claim: learned, it is described, not decided
-    assert claim["status"] == status
+    assert claim["status"] == status, claim["note"]
     if status == "not_learning":
         assert f"b seed 1 ends at 4.900 nats/token, not 0.5 below the unigram floor {floor:.3f}" in claim["note"]
     else:

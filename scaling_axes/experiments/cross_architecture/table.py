@@ -299,7 +299,7 @@ def figure(scale: Scale, results: dict[str, dict], path: Path) -> None:
         xscale="log",
         xlabel="training FLOPs",
         ylabel="validation loss (nats/token; lines: the curve subset)",
-        title=f"Cross-architecture, best lr each ({scale} scale)",
+        title=f"Cross-architecture, each arm at its rate ({scale} scale)",
     )
     save_figure(fig, path)
 
