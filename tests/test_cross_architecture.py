@@ -510,3 +510,17 @@ def test_the_attribution_rows_each_change_one_factor_of_the_old_recipe():
         if name.startswith(("mot_", "backbone_")):
             assert run.lm.get("optimizer", "adamw") == name.split("_")[1]
             assert name.startswith("backbone") or run.config.d_byte == int(name[-1])
+
+
+def test_a_shape_row_says_matched_only_where_its_parameters_are_within_the_tolerance():
+    """Issue 83's final review: the MoT's row said "+9.03% vs the Transformer (matched within 3%)"."""
+    from scaling_axes.harness.scales import CPU
+
+    size = table.sizes(CPU)[0]
+    params = table.matched(CPU, size)
+    notes = {
+        a: next(r.note for r in table.shape_rows(CPU, a, size, params) if r.metric == "non_embedding_params")
+        for a in params
+    }
+    assert "(not matched within 3%: its own parameters" in notes["mot"] and "+9.03%" in notes["mot"]
+    assert notes["tokenformer"].endswith("(matched within 3%)")

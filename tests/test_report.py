@@ -385,6 +385,10 @@ def test_the_replaced_plans_verdicts_are_counted_and_set_claim_by_claim_beside_t
     assert "- now: 1 claims in the family (1 holds), 1 outside" in text
     assert "| c | Holds | Out of reach (outside the family) |" in text
     assert "| new | not a claim | Holds |" in text
+    moved = [now[0], dataclasses.replace(now[0], claim=dataclasses.replace(kept, id="c", rows=("t/other",)))][1:]
+    assert "| c | Holds | Out of reach (outside the family) (its rows changed) |" in "\n".join(
+        report_history.history_lines(tmp_path, old_plan, moved, HEADINGS)
+    )
     assert "| c | Holds | not a claim |" in "\n".join(
         report_history.history_lines(tmp_path, old_plan, now[1:], HEADINGS)
     )
@@ -492,3 +496,25 @@ def test_the_plan_section_counts_the_positive_controls_as_controls(tmp_path):
     plan = dataclasses.replace(_scale(tmp_path, {4: 0.31, 5: 0.29, 6: 0.30})[1], claims=tuple(c.claim for c in lines))
     text = "\n".join(plan_lines(plan, lines))
     assert "3 claims, 3 in the family (controls: 2 positive controls; rmt: 1 primary, 0 secondary)" in text
+
+
+def test_every_arms_final_loss_is_listed_lowest_first_with_its_rate_and_seeds(tmp_path):
+    """Issue 83's final review: a claim that holds against one arm is read beside the others its experiment trained
+    (the RMT beat the muP Transformer, the standard one of the same shape ended lower still)."""
+    import dataclasses
+
+    from scaling_axes.harness.claims.judge import read_scale
+    from scaling_axes.harness.experiment.report_arms import arm_lines
+    from tests.test_plan_decisions import _scale
+
+    tests = {(a, k): {"test_loss": t + k / 100} for a, t in (("a", 3.5), ("b", 3.9)) for k in (4, 5, 6)}
+    scale_dir, plan = _scale(tmp_path, {4: 0.3, 5: 0.3, 6: 0.3}, tests)
+    planned = dataclasses.replace(plan.experiments["e"], arms={"b": 0.02, "a": None})
+    plan = dataclasses.replace(plan, experiments={"e": planned})
+    lines = arm_lines(read_scale(scale_dir, plan), plan)
+    rows = [line for line in lines if line.startswith("| a |") or line.startswith("| b |")]
+    assert rows == [
+        "| a | declared | 3 | 3.5500 +- 0.0100 | 4.0000 +- 0.0000 |",
+        "| b | 0.02 | 3 | 3.9500 +- 0.0100 | 4.0000 +- 0.0000 |",
+    ]
+    assert arm_lines({}, plan) == []

@@ -17,6 +17,7 @@ from scaling_axes.harness.claims.notes import DATA_NOTE, NOTE_PARTS
 from scaling_axes.harness.claims.observed import read_experiment
 from scaling_axes.harness.claims.plan import AnalysisPlan, plan_for
 from scaling_axes.harness.experiment.forest import forest_plot
+from scaling_axes.harness.experiment.report_arms import arm_lines
 from scaling_axes.harness.experiment.report_cards import card_lines
 from scaling_axes.harness.experiment.report_claims import ClaimLine, Tables, claim_line, claim_lines, read_tables
 from scaling_axes.harness.experiment.report_files import write_marked
@@ -257,7 +258,7 @@ def write_report(
         lines += [*plan_lines(plan, claims), *claims_section(scale_dir, plan, claims)]
         lines += [*protocol_lines(claims, tables, HEADINGS), *card_lines(claims, HEADINGS)]
         lines += sensitivity_lines(scale_dir, plan, claims)
-        lines += [*spike_lines(experiments, plan), *shift_lines(experiments, plan)]
+        lines += [*arm_lines(experiments, plan), *spike_lines(experiments, plan), *shift_lines(experiments, plan)]
         lines += history_lines(results_dir.parent, plan, claims, HEADINGS)
     else:
         lines += exploratory_lines(tables)

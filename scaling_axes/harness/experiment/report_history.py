@@ -27,7 +27,8 @@ def history_lines(root: Path, plan: AnalysisPlan, lines: Sequence[ClaimLine], he
             "",
             f"The plan this one replaced (`scaling_axes/plans/history/{path.name}`, digest `{old.digest}`), its "
             f"claims judged again on the results it judged, moved whole to `{folder}/` with its report: history "
-            "under its older recipes, never evidence here.",
+            "under its older recipes, never evidence here. A claim whose rows changed compares other arms now: the "
+            "same name, another question.",
             "",
             f"- before: {_counts(before.values(), headings)}",
             f"- now: {_counts(now.values(), headings)}",
@@ -36,7 +37,9 @@ def history_lines(root: Path, plan: AnalysisPlan, lines: Sequence[ClaimLine], he
             "|---|---|---|",
         ]
         for claim in dict.fromkeys([*before, *now]):
-            out.append(f"| {claim} | {_verdict(before.get(claim), headings)} | {_verdict(now.get(claim), headings)} |")
+            was, is_ = before.get(claim), now.get(claim)
+            changed = " (its rows changed)" if was and is_ and was.claim.rows != is_.claim.rows else ""
+            out.append(f"| {claim} | {_verdict(was, headings)} | {_verdict(is_, headings)}{changed} |")
         out.append("")
     return out
 
