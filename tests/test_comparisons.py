@@ -10,6 +10,7 @@ import torch
 
 from scaling_axes.experiments import all_experiments
 from scaling_axes.experiments.cross_architecture.recipes import recipe_at
+from scaling_axes.harness.claims.observed import read_experiments
 from scaling_axes.harness.experiment.comparisons import (
     Comparison,
     mismatches,
@@ -170,7 +171,7 @@ def test_a_recipe_table_under_a_plan_shows_what_each_arm_trained(tmp_path):
     write_csv(pilot / "seeds" / "toy.csv", SEED_COLUMNS, rows, checksum=True)
     planned = dataclasses.replace(plan.experiments["e"], name="toy", arms={"a": 2e-3})
     plan = dataclasses.replace(plan, pilot=str(pilot), experiments={"toy": planned})
-    lines = recipe_lines(tmp_path, plan)
+    lines = recipe_lines(tmp_path, plan, read_experiments(plan.pilot_dir, plan.experiments))
     assert next(line for line in lines if line.startswith("| a |")).endswith(
         "| 3 runs at 2 rates (the pilot's sweep) |"
     )

@@ -285,11 +285,11 @@ def test_the_report_counts_and_names_every_confirmatory_seed_that_spiked(tmp_pat
     from tests.test_plan_decisions import _scale
 
     scale_dir, plan = _scale(tmp_path, {4: 0.31, 5: 0.29, 6: 0.30}, {("a", 5): {"spike_nats": 1.2}})
-    lines = spike_lines(read_scale(scale_dir, plan), plan)
+    lines = spike_lines(read_scale(scale_dir, plan), plan, _pilot(plan))
     assert lines[0] == "## Spikes among the confirmatory seeds: 1 of 6 runs (the target is none)"
     assert "- e: a seed 5 spiked 1.20 nats (at its declared rate)" in lines
     quiet, plan = _scale(tmp_path / "quiet", {4: 0.31, 5: 0.29, 6: 0.30})
-    assert spike_lines(read_scale(quiet, plan), plan)[0].endswith(": 0 of 6 runs (the target is none)")
+    assert spike_lines(read_scale(quiet, plan), plan, _pilot(plan))[0].endswith(": 0 of 6 runs (the target is none)")
 
 
 def test_a_spiked_seed_is_named_with_its_rates_neighbours_in_the_pilots_sweep_and_the_seeds_arms_share(tmp_path):
@@ -315,14 +315,14 @@ def test_a_spiked_seed_is_named_with_its_rates_neighbours_in_the_pilots_sweep_an
         for lr, draw, loss, flag in sweep
     ]
     write_csv(seeds, SEED_COLUMNS, rows, checksum=True)
-    lines = spike_lines(read_scale(scale_dir, plan), plan)
+    lines = spike_lines(read_scale(scale_dir, plan), plan, _pilot(plan))
     assert lines[0].endswith(": 2 of 6 runs (the target is none)")
     neighbours = "the pilot's sweep: 0.005 (4.300, 4.310), 0.01 (4.200), 0.02 (5.100 unstable, diverged))"
     assert f"- e: a seed 5 spiked 1.20 nats (at the plan's rate 0.01; {neighbours}" in lines
     assert "- e: b seed 5 spiked 0.90 nats (at the plan's rate 0.02; no sweep of its own in the pilot)" in lines
     assert "- e seed 5: 2 of 2 arms spiked" in lines
     write_csv(seeds, SEED_COLUMNS, [r for r in rows if r["kind"] != "sweep"], checksum=True)  # an older pilot's file
-    lines = spike_lines(read_scale(scale_dir, plan), plan)
+    lines = spike_lines(read_scale(scale_dir, plan), plan, _pilot(plan))
     assert "- e: a seed 5 spiked 1.20 nats (at the plan's rate 0.01; the pilot's file records no sweep)" in lines
 
 
@@ -476,11 +476,13 @@ def test_the_plan_section_names_the_first_registration_its_pilot_recorded(tmp_pa
     from tests.test_plan_decisions import _scale
 
     _, plan = _scale(tmp_path, {4: 0.31, 5: 0.29, 6: 0.30})
-    assert first_registration(plan) == ""  # the pilot recorded this plan's own digest: one registration
+    assert first_registration(plan, _pilot(plan)) == ""  # the pilot recorded this plan's own digest: one registration
     pilot = tmp_path / "pilot" / "seeds" / "e.csv"
     rows = [{**r, "value": "f1r5t00000000000"} if r["kind"] == "plan" else r for r in read_csv(pilot)]
     write_csv(pilot, SEED_COLUMNS, rows, checksum=True)
-    assert first_registration(plan).startswith(" Its first registration, before the pilot, had digest `f1r5t00000")
+    assert first_registration(plan, _pilot(plan)).startswith(
+        " Its first registration, before the pilot, had digest `f1r5t00000"
+    )
 
 
 def test_the_plan_section_counts_the_positive_controls_as_controls(tmp_path):
@@ -494,7 +496,7 @@ def test_the_plan_section_counts_the_positive_controls_as_controls(tmp_path):
 
     lines = [line(), line(id="k", paper="controls", role="control"), line(id="k2", paper="controls", role="control")]
     plan = dataclasses.replace(_scale(tmp_path, {4: 0.31, 5: 0.29, 6: 0.30})[1], claims=tuple(c.claim for c in lines))
-    text = "\n".join(plan_lines(plan, lines))
+    text = "\n".join(plan_lines(plan, lines, {}))
     assert "3 claims, 3 in the family (controls: 2 positive controls; rmt: 1 primary, 0 secondary)" in text
 
 
@@ -518,3 +520,10 @@ def test_every_arms_final_loss_is_listed_lowest_first_with_its_rate_and_seeds(tm
         "| b | 0.02 | 3 | 3.9500 +- 0.0100 | 4.0000 +- 0.0000 |",
     ]
     assert arm_lines({}, plan) == []
+
+
+def _pilot(plan) -> dict:
+    """The plan's pilot experiments, read once as `write_report` reads them for its sections."""
+    from scaling_axes.harness.claims.observed import read_experiments
+
+    return read_experiments(plan.pilot_dir, plan.experiments)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import math
+from collections.abc import Iterable
 from pathlib import Path
 
 from scaling_axes.harness.claims.plan import PlannedExperiment
@@ -80,6 +81,12 @@ class Experiment:
 def read_csv(path: Path) -> Table:
     with open(path, newline="") as f:
         return list(csv.DictReader(f))
+
+
+def read_experiments(scale_dir: Path, names: Iterable[str]) -> dict[str, Experiment]:
+    """Each of `names` whose table is in `scale_dir`, read once (`read_experiment`): a pilot's files, which several
+    of REPORT.md's sections read."""
+    return {name: read_experiment(scale_dir, name) for name in names if (Path(scale_dir) / f"{name}.csv").exists()}
 
 
 def read_experiment(scale_dir: Path, name: str, planned: PlannedExperiment | None = None) -> Experiment:

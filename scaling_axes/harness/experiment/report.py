@@ -14,7 +14,7 @@ from pathlib import Path
 
 from scaling_axes.harness.claims.judge import read_scale
 from scaling_axes.harness.claims.notes import DATA_NOTE, NOTE_PARTS
-from scaling_axes.harness.claims.observed import read_experiment
+from scaling_axes.harness.claims.observed import Experiment, read_experiments
 from scaling_axes.harness.claims.plan import AnalysisPlan, plan_for
 from scaling_axes.harness.experiment.forest import forest_plot
 from scaling_axes.harness.experiment.report_arms import arm_lines
@@ -48,7 +48,7 @@ HEADINGS = {
 FOREST = "claims_forest.png"
 
 
-def plan_lines(plan: AnalysisPlan, lines: Sequence[ClaimLine]) -> list[str]:
+def plan_lines(plan: AnalysisPlan, lines: Sequence[ClaimLine], pilot: dict[str, Experiment]) -> list[str]:
     """What the claims were judged by: the plan's file and digest, its rule, its family, its pilot."""
     inside = [c for c in lines if c.claim.in_family]
     per_paper = collections.Counter((c.claim.paper, c.claim.role) for c in inside)
@@ -72,21 +72,19 @@ def plan_lines(plan: AnalysisPlan, lines: Sequence[ClaimLine]) -> list[str]:
         f"seeds come from the power analysis at power {plan.power:g} on the pilot's noise at its "
         f"{plan.sigma_confidence:.0%} upper limit (`python -m scaling_axes power --scale {plan.scale}`); the pilot "
         f"(`{plan.pilot}/`, seeds {', '.join(map(str, plan.pilot_seeds))}) is shown beside each claim and enters "
-        "no verdict." + registered(plan) + first_registration(plan),
+        "no verdict." + registered(plan) + first_registration(plan, pilot),
         "",
     ]
 
 
-def first_registration(plan: AnalysisPlan) -> str:
+def first_registration(plan: AnalysisPlan, pilot: dict[str, Experiment]) -> str:
     """The digests the pilot's runs recorded (issue 83: a plan registered before its pilot, then again with its seeds
-    and rates, is named by both), from the pilot's per-seed files; nothing where they record none or this one."""
-    digests = {
-        digest
-        for name in plan.experiments
-        if (plan.pilot_dir / "seeds" / f"{name}.csv").exists()
-        for seeds in read_experiment(plan.pilot_dir, name).digests.values()
-        for digest in seeds.values()
-    } - {"", plan.digest}
+    and rates, is named by both), from the pilot's per-seed files (`pilot`: its experiments, read once); nothing
+    where they record none or this one."""
+    digests = {digest for each in pilot.values() for seeds in each.digests.values() for digest in seeds.values()} - {
+        "",
+        plan.digest,
+    }
     if not digests:
         return ""
     return (
@@ -251,18 +249,24 @@ def write_report(
         header = tuple(part for line in old if line.startswith(HEADER) for part in (line, ""))
     tables = read_tables(scale_dir)
     plan = plan_for(scale, root=results_dir.parent) if scale.judges_claims else None
+    pilot = read_experiments(plan.pilot_dir, plan.experiments) if plan else {}  # read once: three sections use it
     lines = [f"# Results at {scale} scale", "", *header, *([scale.scope, ""] if scale.scope else [])]
     if plan is not None:
         experiments = read_scale(scale_dir, plan)  # every per-seed file read and verified once for the sections
         claims = claim_lines(scale_dir, plan, experiments=experiments)
-        lines += [*plan_lines(plan, claims), *claims_section(scale_dir, plan, claims)]
+        lines += [*plan_lines(plan, claims, pilot), *claims_section(scale_dir, plan, claims)]
         lines += [*protocol_lines(claims, tables, HEADINGS), *card_lines(claims, HEADINGS)]
         lines += sensitivity_lines(scale_dir, plan, claims)
-        lines += [*arm_lines(experiments, plan), *spike_lines(experiments, plan), *shift_lines(experiments, plan)]
+        lines += [
+            *arm_lines(experiments, plan),
+            *spike_lines(experiments, plan, pilot),
+            *shift_lines(experiments, plan),
+        ]
         lines += history_lines(results_dir.parent, plan, claims, HEADINGS)
     else:
         lines += exploratory_lines(tables)
-    lines += [*check_lines(tables, plan=plan), *caveat_lines(scale, tables), *recipe_lines(scale_dir, plan)]
+    lines += [*check_lines(tables, plan=plan), *caveat_lines(scale, tables)]
+    lines += recipe_lines(scale_dir, plan, pilot)
     lines += experiment_lines(scale_dir, tables, "")
     return write_marked(scale_dir / "REPORT.md", "\n".join(lines))
 

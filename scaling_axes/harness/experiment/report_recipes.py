@@ -9,7 +9,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from scaling_axes.harness.claims.observed import read_experiment
+from scaling_axes.harness.claims.observed import Experiment
 from scaling_axes.harness.claims.plan import AnalysisPlan
 from scaling_axes.harness.experiment.report_shared import shared_lines
 from scaling_axes.io import verify_checksum
@@ -28,8 +28,11 @@ COLUMNS = (
 )
 
 
-def recipe_lines(scale_dir: Path, plan: AnalysisPlan | None = None) -> list[str]:
-    """A table per comparison of every experiment with a recipes file, with what its arms may differ in and why."""
+def recipe_lines(
+    scale_dir: Path, plan: AnalysisPlan | None = None, pilot: dict[str, Experiment] | None = None
+) -> list[str]:
+    """A table per comparison of every experiment with a recipes file, with what its arms may differ in and why
+    (under `plan`, each arm as `pilot`, its pilot's experiments, says it was tuned)."""
     files = sorted((Path(scale_dir) / "recipes").glob("*.csv"))
     if not files:
         return []
@@ -38,37 +41,34 @@ def recipe_lines(scale_dir: Path, plan: AnalysisPlan | None = None) -> list[str]
         verify_checksum(path, "rebuild the experiment's table (run <experiment> --report)")
         with open(path, newline="") as f:
             rows = recipes[path.stem] = list(csv.DictReader(f))
-        trained = _as_trained(plan, path.stem)
+        planned = plan.experiments.get(path.stem) if plan else None
+        tuned = _tuning(pilot[path.stem]) if planned and pilot and path.stem in pilot else {}
         for comparison in dict.fromkeys(r["comparison"] for r in rows):
-            lines += _comparison(path.stem, [r for r in rows if r["comparison"] == comparison], trained)
+            each = [r for r in rows if r["comparison"] == comparison]
+            lines += _comparison(path.stem, each, tuned, set(planned.arms) if planned else None)
     return lines + shared_lines(Path(scale_dir), recipes)
 
 
-def _as_trained(plan: AnalysisPlan | None, experiment: str) -> dict[str, dict[str, str]]:
-    """arm -> the recipe fields its plan's pilot and seeds say it trained with, where they differ from the file's."""
-    if plan is None or experiment not in plan.experiments:
-        return {}
-    planned = plan.experiments[experiment].arms
-    sweeps = (
-        read_experiment(plan.pilot_dir, experiment).sweeps if (plan.pilot_dir / f"{experiment}.csv").exists() else {}
-    )
-    out: dict[str, dict[str, str]] = {}
-    for arm, points in sweeps.items():
-        rates = len({lr for lr, *_ in points})
-        out.setdefault(arm, {})["tuning"] = f"{len(points)} runs at {rates} rates (the pilot's sweep)"
-    return out | {"": {"planned": ",".join(planned)}}
+def _tuning(pilot: Experiment) -> dict[str, str]:
+    """arm -> its tuning as the pilot's sweep trained it (its sweep points, however far the grid was extended)."""
+    return {
+        arm: f"{len(points)} runs at {len({lr for lr, *_ in points})} rates (the pilot's sweep)"
+        for arm, points in pilot.sweeps.items()
+    }
 
 
-def _comparison(experiment: str, rows: list[dict[str, str]], trained: dict[str, dict[str, str]]) -> list[str]:
+def _comparison(
+    experiment: str, rows: list[dict[str, str]], tuned: dict[str, str], planned: set[str] | None
+) -> list[str]:
     notes = {r["field"]: r["value"] for r in rows if not r["arm"]}
     arms: dict[str, dict[str, str]] = {}
     for r in rows:
         if r["arm"]:
             arms.setdefault(r["arm"], {})[r["field"]] = r["value"]
-    planned = trained.get("", {}).get("planned")
     for arm, fields in arms.items():
-        fields |= trained.get(arm, {})
-        if planned is not None and arm not in planned.split(","):
+        if arm in tuned:
+            fields["tuning"] = tuned[arm]
+        if planned is not None and arm not in planned:
             fields["lr"] = f"{fields.get('lr', '')} (declared; the plan trains it at none of its seeds)"
         if fields.get("tuning", "").startswith("none of its own") and fields.get("rate_from"):
             fields["tuning"] += f": {fields['rate_from']}"

@@ -6,22 +6,21 @@ the seeds they share: a batch every arm of a seed meets spikes on that seed's da
 from __future__ import annotations
 
 import collections
-from pathlib import Path
 
-from scaling_axes.harness.claims.observed import Experiment, read_experiment
+from scaling_axes.harness.claims.observed import Experiment
 from scaling_axes.harness.claims.plan import AnalysisPlan
 from scaling_axes.harness.stability import SPIKE_NATS
 
 SweepPoints = list[tuple[float, int, float | None, str]]  # (rate, draw, final loss or None: diverged, flag)
 
 
-def spike_lines(experiments: dict[str, Experiment], plan: AnalysisPlan) -> list[str]:
+def spike_lines(experiments: dict[str, Experiment], plan: AnalysisPlan, pilot: dict[str, Experiment]) -> list[str]:
     """The section: how many of the plan's confirmatory runs spiked or diverged, and each by name (`experiments`:
-    the scale's files as `judge.read_scale` read them; the sweeps from the plan's pilot)."""
+    the scale's files as `judge.read_scale` read them; `pilot`: the plan's pilot's, whose sweeps it reads)."""
     found, seeds, total = [], collections.Counter(), 0
     for name, planned in sorted(plan.experiments.items()):
         runs = experiments[name].runs if name in experiments else {}
-        sweeps = _pilot_sweeps(plan.pilot_dir, name)
+        sweeps = pilot[name].sweeps or None if name in pilot else None  # None: no sweep recorded there
         for arm in planned.arms:
             for seed in planned.seeds:
                 measures = runs.get(arm, {}).get(seed)
@@ -55,14 +54,6 @@ def spike_lines(experiments: dict[str, Experiment], plan: AnalysisPlan) -> list[
             *shared,
         ]
     return [head, "", why, "", *(found or ["- none."]), *shared, ""]
-
-
-def _pilot_sweeps(pilot_dir: Path, name: str) -> dict[str, SweepPoints] | None:
-    """arm -> its sweep's points in the pilot's per-seed file; None where the file records no sweep (none there,
-    or written before sweep points were kept)."""
-    if not (pilot_dir / f"{name}.csv").exists():
-        return None
-    return read_experiment(pilot_dir, name).sweeps or None
 
 
 def _neighbours(sweeps: dict[str, SweepPoints] | None, arm: str, rate: float | None) -> str:
